@@ -1,0 +1,3 @@
+from crosstalk.cli.main import main
+
+main()

@@ -1,0 +1,172 @@
+"""The CrosstalkError tree.
+
+Every failure a user can meet is one of these: a stable machine-readable ``code`` (listed in
+CLI.md, never renamed) and one plain sentence saying what happened and what to do. The CLI turns
+them into ``{"error": {"code", "message"}}`` and exit status 1; the control socket sends them as
+``{"ok": false, "error": {...}}``; the MCP server as an ``isError`` result.
+
+Standard library only: the hook program imports this module.
+"""
+
+from __future__ import annotations
+
+
+class CrosstalkError(Exception):
+    """Something went wrong that we can explain in one sentence.
+
+    Subclasses fix ``code``; the message is written for the person who will read it.
+    """
+
+    code: str = "internal"
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if code is not None:
+            self.code = code
+
+    def to_dict(self) -> dict[str, str]:
+        """The ``{"code", "message"}`` pair used by every output channel."""
+        return {"code": self.code, "message": self.message}
+
+
+class LocalProtocolError(CrosstalkError):
+    """We used a protocol wrongly (a bug on our side, or a call made in the wrong state)."""
+
+    code = "protocol_error"
+
+
+class RemoteProtocolError(CrosstalkError):
+    """The other side broke the protocol. ``hint`` may name the error code to send back."""
+
+    code = "protocol_error"
+
+    def __init__(self, message: str, *, code: str | None = None, hint: str | None = None) -> None:
+        super().__init__(message, code=code)
+        self.hint = hint
+
+
+class NotSetUp(CrosstalkError):
+    """There is no identity yet: pair with someone first (``crosstalk room new``)."""
+
+    code = "not_set_up"
+
+
+class DamagedState(CrosstalkError):
+    """A state file does not parse. We never overwrite it; the user must look at it."""
+
+    code = "damaged_state"
+
+
+class DaemonUnreachable(CrosstalkError):
+    """The daemon did not answer on its control socket in time."""
+
+    code = "daemon_unreachable"
+
+
+class RelayUnreachable(CrosstalkError):
+    """The relay could not be reached."""
+
+    code = "relay_unreachable"
+
+
+class InvalidRequest(CrosstalkError):
+    """A request was malformed: not JSON, not an object, missing or wrong fields."""
+
+    code = "invalid_request"
+
+
+class UnknownOp(CrosstalkError):
+    """A control-socket request named an operation the daemon does not have."""
+
+    code = "unknown_op"
+
+
+class TooLarge(CrosstalkError):
+    """Something was bigger than the limit that applies to it."""
+
+    code = "too_large"
+
+
+class RateLimited(CrosstalkError):
+    """Too many requests in a short time; wait a little and try again."""
+
+    code = "rate_limited"
+
+
+class WrongWords(CrosstalkError):
+    """The pairing words did not match. The slot is burned; start a new pairing."""
+
+    code = "wrong_words"
+
+
+class SlotExpired(CrosstalkError):
+    """The pairing slot expired (15 minutes) before both sides met."""
+
+    code = "slot_expired"
+
+
+class SlotNotFound(CrosstalkError):
+    """No pairing slot with that number exists (it was never made, or was used up)."""
+
+    code = "slot_not_found"
+
+
+class UnknownPeer(CrosstalkError):
+    """No contact by that name."""
+
+    code = "unknown_peer"
+
+
+class UnknownRoom(CrosstalkError):
+    """No room by that name or id."""
+
+    code = "unknown_room"
+
+
+class NotAMember(CrosstalkError):
+    """The action needs membership of a room you are not in."""
+
+    code = "not_a_member"
+
+
+class NotInvited(CrosstalkError):
+    """There is no invitation to accept or decline."""
+
+    code = "not_invited"
+
+
+class Refused(CrosstalkError):
+    """The receiver's attention settings refused this."""
+
+    code = "refused"
+
+
+class NoAnswer(CrosstalkError):
+    """Nobody answered before the timeout."""
+
+    code = "no_answer"
+
+
+class ClaimedByOther(CrosstalkError):
+    """Somebody else holds that task."""
+
+    code = "claimed_by_other"
+
+
+class NeedsReason(CrosstalkError):
+    """A self-initiated message must say why it matters to the recipient."""
+
+    code = "needs_reason"
+
+
+class RationSpent(CrosstalkError):
+    """The hourly ration of self-initiated messages to this recipient is used up."""
+
+    code = "ration_spent"
+
+
+class InvalidConfig(CrosstalkError):
+    """A configuration file could not be parsed or has the wrong shape; it was left untouched."""
+
+    code = "invalid_config"

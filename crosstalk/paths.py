@@ -1,0 +1,71 @@
+"""Where a crosstalk identity keeps its files.
+
+Standard library only: the hook program imports this module and must start fast.
+One state directory (``CROSSTALK_HOME``, default ``~/.crosstalk``) is one identity.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+HOME_ENV = "CROSSTALK_HOME"
+HEARTBEAT_ENV = "CROSSTALK_HEARTBEAT"
+RELAY_ENV = "CROSSTALK_RELAY"
+DEFAULT_HEARTBEAT = 5.0
+
+
+@dataclass(frozen=True)
+class Home:
+    """The files of one state directory."""
+
+    root: Path
+
+    @classmethod
+    def resolve(cls, explicit: str | os.PathLike[str] | None = None) -> Home:
+        """``--home`` wins, then ``CROSSTALK_HOME``, then ``~/.crosstalk``."""
+        chosen = explicit or os.environ.get(HOME_ENV) or Path.home() / ".crosstalk"
+        return cls(Path(chosen).expanduser().absolute())
+
+    @property
+    def socket(self) -> Path:
+        return self.root / "daemon.sock"
+
+    @property
+    def lock(self) -> Path:
+        return self.root / "daemon.lock"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "daemon.log"
+
+    @property
+    def database(self) -> Path:
+        return self.root / "state.db"
+
+    @property
+    def identity(self) -> Path:
+        return self.root / "identity.json"
+
+    @property
+    def config(self) -> Path:
+        return self.root / "config.json"
+
+    def ensure(self) -> None:
+        """Create the directory 0700 (and tighten it if it exists looser)."""
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if self.root.stat().st_mode & 0o077:
+            self.root.chmod(0o700)
+
+
+def heartbeat_from_env() -> float:
+    """The actor heartbeat in seconds from ``CROSSTALK_HEARTBEAT`` (default 5)."""
+    raw = os.environ.get(HEARTBEAT_ENV)
+    if not raw:
+        return DEFAULT_HEARTBEAT
+    try:
+        value = float(raw)
+    except ValueError:
+        return DEFAULT_HEARTBEAT
+    return value if value > 0 else DEFAULT_HEARTBEAT

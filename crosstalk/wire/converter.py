@@ -1,0 +1,51 @@
+"""The one cattrs converter.
+
+Preconfigured for JSON, with bytes carried as standard base64 strings. Structure
+peer data only at the edges and call :func:`structure_remote`, which turns any cattrs validation
+failure into a single :class:`~crosstalk.errors.RemoteProtocolError`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any, TypeVar
+
+from cattrs.errors import BaseValidationError
+from cattrs.preconf.json import make_converter
+
+from crosstalk.errors import RemoteProtocolError
+
+T = TypeVar("T")
+
+converter = make_converter()
+
+
+def _b64encode(value: bytes) -> str:
+    return base64.b64encode(value).decode("ascii")
+
+
+def _b64decode(value: object, _type: object) -> bytes:
+    if not isinstance(value, str):
+        raise TypeError("expected a base64 string")
+    try:
+        return base64.b64decode(value.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError) as exc:
+        raise ValueError("invalid base64") from exc
+
+
+converter.register_unstructure_hook(bytes, _b64encode)
+converter.register_structure_hook(bytes, _b64decode)
+
+
+def structure_remote(data: Any, cls: type[T]) -> T:
+    """Structure ``data`` received from a peer, or raise one RemoteProtocolError."""
+    try:
+        return converter.structure(data, cls)
+    except (BaseValidationError, ValueError, TypeError, KeyError) as exc:
+        raise RemoteProtocolError(f"malformed {cls.__name__}: {exc}") from None
+
+
+def unstructure(value: Any) -> Any:
+    """Turn a model into plain JSON-ready data."""
+    return converter.unstructure(value)

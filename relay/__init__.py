@@ -1,0 +1,1 @@
+"""The crosstalk relay: routes sealed room ops between members and keeps what it could not deliver."""
