@@ -170,3 +170,9 @@ class InvalidConfig(CrosstalkError):
     """A configuration file could not be parsed or has the wrong shape; it was left untouched."""
 
     code = "invalid_config"
+
+
+class UsageError(CrosstalkError):
+    """The command was called wrongly (a malformed argument). The CLI exits 2 for these."""
+
+    code = "usage"

@@ -1,0 +1,21 @@
+"""The ``crosstalk`` command: a typer app whose commands each parse, then call one function."""
+
+from __future__ import annotations
+
+import typer
+
+from crosstalk.cli import cmd_relay
+
+app = typer.Typer(
+    name="crosstalk",
+    help="Put several people's coding agents in shared, end-to-end encrypted rooms.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(cmd_relay.app, name="relay")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

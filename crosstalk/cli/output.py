@@ -1,0 +1,61 @@
+"""How every command prints: short human text, or stable JSON with ``--json``.
+
+Success prints one JSON object (streams print one per line, flushed). Failure prints
+``{"error": {"code", "message"}}`` and exits 1; usage errors exit 2 (CLI.md).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any, ParamSpec, TypeVar
+
+import typer
+
+from crosstalk.errors import CrosstalkError, UsageError
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class Output:
+    """Prints results for one command invocation, in human or JSON form."""
+
+    def __init__(self, *, json_mode: bool) -> None:
+        self.json_mode = json_mode
+
+    def emit(self, data: Mapping[str, Any], human: str | None = None) -> None:
+        """Print one result: ``data`` as a JSON line, or ``human`` as text."""
+        if self.json_mode:
+            sys.stdout.write(json.dumps(data, sort_keys=False) + "\n")
+        elif human is not None:
+            sys.stdout.write(human.rstrip("\n") + "\n")
+        sys.stdout.flush()
+
+    def fail(self, error: CrosstalkError) -> None:
+        """Print the error envelope (JSON) or the sentence (stderr) and exit 1 (2 for usage)."""
+        if self.json_mode:
+            sys.stdout.write(json.dumps({"error": error.to_dict()}) + "\n")
+            sys.stdout.flush()
+        else:
+            sys.stderr.write(f"crosstalk: {error.message}\n")
+        raise typer.Exit(2 if isinstance(error, UsageError) else 1)
+
+
+def reports_errors(fn: Callable[P, R]) -> Callable[P, R]:
+    """Turn a CrosstalkError raised by a command into the CLI error envelope.
+
+    The wrapped command must take a ``json_output`` keyword argument (the ``--json`` flag).
+    """
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except CrosstalkError as exc:
+            Output(json_mode=bool(kwargs.get("json_output"))).fail(exc)
+            raise AssertionError("unreachable") from None
+
+    return wrapper
