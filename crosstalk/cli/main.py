@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from crosstalk.cli import cmd_relay
+from crosstalk.cli import cmd_daemon, cmd_relay, cmd_status
 
 app = typer.Typer(
     name="crosstalk",
@@ -13,7 +13,10 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+app.add_typer(cmd_daemon.app, name="daemon")
 app.add_typer(cmd_relay.app, name="relay")
+app.command("status")(cmd_status.status)
+app.command("doctor")(cmd_status.doctor)
 
 
 def main() -> None:

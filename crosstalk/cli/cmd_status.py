@@ -1,0 +1,64 @@
+"""`crosstalk status` and `crosstalk doctor`."""
+
+from __future__ import annotations
+
+import attrs
+import typer
+
+from crosstalk.cli.options import HomeOption, JsonOption
+from crosstalk.cli.output import Output, reports_errors
+from crosstalk.client import daemon_pid
+from crosstalk.crypto import fingerprint
+from crosstalk.doctor import run_checks
+from crosstalk.paths import Home
+from crosstalk.store.identity import load_identity
+
+
+def status(json_output: JsonOption = False, home: HomeOption = None) -> None:
+    """Identity, relay, daemon and sessions at a glance."""
+    out = Output(json_mode=json_output)
+    h = Home.resolve(home)
+    record = load_identity(h.identity)
+    label = record.label if record else None
+    fp = fingerprint(record.ed25519_public) if record else None
+    pid = daemon_pid(h)
+    data = {
+        "label": label,
+        "fingerprint": fp,
+        "relay": {"url": None, "connected": False},
+        "daemon": {"running": pid is not None, "pid": pid},
+        "sessions": [],
+    }
+    who = f"{label} ({fp})" if record else "not set up yet (pair with `crosstalk room new`)"
+    daemon = f"running as pid {pid}" if pid else "not running"
+    out.emit(data, f"identity  {who}\ndaemon    {daemon}\nhome      {h.root}")
+
+
+def doctor(json_output: JsonOption = False, home: HomeOption = None) -> None:
+    """Check the setup and say what is broken and how to fix it. Exit 0 only when all is well."""
+    out = Output(json_mode=json_output)
+    report = run_checks(Home.resolve(home))
+    data = {
+        "ok": report.ok,
+        "checks": [attrs.asdict(c) for c in report.checks],
+        "actors": report.actors,
+    }
+    lines = [f"{'✓' if c.ok else '✗'} {c.name:<14} {c.detail}" for c in report.checks]
+    if report.actors:
+        lines.append("")
+        lines.append(f"  {'actor':<16} {'state':<10} {'restarts':>8} {'beat':>7} {'inbox':>5}")
+        for a in report.actors:
+            lines.append(
+                f"  {a['name']:<16} {a['state']:<10} {a['restarts']:>8} "
+                f"{a['beat_age_s']:>6.1f}s {a['inbox']:>5}"
+            )
+    bad = sum(not c.ok for c in report.checks)
+    lines.append("")
+    lines.append("All good." if report.ok else f"{bad} thing(s) to fix above.")
+    out.emit(data, "\n".join(lines))
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+status = reports_errors(status)
+doctor = reports_errors(doctor)

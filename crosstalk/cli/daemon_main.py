@@ -1,0 +1,47 @@
+"""The foreground daemon process: take the lock, check state, run the actors."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import trio
+
+from crosstalk.cli.output import Output
+from crosstalk.daemon import run_daemon
+from crosstalk.lock import try_acquire
+from crosstalk.logs import configure_daemon_logging
+from crosstalk.paths import Home, heartbeat_from_env
+from crosstalk.store import check_state_files
+
+
+def run_foreground(home: Home, out: Output, *, detach: bool) -> None:
+    """Run until stopped; a second daemon on the same home says so and returns (exit 0)."""
+    home.ensure()
+    lock = try_acquire(home.lock)
+    if isinstance(lock, int):
+        pid = lock
+        out.emit({"running": True, "pid": pid, "already": True}, f"already running as pid {pid}")
+        return
+    try:
+        check_state_files(home)  # refuse damaged state before writing anything else
+        configure_daemon_logging(home.log)
+
+        def ready() -> None:
+            out.emit({"running": True, "pid": os.getpid()}, f"daemon up (pid {os.getpid()})")
+            if detach:
+                _detach_stdio()
+
+        trio.run(lambda: run_daemon(home, heartbeat=heartbeat_from_env(), on_ready=ready))
+    finally:
+        lock.release()
+
+
+def _detach_stdio() -> None:
+    # The starter has read our ready line and closed its pipes; from here on we speak only
+    # through daemon.log, so writes to a closed pipe can never kill us.
+    sys.stdout.flush()
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    os.close(devnull)

@@ -1,0 +1,103 @@
+"""Real-process helpers: run the CLI in a subprocess against a throwaway home, and stop every
+daemon a test started, by its pid."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CLI_TIMEOUT = 60.0
+
+
+class Cli:
+    """Runs ``python -m crosstalk ...`` with ``--home`` set to one state directory."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+
+    def run(self, *args: str, timeout: float = CLI_TIMEOUT, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        full_env = {**os.environ, **(env or {})}
+        full_env.pop("CROSSTALK_HOME", None)
+        return subprocess.run(
+            [sys.executable, "-m", "crosstalk", *args, "--home", str(self.home)],
+            capture_output=True, text=True, timeout=timeout, env=full_env, check=False,
+        )
+
+    def json(self, *args: str, expect: int = 0, **kw: Any) -> dict[str, Any]:
+        """Run with --json, check the exit status, return the (last) JSON line."""
+        proc = self.run(*args, "--json", **kw)
+        assert proc.returncode == expect, (proc.returncode, proc.stdout, proc.stderr)
+        lines = [line for line in proc.stdout.splitlines() if line.strip()]
+        assert lines, (proc.stdout, proc.stderr)
+        result: dict[str, Any] = json.loads(lines[-1])
+        return result
+
+    def daemon_pid(self) -> int | None:
+        try:
+            pid = int((self.home / "daemon.lock").read_text().strip() or 0)
+        except (OSError, ValueError):
+            return None
+        return pid or None
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie still answers kill(0); look at its state.
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def wait_until(condition: Any, *, timeout: float, what: str) -> None:
+    """Poll ``condition`` until it is true, failing after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(0.02)
+
+
+def stop_pid(pid: int) -> None:
+    """Stop a process we started: SIGTERM, then SIGKILL after a bound."""
+    if not pid_alive(pid):
+        return
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    while pid_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if pid_alive(pid):
+        os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A temporary directory with a short path: unix socket paths are limited to 107 bytes."""
+    path = Path(tempfile.mkdtemp(prefix="ct-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def cli(short_tmp: Path) -> Iterator[Cli]:
+    """A CLI bound to a fresh home; any daemon it leaves running is stopped by pid."""
+    c = Cli(short_tmp / "home")
+    yield c
+    pid = c.daemon_pid()
+    if pid:
+        stop_pid(pid)
