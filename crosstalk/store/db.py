@@ -1,0 +1,242 @@
+"""The daemon's SQLite database, ``state.db``, and the one way to change it.
+
+Everything that must survive a restart lives here (DESIGN.md §4). The rule this module exists for
+is *nothing acknowledged is ever lost*: callers acknowledge an inbound op to the relay, or return
+from a send, only after ``await store.write(...)`` has returned, and ``write`` returns only after
+SQLite's ``COMMIT`` has returned with ``synchronous=FULL`` in WAL mode, i.e. after the commit is on
+disk.
+
+sqlite3 blocks, so every transaction runs in a worker thread (``trio.to_thread.run_sync``) on one
+connection, one at a time (``CapacityLimiter(1)``). The thread is not abandoned on cancellation: a
+transaction that has started always finishes (commit or rollback) before ``write`` returns or
+raises, so a cancelled caller never leaves a half-done transaction behind.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import sqlite3
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TypeVar
+
+import trio
+
+from crosstalk.errors import DamagedState, LocalProtocolError
+from crosstalk.store.files import PRIVATE_FILE_MODE, damaged
+from crosstalk.store.migrations import LATEST_VERSION, migrate, newer_than_known
+
+R = TypeVar("R")
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+SQLITE_HEADER_SIZE = 100
+BUSY_TIMEOUT_S = 10.0
+
+
+def _side_files(path: Path) -> tuple[Path, Path]:
+    """SQLite's WAL and shared-memory files that sit beside ``path``."""
+    return path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")
+
+
+def _check_header(path: Path) -> None:
+    """Refuse, by reading 100 bytes ourselves, a file that is plainly not a SQLite database."""
+    try:
+        with path.open("rb") as handle:
+            header = handle.read(SQLITE_HEADER_SIZE)
+    except OSError as exc:
+        raise damaged(path, f"cannot be read ({exc.strerror or exc})") from None
+    if not header:
+        return  # An empty file is a new database to SQLite; opening it creates the schema.
+    if not header.startswith(SQLITE_MAGIC):
+        raise damaged(path, "does not parse: it is not a SQLite database")
+    if len(header) < SQLITE_HEADER_SIZE:
+        raise damaged(path, "does not parse: it is truncated inside the SQLite header")
+
+
+def check_database(path: Path) -> int | None:
+    """Check that ``state.db`` parses and is a schema we know, without changing a byte of it.
+
+    Opens the file read-only (``mode=ro`` URI). When no ``-wal`` file exists, the main file is
+    the whole database, so it is also opened ``immutable=1``: SQLite then creates no ``-wal`` or
+    ``-shm`` file beside a file it may be about to call damaged. ``PRAGMA quick_check`` walks every
+    page, which catches truncation and corruption beyond the header.
+
+    Returns:
+        The schema version, or ``None`` when there is no database yet.
+
+    Raises:
+        DamagedState: naming the file, when it is not a valid SQLite database or was written
+            by a newer crosstalk. The file is left untouched.
+    """
+    if not path.exists():
+        return None
+    _check_header(path)
+    wal, _shm = _side_files(path)
+    uri = path.absolute().as_uri() + "?mode=ro"
+    if not wal.exists():
+        uri += "&immutable=1"
+    try:
+        conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S)
+    except sqlite3.Error as exc:
+        raise damaged(path, f"cannot be opened: {exc}") from None
+    try:
+        problems = [row[0] for row in conn.execute("PRAGMA quick_check").fetchall()]
+        version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+    except sqlite3.Error as exc:
+        raise damaged(path, f"does not parse: {exc}") from None
+    finally:
+        conn.close()
+    if problems != ["ok"]:
+        raise damaged(path, f"does not parse: {'; '.join(map(str, problems[:3]))}")
+    if version > LATEST_VERSION:
+        raise newer_than_known(path.name, version)
+    return version
+
+
+def _make_private(path: Path) -> None:
+    """Create ``path`` 0600 if missing, tighten it if looser, and likewise its side files."""
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE)
+        os.close(fd)
+    for each in (path, *_side_files(path)):
+        try:
+            if each.stat().st_mode & 0o777 != PRIVATE_FILE_MODE:
+                each.chmod(PRIVATE_FILE_MODE)
+        except FileNotFoundError:
+            continue
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """Open (creating if needed) ``state.db`` for the daemon, with our pragmas, migrated.
+
+    The caller must have run :func:`check_database` first, so a damaged file is never written.
+    """
+    _make_private(path)
+    conn = sqlite3.connect(
+        path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_S
+    )
+    try:
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise DamagedState(f"{path.name} at {path} cannot be put in WAL mode (got {mode}).")
+        # synchronous=FULL: in WAL mode, NORMAL skips the fsync of the WAL at each commit, so a
+        # power loss can undo a transaction that already returned. We acknowledge ops to the relay
+        # and return from sends right after COMMIT, so the commit must already be on disk.
+        # (https://www.sqlite.org/pragma.html#pragma_synchronous)
+        conn.execute("PRAGMA synchronous = FULL")
+        # macOS: plain fsync stops at the drive cache; these are no-ops elsewhere.
+        conn.execute("PRAGMA fullfsync = ON")
+        conn.execute("PRAGMA checkpoint_fullfsync = ON")
+        conn.execute("PRAGMA foreign_keys = ON")
+        migrate(conn, path_name=path.name)
+    except BaseException:
+        conn.close()
+        raise
+    _make_private(path)  # the -wal and -shm files exist now
+    return conn
+
+
+def _run_write(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], R]) -> R:
+    """Run ``fn`` in ``BEGIN IMMEDIATE … COMMIT``; roll back if anything raises."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        result = fn(conn)
+        if inspect.isawaitable(result):
+            if inspect.iscoroutine(result):
+                result.close()
+            raise LocalProtocolError("store.write() takes a plain function, not an async one")
+        if not conn.in_transaction:
+            raise LocalProtocolError("the function passed to store.write() ended the transaction")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return result
+
+
+def _run_read(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], R]) -> R:
+    """Run ``fn`` in one read transaction, so it sees one consistent snapshot."""
+    conn.execute("BEGIN")
+    try:
+        return fn(conn)
+    finally:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+
+
+class Store:
+    """The daemon's handle on ``state.db``: one connection, one transaction at a time.
+
+    Open it with ``async with open_store(path) as store`` (or ``await Store.open(path)`` and
+    ``await store.close()``).
+    """
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self._conn: sqlite3.Connection | None = conn
+        self.path = path
+        self._limiter = trio.CapacityLimiter(1)
+
+    @classmethod
+    async def open(cls, path: Path) -> Store:
+        """Check, open and migrate ``path``; refuse a damaged or too-new file without writing it.
+
+        Raises:
+            DamagedState: the file does not parse or is newer than this code.
+        """
+
+        def opening() -> sqlite3.Connection:
+            check_database(path)
+            return connect(path)
+
+        conn = await trio.to_thread.run_sync(opening)
+        return cls(conn, path)
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise LocalProtocolError(f"the store for {self.path.name} is closed")
+        return self._conn
+
+    async def write(self, fn: Callable[[sqlite3.Connection], R]) -> R:
+        """Run ``fn(conn)`` in one write transaction and return its result after the commit.
+
+        This is the commit-before-acknowledge helper. When ``await store.write(fn)`` returns,
+        what ``fn`` wrote is committed and on disk; only then may the caller acknowledge
+        (ack an op to the relay, return from a send, answer a control request). If ``fn`` raises,
+        everything it wrote is rolled back and the exception propagates.
+
+        ``fn`` runs in a worker thread: it must be a plain (not async) function that only uses
+        ``conn``, and must not commit or roll back itself. Cancelling the caller never interrupts
+        a transaction that has started; it finishes first.
+        """
+        conn = self._connection()
+        return await trio.to_thread.run_sync(_run_write, conn, fn, limiter=self._limiter)
+
+    async def read(self, fn: Callable[[sqlite3.Connection], R]) -> R:
+        """Run ``fn(conn)`` against one consistent snapshot and return its result.
+
+        Anything ``fn`` writes is rolled back: use :meth:`write` to change state.
+        """
+        conn = self._connection()
+        return await trio.to_thread.run_sync(_run_read, conn, fn, limiter=self._limiter)
+
+    async def close(self) -> None:
+        """Close the connection once any running transaction has finished. Idempotent."""
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        # Shielded: the connection must be closed even if our caller is being cancelled.
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(conn.close, limiter=self._limiter)
+
+
+@asynccontextmanager
+async def open_store(path: Path) -> AsyncIterator[Store]:
+    """Open the store at ``path`` for the duration of the block, then close it."""
+    store = await Store.open(path)
+    try:
+        yield store
+    finally:
+        await store.close()

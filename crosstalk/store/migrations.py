@@ -1,0 +1,190 @@
+"""Schema versions of ``state.db`` and the steps between them.
+
+Theory of operation: the schema version is SQLite's ``PRAGMA user_version`` (an integer in the file
+header, 0 for a new database). ``MIGRATIONS[i]`` takes the schema from version ``i`` to ``i + 1``.
+Opening the store runs every pending step in order, each in its own ``BEGIN IMMEDIATE`` transaction
+that also sets ``user_version``; ``user_version`` is part of the database header, so it commits or
+rolls back together with the step's tables. A crash mid-migration therefore leaves the database at
+the last completed version and the next start carries on. A database whose version is newer than
+any step we know was written by a newer crosstalk: we refuse it (DamagedState) rather than guess.
+
+Rules for later work: never edit a released step; append a new one. Statements are executed one at
+a time with ``execute`` (not ``executescript``, which commits behind our back).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+
+import attrs
+
+from crosstalk.errors import DamagedState
+
+
+@attrs.frozen
+class Migration:
+    """One step: the statements that take the schema to ``version``."""
+
+    version: int
+    summary: str
+    statements: Sequence[str]
+
+
+# Version 1: what DESIGN.md §4 says must survive a restart, kept minimal. Op logs, facts/tasks,
+# trust/mutes, attention and usage arrive as later steps, written by the code that uses them.
+_V1 = (
+    # Daemon-wide settings: JSON values by key (relay URL, pinned relay keys, ...).
+    """CREATE TABLE settings (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    )""",
+    # People (and our own other machines) we have paired with; keys as raw 32-byte values.
+    """CREATE TABLE contacts (
+        fingerprint TEXT PRIMARY KEY,
+        label TEXT NOT NULL,
+        machine TEXT NOT NULL DEFAULT '',
+        signing_key BLOB NOT NULL CHECK (length(signing_key) = 32),
+        box_key BLOB NOT NULL CHECK (length(box_key) = 32),
+        is_agent INTEGER NOT NULL DEFAULT 0,
+        own_machine INTEGER NOT NULL DEFAULT 0,
+        added_at REAL NOT NULL
+    )""",
+    "CREATE INDEX contacts_by_label ON contacts (label)",
+    # Rooms we are in or invited to; `epoch` is the current key epoch.
+    """CREATE TABLE rooms (
+        room_id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('direct', 'shared')),
+        state TEXT NOT NULL CHECK (state IN ('invited', 'joined', 'left')),
+        epoch INTEGER NOT NULL DEFAULT 0,
+        created_at REAL NOT NULL
+    )""",
+    # Each room's roster as we last verified it: the keys that ops from a sender must match.
+    """CREATE TABLE room_members (
+        room_id TEXT NOT NULL REFERENCES rooms (room_id) ON DELETE CASCADE,
+        fingerprint TEXT NOT NULL,
+        label TEXT NOT NULL,
+        signing_key BLOB NOT NULL CHECK (length(signing_key) = 32),
+        box_key BLOB NOT NULL CHECK (length(box_key) = 32),
+        state TEXT NOT NULL CHECK (state IN ('invited', 'member')),
+        added_by TEXT,
+        PRIMARY KEY (room_id, fingerprint)
+    )""",
+    # Room keys by epoch: old epochs stay so that late ops sealed under them still open.
+    """CREATE TABLE room_keys (
+        room_id TEXT NOT NULL REFERENCES rooms (room_id) ON DELETE CASCADE,
+        epoch INTEGER NOT NULL,
+        key BLOB NOT NULL CHECK (length(key) = 32),
+        PRIMARY KEY (room_id, epoch)
+    )""",
+    # The highest relay sequence number committed locally per room: sent on reconnect, acked.
+    """CREATE TABLE room_cursors (
+        room_id TEXT PRIMARY KEY REFERENCES rooms (room_id) ON DELETE CASCADE,
+        seq INTEGER NOT NULL DEFAULT 0 CHECK (seq >= 0)
+    )""",
+    # Ops we have applied, by id: re-delivery of the same op is a no-op (exactly-once at the agent).
+    """CREATE TABLE room_ops (
+        room_id TEXT NOT NULL REFERENCES rooms (room_id) ON DELETE CASCADE,
+        op_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        sender TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        body TEXT NOT NULL,
+        received_at REAL NOT NULL,
+        PRIMARY KEY (room_id, op_id)
+    )""",
+    "CREATE INDEX room_ops_by_seq ON room_ops (room_id, seq)",
+    # Sealed ops waiting for the relay; a send returns once its row is committed here.
+    # `id` gives the flush order; `seq` is filled when the relay has sequenced it ('sent').
+    """CREATE TABLE outbox (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        op_id TEXT NOT NULL UNIQUE,
+        room_id TEXT NOT NULL REFERENCES rooms (room_id) ON DELETE CASCADE,
+        frame BLOB NOT NULL,
+        state TEXT NOT NULL DEFAULT 'queued' CHECK (state IN ('queued', 'sent')),
+        seq INTEGER,
+        created_at REAL NOT NULL
+    )""",
+    # Messages held for agents: for a named session, for a project, or (both NULL) for anyone
+    # reading as this identity. `read_at` stays NULL until an agent actually read it.
+    """CREATE TABLE held_messages (
+        message_id TEXT PRIMARY KEY,
+        room_id TEXT NOT NULL,
+        sender TEXT NOT NULL,
+        target_session TEXT,
+        target_project TEXT,
+        intent TEXT NOT NULL CHECK (intent IN ('fyi', 'question', 'blocking')),
+        body TEXT NOT NULL,
+        received_at REAL NOT NULL,
+        read_at REAL
+    )""",
+    "CREATE INDEX held_messages_unread ON held_messages (read_at, received_at)",
+    # Agent sessions attached to this daemon (they outlive a daemon restart as records).
+    """CREATE TABLE sessions (
+        name TEXT PRIMARY KEY,
+        client TEXT NOT NULL,
+        project TEXT NOT NULL DEFAULT '',
+        pid INTEGER,
+        inbox_socket TEXT,
+        status TEXT NOT NULL DEFAULT 'live',
+        registered_at REAL NOT NULL,
+        last_seen REAL NOT NULL
+    )""",
+)
+
+MIGRATIONS: tuple[Migration, ...] = (Migration(1, "initial schema", _V1),)
+LATEST_VERSION = len(MIGRATIONS)
+
+
+def schema_version(conn: sqlite3.Connection) -> int:
+    """The schema version recorded in the database header (0 for a new database)."""
+    row = conn.execute("PRAGMA user_version").fetchone()
+    return int(row[0])
+
+
+def newer_than_known(path_name: str, version: int) -> DamagedState:
+    """The refusal for a database written by a newer crosstalk."""
+    return DamagedState(
+        f"{path_name} has schema version {version}, newer than this crosstalk knows "
+        f"({LATEST_VERSION}); it was left untouched. Upgrade crosstalk to use it."
+    )
+
+
+def migrate(conn: sqlite3.Connection, *, path_name: str = "state.db") -> list[int]:
+    """Apply every pending migration, each in its own transaction.
+
+    ``conn`` must be in autocommit mode (``isolation_level=None``) with no transaction open.
+    Running it again is a no-op, so it is safe to call on every open.
+
+    Returns:
+        The versions applied now, in order (empty when already current).
+
+    Raises:
+        DamagedState: the database is newer than the code.
+    """
+    current = schema_version(conn)
+    if current > LATEST_VERSION:
+        raise newer_than_known(path_name, current)
+    applied: list[int] = []
+    for step in MIGRATIONS[current:]:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            # Read the version inside the write lock, so two openers never both apply a step.
+            current = schema_version(conn)
+            if current > LATEST_VERSION:
+                raise newer_than_known(path_name, current)
+            if current >= step.version:
+                conn.execute("ROLLBACK")
+                continue
+            for statement in step.statements:
+                conn.execute(statement)
+            # PRAGMA takes no bound parameters; the value is our own int.
+            conn.execute(f"PRAGMA user_version = {int(step.version)}")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        applied.append(step.version)
+    return applied
