@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from crosstalk.errors import DamagedState
+from crosstalk.errors import DamagedState, LocalProtocolError
 
 
 @attrs.frozen
@@ -143,48 +143,65 @@ def schema_version(conn: sqlite3.Connection) -> int:
     return int(row[0])
 
 
-def newer_than_known(path_name: str, version: int) -> DamagedState:
+def newer_than_known(path_name: str, version: int, latest: int = LATEST_VERSION) -> DamagedState:
     """The refusal for a database written by a newer crosstalk."""
     return DamagedState(
         f"{path_name} has schema version {version}, newer than this crosstalk knows "
-        f"({LATEST_VERSION}); it was left untouched. Upgrade crosstalk to use it."
+        f"({latest}); it was left untouched. Upgrade crosstalk to use it."
     )
 
 
-def migrate(conn: sqlite3.Connection, *, path_name: str = "state.db") -> list[int]:
+def _apply(conn: sqlite3.Connection, step: Migration, latest: int, path_name: str) -> bool:
+    """Apply ``step`` in its own transaction unless it is already in; ``True`` if applied now."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        # Read the version inside the write lock, so two openers never both apply a step.
+        current = schema_version(conn)
+        if current > latest:
+            raise newer_than_known(path_name, current, latest)
+        if current >= step.version:
+            conn.execute("ROLLBACK")
+            return False
+        for statement in step.statements:
+            conn.execute(statement)
+        # PRAGMA takes no bound parameters; the value is our own int.
+        conn.execute(f"PRAGMA user_version = {int(step.version)}")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return True
+
+
+def migrate(
+    conn: sqlite3.Connection,
+    steps: Sequence[Migration] = MIGRATIONS,
+    *,
+    path_name: str = "state.db",
+) -> list[int]:
     """Apply every pending migration, each in its own transaction.
 
     ``conn`` must be in autocommit mode (``isolation_level=None``) with no transaction open.
     Running it again is a no-op, so it is safe to call on every open.
+
+    Args:
+        conn: the database connection.
+        steps: the migrations, ``steps[i]`` taking version ``i`` to ``i + 1`` (tests pass
+            their own; everyone else uses the default).
+        path_name: the file's name, for error messages.
 
     Returns:
         The versions applied now, in order (empty when already current).
 
     Raises:
         DamagedState: the database is newer than the code.
+        LocalProtocolError: ``steps`` are not numbered 1, 2, 3, ...
     """
+    if [step.version for step in steps] != list(range(1, len(steps) + 1)):
+        raise LocalProtocolError("migration steps must be numbered 1, 2, 3, ... in order")
+    latest = len(steps)
     current = schema_version(conn)
-    if current > LATEST_VERSION:
-        raise newer_than_known(path_name, current)
-    applied: list[int] = []
-    for step in MIGRATIONS[current:]:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            # Read the version inside the write lock, so two openers never both apply a step.
-            current = schema_version(conn)
-            if current > LATEST_VERSION:
-                raise newer_than_known(path_name, current)
-            if current >= step.version:
-                conn.execute("ROLLBACK")
-                continue
-            for statement in step.statements:
-                conn.execute(statement)
-            # PRAGMA takes no bound parameters; the value is our own int.
-            conn.execute(f"PRAGMA user_version = {int(step.version)}")
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        applied.append(step.version)
-    return applied
+    if current > latest:
+        raise newer_than_known(path_name, current, latest)
+    return [step.version for step in steps[current:] if _apply(conn, step, latest, path_name)]
