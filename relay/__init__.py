@@ -1,1 +1,1 @@
-"""The crosstalk relay: routes sealed room ops between members and keeps what it could not deliver."""
+"""The crosstalk relay: routes sealed room ops between members, keeps what is undelivered."""

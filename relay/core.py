@@ -1,0 +1,439 @@
+"""The relay's rules, with no I/O: connections, authentication, rooms, the log, slots, presence.
+
+Theory of operation
+-------------------
+The shell owns sockets, clocks, randomness and storage. It feeds :class:`RelayCore` with what
+happened (``connection_opened``, ``frame_received``, ``connection_closed``, ``tick``; ``now`` is
+wall-clock seconds, because retention and op timestamps must survive restarts) and carries out the
+returned effects in order: every :data:`~relay.storage.Write` in a batch is committed before any
+:class:`~relay.effects.Send` of that batch goes out, which is how "acknowledged only after commit"
+holds for ``posted``, pushes and roster changes alike.
+
+A connection is AWAIT_HELLO until a ``hello`` verifies against the challenge it was sent, then
+READY; CLOSING once the core has asked the shell to close it. Before READY every frame is an
+``unauthenticated`` error and changes nothing. The identity of a connection is the fingerprint of
+the key that signed its hello; no frame field can claim another. A connection receives live ``op``
+pushes only after its first ``resume`` (the replay and the switch to live happen in one step, so
+nothing is missed or reordered in between); roster, invitation, presence and slot pushes flow as
+soon as it is READY.
+
+Every handler validates before it mutates, so a refused request leaves no trace but its error
+frame. Malformed frames, unauthenticated frames and version mismatches count as misbehaviour;
+``max_bad_frames`` of them close that connection and nothing else.
+
+Presence: an identity is online while it has a READY connection. Changes are pushed only to
+identities that share a room with it where both are joined, and a newly shared room exchanges the
+current presence both ways.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import attrs
+from nacl.exceptions import CryptoError
+from nacl.signing import SigningKey, VerifyKey
+
+from crosstalk.crypto import fingerprint
+from crosstalk.errors import RemoteProtocolError
+from crosstalk.wire import relay as w
+from relay.effects import Close, Effect, Send
+from relay.limits import Buckets, RelayConfig
+from relay.rooms import RoomBook, RoomState, check_id, refuse
+from relay.slots import Peer, SlotTable, other
+from relay.storage import OpAppended, Snapshot
+
+MISBEHAVIOUR = frozenset({"bad_frame", "unauthenticated", "version"})
+
+
+class ConnState(enum.Enum):
+    AWAIT_HELLO = "await_hello"
+    READY = "ready"
+    CLOSING = "closing"
+
+
+@attrs.define
+class Conn:
+    id: int
+    source: str
+    nonce: bytes
+    state: ConnState = ConnState.AWAIT_HELLO
+    peer: Peer | None = None
+    device: str = ""
+    bad: int = 0
+    live: bool = False
+
+    @property
+    def fp(self) -> str:
+        assert self.peer is not None, "only READY connections have an identity"
+        return self.peer.fingerprint
+
+
+@attrs.frozen
+class RelayStats:
+    """A snapshot of the relay's size and traffic, for /health and /metrics."""
+
+    connections: int
+    authenticated: int
+    identities: int
+    rooms: int
+    held_ops: int
+    held_bytes: int
+    slots: int
+    ops_in: int
+    ops_out: int
+    errors: dict[str, int]
+
+
+class RelayCore:
+    """All relay rules. See the module docstring for how a shell drives it."""
+
+    def __init__(
+        self,
+        *,
+        signing_key: SigningKey,
+        draw: Callable[[int], bytes],
+        config: RelayConfig | None = None,
+        snapshot: Snapshot | None = None,
+    ) -> None:
+        self.config = config or RelayConfig()
+        self._key = signing_key
+        self._relay_pub = bytes(signing_key.verify_key)
+        self._draw = draw
+        self._conns: dict[int, Conn] = {}
+        self._by_identity: dict[str, set[int]] = {}
+        self._rooms = RoomBook()
+        if snapshot is not None:
+            self._rooms.load(snapshot)
+        cfg = self.config
+        self._slots = SlotTable(
+            ttl=cfg.slot_ttl, grant_ttl=cfg.grant_ttl, max_open=cfg.max_open_slots
+        )
+        self._op_buckets = Buckets(cfg.op_rate, cfg.op_burst)
+        self._guess_buckets = Buckets(cfg.guess_rate, cfg.guess_burst)
+        self._ops_in = 0
+        self._ops_out = 0
+        self._errors: dict[str, int] = {}
+        self._handlers: dict[type, Callable[[Conn, Any, float, list[Effect]], None]] = {
+            w.Create: self._create, w.Add: self._add, w.Accept: self._accept,
+            w.Decline: self._decline, w.Leave: self._leave, w.Remove: self._remove,
+            w.GetRoster: self._roster, w.ListRooms: self._list_rooms, w.Post: self._post,
+            w.Ack: self._ack, w.Resume: self._resume, w.SlotOpen: self._slot_open,
+            w.SlotJoin: self._slot_join, w.SlotAttach: self._slot_attach,
+            w.SlotSend: self._slot_send, w.SlotClose: self._slot_close,
+        }
+
+    # --- events from the shell -----------------------------------------------------------------
+
+    def connection_opened(self, conn: int, source: str, now: float) -> list[Effect]:
+        """A socket was accepted from ``source`` (its address); greet it with a challenge."""
+        nonce = self._draw(w.NONCE_SIZE)
+        self._conns[conn] = Conn(conn, source, nonce)
+        return [Send(conn, w.Challenge(nonce, self._relay_pub, w.PROTOCOL_VERSION))]
+
+    def frame_received(self, conn: int, text: str | bytes, now: float) -> list[Effect]:
+        """One WebSocket message arrived on ``conn``."""
+        c = self._conns.get(conn)
+        if c is None or c.state is ConnState.CLOSING:
+            return []
+        out: list[Effect] = []
+        req: int | None = None
+        try:
+            frame = w.decode_client_frame(text)
+            req = getattr(frame, "req", None)
+            if c.state is ConnState.AWAIT_HELLO:
+                if not isinstance(frame, w.Hello):
+                    raise refuse("unauthenticated", "answer the challenge with hello first")
+                self._hello(c, frame, out)
+            elif isinstance(frame, w.Hello):
+                raise refuse("bad_frame", "this connection is already authenticated")
+            else:
+                self._handlers[type(frame)](c, frame, now, out)
+        except RemoteProtocolError as exc:
+            self._error(c, req, exc, out)
+        return out
+
+    def connection_closed(self, conn: int, now: float) -> list[Effect]:
+        """The socket is gone (closed by either side, or dead)."""
+        c = self._conns.pop(conn, None)
+        out: list[Effect] = []
+        if c is None:
+            return out
+        self._slots.detach(conn)
+        if c.peer is not None:
+            conns = self._by_identity.get(c.fp, set())
+            conns.discard(conn)
+            if not conns:
+                self._by_identity.pop(c.fp, None)
+                self._announce(c.fp, False, out)
+        return out
+
+    def tick(self, now: float) -> list[Effect]:
+        """Periodic upkeep: retention, slot expiry, forgetting idle rate buckets."""
+        out: list[Effect] = list(self._rooms.expire(now - self.config.retention))
+        for slot in self._slots.expired(now):
+            for conns in slot.attached.values():
+                out.extend(Send(cid, w.SlotClosed(slot.number, "expired")) for cid in conns)
+        self._op_buckets.sweep(now)
+        self._guess_buckets.sweep(now)
+        return out
+
+    def statistics(self) -> RelayStats:
+        ready = sum(1 for c in self._conns.values() if c.peer is not None)
+        return RelayStats(
+            connections=len(self._conns), authenticated=ready,
+            identities=len(self._by_identity), rooms=len(self._rooms.rooms),
+            held_ops=self._rooms.held_ops(), held_bytes=self._rooms.held_bytes(),
+            slots=len(self._slots.slots), ops_in=self._ops_in, ops_out=self._ops_out,
+            errors=dict(self._errors),
+        )
+
+    # --- helpers -------------------------------------------------------------------------------
+
+    def _error(self, c: Conn, req: int | None, exc: RemoteProtocolError, out: list[Effect]) -> None:
+        code = exc.hint or "bad_frame"
+        self._errors[code] = self._errors.get(code, 0) + 1
+        out.append(Send(c.id, w.Error(req, code, exc.message)))
+        if code in MISBEHAVIOUR:
+            c.bad += 1
+            if c.bad >= self.config.max_bad_frames:
+                c.state = ConnState.CLOSING
+                out.append(Close(c.id, "too many malformed or unauthenticated frames"))
+
+    def _push(self, fps: Iterable[str], frame: w.RelayFrame, out: list[Effect]) -> None:
+        for fp in fps:
+            out.extend(Send(cid, frame) for cid in self._by_identity.get(fp, ()))
+
+    def _push_roster(self, state: RoomState, out: list[Effect]) -> None:
+        frame = w.Roster(None, state.room, list(state.members.values()))
+        self._push(state.joined(), frame, out)
+
+    def _announce(self, fp: str, online: bool, out: list[Effect]) -> None:
+        self._push(self._rooms.peers(fp), w.Presence(fp, online), out)
+
+    def _introduce(self, fp: str, others: Iterable[str], out: list[Effect]) -> None:
+        """Exchange presence between ``fp`` (online) and each online identity in ``others``."""
+        for peer in others:
+            if peer in self._by_identity:
+                self._push([fp], w.Presence(peer, True), out)
+                self._push([peer], w.Presence(fp, True), out)
+
+    # --- handshake -----------------------------------------------------------------------------
+
+    def _hello(self, c: Conn, f: w.Hello, out: list[Effect]) -> None:
+        if f.version != w.PROTOCOL_VERSION:
+            raise refuse("version", f"this relay speaks protocol {w.PROTOCOL_VERSION}")
+        if len(f.ed_pub) != 32 or len(f.x_pub) != 32:
+            raise refuse("bad_frame", "ed_pub and x_pub must be 32 bytes")
+        check_id(f.device, "device")
+        transcript = w.hello_transcript(
+            c.nonce, self._relay_pub, f.ed_pub, f.x_pub, f.device, f.version
+        )
+        _verify(f.ed_pub, transcript, f.sig, "unauthenticated", "hello signature does not verify")
+        c.peer = Peer(fingerprint(f.ed_pub), f.ed_pub, f.x_pub)
+        c.device = f.device
+        c.state = ConnState.READY
+        ready = w.ready_transcript(c.nonce, self._relay_pub, f.ed_pub, f.x_pub)
+        out.append(Send(c.id, w.Ready(c.fp, self._key.sign(ready).signature)))
+        out.extend(self._rooms.device_seen(c.fp, c.device))
+        first = c.fp not in self._by_identity
+        self._by_identity.setdefault(c.fp, set()).add(c.id)
+        peers = self._rooms.peers(c.fp)
+        if first:
+            self._push(peers, w.Presence(c.fp, True), out)
+        out.extend(Send(c.id, w.Presence(p, True)) for p in sorted(peers) if p in self._by_identity)
+
+    # --- rooms ---------------------------------------------------------------------------------
+
+    def _create(self, c: Conn, f: w.Create, now: float, out: list[Effect]) -> None:
+        assert c.peer is not None
+        check_id(f.room, "room")
+        _verify_member(c.peer.ed_pub, f.room, c.peer.ed_pub, c.peer.x_pub, f.sig)
+        member = w.Member(c.fp, c.peer.ed_pub, c.peer.x_pub, "joined", c.fp, f.sig)
+        state, writes = self._rooms.create(f.room, member)
+        out.extend(writes)
+        out.append(Send(c.id, w.Ok(f.req)))
+        self._push_roster(state, out)
+
+    def _add(self, c: Conn, f: w.Add, now: float, out: list[Effect]) -> None:
+        assert c.peer is not None
+        state = self._rooms.require_joined(f.room, c.fp)
+        if len(f.ed_pub) != 32 or len(f.x_pub) != 32:
+            raise refuse("bad_frame", "ed_pub and x_pub must be 32 bytes")
+        _verify_member(c.peer.ed_pub, f.room, f.ed_pub, f.x_pub, f.sig)
+        invitee = fingerprint(f.ed_pub)
+        if invitee in state.members:
+            raise refuse("already_member", "that person is already in the room's roster")
+        if invitee not in self._rooms.peers(c.fp) and not self._slots.use_grant(
+            c.fp, invitee, now
+        ):
+            raise refuse("forbidden", "you can only add someone you already share a room with")
+        member = w.Member(invitee, f.ed_pub, f.x_pub, "invited", c.fp, f.sig)
+        out.extend(self._rooms.add(state, member))
+        out.append(Send(c.id, w.Ok(f.req)))
+        self._push_roster(state, out)
+        self._push([invitee], w.Invited(f.room, c.fp), out)
+
+    def _accept(self, c: Conn, f: w.Accept, now: float, out: list[Effect]) -> None:
+        before = self._rooms.peers(c.fp)
+        state, writes = self._rooms.accept(f.room, c.fp)
+        out.extend(writes)
+        out.append(Send(c.id, w.Ok(f.req)))
+        self._push_roster(state, out)
+        self._introduce(c.fp, sorted(self._rooms.peers(c.fp) - before), out)
+
+    def _decline(self, c: Conn, f: w.Decline, now: float, out: list[Effect]) -> None:
+        state = self._rooms.get(f.room) if f.room in self._rooms.rooms else None
+        _, writes = self._rooms.decline(f.room, c.fp)
+        out.extend(writes)
+        out.append(Send(c.id, w.Ok(f.req)))
+        if state is not None:
+            self._after_drop(state, c.fp, "declined", out)
+
+    def _leave(self, c: Conn, f: w.Leave, now: float, out: list[Effect]) -> None:
+        state = self._rooms.require_joined(f.room, c.fp)
+        out.extend(self._rooms.drop_member(state, c.fp))
+        out.append(Send(c.id, w.Ok(f.req)))
+        self._after_drop(state, c.fp, "left", out)
+
+    def _remove(self, c: Conn, f: w.Remove, now: float, out: list[Effect]) -> None:
+        state = self._rooms.require_joined(f.room, c.fp)
+        if f.fingerprint == c.fp:
+            raise refuse("bad_frame", "to take yourself out of a room, leave it")
+        if f.fingerprint not in state.members:
+            raise refuse("not_a_member", "that person is not in the room")
+        out.extend(self._rooms.drop_member(state, f.fingerprint))
+        out.append(Send(c.id, w.Ok(f.req)))
+        self._after_drop(state, f.fingerprint, "removed", out)
+
+    def _after_drop(self, state: RoomState, gone: str, reason: str, out: list[Effect]) -> None:
+        self._push([gone], w.RoomGone(state.room, reason), out)
+        if state.room in self._rooms.rooms:
+            self._push_roster(state, out)
+        else:  # the last joined member went: pending invitations die with the room
+            self._push(list(state.members), w.RoomGone(state.room, "deleted"), out)
+            state.members.clear()
+
+    def _roster(self, c: Conn, f: w.GetRoster, now: float, out: list[Effect]) -> None:
+        state = self._rooms.get(f.room)
+        if c.fp not in state.members:
+            raise refuse("not_a_member", f"you are not in room {f.room!r}")
+        out.append(Send(c.id, w.Roster(f.req, f.room, list(state.members.values()))))
+
+    def _list_rooms(self, c: Conn, f: w.ListRooms, now: float, out: list[Effect]) -> None:
+        entries = [
+            w.RoomEntry(room, self._rooms.rooms[room].members[c.fp].state)
+            for room in sorted(self._rooms.member_of.get(c.fp, ()))
+        ]
+        out.append(Send(c.id, w.RoomList(f.req, entries)))
+
+    # --- the log -------------------------------------------------------------------------------
+
+    def _post(self, c: Conn, f: w.Post, now: float, out: list[Effect]) -> None:
+        state = self._rooms.require_joined(f.room, c.fp)
+        if not 1 <= len(f.op_id) <= 128:
+            raise refuse("bad_frame", "op_id must be 1-128 characters")
+        seq = state.op_ids.get(f.op_id)
+        if seq is not None:  # a retried post: same answer, stored once
+            out.append(Send(c.id, w.Posted(f.req, f.room, seq)))
+            return
+        if len(f.body) > w.MAX_OP_BODY:
+            raise refuse("too_large", "an op body is limited to 1 MiB")
+        cfg = self.config
+        too_many = len(state.log) >= cfg.max_backlog
+        if too_many or state.log_bytes + len(f.body) > cfg.max_backlog_bytes:
+            raise refuse("backlog_full", "a member of the room is too far behind; retry later")
+        if not self._op_buckets.take(c.fp, now):
+            raise refuse("rate_limited", "you are sending too fast; slow down and retry")
+        op = self._rooms.append(state, c.fp, f.op_id, f.body, now)
+        self._ops_in += 1
+        out.append(OpAppended(f.room, op))
+        out.append(Send(c.id, w.Posted(f.req, f.room, op.seq)))
+        push = w.Op(f.room, op.seq, c.fp, f.op_id, f.body, op.ts)
+        for fp in state.joined():
+            for cid in self._by_identity.get(fp, ()):
+                if cid != c.id and self._conns[cid].live:
+                    out.append(Send(cid, push))
+                    self._ops_out += 1
+
+    def _ack(self, c: Conn, f: w.Ack, now: float, out: list[Effect]) -> None:
+        out.extend(self._rooms.acknowledge(c.fp, c.device, f.room, f.seq))
+
+    def _resume(self, c: Conn, f: w.Resume, now: float, out: list[Effect]) -> None:
+        if any(seq < 0 for seq in f.cursors.values()):
+            raise refuse("bad_frame", "cursors must not be negative")
+        rooms: list[w.ResumedRoom] = []
+        missing: list[str] = []
+        for room, cursor in f.cursors.items():
+            state = self._rooms.rooms.get(room)
+            member = state.members.get(c.fp) if state else None
+            if state is None or member is None or member.state != "joined":
+                missing.append(room)
+                continue
+            for op in list(state.after(cursor)):
+                out.append(Send(c.id, w.Op(room, op.seq, op.sender, op.op_id, op.body, op.ts)))
+                self._ops_out += 1
+            rooms.append(w.ResumedRoom(room, state.first(), state.head))
+            out.extend(self._rooms.acknowledge(c.fp, c.device, room, cursor))
+        c.live = True
+        out.append(Send(c.id, w.Resumed(f.req, rooms, missing)))
+
+    # --- pairing slots -------------------------------------------------------------------------
+
+    def _slot_open(self, c: Conn, f: w.SlotOpen, now: float, out: list[Effect]) -> None:
+        assert c.peer is not None
+        slot = self._slots.open(c.peer, c.id, now, self._draw)
+        out.append(Send(c.id, w.Slot(f.req, slot.number, self.config.slot_ttl)))
+
+    def _slot_join(self, c: Conn, f: w.SlotJoin, now: float, out: list[Effect]) -> None:
+        assert c.peer is not None
+        if not self._guess_buckets.take(c.source, now):
+            raise refuse("rate_limited", "too many pairing attempts from here; wait a minute")
+        slot = self._slots.join(f.slot, c.peer, c.id, now)
+        owner = slot.owner
+        reply = w.SlotJoined(f.req, slot.number, owner.fingerprint, owner.ed_pub, owner.x_pub)
+        out.append(Send(c.id, reply))
+        joined = w.SlotJoined(None, slot.number, c.fp, c.peer.ed_pub, c.peer.x_pub)
+        out.extend(Send(cid, joined) for cid in slot.attached["owner"])
+        for index, data in slot.parts_from("owner"):
+            out.append(Send(c.id, w.SlotMsg(slot.number, "owner", index, data)))
+
+    def _slot_attach(self, c: Conn, f: w.SlotAttach, now: float, out: list[Effect]) -> None:
+        slot, side = self._slots.mine(f.slot, c.fp, now)
+        slot.attached[side].add(c.id)
+        out.append(Send(c.id, w.Ok(f.req)))
+        j = slot.joiner
+        if side == "owner" and j is not None:
+            joined = w.SlotJoined(None, slot.number, j.fingerprint, j.ed_pub, j.x_pub)
+            out.append(Send(c.id, joined))
+        for index, data in slot.parts_from(other(side)):
+            out.append(Send(c.id, w.SlotMsg(slot.number, other(side), index, data)))
+
+    def _slot_send(self, c: Conn, f: w.SlotSend, now: float, out: list[Effect]) -> None:
+        slot, side = self._slots.mine(f.slot, c.fp, now)
+        self._slots.write(slot, side, f.index, f.data)
+        out.append(Send(c.id, w.Ok(f.req)))
+        msg = w.SlotMsg(slot.number, side, f.index, f.data)
+        out.extend(Send(cid, msg) for cid in slot.attached[other(side)])
+
+    def _slot_close(self, c: Conn, f: w.SlotClose, now: float, out: list[Effect]) -> None:
+        slot, _ = self._slots.mine(f.slot, c.fp, now)
+        self._slots.close(slot.number)
+        out.append(Send(c.id, w.Ok(f.req)))
+        closed = w.SlotClosed(slot.number, "closed")
+        for conns in slot.attached.values():
+            out.extend(Send(cid, closed) for cid in conns if cid != c.id)
+
+
+def _verify(key: bytes, message: bytes, sig: bytes, code: str, sentence: str) -> None:
+    try:
+        VerifyKey(key).verify(message, sig)
+    except (CryptoError, ValueError, TypeError):
+        raise refuse(code, sentence) from None
+
+
+def _verify_member(signer: bytes, room: str, ed_pub: bytes, x_pub: bytes, sig: bytes) -> None:
+    transcript = w.member_transcript(room, ed_pub, x_pub)
+    _verify(signer, transcript, sig, "forbidden", "the roster entry's signature does not verify")

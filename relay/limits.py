@@ -1,0 +1,75 @@
+"""Token buckets and the relay's tunable limits (pure: time is passed in)."""
+
+from __future__ import annotations
+
+import attrs
+
+
+@attrs.frozen
+class RelayConfig:
+    """Every limit the relay enforces. Durations are float seconds."""
+
+    retention: float = 24 * 3600.0
+    op_rate: float = 100.0  # sustained ops per second per identity
+    op_burst: float = 500.0
+    max_backlog: int = 10_000  # held, unacknowledged ops per room (the slowest device's backlog)
+    max_backlog_bytes: int = 256 << 20
+    slot_ttl: float = 15 * 60.0
+    guess_rate: float = 1 / 3  # slot joins per second per source address
+    guess_burst: float = 20.0
+    max_open_slots: int = 3  # per identity
+    max_bad_frames: int = 20  # misbehaviour allowed on one connection before it is closed
+    grant_ttl: float = 15 * 60.0  # how long a completed pairing counts as "shares a room"
+
+
+@attrs.define
+class TokenBucket:
+    """``burst`` tokens at most, refilled at ``rate`` per second; one token per action."""
+
+    rate: float
+    burst: float
+    tokens: float
+    stamp: float
+
+    @classmethod
+    def full(cls, rate: float, burst: float, now: float) -> TokenBucket:
+        return cls(rate=rate, burst=burst, tokens=burst, stamp=now)
+
+    def _refill(self, now: float) -> None:
+        if now > self.stamp:
+            self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+            self.stamp = now
+
+    def take(self, now: float) -> bool:
+        """Spend one token if there is one; False means rate limited (nothing spent)."""
+        self._refill(now)
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return True
+        return False
+
+    def is_full(self, now: float) -> bool:
+        """A full bucket carries no information and may be forgotten."""
+        self._refill(now)
+        return self.tokens >= self.burst
+
+
+class Buckets:
+    """One bucket per key, created full on first use, forgotten when full again."""
+
+    def __init__(self, rate: float, burst: float) -> None:
+        self._rate = rate
+        self._burst = burst
+        self._buckets: dict[str, TokenBucket] = {}
+
+    def take(self, key: str, now: float) -> bool:
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            bucket = self._buckets[key] = TokenBucket.full(self._rate, self._burst, now)
+        return bucket.take(now)
+
+    def sweep(self, now: float) -> None:
+        self._buckets = {k: b for k, b in self._buckets.items() if not b.is_full(now)}
+
+    def __len__(self) -> int:
+        return len(self._buckets)

@@ -1,0 +1,282 @@
+"""Rooms, rosters, room logs and device cursors (sans-IO; part of the relay core).
+
+Theory of operation
+-------------------
+A room is an id, a roster and a log. Rosters have no owner: each entry is ``invited`` or
+``joined`` and carries the member's keys signed by whoever added it. Only a joined member may add,
+remove, post or acknowledge; an invited member may only look at the roster, accept or decline.
+When no joined member remains the room is deleted with its log.
+
+The log is one total order per room: ``head`` is the last seq given out and never goes back (it
+is stored even when every op has been pruned, so cursors stay meaningful). An op is held until
+every known device of every joined member has acknowledged it (its cursor passed it) or until it
+is older than the retention; both drop a prefix of the log, never a hole.
+
+Devices are learned at authentication. A device's cursor in a room starts at the head when the
+device or the membership first appears: nobody is owed ops from before they joined. Cursors only
+move forward and never past the head.
+
+Every method that changes state returns the storage writes that make the change durable, in the
+order they must be applied; rule violations raise ``RemoteProtocolError`` with ``hint`` set to the
+error code for the client. Nothing here sends frames: the core decides who hears about what.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Iterable, Iterator
+
+import attrs
+
+from crosstalk.errors import RemoteProtocolError
+from crosstalk.wire.relay import Member
+from relay.storage import (
+    CursorPut,
+    DevicePut,
+    MemberDeleted,
+    MemberPut,
+    OpsPruned,
+    RoomDeleted,
+    RoomPut,
+    Snapshot,
+    StoredOp,
+    Write,
+)
+
+ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
+def refuse(code: str, message: str) -> RemoteProtocolError:
+    """A rule violation to report to the client as ``error {code, message}``."""
+    return RemoteProtocolError(message, hint=code)
+
+
+def check_id(value: str, what: str) -> None:
+    if not ID_PATTERN.fullmatch(value):
+        raise refuse("bad_frame", f"{what} must be 1-64 letters, digits, '-' or '_'")
+
+
+@attrs.define
+class RoomState:
+    room: str
+    head: int = 0
+    members: dict[str, Member] = attrs.Factory(dict)
+    log: deque[StoredOp] = attrs.Factory(deque)
+    op_ids: dict[str, int] = attrs.Factory(dict)  # op_id -> seq, for ops still held
+    log_bytes: int = 0
+
+    def joined(self) -> list[str]:
+        return [fp for fp, m in self.members.items() if m.state == "joined"]
+
+    def first(self) -> int:
+        """The oldest seq still held (head + 1 when the log is empty)."""
+        return self.log[0].seq if self.log else self.head + 1
+
+    def after(self, seq: int) -> Iterator[StoredOp]:
+        """The held ops with seq > ``seq``, in order."""
+        start = max(0, seq + 1 - self.first())
+        for i in range(start, len(self.log)):
+            yield self.log[i]
+
+
+class RoomBook:
+    """Every room on this relay, who is in which, and every device's cursor."""
+
+    def __init__(self) -> None:
+        self.rooms: dict[str, RoomState] = {}
+        self.devices: dict[str, set[str]] = {}
+        self.cursors: dict[tuple[str, str, str], int] = {}  # (fingerprint, device, room) -> seq
+        self.member_of: dict[str, set[str]] = {}  # fingerprint -> rooms (invited or joined)
+
+    def load(self, snapshot: Snapshot) -> None:
+        for record in snapshot.rooms:
+            state = RoomState(record.room, head=record.head)
+            for member in record.members:
+                state.members[member.fingerprint] = member
+                self.member_of.setdefault(member.fingerprint, set()).add(record.room)
+            for op in record.ops:
+                state.log.append(op)
+                state.op_ids[op.op_id] = op.seq
+                state.log_bytes += len(op.body)
+            self.rooms[record.room] = state
+        for device in snapshot.devices:
+            self.devices.setdefault(device.fingerprint, set()).add(device.device)
+        for c in snapshot.cursors:
+            self.cursors[(c.fingerprint, c.device, c.room)] = c.seq
+
+    # --- lookups -------------------------------------------------------------------------------
+
+    def get(self, room: str) -> RoomState:
+        state = self.rooms.get(room)
+        if state is None:
+            raise refuse("unknown_room", f"there is no room {room!r}")
+        return state
+
+    def require_joined(self, room: str, fp: str) -> RoomState:
+        state = self.get(room)
+        member = state.members.get(fp)
+        if member is None or member.state != "joined":
+            raise refuse("not_a_member", f"you are not a joined member of room {room!r}")
+        return state
+
+    def peers(self, fp: str) -> set[str]:
+        """Everyone who shares a room with ``fp`` where both are joined."""
+        out: set[str] = set()
+        for room in self.member_of.get(fp, ()):
+            state = self.rooms[room]
+            if state.members[fp].state == "joined":
+                out.update(state.joined())
+        out.discard(fp)
+        return out
+
+    def devices_of(self, fps: Iterable[str]) -> Iterator[tuple[str, str]]:
+        for fp in fps:
+            for device in self.devices.get(fp, ()):
+                yield fp, device
+
+    # --- devices and cursors -------------------------------------------------------------------
+
+    def device_seen(self, fp: str, device: str) -> list[Write]:
+        """Register a device at authentication; a new one starts at every room's head."""
+        known = self.devices.setdefault(fp, set())
+        if device in known:
+            return []
+        known.add(device)
+        writes: list[Write] = [DevicePut(fp, device)]
+        for room in sorted(self.member_of.get(fp, ())):
+            writes.extend(self._start_cursor(fp, device, self.rooms[room]))
+        return writes
+
+    def _start_cursor(self, fp: str, device: str, state: RoomState) -> list[Write]:
+        self.cursors[(fp, device, state.room)] = state.head
+        return [CursorPut(fp, device, state.room, state.head)]
+
+    def acknowledge(self, fp: str, device: str, room: str, seq: int) -> list[Write]:
+        """Move a device's cursor forward (never past the head), then prune what all have."""
+        state = self.require_joined(room, fp)
+        if seq < 0:
+            raise refuse("bad_frame", "seq must not be negative")
+        key = (fp, device, room)
+        target = min(seq, state.head)
+        if target <= self.cursors.get(key, 0):
+            return []
+        self.cursors[key] = target
+        return [CursorPut(fp, device, room, target), *self._prune_acknowledged(state)]
+
+    def _prune_acknowledged(self, state: RoomState) -> list[Write]:
+        floor = min(
+            (self.cursors.get((fp, dev, state.room), state.head)
+             for fp, dev in self.devices_of(state.joined())),
+            default=state.head,
+        )
+        return self._drop_through(state, floor)
+
+    def _drop_through(self, state: RoomState, through: int) -> list[Write]:
+        if not state.log or state.log[0].seq > through:
+            return []
+        while state.log and state.log[0].seq <= through:
+            op = state.log.popleft()
+            state.op_ids.pop(op.op_id, None)
+            state.log_bytes -= len(op.body)
+        return [OpsPruned(state.room, through)]
+
+    def expire(self, cutoff: float) -> list[Write]:
+        """Drop every held op stamped at or before ``cutoff`` (now minus the retention)."""
+        writes: list[Write] = []
+        for state in self.rooms.values():
+            last = None
+            for op in state.log:
+                if op.ts > cutoff:
+                    break
+                last = op.seq
+            if last is not None:
+                writes.extend(self._drop_through(state, last))
+        return writes
+
+    # --- membership ----------------------------------------------------------------------------
+
+    def create(self, room: str, member: Member) -> tuple[RoomState, list[Write]]:
+        check_id(room, "room")
+        if room in self.rooms:
+            raise refuse("room_exists", f"room {room!r} already exists; pick another random id")
+        state = self.rooms[room] = RoomState(room)
+        writes: list[Write] = [RoomPut(room)]
+        writes.extend(self._put_member(state, member))
+        return state, writes
+
+    def add(self, state: RoomState, member: Member) -> list[Write]:
+        if member.fingerprint in state.members:
+            raise refuse("already_member", "that person is already in the room's roster")
+        return self._put_member(state, member)
+
+    def accept(self, room: str, fp: str) -> tuple[RoomState, list[Write]]:
+        state = self._invitation(room, fp)
+        member = attrs.evolve(state.members[fp], state="joined")
+        return state, self._put_member(state, member)
+
+    def _invitation(self, room: str, fp: str) -> RoomState:
+        state = self.rooms.get(room)
+        member = state.members.get(fp) if state else None
+        if state is None or member is None or member.state != "invited":
+            raise refuse("not_invited", f"you have no invitation to room {room!r}")
+        return state
+
+    def decline(self, room: str, fp: str) -> tuple[RoomState, list[Write]]:
+        state = self._invitation(room, fp)
+        return state, self.drop_member(state, fp)
+
+    def _put_member(self, state: RoomState, member: Member) -> list[Write]:
+        state.members[member.fingerprint] = member
+        self.member_of.setdefault(member.fingerprint, set()).add(state.room)
+        writes: list[Write] = [MemberPut(state.room, member)]
+        if member.state == "joined":
+            for fp, device in self.devices_of([member.fingerprint]):
+                writes.extend(self._start_cursor(fp, device, state))
+        return writes
+
+    def drop_member(self, state: RoomState, fp: str) -> list[Write]:
+        """Take ``fp`` out; delete the room when no joined member is left."""
+        del state.members[fp]
+        self._forget(fp, state.room)
+        if not state.joined():
+            return self._delete(state)
+        writes: list[Write] = [MemberDeleted(state.room, fp)]
+        return writes + self._prune_acknowledged(state)
+
+    def _forget(self, fp: str, room: str) -> None:
+        rooms = self.member_of.get(fp, set())
+        rooms.discard(room)
+        if not rooms:
+            self.member_of.pop(fp, None)
+        for device in self.devices.get(fp, ()):
+            self.cursors.pop((fp, device, room), None)
+
+    def _delete(self, state: RoomState) -> list[Write]:
+        for fp in list(state.members):
+            self._forget(fp, state.room)
+        del self.rooms[state.room]  # the caller may still read the detached roster
+        return [RoomDeleted(state.room)]
+
+    # --- the log -------------------------------------------------------------------------------
+
+    def append(
+        self, state: RoomState, sender: str, op_id: str, body: bytes, now: float
+    ) -> StoredOp:
+        """Give the op the next seq and hold it. The caller has checked the limits."""
+        state.head += 1
+        op = StoredOp(seq=state.head, sender=sender, op_id=op_id, body=body, ts=now)
+        state.log.append(op)
+        state.op_ids[op_id] = op.seq
+        state.log_bytes += len(body)
+        return op
+
+    def held_ops(self) -> int:
+        return sum(len(s.log) for s in self.rooms.values())
+
+    def held_bytes(self) -> int:
+        return sum(s.log_bytes for s in self.rooms.values())
+
+
+
+__all__ = ["RoomBook", "RoomState", "check_id", "refuse"]
