@@ -1,0 +1,360 @@
+"""The supervisor: one-for-one restarts, restart intensity, and a heartbeat watchdog.
+
+Theory of operation.
+
+* ``Supervisor.run()`` owns one nursery. In it run the watchdog task and one *guard* task per
+  actor. A guard runs its actor's instances one after another, each inside the instance's own
+  cancel scope, and catches whatever the instance raises. An actor's crash therefore never
+  reaches the supervisor's nursery: the supervisor, the watchdog and every other actor keep
+  running (trio >= 0.25 would otherwise deliver it as an ExceptionGroup that cancels them all).
+* Each actor has an inbox (a bounded trio memory channel) created by ``start_actor``. The
+  supervisor keeps the receive end for the actor's whole life and hands it to every instance, so
+  messages sent while an actor is restarting are processed by the next instance. A message an
+  instance had already taken when it crashed is gone: retrying it could crash it again forever.
+* Outcomes of an instance: it returns → STOPPED, never restarted. It raises (or the watchdog
+  cancels it) → the failure is logged and counted by :class:`RestartIntensity`; the next instance
+  starts after an exponential backoff, or, beyond ``max_restarts`` restarts within ``window``
+  seconds of ``trio.current_time()``, the actor is FAILED, logged at ERROR, and left alone. A
+  FAILED actor's inbox stays open, so senders do not crash (but once it is full they wait: send
+  with a timeout).
+* ``stop_actor`` cancels the guard, waits for it to unwind, closes the inbox (senders then get
+  ``trio.BrokenResourceError``) and forgets the name, which can then be started again.
+
+Heartbeat bound (exact). An instance's start and every ``ctx.beat()`` are beats; waiting in
+``ctx.receive()`` counts as beating throughout. If an instance last beat at virtual time ``b`` and
+then neither beats nor waits on its inbox, the watchdog cancels it at exactly ``b + heartbeat``,
+and, once it has unwound (at once, unless it shields itself from cancellation), the next instance
+starts at exactly ``b + heartbeat + d``, where ``d`` is that restart's backoff. The watchdog does
+not poll: it sleeps until the earliest beat deadline of all instances (and is woken when an
+earlier one appears), so there is no polling slack on top of ``heartbeat``. Under the real clock,
+add scheduling latency.
+
+Logging policy (STYLE rule 25): INFO for start, ready, restart, finish and stop; WARNING for a
+missed heartbeat (degraded, not a bug); ERROR with the traceback for a crash and for FAILED.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+import trio
+
+from crosstalk.actors.context import Actor, ActorContext, Liveness
+from crosstalk.actors.health import ActorHealth, ActorState
+from crosstalk.actors.restarts import RestartIntensity
+from crosstalk.errors import LocalProtocolError
+
+__all__ = [
+    "MISSED_HEARTBEAT",
+    "Actor",
+    "ActorContext",
+    "ActorHealth",
+    "ActorState",
+    "Supervisor",
+]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+MISSED_HEARTBEAT = "missed heartbeat"
+
+
+class _Child(Generic[T]):
+    """The supervisor's record of one actor: everything that outlives its instances."""
+
+    def __init__(
+        self,
+        name: str,
+        actor: Actor[T],
+        inbox: trio.MemoryReceiveChannel[T],
+        intensity: RestartIntensity,
+    ) -> None:
+        self.name = name
+        self.actor = actor
+        self.inbox = inbox
+        self.intensity = intensity
+        self.state = ActorState.STARTING
+        self.restarts = 0
+        self.last_error: str | None = None
+        self.last_exc: BaseException | None = None
+        self.liveness: Liveness | None = None
+        # Set only while an instance runs; the watchdog cancels it on a missed heartbeat.
+        self.instance_scope: trio.CancelScope | None = None
+        self.missed = False
+        # Cancelled by stop_actor: ends the guard, whatever it is doing.
+        self.guard_scope = trio.CancelScope()
+        self.stopping = False
+        self.ready = False
+        self.done = trio.Event()
+
+    def beat_deadline(self) -> float:
+        """When the running instance's next beat is due; infinite if nothing is watched."""
+        if self.instance_scope is None or self.missed or self.liveness is None:
+            return math.inf
+        return self.liveness.deadline()
+
+    def health(self, now: float) -> ActorHealth:
+        return ActorHealth(
+            name=self.name,
+            state=self.state,
+            restarts=self.restarts,
+            last_error=self.last_error,
+            beat_age_s=0.0 if self.liveness is None else self.liveness.age(now),
+            inbox=self.inbox.statistics().current_buffer_used,
+        )
+
+
+class _InstanceStatus(trio.TaskStatus[None]):
+    """The ``task_status`` one instance gets: marks the actor RUNNING, tells the guard once."""
+
+    def __init__(self, child: _Child[Any], on_ready: Callable[[], None]) -> None:
+        self._child = child
+        self._on_ready = on_ready
+        self._called = False
+
+    def started(self, value: None = None) -> None:
+        if self._called:
+            raise RuntimeError("called 'started' twice on the same task status")
+        self._called = True
+        child = self._child
+        child.state = ActorState.RUNNING
+        if child.liveness is not None:
+            child.liveness.beat()
+        log.info("actor %s running (restarts: %d)", child.name, child.restarts)
+        self._on_ready()
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+class Supervisor:
+    """Runs actors, restarts the ones that crash or freeze, and reports their health.
+
+    Args:
+        heartbeat: seconds within which a running instance must beat (or wait in
+            ``ctx.receive()``) before the watchdog cancels and restarts it.
+        max_restarts: restarts allowed within ``window`` seconds; one more failure marks
+            the actor FAILED.
+        window: seconds over which restarts are counted.
+        backoff_initial: wait before the first restart in a window; doubles with each
+            further recent restart.
+        backoff_max: the cap on that wait.
+    """
+
+    def __init__(
+        self,
+        *,
+        heartbeat: float = 5.0,
+        max_restarts: int = 5,
+        window: float = 60.0,
+        backoff_initial: float = 0.05,
+        backoff_max: float = 2.0,
+    ) -> None:
+        if not heartbeat > 0:
+            raise ValueError(f"heartbeat must be > 0 seconds, not {heartbeat}")
+        self._heartbeat = heartbeat
+        # One fresh RestartIntensity per actor; building one now validates the arguments.
+        self._new_intensity = functools.partial(
+            RestartIntensity,
+            max_restarts=max_restarts,
+            window=window,
+            backoff_initial=backoff_initial,
+            backoff_max=backoff_max,
+        )
+        self._new_intensity()
+        self._children: dict[str, _Child[Any]] = {}
+        self._nursery: trio.Nursery | None = None
+        self._ran = False
+        self._wakeup = trio.Event()
+        self._watch_until = math.inf
+
+    @property
+    def heartbeat(self) -> float:
+        return self._heartbeat
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the watchdog and every actor until cancelled. A supervisor runs once."""
+        if self._ran:
+            raise LocalProtocolError("this supervisor has already been run; make a new one")
+        self._ran = True
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._watchdog)
+                self._nursery = nursery
+                task_status.started()
+                await trio.sleep_forever()
+        finally:
+            self._nursery = None
+
+    async def start_actor(
+        self, name: str, actor: Actor[T], *, inbox_size: int = 16
+    ) -> trio.MemorySendChannel[T]:
+        """Start supervising ``actor`` under ``name``.
+
+        Returns once the first instance has called ``task_status.started()``, or once the
+        actor has ended (STOPPED or FAILED) without getting there; ``statistics()`` tells which.
+
+        Returns:
+            The send end of the actor's inbox. Clone it for each sender; when every clone is
+            closed, the actor's ``ctx.receive()`` raises ``trio.EndOfChannel``.
+
+        Raises:
+            LocalProtocolError: the supervisor is not running, or ``name`` is taken.
+        """
+        if self._nursery is None:
+            raise LocalProtocolError("the supervisor is not running; start actors inside run()")
+        if name in self._children:
+            raise LocalProtocolError(f"an actor named {name!r} is already supervised")
+        send, receive = trio.open_memory_channel[T](inbox_size)
+        child = _Child(name, actor, receive, self._new_intensity())
+        self._children[name] = child
+        log.info("actor %s starting", name)
+        try:
+            await self._nursery.start(self._guard, child)
+        except BaseException:
+            self._forget(child)
+            raise
+        return send
+
+    async def stop_actor(self, name: str) -> bool:
+        """Stop the actor called ``name``, close its inbox, and forget it.
+
+        Waits until its current instance has unwound. Stopping an unknown name does nothing, so
+        cleanup paths may call this twice.
+
+        Returns:
+            Whether there was such an actor.
+        """
+        child = self._children.get(name)
+        if child is None:
+            return False
+        child.stopping = True
+        child.guard_scope.cancel()
+        await child.done.wait()
+        self._forget(child)
+        log.info("actor %s stopped", name)
+        return True
+
+    def statistics(self) -> list[ActorHealth]:
+        """The health of every actor, in the order they were started."""
+        now = trio.current_time()
+        return [child.health(now) for child in self._children.values()]
+
+    # -- guards -----------------------------------------------------------------------------
+
+    async def _guard(self, child: _Child[Any], *, task_status: trio.TaskStatus[None]) -> None:
+        def report_ready() -> None:
+            if not child.ready:
+                child.ready = True
+                task_status.started()
+
+        try:
+            with child.guard_scope:
+                await self._supervise(child, report_ready)
+            # Ended (returned, FAILED, or stopped) before ever being ready: free start_actor.
+            report_ready()
+        finally:
+            if child.state is not ActorState.FAILED:
+                child.state = ActorState.STOPPED
+            child.done.set()
+            if child.stopping:
+                # The actor may have stopped itself, cancelling its own stop_actor call.
+                self._forget(child)
+
+    async def _supervise(self, child: _Child[Any], report_ready: Callable[[], None]) -> None:
+        while True:
+            if not await self._run_instance(child, report_ready):
+                child.state = ActorState.STOPPED
+                log.info("actor %s finished", child.name)
+                return
+            delay = child.intensity.failed(trio.current_time())
+            if delay is None:
+                child.state = ActorState.FAILED
+                log.error(
+                    "actor %s FAILED: more than %d restarts within %g s; not restarting it"
+                    " (last error: %s)",
+                    child.name,
+                    child.intensity.max_restarts,
+                    child.intensity.window,
+                    child.last_error,
+                    exc_info=child.last_exc,
+                )
+                return
+            child.restarts += 1
+            child.state = ActorState.RESTARTING
+            log.info(
+                "actor %s restarting in %.3f s (restart %d)", child.name, delay, child.restarts
+            )
+            await trio.sleep(delay)
+
+    async def _run_instance(self, child: _Child[Any], report_ready: Callable[[], None]) -> bool:
+        """Run one instance to its end. Returns whether it failed (crash or missed heartbeat)."""
+        liveness = Liveness(trio.current_time(), self._heartbeat, self._rearm)
+        ctx = ActorContext(child.name, child.inbox, liveness)
+        child.liveness, child.missed = liveness, False
+        child.state = ActorState.STARTING
+        scope = child.instance_scope = trio.CancelScope()
+        self._rearm(liveness.deadline())
+        error: Exception | None = None
+        try:
+            with scope:
+                await child.actor.run(ctx, task_status=_InstanceStatus(child, report_ready))
+        except Exception as exc:
+            # The whole point of a guard: contain this actor's crash, log it, let the caller
+            # decide on a restart. Cancelled and KeyboardInterrupt are BaseExceptions and pass.
+            error = exc
+            log.error("actor %s crashed", child.name, exc_info=exc)
+        finally:
+            child.instance_scope = None
+        if child.missed:
+            child.last_error, child.last_exc = MISSED_HEARTBEAT, error
+            return True
+        if error is not None:
+            child.last_error, child.last_exc = _describe(error), error
+            return True
+        return False
+
+    # -- watchdog ---------------------------------------------------------------------------
+
+    async def _watchdog(self) -> None:
+        """Sleep until the earliest beat deadline; cancel every instance that is overdue."""
+        while True:
+            self._wakeup = trio.Event()
+            self._watch_until = min(
+                (child.beat_deadline() for child in self._children.values()), default=math.inf
+            )
+            with trio.move_on_at(self._watch_until):
+                await self._wakeup.wait()
+            now = trio.current_time()
+            for child in list(self._children.values()):
+                # Same float expression as the deadline slept on, so no rounding gap.
+                if now >= child.beat_deadline():
+                    self._miss(child, now)
+
+    def _rearm(self, deadline: float) -> None:
+        """A new beat deadline exists; wake the watchdog if it sleeps past it."""
+        if deadline < self._watch_until:
+            self._wakeup.set()
+
+    def _miss(self, child: _Child[Any], now: float) -> None:
+        assert child.liveness is not None and child.instance_scope is not None
+        child.missed = True
+        log.warning(
+            "actor %s missed its heartbeat (last beat %.3f s ago); cancelling it",
+            child.name,
+            child.liveness.age(now),
+        )
+        child.instance_scope.cancel()
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _forget(self, child: _Child[Any]) -> None:
+        if self._children.get(child.name) is child:
+            del self._children[child.name]
+        child.inbox.close()

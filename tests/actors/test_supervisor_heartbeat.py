@@ -1,0 +1,101 @@
+"""The heartbeat watchdog, asserted at exact virtual times on trio's autojump clock."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import trio
+import trio.testing
+from trio.testing import MockClock
+
+from crosstalk.actors.health import ActorState
+from crosstalk.actors.supervisor import MISSED_HEARTBEAT, Supervisor
+from tests.actors.fakes import Freezer, Recorder, next_report, open_reports, quiet_until, running
+
+
+async def test_actor_that_stops_beating_is_restarted_within_the_stated_bound(
+    autojump_clock: MockClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A frozen actor is cancelled at last beat + heartbeat and restarts after its backoff."""
+    caplog.set_level(logging.INFO, logger="crosstalk.actors.supervisor")
+    heartbeat, backoff = 4.0, 0.5
+    out, reports = open_reports()
+    supervisor = Supervisor(heartbeat=heartbeat, backoff_initial=backoff, backoff_max=8.0)
+    async with running(supervisor) as sup:
+        await sup.start_actor("f", Freezer(out, beat_after=3.0))
+        await sup.start_actor("r", Recorder(out))
+        assert await next_report(reports, within=1) == ("f", "start", 0.0)
+        assert await next_report(reports, within=1) == ("r", "start", 0.0)
+        assert await next_report(reports, within=10) == ("f", "beat", 3.0)
+        # Stated bound (supervisor docstring): cancelled at exactly b + heartbeat, next
+        # instance at exactly b + heartbeat + backoff, with b the last beat.
+        assert await next_report(reports, within=10) == ("f", "cancelled", 3.0 + heartbeat)
+        await trio.testing.wait_all_tasks_blocked()
+        frozen, sibling = sup.statistics()
+        assert frozen.state is ActorState.RESTARTING
+        assert frozen.restarts == 1
+        assert frozen.last_error == MISSED_HEARTBEAT
+        assert sibling.state is ActorState.RUNNING
+        assert sibling.restarts == 0
+
+        _, _, restarted_at = await next_report(reports, within=10)
+        assert restarted_at == 3.0 + heartbeat + backoff
+        assert restarted_at <= 3.0 + heartbeat + heartbeat / 4 + backoff  # the brief's bound
+        # The second time round the backoff has doubled.
+        assert await next_report(reports, within=10) == ("f", "beat", 10.5)
+        assert await next_report(reports, within=10) == ("f", "cancelled", 14.5)
+        assert await next_report(reports, within=10) == ("f", "start", 15.5)
+        assert [h.restarts for h in sup.statistics()] == [2, 0]
+
+    missed = [r for r in caplog.records if "missed its heartbeat" in r.getMessage()]
+    assert [r.levelno for r in missed] == [logging.WARNING, logging.WARNING]
+
+
+async def test_idle_actor_waiting_in_receive_is_never_restarted(
+    autojump_clock: MockClock,
+) -> None:
+    """An actor blocked in ctx.receive() survives a hundred heartbeats and still serves."""
+    out, reports = open_reports()
+    async with running(Supervisor(heartbeat=1.0, backoff_initial=0.5)) as sup:
+        to_idle = await sup.start_actor("idle", Recorder(out))
+        assert await next_report(reports, within=1) == ("idle", "start", 0.0)
+        await quiet_until(reports, 100.0)
+        (health,) = sup.statistics()
+        assert health.state is ActorState.RUNNING
+        assert health.restarts == 0
+        assert health.last_error is None
+        assert health.beat_age_s == 0.0
+        await to_idle.send("hello")
+        assert await next_report(reports, within=1) == ("idle", "hello", 100.0)
+
+
+async def test_actor_that_freezes_after_idling_is_caught_one_heartbeat_later(
+    autojump_clock: MockClock,
+) -> None:
+    """Leaving receive() re-arms the watchdog even when it was sleeping with nothing to watch."""
+    out, reports = open_reports()
+    async with running(Supervisor(heartbeat=1.0, backoff_initial=0.5)) as sup:
+        to_idle = await sup.start_actor("idle", Recorder(out))
+        assert await next_report(reports, within=1) == ("idle", "start", 0.0)
+        await quiet_until(reports, 50.0)
+        await to_idle.send("freeze")
+        assert await next_report(reports, within=1) == ("idle", "freeze", 50.0)
+        assert await next_report(reports, within=5) == ("idle", "cancelled", 51.0)
+        assert await next_report(reports, within=5) == ("idle", "start", 51.5)
+
+
+async def test_beat_age_counts_from_the_last_beat(autojump_clock: MockClock) -> None:
+    """beat_age_s is the virtual time since the last ctx.beat() of a busy actor."""
+    out, reports = open_reports()
+    async with running(Supervisor(heartbeat=10.0)) as sup:
+        to_f = await sup.start_actor("f", Freezer(out, beat_after=2.0))
+        assert await next_report(reports, within=1) == ("f", "start", 0.0)
+        assert await next_report(reports, within=5) == ("f", "beat", 2.0)
+        await quiet_until(reports, 3.5)
+        for message in ("one", "two", "three"):
+            await to_f.send(message)
+        (health,) = sup.statistics()
+        assert health.beat_age_s == 1.5
+        assert health.inbox == 3
+        assert health.state is ActorState.RUNNING
