@@ -180,7 +180,9 @@ def _clip(text: str, limit: int) -> str:
 def _fact_line(room: str, fact: FactRecord, now: float, name: _Namer) -> str:
     details: list[str] = []
     if fact.revisions:
-        details.append(f"correcting {name(fact.revisions[-1].previous_by)}")
+        previous = fact.revisions[-1].previous_by
+        same = previous.fingerprint == fact.text_by.fingerprint
+        details.append("corrected" if same else f"correcting {name(previous)}")
     if fact.confirmations:
         shown = [name(c.by) for c in fact.confirmations[:CONFIRMERS_SHOWN]]
         extra = len(fact.confirmations) - len(shown)

@@ -247,3 +247,12 @@ def test_working_set_reads_the_current_state() -> None:
     assert isinstance(memory.state, MemoryState)
     ws = build_working_set([memory], me=JO.fingerprint, repo=None, now=NOW)
     assert ws.facts_total == 1
+
+
+def test_correcting_your_own_fact_reads_corrected() -> None:
+    """Someone who corrects their own fact is not shown as "correcting" themselves."""
+    room = Room()
+    room.do(MARIE, FactAdd("f1", "8KB"), ts=NOW)
+    room.do(MARIE, FactCorrect("f1", "4KB", "typo"), ts=NOW)
+    ws = build_working_set([RoomMemory("p", room.state)], me=JO.fingerprint, repo=None, now=NOW)
+    assert ws.fact_lines == ("- [f1 #p] marie (corrected, under an hour ago): 4KB",)
