@@ -31,7 +31,9 @@ def daemon_pid(home: Home) -> int | None:
     return holder_pid(home.lock) or None
 
 
-def call(home: Home, op: str, params: dict[str, Any] | None = None, *, timeout: float = REQUEST_TIMEOUT) -> dict[str, Any]:
+def call(
+    home: Home, op: str, params: dict[str, Any] | None = None, *, timeout: float = REQUEST_TIMEOUT
+) -> dict[str, Any]:
     """One request to a running daemon."""
     return control.request(home.socket, op, params, timeout=timeout)
 
@@ -42,7 +44,7 @@ def ensure_daemon(home: Home) -> int:
         return int(call(home, "status", timeout=2.0)["pid"])
     except DaemonUnreachable:
         pass
-    return start_daemon(home)["pid"]
+    return int(start_daemon(home)["pid"])
 
 
 def start_daemon(home: Home) -> dict[str, Any]:
@@ -52,9 +54,18 @@ def start_daemon(home: Home) -> dict[str, Any]:
     ``already: true``) is returned as is.
     """
     home.ensure()
-    command = [sys.executable, "-m", "crosstalk", "daemon", "run", "--json", "--detach",
-               "--home", str(home.root)]
-    proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
+    command = [
+        sys.executable,
+        "-m",
+        "crosstalk",
+        "daemon",
+        "run",
+        "--json",
+        "--detach",
+        "--home",
+        str(home.root),
+    ]
+    proc = subprocess.Popen(
         command,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,

@@ -105,7 +105,9 @@ async def run_daemon(
             await nursery.start(supervisor.run)
             ops = build_ops(home, supervisor, trio.current_time())
             await supervisor.start_actor("control", ControlServer(home.socket, ops))
-            log.info("daemon up: pid %d, home %s, heartbeat %.3gs", os.getpid(), home.root, heartbeat)
+            log.info(
+                "daemon up: pid %d, home %s, heartbeat %.3gs", os.getpid(), home.root, heartbeat
+            )
             on_ready()
             task_status.started()
             with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:

@@ -37,22 +37,33 @@ class Report:
 def check_state_dir(home: Home) -> list[Check]:
     """The state directory exists and only its owner can read it; so can every file in it."""
     if not home.root.is_dir():
-        return [Check("state_dir", False, f"{home.root} does not exist; run `crosstalk daemon start`.")]
+        return [
+            Check("state_dir", False, f"{home.root} does not exist; run `crosstalk daemon start`.")
+        ]
     rows = []
     mode = stat.S_IMODE(home.root.stat().st_mode)
-    rows.append(Check(
-        "state_dir", mode == 0o700,
-        f"{home.root} is {mode:o}" + ("" if mode == 0o700 else f"; run `chmod 700 {home.root}`."),
-    ))
+    rows.append(
+        Check(
+            "state_dir",
+            mode == 0o700,
+            f"{home.root} is {mode:o}"
+            + ("" if mode == 0o700 else f"; run `chmod 700 {home.root}`."),
+        )
+    )
     loose = sorted(
-        p.name for p in home.root.iterdir()
+        p.name
+        for p in home.root.iterdir()
         if (p.is_file() or p.is_socket()) and stat.S_IMODE(p.stat().st_mode) & 0o077
     )
-    rows.append(Check(
-        "private_files", not loose,
-        "every file is 0600" if not loose
-        else f"readable by others: {', '.join(loose)}; run `chmod 600` on them.",
-    ))
+    rows.append(
+        Check(
+            "private_files",
+            not loose,
+            "every file is 0600"
+            if not loose
+            else f"readable by others: {', '.join(loose)}; run `chmod 600` on them.",
+        )
+    )
     return rows
 
 
@@ -77,15 +88,20 @@ def check_daemon(home: Home) -> tuple[list[Check], list[dict[str, Any]]]:
         return [Check("daemon", False, f"pid {pid} holds the lock but {exc.message}")], []
     if status.get("pid") != pid:
         detail = f"the lock says pid {pid} but pid {status.get('pid')} answers the socket"
-        return [Check("daemon", False, detail + "; run `crosstalk daemon stop` and start again.")], []
+        return [
+            Check("daemon", False, detail + "; run `crosstalk daemon stop` and start again.")
+        ], []
     actors = list(health.get("actors", []))
     bad = [a["name"] for a in actors if a.get("state") != "running"]
     return [
         Check("daemon", True, f"one daemon, pid {pid}"),
         Check(
-            "actors", not bad,
-            f"{len(actors)} running" if not bad
-            else f"not running: {', '.join(bad)}; see daemon.log, then `crosstalk daemon stop` and start.",
+            "actors",
+            not bad,
+            f"{len(actors)} running"
+            if not bad
+            else f"not running: {', '.join(bad)}; see daemon.log, then restart the daemon "
+            "(`crosstalk daemon stop`, `crosstalk daemon start`).",
         ),
     ], actors
 

@@ -27,9 +27,7 @@ class DaemonLock:
 
 
 def try_acquire(path: Path) -> DaemonLock | int:
-    """Take the lock and write our pid, or return the pid of the daemon holding it.
-
-    """
+    """Take the lock and write our pid, or return the pid of the daemon holding it."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

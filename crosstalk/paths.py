@@ -14,6 +14,8 @@ HOME_ENV = "CROSSTALK_HOME"
 HEARTBEAT_ENV = "CROSSTALK_HEARTBEAT"
 RELAY_ENV = "CROSSTALK_RELAY"
 DEFAULT_HEARTBEAT = 5.0
+# sun_path is 108 bytes on Linux, including the terminating NUL.
+MAX_SOCKET_PATH = 107
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,17 @@ class Home:
     @property
     def config(self) -> Path:
         return self.root / "config.json"
+
+    def check_socket_path(self) -> None:
+        """Refuse a home whose socket path is longer than a unix socket address allows."""
+        length = len(os.fsencode(self.socket))
+        if length > MAX_SOCKET_PATH:
+            from crosstalk.errors import InvalidConfig
+
+            raise InvalidConfig(
+                f"The state directory {self.root} is too deep for a unix socket path "
+                f"({length} bytes, limit {MAX_SOCKET_PATH}); choose a shorter CROSSTALK_HOME."
+            )
 
     def ensure(self) -> None:
         """Create the directory 0700 (and tighten it if it exists looser)."""

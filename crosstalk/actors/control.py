@@ -96,7 +96,10 @@ class ControlServer:
         self._ops = ops
 
     async def run(
-        self, ctx: ActorContext[None], *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+        self,
+        ctx: ActorContext[None],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         listener = await _open_listener(self._path)
         async with listener, trio.open_nursery() as nursery:
@@ -135,7 +138,7 @@ class ControlServer:
 
 async def _open_listener(path: Path) -> trio.SocketListener:
     # Only one daemon holds the home's lock, so a socket file left here is stale.
-    path.unlink(missing_ok=True)
+    path.unlink(missing_ok=True)  # noqa: ASYNC240 - one local unlink at start-up
     sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
     old_umask = os.umask(0o177)  # the socket is created 0600: only this user may talk to it
     try:

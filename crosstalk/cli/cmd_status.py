@@ -22,7 +22,7 @@ def status(json_output: JsonOption = False, home: HomeOption = None) -> None:
     label = record.label if record else None
     fp = fingerprint(record.ed25519_public) if record else None
     pid = daemon_pid(h)
-    data = {
+    data: dict[str, object] = {
         "label": label,
         "fingerprint": fp,
         "relay": {"url": None, "connected": False},

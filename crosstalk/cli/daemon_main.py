@@ -17,6 +17,7 @@ from crosstalk.store import check_state_files
 
 def run_foreground(home: Home, out: Output, *, detach: bool) -> None:
     """Run until stopped; a second daemon on the same home says so and returns (exit 0)."""
+    home.check_socket_path()
     home.ensure()
     lock = try_acquire(home.lock)
     if isinstance(lock, int):

@@ -39,7 +39,7 @@ class ControlRequest:
             raise InvalidRequest("The request must be a JSON object.")
         version = data.pop("v", None)
         if version != PROTOCOL_VERSION:
-            raise InvalidRequest(f"Unsupported protocol version {version!r}; send \"v\": 1.")
+            raise InvalidRequest(f'Unsupported protocol version {version!r}; send "v": 1.')
         op = data.pop("op", None)
         if not isinstance(op, str) or not op:
             raise InvalidRequest('The request needs an "op" naming the operation.')

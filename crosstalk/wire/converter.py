@@ -43,7 +43,8 @@ def structure_remote(data: Any, cls: type[T]) -> T:
     try:
         return converter.structure(data, cls)
     except (BaseValidationError, ValueError, TypeError, KeyError) as exc:
-        raise RemoteProtocolError(f"malformed {cls.__name__}: {exc}") from None
+        name = getattr(cls, "__name__", repr(cls))  # unions have no __name__
+        raise RemoteProtocolError(f"malformed {name}: {exc}") from None
 
 
 def unstructure(value: Any) -> Any:

@@ -26,12 +26,18 @@ class Cli:
     def __init__(self, home: Path) -> None:
         self.home = home
 
-    def run(self, *args: str, timeout: float = CLI_TIMEOUT, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, *args: str, timeout: float = CLI_TIMEOUT, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         full_env = {**os.environ, **(env or {})}
         full_env.pop("CROSSTALK_HOME", None)
         return subprocess.run(
             [sys.executable, "-m", "crosstalk", *args, "--home", str(self.home)],
-            capture_output=True, text=True, timeout=timeout, env=full_env, check=False,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=full_env,
+            check=False,
         )
 
     def json(self, *args: str, expect: int = 0, **kw: Any) -> dict[str, Any]:

@@ -1,0 +1,1 @@
+"""Benchmarks. Each reports ratios against a baseline measured in the same run."""
