@@ -92,6 +92,11 @@ class _Child(Generic[T]):
         self.ready = False
         self.done = trio.Event()
 
+    def enter(self, state: ActorState, event: str) -> None:
+        """Move to ``state`` because of ``event``, with one DEBUG trace line (STYLE rule 25)."""
+        log.debug("actor %s[%s].%s -> [%s]", self.name, self.state.name, event, state.name)
+        self.state = state
+
     def beat_deadline(self) -> float:
         """When the running instance's next beat is due; infinite if nothing is watched."""
         if self.instance_scope is None or self.missed or self.liveness is None:
@@ -122,7 +127,7 @@ class _InstanceStatus(trio.TaskStatus[None]):
             raise RuntimeError("called 'started' twice on the same task status")
         self._called = True
         child = self._child
-        child.state = ActorState.RUNNING
+        child.enter(ActorState.RUNNING, "started")
         if child.liveness is not None:
             child.liveness.beat()
         log.info("actor %s running (restarts: %d)", child.name, child.restarts)
@@ -260,8 +265,8 @@ class Supervisor:
             # Ended (returned, FAILED, or stopped) before ever being ready: free start_actor.
             report_ready()
         finally:
-            if child.state is not ActorState.FAILED:
-                child.state = ActorState.STOPPED
+            if child.state not in (ActorState.FAILED, ActorState.STOPPED):
+                child.enter(ActorState.STOPPED, "stopped")
             child.done.set()
             if child.stopping:
                 # The actor may have stopped itself, cancelling its own stop_actor call.
@@ -270,12 +275,13 @@ class Supervisor:
     async def _supervise(self, child: _Child[Any], report_ready: Callable[[], None]) -> None:
         while True:
             if not await self._run_instance(child, report_ready):
-                child.state = ActorState.STOPPED
+                child.enter(ActorState.STOPPED, "returned")
                 log.info("actor %s finished", child.name)
                 return
+            event = "missed_heartbeat" if child.missed else "crashed"
             delay = child.intensity.failed(trio.current_time())
             if delay is None:
-                child.state = ActorState.FAILED
+                child.enter(ActorState.FAILED, event)
                 log.error(
                     "actor %s FAILED: more than %d restarts within %g s; not restarting it"
                     " (last error: %s)",
@@ -287,7 +293,7 @@ class Supervisor:
                 )
                 return
             child.restarts += 1
-            child.state = ActorState.RESTARTING
+            child.enter(ActorState.RESTARTING, event)
             log.info(
                 "actor %s restarting in %.3f s (restart %d)", child.name, delay, child.restarts
             )
@@ -298,7 +304,7 @@ class Supervisor:
         liveness = Liveness(trio.current_time(), self._heartbeat, self._rearm)
         ctx = ActorContext(child.name, child.inbox, liveness)
         child.liveness, child.missed = liveness, False
-        child.state = ActorState.STARTING
+        child.enter(ActorState.STARTING, "instance_started")
         scope = child.instance_scope = trio.CancelScope()
         self._rearm(liveness.deadline())
         error: Exception | None = None

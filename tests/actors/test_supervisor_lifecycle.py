@@ -105,6 +105,29 @@ async def test_statistics_show_an_actor_that_is_not_ready_yet_as_starting(
     assert reports.receive_nowait() == ("slow", "start", 0.0)
 
 
+async def test_stopping_an_actor_that_is_still_starting_releases_start_actor(
+    autojump_clock: MockClock,
+) -> None:
+    """stop_actor during a pending start_actor ends both; the returned inbox is closed."""
+    out, _reports = open_reports()
+    async with running(Supervisor(heartbeat=100.0)) as sup, trio.open_nursery() as nursery:
+        returned: list[trio.MemorySendChannel[str]] = []
+
+        async def start_slow() -> None:
+            slow = ScriptedCrasher(out, [5.0], crash_before_ready=True)
+            returned.append(await sup.start_actor("slow", slow))
+
+        nursery.start_soon(start_slow)
+        await trio.testing.wait_all_tasks_blocked()
+        assert await sup.stop_actor("slow") is True
+        await trio.testing.wait_all_tasks_blocked()
+        assert trio.current_time() == 0.0
+        assert sup.statistics() == []
+        (to_slow,) = returned
+        with pytest.raises(trio.BrokenResourceError):
+            to_slow.send_nowait("hello?")
+
+
 async def test_a_cancelled_start_leaves_no_actor_behind(autojump_clock: MockClock) -> None:
     """If the caller of start_actor is cancelled before the actor is ready, the name is freed."""
     out, _reports = open_reports()

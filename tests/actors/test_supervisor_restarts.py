@@ -43,7 +43,7 @@ async def test_crash_restarts_only_that_actor_and_keeps_messages_sent_meanwhile(
     autojump_clock: MockClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A crash restarts only that actor, after its backoff; messages sent meanwhile are kept."""
-    caplog.set_level(logging.INFO, logger="crosstalk.actors.supervisor")
+    caplog.set_level(logging.DEBUG, logger="crosstalk.actors.supervisor")
     out, reports = open_reports()
     async with running(Supervisor(heartbeat=10.0, backoff_initial=0.5)) as sup:
         to_a = await sup.start_actor("a", Recorder(out))
@@ -82,6 +82,9 @@ async def test_crash_restarts_only_that_actor_and_keeps_messages_sent_meanwhile(
         r.levelno == logging.INFO and r.getMessage() == "actor a restarting in 0.500 s (restart 1)"
         for r in caplog.records
     )
+    traces = [r.getMessage() for r in caplog.records if r.levelno == logging.DEBUG]
+    assert traces.count("actor a[RUNNING].crashed -> [RESTARTING]") == 1
+    assert traces.count("actor a[RESTARTING].instance_started -> [STARTING]") == 1
 
 
 async def test_crash_loop_is_failed_after_the_limit_and_siblings_keep_running(
