@@ -1,1 +1,1 @@
-"""cli"""
+"""The typer command line: each command parses its options, then calls one function."""
