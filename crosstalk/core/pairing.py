@@ -193,9 +193,7 @@ class PairingMachine:
         try:
             self._store(index, data)
             self._advance()
-        except WrongWords:
-            raise
-        except RemoteProtocolError:
+        except RemoteProtocolError:  # WrongWords is not one: it has its own terminal state
             self._state = PairingState.ERROR
             raise
 
