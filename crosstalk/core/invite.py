@@ -18,7 +18,7 @@ import re
 
 import attrs
 
-from crosstalk.core.words import is_word
+from crosstalk.core.words import choose_words, is_word
 from crosstalk.errors import UsageError
 from crosstalk.wire.pairing import Purpose
 
@@ -83,6 +83,23 @@ class Invite:
         """The code as printed: ``1234-word-word-word-word`` plus `` at host:port`` if any."""
         code = "-".join((self.slot, *self.words))
         return code if self.host is None else f"{code} at {self.host}:{self.port}"
+
+    @classmethod
+    def new(
+        cls,
+        slot: str,
+        entropy: bytes,
+        *,
+        purpose: Purpose,
+        host: str | None = None,
+        port: int | None = None,
+    ) -> Invite:
+        """A fresh invite for ``slot`` with words chosen from ``entropy``.
+
+        ``entropy`` is ``purpose.word_count * BYTES_PER_WORD`` random bytes from the caller.
+        """
+        words = choose_words(entropy, purpose.word_count)
+        return cls(slot=slot, words=words, host=host, port=port)
 
     @classmethod
     def parse(cls, text: str, *, purpose: Purpose) -> Invite:

@@ -94,6 +94,15 @@ def test_malformed_codes_raise_usage_error_naming_the_expected_form(
     assert caught.value.code == "usage"
 
 
+def test_new_invites_take_their_words_from_the_entropy_given() -> None:
+    """Invite.new picks the purpose's number of words from the caller's random bytes."""
+    room = Invite.new("0001", bytes(8), purpose=ROOM, host="10.0.0.2", port=8787)
+    assert room.words == (WORDS[0],) * 4
+    assert room.format() == f"0001-{'-'.join(room.words)} at 10.0.0.2:8787"
+    link = Invite.new("0001", b"\x00\x01" * 6, purpose=LINK)
+    assert link.words == (WORDS[1],) * 6
+
+
 def test_expected_form_names_one_word_per_slot() -> None:
     """The form shown to people has as many ``word`` parts as the purpose needs."""
     assert expected_form(ROOM) == "NNNN-word-word-word-word"

@@ -511,6 +511,15 @@ def test_a_restored_machine_resumes_and_sends_identical_bytes() -> None:
     assert offers_received(slot, "inviter") == [JOINER_OFFER]
 
 
+def test_the_snapshot_stays_the_same_through_the_exchange() -> None:
+    """serialize() gives the same bytes after start and after DONE: one save is enough."""
+    inviter = started(Role.INVITER)
+    at_start = inviter.serialize()
+    pair(inviter, started(Role.JOINER))
+    assert inviter.state is PairingState.DONE
+    assert inviter.serialize() == at_start
+
+
 def test_restore_refuses_a_damaged_snapshot() -> None:
     """A snapshot that does not parse raises DamagedState, never a bare exception."""
     with pytest.raises(DamagedState):
