@@ -1,0 +1,1 @@
+"""Real agent clients against a stand-in model server (issue 10)."""
