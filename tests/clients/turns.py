@@ -21,7 +21,7 @@ def read_turn(api: Api, body: object) -> Turn:
     """Parse one request body sent on ``api`` (a non-object body gives an empty turn)."""
     if not isinstance(body, dict):
         return Turn((), (), ())
-    strings = tuple(_strings(body))
+    strings = tuple(strings_in(body))
     if api is Api.ANTHROPIC:
         return _anthropic(body, strings)
     if api is Api.CHAT:
@@ -148,7 +148,7 @@ def _str(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _strings(value: object) -> Iterator[str]:
+def strings_in(value: object) -> Iterator[str]:
     """Every string value anywhere in a JSON document (not keys)."""
     stack = [value]
     while stack:
