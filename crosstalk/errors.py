@@ -176,3 +176,9 @@ class UsageError(CrosstalkError):
     """The command was called wrongly (a malformed argument). The CLI exits 2 for these."""
 
     code = "usage"
+
+
+class RelayKeyMismatch(CrosstalkError):
+    """The relay showed a different key from the one pinned for its URL; we did not talk to it."""
+
+    code = "relay_key_mismatch"
