@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextlib import aclosing
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -32,60 +33,69 @@ log = logging.getLogger(__name__)
 
 P = TypeVar("P")
 Handler = Callable[[P], Awaitable[Any]]
+StreamHandler = Callable[[P], AsyncGenerator[Any, None]]
 
 
 @attrs.frozen
 class _Op(Generic[P]):
     params: type[P]
-    handler: Handler[P]
+    handler: Handler[P] | None = None
+    stream: StreamHandler[P] | None = None
 
 
 class OpTable:
     """The ops the control socket serves: name → (params model, async handler).
 
     A handler receives its params already structured into its attrs model and returns an attrs
-    instance (or a mapping) that becomes the reply's fields.
+    instance that becomes the reply's fields. A *stream* handler is an async generator: each
+    record it yields is one reply line, and the connection is its own until it ends (``room
+    new`` prints the invite at once and the result minutes later; ``watch`` never ends). A
+    client that hangs up cancels its stream.
     """
 
     def __init__(self) -> None:
         self._ops: dict[str, _Op[Any]] = {}
 
     def add(self, name: str, params: type[P], handler: Handler[P]) -> None:
-        """Register one op. Names are unique."""
+        """Register one request/reply op. Names are unique."""
+        self._register(name, _Op(params, handler=handler))
+
+    def add_stream(self, name: str, params: type[P], handler: StreamHandler[P]) -> None:
+        """Register one streaming op (an async generator of reply records)."""
+        self._register(name, _Op(params, stream=handler))
+
+    def _register(self, name: str, op: _Op[Any]) -> None:
         if name in self._ops:
             raise ValueError(f"op {name!r} registered twice")
-        self._ops[name] = _Op(params, handler)
+        self._ops[name] = op
 
     def names(self) -> list[str]:
         return sorted(self._ops)
 
-    async def dispatch(self, request: ControlRequest) -> dict[str, Any]:
-        """Run one request and return the reply fields; raise CrosstalkError on failure."""
+    def is_stream(self, name: str) -> bool:
+        op = self._ops.get(name)
+        return op is not None and op.stream is not None
+
+    async def replies(self, request: ControlRequest) -> AsyncGenerator[dict[str, Any], None]:
+        """Run one request and yield its reply records; raise CrosstalkError on failure."""
         op = self._ops.get(request.op)
         if op is None:
             raise UnknownOp(f"The daemon has no operation called {request.op!r}.")
         params = structure_remote(dict(request.params), op.params)
-        result = await op.handler(params)
-        data = unstructure(result)
-        if not isinstance(data, dict):
-            raise TypeError(f"op {request.op!r} returned {type(result).__name__}, not a record")
-        return data
+        if op.handler is not None:
+            yield _record(request.op, await op.handler(params))
+            return
+        assert op.stream is not None
+        async with aclosing(op.stream(params)) as results:
+            async for result in results:
+                yield _record(request.op, result)
 
 
-async def _answer(ops: OpTable, line: bytes) -> bytes:
-    try:
-        request = ControlRequest.from_line(line)
-    except CrosstalkError as exc:
-        return render_error(exc)
-    try:
-        return render_ok(await ops.dispatch(request))
-    except CrosstalkError as exc:
-        return render_error(exc)
-    except Exception as exc:
-        # A bug in one op must not drop every other client's connection: log it loudly and
-        # answer this client, instead of letting it restart the whole control server.
-        log.error("op %r failed", request.op, exc_info=exc)
-        return render_error(CrosstalkError(f"The daemon hit a bug running {request.op!r}."))
+def _record(op: str, result: object) -> dict[str, Any]:
+    data = unstructure(result)
+    if not isinstance(data, dict):
+        raise TypeError(f"op {op!r} returned {type(result).__name__}, not a record")
+    return data
 
 
 class ControlServer:
@@ -117,23 +127,77 @@ class ControlServer:
             await trio.sleep(ctx.heartbeat / 3)
 
     async def _serve(self, stream: trio.SocketStream) -> None:
-        buffer = b""
+        conn = _Connection(stream)
         async with stream:
             try:
-                while True:
-                    chunk = await stream.receive_some(65536)
-                    if not chunk:
-                        return
-                    buffer += chunk
-                    while b"\n" in buffer:
-                        line, _, buffer = buffer.partition(b"\n")
-                        if line.strip():
-                            await stream.send_all(await _answer(self._ops, line))
-                    if len(buffer) > MAX_REQUEST_BYTES:
-                        await stream.send_all(await _answer(self._ops, buffer))
-                        return
+                while (line := await conn.next_line()) is not None:
+                    if line.strip():
+                        await conn.answer(self._ops, line)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 return
+
+
+class _Connection:
+    """One client connection: splits lines, answers them in order, notices a hang-up."""
+
+    def __init__(self, stream: trio.SocketStream) -> None:
+        self._stream = stream
+        self._buffer = b""
+        self._eof = False
+
+    async def _fill(self) -> None:
+        chunk = await self._stream.receive_some(65536)
+        if chunk:
+            self._buffer += chunk
+        else:
+            self._eof = True
+
+    async def next_line(self) -> bytes | None:
+        """The next line; an oversized one is returned whole (and refused); None at EOF."""
+        while b"\n" not in self._buffer:
+            if len(self._buffer) > MAX_REQUEST_BYTES or self._eof:
+                # An oversized line cannot be resynchronised: answer it, then end the connection.
+                line, self._buffer, self._eof = self._buffer, b"", True
+                return line or None
+            await self._fill()
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line
+
+    async def answer(self, ops: OpTable, line: bytes) -> None:
+        """Send every reply line for one request, or one error line."""
+        try:
+            request = ControlRequest.from_line(line)
+        except CrosstalkError as exc:
+            await self._stream.send_all(render_error(exc))
+            return
+        if not ops.is_stream(request.op):
+            await self._send_replies(ops, request)
+            return
+        async with trio.open_nursery() as nursery:
+            # While a (possibly endless) stream runs, keep reading so a hang-up cancels it.
+            nursery.start_soon(self._watch_hangup, nursery.cancel_scope)
+            await self._send_replies(ops, request)
+            nursery.cancel_scope.cancel()
+
+    async def _watch_hangup(self, scope: trio.CancelScope) -> None:
+        while not self._eof:
+            await self._fill()
+        if b"\n" not in self._buffer:
+            scope.cancel()
+
+    async def _send_replies(self, ops: OpTable, request: ControlRequest) -> None:
+        try:
+            async with aclosing(ops.replies(request)) as replies:
+                async for reply in replies:
+                    await self._stream.send_all(render_ok(reply))
+        except CrosstalkError as exc:
+            await self._stream.send_all(render_error(exc))
+        except Exception as exc:
+            # A bug in one op must not drop every other client's connection: log it loudly
+            # and answer this client, instead of letting it restart the whole control server.
+            log.error("op %r failed", request.op, exc_info=exc)
+            error = CrosstalkError(f"The daemon hit a bug running {request.op!r}.")
+            await self._stream.send_all(render_error(error))
 
 
 async def _open_listener(path: Path) -> trio.SocketListener:

@@ -34,8 +34,37 @@ def _b64decode(value: object, _type: object) -> bytes:
         raise ValueError("invalid base64") from exc
 
 
+def _strict_str(value: object, _type: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def _strict_int(value: object, _type: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"expected an integer, got {type(value).__name__}")
+    return value
+
+
+def _strict_float(value: object, _type: object) -> float:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise TypeError(f"expected a number, got {type(value).__name__}")
+    return float(value)
+
+
+def _strict_bool(value: object, _type: object) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"expected true or false, got {type(value).__name__}")
+    return value
+
+
 converter.register_unstructure_hook(bytes, _b64encode)
 converter.register_structure_hook(bytes, _b64decode)
+# Peer data is never coerced: cattrs would otherwise turn 5 into "5" and "yes" into True.
+converter.register_structure_hook(str, _strict_str)
+converter.register_structure_hook(int, _strict_int)
+converter.register_structure_hook(float, _strict_float)
+converter.register_structure_hook(bool, _strict_bool)
 
 
 def structure_remote(data: Any, cls: type[T]) -> T:
