@@ -19,7 +19,8 @@ from pathlib import Path
 
 import attrs
 
-from tests.clients.turns import strings_in
+from tests.clients.script import Api, ToolName
+from tests.clients.turns import offered_tools, strings_in
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,6 +39,10 @@ class LoggedRequest:
     def contains(self, needle: str) -> bool:
         """Whether any string anywhere in the JSON body contains ``needle``."""
         return any(needle in text for text in strings_in(self.body))
+
+    def tools(self) -> tuple[ToolName, ...]:
+        """The tools this request offered the model (none for a request outside the four APIs)."""
+        return offered_tools(Api(self.api), self.body) if self.api is not None else ()
 
 
 def read_log(path: Path) -> list[LoggedRequest]:

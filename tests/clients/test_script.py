@@ -14,7 +14,7 @@ from tests.clients.script import (
     ToolName,
     mcp_tool_name,
 )
-from tests.clients.turns import read_turn
+from tests.clients.turns import offered_tools, read_turn
 
 SEND = {"tool": "crosstalk_send", "server": "crosstalk", "call_id": "call_send_1",
         "arguments": {"text": "hi"}}
@@ -128,6 +128,23 @@ def test_readers_take_text_from_each_api_shape() -> None:
     assert read_turn(Api.RESPONSES, {"input": "c"}).user_texts == ("c",)
     assert read_turn(Api.GEMINI, {"contents": [
         {"role": "user", "parts": [{"text": "d"}]}]}).user_texts == ("d",)
+
+
+def test_offered_tools_are_named_as_the_model_must_call_them() -> None:
+    """Each API's tool list yields call names; Responses namespaces yield namespaced names."""
+    assert offered_tools(Api.ANTHROPIC, {"tools": [{"name": "Bash"}, {"name": 3}]}) == (
+        ToolName("Bash"),)
+    assert offered_tools(Api.CHAT, {"tools": [
+        {"type": "function", "function": {"name": "mcp__crosstalk__crosstalk_send"}}]}) == (
+        ToolName("mcp__crosstalk__crosstalk_send"),)
+    assert offered_tools(Api.RESPONSES, {"tools": [
+        {"type": "function", "name": "shell"},
+        {"type": "namespace", "name": "mcp__crosstalk",
+         "tools": [{"type": "function", "name": "crosstalk_send"}]}]}) == (
+        ToolName("shell"), mcp_tool_name(Api.RESPONSES, "crosstalk", "crosstalk_send"))
+    assert offered_tools(Api.GEMINI, {"tools": [{"functionDeclarations": [
+        {"name": "mcp_crosstalk_crosstalk_send"}]}]}) == (ToolName("mcp_crosstalk_crosstalk_send"),)
+    assert offered_tools(Api.CHAT, {"tools": "none"}) == ()
 
 
 def test_readers_ignore_malformed_bodies() -> None:

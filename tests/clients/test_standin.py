@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.clients.process import StandinProcess, read_log
-from tests.clients.script import DEFAULT_TEXT, Script
+from tests.clients.script import DEFAULT_TEXT, Script, ToolName
 from tests.clients.standin import Standin
 
 SEND = {"tool": "crosstalk_send", "server": "crosstalk", "call_id": "call_send_1",
@@ -258,7 +258,8 @@ def test_log_records_each_request_without_secrets(standin: Standin) -> None:
     secrets = {"Authorization": "Bearer s3cret", "x-api-key": "s3cret", "x-goog-api-key": "s3cret"}
     marker = {"role": "system", "content": "CROSSTALK-WORKING-SET-MARKER"}
     request(standin.url, "POST", "/v1/messages?beta=true",
-            {"stream": True, "messages": [marker, {"role": "user", "content": "please send"}]},
+            {"stream": True, "tools": [{"name": "mcp__crosstalk__crosstalk_send"}],
+             "messages": [marker, {"role": "user", "content": "please send"}]},
             headers={**secrets, "X-Claude-Code-Session-Id": "sess-1"})
     request(standin.url, "POST", f"{GEMINI}:streamGenerateContent?alt=sse&key=s3cret",
             {"contents": []})
@@ -268,6 +269,8 @@ def test_log_records_each_request_without_secrets(standin: Standin) -> None:
         "anthropic", "POST", "/v1/messages?beta=true", 1)
     assert first.contains("CROSSTALK-WORKING-SET-MARKER") and not first.contains("absent-words")
     assert first.headers["X-Claude-Code-Session-Id"] == "sess-1"
+    assert first.tools() == (ToolName("mcp__crosstalk__crosstalk_send"),)
+    assert third.tools() == ()
     assert (second.api, second.path, second.step) == (
         "gemini", f"{GEMINI}:streamGenerateContent?alt=sse", None)
     assert (third.method, third.body) == ("HEAD", None)

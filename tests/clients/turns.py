@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from tests.clients.script import Api, ToolResult, Turn
+from tests.clients.script import Api, ToolName, ToolResult, Turn
 
 JsonObject = dict[str, object]
 _Predicate = Callable[[JsonObject], bool]
@@ -40,6 +40,29 @@ def model_of(body: object, default: str = "standin-model") -> str:
     """The model the request names, or ``default``."""
     model = body.get("model") if isinstance(body, dict) else None
     return model if isinstance(model, str) else default
+
+
+def offered_tools(api: Api, body: object) -> tuple[ToolName, ...]:
+    """The tools a request offers the model, named as the model must call them.
+
+    Anthropic lists ``tools[].name``, Chat ``tools[].function.name``, Gemini
+    ``tools[].functionDeclarations[].name``; the Responses API lists functions by name and MCP
+    servers as ``namespace`` tools holding their functions (platform-notes §5.2).
+    """
+    tools = _objects(body.get("tools")) if isinstance(body, dict) else []
+    if api is Api.CHAT:
+        tools = [f for t in tools if isinstance(f := t.get("function"), dict)]
+    elif api is Api.GEMINI:
+        tools = [d for t in tools for d in _objects(t.get("functionDeclarations"))]
+    names: list[ToolName] = []
+    for tool in tools:
+        if api is Api.RESPONSES and tool.get("type") == "namespace":
+            space = _str(tool.get("name"))
+            names.extend(ToolName(name, space) for inner in _objects(tool.get("tools"))
+                         if (name := _str(inner.get("name"))) is not None)
+        elif (name := _str(tool.get("name"))) is not None:
+            names.append(ToolName(name))
+    return tuple(names)
 
 
 def _anthropic(body: JsonObject, strings: tuple[str, ...]) -> Turn:
