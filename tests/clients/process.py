@@ -62,8 +62,8 @@ class StandinProcess:
 
     def __init__(self, log: Path, *, script: Path | None = None, lifetime: float = 600.0,
                  stderr_path: Path | None = None) -> None:
-        self.log = log
-        self.script = script
+        self.log = log.resolve()  # the child runs in ROOT
+        self.script = script.resolve() if script is not None else None
         self.lifetime = lifetime
         self.stderr_path = stderr_path or log.with_suffix(".stderr")
         self.proc: subprocess.Popen[str] | None = None
