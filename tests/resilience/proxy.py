@@ -121,6 +121,8 @@ class ProxyStats:
     refused: int = 0  # connections reset at once because new ones were refused
     resets: int = 0  # connections reset by a `reset` command
     target_failures: int = 0  # admitted connections whose target could not be reached
+    up_read: int = 0  # taken from the client's socket (forwarded, dropped or still held)
+    down_read: int = 0  # taken from the target's socket
     up_bytes: int = 0  # forwarded client -> target
     down_bytes: int = 0  # forwarded target -> client
     up_dropped: int = 0
@@ -380,8 +382,9 @@ class FaultProxy:
                 if not data:
                     await out.send(None)  # end of stream passes in every mode but freeze
                     return
+                self._add(f"{direction}_read", len(data))
                 if self._mode.flow(direction).kind is Kind.DROP:
-                    self._add(f"{direction.value}_dropped", len(data))
+                    self._add(f"{direction}_dropped", len(data))
                     continue
                 await out.send(_Chunk(trio.current_time(), data))
 
@@ -397,14 +400,14 @@ class FaultProxy:
                 while data:
                     flow = await self._hold(direction, chunk.arrived, ready_at)
                     if flow.kind is Kind.DROP:
-                        self._add(f"{direction.value}_dropped", len(data))
+                        self._add(f"{direction}_dropped", len(data))
                         break
                     size = len(data)
                     if flow.kind is Kind.THROTTLE:
                         size = min(size, max(1, int(flow.value * THROTTLE_SLICE)))
                         ready_at = max(ready_at, trio.current_time()) + size / flow.value
                     piece, data = data[:size], data[size:]
-                    self._add(f"{direction.value}_bytes", len(piece))
+                    self._add(f"{direction}_bytes", len(piece))
                     await dst.send_all(piece)
 
     async def _hold(self, direction: Direction, arrived: float, ready_at: float) -> Flow:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -18,6 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.resilience.proxy import (
+    ROOT,
     FaultProxy,
     Mode,
     ProxyCommandError,
@@ -139,11 +141,23 @@ async def test_delay_keeps_order_of_many_chunks(proxy: FaultProxy) -> None:
     payload = b"".join(b"%05d" % n for n in range(400))
     async with await connect(proxy.port) as client:
         proxy.command("delay 0.05")
-        async with trio.open_nursery() as nursery:
-            for n in range(0, len(payload), 100):
-                nursery.start_soon(client.send_all, payload[n:n + 100])
-                await trio.testing.wait_all_tasks_blocked()
+        for n in range(0, len(payload), 100):
+            await client.send_all(payload[n:n + 100])
+            await trio.sleep(0.005)  # the scenario: separate chunks, several in flight at once
         assert await receive_exactly(client, len(payload)) == payload
+
+
+async def test_switching_delay_to_pass_releases_held_chunks(proxy: FaultProxy) -> None:
+    """Chunks held by a long delay go at once when the mode turns to `pass`."""
+    async with await connect(proxy.port) as client:
+        await round_trip(client, b"warm")
+        proxy.command("delay 60")
+        await client.send_all(b"held")
+        with trio.fail_after(WAIT):
+            await proxy.wait_statistics(lambda s: s.up_read == 8)
+        assert proxy.statistics().up_bytes == 4
+        proxy.command("pass")
+        assert await receive_exactly(client, 4) == b"held"
 
 
 async def test_drop_discards_bytes_and_keeps_the_connection_open(
@@ -196,7 +210,7 @@ async def test_freeze_forwards_nothing_then_resumes_after_pass(
         assert holding.cancelled_caught
         assert server.received == b"warm"
         stats = proxy.statistics()
-        assert (stats.up_bytes, stats.down_bytes, stats.up_dropped) == (4, 4, 0)
+        assert (stats.up_read, stats.up_bytes, stats.down_bytes) == (4, 4, 4)
         proxy.command("pass")
         assert await receive_exactly(client, 4) == b"held"
 
@@ -210,7 +224,7 @@ async def test_freeze_stops_reading_so_the_sender_backs_up(proxy: FaultProxy) ->
             await client.send_all(bytes(BIG))
         assert sending.cancelled_caught
         stats = proxy.statistics()
-        assert (stats.up_bytes, stats.up_dropped) == (4, 0)
+        assert (stats.up_read, stats.up_bytes, stats.up_dropped) == (4, 4, 0)
 
 
 async def test_reset_sends_rst_to_both_sides_and_new_connections_pass(
@@ -377,6 +391,16 @@ async def test_subprocess_proxy_exits_when_its_lifetime_is_over(
     async with open_proxy_process(server.port, str(tmp_path / "ctl"), lifetime=0.5) as running:
         with trio.fail_after(WAIT):
             assert await running.process.wait() == 0
+
+
+async def test_subprocess_proxy_refuses_a_non_loopback_target(tmp_path: Path) -> None:
+    """The command line rejects a non-loopback target with a usage error (exit 2)."""
+    args = [sys.executable, "-m", "tests.resilience.proxy", "--target", "10.1.2.3:80",
+            "--control", str(tmp_path / "ctl")]
+    with trio.fail_after(20):
+        done = await trio.run_process(args, cwd=ROOT, check=False, capture_stderr=True)
+    assert done.returncode == 2
+    assert b"loopback only" in done.stderr
 
 
 @pytest.mark.parametrize(("line", "expected"), [
