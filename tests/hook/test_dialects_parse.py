@@ -56,9 +56,23 @@ def test_claude_stop_hook_active_is_read() -> None:
 
 
 def test_codex_falls_back_to_thread_id() -> None:
-    """Codex may identify the session only by thread_id."""
-    event = parse("codex", None, {"hook_event_name": "SessionStart", "thread_id": "th-1"})
-    assert event.session_id == "th-1" and event.kind is EventKind.SESSION_START
+    """Codex may identify the session only by thread_id, and names it by thread_name."""
+    event = parse(
+        "codex",
+        None,
+        {"hook_event_name": "SessionStart", "thread_id": "th-1", "thread_name": "api"},
+    )
+    assert (event.session_id, event.session_name, event.kind) == (
+        "th-1",
+        "api",
+        EventKind.SESSION_START,
+    )
+
+
+def test_kimi_session_title_is_the_session_name() -> None:
+    """Kimi Code's session_title names the session."""
+    event = parse("kimi", "Stop", {"hook_event_name": "Stop", "session_title": "Fix login"})
+    assert (event.session_name, event.kind) == ("Fix login", EventKind.STOP)
 
 
 def test_gemini_before_agent_is_the_prompt() -> None:

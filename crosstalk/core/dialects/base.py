@@ -74,6 +74,8 @@ class HookEvent:
     cwd: str | None = None
     transcript_path: str | None = None
     prompt: str | None = None
+    #: A name the client gives the session (Codex ``thread_name``, Kimi ``session_title``).
+    session_name: str | None = None
     #: The client says this is the session's first turn (Antigravity, Hermes), or None.
     first_turn: bool | None = None
     #: The client is re-running a stop hook after one blocked (Claude Code, Codex, Gemini).
@@ -89,6 +91,7 @@ class Fields:
     cwd: Sequence[Path] = (("cwd",),)
     transcript: Sequence[Path] = (("transcript_path",),)
     prompt: Sequence[Path] = (("prompt",),)
+    session_name: Sequence[Path] = ()
     first_turn: Sequence[Path] = ()
     stop_hook_active: Sequence[Path] = (("stop_hook_active",),)
 
@@ -138,6 +141,7 @@ class Dialect:
             cwd=first_str(payload, self.fields.cwd),
             transcript_path=first_str(payload, self.fields.transcript),
             prompt=first_str(payload, self.fields.prompt),
+            session_name=first_str(payload, self.fields.session_name),
             first_turn=first_bool(payload, self.fields.first_turn),
             stop_hook_active=first_bool(payload, self.fields.stop_hook_active) is True,
         )

@@ -4,9 +4,9 @@ Theory of operation
 -------------------
 Codex reads the same snake_case payload as Claude Code (``session_id, turn_id, transcript_path,
 cwd, hook_event_name, model, permission_mode, prompt|source``) and may add ``thread_id``, which
-we take as the session id when ``session_id`` is missing. Measured on 0.171.0 (with
-``--dangerously-bypass-hook-trust``): ``additionalContext`` from SessionStart and
-UserPromptSubmit arrives as ``role: "developer"`` messages.
+we take as the session id when ``session_id`` is missing, and ``thread_name``, the session's
+name. Measured on 0.171.0 (with ``--dangerously-bypass-hook-trust``): ``additionalContext``
+from SessionStart and UserPromptSubmit arrives as ``role: "developer"`` messages.
 
 Codex parses answers with ``deny_unknown_fields`` (its published output schemas set
 ``additionalProperties: false``), so one stray key makes it reject the whole answer. We write
@@ -53,5 +53,8 @@ DIALECT = Dialect(
     answer_text=additional_context,
     registered=REGISTERED,
     config=_config,
-    fields=Fields(session_id=(("session_id",), ("thread_id",))),
+    fields=Fields(
+        session_id=(("session_id",), ("thread_id",)),
+        session_name=(("thread_name",),),
+    ),
 )

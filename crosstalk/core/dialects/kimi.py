@@ -2,13 +2,13 @@
 
 Theory of operation
 -------------------
-Kimi Code's payload is Claude Code's (``{hook_event_name, session_id, cwd, ...}``, snake_case),
-so it cannot be told apart by content: the installed command says ``--client kimi``. Only
-UserPromptSubmit, PreToolUse and Stop are blocking events whose answers Kimi reads; every other
-event is observation only. Text therefore rides on **UserPromptSubmit only**, as
-``{"message": T}``, which Kimi appends to the context (wrapped in a ``<hook_result>`` tag, per
-the reference). Stop never carries text: a message there keeps the turn going. Nothing to say
-is ``{}``.
+Kimi Code's payload is Claude Code's (``{hook_event_name, session_id, cwd, ...}``, snake_case,
+plus ``session_title``, which we take as the session's name), so it cannot be told apart by
+content: the installed command says ``--client kimi``. Only UserPromptSubmit, PreToolUse and
+Stop are blocking events whose answers Kimi reads; every other event is observation only.
+Text therefore rides on **UserPromptSubmit only**, as ``{"message": T}``, which Kimi appends to
+the context (wrapped in a ``<hook_result>`` tag, per the reference). Stop never carries text: a
+message there keeps the turn going. Nothing to say is ``{}``.
 
 Config: ``[[hooks]]`` tables in ``~/.kimi-code/config.toml`` with exactly the keys ``event``,
 ``command`` and ``timeout`` (seconds, 1-600); Kimi refuses the whole file on an unknown key.
@@ -20,6 +20,7 @@ from __future__ import annotations
 from crosstalk.core.dialects.base import (
     HOOK_TIMEOUT_S,
     Dialect,
+    Fields,
     command_for,
     spec_table,
 )
@@ -48,4 +49,5 @@ DIALECT = Dialect(
     answer_text=_answer,
     registered=REGISTERED,
     config=_config,
+    fields=Fields(session_name=(("session_title",),)),
 )
