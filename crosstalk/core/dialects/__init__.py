@@ -69,8 +69,9 @@ def dialect_for(client: str) -> Dialect:
         known = ", ".join(CLIENTS)
         raise LocalProtocolError(f"crosstalk has no hook dialect for {client!r} ({known}).")
     module = importlib.import_module(f"crosstalk.core.dialects.{name}")
-    dialect = module.DIALECT
-    assert isinstance(dialect, Dialect), name
+    dialect = getattr(module, "DIALECT", None)
+    if not isinstance(dialect, Dialect):
+        raise LocalProtocolError(f"crosstalk.core.dialects.{name} defines no DIALECT.")
     return dialect
 
 
