@@ -109,13 +109,15 @@ class Command:
 
     mode: Mode
     reset: bool = False
+    target: tuple[str, int] | None = None  # connect new connections here from now on
 
 
 @attrs.frozen
 class ProxyStats:
-    """Counters since start, plus the current mode and the number of open connections."""
+    """Counters since start, plus the current mode, target and number of open connections."""
 
     mode: str = ""
+    target: str = ""
     open: int = 0
     connections: int = 0  # admitted connections
     refused: int = 0  # connections reset at once because new ones were refused
@@ -135,8 +137,9 @@ def parse_command(mode: Mode, line: str) -> Command:
     Grammar: ``pass [up|down]`` (bare ``pass`` restores everything, admitting again),
     ``delay SECONDS [up|down]``, ``drop [up|down]``, ``freeze [up|down]``,
     ``throttle BYTES_PER_SECOND [up|down]``, ``partition up|down`` (that direction is held, the
-    other passes), ``refuse``, ``accept``, ``stats``, and ``reset [COMMAND]``, which resets every
-    current connection after switching to the following command's mode. No direction means both.
+    other passes), ``refuse``, ``accept``, ``stats``, ``target IP:PORT`` (new connections go
+    there, e.g. to a relay restarted on another port), and ``reset [COMMAND]``, which resets every
+    current connection after applying the following command. No direction means both.
 
     Raises:
         ProxyCommandError: the line is not a command.
@@ -148,7 +151,14 @@ def parse_command(mode: Mode, line: str) -> Command:
         following = parse_command(mode, " ".join(words[1:])) if words[1:] else Command(mode)
         if following.reset:
             raise ProxyCommandError("reset is followed by at most one mode, not another reset")
-        return Command(following.mode, reset=True)
+        return attrs.evolve(following, reset=True)
+    if words[0] == "target":
+        if len(words) != 2:
+            raise ProxyCommandError("usage: target IP:PORT")
+        try:
+            return Command(mode, target=loopback_address(words[1]))
+        except ValueError as exc:
+            raise ProxyCommandError(str(exc)) from None
     return Command(_next_mode(mode, words[0], words[1:]))
 
 
@@ -276,6 +286,8 @@ class FaultProxy:
         """Apply one control line (see `parse_command`); raises `ProxyCommandError`."""
         parsed = parse_command(self._mode, line)
         self.set_mode(parsed.mode)
+        if parsed.target is not None:
+            self.target = parsed.target
         if parsed.reset:
             self.reset()
 
@@ -296,7 +308,8 @@ class FaultProxy:
             self._add("resets")
 
     def statistics(self) -> ProxyStats:
-        return attrs.evolve(self._stats, mode=str(self._mode), open=len(self._links))
+        return attrs.evolve(self._stats, mode=str(self._mode), open=len(self._links),
+                            target=f"{self.target[0]}:{self.target[1]}")
 
     async def wait_statistics(self, condition: Callable[[ProxyStats], bool]) -> ProxyStats:
         """Wait until the counters satisfy `condition`; bound it with a cancel scope."""

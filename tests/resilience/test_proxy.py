@@ -327,6 +327,22 @@ async def test_switching_modes_mid_stream_loses_and_reorders_nothing(proxy: Faul
             assert await receive_exactly(client, len(payload)) == payload
 
 
+async def test_target_command_sends_new_connections_to_another_port(
+        nursery: trio.Nursery, proxy: FaultProxy, server: EchoServer) -> None:
+    """After `target IP:PORT`, open connections stay put and new ones reach the new target."""
+    second = EchoServer()
+    listeners = await nursery.start(partial(trio.serve_tcp, second.handle, 0, host="127.0.0.1"))
+    second.port = listeners[0].socket.getsockname()[1]
+    async with await connect(proxy.port) as old:
+        await round_trip(old, b"one")
+        proxy.command(f"target 127.0.0.1:{second.port}")
+        assert proxy.statistics().target == f"127.0.0.1:{second.port}"
+        async with await connect(proxy.port) as new:
+            await round_trip(new, b"two")
+        await round_trip(old, b"three")
+    assert (bytes(server.received), bytes(second.received)) == (b"onethree", b"two")
+
+
 async def test_eof_passes_through_to_the_target_and_back(proxy: FaultProxy) -> None:
     """A client's half-close reaches the target, whose close comes back as end of stream."""
     async with await connect(proxy.port) as client:
@@ -431,10 +447,17 @@ def test_bare_pass_restores_everything_including_admission() -> None:
     assert parse_command(faulty, "pass").mode == Mode()
 
 
+def test_target_and_reset_target_parse_to_a_loopback_address() -> None:
+    """`target` names where new connections go; `reset target` also resets the current ones."""
+    assert parse_command(Mode(), "target 127.0.0.1:9").target == ("127.0.0.1", 9)
+    parsed = parse_command(Mode(), "reset target [::1]:7")
+    assert (parsed.reset, parsed.target, parsed.mode) == (True, ("::1", 7), Mode())
+
+
 @pytest.mark.parametrize("line", [
     "", "sleep", "delay", "delay -1", "delay nan", "throttle 0", "throttle x",
     "drop sideways", "freeze up down", "partition", "partition both", "refuse now",
-    "reset reset", "stats please",
+    "reset reset", "stats please", "target", "target 10.0.0.1:80", "target 127.0.0.1:1 x",
 ])
 def test_parse_command_rejects_bad_lines(line: str) -> None:
     """Malformed lines raise ProxyCommandError instead of changing the mode."""
