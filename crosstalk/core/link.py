@@ -365,6 +365,7 @@ class LinkMachine:
         self._last_error = reason
         self._challenge = None
         self._busy.clear()
+        self._out.clear()  # frames for a dead connection; the next one resends what matters
         for pending in self._pending.values():
             if isinstance(pending, _Request):
                 error = RelayUnreachable(

@@ -133,7 +133,34 @@ _V1 = (
     )""",
 )
 
-MIGRATIONS: tuple[Migration, ...] = (Migration(1, "initial schema", _V1),)
+# Version 2: the relay link's own bookkeeping (crosstalk/actors/relay_link.py). No foreign key to
+# `rooms`: the link learns of a room (a create/accept reply, a first op) before the room actor may
+# have recorded it, and must still resume it and commit its ops before acknowledging them.
+_V2 = (
+    # Per room, the highest relay seq committed here; sent in `resume`, acknowledged with `ack`.
+    """CREATE TABLE relay_cursors (
+        room_id TEXT PRIMARY KEY,
+        seq INTEGER NOT NULL DEFAULT 0 CHECK (seq >= 0)
+    )""",
+    # Inbound sealed ops, committed (with the cursor, in one transaction) before the `ack`. The
+    # durable hand-off to the room actors: a row here not yet in `room_ops` is still to apply.
+    """CREATE TABLE relay_inbound (
+        room_id TEXT NOT NULL,
+        op_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        sender TEXT NOT NULL,
+        body BLOB NOT NULL,
+        relay_ts REAL NOT NULL,
+        received_at REAL NOT NULL,
+        PRIMARY KEY (room_id, op_id)
+    )""",
+    "CREATE INDEX relay_inbound_by_seq ON relay_inbound (room_id, seq)",
+)
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "initial schema", _V1),
+    Migration(2, "relay link cursors and inbound ops", _V2),
+)
 LATEST_VERSION = len(MIGRATIONS)
 
 

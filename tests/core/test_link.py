@@ -375,10 +375,12 @@ def test_a_post_in_flight_when_the_link_drops_is_sent_again_after_resume() -> No
     """The outbox keeps an unanswered post; the next connection sends it first."""
     m = machine(outbox=[item(1)])
     to_ready(m)
+    m.post_queued(item(2, "r2"), 1.0)  # written to the buffer, never sent: dropped with the link
     m.connection_lost("reset", 1.0)
-    assert m.queued == 1
+    assert m.data_to_send() == []
+    assert m.queued == 2
     again = to_ready(m, 2.0)
-    assert [p.op_id for p in again if isinstance(p, w.Post)] == ["op-1"]
+    assert [p.op_id for p in again if isinstance(p, w.Post)] == ["op-1", "op-2"]
 
 
 # --- requests ----------------------------------------------------------------------------

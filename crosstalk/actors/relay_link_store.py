@@ -1,0 +1,185 @@
+"""What the relay link keeps in ``state.db``, behind one small protocol.
+
+:class:`LinkStore` is the seam: :class:`SqliteLinkStore` is the real one (each method is one
+``Store.write``/``read`` transaction, so it returns only after the commit), and the actor tests use
+an in-memory fake, because SQLite's worker threads would let trio's autojump clock run ahead.
+
+Tables: ``relay_cursors`` and ``relay_inbound`` (schema v2), ``outbox`` (v1: a row is ``queued``
+until the relay sequences it, then ``sent`` with its seq), and two settings: the pinned relay keys
+(``relay.pinned_keys``, ``{url: base64 key}``) and this home's device id (``relay.device``).
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import sqlite3
+from typing import Protocol
+
+import attrs
+
+from crosstalk.core.link import OutboxItem
+from crosstalk.errors import DamagedState, RelayKeyMismatch, UnknownRoom
+from crosstalk.store.db import Store
+from crosstalk.store.settings import RELAY_KEYS, get_setting, set_setting
+from crosstalk.wire import relay as w
+
+RELAY_DEVICE = "relay.device"
+"""This home's device id for the relay: random, made once, never changed."""
+
+
+@attrs.frozen
+class LinkSnapshot:
+    """What the link loads when an instance starts."""
+
+    pinned_key: bytes | None
+    cursors: dict[str, int]
+    outbox: list[OutboxItem]
+
+
+class LinkStore(Protocol):
+    """Durable state of the relay link. Every method returns after its commit."""
+
+    async def load(self, url: str) -> LinkSnapshot: ...
+
+    async def queue_post(
+        self, room: str, op_id: str, body: bytes, now: float
+    ) -> OutboxItem | None:
+        """Commit a post to the outbox; ``None`` if that op_id was already sent."""
+
+    async def commit_inbound(self, op: w.Op, received_at: float) -> bool:
+        """Commit an inbound op and advance its room's cursor; ``True`` if it is new here."""
+
+    async def mark_sent(self, item: OutboxItem, seq: int) -> None: ...
+
+    async def drop_post(self, item: OutboxItem) -> None: ...
+
+    async def track_room(self, room: str) -> None: ...
+
+    async def forget_room(self, room: str) -> None: ...
+
+    async def pin_relay_key(self, url: str, key: bytes) -> None: ...
+
+
+def _pins(conn: sqlite3.Connection) -> dict[str, str]:
+    value = get_setting(conn, RELAY_KEYS)
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise DamagedState(f"the setting {RELAY_KEYS!r} in state.db is not a map of keys.")
+    return {url: str(key) for url, key in value.items()}
+
+
+def _load(conn: sqlite3.Connection, url: str) -> LinkSnapshot:
+    pinned = _pins(conn).get(url)
+    cursors = dict(conn.execute("SELECT room_id, seq FROM relay_cursors").fetchall())
+    rows = conn.execute(
+        "SELECT id, room_id, op_id, frame FROM outbox WHERE state = 'queued' ORDER BY id"
+    ).fetchall()
+    outbox = [OutboxItem(id, room, op_id, bytes(body)) for id, room, op_id, body in rows]
+    key = base64.b64decode(pinned) if pinned is not None else None
+    return LinkSnapshot(key, cursors, outbox)
+
+
+def _queue_post(
+    conn: sqlite3.Connection, room: str, op_id: str, body: bytes, now: float
+) -> OutboxItem | None:
+    try:
+        conn.execute(
+            "INSERT INTO outbox (op_id, room_id, frame, created_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (op_id) DO NOTHING",
+            (op_id, room, body, now),
+        )
+    except sqlite3.IntegrityError:
+        raise UnknownRoom(f"There is no room {room!r} here to post to.") from None
+    row = conn.execute(
+        "SELECT id, room_id, frame, state FROM outbox WHERE op_id = ?", (op_id,)
+    ).fetchone()
+    id_, stored_room, stored_body, state = row
+    if stored_room != room or bytes(stored_body) != body:
+        raise UnknownRoom(f"The op id {op_id!r} was already queued with other content.")
+    return OutboxItem(id_, room, op_id, body) if state == "queued" else None
+
+
+def _commit_inbound(conn: sqlite3.Connection, op: w.Op, received_at: float) -> bool:
+    cursor = conn.execute(
+        "INSERT INTO relay_inbound (room_id, op_id, seq, sender, body, relay_ts, received_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (room_id, op_id) DO NOTHING",
+        (op.room, op.op_id, op.seq, op.sender, op.body, op.ts, received_at),
+    )
+    conn.execute(
+        "INSERT INTO relay_cursors (room_id, seq) VALUES (?, ?) "
+        "ON CONFLICT (room_id) DO UPDATE SET seq = max(seq, excluded.seq)",
+        (op.room, op.seq),
+    )
+    return cursor.rowcount > 0
+
+
+def _pin(conn: sqlite3.Connection, url: str, key: bytes) -> None:
+    pins = _pins(conn)
+    encoded = base64.b64encode(key).decode()
+    if pins.get(url, encoded) != encoded:
+        raise RelayKeyMismatch(f"A different relay key is already pinned for {url}.")
+    pins[url] = encoded
+    set_setting(conn, RELAY_KEYS, dict(sorted(pins.items())))
+
+
+class SqliteLinkStore:
+    """:class:`LinkStore` over the daemon's :class:`Store`."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    async def load(self, url: str) -> LinkSnapshot:
+        return await self._store.read(lambda conn: _load(conn, url))
+
+    async def queue_post(
+        self, room: str, op_id: str, body: bytes, now: float
+    ) -> OutboxItem | None:
+        return await self._store.write(lambda conn: _queue_post(conn, room, op_id, body, now))
+
+    async def commit_inbound(self, op: w.Op, received_at: float) -> bool:
+        return await self._store.write(lambda conn: _commit_inbound(conn, op, received_at))
+
+    async def mark_sent(self, item: OutboxItem, seq: int) -> None:
+        await self._store.write(
+            lambda conn: conn.execute(
+                "UPDATE outbox SET state = 'sent', seq = ? WHERE id = ?", (seq, item.id)
+            )
+        )
+
+    async def drop_post(self, item: OutboxItem) -> None:
+        await self._store.write(
+            lambda conn: conn.execute("DELETE FROM outbox WHERE id = ?", (item.id,))
+        )
+
+    async def track_room(self, room: str) -> None:
+        await self._store.write(
+            lambda conn: conn.execute(
+                "INSERT INTO relay_cursors (room_id, seq) VALUES (?, 0) "
+                "ON CONFLICT (room_id) DO NOTHING",
+                (room,),
+            )
+        )
+
+    async def forget_room(self, room: str) -> None:
+        await self._store.write(
+            lambda conn: conn.execute("DELETE FROM relay_cursors WHERE room_id = ?", (room,))
+        )
+
+    async def pin_relay_key(self, url: str, key: bytes) -> None:
+        await self._store.write(lambda conn: _pin(conn, url, key))
+
+
+async def device_id(store: Store) -> str:
+    """This home's device id, made (16 hex digits) and committed on first call."""
+
+    def get_or_make(conn: sqlite3.Connection) -> str:
+        value = get_setting(conn, RELAY_DEVICE)
+        if isinstance(value, str) and value:
+            return value
+        made = secrets.token_hex(8)
+        set_setting(conn, RELAY_DEVICE, made)
+        return made
+
+    return await store.write(get_or_make)

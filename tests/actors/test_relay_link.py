@@ -1,0 +1,213 @@
+"""The relay-link actor on the autojump clock against an in-memory relay (the real relay core)."""
+
+from __future__ import annotations
+
+import trio
+import trio.testing
+
+from crosstalk import crypto
+from crosstalk.actors.relay_link import (
+    InboundOp,
+    LinkDown,
+    LinkUp,
+    OpSent,
+    Post,
+    Queued,
+    RelayPush,
+    Request,
+)
+from crosstalk.errors import CrosstalkError, RelayUnreachable
+from crosstalk.wire import relay as w
+from tests.actors.test_relay_link_fakes import (
+    URL,
+    FakeRelay,
+    MemoryLinkStore,
+    Running,
+    next_event,
+    run_link,
+)
+
+ALICE = crypto.Keys(b"\x11" * 32, b"\x12" * 32)
+
+
+async def ask(running: Running, frame: w.ClientFrame) -> w.RelayFrame | CrosstalkError:
+    send, receive = trio.open_memory_channel[w.RelayFrame | CrosstalkError](1)
+    await running.inbox.send(Request(frame, send))  # type: ignore[arg-type]  # a request frame
+    with trio.fail_after(60):
+        return await receive.receive()
+
+
+async def post(running: Running, room: str, op_id: str, body: bytes) -> Queued | CrosstalkError:
+    send, receive = trio.open_memory_channel[Queued | CrosstalkError](1)
+    await running.inbox.send(Post(room, op_id, body, send))
+    with trio.fail_after(60):
+        return await receive.receive()
+
+
+async def create_room(running: Running, keys: crypto.Keys, room: str) -> None:
+    sig = crypto.sign(keys, w.member_transcript(room, keys.ed_pub, keys.x_pub))
+    assert isinstance(await ask(running, w.Create(0, room, sig)), w.Ok)
+
+
+def restarts(running: Running) -> int:
+    return running.supervisor.statistics()[0].restarts
+
+
+async def test_link_authenticates_and_pins_the_relay_key_on_first_use(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """With no pin, the link pins the relay's key, resumes and reports LinkUp at once."""
+    relay, store = FakeRelay(), MemoryLinkStore()
+    async with run_link(relay, store, ALICE) as running:
+        up = await next_event(running, LinkUp)
+        assert isinstance(up, LinkUp) and up.relay_key == relay.pub
+        assert trio.current_time() == 0.0
+        assert store.pins == {URL: relay.pub}
+        hello = relay.frames(w.Hello)[0].frame
+        assert isinstance(hello, w.Hello) and hello.ed_pub == ALICE.ed_pub
+        status = running.link.statistics()
+        assert status.connected and status.relay_key == relay.pub.hex()
+        assert [type(h.frame) for h in relay.heard] == [w.Hello, w.Resume]
+
+
+async def test_a_relay_with_another_key_at_a_pinned_url_is_refused(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A mismatched key: no hello is ever sent, the status says why, the link keeps away."""
+    relay = FakeRelay()
+    store = MemoryLinkStore(pinned={URL: b"\x01" * 32})
+    async with run_link(relay, store, ALICE) as running:
+        down = await next_event(running, LinkDown)
+        assert isinstance(down, LinkDown) and "will not talk to it" in down.reason
+        await trio.sleep(10)
+        assert relay.heard == []
+        status = running.link.statistics()
+        assert not status.connected
+        assert status.last_error is not None and "pinned" in status.last_error
+        assert store.pins == {URL: b"\x01" * 32}
+        assert relay.connects == [0.0, 0.5, 1.5, 3.5, 7.5]
+
+
+async def test_reconnects_follow_the_jittered_backoff_at_exact_times(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """With jitter fraction 1 the waits are 1, 2, 4, 8, 16, 30, 30 s; no actor restart."""
+    relay, store = FakeRelay(), MemoryLinkStore()
+    relay.accepting = False
+    async with run_link(relay, store, ALICE, fraction=1.0) as running:
+        await trio.sleep(100)
+        assert relay.connects == [0.0, 1.0, 3.0, 7.0, 15.0, 31.0, 61.0, 91.0]
+        relay.accepting = True
+        await next_event(running, LinkUp)
+        assert trio.current_time() == 121.0
+        assert restarts(running) == 0
+
+
+async def test_the_outbox_is_flushed_in_order_after_a_reconnect(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Posts queued while the relay is away go out in order on reconnect and come back sent."""
+    relay, store = FakeRelay(), MemoryLinkStore()
+    async with run_link(relay, store, ALICE) as running:
+        await next_event(running, LinkUp)
+        await create_room(running, ALICE, "room-1")
+        relay.accepting = False
+        relay.drop_all()
+        await next_event(running, LinkDown)
+        for n in range(1, 4):
+            assert await post(running, "room-1", f"op-{n}", b"sealed") == Queued(f"op-{n}")
+        assert relay.frames(w.Post) == []
+        relay.accepting = True
+        sent = [await next_event(running, OpSent) for _ in range(3)]
+        assert sent == [OpSent("room-1", f"op-{n}", n) for n in range(1, 4)]
+        posts = [h.frame for h in relay.frames(w.Post)]
+        assert [p.op_id for p in posts if isinstance(p, w.Post)] == ["op-1", "op-2", "op-3"]
+        assert [row.state for row in store.outbox.values()] == ["sent"] * 3
+
+
+async def test_an_inbound_op_is_acknowledged_only_after_its_commit(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The relay hears the ack at the instant the commit finished, never before; resume then
+    carries the committed cursor."""
+    relay = FakeRelay()
+    store_a, store_b = MemoryLinkStore(), MemoryLinkStore(commit_delay=1.5)
+    async with (
+        run_link(relay, store_a, ALICE, device="dev-a") as a,
+        run_link(relay, store_b, ALICE, device="dev-b") as b,
+    ):
+        await next_event(a, LinkUp)
+        await next_event(b, LinkUp)
+        await create_room(a, ALICE, "room-1")
+        started = trio.current_time()
+        assert await post(a, "room-1", "op-1", b"sealed") == Queued("op-1")
+        op = await next_event(b, InboundOp)
+        assert op == InboundOp("room-1", 1, ALICE.fingerprint, "op-1", b"sealed", op.relay_ts)
+        await trio.testing.wait_all_tasks_blocked()
+        committed = [t for t, what in store_b.commits if what == "inbound room-1 1"]
+        acks = relay.frames(w.Ack, device="dev-b")
+        assert len(committed) == 1 and len(acks) == 1
+        assert acks[0].at == committed[0] == started + 1.5
+        relay.drop_all()
+        await next_event(b, LinkDown)
+        await next_event(b, LinkUp)
+        resumes = [h.frame for h in relay.frames(w.Resume, device="dev-b")]
+        assert isinstance(resumes[-1], w.Resume) and resumes[-1].cursors == {"room-1": 1}
+
+
+async def test_a_frozen_relay_is_noticed_by_the_ping_timeout_and_left(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """No pong: the ping sent at 2 s times out at 4 s, the link reconnects at 4.5 s."""
+    relay, store = FakeRelay(), MemoryLinkStore()
+    async with run_link(relay, store, ALICE) as running:
+        await next_event(running, LinkUp)
+        relay.frozen = True
+        down = await next_event(running, LinkDown)
+        assert isinstance(down, LinkDown) and "no pong" in down.reason
+        assert trio.current_time() == 4.0
+        relay.frozen = False
+        await next_event(running, LinkUp)
+        assert relay.connects == [0.0, 4.5]
+        assert restarts(running) == 0
+
+
+async def test_a_request_while_the_relay_is_away_fails_at_its_timeout(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Not connected: the request waits for READY, then RelayUnreachable at exactly its timeout."""
+    relay, store = FakeRelay(), MemoryLinkStore()
+    relay.accepting = False
+    async with run_link(relay, store, ALICE) as running:
+        send, receive = trio.open_memory_channel[w.RelayFrame | CrosstalkError](1)
+        await running.inbox.send(Request(w.ListRooms(0), send, timeout=3.0))
+        answer = await receive.receive()
+        assert isinstance(answer, RelayUnreachable)
+        assert "connection refused" in answer.message
+        assert trio.current_time() == 3.0
+
+
+async def test_a_request_made_during_a_blip_is_answered_once_reconnected(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A request held while reconnecting goes out after resume and gets its reply."""
+    relay, store = FakeRelay(), MemoryLinkStore()
+    async with run_link(relay, store, ALICE) as running:
+        await next_event(running, LinkUp)
+        relay.drop_all()
+        await next_event(running, LinkDown)
+        reply = await ask(running, w.ListRooms(0))
+        assert isinstance(reply, w.RoomList) and reply.rooms == []
+        assert trio.current_time() == 0.5
+
+
+async def test_pushes_reach_the_events_channel(autojump_clock: trio.testing.MockClock) -> None:
+    """A roster push after create is delivered as a RelayPush."""
+    relay, store = FakeRelay(), MemoryLinkStore()
+    async with run_link(relay, store, ALICE) as running:
+        await next_event(running, LinkUp)
+        await create_room(running, ALICE, "room-1")
+        push = await next_event(running, RelayPush)
+        assert isinstance(push, RelayPush) and isinstance(push.frame, w.Roster)
+        assert push.frame.room == "room-1"
+        assert store.cursors == {"room-1": 0}
