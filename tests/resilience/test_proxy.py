@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable
+from contextlib import suppress
 from functools import partial
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import pytest
 import trio
 from hypothesis import given
 from hypothesis import strategies as st
+from trio_websocket import ConnectionClosed, WebSocketRequest, open_websocket, serve_websocket
 
 from tests.resilience.proxy import (
     ROOT,
@@ -225,6 +227,33 @@ async def test_freeze_stops_reading_so_the_sender_backs_up(proxy: FaultProxy) ->
         assert sending.cancelled_caught
         stats = proxy.statistics()
         assert (stats.up_read, stats.up_bytes, stats.up_dropped) == (4, 4, 0)
+
+
+async def test_freeze_leaves_a_websocket_ping_unanswered_until_pass(nursery: trio.Nursery) -> None:
+    """Through a frozen proxy a WebSocket ping gets no pong, as a heartbeat sees it; pass heals."""
+
+    async def echo(request: WebSocketRequest) -> None:
+        ws = await request.accept()
+        with suppress(ConnectionClosed):
+            while True:
+                await ws.send_message(await ws.get_message())
+
+    server = await nursery.start(partial(serve_websocket, echo, "127.0.0.1", 0, None,
+                                         connect_timeout=WAIT, disconnect_timeout=WAIT))
+    fault_proxy = FaultProxy(("127.0.0.1", server.port))
+    await nursery.start(fault_proxy.run)
+    async with open_websocket("127.0.0.1", fault_proxy.port, "/", use_ssl=False,
+                              connect_timeout=WAIT, disconnect_timeout=WAIT) as ws:
+        with trio.fail_after(WAIT):
+            await ws.ping()
+        fault_proxy.command("freeze")
+        with trio.move_on_after(HOLD) as waiting:
+            await ws.ping()
+        assert waiting.cancelled_caught
+        fault_proxy.command("pass")
+        with trio.fail_after(WAIT):
+            await ws.send_message("after")
+            assert await ws.get_message() == "after"
 
 
 async def test_reset_sends_rst_to_both_sides_and_new_connections_pass(
