@@ -369,7 +369,7 @@ class FaultProxy:
 
     async def _pump(self, link: _Link, direction: Direction, src: trio.SocketStream,
                     dst: trio.SocketStream) -> None:
-        send, receive = trio.open_memory_channel[_Chunk | None](QUEUE)
+        send, receive = trio.open_memory_channel[_Chunk](QUEUE)
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._read, direction, src, send)
@@ -378,7 +378,7 @@ class FaultProxy:
             link.abort()  # one side broke: pass the break on to the other side as an RST
 
     async def _read(self, direction: Direction, src: trio.SocketStream,
-                    out: trio.MemorySendChannel[_Chunk | None]) -> None:
+                    out: trio.MemorySendChannel[_Chunk]) -> None:
         async with out:
             while True:
                 while self._mode.flow(direction).kind is Kind.FREEZE:
@@ -393,7 +393,7 @@ class FaultProxy:
                 if data is None:
                     continue
                 if not data:
-                    await out.send(None)  # end of stream passes in every mode but freeze
+                    await out.send(_Chunk(trio.current_time(), b""))  # end of stream
                     return
                 self._add(f"{direction}_read", len(data))
                 if self._mode.flow(direction).kind is Kind.DROP:
@@ -402,14 +402,15 @@ class FaultProxy:
                 await out.send(_Chunk(trio.current_time(), data))
 
     async def _write(self, direction: Direction, dst: trio.SocketStream,
-                     chunks: trio.MemoryReceiveChannel[_Chunk | None]) -> None:
+                     chunks: trio.MemoryReceiveChannel[_Chunk]) -> None:
         ready_at = -math.inf  # throttle: when the next piece may go
         async with chunks:
             async for chunk in chunks:
-                if chunk is None:
+                data = chunk.data
+                if not data:  # end of stream: held like bytes, and passed on even under drop
+                    await self._hold(direction, chunk.arrived, ready_at)
                     await dst.send_eof()
                     return
-                data = chunk.data
                 while data:
                     flow = await self._hold(direction, chunk.arrived, ready_at)
                     if flow.kind is Kind.DROP:

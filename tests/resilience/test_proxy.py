@@ -381,6 +381,18 @@ async def test_eof_passes_through_to_the_target_and_back(proxy: FaultProxy) -> N
             assert await client.receive_some(10) == b""
 
 
+async def test_eof_is_delayed_like_bytes(proxy: FaultProxy) -> None:
+    """Under `delay 0.3 up` a half-close reaches the target no sooner than 0.3 s later."""
+    async with await connect(proxy.port) as client:
+        await round_trip(client, b"warm")
+        proxy.command("delay 0.3 up")
+        start = trio.current_time()
+        await client.send_eof()
+        with trio.fail_after(WAIT):
+            assert await client.receive_some(10) == b""
+        assert trio.current_time() - start >= 0.3
+
+
 async def test_unreachable_target_resets_the_client(nursery: trio.Nursery) -> None:
     """When the target refuses, the client sees a reset and the proxy counts the failure."""
     sock = trio.socket.socket()
