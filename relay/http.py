@@ -1,0 +1,90 @@
+"""Plain HTTP beside the WebSocket on one port.
+
+trio-websocket answers any request without ``Upgrade: websocket`` with a 400 before our handler
+sees it, so the shell reads the request head itself first: an upgrade is handed to trio-websocket
+through :class:`ReplayStream` (which gives back the bytes already read), anything else is a small
+HTTP/1.1 exchange answered here (``GET /health``, ``GET /metrics``) and closed.
+"""
+
+from __future__ import annotations
+
+import attrs
+import trio
+
+MAX_HEAD = 16 << 10
+
+
+class HeadTooLarge(Exception):
+    """The client sent more than 16 KiB without ending its request head."""
+
+
+@attrs.frozen
+class RequestHead:
+    method: str
+    path: str
+    headers: dict[str, str]
+
+    @property
+    def is_upgrade(self) -> bool:
+        return "websocket" in self.headers.get("upgrade", "").lower()
+
+
+async def read_head(stream: trio.abc.Stream) -> tuple[RequestHead | None, bytes]:
+    """Read up to the blank line; return the parsed head (None if unparseable) and every byte."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        if len(data) > MAX_HEAD:
+            raise HeadTooLarge
+        chunk = await stream.receive_some(4096)
+        if not chunk:
+            return None, data
+        data += chunk
+    return parse_head(data.split(b"\r\n\r\n", 1)[0]), data
+
+
+def parse_head(raw: bytes) -> RequestHead | None:
+    try:
+        text = raw.decode("latin-1")
+        request_line, *header_lines = text.split("\r\n")
+        method, target, _version = request_line.split(" ", 2)
+    except ValueError:
+        return None
+    headers: dict[str, str] = {}
+    for line in header_lines:
+        name, sep, value = line.partition(":")
+        if sep:
+            headers[name.strip().lower()] = value.strip()
+    return RequestHead(method, target.split("?", 1)[0], headers)
+
+
+def response(status: int, reason: str, content_type: str, body: bytes) -> bytes:
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    return head.encode("latin-1") + body
+
+
+class ReplayStream(trio.abc.Stream):
+    """A stream that first yields ``prefix`` (bytes already read), then reads from ``inner``."""
+
+    def __init__(self, inner: trio.abc.Stream, prefix: bytes) -> None:
+        self._inner = inner
+        self._prefix = prefix
+
+    async def send_all(self, data: bytes | bytearray | memoryview) -> None:
+        await self._inner.send_all(data)
+
+    async def wait_send_all_might_not_block(self) -> None:
+        await self._inner.wait_send_all_might_not_block()
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes | bytearray:
+        if self._prefix:
+            size = len(self._prefix) if max_bytes is None else max_bytes
+            out, self._prefix = self._prefix[:size], self._prefix[size:]
+            await trio.lowlevel.checkpoint()
+            return out
+        return await self._inner.receive_some(max_bytes)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()

@@ -1,0 +1,284 @@
+"""The relay's Trio shell: sockets, clocks, storage and one :class:`~relay.core.RelayCore`.
+
+Shape: one listener task; per connection a reader (WebSocket -> core) and a writer (outbox ->
+WebSocket, plus the heartbeat); one committer; one ticker. Readers call the core synchronously and
+append its effects to one pending list *without yielding in between*, so effects keep the core's
+order. The committer takes everything pending, commits all its writes in one SQLite transaction
+(group commit, in a worker thread), then hands each frame to its connection's outbox. So nothing
+is acknowledged, pushed or replayed before it is durable.
+
+Outboxes are bounded; a connection that cannot keep up is closed (it resumes from its cursor when
+it comes back) rather than slowing everyone. The heartbeat pings a connection silent for
+``ping_interval`` and drops it if no pong comes within ``ping_timeout``; every close is bounded by
+``close_timeout`` (trio-websocket has no keepalive and waits 60 s by default).
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+import time
+from collections.abc import Callable
+
+import attrs
+import trio
+from nacl.signing import SigningKey
+from nacl.utils import random
+from trio_websocket import ConnectionClosed, WebSocketConnection, wrap_server_stream
+
+from crosstalk.wire.relay import MAX_FRAME, encode_frame
+from relay.core import RelayCore
+from relay.effects import Close, Effect, Send
+from relay.http import HeadTooLarge, ReplayStream, RequestHead, read_head, response
+from relay.limits import RelayConfig
+from relay.metrics import ShellCounters, health_body, metrics_body
+from relay.storage import RelayStorage, Write
+
+log = logging.getLogger(__name__)
+
+OUTBOX = 50_000  # frames queued for one connection before it counts as too slow
+HIGH_WATER = 20_000  # pending effects before readers wait for the committer
+
+
+@attrs.frozen
+class ShellTimings:
+    """Durations for the shell (float seconds)."""
+
+    ping_interval: float = 20.0
+    ping_timeout: float = 20.0
+    connect_timeout: float = 10.0
+    close_timeout: float = 3.0
+    send_timeout: float = 30.0
+    tick_interval: float = 1.0
+
+
+@attrs.define
+class _Link:
+    outbox: trio.MemorySendChannel[str | None]
+    scope: trio.CancelScope
+    last_inbound: float
+
+
+class RelayServer:
+    """Serves one relay core over WebSocket + HTTP on one port."""
+
+    def __init__(
+        self,
+        storage: RelayStorage,
+        signing_key_seed: bytes,
+        *,
+        config: RelayConfig | None = None,
+        timings: ShellTimings | None = None,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._storage = storage
+        self._clock = wall_clock
+        self.timings = timings or ShellTimings()
+        self.core = RelayCore(
+            signing_key=SigningKey(signing_key_seed), draw=random, config=config,
+            snapshot=storage.load(),
+        )
+        self.counters = ShellCounters()
+        self._pending: list[Effect] = []
+        self._wake = trio.Event()
+        self._drained = trio.Event()
+        self._links: dict[int, _Link] = {}
+        self._next_conn = 0
+
+    async def serve(
+        self,
+        host: str,
+        port: int,
+        *,
+        ssl_context: ssl.SSLContext | None = None,
+        task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Listen on ``host:port`` (0 picks one) and serve until cancelled; reports the port."""
+        listeners: list[trio.abc.Listener[trio.abc.Stream]] = []
+        for listener in await trio.open_tcp_listeners(port, host=host):
+            if ssl_context is not None:
+                listeners.append(trio.SSLListener(listener, ssl_context))
+            else:
+                listeners.append(listener)
+        first = listeners[0]
+        sock_listener = first.transport_listener if isinstance(first, trio.SSLListener) else first
+        assert isinstance(sock_listener, trio.SocketListener)
+        bound = sock_listener.socket.getsockname()[1]
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._committer)
+            nursery.start_soon(self._ticker)
+            await nursery.start(trio.serve_listeners, self._handle_stream, listeners)
+            log.info("relay listening on %s:%d", host, bound)
+            task_status.started(bound)
+
+    # --- effects -------------------------------------------------------------------------------
+
+    def _feed(self, effects: list[Effect]) -> None:
+        """Queue the core's effects, in order. Must not yield between the core call and this."""
+        if effects:
+            self._pending.extend(effects)
+            self._wake.set()
+
+    async def _wait_for_room(self) -> None:
+        while len(self._pending) > HIGH_WATER:
+            await self._drained.wait()
+
+    async def _committer(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake = trio.Event()
+            batch, self._pending = self._pending, []
+            writes: list[Write] = [e for e in batch if not isinstance(e, Send | Close)]
+            if writes:
+                # A failed commit is fatal on purpose: the core already counts these as durable.
+                await trio.to_thread.run_sync(self._storage.commit, writes)
+                self.counters.commits += 1
+                self.counters.committed_writes += len(writes)
+            self._dispatch(batch)
+            self._drained.set()
+            self._drained = trio.Event()
+
+    def _dispatch(self, batch: list[Effect]) -> None:
+        encoded: dict[int, str] = {}  # one encoding per frame object, however many recipients
+        for effect in batch:
+            if isinstance(effect, Send):
+                link = self._links.get(effect.conn)
+                if link is None:
+                    continue
+                text = encoded.get(id(effect.frame))
+                if text is None:
+                    text = encoded[id(effect.frame)] = encode_frame(effect.frame)
+                self._enqueue(effect.conn, link, text)
+            elif isinstance(effect, Close):
+                link = self._links.get(effect.conn)
+                if link is not None:
+                    self._enqueue(effect.conn, link, None)
+
+    def _enqueue(self, conn: int, link: _Link, item: str | None) -> None:
+        try:
+            link.outbox.send_nowait(item)
+        except trio.WouldBlock:
+            log.warning("relay conn %d: outbox full, closing a slow consumer", conn)
+            self.counters.dropped_slow += 1
+            link.scope.cancel()
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass  # the writer is gone; the connection is being torn down
+
+    async def _ticker(self) -> None:
+        while True:
+            await trio.sleep(self.timings.tick_interval)
+            self._feed(self.core.tick(self._clock()))
+
+    # --- connections ---------------------------------------------------------------------------
+
+    async def _handle_stream(self, stream: trio.abc.Stream) -> None:
+        t = self.timings
+        try:
+            head: RequestHead | None = None
+            with trio.move_on_after(t.connect_timeout) as reading:
+                head, data = await read_head(stream)
+            if reading.cancelled_caught:
+                return
+            if head is not None and head.is_upgrade and head.path == "/ws":
+                await self._websocket(ReplayStream(stream, data), _source(stream))
+                return
+            with trio.move_on_after(t.close_timeout):
+                await stream.send_all(self._http_answer(head))
+        except (trio.BrokenResourceError, trio.ClosedResourceError, HeadTooLarge):
+            pass
+        finally:
+            with trio.move_on_after(t.close_timeout) as scope:
+                scope.shield = True
+                await stream.aclose()
+
+    def _http_answer(self, head: RequestHead | None) -> bytes:
+        if head is None:
+            return response(400, "Bad Request", "text/plain", b"bad request\n")
+        if head.method == "GET" and head.path == "/health":
+            return response(200, "OK", "application/json", health_body(self.core.statistics()))
+        if head.method == "GET" and head.path == "/metrics":
+            body = metrics_body(self.core.statistics(), self.counters)
+            return response(200, "OK", "text/plain; version=0.0.4", body)
+        if head.path == "/ws":
+            return response(426, "Upgrade Required", "text/plain", b"connect with WebSocket\n")
+        return response(404, "Not Found", "text/plain", b"crosstalk relay\n")
+
+    async def _websocket(self, stream: trio.abc.Stream, source: str) -> None:
+        t = self.timings
+        async with trio.open_nursery() as nursery:
+            with trio.move_on_after(t.connect_timeout) as handshake:
+                request = await wrap_server_stream(
+                    nursery, stream, max_message_size=MAX_FRAME + 4096
+                )
+                ws = await request.accept()
+            if handshake.cancelled_caught:
+                nursery.cancel_scope.cancel()
+                return
+            self._next_conn += 1
+            conn = self._next_conn
+            try:
+                await self._run_link(ws, conn, source)
+            finally:
+                with trio.move_on_after(t.close_timeout) as scope:
+                    scope.shield = True
+                    await ws.aclose()
+                nursery.cancel_scope.cancel()
+
+    async def _run_link(self, ws: WebSocketConnection, conn: int, source: str) -> None:
+        send, receive = trio.open_memory_channel[str | None](OUTBOX)
+        with trio.CancelScope() as scope:
+            link = self._links[conn] = _Link(send, scope, trio.current_time())
+            self._feed(self.core.connection_opened(conn, source, self._clock()))
+            try:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._writer, ws, receive, link)
+                    await self._reader(ws, conn, link)
+                    nursery.cancel_scope.cancel()
+            finally:
+                del self._links[conn]
+                receive.close()
+                self._feed(self.core.connection_closed(conn, self._clock()))
+
+    async def _reader(self, ws: WebSocketConnection, conn: int, link: _Link) -> None:
+        while True:
+            try:
+                message = await ws.get_message()
+            except ConnectionClosed:
+                return
+            link.last_inbound = trio.current_time()
+            self.counters.frames_in += 1
+            await self._wait_for_room()
+            self._feed(self.core.frame_received(conn, message, self._clock()))
+
+    async def _writer(
+        self, ws: WebSocketConnection, receive: trio.MemoryReceiveChannel[str | None], link: _Link
+    ) -> None:
+        t = self.timings
+        try:
+            while True:
+                with trio.move_on_after(t.ping_interval) as idle:
+                    item = await receive.receive()
+                if idle.cancelled_caught:
+                    if trio.current_time() - link.last_inbound >= t.ping_interval:
+                        with trio.fail_after(t.ping_timeout):
+                            await ws.ping()
+                    continue
+                if item is None:  # the core asked to close this connection
+                    break
+                with trio.fail_after(t.send_timeout):
+                    await ws.send_message(item)
+                self.counters.frames_out += 1
+        except (ConnectionClosed, trio.TooSlowError):
+            pass
+        link.scope.cancel()
+
+
+def _source(stream: trio.abc.Stream) -> str:
+    """The peer's address, used to rate-limit slot guesses per source."""
+    inner = stream.transport_stream if isinstance(stream, trio.SSLStream) else stream
+    if isinstance(inner, trio.SocketStream):
+        try:
+            return str(inner.socket.getpeername()[0])
+        except OSError:
+            return "unknown"
+    return "unknown"
