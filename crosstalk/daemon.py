@@ -1,9 +1,13 @@
 """The daemon's root: one per state directory, owning every actor and all durable state.
 
 Start-up order (each step completes before the next): refuse damaged state files, open the
-store, start the supervisor, then the actors in dependency order, the control server last so
-that nothing is asked of the daemon before it can answer. SIGTERM and SIGINT cancel the root
-nursery, which closes everything in reverse.
+store, start the supervisor and the router, the relay link when there is an identity, and the
+control server last so nothing is asked of the daemon before it can answer. SIGTERM and SIGINT
+cancel the root nursery, which closes everything in reverse.
+
+:class:`Daemon` is the one object the control ops talk to: it knows the identity, starts actors
+on demand (the relay link once an identity exists, a room actor per room, a pairing actor per
+pairing) and hands out typed handles on them. Actors never see it; they get channels.
 """
 
 from __future__ import annotations
@@ -11,84 +15,165 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
+import subprocess
+import time
 from collections.abc import Callable
 
-import attrs
+import nacl.utils
 import trio
 
-from crosstalk import __version__
+from crosstalk import crypto
 from crosstalk.actors.control import ControlServer, OpTable
-from crosstalk.actors.supervisor import ActorHealth, Supervisor
+from crosstalk.actors.relay_client import RelayClient
+from crosstalk.actors.relay_link import LinkCommand, LinkStatus, LinkTimings, RelayLink
+from crosstalk.actors.relay_link_store import device_id
+from crosstalk.actors.room import RoomActor, RoomInput
+from crosstalk.actors.router import Router, RouterInput
+from crosstalk.actors.supervisor import Supervisor
+from crosstalk.errors import CrosstalkError, NotSetUp
+from crosstalk.local_relay import configured_relay, ensure_local_relay, is_local_default
 from crosstalk.paths import Home
 from crosstalk.store import check_state_files
 from crosstalk.store.db import Store
+from crosstalk.store.identity import IdentityRecord, load_identity, save_identity
+from crosstalk.store.rooms import list_rooms
+from crosstalk.store.settings import RELAY_URL, get_setting
 
 log = logging.getLogger(__name__)
 
 
-@attrs.frozen
-class NoParams:
-    """An op that takes no parameters."""
+def default_label() -> str:
+    """``git config user.name``, else ``$USER``, else "me"."""
+    try:
+        name = subprocess.run(
+            ["git", "config", "user.name"], capture_output=True, text=True, timeout=2, check=False
+        ).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        name = ""
+    return name or os.environ.get("USER") or "me"
 
 
-@attrs.frozen
-class StatusReply:
-    pid: int
-    version: str
-    home: str
-    uptime_s: float
+class Daemon:
+    """The running daemon's state and the handles its ops use."""
 
+    def __init__(self, home: Home, store: Store, supervisor: Supervisor, heartbeat: float) -> None:
+        self.home = home
+        self.store = store
+        self.supervisor = supervisor
+        self.heartbeat = heartbeat
+        self.started_at = trio.current_time()
+        self.identity: IdentityRecord | None = load_identity(home.identity)
+        self.timings = LinkTimings()
+        self.router: trio.MemorySendChannel[RouterInput] | None = None
+        self._link: RelayLink | None = None
+        self._relay: RelayClient | None = None
+        self._rooms: dict[str, trio.MemorySendChannel[RoomInput]] = {}
+        self._link_lock = trio.Lock()
+        self._identity_lock = trio.Lock()
 
-@attrs.frozen
-class ActorRow:
-    name: str
-    state: str
-    restarts: int
-    last_error: str | None
-    beat_age_s: float
-    inbox: int
+    # --- identity --------------------------------------------------------------------------------
 
-    @classmethod
-    def from_health(cls, health: ActorHealth) -> ActorRow:
-        return cls(
-            name=health.name,
-            state=health.state.name.lower(),
-            restarts=health.restarts,
-            last_error=health.last_error,
-            beat_age_s=round(health.beat_age_s, 3),
-            inbox=health.inbox,
+    @property
+    def keys(self) -> crypto.Keys:
+        if self.identity is None:
+            raise NotSetUp(
+                "There is no identity here yet; pair with someone: `crosstalk room new`."
+            )
+        return crypto.Keys(self.identity.signing_seed, self.identity.box_secret)
+
+    async def ensure_identity(self, label: str | None) -> crypto.Keys:
+        """The identity's keys, created (and committed to disk) on first use."""
+        async with self._identity_lock:
+            if self.identity is None:
+                chosen: str = label if label else await trio.to_thread.run_sync(default_label)
+                record = IdentityRecord(
+                    label=chosen,
+                    machine=socket.gethostname(),
+                    signing_seed=nacl.utils.random(32),
+                    box_secret=nacl.utils.random(32),
+                    created_at=time.time(),
+                )
+                await trio.to_thread.run_sync(save_identity, self.home.identity, record)
+                self.identity = record
+                log.info(
+                    "identity created: %s",
+                    crypto.Keys(record.signing_seed, record.box_secret).fingerprint,
+                )
+        return self.keys
+
+    # --- relay -----------------------------------------------------------------------------------
+
+    async def relay(self) -> RelayClient:
+        """The relay link's handle, starting the link (and the local relay) if needed."""
+        async with self._link_lock:
+            if self._relay is None:
+                await self._start_link()
+            assert self._relay is not None
+            return self._relay
+
+    async def _start_link(self) -> None:
+        assert self.router is not None
+        saved = await self.store.read(lambda conn: get_setting(conn, RELAY_URL))
+        url = configured_relay(saved if isinstance(saved, str) else None)
+        if is_local_default(url):
+            await trio.to_thread.run_sync(ensure_local_relay)
+        link = RelayLink(
+            url=url,
+            keys=self.keys,
+            device=await device_id(self.store),
+            store=self.store,
+            events=self.router.clone(),
+            timings=self.timings,
         )
-
-
-@attrs.frozen
-class HealthReply:
-    actors: list[ActorRow]
-
-
-def build_ops(home: Home, supervisor: Supervisor, started_at: float) -> OpTable:
-    """The control ops of the daemon core; later layers register theirs alongside."""
-    ops = OpTable()
-
-    async def status(_: NoParams) -> StatusReply:
-        return StatusReply(
-            pid=os.getpid(),
-            version=__version__,
-            home=str(home.root),
-            uptime_s=round(trio.current_time() - started_at, 3),
+        inbox: trio.MemorySendChannel[LinkCommand] = await self.supervisor.start_actor(
+            "relay_link", link
         )
+        self._link = link
+        self._relay = RelayClient(inbox, self.timings)
 
-    async def health(_: NoParams) -> HealthReply:
-        return HealthReply([ActorRow.from_health(h) for h in supervisor.statistics()])
+    def link_status(self) -> LinkStatus | None:
+        return self._link.statistics() if self._link is not None else None
 
-    ops.add("status", NoParams, status)
-    ops.add("health", NoParams, health)
-    return ops
+    # --- rooms -----------------------------------------------------------------------------------
+
+    async def room_inbox(self, room_id: str) -> trio.MemorySendChannel[RoomInput] | None:
+        """The actor of a room we know (started on first use); None for a room we don't."""
+        inbox = self._rooms.get(room_id)
+        if inbox is not None:
+            return inbox
+        known = {r.room_id for r in await self.store.read(list_rooms)}
+        if room_id not in known or self.identity is None:
+            return None
+        actor = RoomActor(
+            room_id=room_id, store=self.store, keys=self.keys, relay=await self.relay()
+        )
+        inbox = await self.supervisor.start_actor(f"room-{room_id[:8]}", actor)
+        self._rooms[room_id] = inbox
+        return inbox
+
+    async def start(self) -> None:
+        """Start the router, then (with an identity) the link and every joined room."""
+        router = Router(room_inbox=self.room_inbox)
+        self.router = await self.supervisor.start_actor("router", router, inbox_size=64)
+        if self.identity is not None:
+            try:
+                await self.relay()
+            except CrosstalkError as exc:
+                # Local posts, reads and status keep working; commands that need the relay
+                # will try again and say why it fails.
+                log.warning("relay link not started: %s", exc.message)
+                return
+            for room in await self.store.read(list_rooms):
+                if room.state == "joined":
+                    await self.room_inbox(room.room_id)
 
 
 async def run_daemon(
     home: Home,
     *,
     heartbeat: float,
+    register_ops: Callable[[OpTable, Daemon], None],
     on_ready: Callable[[], None] = lambda: None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
@@ -103,7 +188,10 @@ async def run_daemon(
         async with trio.open_nursery() as nursery:
             supervisor = Supervisor(heartbeat=heartbeat)
             await nursery.start(supervisor.run)
-            ops = build_ops(home, supervisor, trio.current_time())
+            daemon = Daemon(home, store, supervisor, heartbeat)
+            await daemon.start()
+            ops = OpTable()
+            register_ops(ops, daemon)
             await supervisor.start_actor("control", ControlServer(home.socket, ops))
             log.info(
                 "daemon up: pid %d, home %s, heartbeat %.3gs", os.getpid(), home.root, heartbeat

@@ -11,6 +11,7 @@ from crosstalk.cli.output import Output
 from crosstalk.daemon import run_daemon
 from crosstalk.lock import try_acquire
 from crosstalk.logs import configure_daemon_logging
+from crosstalk.ops import register_all
 from crosstalk.paths import Home, heartbeat_from_env
 from crosstalk.store import check_state_files
 
@@ -33,7 +34,11 @@ def run_foreground(home: Home, out: Output, *, detach: bool) -> None:
             if detach:
                 _detach_stdio()
 
-        trio.run(lambda: run_daemon(home, heartbeat=heartbeat_from_env(), on_ready=ready))
+        trio.run(
+            lambda: run_daemon(
+                home, heartbeat=heartbeat_from_env(), register_ops=register_all, on_ready=ready
+            )
+        )
     finally:
         lock.release()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from crosstalk.cli import cmd_daemon, cmd_relay, cmd_status
+from crosstalk.cli import cmd_daemon, cmd_messages, cmd_relay, cmd_room, cmd_status
 
 app = typer.Typer(
     name="crosstalk",
@@ -15,6 +15,9 @@ app = typer.Typer(
 )
 app.add_typer(cmd_daemon.app, name="daemon")
 app.add_typer(cmd_relay.app, name="relay")
+app.add_typer(cmd_room.app, name="room")
+app.command("send")(cmd_messages.send)
+app.command("read")(cmd_messages.read)
 app.command("status")(cmd_status.status)
 app.command("doctor")(cmd_status.doctor)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import selectors
 import shutil
 import signal
 import subprocess
@@ -107,3 +108,79 @@ def cli(short_tmp: Path) -> Iterator[Cli]:
     pid = c.daemon_pid()
     if pid:
         stop_pid(pid)
+
+
+@pytest.fixture
+def relay_url(short_tmp: Path) -> Iterator[str]:
+    """A real relay process on a free loopback port; stopped by pid afterwards."""
+    from tests.relay.process import RelayProcess
+
+    proc = RelayProcess(short_tmp / "relay-data", short_tmp / "relay.stderr")
+    proc.start()
+    try:
+        yield f"ws://127.0.0.1:{proc.port}"
+    finally:
+        proc.kill(signal.SIGTERM)
+
+
+class Person(Cli):
+    """A CLI whose daemon talks to the test relay."""
+
+    def __init__(self, home: Path, relay: str) -> None:
+        super().__init__(home)
+        self.relay = relay
+
+    def run(self, *args: str, timeout: float = CLI_TIMEOUT, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return super().run(*args, timeout=timeout, env={"CROSSTALK_RELAY": self.relay, **(env or {})})
+
+    def spawn(self, *args: str) -> subprocess.Popen[str]:
+        """Start a CLI command in the background (e.g. `room new`, which waits)."""
+        env = {**os.environ, "CROSSTALK_RELAY": self.relay}
+        env.pop("CROSSTALK_HOME", None)
+        return subprocess.Popen(
+            [sys.executable, "-m", "crosstalk", *args, "--home", str(self.home)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )
+
+
+@pytest.fixture
+def people(short_tmp: Path, relay_url: str) -> Iterator[list[Person]]:
+    """Three people with their own homes on one relay; their daemons are stopped by pid."""
+    crowd = [Person(short_tmp / name, relay_url) for name in ("ana", "ben", "cy")]
+    yield crowd
+    for person in crowd:
+        pid = person.daemon_pid()
+        if pid:
+            stop_pid(pid)
+
+
+def read_json_line(proc: subprocess.Popen[str], *, timeout: float) -> dict[str, Any]:
+    """The next JSON line a background CLI printed, within ``timeout`` seconds."""
+    assert proc.stdout is not None
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        if not selector.select(timeout):
+            raise AssertionError(f"no output within {timeout}s")
+        line = proc.stdout.readline()
+    assert line, proc.stderr.read() if proc.stderr else "no output"
+    result: dict[str, Any] = json.loads(line)
+    return result
+
+
+def pair(inviter: Person, joiner: Person) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Pair two people through the real CLI; returns (inviter's result, joiner's result)."""
+    new = inviter.spawn("room", "new", "--json", "--label", inviter.home.name)
+    try:
+        invite = read_json_line(new, timeout=60)
+        assert invite["expires_in"] == 900
+        joined = joiner.json("room", "join", invite["invite"], "--label", joiner.home.name)
+        result = read_json_line(new, timeout=60)
+        assert new.wait(timeout=30) == 0
+    finally:
+        if new.poll() is None:
+            new.kill()
+        new.wait(timeout=10)
+        for stream in (new.stdout, new.stderr):
+            if stream:
+                stream.close()
+    return result, joined

@@ -1,0 +1,63 @@
+"""A typed handle on the relay-link actor's inbox: request/reply frames and posts.
+
+Each call carries its own one-shot reply channel (DESIGN §3), so callers never share state with
+the link; the link answers every request by its deadline, and we bound our own wait as well.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+import trio
+
+from crosstalk.actors.relay_link import LinkCommand, LinkTimings, Post, Queued, Request
+from crosstalk.core.link import RequestFrame
+from crosstalk.errors import CrosstalkError, RelayUnreachable, RemoteProtocolError
+from crosstalk.wire import relay as w
+
+F = TypeVar("F", bound=w.RelayFrame)
+
+# Our own bound on top of the link's: the link answers every request by its deadline.
+_GRACE = 5.0
+
+
+class RelayClient:
+    """Send requests and posts through the relay link."""
+
+    def __init__(self, inbox: trio.MemorySendChannel[LinkCommand], timings: LinkTimings) -> None:
+        self._inbox = inbox
+        self._timings = timings
+
+    async def request(
+        self, frame: RequestFrame, expect: type[F], *, within: float | None = None
+    ) -> F:
+        """Send ``frame`` and return the relay's reply (an ``expect``) within ``within`` seconds.
+
+        Raises the relay's refusal as its CrosstalkError, or RelayUnreachable.
+        """
+        wait = self._timings.request_timeout if within is None else within
+        send, receive = trio.open_memory_channel[w.RelayFrame | CrosstalkError](1)
+        async with receive:
+            await self._inbox.send(Request(frame, send, wait))
+            with trio.move_on_after(wait + _GRACE):
+                answer = await receive.receive()
+                if isinstance(answer, CrosstalkError):
+                    raise answer
+                if not isinstance(answer, expect):
+                    raise RemoteProtocolError(
+                        f"the relay answered {w.tag_of(frame)} with {w.tag_of(answer)}"
+                    )
+                return answer
+        raise RelayUnreachable("The relay did not answer in time.")
+
+    async def post(self, room: str, op_id: str, body: bytes) -> None:
+        """Commit an op to the durable outbox; returns once it is queued (sent later)."""
+        send, receive = trio.open_memory_channel[Queued | CrosstalkError](1)
+        async with receive:
+            await self._inbox.send(Post(room, op_id, body, send))
+            with trio.move_on_after(self._timings.send_timeout + _GRACE):
+                answer = await receive.receive()
+                if isinstance(answer, CrosstalkError):
+                    raise answer
+                return
+        raise RelayUnreachable("The relay link did not queue the message in time.")

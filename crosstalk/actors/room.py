@@ -1,0 +1,226 @@
+"""The room actor: one per room. Seals what we send, opens and applies what arrives, in order.
+
+Inbound ops reach the store first (the relay link commits each one with its relay cursor before
+acknowledging it). ``Wake`` makes this actor apply everything after its own *applied* cursor, in
+sequence order: open the seal with the room key of the op's epoch, check the signature against
+the roster key of its sender, then apply it (a message becomes a held message) and move the
+applied cursor, all in one transaction. An op that does not open or verify is rejected, logged
+and skipped; it is never shown. Re-applying is harmless: held messages are keyed by op id.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import sqlite3
+import time
+from collections.abc import Callable
+
+import attrs
+import nacl.utils
+import trio
+
+from crosstalk import crypto
+from crosstalk.actors.context import ActorContext
+from crosstalk.actors.relay_client import RelayClient
+from crosstalk.errors import CrosstalkError, RemoteProtocolError, UnknownRoom
+from crosstalk.store.db import Store
+from crosstalk.store.rooms import get_room, members, room_key
+from crosstalk.wire.converter import unstructure
+from crosstalk.wire.room_ops import (
+    MessageOp,
+    RoomOp,
+    decode_op,
+    encode_op,
+    frame_body,
+    unframe_body,
+)
+
+log = logging.getLogger(__name__)
+
+BATCH = 200
+NONCE_SIZE = 24
+
+
+@attrs.frozen
+class Wake:
+    """Something new may be in the store for this room."""
+
+
+@attrs.frozen(eq=False)
+class SendOp:
+    """Seal ``op`` and queue it; ``reply`` hears the op id or an error (buffer >= 1)."""
+
+    op_id: str
+    op: RoomOp
+    reply: trio.MemorySendChannel[str | CrosstalkError]
+
+
+RoomInput = Wake | SendOp
+
+
+@attrs.frozen
+class _Inbound:
+    op_id: str
+    seq: int
+    sender: str
+    body: bytes
+    relay_ts: float
+
+
+@attrs.frozen
+class _Opened:
+    inbound: _Inbound
+    op: RoomOp | None  # None: rejected
+
+
+class RoomActor:
+    """Runs one room. ``me`` is our own Ed25519 public key (our other devices sign with it)."""
+
+    def __init__(
+        self,
+        *,
+        room_id: str,
+        store: Store,
+        keys: crypto.Keys,
+        relay: RelayClient,
+        randomness: Callable[[int], bytes] = nacl.utils.random,
+    ) -> None:
+        self._room = room_id
+        self._store = store
+        self._keys = keys
+        self._relay = relay
+        self._random = randomness
+
+    async def run(
+        self,
+        ctx: ActorContext[RoomInput],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        task_status.started()
+        await self._catch_up(ctx)
+        while True:
+            item = await ctx.receive()
+            if isinstance(item, Wake):
+                await self._catch_up(ctx)
+            else:
+                await self._send(item)
+
+    # --- inbound ---------------------------------------------------------------------------------
+
+    async def _catch_up(self, ctx: ActorContext[RoomInput]) -> None:
+        while opened := await self._store.read(self._open_pending):
+            await self._store.write(functools.partial(self._apply, opened=opened))
+            ctx.beat()
+
+    def _open_pending(self, conn: sqlite3.Connection) -> list[_Opened]:
+        """Open the next batch after the applied cursor (in the store's worker thread)."""
+        row = conn.execute(
+            "SELECT seq FROM room_cursors WHERE room_id = ?", (self._room,)
+        ).fetchone()
+        applied = int(row[0]) if row else 0
+        rows = conn.execute(
+            "SELECT op_id, seq, sender, body, relay_ts FROM relay_inbound "
+            "WHERE room_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+            (self._room, applied, BATCH),
+        ).fetchall()
+        signers = {m.fingerprint: m.signing_key for m in members(conn, self._room)}
+        signers[self._keys.fingerprint] = self._keys.ed_pub  # our own other devices
+        keys: dict[int, bytes | None] = {}
+        opened = []
+        for r in rows:
+            item = _Inbound(str(r[0]), int(r[1]), str(r[2]), bytes(r[3]), float(r[4]))
+            opened.append(_Opened(item, self._open(conn, item, signers, keys)))
+        return opened
+
+    def _open(
+        self,
+        conn: sqlite3.Connection,
+        item: _Inbound,
+        signers: dict[str, bytes],
+        keys: dict[int, bytes | None],
+    ) -> RoomOp | None:
+        try:
+            epoch, sealed = unframe_body(item.body)
+            if epoch not in keys:
+                keys[epoch] = room_key(conn, self._room, epoch)
+            key, signer = keys[epoch], signers.get(item.sender)
+            if key is None or signer is None:
+                raise RemoteProtocolError("no key for its epoch, or its sender is not a member")
+            plaintext = crypto.open_op(
+                key,
+                sealed,
+                sender_ed_pub=signer,
+                room_id=self._room,
+                epoch=epoch,
+                op_id=item.op_id,
+            )
+            return decode_op(plaintext)
+        except RemoteProtocolError as exc:
+            log.warning(
+                "room %s: rejected op %s (seq %d) from %s: %s",
+                self._room,
+                item.op_id,
+                item.seq,
+                item.sender,
+                exc.message,
+            )
+            return None
+
+    def _apply(self, conn: sqlite3.Connection, *, opened: list[_Opened]) -> None:
+        for entry in opened:
+            if isinstance(entry.op, MessageOp):
+                _hold_message(conn, self._room, entry.inbound, entry.op)
+        last = opened[-1].inbound.seq
+        conn.execute(
+            "INSERT INTO room_cursors (room_id, seq) VALUES (?, ?) "
+            "ON CONFLICT (room_id) DO UPDATE SET seq = max(seq, excluded.seq)",
+            (self._room, last),
+        )
+
+    # --- outbound --------------------------------------------------------------------------------
+
+    async def _send(self, item: SendOp) -> None:
+        try:
+            epoch, key = await self._store.read(self._current_key)
+            sealed = crypto.seal_op(
+                self._keys,
+                key,
+                encode_op(item.op),
+                room_id=self._room,
+                epoch=epoch,
+                op_id=item.op_id,
+                nonce=self._random(NONCE_SIZE),
+            )
+            await self._relay.post(self._room, item.op_id, frame_body(epoch, sealed))
+        except CrosstalkError as exc:
+            _answer(item.reply, exc)
+            return
+        _answer(item.reply, item.op_id)
+
+    def _current_key(self, conn: sqlite3.Connection) -> tuple[int, bytes]:
+        room = get_room(conn, self._room)
+        key = room_key(conn, self._room, room.epoch)
+        if key is None:
+            raise UnknownRoom(f"There is no key for room {room.name!r} here.")
+        return room.epoch, key
+
+
+def _hold_message(conn: sqlite3.Connection, room: str, inbound: _Inbound, op: MessageOp) -> None:
+    body = json.dumps({**unstructure(op), "relay_ts": inbound.relay_ts}, sort_keys=True)
+    conn.execute(
+        "INSERT OR IGNORE INTO held_messages (message_id, room_id, sender, target_session, "
+        "target_project, intent, body, received_at) VALUES (?, ?, ?, ?, NULL, ?, ?, ?)",
+        (inbound.op_id, room, inbound.sender, op.to, op.intent.value, body, time.time()),
+    )
+
+
+def _answer(
+    reply: trio.MemorySendChannel[str | CrosstalkError], value: str | CrosstalkError
+) -> None:
+    try:
+        reply.send_nowait(value)
+    except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+        log.info("a sender stopped waiting for its answer")

@@ -1,0 +1,81 @@
+"""`crosstalk room new|join` (and, later, the rest of `room`)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from crosstalk.cli.options import HomeOption, JsonOption
+from crosstalk.cli.output import Output, reports_errors
+from crosstalk.client import ensure_daemon
+from crosstalk.hook.control import ControlConnection
+from crosstalk.paths import Home
+
+app = typer.Typer(help="Pair with someone, or manage your rooms.", no_args_is_help=True)
+
+LabelOption = Annotated[
+    str | None, typer.Option("--label", help="Your name as others will see it.")
+]
+AgentOption = Annotated[
+    bool, typer.Option("--agent", help="Join as a machine (a bot), not a person.")
+]
+PAIRING_WAIT = 16 * 60.0
+
+
+def _joined_text(line: dict[str, Any]) -> str:
+    return (
+        f"Now in a room with {line['joined']}.\n\n"
+        f"  them  {line['them']}\n"
+        f"  you   {line['you']}\n\n"
+        "Read yours aloud: your 'them' should be their 'you', and theirs should be yours."
+    )
+
+
+@app.command("new")
+@reports_errors
+def new(
+    label: LabelOption = None,
+    agent: AgentOption = False,
+    json_output: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """Start a pairing: prints four words to read to the other person, then waits for them."""
+    out = Output(json_mode=json_output)
+    h = Home.resolve(home)
+    ensure_daemon(h)
+    with ControlConnection(h.socket, timeout=60.0) as conn:
+        conn.send("room_new", {"label": label, "agent": agent})
+        invite = conn.receive()
+        invite.pop("ok", None)
+        out.emit(
+            invite,
+            (
+                "Read this to the other person; it expires in "
+                f"{invite['expires_in'] // 60} minutes:\n\n    {invite['invite']}\n"
+            ),
+        )
+        conn.extend_deadline(PAIRING_WAIT)
+        joined = conn.receive()
+        joined.pop("ok", None)
+        out.emit(joined, _joined_text(joined))
+
+
+@app.command("join")
+@reports_errors
+def join(
+    code: Annotated[str, typer.Argument(help="The code the other person read to you.")],
+    label: LabelOption = None,
+    agent: AgentOption = False,
+    json_output: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """Join a pairing with the code the other person read to you."""
+    out = Output(json_mode=json_output)
+    h = Home.resolve(home)
+    ensure_daemon(h)
+    with ControlConnection(h.socket, timeout=PAIRING_WAIT) as conn:
+        conn.send("room_join", {"code": code, "label": label, "agent": agent})
+        joined = conn.receive()
+    joined.pop("ok", None)
+    out.emit(joined, _joined_text(joined))

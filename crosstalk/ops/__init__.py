@@ -1,0 +1,14 @@
+"""The daemon's control ops, grouped by what they touch. ``register_all`` adds every one."""
+
+from __future__ import annotations
+
+from crosstalk.actors.control import OpTable
+from crosstalk.daemon import Daemon
+from crosstalk.ops import core_ops, message_ops, pairing_ops
+
+
+def register_all(ops: OpTable, daemon: Daemon) -> None:
+    """Register every control op against ``daemon``."""
+    core_ops.register(ops, daemon)
+    pairing_ops.register(ops, daemon)
+    message_ops.register(ops, daemon)

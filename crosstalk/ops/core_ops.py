@@ -1,0 +1,89 @@
+"""``status`` and ``health``: who this daemon is and how its actors are."""
+
+from __future__ import annotations
+
+import os
+
+import attrs
+import trio
+
+from crosstalk import __version__
+from crosstalk.actors.control import OpTable
+from crosstalk.actors.supervisor import ActorHealth
+from crosstalk.daemon import Daemon
+
+
+@attrs.frozen
+class NoParams:
+    """An op that takes no parameters."""
+
+
+@attrs.frozen
+class RelayView:
+    url: str | None
+    connected: bool
+    state: str
+    last_error: str | None
+
+
+@attrs.frozen
+class StatusReply:
+    pid: int
+    version: str
+    home: str
+    uptime_s: float
+    label: str | None
+    fingerprint: str | None
+    relay: RelayView
+
+
+@attrs.frozen
+class ActorRow:
+    name: str
+    state: str
+    restarts: int
+    last_error: str | None
+    beat_age_s: float
+    inbox: int
+
+    @classmethod
+    def from_health(cls, health: ActorHealth) -> ActorRow:
+        return cls(
+            name=health.name,
+            state=health.state.name.lower(),
+            restarts=health.restarts,
+            last_error=health.last_error,
+            beat_age_s=round(health.beat_age_s, 3),
+            inbox=health.inbox,
+        )
+
+
+@attrs.frozen
+class HealthReply:
+    actors: list[ActorRow]
+
+
+def register(ops: OpTable, daemon: Daemon) -> None:
+    async def status(_: NoParams) -> StatusReply:
+        link = daemon.link_status()
+        identity = daemon.identity
+        return StatusReply(
+            pid=os.getpid(),
+            version=__version__,
+            home=str(daemon.home.root),
+            uptime_s=round(trio.current_time() - daemon.started_at, 3),
+            label=identity.label if identity else None,
+            fingerprint=daemon.keys.fingerprint if identity else None,
+            relay=RelayView(
+                url=link.url if link else None,
+                connected=link.connected if link else False,
+                state=link.state if link else "not started",
+                last_error=link.last_error if link else None,
+            ),
+        )
+
+    async def health(_: NoParams) -> HealthReply:
+        return HealthReply([ActorRow.from_health(h) for h in daemon.supervisor.statistics()])
+
+    ops.add("status", NoParams, status)
+    ops.add("health", NoParams, health)

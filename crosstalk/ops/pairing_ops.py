@@ -1,0 +1,228 @@
+"""``room_new`` and ``room_join``: two people read four words and end up in a room of two.
+
+The inviter opens a slot, shows the code at once (a stream op: first line the invite, the last
+the result), and runs a pairing actor until the joiner's offer opens. Then it adopts the joiner
+as a contact, records the room of two with its key, creates the room on the relay and adds the
+joiner (the relay allows that add because the two just met in its slot). The joiner runs the
+same actor, adopts the inviter and the room, waits for the relay's invitation and accepts it.
+Nothing is adopted unless the words matched; every write happens in one transaction.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import AsyncGenerator
+
+import attrs
+import nacl.utils
+import trio
+
+from crosstalk import crypto
+from crosstalk.actors.control import OpTable
+from crosstalk.actors.pairing import Paired, PairingActor, PairingOutcome
+from crosstalk.actors.router import RoutePairing, WatchInvitation
+from crosstalk.core.invite import Invite
+from crosstalk.core.words import BYTES_PER_WORD
+from crosstalk.daemon import Daemon
+from crosstalk.errors import CrosstalkError, RelayKeyMismatch
+from crosstalk.store.rooms import Contact, Room, RoomMember, add_member, add_room, upsert_contact
+from crosstalk.wire import relay as w
+from crosstalk.wire.pairing import Offer, Purpose, Role, RoomGrant
+
+INVITATION_WAIT = 60.0
+
+
+@attrs.frozen
+class RoomNewParams:
+    label: str | None = None
+    agent: bool = False
+
+
+@attrs.frozen
+class RoomJoinParams:
+    code: str
+    label: str | None = None
+    agent: bool = False
+
+
+@attrs.frozen
+class InviteLine:
+    invite: str
+    expires_in: int
+
+
+@attrs.frozen
+class JoinedLine:
+    joined: str
+    room: str
+    them: str
+    you: str
+
+
+def _offer(daemon: Daemon, keys: crypto.Keys, *, agent: bool, room: RoomGrant | None) -> Offer:
+    link = daemon.link_status()
+    assert daemon.identity is not None and link is not None and link.relay_key is not None
+    return Offer(
+        label=daemon.identity.label,
+        machine=daemon.identity.machine,
+        agent=agent,
+        ed_pub=keys.ed_pub,
+        x_pub=keys.x_pub,
+        relay_url=link.url,
+        relay_key=bytes.fromhex(link.relay_key),
+        room=room,
+    )
+
+
+async def _run_pairing(
+    daemon: Daemon, *, role: Role, slot: str, words: tuple[str, ...], offer: Offer, deadline: float
+) -> Paired:
+    """Run a pairing actor for ``slot`` to its outcome; raise its error if it failed."""
+    assert daemon.router is not None
+    send, receive = trio.open_memory_channel[PairingOutcome](1)
+    actor = PairingActor(
+        relay=await daemon.relay(),
+        role=role,
+        purpose=Purpose.ROOM,
+        slot=slot,
+        words=words,
+        offer=offer,
+        outcome=send,
+        deadline=deadline,
+    )
+    name = f"pairing-{slot}"
+    # Pushes that beat the route to the router are held there until it appears.
+    inbox = await daemon.supervisor.start_actor(name, actor)
+    await daemon.router.send(RoutePairing(slot, inbox))
+    try:
+        with trio.fail_after(max(0.0, deadline - trio.current_time()) + 30):
+            outcome = await receive.receive()
+    finally:
+        await daemon.router.send(RoutePairing(slot, None))
+        await daemon.supervisor.stop_actor(name)
+    if not isinstance(outcome, Paired):
+        raise outcome.error
+    return outcome
+
+
+def _adopt(
+    conn: sqlite3.Connection,
+    offer: Offer,
+    grant: RoomGrant,
+    *,
+    state: str,
+    me: crypto.Keys,
+    my_label: str,
+) -> Contact:
+    """Record the peer, the room of two and its key, and both members; one transaction."""
+    now = time.time()
+    contact = upsert_contact(
+        conn,
+        Contact(
+            fingerprint=crypto.fingerprint(offer.ed_pub),
+            label=offer.label,
+            machine=offer.machine,
+            signing_key=offer.ed_pub,
+            box_key=offer.x_pub,
+            is_agent=offer.agent,
+            added_at=now,
+        ),
+    )
+    add_room(conn, Room(grant.room_id, contact.label, "direct", state, 0, now), grant.key)
+    add_member(
+        conn,
+        RoomMember(grant.room_id, contact.fingerprint, contact.label, offer.ed_pub, offer.x_pub),
+    )
+    add_member(conn, RoomMember(grant.room_id, me.fingerprint, my_label, me.ed_pub, me.x_pub))
+    return contact
+
+
+def register(ops: OpTable, daemon: Daemon) -> None:
+    async def room_new(params: RoomNewParams) -> AsyncGenerator[InviteLine | JoinedLine, None]:
+        keys = await daemon.ensure_identity(params.label)
+        relay = await daemon.relay()
+        slot = await relay.request(w.SlotOpen(0), w.Slot)
+        deadline = trio.current_time() + slot.expires_in
+        invite = Invite.new(slot.slot, nacl.utils.random(4 * BYTES_PER_WORD), purpose=Purpose.ROOM)
+        grant = RoomGrant(room_id=nacl.utils.random(16).hex(), key=nacl.utils.random(32))
+        offer = _offer(daemon, keys, agent=params.agent, room=grant)
+        yield InviteLine(invite.format(), int(slot.expires_in))
+        paired = await _run_pairing(
+            daemon,
+            role=Role.INVITER,
+            slot=slot.slot,
+            words=invite.words,
+            offer=offer,
+            deadline=deadline,
+        )
+        their = paired.offer
+        assert daemon.identity is not None
+        label = daemon.identity.label
+        contact = await daemon.store.write(
+            lambda c: _adopt(c, their, grant, state="joined", me=keys, my_label=label)
+        )
+        room = grant.room_id
+        await relay.request(
+            w.Create(
+                0, room, crypto.sign(keys, w.member_transcript(room, keys.ed_pub, keys.x_pub))
+            ),
+            w.Ok,
+        )
+        await relay.request(
+            w.Add(
+                0,
+                room,
+                their.ed_pub,
+                their.x_pub,
+                crypto.sign(keys, w.member_transcript(room, their.ed_pub, their.x_pub)),
+            ),
+            w.Ok,
+        )
+        await daemon.room_inbox(room)
+        yield JoinedLine(contact.label, room, contact.fingerprint, keys.fingerprint)
+
+    async def room_join(params: RoomJoinParams) -> JoinedLine:
+        invite = Invite.parse(params.code, purpose=Purpose.ROOM)
+        keys = await daemon.ensure_identity(params.label)
+        relay = await daemon.relay()
+        await relay.request(w.ListRooms(0), w.RoomList)  # waits until the link is ready
+        offer = _offer(daemon, keys, agent=params.agent, room=None)
+        deadline = trio.current_time() + 15 * 60
+        paired = await _run_pairing(
+            daemon,
+            role=Role.JOINER,
+            slot=invite.slot,
+            words=invite.words,
+            offer=offer,
+            deadline=deadline,
+        )
+        their = paired.offer
+        if their.relay_key != offer.relay_key:
+            raise RelayKeyMismatch(
+                "The inviter's relay key differs from the one this relay showed us: someone may "
+                "be in the middle. Nothing was adopted."
+            )
+        if their.room is None:
+            raise CrosstalkError("The inviter's offer carries no room.", code="protocol_error")
+        grant = their.room
+        assert daemon.identity is not None and daemon.router is not None
+        label = daemon.identity.label
+        contact = await daemon.store.write(
+            lambda c: _adopt(c, their, grant, state="invited", me=keys, my_label=label)
+        )
+        send, receive = trio.open_memory_channel[None](1)
+        await daemon.router.send(WatchInvitation(grant.room_id, send))
+        with trio.move_on_after(INVITATION_WAIT):
+            await receive.receive()
+        await relay.request(w.Accept(0, grant.room_id), w.Ok)
+        await daemon.store.write(
+            lambda c: c.execute(
+                "UPDATE rooms SET state = 'joined' WHERE room_id = ?", (grant.room_id,)
+            )
+        )
+        await daemon.room_inbox(grant.room_id)
+        return JoinedLine(contact.label, grant.room_id, contact.fingerprint, keys.fingerprint)
+
+    ops.add_stream("room_new", RoomNewParams, room_new)
+    ops.add("room_join", RoomJoinParams, room_join)

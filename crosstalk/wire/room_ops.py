@@ -1,0 +1,83 @@
+"""What travels inside a sealed room op, and how the sealed bytes are framed for the relay.
+
+The relay sees only ``body`` bytes: ``b"ct" + version byte + epoch (4 bytes, big-endian) +
+sealed``, where ``sealed`` is :func:`crosstalk.crypto.seal_op` over the JSON of one
+:data:`RoomOp`. The epoch is outside the seal so the receiver can pick the key; it is also bound
+inside as associated data, so changing it breaks the seal.
+
+Plaintext ops are tagged by ``"t"``. Every field a sender controls is untrusted: it is escaped
+before it reaches an agent and never decides anything on the receiver's side (the room whose
+level applies is the relay room the op arrived in, never a field here).
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import attrs
+
+from crosstalk.core.triage import Intent, Kind
+from crosstalk.errors import RemoteProtocolError
+from crosstalk.wire.converter import converter, structure_remote
+
+BODY_MAGIC = b"ct"
+BODY_VERSION = 1
+_HEADER = struct.Struct(">2sBI")
+MAX_TEXT = 64 * 1024
+
+
+@attrs.frozen
+class MessageOp:
+    """A message from one person's agent (or CLI) to a room, or to one session in it."""
+
+    msg_id: str
+    text: str
+    intent: Intent = Intent.FYI
+    kind: Kind = Kind.MESSAGE
+    from_label: str = ""
+    from_session: str | None = None
+    to: str | None = None  # a session or project name on the receiver's side; None = anyone
+    thread: str | None = None
+    reply_to: str | None = None
+    correlation: str | None = None
+    sent_at: float = 0.0
+
+
+RoomOp = MessageOp  # becomes a union as more op kinds (memory, membership) travel in rooms
+
+
+def encode_op(op: RoomOp) -> bytes:
+    """Canonical JSON bytes of a plaintext op (what gets sealed)."""
+    data = converter.unstructure(op)
+    data["t"] = "message"
+    return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
+
+
+def decode_op(plaintext: bytes) -> RoomOp:
+    """Parse an opened op, or raise RemoteProtocolError."""
+    try:
+        data = json.loads(plaintext)
+    except (ValueError, UnicodeDecodeError):
+        raise RemoteProtocolError("a room op is not JSON") from None
+    if not isinstance(data, dict) or data.pop("t", None) != "message":
+        raise RemoteProtocolError("a room op has an unknown kind")
+    op = structure_remote(data, MessageOp)
+    if len(op.text) > MAX_TEXT:
+        raise RemoteProtocolError("a message is longer than allowed")
+    return op
+
+
+def frame_body(epoch: int, sealed: bytes) -> bytes:
+    """The bytes posted to the relay."""
+    return _HEADER.pack(BODY_MAGIC, BODY_VERSION, epoch) + sealed
+
+
+def unframe_body(body: bytes) -> tuple[int, bytes]:
+    """``(epoch, sealed)`` from relay bytes, or RemoteProtocolError."""
+    if len(body) < _HEADER.size:
+        raise RemoteProtocolError("a room op is too short")
+    magic, version, epoch = _HEADER.unpack_from(body)
+    if magic != BODY_MAGIC or version != BODY_VERSION:
+        raise RemoteProtocolError("a room op has an unknown framing")
+    return epoch, body[_HEADER.size :]
