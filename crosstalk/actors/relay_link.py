@@ -31,8 +31,8 @@ import functools
 import logging
 import random
 import time
-from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Protocol
 
 import attrs
@@ -187,14 +187,26 @@ class RelaySocket(Protocol):
 Connector = Callable[[str, LinkTimings], AbstractAsyncContextManager[RelaySocket]]
 
 
-def open_relay_socket(url: str, timings: LinkTimings) -> AbstractAsyncContextManager[RelaySocket]:
+@asynccontextmanager
+async def open_relay_socket(url: str, timings: LinkTimings) -> AsyncIterator[RelaySocket]:
     """The real connector: ``url + "/ws"``, with both timeouts set (platform-notes §3)."""
-    return open_websocket_url(
-        url.rstrip("/") + "/ws",
-        connect_timeout=timings.connect_timeout,
-        disconnect_timeout=timings.disconnect_timeout,
-        max_message_size=MAX_FRAME + 4096,
-    )
+    opened = None
+    try:
+        async with open_websocket_url(
+            url.rstrip("/") + "/ws",
+            connect_timeout=timings.connect_timeout,
+            disconnect_timeout=timings.disconnect_timeout,
+            max_message_size=MAX_FRAME + 4096,
+        ) as ws:
+            opened = ws
+            yield ws
+    finally:
+        # trio-websocket 0.12 leaks the TCP stream when the peer vanishes: its reader marks the
+        # connection aborted (close code 1006) without closing the stream, and aclose() then
+        # returns early because a close reason is already set. Close it ourselves (idempotent).
+        stream = getattr(opened, "_stream", None)
+        if isinstance(stream, trio.abc.AsyncResource):
+            await trio.aclose_forcefully(stream)
 
 
 # What ends one connection (and is retried); anything else is a bug and crashes the actor.

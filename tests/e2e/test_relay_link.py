@@ -102,7 +102,7 @@ class Home:
 
 @asynccontextmanager
 async def home(path: Path) -> AsyncIterator[Home]:
-    path.mkdir()
+    await trio.Path(path).mkdir()
     async with open_store(path / "state.db") as store:
         keys = crypto.Keys(os.urandom(32), os.urandom(32))
         yield Home(keys, store, await device_id(store))
