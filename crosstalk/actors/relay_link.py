@@ -310,13 +310,26 @@ class RelayLink:
             keys=self._keys, device=self._device, url=self._url,
             pinned_key=snapshot.pinned_key, cursors=snapshot.cursors, outbox=snapshot.outbox,
         )
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._timer)
-            nursery.start_soon(self._vouch, ctx)
-            nursery.start_soon(self._connections, ctx)
-            task_status.started()
-            await self._commands(ctx)
-            nursery.cancel_scope.cancel()
+        t = self._t
+        if t.ping_interval + t.ping_timeout >= ctx.heartbeat:
+            log.warning(
+                "relay link: ping interval + timeout (%g s) is not under the heartbeat (%g s)",
+                t.ping_interval + t.ping_timeout, ctx.heartbeat,
+            )
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._timer)
+                nursery.start_soon(self._vouch, ctx)
+                nursery.start_soon(self._connections, ctx)
+                task_status.started()
+                await self._commands(ctx)
+                nursery.cancel_scope.cancel()
+        finally:
+            # Callers wait on their reply channels: answer them before this instance is gone.
+            self._m.abandon_requests("the actor stopped or is restarting")
+            for event in self._m.events_received():
+                if isinstance(event, core.RequestFailed):
+                    _answer(event.token, event.error)  # type: ignore[arg-type]  # reply channel
 
     @property
     def _m(self) -> LinkMachine:

@@ -376,6 +376,15 @@ class LinkMachine:
         self._pending.clear()
         self._events.append(LinkLost(reason))
 
+    def abandon_requests(self, reason: str) -> None:
+        """The link is going away: answer every open request with RelayUnreachable now."""
+        error = RelayUnreachable(f"The relay link stopped ({reason}); try again.")
+        tokens = [r.token for r in self._held]
+        tokens += [p.token for p in self._pending.values() if isinstance(p, _Request)]
+        self._held.clear()
+        self._pending = {k: p for k, p in self._pending.items() if not isinstance(p, _Request)}
+        self._events.extend(RequestFailed(token, error) for token in tokens)
+
     def relay_key_pinned(self, now: float) -> None:
         """The relay key seen on first use is now pinned durably: resume."""
         challenge = self._challenge

@@ -211,3 +211,19 @@ async def test_pushes_reach_the_events_channel(autojump_clock: trio.testing.Mock
         assert isinstance(push, RelayPush) and isinstance(push.frame, w.Roster)
         assert push.frame.room == "room-1"
         assert store.cursors == {"room-1": 0}
+
+
+async def test_stopping_the_link_answers_waiting_requests(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A request waiting for a connection is answered RelayUnreachable when the actor stops."""
+    relay, store = FakeRelay(), MemoryLinkStore()
+    relay.accepting = False
+    async with run_link(relay, store, ALICE) as running:
+        send, receive = trio.open_memory_channel[w.RelayFrame | CrosstalkError](1)
+        await running.inbox.send(Request(w.ListRooms(0), send, timeout=60.0))
+        await trio.sleep(1.0)
+        await running.supervisor.stop_actor("relay-link")
+        answer = receive.receive_nowait()
+        assert isinstance(answer, RelayUnreachable) and "stopped" in answer.message
+        assert trio.current_time() == 1.0

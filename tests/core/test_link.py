@@ -482,3 +482,23 @@ def test_failed_attempts_count_up_and_reset_once_ready() -> None:
     assert m.last_error == "refused"
     to_ready(m)
     assert m.attempts == 0
+
+
+def test_abandoning_answers_every_open_request() -> None:
+    """Held and sent requests all fail with RelayUnreachable when the link goes away."""
+    m = machine()
+    m.request(w.ListRooms(0), "held", now=0.0, timeout=5.0)
+    to_ready(m)
+    m.request(w.ListRooms(0), "sent", now=0.0, timeout=5.0)
+    m.connection_lost("bye", 0.0)
+    m.request(w.ListRooms(0), "held-again", now=0.0, timeout=5.0)
+    m2 = machine()
+    to_ready(m2)
+    m2.request(w.ListRooms(0), "in-flight", now=0.0, timeout=5.0)
+    for each in (m, m2):
+        each.events_received()
+        each.abandon_requests("stopping")
+    failed = [e for each in (m, m2) for e in each.events_received()]
+    assert all(isinstance(e, RequestFailed) for e in failed)
+    assert [e.token for e in failed if isinstance(e, RequestFailed)] == ["held-again", "in-flight"]
+    assert m.next_deadline() == m2.next_deadline() == math.inf

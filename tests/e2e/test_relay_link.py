@@ -6,6 +6,7 @@ relay runs as ``python -m crosstalk relay serve`` and is always stopped by its p
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import selectors
@@ -37,6 +38,7 @@ from crosstalk.actors.relay_link_store import device_id
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.errors import CrosstalkError
 from crosstalk.store.db import Store, open_store
+from crosstalk.store.settings import RELAY_KEYS, set_setting
 from crosstalk.wire import relay as w
 from tests.actors.test_relay_link_fakes import Running, next_event
 
@@ -236,4 +238,22 @@ async def test_links_survive_a_relay_kill_and_resume_from_their_cursors(
         up = seen[-1]
         assert isinstance(up, LinkUp) and [r.room for r in up.rooms] == [ROOM]
         assert await cursor_of(hb.store) == 3
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_relay_whose_key_differs_from_the_pin_is_refused_with_a_clear_message(
+    relay: RelayProc, tmp_path: Path
+) -> None:
+    """A wrong pin for the URL: the link never authenticates and says why."""
+    async with home(tmp_path / "a") as ha, trio.open_nursery() as nursery:
+        await ha.store.write(lambda conn: set_setting(
+            conn, RELAY_KEYS, {relay.url: base64.b64encode(b"\x05" * 32).decode()}))
+        supervisor = Supervisor()
+        await nursery.start(supervisor.run)
+        a = await start_link(supervisor, "link-a", ha, relay.url)
+        down = await next_event(a, LinkDown, within=10)
+        assert "will not talk to it" in down.reason
+        status = a.link.statistics()
+        assert not status.connected and status.relay_key == (b"\x05" * 32).hex()
+        assert status.last_error == down.reason
         nursery.cancel_scope.cancel()
