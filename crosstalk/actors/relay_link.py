@@ -31,7 +31,7 @@ import functools
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Protocol
 
@@ -209,10 +209,12 @@ async def open_relay_socket(url: str, timings: LinkTimings) -> AsyncIterator[Rel
             await trio.aclose_forcefully(stream)
 
 
-# What ends one connection (and is retried); anything else is a bug and crashes the actor.
+# What ends one connection (and is retried). Anything else (a store error, a closed events
+# channel, a bug) crashes the actor, and the supervisor restarts it. trio-websocket turns a broken
+# stream into ConnectionClosed, so trio's own Broken/ClosedResourceError are not listed here.
 LINK_ERRORS = (
-    HandshakeError, ConnectionClosed, OSError, trio.TooSlowError, trio.BrokenResourceError,
-    trio.ClosedResourceError, RemoteProtocolError, RelayKeyMismatch,
+    HandshakeError, ConnectionClosed, OSError, trio.TooSlowError, RemoteProtocolError,
+    RelayKeyMismatch,
 )
 
 
@@ -376,7 +378,7 @@ class RelayLink:
 
     async def _guard(
         self,
-        task: Callable[[RelaySocket, ActorContext[LinkCommand]], object],
+        task: Callable[[RelaySocket, ActorContext[LinkCommand]], Awaitable[None]],
         ws: RelaySocket,
         ctx: ActorContext[LinkCommand],
         scope: trio.CancelScope,
@@ -384,7 +386,7 @@ class RelayLink:
     ) -> None:
         """Run one connection task; its end (or failure) ends the whole connection."""
         try:
-            await task(ws, ctx)  # type: ignore[misc]  # every task is an async method
+            await task(ws, ctx)
         except RelayKeyMismatch as exc:
             log.warning("relay link: %s", exc.message)
             ended.append(exc.message)

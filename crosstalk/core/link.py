@@ -502,6 +502,8 @@ class LinkMachine:
             self._events.append(ReplyArrived(pending.token, frame))
 
     def _on_resumed(self, frame: w.RelayFrame, now: float) -> None:
+        if isinstance(frame, w.Error):
+            raise RemoteProtocolError(f"the relay refused resume ({frame.code}): {frame.message}")
         if not isinstance(frame, w.Resumed):
             raise RemoteProtocolError(f"the relay answered resume with {w.tag_of(frame)}")
         self._move("resumed")
@@ -539,10 +541,9 @@ class LinkMachine:
 
     def op_committed(self, room: str, seq: int) -> None:
         """An op and its cursor are committed: advance the cursor and acknowledge it."""
-        if self._state not in _CONNECTED:
-            return  # the connection dropped meanwhile; resume will carry the cursor
         self._cursors[room] = max(seq, self._cursors.get(room, 0))
-        self._write(w.Ack(room, seq))
+        if self._state in _CONNECTED:  # else the connection dropped; resume carries the cursor
+            self._write(w.Ack(room, seq))
 
     def post_queued(self, item: OutboxItem, now: float) -> None:
         """A post is committed to the outbox: send it when its turn comes."""

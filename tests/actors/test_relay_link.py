@@ -227,3 +227,37 @@ async def test_stopping_the_link_answers_waiting_requests(
         answer = receive.receive_nowait()
         assert isinstance(answer, RelayUnreachable) and "stopped" in answer.message
         assert trio.current_time() == 1.0
+
+
+async def test_a_post_is_queued_only_once_committed_and_sent_after(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The caller hears Queued when the outbox commit finishes; the relay hears the post after."""
+    relay, store = FakeRelay(), MemoryLinkStore()
+    async with run_link(relay, store, ALICE) as running:
+        await next_event(running, LinkUp)
+        await create_room(running, ALICE, "room-1")
+        store.commit_delay = 1.0
+        start = trio.current_time()
+        assert await post(running, "room-1", "op-1", b"sealed") == Queued("op-1")
+        assert trio.current_time() == start + 1.0
+        assert [t for t, what in store.commits if what == "queue op-1"] == [start + 1.0]
+        await next_event(running, OpSent)
+        [heard] = relay.frames(w.Post)
+        assert heard.at == start + 1.0
+
+
+async def test_an_outbox_left_by_a_previous_run_is_flushed_in_order_at_start(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Rows queued before a restart go out in id order as soon as the link is READY."""
+    relay, store = FakeRelay(), MemoryLinkStore()
+    async with run_link(relay, store, ALICE) as running:
+        await next_event(running, LinkUp)
+        await create_room(running, ALICE, "room-1")
+        await running.supervisor.stop_actor("relay-link")
+    for n in (1, 2, 3):
+        await store.queue_post("room-1", f"op-{n}", b"sealed", 0.0)
+    async with run_link(relay, store, ALICE) as running:
+        sent = [await next_event(running, OpSent) for _ in range(3)]
+        assert [(s.op_id, s.seq) for s in sent] == [("op-1", 1), ("op-2", 2), ("op-3", 3)]

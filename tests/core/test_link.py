@@ -270,13 +270,14 @@ def test_an_op_at_or_below_the_cursor_is_acknowledged_again_and_not_reported() -
 
 
 def test_a_commit_after_the_connection_dropped_sends_nothing() -> None:
-    """op_committed while disconnected queues no ack; resume carries the cursor instead."""
+    """op_committed while disconnected queues no ack; the next resume carries the cursor."""
     m = machine(cursors={"r1": 0})
     to_ready(m)
     m.frame_received(relay_says(w.Op("r1", 1, "a", "o1", b"x", 1.0)), 0.0)
     m.connection_lost("gone", 0.0)
     m.op_committed("r1", 1)
     assert sent(m) == []
+    assert to_resuming(m).cursors == {"r1": 1}
 
 
 def test_creating_or_accepting_a_room_gives_it_a_cursor_that_is_resumed() -> None:
@@ -502,3 +503,11 @@ def test_abandoning_answers_every_open_request() -> None:
     assert all(isinstance(e, RequestFailed) for e in failed)
     assert [e.token for e in failed if isinstance(e, RequestFailed)] == ["held-again", "in-flight"]
     assert m.next_deadline() == m2.next_deadline() == math.inf
+
+
+def test_a_refused_resume_drops_the_connection() -> None:
+    """An error in answer to resume is a protocol error naming the relay's code."""
+    m = machine()
+    resume = to_resuming(m)
+    with pytest.raises(RemoteProtocolError, match="bad_frame"):
+        m.frame_received(relay_says(w.Error(resume.req, "bad_frame", "cursors")), 0.0)
