@@ -18,7 +18,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import nacl.utils
 import trio
@@ -28,10 +28,10 @@ from crosstalk.actors.control import ControlServer, OpTable
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.actors.relay_link import LinkCommand, LinkStatus, LinkTimings, RelayLink
 from crosstalk.actors.relay_link_store import device_id
-from crosstalk.actors.room import RoomActor, RoomInput
+from crosstalk.actors.room import Applied, AppliedListener, Applier, RoomActor, RoomInput, SendOp
 from crosstalk.actors.router import Router, RouterInput
 from crosstalk.actors.supervisor import Supervisor
-from crosstalk.errors import CrosstalkError, NotSetUp
+from crosstalk.errors import CrosstalkError, NotSetUp, UnknownRoom
 from crosstalk.local_relay import configured_relay, ensure_local_relay, is_local_default
 from crosstalk.paths import Home
 from crosstalk.store import check_state_files
@@ -39,6 +39,7 @@ from crosstalk.store.db import Store
 from crosstalk.store.identity import IdentityRecord, load_identity, save_identity
 from crosstalk.store.rooms import list_rooms
 from crosstalk.store.settings import RELAY_URL, get_setting
+from crosstalk.wire.room_ops import RoomOp
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,10 @@ class Daemon:
         self._link: RelayLink | None = None
         self._relay: RelayClient | None = None
         self._rooms: dict[str, trio.MemorySendChannel[RoomInput]] = {}
+        # Feature seams, filled by the ops modules at registration, before start():
+        self.appliers: list[Applier] = []  # apply a room op inside the room's transaction
+        self.applied_listeners: list[AppliedListener] = []  # told after each commit
+        self.on_start: list[Callable[[], Awaitable[None]]] = []  # start feature actors
         self._link_lock = trio.Lock()
         self._identity_lock = trio.Lock()
 
@@ -146,16 +151,41 @@ class Daemon:
         if room_id not in known or self.identity is None:
             return None
         actor = RoomActor(
-            room_id=room_id, store=self.store, keys=self.keys, relay=await self.relay()
+            room_id=room_id,
+            store=self.store,
+            keys=self.keys,
+            relay=await self.relay(),
+            appliers=self.appliers,
+            on_applied=self._applied,
         )
         inbox = await self.supervisor.start_actor(f"room-{room_id[:8]}", actor)
         self._rooms[room_id] = inbox
         return inbox
 
+    async def _applied(self, applied: list[Applied]) -> None:
+        for listener in self.applied_listeners:
+            await listener(applied)
+
+    async def send_op(self, room_id: str, op: RoomOp, *, op_id: str | None = None) -> str:
+        """Seal ``op`` for ``room_id`` and commit it to the outbox; returns its op id."""
+        inbox = await self.room_inbox(room_id)
+        if inbox is None:
+            raise UnknownRoom(f"There is no room {room_id!r} here; `crosstalk room` lists yours.")
+        op_id = op_id or nacl.utils.random(16).hex()
+        send, receive = trio.open_memory_channel[str | CrosstalkError](1)
+        async with receive:
+            await inbox.send(SendOp(op_id, op, send))
+            answer = await receive.receive()
+        if isinstance(answer, CrosstalkError):
+            raise answer
+        return answer
+
     async def start(self) -> None:
-        """Start the router, then (with an identity) the link and every joined room."""
+        """Start the router, the feature actors, then (with an identity) link and rooms."""
         router = Router(room_inbox=self.room_inbox)
         self.router = await self.supervisor.start_actor("router", router, inbox_size=64)
+        for hook in self.on_start:
+            await hook()
         if self.identity is not None:
             try:
                 await self.relay()
@@ -189,9 +219,9 @@ async def run_daemon(
             supervisor = Supervisor(heartbeat=heartbeat)
             await nursery.start(supervisor.run)
             daemon = Daemon(home, store, supervisor, heartbeat)
-            await daemon.start()
             ops = OpTable()
             register_ops(ops, daemon)
+            await daemon.start()
             await supervisor.start_actor("control", ControlServer(home.socket, ops))
             log.info(
                 "daemon up: pid %d, home %s, heartbeat %.3gs", os.getpid(), home.root, heartbeat

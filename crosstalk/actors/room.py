@@ -3,19 +3,18 @@
 Inbound ops reach the store first (the relay link commits each one with its relay cursor before
 acknowledging it). ``Wake`` makes this actor apply everything after its own *applied* cursor, in
 sequence order: open the seal with the room key of the op's epoch, check the signature against
-the roster key of its sender, then apply it (a message becomes a held message) and move the
-applied cursor, all in one transaction. An op that does not open or verify is rejected, logged
-and skipped; it is never shown. Re-applying is harmless: held messages are keyed by op id.
+the roster key of its sender, then hand it to each feature's applier (messages are held, memory
+ops change facts and tasks) and move the applied cursor, all in one transaction. An op that does
+not open or verify is rejected, logged and skipped: it is never shown. Appliers must be
+idempotent by op id, so that re-applying after a crash is harmless.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import sqlite3
-import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 import attrs
 import nacl.utils
@@ -27,9 +26,7 @@ from crosstalk.actors.relay_client import RelayClient
 from crosstalk.errors import CrosstalkError, RemoteProtocolError, UnknownRoom
 from crosstalk.store.db import Store
 from crosstalk.store.rooms import get_room, members, room_key
-from crosstalk.wire.converter import unstructure
 from crosstalk.wire.room_ops import (
-    MessageOp,
     RoomOp,
     decode_op,
     encode_op,
@@ -61,18 +58,34 @@ RoomInput = Wake | SendOp
 
 
 @attrs.frozen
+class Applied:
+    """One op of the room log as this room applies it: where it sits, who signed it, what it is.
+
+    ``op`` is None for an op that was rejected (did not open or verify); appliers that track
+    the log's sequence (room memory) still see its ``seq``.
+    """
+
+    room_id: str
+    seq: int
+    op_id: str
+    sender: str  # the fingerprint whose roster key verified the signature
+    relay_ts: float
+    op: RoomOp | None
+
+
+# Applies one op inside the room's transaction; each feature (messages, memory) brings one.
+Applier = Callable[[sqlite3.Connection, Applied], None]
+# Told, after the transaction committed, what was applied (e.g. the attention gate).
+AppliedListener = Callable[[list[Applied]], Awaitable[None]]
+
+
+@attrs.frozen
 class _Inbound:
     op_id: str
     seq: int
     sender: str
     body: bytes
     relay_ts: float
-
-
-@attrs.frozen
-class _Opened:
-    inbound: _Inbound
-    op: RoomOp | None  # None: rejected
 
 
 class RoomActor:
@@ -85,8 +98,12 @@ class RoomActor:
         store: Store,
         keys: crypto.Keys,
         relay: RelayClient,
+        appliers: Sequence[Applier] = (),
+        on_applied: AppliedListener | None = None,
         randomness: Callable[[int], bytes] = nacl.utils.random,
     ) -> None:
+        self._appliers = tuple(appliers)
+        self._on_applied = on_applied
         self._room = room_id
         self._store = store
         self._keys = keys
@@ -113,9 +130,11 @@ class RoomActor:
     async def _catch_up(self, ctx: ActorContext[RoomInput]) -> None:
         while opened := await self._store.read(self._open_pending):
             await self._store.write(functools.partial(self._apply, opened=opened))
+            if self._on_applied is not None:
+                await self._on_applied(opened)
             ctx.beat()
 
-    def _open_pending(self, conn: sqlite3.Connection) -> list[_Opened]:
+    def _open_pending(self, conn: sqlite3.Connection) -> list[Applied]:
         """Open the next batch after the applied cursor (in the store's worker thread)."""
         row = conn.execute(
             "SELECT seq FROM room_cursors WHERE room_id = ?", (self._room,)
@@ -132,7 +151,8 @@ class RoomActor:
         opened = []
         for r in rows:
             item = _Inbound(str(r[0]), int(r[1]), str(r[2]), bytes(r[3]), float(r[4]))
-            opened.append(_Opened(item, self._open(conn, item, signers, keys)))
+            op = self._open(conn, item, signers, keys)
+            opened.append(Applied(self._room, item.seq, item.op_id, item.sender, item.relay_ts, op))
         return opened
 
     def _open(
@@ -169,11 +189,11 @@ class RoomActor:
             )
             return None
 
-    def _apply(self, conn: sqlite3.Connection, *, opened: list[_Opened]) -> None:
+    def _apply(self, conn: sqlite3.Connection, *, opened: list[Applied]) -> None:
         for entry in opened:
-            if isinstance(entry.op, MessageOp):
-                _hold_message(conn, self._room, entry.inbound, entry.op)
-        last = opened[-1].inbound.seq
+            for applier in self._appliers:
+                applier(conn, entry)
+        last = opened[-1].seq
         conn.execute(
             "INSERT INTO room_cursors (room_id, seq) VALUES (?, ?) "
             "ON CONFLICT (room_id) DO UPDATE SET seq = max(seq, excluded.seq)",
@@ -206,15 +226,6 @@ class RoomActor:
         if key is None:
             raise UnknownRoom(f"There is no key for room {room.name!r} here.")
         return room.epoch, key
-
-
-def _hold_message(conn: sqlite3.Connection, room: str, inbound: _Inbound, op: MessageOp) -> None:
-    body = json.dumps({**unstructure(op), "relay_ts": inbound.relay_ts}, sort_keys=True)
-    conn.execute(
-        "INSERT OR IGNORE INTO held_messages (message_id, room_id, sender, target_session, "
-        "target_project, intent, body, received_at) VALUES (?, ?, ?, ?, NULL, ?, ?, ?)",
-        (inbound.op_id, room, inbound.sender, op.to, op.intent.value, body, time.time()),
-    )
 
 
 def _answer(

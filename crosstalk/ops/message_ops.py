@@ -19,13 +19,13 @@ import trio
 from cattrs.gen import make_dict_unstructure_fn, override
 
 from crosstalk.actors.control import OpTable
-from crosstalk.actors.room import SendOp
+from crosstalk.actors.room import Applied
 from crosstalk.actors.router import WatchSent
 from crosstalk.core.triage import Intent
 from crosstalk.daemon import Daemon
-from crosstalk.errors import CrosstalkError, NotSetUp, UnknownPeer, UsageError
+from crosstalk.errors import NotSetUp, UnknownPeer, UsageError
 from crosstalk.store.rooms import contact_named, direct_room_with
-from crosstalk.wire.converter import converter
+from crosstalk.wire.converter import converter, unstructure
 from crosstalk.wire.room_ops import MAX_TEXT, MessageOp
 
 SENT_WAIT = 2.0
@@ -134,6 +134,19 @@ def _view(
     )
 
 
+def hold_message(conn: sqlite3.Connection, applied: Applied) -> None:
+    """Applier: a message that arrived in a room is held for our sessions (once, by op id)."""
+    op = applied.op
+    if not isinstance(op, MessageOp):
+        return
+    body = json.dumps({**unstructure(op), "relay_ts": applied.relay_ts}, sort_keys=True)
+    conn.execute(
+        "INSERT OR IGNORE INTO held_messages (message_id, room_id, sender, target_session, "
+        "target_project, intent, body, received_at) VALUES (?, ?, ?, ?, NULL, ?, ?, ?)",
+        (applied.op_id, applied.room_id, applied.sender, op.to, op.intent.value, body, time.time()),
+    )
+
+
 def register(ops: OpTable, daemon: Daemon) -> None:
     async def send(params: SendParams) -> SendReply:
         if not params.text.strip():
@@ -148,8 +161,7 @@ def register(ops: OpTable, daemon: Daemon) -> None:
                 "There is no identity here yet; pair with someone: `crosstalk room new`."
             )
         room_id, label = await daemon.store.read(lambda c: _resolve(c, params.to))
-        inbox = await daemon.room_inbox(room_id)
-        assert inbox is not None and daemon.router is not None and daemon.identity is not None
+        assert daemon.router is not None
         op_id = nacl.utils.random(16).hex()
         op = MessageOp(
             msg_id=op_id,
@@ -162,11 +174,7 @@ def register(ops: OpTable, daemon: Daemon) -> None:
         )
         sent_send, sent_receive = trio.open_memory_channel[int](1)
         await daemon.router.send(WatchSent(op_id, sent_send))
-        reply_send, reply_receive = trio.open_memory_channel[str | CrosstalkError](1)
-        await inbox.send(SendOp(op_id, op, reply_send))
-        answer = await reply_receive.receive()
-        if isinstance(answer, CrosstalkError):
-            raise answer
+        await daemon.send_op(room_id, op, op_id=op_id)
         state = "queued"
         with trio.move_on_after(SENT_WAIT):
             await sent_receive.receive()
@@ -177,5 +185,6 @@ def register(ops: OpTable, daemon: Daemon) -> None:
         messages = await daemon.store.write(lambda c: _take_messages(c, include_read=params.all))
         return ReadReply(messages)
 
+    daemon.appliers.append(hold_message)
     ops.add("send", SendParams, send)
     ops.add("read", ReadParams, read)

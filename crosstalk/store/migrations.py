@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import attrs
 
 from crosstalk.errors import DamagedState, LocalProtocolError
+from crosstalk.store import schema_attention, schema_memory, schema_messages
 
 
 @attrs.frozen
@@ -160,6 +161,9 @@ _V2 = (
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "relay link cursors and inbound ops", _V2),
+    Migration(3, "room memory: facts, tasks, decisions", schema_memory.STATEMENTS),
+    Migration(4, "attention: trust, mutes, rations, the record", schema_attention.STATEMENTS),
+    Migration(5, "messages: sessions, delivery states, slices", schema_messages.STATEMENTS),
 )
 LATEST_VERSION = len(MIGRATIONS)
 

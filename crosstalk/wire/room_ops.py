@@ -20,6 +20,7 @@ import attrs
 from crosstalk.core.triage import Intent, Kind
 from crosstalk.errors import RemoteProtocolError
 from crosstalk.wire.converter import converter, structure_remote
+from crosstalk.wire.memory import MemoryOp, parse_memory_op
 
 BODY_MAGIC = b"ct"
 BODY_VERSION = 1
@@ -44,13 +45,22 @@ class MessageOp:
     sent_at: float = 0.0
 
 
-RoomOp = MessageOp  # becomes a union as more op kinds (memory, membership) travel in rooms
+@attrs.frozen
+class MemoryEnvelope:
+    """A room-memory op (fact, task, decision) travelling in the room log."""
+
+    op: MemoryOp
+
+
+RoomOp = MessageOp | MemoryEnvelope
 
 
 def encode_op(op: RoomOp) -> bytes:
     """Canonical JSON bytes of a plaintext op (what gets sealed)."""
-    data = converter.unstructure(op)
-    data["t"] = "message"
+    if isinstance(op, MessageOp):
+        data = {**converter.unstructure(op), "t": "message"}
+    else:
+        data = {"t": "memory", "op": converter.unstructure(op.op, MemoryOp)}
     return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
 
 
@@ -60,7 +70,10 @@ def decode_op(plaintext: bytes) -> RoomOp:
         data = json.loads(plaintext)
     except (ValueError, UnicodeDecodeError):
         raise RemoteProtocolError("a room op is not JSON") from None
-    if not isinstance(data, dict) or data.pop("t", None) != "message":
+    kind = data.pop("t", None) if isinstance(data, dict) else None
+    if kind == "memory":
+        return MemoryEnvelope(parse_memory_op(data.get("op")))
+    if kind != "message":
         raise RemoteProtocolError("a room op has an unknown kind")
     op = structure_remote(data, MessageOp)
     if len(op.text) > MAX_TEXT:
