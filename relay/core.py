@@ -389,9 +389,12 @@ class RelayCore:
 
     def _slot_join(self, c: Conn, f: w.SlotJoin, now: float, out: list[Effect]) -> None:
         assert c.peer is not None
+        # Only a join that misses is a guess; a right number costs nothing, so busy places
+        # (many pairings behind one address) are never throttled for succeeding.
         if not self._guess_buckets.take(c.source, now):
             raise refuse("rate_limited", "too many pairing attempts from here; wait a minute")
         slot = self._slots.join(f.slot, c.peer, c.id, now)
+        self._guess_buckets.refund(c.source)
         owner = slot.owner
         reply = w.SlotJoined(f.req, slot.number, owner.fingerprint, owner.ed_pub, owner.x_pub)
         out.append(Send(c.id, reply))

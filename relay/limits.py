@@ -68,6 +68,12 @@ class Buckets:
             bucket = self._buckets[key] = TokenBucket.full(self._rate, self._burst, now)
         return bucket.take(now)
 
+    def refund(self, key: str) -> None:
+        """Give back the token of an action that turned out not to count."""
+        bucket = self._buckets.get(key)
+        if bucket is not None:
+            bucket.tokens = min(bucket.burst, bucket.tokens + 1.0)
+
     def sweep(self, now: float) -> None:
         self._buckets = {k: b for k, b in self._buckets.items() if not b.is_full(now)}
 

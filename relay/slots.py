@@ -8,8 +8,9 @@ expires; a closed or expired slot is forgotten and its number may be handed out 
 
 * The slot admits one join attempt. The first ``join`` binds the joiner; every later one is
   ``slot_taken``. Wrong pairing words are noticed by the two clients, which then ``close`` (burn)
-  the slot. Join attempts are the only guesses: the core rate-limits them per source address
-  before calling :meth:`SlotTable.join`, and nothing the owner does is counted.
+  the slot. Failed join attempts are the only guesses: the core rate-limits them per source
+  address around :meth:`SlotTable.join`; a successful join and anything the owner does are not
+  counted.
 * Parts are write-once per (side, index). Each part is delivered to the other side's attached
   connections and kept, so a side that reconnects and ``attach``-es gets every part again.
 * Slots are not durable: a relay restart ends every pairing in progress (the clients start over).

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from crosstalk.wire import relay as w
 from relay.limits import RelayConfig
-from tests.relay.harness import ALICE, BOB, CAROL, MALLORY, World, frames_of
+from tests.relay.harness import ALICE, BOB, CAROL, MALLORY, Ident, World, frames_of
 
 
 def _open(world: World, conn: int) -> str:
@@ -134,6 +134,19 @@ def test_join_attempts_are_rate_limited_per_source() -> None:
     elsewhere = world.login(CAROL, source="7.7.7.7")
     assert world.error(elsewhere, w.SlotJoin(world.req(), "0004")) == "slot_not_found"
     assert world.error(guesser, w.SlotJoin(world.req(), "0004"), now=10.0) == "slot_not_found"
+
+
+def test_successful_joins_are_not_guesses() -> None:
+    """Many pairings from one address succeed even with a guess budget of one."""
+    world = World(RelayConfig(guess_burst=1.0, guess_rate=0.0001))
+    for seed in range(10, 20):
+        owner = world.login(Ident(seed), source="8.8.8.8")
+        joiner = world.login(Ident(seed + 100), source="8.8.8.8")
+        world.ok(joiner, w.SlotJoin(world.req(), _open(world, owner)))
+    guesser = world.login(MALLORY, source="8.8.8.8")
+    assert world.error(guesser, w.SlotJoin(world.req(), "0000")) in {"slot_not_found",
+                                                                      "slot_taken"}
+    assert world.error(guesser, w.SlotJoin(world.req(), "0000")) == "rate_limited"
 
 
 def test_owner_waiting_never_counts_as_guessing() -> None:
