@@ -105,11 +105,17 @@ class RelayServer:
         assert isinstance(sock_listener, trio.SocketListener)
         bound = sock_listener.socket.getsockname()[1]
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._committer)
-            nursery.start_soon(self._ticker)
-            await nursery.start(trio.serve_listeners, self._handle_stream, listeners)
+            await nursery.start(self.run)
+            await nursery.start(trio.serve_listeners, self.handle_stream, listeners)
             log.info("relay listening on %s:%d", host, bound)
             task_status.started(bound)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """The committer and the ticker; streams can be handed to :meth:`handle_stream`."""
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._committer)
+            nursery.start_soon(self._ticker)
+            task_status.started()
 
     # --- effects -------------------------------------------------------------------------------
 
@@ -171,7 +177,8 @@ class RelayServer:
 
     # --- connections ---------------------------------------------------------------------------
 
-    async def _handle_stream(self, stream: trio.abc.Stream) -> None:
+    async def handle_stream(self, stream: trio.abc.Stream) -> None:
+        """Serve one accepted byte stream (HTTP or WebSocket) until it ends; closes it."""
         t = self.timings
         try:
             head: RequestHead | None = None

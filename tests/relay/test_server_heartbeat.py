@@ -1,0 +1,62 @@
+"""The shell's heartbeat, on in-memory streams under the autojump clock."""
+
+from __future__ import annotations
+
+import trio
+import trio.testing
+from trio_websocket import wrap_client_stream
+
+from crosstalk.wire import relay as w
+from relay.server import RelayServer, ShellTimings
+from relay.storage import MemoryStorage
+
+TIMINGS = ShellTimings(ping_interval=20.0, ping_timeout=10.0, close_timeout=3.0,
+                       connect_timeout=5.0, tick_interval=3600.0)
+
+
+def _server() -> RelayServer:
+    return RelayServer(MemoryStorage(), b"\x07" * 32, timings=TIMINGS)
+
+
+async def test_silent_peer_is_dropped_after_interval_plus_timeout(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A peer that stops answering is pinged at 20 s, dropped at 30 s, closed by 33 s."""
+    server = _server()
+    client_end, server_end = trio.testing.memory_stream_pair()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.run)
+        nursery.start_soon(server.handle_stream, server_end)
+        with trio.CancelScope() as client_scope:
+            async with trio.open_nursery() as client:
+                # trio-websocket annotates SocketStream but works over any trio Stream.
+                ws = await wrap_client_stream(client, client_end, "relay", "/ws")  # type: ignore[arg-type]
+                first = w.decode_relay_frame(await ws.get_message())
+                assert isinstance(first, w.Challenge)
+                client_scope.cancel()  # the client freezes: no reads, no pongs
+        start = trio.current_time()
+        assert server.core.statistics().connections == 1
+        await trio.sleep(29.9)
+        assert server.core.statistics().connections == 1
+        await trio.sleep(0.2)
+        assert server.core.statistics().connections == 0
+        assert trio.current_time() - start < 33.0 + 0.2
+        nursery.cancel_scope.cancel()
+
+
+async def test_live_peer_answering_pings_stays_connected(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A client whose WebSocket answers pings is kept for as long as it likes."""
+    server = _server()
+    client_end, server_end = trio.testing.memory_stream_pair()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.run)
+        nursery.start_soon(server.handle_stream, server_end)
+        async with trio.open_nursery() as client:
+            ws = await wrap_client_stream(client, client_end, "relay", "/ws")  # type: ignore[arg-type]
+            assert isinstance(w.decode_relay_frame(await ws.get_message()), w.Challenge)
+            await trio.sleep(610.0)  # 30 pings answered; off the 20 s grid so none is in flight
+            assert server.core.statistics().connections == 1
+            await ws.aclose()
+        nursery.cancel_scope.cancel()
