@@ -356,25 +356,23 @@ class RelayLink:
         t = self._t
         self._ready = trio.Event()
         self._bound(ctx, t.connect_timeout)
-        reason = "the connection ended"
+        ended: list[str] = []  # why, first reason first (closing may fail too, afterwards)
         try:
             async with self._connect(self._url, t) as ws:
                 ctx.beat()
                 self._transition("connected", self._m.connected)
                 async with trio.open_nursery() as nursery:
                     scope = nursery.cancel_scope
-                    ended: list[str] = []
                     for task in (self._reader, self._writer, self._pinger, self._handshake_limit):
                         nursery.start_soon(self._guard, task, ws, ctx, scope, ended)
-                reason = ended[0] if ended else reason
                 self._bound(ctx, t.disconnect_timeout)
         except RelayKeyMismatch as exc:
             log.warning("relay link: %s", exc.message)
-            reason = exc.message
+            ended.append(exc.message)
         except LINK_ERRORS as exc:
-            reason = _describe(exc)
+            ended.append(_describe(exc))
         ctx.beat()
-        return reason
+        return ended[0] if ended else "the connection ended"
 
     async def _guard(
         self,

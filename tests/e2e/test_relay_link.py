@@ -257,3 +257,27 @@ async def test_a_relay_whose_key_differs_from_the_pin_is_refused_with_a_clear_me
         assert not status.connected and status.relay_key == (b"\x05" * 32).hex()
         assert status.last_error == down.reason
         nursery.cancel_scope.cancel()
+
+
+async def test_a_frozen_relay_process_is_left_by_ping_timeout_and_rejoined_when_it_thaws(
+    relay: RelayProc, tmp_path: Path
+) -> None:
+    """SIGSTOP the relay: no pong, the link drops it within seconds (not trio-websocket's 60 s
+    defaults); SIGCONT: the link reconnects on its own, with no actor restart."""
+    async with home(tmp_path / "a") as ha, trio.open_nursery() as nursery:
+        supervisor = Supervisor()
+        await nursery.start(supervisor.run)
+        a = await start_link(supervisor, "link-a", ha, relay.url)
+        await next_event(a, LinkUp, within=20)
+        assert relay.proc is not None
+        os.kill(relay.proc.pid, signal.SIGSTOP)
+        try:
+            frozen_at = trio.current_time()
+            down = await next_event(a, LinkDown, within=15)
+            assert "no pong" in down.reason
+            assert trio.current_time() - frozen_at < 10.0
+        finally:
+            os.kill(relay.proc.pid, signal.SIGCONT)
+        await next_event(a, LinkUp, within=30)
+        assert [h.restarts for h in supervisor.statistics()] == [0]
+        nursery.cancel_scope.cancel()
