@@ -23,7 +23,13 @@ import trio
 from crosstalk.actors.context import ActorContext
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.core.pairing import OfferReceived, PairingMachine
-from crosstalk.errors import CrosstalkError, RemoteProtocolError, SlotExpired, WrongWords
+from crosstalk.errors import (
+    CrosstalkError,
+    RemoteProtocolError,
+    SlotExpired,
+    SlotNotFound,
+    WrongWords,
+)
 from crosstalk.wire import relay as w
 from crosstalk.wire.pairing import Offer, Purpose, Role
 
@@ -186,8 +192,8 @@ class PairingActor:
             self._report(
                 PairingFailed(
                     RemoteProtocolError(
-                        "The other side's offer names a different key than the one it connected with; "
-                        "nothing was adopted."
+                        "The other side's offer names a different key than the one it "
+                        "connected with; nothing was adopted."
                     )
                 )
             )
@@ -210,6 +216,11 @@ class PairingActor:
         except CrosstalkError as exc:
             if exc.code not in FINAL_SLOT_ERRORS:
                 raise
+            if exc.code == "slot_taken":
+                exc = SlotNotFound(
+                    "That code was already used: each code admits one join attempt. "
+                    "Ask for a new one."
+                )
             self._report(PairingFailed(exc))
             return False
         self._peer_ed_pub = joined.ed_pub

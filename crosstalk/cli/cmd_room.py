@@ -9,8 +9,10 @@ import typer
 from crosstalk.cli.options import HomeOption, JsonOption
 from crosstalk.cli.output import Output, reports_errors
 from crosstalk.client import ensure_daemon
+from crosstalk.core.invite import Invite
 from crosstalk.hook.control import ControlConnection
 from crosstalk.paths import Home
+from crosstalk.wire.pairing import Purpose
 
 app = typer.Typer(help="Pair with someone, or manage your rooms.", no_args_is_help=True)
 
@@ -72,6 +74,7 @@ def join(
 ) -> None:
     """Join a pairing with the code the other person read to you."""
     out = Output(json_mode=json_output)
+    Invite.parse(code, purpose=Purpose.ROOM)  # a malformed code needs no daemon to refuse
     h = Home.resolve(home)
     ensure_daemon(h)
     with ControlConnection(h.socket, timeout=PAIRING_WAIT) as conn:

@@ -41,7 +41,7 @@ class Output:
             sys.stdout.flush()
         else:
             sys.stderr.write(f"crosstalk: {error.message}\n")
-        raise typer.Exit(2 if isinstance(error, UsageError) else 1)
+        raise typer.Exit(2 if error.code == UsageError.code else 1)
 
 
 def reports_errors(fn: Callable[P, R]) -> Callable[P, R]:
