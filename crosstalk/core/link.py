@@ -40,9 +40,14 @@ Invariants:
   the outbox only on ``posted`` (:class:`PostAccepted`) or a permanent refusal
   (:class:`PostRejected`); a post in flight when the connection drops is sent again, and the
   relay answers a repeated ``op_id`` with the seq it already gave.
+* Cursors: ``create``/``accept`` answered ``ok`` give the room a cursor of 0
+  (:class:`RoomJoined`, before the reply), so it is resumed from then on; ``room_gone`` and the
+  rooms ``resumed`` calls missing lose theirs (:class:`RoomLeft`). Frames not yet written when
+  a connection drops are discarded; what matters (resume, posts, acks) is regenerated.
 * Every request gets exactly one answer event, :class:`ReplyArrived` or :class:`RequestFailed`,
   by its deadline at the latest; a request made while not READY waits for READY until then.
   ``req`` numbers are never reused, so a late reply to an expired request is simply ignored.
+  :meth:`LinkMachine.abandon_requests` answers all of them when the actor instance ends.
 """
 
 from __future__ import annotations

@@ -261,3 +261,18 @@ async def test_an_outbox_left_by_a_previous_run_is_flushed_in_order_at_start(
     async with run_link(relay, store, ALICE) as running:
         sent = [await next_event(running, OpSent) for _ in range(3)]
         assert [(s.op_id, s.seq) for s in sent] == [("op-1", 1), ("op-2", 2), ("op-3", 3)]
+
+
+async def test_a_relay_sending_garbage_is_dropped_and_rejoined_after_backoff(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A frame that is not JSON ends the connection with that reason; the link is back at 0.5 s."""
+    relay, store = FakeRelay(), MemoryLinkStore()
+    async with run_link(relay, store, ALICE) as running:
+        await next_event(running, LinkUp)
+        relay.inject("{not json")
+        down = await next_event(running, LinkDown)
+        assert "not JSON" in down.reason
+        await next_event(running, LinkUp)
+        assert relay.connects == [0.0, 0.5]
+        assert restarts(running) == 0

@@ -105,6 +105,11 @@ class FakeRelay:
             elif isinstance(effect, Close) and effect.conn in self.sockets:
                 self.sockets[effect.conn].deliver(None)
 
+    def inject(self, text: str) -> None:
+        """Send ``text`` to every client as if the relay had written it."""
+        for sock in self.sockets.values():
+            sock.deliver(text)
+
     def drop_all(self) -> None:
         """Close every connection from the relay's side."""
         for sock in self.sockets.values():
