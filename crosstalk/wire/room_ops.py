@@ -13,6 +13,7 @@ level applies is the relay room the op arrived in, never a field here).
 from __future__ import annotations
 
 import json
+import math
 import struct
 
 import attrs
@@ -26,6 +27,7 @@ BODY_MAGIC = b"ct"
 BODY_VERSION = 1
 _HEADER = struct.Struct(">2sBI")
 MAX_TEXT = 64 * 1024
+MAX_LABEL = 200
 
 
 @attrs.frozen
@@ -47,20 +49,64 @@ class MessageOp:
 
 @attrs.frozen
 class MemoryEnvelope:
-    """A room-memory op (fact, task, decision) travelling in the room log."""
+    """A room-memory op (fact, task, decision) travelling in the room log.
+
+    ``at`` (the author's clock, Unix seconds) and ``label`` (the author's own name) are what every
+    replica records for the op, the author's included: the author never hears its own op back
+    from the relay, so the relay's timestamp cannot be the one every replica agrees on.
+    """
 
     op: MemoryOp
+    at: float = 0.0
+    label: str = ""
 
 
-RoomOp = MessageOp | MemoryEnvelope
+@attrs.frozen
+class SyncRequest:
+    """Ask one member (``ask``) for a snapshot of the room's memory; ``ask`` None is a probe.
+
+    ``have`` is the requester's memory cursor. A probe is answered by nobody: posting it only
+    reveals, once it is sequenced, whether the requester missed ops the relay no longer holds.
+    """
+
+    request_id: str
+    have: int
+    ask: str | None = None
+
+
+@attrs.frozen
+class SyncChunk:
+    """One piece of a signed, zlib-compressed memory snapshot answering ``request_id``.
+
+    ``sig`` is the sender's Ed25519 signature over the snapshot's digest (see
+    :mod:`crosstalk.core.memory_transfer`); every chunk repeats it with ``digest`` and ``count``.
+    """
+
+    request_id: str
+    last_seq: int
+    index: int
+    count: int
+    digest: bytes
+    sig: bytes
+    data: bytes
+
+
+RoomOp = MessageOp | MemoryEnvelope | SyncRequest | SyncChunk
+_SYNC_TAGS: dict[type, str] = {SyncRequest: "sync_request", SyncChunk: "sync_chunk"}
 
 
 def encode_op(op: RoomOp) -> bytes:
     """Canonical JSON bytes of a plaintext op (what gets sealed)."""
     if isinstance(op, MessageOp):
         data = {**converter.unstructure(op), "t": "message"}
+    elif isinstance(op, SyncRequest | SyncChunk):
+        data = {**converter.unstructure(op), "t": _SYNC_TAGS[type(op)]}
     else:
         data = {"t": "memory", "op": converter.unstructure(op.op, MemoryOp)}
+        if op.at:
+            data["at"] = op.at
+        if op.label:
+            data["label"] = op.label
     return json.dumps(data, sort_keys=True, separators=(",", ":")).encode()
 
 
@@ -72,13 +118,26 @@ def decode_op(plaintext: bytes) -> RoomOp:
         raise RemoteProtocolError("a room op is not JSON") from None
     kind = data.pop("t", None) if isinstance(data, dict) else None
     if kind == "memory":
-        return MemoryEnvelope(parse_memory_op(data.get("op")))
+        return _memory_envelope(data)
+    if kind == "sync_request":
+        return structure_remote(data, SyncRequest)
+    if kind == "sync_chunk":
+        return structure_remote(data, SyncChunk)
     if kind != "message":
         raise RemoteProtocolError("a room op has an unknown kind")
     op = structure_remote(data, MessageOp)
     if len(op.text) > MAX_TEXT:
         raise RemoteProtocolError("a message is longer than allowed")
     return op
+
+
+def _memory_envelope(data: dict[str, object]) -> MemoryEnvelope:
+    at, label = data.get("at", 0.0), data.get("label", "")
+    if isinstance(at, bool) or not isinstance(at, int | float) or not math.isfinite(at):
+        raise RemoteProtocolError("a memory op carries a time that is not a number")
+    if not isinstance(label, str) or len(label) > MAX_LABEL:
+        raise RemoteProtocolError("a memory op carries a bad author label")
+    return MemoryEnvelope(parse_memory_op(data.get("op")), at=float(at), label=label)
 
 
 def frame_body(epoch: int, sealed: bytes) -> bytes:
