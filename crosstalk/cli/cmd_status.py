@@ -7,9 +7,10 @@ import typer
 
 from crosstalk.cli.options import HomeOption, JsonOption
 from crosstalk.cli.output import Output, reports_errors
-from crosstalk.client import daemon_pid
+from crosstalk.client import call, daemon_pid
 from crosstalk.crypto import fingerprint
 from crosstalk.doctor import run_checks
+from crosstalk.errors import CrosstalkError
 from crosstalk.paths import Home
 from crosstalk.store.identity import load_identity
 
@@ -22,16 +23,31 @@ def status(json_output: JsonOption = False, home: HomeOption = None) -> None:
     label = record.label if record else None
     fp = fingerprint(record.ed25519_public) if record else None
     pid = daemon_pid(h)
+    relay: dict[str, object] = {"url": None, "connected": False}
+    sessions: list[object] = []
+    if pid is not None:
+        try:
+            live = call(h, "status", timeout=5.0)
+            relay = dict(live["relay"])
+            sessions = list(live.get("sessions", []))
+        except CrosstalkError:
+            pass  # shown as not connected; `crosstalk doctor` says more
     data: dict[str, object] = {
         "label": label,
         "fingerprint": fp,
-        "relay": {"url": None, "connected": False},
+        "relay": relay,
         "daemon": {"running": pid is not None, "pid": pid},
-        "sessions": [],
+        "sessions": sessions,
     }
     who = f"{label} ({fp})" if record else "not set up yet (pair with `crosstalk room new`)"
     daemon = f"running as pid {pid}" if pid else "not running"
-    out.emit(data, f"identity  {who}\ndaemon    {daemon}\nhome      {h.root}")
+    if relay.get("url") is None:
+        link = "not started"
+    elif relay.get("connected"):
+        link = f"connected to {relay['url']}"
+    else:
+        link = f"not connected to {relay['url']} ({relay.get('last_error') or 'connecting'})"
+    out.emit(data, f"identity  {who}\ndaemon    {daemon}\nrelay     {link}\nhome      {h.root}")
 
 
 def doctor(json_output: JsonOption = False, home: HomeOption = None) -> None:

@@ -130,8 +130,12 @@ class Person(Cli):
         super().__init__(home)
         self.relay = relay
 
-    def run(self, *args: str, timeout: float = CLI_TIMEOUT, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        return super().run(*args, timeout=timeout, env={"CROSSTALK_RELAY": self.relay, **(env or {})})
+    def run(
+        self, *args: str, timeout: float = CLI_TIMEOUT, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return super().run(
+            *args, timeout=timeout, env={"CROSSTALK_RELAY": self.relay, **(env or {})}
+        )
 
     def spawn(self, *args: str) -> subprocess.Popen[str]:
         """Start a CLI command in the background (e.g. `room new`, which waits)."""
@@ -139,7 +143,10 @@ class Person(Cli):
         env.pop("CROSSTALK_HOME", None)
         return subprocess.Popen(
             [sys.executable, "-m", "crosstalk", *args, "--home", str(self.home)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
         )
 
 

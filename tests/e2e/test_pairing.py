@@ -25,10 +25,16 @@ def test_pairing_fingerprints_cross_and_messages_cross_both_ways(people: list[Pe
     from tests.e2e.conftest import wait_until
 
     got: dict[str, list[dict[str, object]]] = {}
-    wait_until(lambda: bool(got.setdefault("ben", first_message(ben)) or got.pop("ben")),
-               timeout=30, what="ben to receive ana's message")
-    wait_until(lambda: bool(got.setdefault("ana", first_message(ana)) or got.pop("ana")),
-               timeout=30, what="ana to receive ben's message")
+    wait_until(
+        lambda: bool(got.setdefault("ben", first_message(ben)) or got.pop("ben")),
+        timeout=30,
+        what="ben to receive ana's message",
+    )
+    wait_until(
+        lambda: bool(got.setdefault("ana", first_message(ana)) or got.pop("ana")),
+        timeout=30,
+        what="ana to receive ben's message",
+    )
     (to_ben,) = got["ben"]
     assert to_ben["text"] == "the migration landed"
     assert to_ben["from"] == "ana" and to_ben["intent"] == "blocking"

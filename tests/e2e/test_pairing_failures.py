@@ -60,7 +60,8 @@ def test_third_party_guessing_burns_the_slot(people: list[Person]) -> None:
     assert cy.json("room", "join", guess, expect=1)["error"]["code"] == "wrong_words"
     assert _finish(new)["error"]["code"] == "wrong_words"
     assert ben.json("room", "join", code, expect=1)["error"]["code"] in {
-        "slot_not_found", "slot_expired",
+        "slot_not_found",
+        "slot_expired",
     }
 
 
@@ -81,10 +82,14 @@ def test_malformed_code_is_a_usage_error_naming_the_form(people: list[Person]) -
 
 
 @settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(code=st.text(max_size=60) | st.builds(
-    lambda slot, words: f"{slot:04d}-" + "-".join(words),
-    st.integers(0, 9999), st.lists(st.sampled_from(WORDS), min_size=4, max_size=4),
-))
+@given(
+    code=st.text(max_size=60)
+    | st.builds(
+        lambda slot, words: f"{slot:04d}-" + "-".join(words),
+        st.integers(0, 9999),
+        st.lists(st.sampled_from(WORDS), min_size=4, max_size=4),
+    )
+)
 def test_fuzzed_invite_codes_never_crash(people: list[Person], code: str) -> None:
     """Any text as a code: a usage error or slot_not_found, and the daemon keeps answering."""
     ana, _, _ = people

@@ -56,11 +56,29 @@ class RelayProc:
         self.port = 0
 
     def start(self) -> None:
-        args = [sys.executable, "-m", "crosstalk", "relay", "serve", "--host", "127.0.0.1",
-                "--port", str(self.port), "--data", str(self.data), "--json"]
+        args = [
+            sys.executable,
+            "-m",
+            "crosstalk",
+            "relay",
+            "serve",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--data",
+            str(self.data),
+            "--json",
+        ]
         with self.log.open("a") as err:
-            self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err, text=True,
-                                         cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            self.proc = subprocess.Popen(
+                args,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+                cwd=ROOT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
         assert self.proc.stdout is not None
         with selectors.DefaultSelector() as sel:
             sel.register(self.proc.stdout, selectors.EVENT_READ)
@@ -159,14 +177,21 @@ async def pair_into_room(a: Running, ka: crypto.Keys, b: Running, kb: crypto.Key
 
 async def add_room_row(store: Store) -> None:
     """What the room actor would record; the outbox refers to it."""
-    await store.write(lambda conn: conn.execute(
-        "INSERT INTO rooms (room_id, name, kind, state, created_at) "
-        "VALUES (?, 'them', 'direct', 'joined', ?)", (ROOM, time.time())))
+    await store.write(
+        lambda conn: conn.execute(
+            "INSERT INTO rooms (room_id, name, kind, state, created_at) "
+            "VALUES (?, 'them', 'direct', 'joined', ?)",
+            (ROOM, time.time()),
+        )
+    )
 
 
 async def cursor_of(store: Store) -> int | None:
-    row = await store.read(lambda conn: conn.execute(
-        "SELECT seq FROM relay_cursors WHERE room_id = ?", (ROOM,)).fetchone())
+    row = await store.read(
+        lambda conn: conn.execute(
+            "SELECT seq FROM relay_cursors WHERE room_id = ?", (ROOM,)
+        ).fetchone()
+    )
     return None if row is None else int(row[0])
 
 
@@ -175,7 +200,9 @@ async def test_two_links_exchange_ops_in_a_room_they_set_up_by_requests(
 ) -> None:
     """Create, add, accept over the real relay; an op crosses each way and is committed first."""
     async with (
-        home(tmp_path / "a") as ha, home(tmp_path / "b") as hb, trio.open_nursery() as nursery,
+        home(tmp_path / "a") as ha,
+        home(tmp_path / "b") as hb,
+        trio.open_nursery() as nursery,
     ):
         supervisor = Supervisor()
         await nursery.start(supervisor.run)
@@ -190,8 +217,11 @@ async def test_two_links_exchange_ops_in_a_room_they_set_up_by_requests(
         await post(a, "a-1", b"sealed from a")
         assert await next_event(a, OpSent, within=10) == OpSent(ROOM, "a-1", 1)
         got = await next_event(b, InboundOp, within=10)
-        assert (got.seq, got.sender_fingerprint, got.body) == (1, ha.keys.fingerprint,
-                                                               b"sealed from a")
+        assert (got.seq, got.sender_fingerprint, got.body) == (
+            1,
+            ha.keys.fingerprint,
+            b"sealed from a",
+        )
         assert await cursor_of(hb.store) == 1
         await post(b, "b-1", b"sealed from b")
         back = await next_event(a, InboundOp, within=10)
@@ -206,7 +236,9 @@ async def test_links_survive_a_relay_kill_and_resume_from_their_cursors(
     """kill -9 the relay, restart it on its data and port: both links come back, and a link
     started afresh on a home catches up from its durable cursor."""
     async with (
-        home(tmp_path / "a") as ha, home(tmp_path / "b") as hb, trio.open_nursery() as nursery,
+        home(tmp_path / "a") as ha,
+        home(tmp_path / "b") as hb,
+        trio.open_nursery() as nursery,
     ):
         supervisor = Supervisor()
         await nursery.start(supervisor.run)
@@ -246,8 +278,11 @@ async def test_a_relay_whose_key_differs_from_the_pin_is_refused_with_a_clear_me
 ) -> None:
     """A wrong pin for the URL: the link never authenticates and says why."""
     async with home(tmp_path / "a") as ha, trio.open_nursery() as nursery:
-        await ha.store.write(lambda conn: set_setting(
-            conn, RELAY_KEYS, {relay.url: base64.b64encode(b"\x05" * 32).decode()}))
+        await ha.store.write(
+            lambda conn: set_setting(
+                conn, RELAY_KEYS, {relay.url: base64.b64encode(b"\x05" * 32).decode()}
+            )
+        )
         supervisor = Supervisor()
         await nursery.start(supervisor.run)
         a = await start_link(supervisor, "link-a", ha, relay.url)

@@ -1,0 +1,134 @@
+"""The relay link under real faults: a connection dropped mid-pairing, a relay with another key."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import Person, pair, read_json_line, stop_pid, wait_until
+from tests.relay.process import RelayProcess
+
+
+class ProxyProcess:
+    """The fault-injecting proxy (tests/resilience/proxy.py) as a subprocess."""
+
+    def __init__(self, target_port: int, control: Path) -> None:
+        self.control = control
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tests.resilience.proxy",
+                "--listen",
+                "127.0.0.1:0",
+                "--target",
+                f"127.0.0.1:{target_port}",
+                "--control",
+                str(control),
+                "--lifetime",
+                "300",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        info = read_json_line(self.proc, timeout=30)
+        self.port = int(str(info["listening"]).rsplit(":", 1)[1])
+
+    def command(self, line: str) -> dict[str, object]:
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.settimeout(10)
+            sock.connect(str(self.control))
+            sock.sendall(line.encode() + b"\n")
+            data = b""
+            while not data.endswith(b"\n"):
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        reply: dict[str, object] = json.loads(data)
+        assert reply["ok"] is True, reply
+        return reply
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+        self.proc.wait(timeout=15)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream:
+                stream.close()
+
+
+@pytest.fixture
+def relay(short_tmp: Path) -> Iterator[RelayProcess]:
+    proc = RelayProcess(short_tmp / "relay-data", short_tmp / "relay.stderr")
+    proc.start()
+    yield proc
+    proc.kill(signal.SIGTERM)
+
+
+def test_connection_dropped_mid_pairing_recovers(short_tmp: Path, relay: RelayProcess) -> None:
+    """The inviter's relay connection is reset after the code is shown; pairing still completes."""
+    proxy = ProxyProcess(relay.port, short_tmp / "proxy.sock")
+    ana = Person(short_tmp / "ana", f"ws://127.0.0.1:{proxy.port}")
+    ben = Person(short_tmp / "ben", f"ws://127.0.0.1:{relay.port}")
+    new = ana.spawn("room", "new", "--json")
+    try:
+        code = read_json_line(new, timeout=60)["invite"]
+        before = proxy.command("reset")["stats"]
+        joined = ben.json("room", "join", code)
+        result = read_json_line(new, timeout=60)
+        assert result["them"] == joined["you"] and joined["them"] == result["you"]
+        after = proxy.command("stats")["stats"]
+        assert after["connections"] > before["connections"]  # type: ignore[operator]
+    finally:
+        if new.poll() is None:
+            new.kill()
+        new.wait(timeout=10)
+        for stream in (new.stdout, new.stderr):
+            if stream:
+                stream.close()
+        for person in (ana, ben):
+            pid = person.daemon_pid()
+            if pid:
+                stop_pid(pid)
+        proxy.stop()
+
+
+def test_relay_with_a_different_key_at_a_pinned_url_is_refused(short_tmp: Path) -> None:
+    """A relay that comes back at the same address with another key is not talked to."""
+    first = RelayProcess(short_tmp / "relay-1", short_tmp / "relay-1.stderr")
+    first.start()
+    url = f"ws://127.0.0.1:{first.port}"
+    ana, ben = Person(short_tmp / "ana", url), Person(short_tmp / "ben", url)
+    impostor = RelayProcess(
+        short_tmp / "relay-2", short_tmp / "relay-2.stderr", "--port", str(first.port)
+    )
+    try:
+        pair(ana, ben)
+        first.kill()
+        impostor.start()
+        sent = ana.json("send", "ben", "for ben only")
+        assert sent["state"] == "queued"
+
+        def refused() -> bool:
+            relay = ana.json("status")["relay"]
+            return not relay["connected"] and "pinned" in str(relay.get("last_error"))
+
+        wait_until(refused, timeout=60, what="the link to refuse the impostor's key")
+        assert ben.json("read")["messages"] == []
+    finally:
+        impostor.kill(signal.SIGTERM)
+        first.kill(signal.SIGTERM)
+        for person in (ana, ben):
+            pid = person.daemon_pid()
+            if pid:
+                stop_pid(pid)
