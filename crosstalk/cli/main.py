@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from crosstalk.cli import cmd_daemon, cmd_messages, cmd_relay, cmd_room, cmd_status
+from crosstalk.cli import cmd_daemon, cmd_messages, cmd_relay, cmd_room, cmd_status, cmd_trust
 
 app = typer.Typer(
     name="crosstalk",
@@ -20,6 +20,7 @@ app.command("send")(cmd_messages.send)
 app.command("read")(cmd_messages.read)
 app.command("status")(cmd_status.status)
 app.command("doctor")(cmd_status.doctor)
+cmd_trust.mount(app)
 
 
 def main() -> None:

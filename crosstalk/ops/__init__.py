@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from crosstalk.actors.control import OpTable
 from crosstalk.daemon import Daemon
-from crosstalk.ops import core_ops, message_ops, pairing_ops
+from crosstalk.ops import core_ops, message_ops, pairing_ops, trust_ops
 
 
 def register_all(ops: OpTable, daemon: Daemon) -> None:
@@ -12,3 +12,4 @@ def register_all(ops: OpTable, daemon: Daemon) -> None:
     core_ops.register(ops, daemon)
     pairing_ops.register(ops, daemon)
     message_ops.register(ops, daemon)
+    trust_ops.register(ops, daemon)

@@ -1,0 +1,130 @@
+"""`crosstalk trust`, `crosstalk mute` and `crosstalk attention`: who can interrupt you."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Annotated, Any
+
+import typer
+
+from crosstalk.cli.options import HomeOption, JsonOption
+from crosstalk.cli.output import Output, reports_errors
+from crosstalk.client import call, ensure_daemon
+from crosstalk.core.attention import AttentionSummary, render_attention
+from crosstalk.core.levels import Level
+from crosstalk.errors import UsageError
+from crosstalk.paths import Home
+
+LADDER = " < ".join(level.value for level in Level)
+
+
+@reports_errors
+def trust(
+    who: Annotated[
+        str | None, typer.Argument(help="A person, a room, or a level (sets the default).")
+    ] = None,
+    level: Annotated[
+        str | None, typer.Argument(help=f"{LADDER}, or clear to remove the setting.")
+    ] = None,
+    room: Annotated[
+        str | None, typer.Option("--in", help="Pin the person within this room only.")
+    ] = None,
+    json_output: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """Show or set how much a person or a room can interrupt you."""
+    out = Output(json_mode=json_output)
+    h = Home.resolve(home)
+    ensure_daemon(h)
+    reply = call(h, "trust", {"who": who, "level": level, "room": room})
+    reply.pop("ok", None)
+    out.emit(reply, _render_trust(reply))
+
+
+def _render_trust(reply: dict[str, Any]) -> str:
+    lines = []
+    if reply.get("explain"):
+        lines += [reply["explain"], ""]
+    lines.append(f"  default       {reply['default']}")
+    lines.append(f"  local posts   {reply['local']}")
+    for name, level in reply["rooms"].items():
+        lines.append(f"  room {name:<12} {level}")
+    for name, level in reply["people"].items():
+        lines.append(f"  {name:<13} {level}")
+    for pin in reply["pins"]:
+        lines.append(f"  {pin['person']:<13} {pin['level']} in {pin['room']}")
+    lines += ["", f"  {LADDER}"]
+    return "\n".join(lines)
+
+
+def _minutes(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise UsageError(f"{text!r} is not a number of minutes: use 0 or more (0 unmutes).")
+    return value
+
+
+@reports_errors
+def mute(
+    who: Annotated[
+        str | None, typer.Argument(help="A person or #room (default: everyone).")
+    ] = None,
+    minutes: Annotated[
+        str | None, typer.Argument(help="How long, in minutes (default 60; 0 unmutes).")
+    ] = None,
+    json_output: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """Hold messages from someone (or everyone) for a while; they wait, nothing is dropped."""
+    out = Output(json_mode=json_output)
+    if minutes is None and who is not None and _looks_numeric(who):
+        who, minutes = None, who  # `crosstalk mute 30` mutes everyone for 30 minutes
+    params: dict[str, Any] = {"who": who}
+    if minutes is not None:
+        params["minutes"] = _minutes(minutes)
+    h = Home.resolve(home)
+    ensure_daemon(h)
+    reply = call(h, "mute", params)
+    reply.pop("ok", None)
+    target = who or "everyone"
+    if reply["until"] is None:
+        human = f"{target}: not muted"
+    else:
+        human = f"{target}: muted until {time.strftime('%H:%M', time.localtime(reply['until']))}"
+    out.emit(reply, human)
+
+
+def _looks_numeric(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+@reports_errors
+def attention(json_output: JsonOption = False, home: HomeOption = None) -> None:
+    """Who has reached you in the last hour, and what is waiting. A record, not a limit."""
+    out = Output(json_mode=json_output)
+    h = Home.resolve(home)
+    ensure_daemon(h)
+    reply = call(h, "attention", {})
+    reply.pop("ok", None)
+    summary = AttentionSummary(
+        reached_last_hour=int(reply["reached_last_hour"]),
+        held=int(reply["held"]),
+        by_source={str(k): int(v) for k, v in reply["by_source"].items()},
+    )
+    human = render_attention(summary) + "\n\n  Nothing is capped: turn one source down with trust."
+    out.emit(reply, human)
+
+
+def mount(app: typer.Typer) -> None:
+    """Add ``trust``, ``mute`` and ``attention`` to the ``crosstalk`` app."""
+    app.command("trust")(trust)
+    app.command("mute")(mute)
+    app.command("attention")(attention)

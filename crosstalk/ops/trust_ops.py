@@ -1,0 +1,407 @@
+"""The attention gate's control ops: ``trust``, ``mute``, ``attention``, ``notices``, and the two
+session ops the hooks call, ``session_register`` and ``session_status``.
+
+``register`` also wires the gate into the daemon: it starts the gate actor when the daemon
+starts and feeds it every room message after its room's transaction committed. Settings are
+stored keyed by fingerprint and relay room id; replies show our names for them.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+import attrs
+import trio
+
+from crosstalk.actors.control import OpTable
+from crosstalk.actors.gate import (
+    Arrived,
+    GateActor,
+    GateInput,
+    Me,
+    Recheck,
+    SessionTurned,
+    Surfaced,
+    source_of,
+)
+from crosstalk.actors.room import Applied
+from crosstalk.core.attention import WINDOW, summarize
+from crosstalk.core.levels import LOCAL_PREFIX, Level, TrustSettings, resolve_level
+from crosstalk.core.mute import EVERYONE
+from crosstalk.core.triage import SessionStatus
+from crosstalk.daemon import Daemon
+from crosstalk.errors import CrosstalkError, UnknownPeer, UnknownRoom, UsageError
+from crosstalk.store import attention as db
+from crosstalk.store.rooms import Contact, list_contacts, list_rooms
+from crosstalk.store.sessions import get_session, register_session
+from crosstalk.wire.room_ops import MessageOp
+
+GATE_REPLY_TIMEOUT = 10.0
+DEFAULT_MUTE_MINUTES = 60.0
+RECORD_HORIZON = 24 * 3600.0  # how far back `attention` looks for items still held
+CLEAR = ("clear", "unset", "reset")
+
+
+@attrs.frozen
+class TrustParams:
+    who: str | None = None
+    level: str | None = None
+    room: str | None = None
+
+
+@attrs.frozen
+class PinView:
+    person: str
+    room: str
+    level: str
+
+
+@attrs.frozen
+class TrustReply:
+    default: str
+    rooms: dict[str, str]
+    people: dict[str, str]
+    pins: list[PinView]
+    local: str
+    explain: str | None = None  # for `trust WHO`: their level and why (outside any room)
+
+
+@attrs.frozen
+class MuteParams:
+    who: str | None = None
+    minutes: float = DEFAULT_MUTE_MINUTES
+
+
+@attrs.frozen
+class MuteReply:
+    muted: list[str]
+    until: float | None
+
+
+@attrs.frozen
+class NoParams:
+    """An op that takes no parameters."""
+
+
+@attrs.frozen
+class AttentionReply:
+    reached_last_hour: int
+    held: int
+    by_source: dict[str, int]
+
+
+@attrs.frozen
+class SessionRegisterParams:
+    name: str
+    client: str = "unknown"
+    project: str = ""
+    inbox_socket: str | None = None
+
+
+@attrs.frozen
+class SessionView:
+    name: str
+    client: str
+    project: str
+    status: str
+
+
+@attrs.frozen
+class SessionStatusParams:
+    name: str
+    status: str
+
+
+@attrs.frozen
+class SessionStatusReply:
+    name: str
+    status: str
+    surfaced: list[Surfaced]
+
+
+@attrs.frozen
+class NoticesParams:
+    session: str | None = None
+    pending: bool = False  # only surfaced notices no session has shown yet
+
+
+@attrs.frozen
+class NoticeView:
+    id: str
+    sender: str
+    label: str
+    session: str | None
+    room: str | None
+    intent: str
+    kind: str
+    decision: str
+    due: str
+    created_at: float
+    surfaced_at: float | None
+    batch: str | None
+
+
+@attrs.frozen
+class NoticesReply:
+    notices: list[NoticeView]
+
+
+# --- names -> keys ------------------------------------------------------------------------------
+
+
+def _contact(conn: sqlite3.Connection, who: str) -> Contact | None:
+    for contact in list_contacts(conn):
+        if who in (contact.label, contact.fingerprint):
+            return contact
+    return None
+
+
+def _room_id(conn: sqlite3.Connection, text: str) -> str | None:
+    wanted = text.removeprefix("#")
+    for room in list_rooms(conn):
+        if wanted in (room.name, room.room_id):
+            return room.room_id
+    return None
+
+
+def _need_room(conn: sqlite3.Connection, text: str) -> str:
+    room = _room_id(conn, text)
+    if room is None:
+        raise UnknownRoom(f"You are in no room called {text!r}; `crosstalk room` lists yours.")
+    return room
+
+
+def _person_key(conn: sqlite3.Connection, who: str) -> str | None:
+    if who.startswith(LOCAL_PREFIX):
+        return who
+    contact = _contact(conn, who)
+    return None if contact is None else contact.fingerprint
+
+
+def _names(conn: sqlite3.Connection) -> tuple[dict[str, str], dict[str, str]]:
+    """(fingerprint -> label, room id -> name)."""
+    people = {c.fingerprint: c.label for c in list_contacts(conn)}
+    rooms = {r.room_id: r.name for r in list_rooms(conn)}
+    return people, rooms
+
+
+# --- trust --------------------------------------------------------------------------------------
+
+
+def _parse_level(text: str) -> Level | None:
+    """A level, or None for "clear" (remove the entry)."""
+    return None if text.strip().lower() in CLEAR else Level.parse(text)
+
+
+def _is_level(text: str) -> bool:
+    return text.strip().lower() in {level.value for level in Level}
+
+
+def _change_trust(conn: sqlite3.Connection, params: TrustParams) -> str | None:
+    """Apply a ``trust`` change; returns the explanation for ``trust WHO`` (else None)."""
+    settings = db.load_trust(conn)
+    who, level_text, room_text = params.who, params.level, params.room
+    if who is None:
+        return None
+    if level_text is None and _is_level(who):
+        level = Level.parse(who)
+        if room_text is None:
+            settings = settings.with_default(level)
+        else:
+            settings = settings.with_room(_need_room(conn, room_text), level)
+    elif level_text is None:
+        return _explain(conn, settings, who, room_text)
+    else:
+        settings = _set_entry(conn, settings, who, _parse_level(level_text), room_text)
+    db.save_trust(conn, settings)
+    return None
+
+
+def _set_entry(
+    conn: sqlite3.Connection,
+    settings: TrustSettings,
+    who: str,
+    level: Level | None,
+    room_text: str | None,
+) -> TrustSettings:
+    person = None if who.startswith("#") else _person_key(conn, who)
+    if room_text is not None:
+        if person is None:
+            raise UnknownPeer(f"You have no contact called {who!r}; `crosstalk peers` lists them.")
+        return settings.with_pin(person, level, room=_need_room(conn, room_text))
+    if person is not None:
+        return settings.with_pin(person, level)
+    room = _room_id(conn, who)
+    if room is None:
+        raise UnknownPeer(f"{who!r} is neither a contact nor a room of yours.")
+    return settings.with_room(room, level)
+
+
+def _explain(
+    conn: sqlite3.Connection, settings: TrustSettings, who: str, room_text: str | None
+) -> str:
+    person = _person_key(conn, who)
+    if person is None:
+        raise UnknownPeer(f"You have no contact called {who!r}; `crosstalk peers` lists them.")
+    room = None if room_text is None else _need_room(conn, room_text)
+    source = source_of(conn, person)  # the gate's own view of a sender
+    return resolve_level(settings, source, room).explain(source.label)
+
+
+def _trust_view(conn: sqlite3.Connection, explain: str | None) -> TrustReply:
+    settings = db.load_trust(conn)
+    people, rooms = _names(conn)
+    return TrustReply(
+        default=settings.default.value,
+        rooms={rooms.get(r, r): lv.value for r, lv in sorted(settings.rooms.items())},
+        people={people.get(p, p): lv.value for p, lv in sorted(settings.people.items())},
+        pins=[
+            PinView(person=people.get(p, p), room=rooms.get(r, r), level=lv.value)
+            for r, pins in sorted(settings.room_people.items())
+            for p, lv in sorted(pins.items())
+        ],
+        local=settings.local.value,
+        explain=explain,
+    )
+
+
+# --- mute and attention -------------------------------------------------------------------------
+
+
+def _mute_key(conn: sqlite3.Connection, who: str | None) -> str:
+    if who is None or who.strip().lower() in ("*", "everyone", "all"):
+        return EVERYONE
+    if not who.startswith("#"):
+        person = _person_key(conn, who)
+        if person is not None:
+            return person
+    room = _room_id(conn, who)
+    if room is None:
+        raise UnknownPeer(f"{who!r} is neither a contact nor a room of yours.")
+    return room
+
+
+def _mute(conn: sqlite3.Connection, params: MuteParams, now: float) -> MuteReply:
+    key = _mute_key(conn, params.who)
+    mutes = db.load_mutes(conn).mute(key, params.minutes, now)
+    db.save_mutes(conn, mutes, now)
+    people, rooms = _names(conn)
+    names = {EVERYONE: "everyone", **people, **rooms}
+    active = mutes.active(now)
+    return MuteReply(muted=sorted(names.get(k, k) for k in active), until=active.get(key))
+
+
+def _attention(conn: sqlite3.Connection, now: float) -> AttentionReply:
+    entries = db.attention_entries(conn, now - RECORD_HORIZON)
+    summary = summarize(entries, now, window=WINDOW)
+    return AttentionReply(summary.reached_last_hour, summary.held, summary.by_source)
+
+
+def _notices(conn: sqlite3.Connection, params: NoticesParams) -> NoticesReply:
+    project = ""
+    if params.session is not None:
+        found = get_session(conn, params.session)
+        project = found.project if found is not None else ""
+    rows = db.list_notices(conn, params.session, project)
+    if params.pending:
+        rows = [n for n in rows if n.surfaced_at is not None and n.shown_at is None]
+    return NoticesReply([
+        NoticeView(
+            id=n.message_id, sender=n.sender, label=n.label, session=n.session, room=n.room_id,
+            intent=n.intent.value, kind=n.kind, decision=n.decision.value, due=n.due,
+            created_at=n.created_at, surfaced_at=n.surfaced_at, batch=n.batch,
+        )
+        for n in rows
+    ])
+
+
+def _parse_status(text: str) -> SessionStatus:
+    try:
+        return SessionStatus(text.strip().lower())
+    except ValueError:
+        raise UsageError(f"{text!r} is not a session status: use busy, idle or unknown.") from None
+
+
+# --- wiring -------------------------------------------------------------------------------------
+
+
+class _GateHandle:
+    """The gate actor's inbox, once the daemon has started it."""
+
+    def __init__(self) -> None:
+        self.inbox: trio.MemorySendChannel[GateInput] | None = None
+
+    def get(self) -> trio.MemorySendChannel[GateInput]:
+        if self.inbox is None:
+            raise CrosstalkError("The attention gate is not running yet; try again.")
+        return self.inbox
+
+
+def _wire_gate(daemon: Daemon, gate: _GateHandle) -> None:
+    def me() -> Me | None:
+        if daemon.identity is None:
+            return None
+        return Me(daemon.keys.fingerprint, daemon.identity.label)
+
+    async def start_gate() -> None:
+        actor = GateActor(store=daemon.store, me=me, send_op=daemon.send_op)
+        gate.inbox = await daemon.supervisor.start_actor("gate", actor)
+
+    async def on_applied(applied: list[Applied]) -> None:
+        messages = tuple(a for a in applied if isinstance(a.op, MessageOp))
+        if messages and gate.inbox is not None:
+            await gate.inbox.send(Arrived(messages))
+
+    daemon.on_start.append(start_gate)
+    daemon.applied_listeners.append(on_applied)
+
+
+def register(ops: OpTable, daemon: Daemon) -> None:
+    """Register the attention ops and wire the gate actor into ``daemon``."""
+    gate = _GateHandle()
+    _wire_gate(daemon, gate)
+
+    async def trust(params: TrustParams) -> TrustReply:
+        explain = await daemon.store.write(lambda c: _change_trust(c, params))
+        await gate.get().send(Recheck())
+        return await daemon.store.read(lambda c: _trust_view(c, explain))
+
+    async def mute(params: MuteParams) -> MuteReply:
+        reply = await daemon.store.write(lambda c: _mute(c, params, time.time()))
+        await gate.get().send(Recheck())
+        return reply
+
+    async def attention(params: NoParams) -> AttentionReply:
+        return await daemon.store.read(lambda c: _attention(c, time.time()))
+
+    async def notices(params: NoticesParams) -> NoticesReply:
+        return await daemon.store.read(lambda c: _notices(c, params))
+
+    async def session_register(params: SessionRegisterParams) -> SessionView:
+        def write(conn: sqlite3.Connection) -> SessionView:
+            s = register_session(
+                conn, name=params.name, client=params.client, project=params.project,
+                inbox_socket=params.inbox_socket, now=time.time(),
+            )
+            return SessionView(s.name, s.client, s.project, s.status.value)
+
+        return await daemon.store.write(write)
+
+    async def session_status(params: SessionStatusParams) -> SessionStatusReply:
+        status = _parse_status(params.status)
+        send, receive = trio.open_memory_channel[tuple[Surfaced, ...]](1)
+        await gate.get().send(SessionTurned(params.name, status, send))
+        surfaced: tuple[Surfaced, ...] | None = None
+        with trio.move_on_after(GATE_REPLY_TIMEOUT):
+            surfaced = await receive.receive()
+        if surfaced is None:
+            raise CrosstalkError("The attention gate did not answer in time; try again.")
+        return SessionStatusReply(params.name, status.value, list(surfaced))
+
+    ops.add("trust", TrustParams, trust)
+    ops.add("mute", MuteParams, mute)
+    ops.add("attention", NoParams, attention)
+    ops.add("notices", NoticesParams, notices)
+    ops.add("session_register", SessionRegisterParams, session_register)
+    ops.add("session_status", SessionStatusParams, session_status)

@@ -1,0 +1,224 @@
+"""Attention state in ``state.db``: trust settings, timed mutes, ration stamps, the attention
+record, and the gate's notices.
+
+Every function takes a connection so it composes inside one ``await store.write(fn)``
+transaction: the gate records a notice, its attention entry and (for a drop) the held message's
+state all at once, or not at all. The values going in and out are the pure cores' own types
+(``TrustSettings``, ``MuteState``, ``AttentionEntry``), so the rules stay in ``crosstalk/core``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
+
+import attrs
+
+from crosstalk.core.attention import AttentionEntry
+from crosstalk.core.levels import Level, TrustSettings
+from crosstalk.core.mute import MuteState
+from crosstalk.core.triage import Decision, Intent
+
+# --- trust -------------------------------------------------------------------------------------
+
+
+def load_trust(conn: sqlite3.Connection) -> TrustSettings:
+    """The receiver's trust settings (the defaults when nothing was set)."""
+    settings = TrustSettings()
+    rows = conn.execute("SELECT scope, room_id, person, level FROM trust_levels").fetchall()
+    for scope, room, person, text in rows:
+        level = Level(text)
+        if scope == "default":
+            settings = settings.with_default(level)
+        elif scope == "local":
+            settings = attrs.evolve(settings, local=level)
+        elif scope == "room":
+            settings = settings.with_room(room, level)
+        elif scope == "person":
+            settings = settings.with_pin(person, level)
+        else:
+            settings = settings.with_pin(person, level, room=room)
+    return settings
+
+
+def save_trust(conn: sqlite3.Connection, settings: TrustSettings) -> None:
+    """Replace the stored trust settings with ``settings``."""
+    rows: list[tuple[str, str, str, str]] = [
+        ("default", "", "", settings.default.value),
+        ("local", "", "", settings.local.value),
+    ]
+    rows += [("room", room, "", level.value) for room, level in settings.rooms.items()]
+    rows += [("person", "", who, level.value) for who, level in settings.people.items()]
+    rows += [
+        ("room_person", room, who, level.value)
+        for room, pins in settings.room_people.items()
+        for who, level in pins.items()
+    ]
+    conn.execute("DELETE FROM trust_levels")
+    conn.executemany(
+        "INSERT INTO trust_levels (scope, room_id, person, level) VALUES (?, ?, ?, ?)", rows
+    )
+
+
+# --- mutes and the ration ----------------------------------------------------------------------
+
+
+def load_mutes(conn: sqlite3.Connection) -> MuteState:
+    """Every stored timed mute (ended ones included; ``MuteState`` ignores them)."""
+    return MuteState({str(k): float(u) for k, u in conn.execute("SELECT key, until FROM mutes")})
+
+
+def save_mutes(conn: sqlite3.Connection, mutes: MuteState, now: float) -> None:
+    """Replace the stored mutes with those of ``mutes`` still in force at ``now``."""
+    conn.execute("DELETE FROM mutes")
+    conn.executemany(
+        "INSERT INTO mutes (key, until) VALUES (?, ?)", sorted(mutes.active(now).items())
+    )
+
+
+def load_ration_stamps(conn: sqlite3.Connection) -> dict[str, list[float]]:
+    """Send times per recipient, for ``crosstalk.core.ration.Ration(sent=...)``."""
+    stamps: dict[str, list[float]] = {}
+    for who, ts in conn.execute("SELECT recipient, sent_at FROM ration_stamps ORDER BY sent_at"):
+        stamps.setdefault(str(who), []).append(float(ts))
+    return stamps
+
+
+def save_ration_stamps(conn: sqlite3.Connection, stamps: Mapping[str, Sequence[float]]) -> None:
+    """Replace the stored stamps with ``stamps`` (``Ration.stamps()`` after a spend)."""
+    conn.execute("DELETE FROM ration_stamps")
+    conn.executemany(
+        "INSERT INTO ration_stamps (recipient, sent_at) VALUES (?, ?)",
+        [(who, ts) for who, times in stamps.items() for ts in times],
+    )
+
+
+# --- the attention record ----------------------------------------------------------------------
+
+
+def append_attention(conn: sqlite3.Connection, entries: Iterable[AttentionEntry]) -> None:
+    conn.executemany(
+        "INSERT INTO attention_record (item, source, ts, decision) VALUES (?, ?, ?, ?)",
+        [(e.item, e.source, e.ts, e.decision.value) for e in entries],
+    )
+
+
+def attention_entries(conn: sqlite3.Connection, since: float) -> list[AttentionEntry]:
+    """Entries of every item with an entry at or after ``since``, in the order appended.
+
+    An item held since before ``since`` keeps its earlier entries only if it had a later one;
+    the caller picks ``since`` far enough back (a day) that anything still held is inside.
+    """
+    rows = conn.execute(
+        "SELECT item, source, ts, decision FROM attention_record WHERE item IN "
+        "(SELECT item FROM attention_record WHERE ts >= ?) ORDER BY id",
+        (since,),
+    ).fetchall()
+    return [AttentionEntry(str(i), str(s), float(t), Decision(d)) for i, s, t, d in rows]
+
+
+# --- notices -----------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Notice:
+    """One row of ``notices``: what the gate decided for one message (see the schema)."""
+
+    message_id: str
+    session: str | None
+    target: str | None
+    sender: str
+    label: str
+    from_session: str | None
+    room_id: str | None
+    intent: Intent
+    kind: str
+    decision: Decision
+    due: str
+    created_at: float
+    surfaced_at: float | None = None
+    batch: str | None = None
+    shown_at: float | None = None
+
+
+_NOTICE_COLUMNS = (
+    "message_id, session, target, sender, label, from_session, room_id, intent, kind, "
+    "decision, due, created_at, surfaced_at, batch, shown_at"
+)
+
+
+def _notice(row: Sequence[object]) -> Notice:
+    values = list(row)
+    values[7] = Intent(str(values[7]))
+    values[9] = Decision(str(values[9]))
+    return Notice(*values)  # type: ignore[arg-type]  # column order matches the fields
+
+
+def add_notice(conn: sqlite3.Connection, notice: Notice) -> None:
+    """Record a decision (once: a second row for the same message and session is ignored)."""
+    conn.execute(
+        f"INSERT OR IGNORE INTO notices ({_NOTICE_COLUMNS}) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            notice.message_id, notice.session, notice.target, notice.sender, notice.label,
+            notice.from_session, notice.room_id, notice.intent.value, notice.kind,
+            notice.decision.value, notice.due, notice.created_at, notice.surfaced_at,
+            notice.batch, notice.shown_at,
+        ),
+    )
+
+
+def has_notice(conn: sqlite3.Connection, message_id: str) -> bool:
+    """Whether the gate already decided ``message_id``."""
+    row = conn.execute("SELECT 1 FROM notices WHERE message_id = ?", (message_id,)).fetchone()
+    return row is not None
+
+
+_HELD = tuple(d.value for d in Decision if d.holds)
+_FOR_SESSION = (
+    "(session = :name OR (session IS NULL AND (target IS NULL OR target = :name "
+    "OR target = :project)))"
+)
+
+
+def held_notices(
+    conn: sqlite3.Connection, session: str | None = None, project: str = ""
+) -> list[Notice]:
+    """Held notices not yet surfaced, oldest first: all of them, or those for one session.
+
+    A session's own notices are those addressed to it by name, plus those for any session whose
+    target is its name, its project, or nobody in particular.
+    """
+    params: dict[str, object] = {f"d{n}": d for n, d in enumerate(_HELD)}
+    where = "surfaced_at IS NULL AND decision IN (:d0, :d1, :d2)"
+    if session is not None:
+        where += " AND " + _FOR_SESSION
+        params.update(name=session, project=project)
+    rows = conn.execute(
+        f"SELECT {_NOTICE_COLUMNS} FROM notices WHERE {where} ORDER BY created_at, id", params
+    ).fetchall()
+    return [_notice(r) for r in rows]
+
+
+def mark_surfaced(
+    conn: sqlite3.Connection, message_id: str, session: str | None, batch: str, now: float
+) -> None:
+    """A held notice surfaced at ``now`` (to ``session``, which claims a notice for anyone)."""
+    conn.execute(
+        "UPDATE notices SET surfaced_at = ?, batch = ?, session = coalesce(session, ?) "
+        "WHERE message_id = ? AND surfaced_at IS NULL",
+        (now, batch, session, message_id),
+    )
+
+
+def list_notices(
+    conn: sqlite3.Connection, session: str | None = None, project: str = ""
+) -> list[Notice]:
+    """Every notice (or those for one session), oldest first."""
+    where, params = "1", dict[str, object]()
+    if session is not None:
+        where, params = _FOR_SESSION, {"name": session, "project": project}
+    rows = conn.execute(
+        f"SELECT {_NOTICE_COLUMNS} FROM notices WHERE {where} ORDER BY created_at, id", params
+    ).fetchall()
+    return [_notice(r) for r in rows]
