@@ -109,15 +109,31 @@ class Daemon:
 
     # --- relay -----------------------------------------------------------------------------------
 
-    async def relay(self) -> RelayClient:
-        """The relay link's handle, starting the link (and the local relay) if needed."""
+    async def relay(self, *, as_keys: crypto.Keys | None = None) -> RelayClient:
+        """The relay link's handle, starting the link (and the local relay) if needed.
+
+        ``as_keys`` connects as a throwaway identity: a fresh home being linked to an existing
+        identity needs a connection before it has keys of its own.
+        """
         async with self._link_lock:
             if self._relay is None:
-                await self._start_link()
+                await self._start_link(as_keys or self.keys)
             assert self._relay is not None
             return self._relay
 
-    async def _start_link(self) -> None:
+    async def restart_link(self) -> None:
+        """Stop the link and start it again with this identity's keys (after ``link``)."""
+        async with self._link_lock:
+            if self._relay is not None:
+                await self.supervisor.stop_actor("relay_link")
+                self._relay = self._link = None
+            await self._start_link(self.keys)
+
+    def adopt_identity(self, record: IdentityRecord) -> None:
+        """Take on an identity that was just written to disk (by ``link``)."""
+        self.identity = record
+
+    async def _start_link(self, keys: crypto.Keys) -> None:
         assert self.router is not None
         saved = await self.store.read(lambda conn: get_setting(conn, RELAY_URL))
         url = configured_relay(saved if isinstance(saved, str) else None)
@@ -125,7 +141,7 @@ class Daemon:
             await trio.to_thread.run_sync(ensure_local_relay)
         link = RelayLink(
             url=url,
-            keys=self.keys,
+            keys=keys,
             device=await device_id(self.store),
             store=self.store,
             events=self.router.clone(),

@@ -8,7 +8,7 @@ import typer
 
 from crosstalk.cli.options import HomeOption, JsonOption
 from crosstalk.cli.output import Output, reports_errors
-from crosstalk.client import ensure_daemon
+from crosstalk.client import call, ensure_daemon
 from crosstalk.core.invite import Invite
 from crosstalk.hook.control import ControlConnection
 from crosstalk.paths import Home
@@ -82,3 +82,41 @@ def join(
         joined = conn.receive()
     joined.pop("ok", None)
     out.emit(joined, _joined_text(joined))
+
+
+def link(
+    code: Annotated[
+        str | None, typer.Argument(help="On the new machine: the code the other one showed.")
+    ] = None,
+    json_output: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """Make another of your machines the same identity (six words, read between them)."""
+    out = Output(json_mode=json_output)
+    h = Home.resolve(home)
+    if code is not None:
+        Invite.parse(code, purpose=Purpose.LINK)
+    ensure_daemon(h)
+    if code is not None:
+        linked = call(h, "link_join", {"code": code}, timeout=PAIRING_WAIT)
+        linked.pop("ok", None)
+        out.emit(linked, f"This machine is now {linked['label']} ({linked['fingerprint']}).")
+        return
+    with ControlConnection(h.socket, timeout=60.0) as conn:
+        conn.send("link_new", {})
+        invite = conn.receive()
+        invite.pop("ok", None)
+        out.emit(
+            invite,
+            (
+                "On the other machine, run `crosstalk link CODE` with this code "
+                f"(it expires in {invite['expires_in'] // 60} minutes):\n\n    {invite['invite']}\n"
+            ),
+        )
+        conn.extend_deadline(PAIRING_WAIT)
+        linked = conn.receive()
+        linked.pop("ok", None)
+        out.emit(linked, f"Linked: the other machine is now {linked['label']} too.")
+
+
+link = reports_errors(link)

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import typer
 
-from crosstalk.cli import cmd_daemon, cmd_messages, cmd_relay, cmd_room, cmd_status, cmd_trust
+from crosstalk.cli import (
+    cmd_daemon,
+    cmd_install,
+    cmd_messages,
+    cmd_relay,
+    cmd_room,
+    cmd_status,
+    cmd_trust,
+)
 
 app = typer.Typer(
     name="crosstalk",
@@ -16,11 +24,13 @@ app = typer.Typer(
 app.add_typer(cmd_daemon.app, name="daemon")
 app.add_typer(cmd_relay.app, name="relay")
 app.add_typer(cmd_room.app, name="room")
+app.command("link")(cmd_room.link)
 app.command("send")(cmd_messages.send)
 app.command("read")(cmd_messages.read)
 app.command("status")(cmd_status.status)
 app.command("doctor")(cmd_status.doctor)
 cmd_trust.mount(app)
+cmd_install.mount(app)
 
 
 def main() -> None:

@@ -10,6 +10,7 @@ Nothing is adopted unless the words matched; every write happens in one transact
 
 from __future__ import annotations
 
+import socket
 import sqlite3
 import time
 from collections.abc import AsyncGenerator
@@ -60,23 +61,41 @@ class JoinedLine:
     you: str
 
 
-def _offer(daemon: Daemon, keys: crypto.Keys, *, agent: bool, room: RoomGrant | None) -> Offer:
+def make_offer(
+    daemon: Daemon,
+    keys: crypto.Keys,
+    *,
+    agent: bool,
+    room: RoomGrant | None,
+    label: str | None = None,
+    bundle: bytes | None = None,
+) -> Offer:
+    """Our side of a pairing: who we are and, for the inviter, what we grant."""
     link = daemon.link_status()
-    assert daemon.identity is not None and link is not None and link.relay_key is not None
+    assert link is not None and link.relay_key is not None
+    identity = daemon.identity
     return Offer(
-        label=daemon.identity.label,
-        machine=daemon.identity.machine,
+        label=label or (identity.label if identity else "new machine"),
+        machine=identity.machine if identity else socket.gethostname(),
         agent=agent,
         ed_pub=keys.ed_pub,
         x_pub=keys.x_pub,
         relay_url=link.url,
         relay_key=bytes.fromhex(link.relay_key),
         room=room,
+        identity_bundle=bundle,
     )
 
 
-async def _run_pairing(
-    daemon: Daemon, *, role: Role, slot: str, words: tuple[str, ...], offer: Offer, deadline: float
+async def run_pairing(
+    daemon: Daemon,
+    *,
+    role: Role,
+    slot: str,
+    words: tuple[str, ...],
+    offer: Offer,
+    deadline: float,
+    purpose: Purpose = Purpose.ROOM,
 ) -> Paired:
     """Run a pairing actor for ``slot`` to its outcome; raise its error if it failed."""
     assert daemon.router is not None
@@ -84,7 +103,7 @@ async def _run_pairing(
     actor = PairingActor(
         relay=await daemon.relay(),
         role=role,
-        purpose=Purpose.ROOM,
+        purpose=purpose,
         slot=slot,
         words=words,
         offer=offer,
@@ -146,9 +165,9 @@ def register(ops: OpTable, daemon: Daemon) -> None:
         deadline = trio.current_time() + slot.expires_in
         invite = Invite.new(slot.slot, nacl.utils.random(4 * BYTES_PER_WORD), purpose=Purpose.ROOM)
         grant = RoomGrant(room_id=nacl.utils.random(16).hex(), key=nacl.utils.random(32))
-        offer = _offer(daemon, keys, agent=params.agent, room=grant)
+        offer = make_offer(daemon, keys, agent=params.agent, room=grant)
         yield InviteLine(invite.format(), int(slot.expires_in))
-        paired = await _run_pairing(
+        paired = await run_pairing(
             daemon,
             role=Role.INVITER,
             slot=slot.slot,
@@ -187,9 +206,9 @@ def register(ops: OpTable, daemon: Daemon) -> None:
         keys = await daemon.ensure_identity(params.label)
         relay = await daemon.relay()
         await relay.request(w.ListRooms(0), w.RoomList)  # waits until the link is ready
-        offer = _offer(daemon, keys, agent=params.agent, room=None)
+        offer = make_offer(daemon, keys, agent=params.agent, room=None)
         deadline = trio.current_time() + 15 * 60
-        paired = await _run_pairing(
+        paired = await run_pairing(
             daemon,
             role=Role.JOINER,
             slot=invite.slot,

@@ -1,0 +1,224 @@
+"""``link_new`` and ``link_join``: make another of your machines the same identity.
+
+Six words this time. The machine that has the identity (the inviter) seals an identity bundle
+into its offer; the fresh machine (which refuses if it already has an identity) connects with a
+throwaway key just for the pairing slot, and once the words are confirmed and the bundle opened
+it writes the identity, contacts, rooms, keys and relay cursors in one transaction, then
+reconnects as the identity. From then on the relay delivers everything sent to the identity to
+both machines (each is its own device with its own cursors).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import AsyncGenerator
+
+import attrs
+import nacl.utils
+import trio
+
+from crosstalk import crypto
+from crosstalk.actors.control import OpTable
+from crosstalk.core.invite import Invite
+from crosstalk.core.words import BYTES_PER_WORD
+from crosstalk.daemon import Daemon
+from crosstalk.errors import CrosstalkError, RelayKeyMismatch
+from crosstalk.ops.pairing_ops import InviteLine, make_offer, run_pairing
+from crosstalk.store.identity import IdentityRecord, save_identity
+from crosstalk.store.rooms import (
+    Contact,
+    Room,
+    RoomMember,
+    add_member,
+    add_room,
+    list_contacts,
+    list_rooms,
+    members,
+    upsert_contact,
+)
+from crosstalk.store.settings import RELAY_URL, set_setting
+from crosstalk.wire import relay as w
+from crosstalk.wire.link_bundle import (
+    BundleContact,
+    BundleMember,
+    BundleRoom,
+    EpochKey,
+    IdentityBundle,
+    decode_bundle,
+    encode_bundle,
+)
+from crosstalk.wire.pairing import Purpose, Role
+
+
+@attrs.frozen
+class NoParams:
+    pass
+
+
+@attrs.frozen
+class LinkJoinParams:
+    code: str
+
+
+@attrs.frozen
+class LinkedLine:
+    linked: bool
+    fingerprint: str
+    label: str
+    rooms: int
+
+
+def _collect(conn: sqlite3.Connection) -> tuple[list[BundleContact], list[BundleRoom]]:
+    contacts = [
+        BundleContact(c.fingerprint, c.label, c.machine, c.signing_key, c.box_key, c.is_agent)
+        for c in list_contacts(conn)
+    ]
+    cursors = dict(conn.execute("SELECT room_id, seq FROM relay_cursors").fetchall())
+    rooms = []
+    for room in list_rooms(conn):
+        keys = [
+            EpochKey(int(epoch), bytes(key))
+            for epoch, key in conn.execute(
+                "SELECT epoch, key FROM room_keys WHERE room_id = ? ORDER BY epoch",
+                (room.room_id,),
+            )
+        ]
+        roster = [
+            BundleMember(m.fingerprint, m.label, m.signing_key, m.box_key, m.state)
+            for m in members(conn, room.room_id)
+        ]
+        rooms.append(
+            BundleRoom(
+                room.room_id,
+                room.name,
+                room.kind,
+                room.state,
+                room.epoch,
+                keys,
+                roster,
+                int(cursors.get(room.room_id, 0)),
+            )
+        )
+    return contacts, rooms
+
+
+def _adopt_bundle(conn: sqlite3.Connection, bundle: IdentityBundle) -> None:
+    now = time.time()
+    for c in bundle.contacts:
+        upsert_contact(
+            conn,
+            Contact(
+                c.fingerprint,
+                c.label,
+                c.machine,
+                c.signing_key,
+                c.box_key,
+                c.is_agent,
+                added_at=now,
+            ),
+        )
+    for r in bundle.rooms:
+        keys = {k.epoch: k.key for k in r.keys}
+        add_room(conn, Room(r.room_id, r.name, r.kind, r.state, r.epoch, now), keys[r.epoch])
+        for epoch, key in keys.items():
+            conn.execute(
+                "INSERT OR IGNORE INTO room_keys (room_id, epoch, key) VALUES (?, ?, ?)",
+                (r.room_id, epoch, key),
+            )
+        for m in r.members:
+            add_member(
+                conn,
+                RoomMember(r.room_id, m.fingerprint, m.label, m.signing_key, m.box_key, m.state),
+            )
+        # Start where the other machine stands: from now on, both get everything.
+        for table in ("relay_cursors", "room_cursors"):
+            conn.execute(
+                f"INSERT INTO {table} (room_id, seq) VALUES (?, ?) "
+                "ON CONFLICT (room_id) DO UPDATE SET seq = excluded.seq",
+                (r.room_id, r.cursor),
+            )
+    set_setting(conn, RELAY_URL, bundle.relay_url)
+
+
+def register(ops: OpTable, daemon: Daemon) -> None:
+    async def link_new(_: NoParams) -> AsyncGenerator[InviteLine | LinkedLine, None]:
+        keys = daemon.keys
+        relay = await daemon.relay()
+        slot = await relay.request(w.SlotOpen(0), w.Slot)
+        deadline = trio.current_time() + slot.expires_in
+        invite = Invite.new(slot.slot, nacl.utils.random(6 * BYTES_PER_WORD), purpose=Purpose.LINK)
+        link = daemon.link_status()
+        assert daemon.identity is not None and link is not None and link.relay_key is not None
+        contacts, rooms = await daemon.store.read(_collect)
+        bundle = IdentityBundle(
+            label=daemon.identity.label,
+            signing_seed=daemon.identity.signing_seed,
+            box_secret=daemon.identity.box_secret,
+            relay_url=link.url,
+            relay_key=bytes.fromhex(link.relay_key),
+            contacts=contacts,
+            rooms=rooms,
+        )
+        offer = make_offer(daemon, keys, agent=False, room=None, bundle=encode_bundle(bundle))
+        yield InviteLine(invite.format(), int(slot.expires_in))
+        await run_pairing(
+            daemon,
+            role=Role.INVITER,
+            slot=slot.slot,
+            words=invite.words,
+            offer=offer,
+            deadline=deadline,
+            purpose=Purpose.LINK,
+        )
+        yield LinkedLine(True, keys.fingerprint, daemon.identity.label, len(rooms))
+
+    async def link_join(params: LinkJoinParams) -> LinkedLine:
+        invite = Invite.parse(params.code, purpose=Purpose.LINK)
+        if daemon.identity is not None:
+            raise CrosstalkError(
+                f"This home already is {daemon.identity.label} ({daemon.keys.fingerprint}); "
+                "`link CODE` only works on a home with no identity yet.",
+                code="already_set_up",
+            )
+        throwaway = crypto.Keys(nacl.utils.random(32), nacl.utils.random(32))
+        relay = await daemon.relay(as_keys=throwaway)
+        await relay.request(w.ListRooms(0), w.RoomList)  # waits until the link is ready
+        offer = make_offer(daemon, throwaway, agent=False, room=None)
+        paired = await run_pairing(
+            daemon,
+            role=Role.JOINER,
+            slot=invite.slot,
+            words=invite.words,
+            offer=offer,
+            deadline=trio.current_time() + 15 * 60,
+            purpose=Purpose.LINK,
+        )
+        if paired.offer.relay_key != offer.relay_key or paired.offer.identity_bundle is None:
+            raise RelayKeyMismatch(
+                "The other machine's relay key differs from the one this relay showed us; "
+                "nothing was adopted."
+            )
+        bundle = decode_bundle(paired.offer.identity_bundle)
+        record = IdentityRecord(
+            label=bundle.label,
+            machine=offer.machine,
+            signing_seed=bundle.signing_seed,
+            box_secret=bundle.box_secret,
+            created_at=time.time(),
+        )
+        if crypto.Keys(record.signing_seed, record.box_secret).ed_pub != paired.offer.ed_pub:
+            raise CrosstalkError(
+                "The identity bundle does not match its sender.", code="protocol_error"
+            )
+        await daemon.store.write(lambda conn: _adopt_bundle(conn, bundle))
+        await trio.to_thread.run_sync(save_identity, daemon.home.identity, record)
+        daemon.adopt_identity(record)
+        await daemon.restart_link()
+        for room in bundle.rooms:
+            if room.state == "joined":
+                await daemon.room_inbox(room.room_id)
+        return LinkedLine(True, daemon.keys.fingerprint, bundle.label, len(bundle.rooms))
+
+    ops.add_stream("link_new", NoParams, link_new)
+    ops.add("link_join", LinkJoinParams, link_join)
