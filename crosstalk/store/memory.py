@@ -1,0 +1,277 @@
+"""Room memory in ``state.db``: each room's facts, tasks, decisions and outcomes, and its cursor.
+
+Why rows of canonical JSON, not a column per field and not one blob per room: the records are the
+wire models of :mod:`crosstalk.wire.memory`, nested (confirmations, revisions), and the state is
+rebuilt with ``MemoryState.from_snapshot`` anyway. One blob per room would make applying one op
+rewrite the whole memory (10,000 facts: megabytes per op); one row per record makes an op cost one
+or two row writes, and loading a room is one query per table. The records are stored exactly as
+:func:`~crosstalk.core.memory.canonical_bytes` would write them, so a loaded state hashes the same.
+
+Every function takes a connection inside a transaction the caller owns (``Store.write`` or the
+room actor's apply transaction), so a record, its outcome and the cursor commit together.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+import attrs
+
+from crosstalk.core.memory import MemoryState
+from crosstalk.errors import DamagedState, RemoteProtocolError
+from crosstalk.wire.converter import converter
+from crosstalk.wire.memory import (
+    DecisionMade,
+    DecisionRecord,
+    FactAdd,
+    FactConfirm,
+    FactCorrect,
+    FactForget,
+    FactRecord,
+    MemoryOp,
+    MemorySnapshot,
+    Outcome,
+    TaskRecord,
+)
+from crosstalk.wire.room_ops import MemoryEnvelope, decode_op, encode_op
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(converter.unstructure(value), sort_keys=True, separators=(",", ":"))
+
+
+@attrs.frozen
+class MemoryCursor:
+    """Where a room's memory stands (see ``memory_rooms`` in schema_memory.py)."""
+
+    room_id: str
+    last_seq: int = 0
+    hole_from: int | None = None
+    request_id: str | None = None
+    asked: str | None = None
+    requested_at: float | None = None
+
+
+def cursor(conn: sqlite3.Connection, room_id: str) -> MemoryCursor:
+    """The room's memory cursor (all zero for a room with no memory yet)."""
+    row = conn.execute(
+        "SELECT last_seq, hole_from, request_id, asked, requested_at FROM memory_rooms "
+        "WHERE room_id = ?",
+        (room_id,),
+    ).fetchone()
+    return MemoryCursor(room_id) if row is None else MemoryCursor(room_id, *row)
+
+
+def stalled_rooms(conn: sqlite3.Connection) -> list[MemoryCursor]:
+    """Rooms waiting for a snapshot, oldest hole first."""
+    rows = conn.execute(
+        "SELECT room_id, last_seq, hole_from, request_id, asked, requested_at FROM memory_rooms "
+        "WHERE hole_from IS NOT NULL ORDER BY room_id"
+    ).fetchall()
+    return [MemoryCursor(*row) for row in rows]
+
+
+def _ensure(conn: sqlite3.Connection, room_id: str) -> None:
+    conn.execute("INSERT OR IGNORE INTO memory_rooms (room_id) VALUES (?)", (room_id,))
+
+
+def set_last_seq(conn: sqlite3.Connection, room_id: str, seq: int) -> None:
+    _ensure(conn, room_id)
+    conn.execute("UPDATE memory_rooms SET last_seq = ? WHERE room_id = ?", (seq, room_id))
+
+
+def set_hole(conn: sqlite3.Connection, room_id: str, hole_from: int | None) -> None:
+    """Mark (or, with None, clear) a hole; clearing also closes the open request."""
+    _ensure(conn, room_id)
+    conn.execute("UPDATE memory_rooms SET hole_from = ? WHERE room_id = ?", (hole_from, room_id))
+    if hole_from is None:
+        set_request(conn, room_id, None, None, None)
+
+
+def set_request(
+    conn: sqlite3.Connection,
+    room_id: str,
+    request_id: str | None,
+    asked: str | None,
+    at: float | None,
+) -> None:
+    _ensure(conn, room_id)
+    conn.execute(
+        "UPDATE memory_rooms SET request_id = ?, asked = ?, requested_at = ? WHERE room_id = ?",
+        (request_id, asked, at, room_id),
+    )
+
+
+# --- the state ---------------------------------------------------------------------------------
+
+
+def _records(conn: sqlite3.Connection, room_id: str, kind: str, cls: type[Any]) -> tuple[Any, ...]:
+    rows = conn.execute(
+        "SELECT body FROM memory_records WHERE room_id = ? AND kind = ? ORDER BY record_id",
+        (room_id, kind),
+    ).fetchall()
+    return tuple(converter.structure(json.loads(r[0]), cls) for r in rows)
+
+
+def load_snapshot(conn: sqlite3.Connection, room_id: str) -> MemorySnapshot:
+    """The room's memory as a snapshot, as of its memory cursor.
+
+    Raises:
+        DamagedState: a stored record does not parse (the database was changed behind our back).
+    """
+    try:
+        outcomes = conn.execute(
+            "SELECT body FROM memory_outcomes WHERE room_id = ? ORDER BY seq, op_id", (room_id,)
+        ).fetchall()
+        return MemorySnapshot(
+            room_id=room_id,
+            last_seq=cursor(conn, room_id).last_seq,
+            facts=_records(conn, room_id, "fact", FactRecord),
+            tasks=_records(conn, room_id, "task", TaskRecord),
+            decisions=_records(conn, room_id, "decision", DecisionRecord),
+            outcomes=tuple(converter.structure(json.loads(r[0]), Outcome) for r in outcomes),
+        )
+    except (ValueError, TypeError, KeyError) as exc:
+        problem = f"the memory of room {room_id} in state.db does not parse: {exc}"
+        raise DamagedState(problem) from None
+
+
+def load_state(conn: sqlite3.Connection, room_id: str) -> MemoryState:
+    """The room's :class:`MemoryState`, rebuilt from its rows."""
+    try:
+        return MemoryState.from_snapshot(load_snapshot(conn, room_id))
+    except RemoteProtocolError as exc:
+        problem = f"the memory of room {room_id} in state.db is inconsistent: {exc}"
+        raise DamagedState(problem) from None
+
+
+def _touched(op: MemoryOp) -> tuple[str, str]:
+    if isinstance(op, DecisionMade):
+        return "decision", op.decision_id
+    if isinstance(op, FactAdd | FactConfirm | FactCorrect | FactForget):
+        return "fact", op.fact_id
+    return "task", op.task_id
+
+
+def save_applied(conn: sqlite3.Connection, state: MemoryState, op: MemoryOp, op_id: str) -> None:
+    """Write what applying ``op`` changed: its record, its outcome and the cursor."""
+    kind, record_id = _touched(op)
+    record: FactRecord | TaskRecord | DecisionRecord | None
+    if kind == "fact":
+        record = state.fact(record_id)
+    elif kind == "task":
+        record = state.task(record_id)
+    else:
+        record = next((d for d in state.decisions() if d.decision_id == record_id), None)
+    if record is not None:
+        conn.execute(
+            "INSERT INTO memory_records (room_id, kind, record_id, body) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (room_id, kind, record_id) DO UPDATE SET body = excluded.body",
+            (state.room_id, kind, record_id, _dumps(record)),
+        )
+    outcome = state.outcome_of(op_id)
+    if outcome is not None:
+        conn.execute(
+            "INSERT OR IGNORE INTO memory_outcomes (room_id, op_id, seq, body) VALUES (?, ?, ?, ?)",
+            (state.room_id, op_id, outcome.seq, _dumps(attrs.evolve(outcome, duplicate=False))),
+        )
+    set_last_seq(conn, state.room_id, state.last_seq)
+
+
+def replace_all(conn: sqlite3.Connection, state: MemoryState) -> None:
+    """Replace the room's stored memory with ``state`` (after installing a snapshot)."""
+    room = state.room_id
+    snapshot = state.snapshot()
+    conn.execute("DELETE FROM memory_records WHERE room_id = ?", (room,))
+    conn.execute("DELETE FROM memory_outcomes WHERE room_id = ?", (room,))
+    rows = [(room, "fact", f.fact_id, _dumps(f)) for f in snapshot.facts]
+    rows += [(room, "task", t.task_id, _dumps(t)) for t in snapshot.tasks]
+    rows += [(room, "decision", d.decision_id, _dumps(d)) for d in snapshot.decisions]
+    conn.executemany(
+        "INSERT INTO memory_records (room_id, kind, record_id, body) VALUES (?, ?, ?, ?)", rows
+    )
+    conn.executemany(
+        "INSERT INTO memory_outcomes (room_id, op_id, seq, body) VALUES (?, ?, ?, ?)",
+        [(room, o.op_id, o.seq, _dumps(o)) for o in snapshot.outcomes],
+    )
+    set_last_seq(conn, room, state.last_seq)
+
+
+def outcome(conn: sqlite3.Connection, room_id: str, op_id: str) -> Outcome | None:
+    """The recorded outcome of one applied op, or None if it is not applied here yet."""
+    row = conn.execute(
+        "SELECT body FROM memory_outcomes WHERE room_id = ? AND op_id = ?", (room_id, op_id)
+    ).fetchone()
+    return None if row is None else converter.structure(json.loads(row[0]), Outcome)
+
+
+# --- our own ops -------------------------------------------------------------------------------
+
+
+def record_sent(
+    conn: sqlite3.Connection, room_id: str, op_id: str, envelope: MemoryEnvelope, now: float
+) -> None:
+    """Keep the plaintext of a memory op we are sending (before it is queued)."""
+    kind = type(envelope.op).__name__
+    conn.execute(
+        "INSERT OR IGNORE INTO memory_sent (op_id, room_id, kind, body, created_at) "
+        "VALUES (?, ?, ?, ?, ?)",
+        (op_id, room_id, kind, encode_op(envelope).decode(), now),
+    )
+
+
+def sent_envelope(conn: sqlite3.Connection, op_id: str) -> MemoryEnvelope | None:
+    row = conn.execute("SELECT body FROM memory_sent WHERE op_id = ?", (op_id,)).fetchone()
+    return None if row is None else parse_envelope(row[0])
+
+
+def parse_envelope(body: str) -> MemoryEnvelope:
+    op = decode_op(body.encode())
+    if not isinstance(op, MemoryEnvelope):
+        raise DamagedState("a stored memory op is not a memory op")
+    return op
+
+
+def own_op_at(conn: sqlite3.Connection, room_id: str, seq: int) -> str | None:
+    """The id of our own op the relay sequenced at ``seq`` in this room, if it is ours."""
+    row = conn.execute(
+        "SELECT op_id FROM outbox WHERE room_id = ? AND seq = ? AND state = 'sent'",
+        (room_id, seq),
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def own_ops_after(conn: sqlite3.Connection, room_id: str, seq: int) -> int | None:
+    """The highest seq of our own sequenced ops after ``seq``, if any."""
+    row = conn.execute(
+        "SELECT max(seq) FROM outbox WHERE room_id = ? AND seq > ? AND state = 'sent'",
+        (room_id, seq),
+    ).fetchone()
+    return None if row is None or row[0] is None else int(row[0])
+
+
+def inbound_at(conn: sqlite3.Connection, room_id: str, seq: int) -> bool | None:
+    """None if the relay link holds no op at ``seq``; else whether the room already applied it."""
+    row = conn.execute(
+        "SELECT 1 FROM relay_inbound WHERE room_id = ? AND seq = ?", (room_id, seq)
+    ).fetchone()
+    if row is None:
+        return None
+    applied = conn.execute(
+        "SELECT seq FROM room_cursors WHERE room_id = ?", (room_id,)
+    ).fetchone()
+    return applied is not None and int(applied[0]) >= seq
+
+
+def unreported_sent(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
+    """``(room, op_id, kind)`` of our memory ops whose outcome has not been reported yet."""
+    rows = conn.execute(
+        "SELECT room_id, op_id, kind FROM memory_sent WHERE reported_at IS NULL ORDER BY created_at"
+    ).fetchall()
+    return [(str(r[0]), str(r[1]), str(r[2])) for r in rows]
+
+
+def mark_reported(conn: sqlite3.Connection, op_id: str, now: float) -> None:
+    conn.execute("UPDATE memory_sent SET reported_at = ? WHERE op_id = ?", (now, op_id))

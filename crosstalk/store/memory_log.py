@@ -1,0 +1,240 @@
+"""Following a room's log into its memory: our own ops, holes, pending ops and snapshots.
+
+Theory of operation
+-------------------
+``MemoryState`` must see every seq of the room log exactly once, in order (memory ops applied,
+everything else skipped). The room actor hands each applier only the ops it *received*, and two
+kinds of seq never arrive that way:
+
+* **our own ops.** The relay pushes an op to every connection but the one that posted it, so we
+  apply our own at the seq the relay answered (``outbox.seq``), from the plaintext kept in
+  ``memory_sent``. :meth:`MemoryFollower.advance` does it when a post is sequenced; the applier
+  does it too whenever it finds our ops in front of an inbound one.
+* **ops the relay no longer holds** (we were away past its retention, or joined after the room's
+  first ops: the relay starts a new member at the head). Then there is a *hole*: the room's
+  ``hole_from`` is set, every later op is parked in ``memory_pending``, and the memory-sync actor
+  asks a member for a snapshot. When all the pieces of a signed snapshot covering the hole have
+  arrived (``SyncChunk`` ops, taken by :meth:`MemoryFollower.applied` in the room transaction),
+  it is verified and installed, and the parked ops after it are applied in order.
+
+How a hole is seen: an inbound op at seq N when memory is at L < N-1 and the seqs between are not
+ours; or our own op sequenced at N while nothing between L and N is held by the relay link (the
+link commits every inbound op before it reports a later post of ours as sequenced, because the
+relay answers on one connection in order). A daemon back after a long absence posts a probe
+(``SyncRequest`` with nobody asked) so that a hole shows even when nobody else writes.
+
+All of this runs in the store's one worker thread inside a transaction, so :class:`MemoryFollower`
+keeps a cache of loaded states, checked against the stored cursor on every use: a transaction
+that rolled back leaves the stored cursor behind the cached one, and the state is reloaded.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+
+from crosstalk import crypto
+from crosstalk.actors.room import Applied
+from crosstalk.core.memory import MemoryState
+from crosstalk.core.memory_transfer import MAX_CHUNKS, signed_message, unpack_snapshot
+from crosstalk.errors import RemoteProtocolError
+from crosstalk.store import memory as m
+from crosstalk.store.rooms import members
+from crosstalk.wire.memory import OpContext
+from crosstalk.wire.room_ops import MemoryEnvelope, RoomOp, SyncChunk, encode_op
+
+log = logging.getLogger(__name__)
+
+
+class MemoryFollower:
+    """Applies rooms' logs to their memory; ``me`` is our fingerprint."""
+
+    def __init__(self, me: str) -> None:
+        self.me = me
+        self._cache: dict[str, MemoryState] = {}
+
+    def state(self, conn: sqlite3.Connection, room_id: str) -> MemoryState:
+        """The room's current state (cached; reloaded when the stored cursor disagrees)."""
+        stored = m.cursor(conn, room_id).last_seq
+        cached = self._cache.get(room_id)
+        if cached is None or cached.last_seq != stored:
+            cached = self._cache[room_id] = m.load_state(conn, room_id)
+        return cached
+
+    # --- inputs ----------------------------------------------------------------------------------
+
+    def applied(self, conn: sqlite3.Connection, entry: Applied) -> None:
+        """Applier: one op of the room log, in the room's transaction."""
+        room = entry.room_id
+        if isinstance(entry.op, SyncChunk):
+            self._take_chunk(conn, entry, entry.op)
+        if m.cursor(conn, room).hole_from is not None:
+            if entry.seq > self.state(conn, room).last_seq:
+                _park(conn, entry)
+            return
+        state = self.state(conn, room)
+        if entry.seq <= state.last_seq:
+            return  # re-delivered, our own op echoed on a resume, or covered by a snapshot
+        self._fill_own(conn, state, entry.seq - 1)
+        if state.last_seq < entry.seq - 1:
+            log.info("room %s: memory hole from seq %d to %d", room, state.last_seq + 1, entry.seq)
+            m.set_hole(conn, room, state.last_seq + 1)
+            _park(conn, entry)
+            return
+        self._apply_one(conn, state, entry.seq, entry.op_id, entry.sender, entry.relay_ts, entry.op)
+        self._fill_own(conn, state, None)
+
+    def advance(self, conn: sqlite3.Connection, room_id: str) -> None:
+        """Apply our own sequenced ops that come next; mark a hole if ops before them are gone."""
+        if m.cursor(conn, room_id).hole_from is not None:
+            return
+        state = self.state(conn, room_id)
+        self._fill_own(conn, state, None)
+        if m.own_ops_after(conn, room_id, state.last_seq) is None:
+            return
+        missing = state.last_seq + 1
+        if m.inbound_at(conn, room_id, missing) is not False:  # not held, or passed us by
+            log.info("room %s: memory hole from seq %d (seen by our own op)", room_id, missing)
+            m.set_hole(conn, room_id, missing)
+
+    # --- internals -------------------------------------------------------------------------------
+
+    def _apply_one(
+        self,
+        conn: sqlite3.Connection,
+        state: MemoryState,
+        seq: int,
+        op_id: str,
+        sender: str,
+        relay_ts: float,
+        op: RoomOp | None,
+    ) -> None:
+        if seq <= state.last_seq:
+            return
+        if isinstance(op, MemoryEnvelope):
+            ctx = OpContext(
+                seq=seq,
+                op_id=op_id,
+                sender=sender,
+                sender_label=op.label or sender,
+                ts=op.at or relay_ts,
+            )
+            state.apply(op.op, ctx)
+            m.save_applied(conn, state, op.op, op_id)
+        else:
+            state.skip(seq)
+            m.set_last_seq(conn, state.room_id, state.last_seq)
+
+    def _fill_own(self, conn: sqlite3.Connection, state: MemoryState, upto: int | None) -> None:
+        """Apply our own sequenced ops from ``last_seq + 1`` on, while there are some."""
+        while upto is None or state.last_seq < upto:
+            seq = state.last_seq + 1
+            op_id = m.own_op_at(conn, state.room_id, seq)
+            if op_id is None:
+                return
+            envelope = m.sent_envelope(conn, op_id)  # None: a message or sync op of ours
+            at = envelope.at if envelope is not None else 0.0
+            self._apply_one(conn, state, seq, op_id, self.me, at, envelope)
+
+    def _take_chunk(self, conn: sqlite3.Connection, entry: Applied, chunk: SyncChunk) -> None:
+        room = entry.room_id
+        wanted = m.cursor(conn, room)
+        if wanted.hole_from is None or chunk.request_id != wanted.request_id:
+            return  # not ours, or no longer needed
+        first_parked = conn.execute(
+            "SELECT min(seq) FROM memory_pending WHERE room_id = ?", (room,)
+        ).fetchone()[0]
+        needed = (first_parked or wanted.hole_from) - 1  # the snapshot must reach past the hole
+        if not (0 <= chunk.index < chunk.count <= MAX_CHUNKS) or not (
+            needed <= chunk.last_seq < entry.seq
+        ):
+            log.warning("room %s: snapshot piece from %s does not fit; ignored", room, entry.sender)
+            return
+        conn.execute(
+            "INSERT OR IGNORE INTO memory_chunks (room_id, request_id, responder, idx, count, "
+            "last_seq, digest, sig, data) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (room, chunk.request_id, entry.sender, chunk.index, chunk.count, chunk.last_seq,
+             chunk.digest, chunk.sig, chunk.data),
+        )
+        rows = conn.execute(
+            "SELECT idx, count, last_seq, digest, sig, data FROM memory_chunks "
+            "WHERE room_id = ? AND request_id = ? AND responder = ? ORDER BY idx",
+            (room, chunk.request_id, entry.sender),
+        ).fetchall()
+        if len(rows) < chunk.count:
+            return
+        try:
+            state = self._verified(conn, entry, chunk, rows)
+        except RemoteProtocolError as exc:
+            log.warning("room %s: snapshot from %s refused: %s", room, entry.sender, exc.message)
+            conn.execute(
+                "DELETE FROM memory_chunks WHERE room_id = ? AND responder = ?",
+                (room, entry.sender),
+            )
+            return
+        self._install(conn, state)
+
+    def _verified(
+        self,
+        conn: sqlite3.Connection,
+        entry: Applied,
+        chunk: SyncChunk,
+        rows: list[tuple[int, int, int, bytes, bytes, bytes]],
+    ) -> MemoryState:
+        head = (chunk.count, chunk.last_seq, chunk.digest, chunk.sig)
+        if [r[0] for r in rows] != list(range(chunk.count)) or any(
+            (r[1], r[2], bytes(r[3]), bytes(r[4])) != head for r in rows
+        ):
+            raise RemoteProtocolError("its pieces disagree with each other")
+        key = next(
+            (x.signing_key for x in members(conn, entry.room_id) if x.fingerprint == entry.sender),
+            None,
+        )
+        if key is None:
+            raise RemoteProtocolError("its sender is not a member of the room")
+        message = signed_message(entry.room_id, chunk.request_id, chunk.last_seq, chunk.digest)
+        crypto.verify(key, message, chunk.sig)
+        snapshot = unpack_snapshot(entry.room_id, [bytes(r[5]) for r in rows], chunk.digest)
+        if snapshot.last_seq != chunk.last_seq:
+            raise RemoteProtocolError("its last_seq differs from the one it was signed with")
+        return MemoryState.from_snapshot(snapshot)
+
+    def _install(self, conn: sqlite3.Connection, state: MemoryState) -> None:
+        room = state.room_id
+        log.info("room %s: memory snapshot installed at seq %d", room, state.last_seq)
+        m.replace_all(conn, state)
+        self._cache[room] = state
+        conn.execute("DELETE FROM memory_chunks WHERE room_id = ?", (room,))
+        m.set_hole(conn, room, None)
+        rows = conn.execute(
+            "SELECT seq, op_id, sender, relay_ts, body FROM memory_pending "
+            "WHERE room_id = ? AND seq > ? ORDER BY seq",
+            (room, state.last_seq),
+        ).fetchall()
+        conn.execute("DELETE FROM memory_pending WHERE room_id = ?", (room,))
+        for seq, op_id, sender, relay_ts, body in rows:
+            self._fill_own(conn, state, seq - 1)
+            if state.last_seq < seq - 1:
+                m.set_hole(conn, room, state.last_seq + 1)  # still short: ask again
+                for row in rows:
+                    if row[0] >= seq:
+                        _park_row(conn, room, row)
+                return
+            op = m.parse_envelope(body) if body is not None else None
+            self._apply_one(conn, state, seq, op_id, sender, relay_ts, op)
+        self._fill_own(conn, state, None)
+
+
+def _park(conn: sqlite3.Connection, entry: Applied) -> None:
+    body = encode_op(entry.op).decode() if isinstance(entry.op, MemoryEnvelope) else None
+    _park_row(conn, entry.room_id, (entry.seq, entry.op_id, entry.sender, entry.relay_ts, body))
+
+
+def _park_row(
+    conn: sqlite3.Connection, room: str, row: tuple[int, str, str, float, str | None]
+) -> None:
+    conn.execute(
+        "INSERT OR IGNORE INTO memory_pending (room_id, seq, op_id, sender, relay_ts, body) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (room, *row),
+    )
