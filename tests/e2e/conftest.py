@@ -191,3 +191,15 @@ def pair(inviter: Person, joiner: Person) -> tuple[dict[str, Any], dict[str, Any
             if stream:
                 stream.close()
     return result, joined
+
+
+def wait_for_messages(person: Cli, count: int, *, timeout: float = 30.0) -> list[dict[str, Any]]:
+    """Read until ``count`` messages have arrived (each read marks them read); bounded."""
+    got: list[dict[str, Any]] = []
+
+    def arrived() -> bool:
+        got.extend(person.json("read")["messages"])
+        return len(got) >= count
+
+    wait_until(arrived, timeout=timeout, what=f"{count} message(s) for {person.home.name}")
+    return got

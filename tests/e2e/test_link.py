@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.e2e.conftest import Person, pair, read_json_line, stop_pid, wait_until
+from tests.e2e.conftest import Person, pair, read_json_line, stop_pid, wait_for_messages
 
 
 def test_linked_machine_and_first_machine_both_receive(
@@ -25,12 +25,7 @@ def test_linked_machine_and_first_machine_both_receive(
 
         ben.json("send", "ana", "to both of ana's machines")
         for machine in (ana, laptop):
-            got: list[dict[str, object]] = []
-            wait_until(
-                lambda m=machine: bool(got.extend(m.json("read")["messages"]) or got),
-                timeout=30,
-                what=f"{machine.home.name} to receive the message",
-            )
+            got = wait_for_messages(machine, 1)
             assert [m["text"] for m in got] == ["to both of ana's machines"]
             assert got[0]["from"] == "ben"
         again = laptop.json("link", code, expect=1)["error"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.e2e.conftest import Person, pair
+from tests.e2e.conftest import Person, pair, wait_for_messages
 
 
 def test_pairing_fingerprints_cross_and_messages_cross_both_ways(people: list[Person]) -> None:
@@ -19,22 +19,7 @@ def test_pairing_fingerprints_cross_and_messages_cross_both_ways(people: list[Pe
     reply = ben.json("send", "ana", "thanks, rebasing now")
     assert reply["to"] == ["ana"]
 
-    def first_message(person: Person) -> list[dict[str, object]]:
-        return list(person.json("read")["messages"])
-
-    from tests.e2e.conftest import wait_until
-
-    got: dict[str, list[dict[str, object]]] = {}
-    wait_until(
-        lambda: bool(got.setdefault("ben", first_message(ben)) or got.pop("ben")),
-        timeout=30,
-        what="ben to receive ana's message",
-    )
-    wait_until(
-        lambda: bool(got.setdefault("ana", first_message(ana)) or got.pop("ana")),
-        timeout=30,
-        what="ana to receive ben's message",
-    )
+    got = {"ben": wait_for_messages(ben, 1), "ana": wait_for_messages(ana, 1)}
     (to_ben,) = got["ben"]
     assert to_ben["text"] == "the migration landed"
     assert to_ben["from"] == "ana" and to_ben["intent"] == "blocking"
