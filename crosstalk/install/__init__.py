@@ -93,8 +93,8 @@ def install(
     if name == "mcp":
         entry = mcp_entry(commands)
         step = (
-            "Add this stdio server to your MCP client's configuration under the name "
-            f"`crosstalk`: command {entry['command']}, args {entry['args']}."
+            "Add this stdio server to your MCP client's configuration (opencode, Zed, Cline, "
+            "Continue, Amp, crush, ...) under the name `crosstalk`."
         )
         return Outcome(client=name, files=[], backups=[], next=step, entry=entry)
     module = MODULES[name]

@@ -87,11 +87,9 @@ def hooks_edit(
     *,
     grouped: bool = True,
     top: JsonObject | None = None,
-    remove_if_empty: bool = False,
 ) -> Edit:
     """Plan :func:`hooks_change` on ``path`` alone."""
-    change = hooks_change(path, client, commands, grouped=grouped, top=top)
-    return json_edit(path, change, remove_if_empty=remove_if_empty)
+    return json_edit(path, hooks_change(path, client, commands, grouped=grouped, top=top))
 
 
 def server_entry(commands: Commands, **extra: object) -> JsonObject:

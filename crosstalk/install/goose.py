@@ -60,8 +60,8 @@ def plan(places: Places, commands: Commands | None) -> list[Edit]:
 
     hooks = _plugin(places) / "hooks" / "hooks.json"
     return [
-        json_edit(_plugin(places) / "plugin.json", manifest, remove_if_empty=True),
-        hooks_edit(hooks, CLIENT, commands, remove_if_empty=True),
+        json_edit(_plugin(places) / "plugin.json", manifest),
+        hooks_edit(hooks, CLIENT, commands),
         yaml_edit(_config(places), extension),
     ]
 

@@ -47,14 +47,11 @@ def dump(data: JsonObject) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
-def json_edit(
-    path: Path, change: Callable[[JsonObject], None], *, remove_if_empty: bool = False
-) -> Edit:
+def json_edit(path: Path, change: Callable[[JsonObject], None]) -> Edit:
     """Plan an edit of one JSON file: ``change`` mutates a copy of its object.
 
     Unchanged data leaves the text alone (the user's formatting survives a no-op install). A file
-    that did not exist and would stay empty is not created; with ``remove_if_empty``, a file the
-    change empties is removed (files that only crosstalk writes).
+    the change leaves empty is removed (or not created): an empty object holds nobody's entries.
     """
     before = read_text(path)
     data = parse_object(path, before)
@@ -62,7 +59,8 @@ def json_edit(
     change(new)
     if new == data:
         return Edit(path, before, before)
-    if not new and (before is None or remove_if_empty):
+    if not new:
+        # Emptied (or never needed): nothing in it is anyone's, so it goes.
         return Edit(path, before, None)
     return Edit(path, before, dump(new))
 

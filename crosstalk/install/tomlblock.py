@@ -148,6 +148,6 @@ def toml_block_edit(
             f"{path} already defines what crosstalk would add, in a way it cannot merge; "
             f"remove that, or add this by hand:\n{snippet}\nThe file was left untouched."
         )
-    if before is None and not after:
-        return Edit(path, None, None)
+    if not after.strip() and (before is None or after != before):
+        return Edit(path, before, None)
     return Edit(path, before, after)

@@ -58,8 +58,8 @@ def yaml_edit(path: Path, change: Callable[[YamlMapping], None]) -> Edit:
     change(new)
     if new == data:
         return Edit(path, before, before)
-    if not new and before is None:
-        return Edit(path, None, None)
+    if not new:
+        return Edit(path, before, None)
     return Edit(path, before, dump(new))
 
 

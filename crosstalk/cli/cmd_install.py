@@ -1,0 +1,65 @@
+"""`crosstalk install CLIENT|path` and `crosstalk uninstall CLIENT`."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import attrs
+import typer
+
+from crosstalk.cli.options import HomeOption, JsonOption
+from crosstalk.cli.output import Output, reports_errors
+from crosstalk.install import CLIENTS, Outcome, Places, install, resolve_commands, uninstall
+
+ClientArg = Annotated[
+    str,
+    typer.Argument(help=f"One of: {', '.join(CLIENTS)}.", show_default=False),
+]
+
+
+def _emit(out: Output, outcome: Outcome, verb: str) -> None:
+    data = attrs.asdict(outcome)
+    if outcome.entry is None:
+        del data["entry"]
+    lines = []
+    if outcome.entry is not None:
+        lines.append(f"command: {outcome.entry['command']}")
+        lines.append(f"args:    {json.dumps(outcome.entry['args'])}")
+    elif outcome.files:
+        lines.append(f"{verb} {outcome.client}: " + ", ".join(outcome.files))
+    else:
+        lines.append(f"{outcome.client}: nothing to change.")
+    if outcome.backups:
+        lines.append("backups: " + ", ".join(outcome.backups))
+    if outcome.next:
+        lines.append(outcome.next)
+    out.emit(data, "\n".join(lines))
+
+
+def install_cmd(
+    client: ClientArg, json_output: JsonOption = False, home: HomeOption = None
+) -> None:
+    """Put crosstalk's hooks and MCP server into CLIENT (or `path`: crosstalk on your PATH)."""
+    out = Output(json_mode=json_output)
+    outcome = install(client, Places.from_env(), resolve_commands())
+    _emit(out, outcome, "updated")
+
+
+def uninstall_cmd(
+    client: ClientArg, json_output: JsonOption = False, home: HomeOption = None
+) -> None:
+    """Remove exactly what `crosstalk install CLIENT` added; everything else stays."""
+    out = Output(json_mode=json_output)
+    outcome = uninstall(client, Places.from_env())
+    _emit(out, outcome, "updated")
+
+
+install_cmd = reports_errors(install_cmd)
+uninstall_cmd = reports_errors(uninstall_cmd)
+
+
+def mount(app: typer.Typer) -> None:
+    """Add `install` and `uninstall` to the main app."""
+    app.command("install")(install_cmd)
+    app.command("uninstall")(uninstall_cmd)
