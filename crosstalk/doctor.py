@@ -110,4 +110,7 @@ def run_checks(home: Home) -> Report:
     """Run every check, in order."""
     checks = check_state_dir(home) + check_files_parse(home)
     daemon_checks, actors = check_daemon(home)
-    return Report(checks=checks + daemon_checks, actors=actors)
+    # Imported here: doctor_clients builds its rows from this module's Check.
+    from crosstalk.doctor_clients import client_rows
+
+    return Report(checks=checks + daemon_checks + client_rows(), actors=actors)
