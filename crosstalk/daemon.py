@@ -16,6 +16,7 @@ import logging
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import time
 from collections.abc import Awaitable, Callable
@@ -33,15 +34,20 @@ from crosstalk.actors.router import Router, RouterInput
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.errors import CrosstalkError, NotSetUp, UnknownRoom
 from crosstalk.local_relay import configured_relay, ensure_local_relay, is_local_default
-from crosstalk.paths import Home
+from crosstalk.paths import RELAY_ENV, Home
 from crosstalk.store import check_state_files
 from crosstalk.store.db import Store
 from crosstalk.store.identity import IdentityRecord, load_identity, save_identity
 from crosstalk.store.rooms import list_rooms
-from crosstalk.store.settings import RELAY_URL, get_setting
+from crosstalk.store.settings import RELAY_URL, get_setting, set_setting
 from crosstalk.wire.room_ops import RoomOp
 
 log = logging.getLogger(__name__)
+
+
+def _saved_relay(conn: sqlite3.Connection) -> str | None:
+    saved = get_setting(conn, RELAY_URL)
+    return saved if isinstance(saved, str) else None
 
 
 def default_label() -> str:
@@ -75,6 +81,8 @@ class Daemon:
         self.applied_listeners: list[AppliedListener] = []  # told after each commit
         self.on_start: list[Callable[[], Awaitable[None]]] = []  # start feature actors
         self._link_lock = trio.Lock()
+        # Processes the daemon started for others to reach it (``--public`` tunnels).
+        self.tunnels: list[subprocess.Popen[bytes]] = []
         self._identity_lock = trio.Lock()
 
     # --- identity --------------------------------------------------------------------------------
@@ -129,14 +137,38 @@ class Daemon:
                 self._relay = self._link = None
             await self._start_link(self.keys)
 
+    async def use_relay(self, url: str) -> None:
+        """Move this identity to the relay at ``url`` (``--host``, or an invite that names one).
+
+        Only while it has no rooms: rooms live on the relay they were made on, and moving would
+        strand them.
+        """
+        current = configured_relay(await self.store.read(_saved_relay))
+        if current == url:
+            return
+        if os.environ.get(RELAY_ENV):
+            raise CrosstalkError(
+                f"CROSSTALK_RELAY is set to {current}, so this home cannot move to {url}.",
+                code="relay_in_use",
+            )
+        if await self.store.read(list_rooms):
+            raise CrosstalkError(
+                f"This identity's rooms live on the relay at {current}; pairing on {url} would "
+                "strand them. Pair without --host, or use a fresh CROSSTALK_HOME.",
+                code="relay_in_use",
+            )
+        await self.store.write(lambda conn: set_setting(conn, RELAY_URL, url))
+        log.info("relay moved to %s", url)
+        if self._relay is not None:
+            await self.restart_link()
+
     def adopt_identity(self, record: IdentityRecord) -> None:
         """Take on an identity that was just written to disk (by ``link``)."""
         self.identity = record
 
     async def _start_link(self, keys: crypto.Keys) -> None:
         assert self.router is not None
-        saved = await self.store.read(lambda conn: get_setting(conn, RELAY_URL))
-        url = configured_relay(saved if isinstance(saved, str) else None)
+        url = configured_relay(await self.store.read(_saved_relay))
         if is_local_default(url):
             await trio.to_thread.run_sync(ensure_local_relay)
         link = RelayLink(
@@ -230,6 +262,7 @@ async def run_daemon(
     """
     check_state_files(home)
     store = await Store.open(home.database)
+    daemon: Daemon | None = None
     try:
         async with trio.open_nursery() as nursery:
             supervisor = Supervisor(heartbeat=heartbeat)
@@ -250,6 +283,9 @@ async def run_daemon(
                     nursery.cancel_scope.cancel()
                     break
     finally:
+        for tunnel in daemon.tunnels if daemon is not None else []:
+            tunnel.kill()
+            tunnel.wait()
         await store.close()
         home.socket.unlink(missing_ok=True)
         log.info("daemon stopped")

@@ -9,15 +9,19 @@ directory, so every identity on this machine meets on the same one, and it outli
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import time
 from pathlib import Path
 
-from crosstalk.errors import RelayUnreachable
+from crosstalk.errors import CrosstalkError, RelayUnreachable
 from crosstalk.paths import RELAY_ENV
 
 LOCAL_PORT = 8787
 LOCAL_RELAY = f"ws://127.0.0.1:{LOCAL_PORT}"
+HOSTED_PORT = 8788  # `room new --host`: a relay others on the LAN can reach
+HOST_ADDRESS_ENV = "CROSSTALK_HOST_ADDRESS"
+HOST_PORT_ENV = "CROSSTALK_HOST_PORT"
 START_TIMEOUT = 20.0
 
 
@@ -30,25 +34,69 @@ def is_local_default(url: str) -> bool:
     return url.rstrip("/") == LOCAL_RELAY
 
 
+def lan_address() -> str:
+    """This machine's LAN address for ``--host`` (``CROSSTALK_HOST_ADDRESS`` overrides)."""
+    chosen = os.environ.get(HOST_ADDRESS_ENV)
+    if chosen:
+        return chosen
+    try:
+        infos = socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)
+    except OSError:
+        infos = []
+    for info in infos:
+        address = str(info[4][0])
+        if not address.startswith("127."):
+            return address
+    raise CrosstalkError(
+        "This machine has no LAN address that others could reach; set "
+        f"{HOST_ADDRESS_ENV} to the address to use.",
+        code="no_lan_address",
+    )
+
+
+def hosted_port() -> int:
+    raw = os.environ.get(HOST_PORT_ENV)
+    return int(raw) if raw and raw.isdigit() else HOSTED_PORT
+
+
 def ensure_local_relay(data_dir: Path | None = None) -> None:
-    """Start the local relay unless something already answers on its port.
+    """Start the local relay on loopback unless something already answers on its port.
 
     Blocking (a subprocess and a bounded health poll): call it from a worker thread.
     """
+    ensure_relay_at("127.0.0.1", LOCAL_PORT, data_dir)
+
+
+def ensure_relay_at(host: str, port: int, data_dir: Path | None = None) -> None:
+    """Start a relay listening on ``host:port`` unless one already answers there."""
     from crosstalk.cli.cmd_relay import check_health
     from relay.main import default_data_dir
 
-    if check_health(LOCAL_RELAY, timeout=1.0):
+    url = f"ws://{host}:{port}"
+    if check_health(url, timeout=1.0):
         return
-    data = data_dir or default_data_dir()
+    data = data_dir or (
+        default_data_dir() if port == LOCAL_PORT else default_data_dir().with_name(f"relay-{port}")
+    )
     data.mkdir(mode=0o700, parents=True, exist_ok=True)
     log = str(data / "relay.log")
     # Its own session, so it outlives this daemon and ignores our terminal's signals. (Were it to
     # exit first it would linger as a zombie until we exit: harmless, and it should not exit.)
-    os.posix_spawn(
+    pid = os.posix_spawn(
         sys.executable,
-        [sys.executable, "-m", "crosstalk", "relay", "serve", "--port", str(LOCAL_PORT),
-         "--data", str(data)],
+        [
+            sys.executable,
+            "-m",
+            "crosstalk",
+            "relay",
+            "serve",
+            "--host",
+            host,
+            "--port",
+            str(port),
+            "--data",
+            str(data),
+        ],
         os.environ,
         file_actions=[
             (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
@@ -57,10 +105,11 @@ def ensure_local_relay(data_dir: Path | None = None) -> None:
         ],
         setsid=True,
     )
+    (data / "relay.pid").write_text(f"{pid}\n")  # so whoever needs to can stop it by pid
     deadline = time.monotonic() + START_TIMEOUT
-    while not check_health(LOCAL_RELAY, timeout=1.0):
+    while not check_health(url, timeout=1.0):
         if time.monotonic() > deadline:
             raise RelayUnreachable(
-                f"The local relay did not start on port {LOCAL_PORT}; see {data / 'relay.log'}."
+                f"The relay did not start on {host}:{port}; see {data / 'relay.log'}."
             )
         time.sleep(0.1)

@@ -39,6 +39,12 @@ def _joined_text(line: dict[str, Any]) -> str:
 def new(
     label: LabelOption = None,
     agent: AgentOption = False,
+    host: Annotated[
+        bool, typer.Option("--host", help="Run a relay others on your network can reach.")
+    ] = False,
+    public: Annotated[
+        bool, typer.Option("--public", help="Reach it through a Cloudflare quick tunnel.")
+    ] = False,
     json_output: JsonOption = False,
     home: HomeOption = None,
 ) -> None:
@@ -47,14 +53,15 @@ def new(
     h = Home.resolve(home)
     ensure_daemon(h)
     with ControlConnection(h.socket, timeout=60.0) as conn:
-        conn.send("room_new", {"label": label, "agent": agent})
+        conn.send("room_new", {"label": label, "agent": agent, "host": host, "public": public})
         invite = conn.receive()
         invite.pop("ok", None)
+        note = f"\n{invite['note']}\n" if invite.get("note") else ""
         out.emit(
             invite,
             (
                 "Read this to the other person; it expires in "
-                f"{invite['expires_in'] // 60} minutes:\n\n    {invite['invite']}\n"
+                f"{invite['expires_in'] // 60} minutes:\n\n    {invite['invite']}\n{note}"
             ),
         )
         conn.extend_deadline(PAIRING_WAIT)

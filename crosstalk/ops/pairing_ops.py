@@ -27,7 +27,9 @@ from crosstalk.core.invite import Invite
 from crosstalk.core.words import BYTES_PER_WORD
 from crosstalk.daemon import Daemon
 from crosstalk.errors import CrosstalkError, RelayKeyMismatch
+from crosstalk.local_relay import ensure_relay_at, hosted_port, is_local_default, lan_address
 from crosstalk.store.rooms import Contact, Room, RoomMember, add_member, add_room, upsert_contact
+from crosstalk.tunnel import open_tunnel, require_cloudflared
 from crosstalk.wire import relay as w
 from crosstalk.wire.pairing import Offer, Purpose, Role, RoomGrant
 
@@ -38,6 +40,8 @@ INVITATION_WAIT = 60.0
 class RoomNewParams:
     label: str | None = None
     agent: bool = False
+    host: bool = False  # run a relay others on this network can reach
+    public: bool = False  # and put a Cloudflare quick tunnel in front of it
 
 
 @attrs.frozen
@@ -51,6 +55,7 @@ class RoomJoinParams:
 class InviteLine:
     invite: str
     expires_in: int
+    note: str | None = None  # who can join, when that is not obvious
 
 
 @attrs.frozen
@@ -157,16 +162,56 @@ def _adopt(
     return contact
 
 
+async def _host_relay(daemon: Daemon, *, public: bool) -> tuple[str, int]:
+    """Start a relay others can reach and move this identity onto it; (host, port) to invite.
+
+    ``--host`` binds it to this machine's LAN address; ``--public`` keeps it on loopback and
+    puts a Cloudflare quick tunnel in front of it (wss on port 443).
+    """
+    port = hosted_port()
+    if public:
+        require_cloudflared()
+        await trio.to_thread.run_sync(ensure_relay_at, "127.0.0.1", port)
+        await daemon.use_relay(f"ws://127.0.0.1:{port}")
+        host, tunnel = await trio.to_thread.run_sync(open_tunnel, port)
+        daemon.tunnels.append(tunnel)
+        return host, 443
+    address = await trio.to_thread.run_sync(lan_address)
+    await trio.to_thread.run_sync(ensure_relay_at, address, port)
+    await daemon.use_relay(f"ws://{address}:{port}")
+    return address, port
+
+
 def register(ops: OpTable, daemon: Daemon) -> None:
     async def room_new(params: RoomNewParams) -> AsyncGenerator[InviteLine | JoinedLine, None]:
+        if params.public:
+            require_cloudflared()  # before anything is created
         keys = await daemon.ensure_identity(params.label)
+        where = (
+            await _host_relay(daemon, public=params.public)
+            if params.host or params.public
+            else None
+        )
         relay = await daemon.relay()
         slot = await relay.request(w.SlotOpen(0), w.Slot)
         deadline = trio.current_time() + slot.expires_in
-        invite = Invite.new(slot.slot, nacl.utils.random(4 * BYTES_PER_WORD), purpose=Purpose.ROOM)
+        invite = Invite.new(
+            slot.slot,
+            nacl.utils.random(4 * BYTES_PER_WORD),
+            purpose=Purpose.ROOM,
+            host=where[0] if where else None,
+            port=where[1] if where else None,
+        )
         grant = RoomGrant(room_id=nacl.utils.random(16).hex(), key=nacl.utils.random(32))
         offer = make_offer(daemon, keys, agent=params.agent, room=grant)
-        yield InviteLine(invite.format(), int(slot.expires_in))
+        link = daemon.link_status()
+        note = None
+        if where is None and link is not None and is_local_default(link.url):
+            note = (
+                "This uses the local relay on this machine, so only this machine can join. "
+                "Use --host to let someone on your network join."
+            )
+        yield InviteLine(invite.format(), int(slot.expires_in), note)
         paired = await run_pairing(
             daemon,
             role=Role.INVITER,
@@ -204,6 +249,9 @@ def register(ops: OpTable, daemon: Daemon) -> None:
     async def room_join(params: RoomJoinParams) -> JoinedLine:
         invite = Invite.parse(params.code, purpose=Purpose.ROOM)
         keys = await daemon.ensure_identity(params.label)
+        if invite.host is not None and invite.port is not None:
+            scheme = "wss" if invite.port == 443 else "ws"
+            await daemon.use_relay(f"{scheme}://{invite.host}:{invite.port}")
         relay = await daemon.relay()
         await relay.request(w.ListRooms(0), w.RoomList)  # waits until the link is ready
         offer = make_offer(daemon, keys, agent=params.agent, room=None)

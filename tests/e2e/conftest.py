@@ -174,9 +174,12 @@ def read_json_line(proc: subprocess.Popen[str], *, timeout: float) -> dict[str, 
     return result
 
 
-def pair(inviter: Person, joiner: Person) -> tuple[dict[str, Any], dict[str, Any]]:
+def pair(
+    inviter: Person, joiner: Person, *, host: bool = False
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Pair two people through the real CLI; returns (inviter's result, joiner's result)."""
-    new = inviter.spawn("room", "new", "--json", "--label", inviter.home.name)
+    extra = ("--host",) if host else ()
+    new = inviter.spawn("room", "new", "--json", "--label", inviter.home.name, *extra)
     try:
         invite = read_json_line(new, timeout=60)
         assert invite["expires_in"] == 900
