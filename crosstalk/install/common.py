@@ -41,7 +41,7 @@ def hooks_change(
     """Put (or, with ``commands`` None, remove) our hooks under ``hooks``.
 
     ``top`` holds keys the client requires beside ``hooks`` (Cursor's ``version``); they are
-    set only when absent and never removed, since others' hooks rely on them too.
+    set only when absent, and removed only when nothing but them is left.
     """
     ours = our_hooks(client, commands)
 
@@ -52,6 +52,8 @@ def hooks_change(
         section = child_object(path, data, "hooks")
         splice_hooks(path, section, ours, client, grouped=grouped)
         prune(data, "hooks")
+        if not ours and top and all(k in top and top[k] == v for k, v in data.items()):
+            data.clear()  # only the keys we required are left: the file was ours alone
 
     return change
 
