@@ -7,6 +7,7 @@ import typer
 from crosstalk.cli import (
     cmd_daemon,
     cmd_install,
+    cmd_memory,
     cmd_messages,
     cmd_relay,
     cmd_room,
@@ -29,8 +30,10 @@ app.command("send")(cmd_messages.send)
 app.command("read")(cmd_messages.read)
 app.command("status")(cmd_status.status)
 app.command("doctor")(cmd_status.doctor)
+app.command("secure")(cmd_status.secure)
 cmd_trust.mount(app)
 cmd_install.mount(app)
+cmd_memory.mount(app)
 
 
 def main() -> None:

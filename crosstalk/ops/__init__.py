@@ -4,13 +4,23 @@ from __future__ import annotations
 
 from crosstalk.actors.control import OpTable
 from crosstalk.daemon import Daemon
-from crosstalk.ops import core_ops, link_ops, message_ops, pairing_ops, trust_ops
+from crosstalk.ops import (
+    core_ops,
+    identity_ops,
+    link_ops,
+    memory_ops,
+    message_ops,
+    pairing_ops,
+    trust_ops,
+)
 
 
 def register_all(ops: OpTable, daemon: Daemon) -> None:
     """Register every control op against ``daemon``."""
     core_ops.register(ops, daemon)
+    identity_ops.register(ops, daemon)
     pairing_ops.register(ops, daemon)
     link_ops.register(ops, daemon)
     message_ops.register(ops, daemon)
     trust_ops.register(ops, daemon)
+    memory_ops.register(ops, daemon)

@@ -1,0 +1,308 @@
+"""The memory-sync actor: catch-up beyond the relay's retention, and our own ops' late outcomes.
+
+What it does (the rules of the log itself live in :mod:`crosstalk.store.memory_log`):
+
+* **Probe at start.** For every joined room it posts a ``SyncRequest`` that asks nobody. Once the
+  relay sequences it, the follower sees whether ops before it are gone (we were away past the
+  retention, or joined after the room's first ops) and marks a *hole*.
+* **Ask.** For each room with a hole and no request in flight it picks an online member (relay
+  presence; never ourselves; not one already tried for this hole while others remain), records the
+  request id (the follower accepts pieces only for it) and posts ``SyncRequest(ask=member)``. If
+  no snapshot has arrived :data:`RETRY_AFTER` seconds later, it asks the next one. With nobody
+  online it posts nothing and looks again on the next nudge or timer.
+* **Answer.** When a request names us and our own memory has no hole, it sends our snapshot:
+  compressed, split into ``SyncChunk`` ops, signed over its digest
+  (:mod:`crosstalk.core.memory_transfer`).
+* **Own ops.** A claim that answered ``pending`` (the relay was unreachable) is watched here; when
+  the relay sequences it, its outcome is applied and reported (logged, and marked reported).
+
+Inputs: :class:`Nudge` (rooms that just committed ops), :class:`Answer`, :class:`WatchOwn`.
+Time: one deadline, the earliest retry, waited on with ``move_on_at`` around the inbox.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import sqlite3
+import time
+from collections.abc import Awaitable, Callable
+from typing import Protocol
+
+import attrs
+import trio
+
+from crosstalk import crypto
+from crosstalk.actors.context import ActorContext
+from crosstalk.core.memory_transfer import pack_snapshot, signed_message
+from crosstalk.errors import CrosstalkError
+from crosstalk.store import memory as m
+from crosstalk.store.db import Store
+from crosstalk.store.memory import MemoryCursor
+from crosstalk.store.memory_log import MemoryFollower
+from crosstalk.store.rooms import list_rooms, members
+from crosstalk.wire.memory import MemorySnapshot, Outcome
+from crosstalk.wire.room_ops import RoomOp, SyncChunk, SyncRequest
+
+log = logging.getLogger(__name__)
+
+RETRY_AFTER = 15.0
+
+
+@attrs.frozen
+class Nudge:
+    """Ops were just committed in these rooms: look for holes and resolved outcomes."""
+
+    rooms: tuple[str, ...]
+
+
+@attrs.frozen
+class Answer:
+    """``requester`` asked us for the memory of ``room``."""
+
+    room: str
+    request_id: str
+    requester: str
+
+
+@attrs.frozen
+class WatchOwn:
+    """Tell the sender of ``op_id`` its outcome once the relay sequences it."""
+
+    room: str
+    op_id: str
+
+
+MemorySyncInput = Nudge | Answer | WatchOwn
+
+
+class SyncStore(Protocol):
+    """What the actor reads and writes; the real one is :class:`StoreAdapter`."""
+
+    async def rooms(self) -> list[str]: ...
+
+    async def members(self, room: str) -> list[str]: ...
+
+    async def cursor(self, room: str) -> MemoryCursor: ...
+
+    async def stalled(self) -> list[MemoryCursor]: ...
+
+    async def note_request(self, room: str, request_id: str, asked: str | None) -> None: ...
+
+    async def snapshot(self, room: str) -> MemorySnapshot | None:
+        """The room's memory, or None while it has a hole."""
+
+    async def advance(self, room: str) -> None: ...
+
+    async def unreported(self) -> list[tuple[str, str, str]]: ...
+
+    async def outcome(self, room: str, op_id: str) -> Outcome | None: ...
+
+    async def mark_reported(self, op_id: str) -> None: ...
+
+
+@attrs.define
+class _Asking:
+    request_id: str
+    deadline: float
+    tried: set[str]
+
+
+class MemorySync:
+    """The actor. ``send_op`` posts a room op; ``presence`` maps fingerprints to online."""
+
+    def __init__(
+        self,
+        *,
+        keys: crypto.Keys,
+        store: SyncStore,
+        send_op: Callable[[str, RoomOp], Awaitable[str]],
+        presence: Callable[[], Awaitable[dict[str, bool]]],
+        wait_sent: Callable[[str], Awaitable[None]],
+        probe: bool = True,
+    ) -> None:
+        self._keys = keys
+        self._store = store
+        self._send_op = send_op
+        self._presence = presence
+        self._wait_sent = wait_sent
+        self._probe = probe
+        self._asking: dict[str, _Asking] = {}
+        self._ask_lock = trio.Lock()  # the inbox loop and the watchers both ask
+
+    async def run(
+        self,
+        ctx: ActorContext[MemorySyncInput],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            await self._at_start()
+            while True:
+                with trio.move_on_at(self._next_deadline()):
+                    item = await ctx.receive()
+                    await self._handle(item)
+                    ctx.beat()
+                    continue
+                await self._ask_where_needed()
+                ctx.beat()
+
+    def _next_deadline(self) -> float:
+        return min((a.deadline for a in self._asking.values()), default=float("inf"))
+
+    _nursery: trio.Nursery
+
+    async def _at_start(self) -> None:
+        for room, op_id, _kind in await self._store.unreported():
+            self._watch(room, op_id)
+        if self._probe:
+            for room in await self._store.rooms():
+                cur = await self._store.cursor(room)
+                probe = SyncRequest(secrets.token_hex(8), cur.last_seq, None)
+                self._watch(room, await self._send_op(room, probe))
+        await self._ask_where_needed()
+
+    async def _handle(self, item: MemorySyncInput) -> None:
+        if isinstance(item, Nudge):
+            for room in item.rooms:
+                await self._store.advance(room)
+            await self._ask_where_needed()
+            await self._report_resolved()
+        elif isinstance(item, Answer):
+            await self._answer(item)
+        else:
+            self._watch(item.room, item.op_id)
+
+    def _watch(self, room: str, op_id: str) -> None:
+        async def watcher() -> None:
+            await self._wait_sent(op_id)
+            await self._store.advance(room)
+            await self._report_resolved()
+            await self._ask_where_needed()
+
+        self._nursery.start_soon(watcher)
+
+    # --- asking ----------------------------------------------------------------------------------
+
+    async def _ask_where_needed(self) -> None:
+        async with self._ask_lock:
+            await self._ask_locked()
+
+    async def _ask_locked(self) -> None:
+        now = trio.current_time()
+        stalled = {c.room_id: c for c in await self._store.stalled()}
+        for room in list(self._asking):
+            if room not in stalled:
+                del self._asking[room]  # filled
+        for room, _cur in stalled.items():
+            asking = self._asking.get(room)
+            if asking is not None and asking.deadline > now:
+                continue
+            await self._ask(room, asking, now)
+
+    async def _ask(self, room: str, before: _Asking | None, now: float) -> None:
+        online = await self._presence()
+        candidates = sorted(
+            fp for fp in await self._store.members(room)
+            if fp != self._keys.fingerprint and online.get(fp)
+        )
+        tried = before.tried if before is not None else set()
+        fresh = [fp for fp in candidates if fp not in tried] or candidates
+        request_id = secrets.token_hex(8)
+        if not fresh:
+            self._asking[room] = _Asking(request_id, now + RETRY_AFTER, tried)
+            log.info("room %s: memory hole, and no member online to ask yet", room)
+            return
+        asked = fresh[0]
+        tried = tried | {asked}
+        have = (await self._store.cursor(room)).last_seq
+        await self._store.note_request(room, request_id, asked)
+        self._asking[room] = _Asking(request_id, now + RETRY_AFTER, tried)
+        log.info("room %s: asking %s for a memory snapshot (%s)", room, asked, request_id)
+        try:
+            await self._send_op(room, SyncRequest(request_id, have, asked))
+        except CrosstalkError as exc:
+            log.warning("room %s: snapshot request not queued: %s", room, exc.message)
+
+    # --- answering -------------------------------------------------------------------------------
+
+    async def _answer(self, item: Answer) -> None:
+        snapshot = await self._store.snapshot(item.room)
+        if snapshot is None:
+            log.info("room %s: asked for memory while ours has a hole; not answering", item.room)
+            return
+        digest, pieces = pack_snapshot(snapshot)
+        message = signed_message(item.room, item.request_id, snapshot.last_seq, digest)
+        sig = crypto.sign(self._keys, message)
+        log.info(
+            "room %s: sending memory at seq %d to %s in %d pieces",
+            item.room, snapshot.last_seq, item.requester, len(pieces),
+        )
+        for index, piece in enumerate(pieces):
+            chunk = SyncChunk(
+                item.request_id, snapshot.last_seq, index, len(pieces), digest, sig, piece
+            )
+            await self._send_op(item.room, chunk)
+
+    # --- our own ops -----------------------------------------------------------------------------
+
+    async def _report_resolved(self) -> None:
+        for room, op_id, kind in await self._store.unreported():
+            outcome = await self._store.outcome(room, op_id)
+            if outcome is None:
+                continue
+            if kind == "TaskClaim":
+                log.info(
+                    "room %s: our pending claim %s resolved: %s%s",
+                    room, op_id, outcome.claim_answer,
+                    f" (held by {outcome.winner.label})" if outcome.winner else "",
+                )
+            await self._store.mark_reported(op_id)
+
+
+class StoreAdapter:
+    """:class:`SyncStore` over the daemon's store; every write goes through the follower."""
+
+    def __init__(self, store: Store, follower: MemoryFollower) -> None:
+        self._store = store
+        self._follower = follower
+
+    async def rooms(self) -> list[str]:
+        rooms = await self._store.read(list_rooms)
+        return [r.room_id for r in rooms if r.state == "joined"]
+
+    async def members(self, room: str) -> list[str]:
+        return [x.fingerprint for x in await self._store.read(lambda c: members(c, room))]
+
+    async def cursor(self, room: str) -> MemoryCursor:
+        return await self._store.read(lambda c: m.cursor(c, room))
+
+    async def stalled(self) -> list[MemoryCursor]:
+        return await self._store.read(m.stalled_rooms)
+
+    async def note_request(self, room: str, request_id: str, asked: str | None) -> None:
+        now = time.time()
+        await self._store.write(lambda c: m.set_request(c, room, request_id, asked, now))
+
+    async def snapshot(self, room: str) -> MemorySnapshot | None:
+        def read(conn: sqlite3.Connection) -> MemorySnapshot | None:
+            if m.cursor(conn, room).hole_from is not None:
+                return None
+            return m.load_snapshot(conn, room)
+
+        return await self._store.read(read)
+
+    async def advance(self, room: str) -> None:
+        await self._store.write(lambda c: self._follower.advance(c, room))
+
+    async def unreported(self) -> list[tuple[str, str, str]]:
+        return await self._store.read(m.unreported_sent)
+
+    async def outcome(self, room: str, op_id: str) -> Outcome | None:
+        return await self._store.read(lambda c: m.outcome(c, room, op_id))
+
+    async def mark_reported(self, op_id: str) -> None:
+        now = time.time()
+        await self._store.write(lambda c: m.mark_reported(c, op_id, now))

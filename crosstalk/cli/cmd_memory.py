@@ -1,0 +1,240 @@
+"""`crosstalk facts`, `crosstalk tasks` and `crosstalk decide`: the room's memory."""
+
+from __future__ import annotations
+
+import os
+from typing import Annotated, Any
+
+import typer
+
+from crosstalk.cli.options import HomeOption, JsonOption
+from crosstalk.cli.output import Output, reports_errors
+from crosstalk.client import call, ensure_daemon
+from crosstalk.paths import Home
+
+WRITE_TIMEOUT = 30.0
+
+RoomOption = Annotated[
+    str | None, typer.Option("--room", help="The room (name or id); default: this project's.")
+]
+AllOption = Annotated[bool, typer.Option("--all", help="Include forgotten or finished ones.")]
+
+facts_app = typer.Typer(help="What the room knows.", invoke_without_command=True)
+tasks_app = typer.Typer(help="What the room has to do.", invoke_without_command=True)
+
+
+def _run(op: str, params: dict[str, Any], home: str | None) -> dict[str, Any]:
+    h = Home.resolve(home)
+    ensure_daemon(h)
+    reply = call(h, op, {**params, "cwd": os.getcwd()}, timeout=WRITE_TIMEOUT)
+    reply.pop("ok", None)
+    return reply
+
+
+def _write(op: str, params: dict[str, Any], json_output: bool, home: str | None) -> None:
+    out = Output(json_mode=json_output)
+    reply = _run(op, params, home)
+    human = f"{reply['outcome']}: {reply['id']} in {reply['room']}"
+    out.emit(reply, human)
+
+
+# --- facts ---------------------------------------------------------------------------------------
+
+
+def _fact_line(fact: dict[str, Any]) -> str:
+    tags = f" [{', '.join(fact['tags'])}]" if fact["tags"] else ""
+    return f"{fact['id']}  {fact['text']}  ({', '.join(fact['by'])}, #{fact['room']}){tags}"
+
+
+@facts_app.callback()
+@reports_errors
+def facts(
+    ctx: typer.Context,
+    room: RoomOption = None,
+    include_all: AllOption = False,
+    json_output: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """List the facts of your rooms (or of one, with --room)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    reply = _run("facts", {"room": room, "all": include_all}, home)
+    lines = [_fact_line(f) for f in reply["facts"]] or ["No facts yet."]
+    if reply.get("catching_up"):
+        lines.append(f"(catching up: {', '.join(reply['catching_up'])})")
+    Output(json_mode=json_output).emit(reply, "\n".join(lines))
+
+
+@facts_app.command("add")
+@reports_errors
+def fact_add(
+    text: Annotated[str, typer.Argument(help="The fact.")],
+    in_repos: Annotated[
+        str | None, typer.Option("--in", help="Repositories it is about, comma-separated.")
+    ] = None,
+    room: RoomOption = None,
+    json_output: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """Add a fact (tagged to repositories with --in, or global)."""
+    tags = [t.strip() for t in (in_repos or "").split(",") if t.strip()]
+    _write("fact_add", {"text": text, "tags": tags, "room": room}, json_output, home)
+
+
+@facts_app.command("confirm")
+@reports_errors
+def fact_confirm(
+    fact_id: Annotated[str, typer.Argument(metavar="ID")],
+    room: RoomOption = None,
+    json_output: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """Stand behind a fact: adds your name and resets its age."""
+    _write("fact_confirm", {"id": fact_id, "room": room}, json_output, home)
+
+
+@facts_app.command("correct")
+@reports_errors
+def fact_correct(
+    fact_id: Annotated[str, typer.Argument(metavar="ID")],
+    text: Annotated[str | None, typer.Argument(help="Corrected text (none: retire it).")] = None,
+    because: Annotated[str, typer.Option("--because", help="Why it was wrong.")] = "",
+    room: RoomOption = None,
+    json_output: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """Correct a fact, saying why."""
+    params = {"id": fact_id, "text": text, "because": because, "room": room}
+    _write("fact_correct", params, json_output, home)
+
+
+@facts_app.command("forget")
+@reports_errors
+def fact_forget(
+    fact_id: Annotated[str, typer.Argument(metavar="ID")],
+    room: RoomOption = None,
+    json_output: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """Mark a fact forgotten (it is kept, no longer shown)."""
+    _write("fact_forget", {"id": fact_id, "room": room}, json_output, home)
+
+
+# --- tasks ---------------------------------------------------------------------------------------
+
+
+def _task_line(task: dict[str, Any]) -> str:
+    if task["state"] == "claimed":
+        status = f"claimed by {task['claimed_by']}"
+    elif task["for"]:
+        status = f"{task['state']}, for {task['for']}"
+    else:
+        status = task["state"]
+    return f"{task['id']}  {task['text']}  ({status}, from {task['by']}, #{task['room']})"
+
+
+@tasks_app.callback()
+@reports_errors
+def tasks(
+    ctx: typer.Context,
+    room: RoomOption = None,
+    include_all: AllOption = False,
+    json_output: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """List open and claimed tasks of your rooms (or of one, with --room)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    reply = _run("tasks", {"room": room, "all": include_all}, home)
+    lines = [_task_line(t) for t in reply["tasks"]] or ["No open tasks."]
+    Output(json_mode=json_output).emit(reply, "\n".join(lines))
+
+
+@tasks_app.command("add")
+@reports_errors
+def task_add(
+    text: Annotated[str, typer.Argument(help="The task.")],
+    for_person: Annotated[str | None, typer.Option("--for", help="Whom it is for.")] = None,
+    room: RoomOption = None,
+    json_output: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """Add a task, for someone or for anyone."""
+    _write("task_add", {"text": text, "person": for_person, "room": room}, json_output, home)
+
+
+@tasks_app.command("claim")
+@reports_errors
+def task_claim(
+    task_id: Annotated[str, typer.Argument(metavar="ID")],
+    room: RoomOption = None,
+    json_output: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """Take a task. The first claim in the room's order wins, on every machine."""
+    reply = _run("task_claim", {"id": task_id, "room": room}, home)
+    human = {
+        "won": f"You have {reply['id']}.",
+        "lost": f"{reply['claimed_by'] or 'Somebody else'} has {reply['id']}; pick another.",
+        "pending": "Not decided yet: the relay is unreachable. It is settled on reconnect.",
+    }[reply["outcome"]]
+    Output(json_mode=json_output).emit(reply, human)
+
+
+def _task_write(op: str, extra: dict[str, Any] | None = None) -> Any:
+    @reports_errors
+    def command(
+        task_id: Annotated[str, typer.Argument(metavar="ID")],
+        room: RoomOption = None,
+        json_output: JsonOption = False,
+        home: HomeOption = None,
+    ) -> None:
+        _write(op, {"id": task_id, "room": room, **(extra or {})}, json_output, home)
+
+    return command
+
+
+tasks_app.command("release", help="Give a task you hold back.")(_task_write("task_release"))
+tasks_app.command("drop", help="Abandon a task: nobody will do it.")(_task_write("task_drop"))
+
+
+@tasks_app.command("done")
+@reports_errors
+def task_done(
+    task_id: Annotated[str, typer.Argument(metavar="ID")],
+    note: Annotated[str, typer.Argument(help="What was done.")] = "",
+    room: RoomOption = None,
+    json_output: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """Finish a task, with an optional note."""
+    _write("task_done", {"id": task_id, "note": note, "room": room}, json_output, home)
+
+
+# --- decide --------------------------------------------------------------------------------------
+
+
+@reports_errors
+def decide(
+    text: Annotated[str, typer.Argument(help="What was decided.")],
+    why: Annotated[str, typer.Option("--why", help="The reason.")] = "",
+    repo: Annotated[
+        str | None, typer.Option("--repo", help="The repository (default: this one).")
+    ] = None,
+    tell: Annotated[str | None, typer.Option("--tell", help="Also tell this person.")] = None,
+    room: RoomOption = None,
+    json_output: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """Record a decision in DECISIONS.md and announce it in the room."""
+    repo_path = os.path.abspath(repo) if repo else None
+    params = {"text": text, "why": why, "repo": repo_path, "tell": tell, "room": room}
+    reply = _run("decide", params, home)
+    Output(json_mode=json_output).emit(reply, f"Recorded in {reply['file']}.")
+
+
+def mount(app: typer.Typer) -> None:
+    """Add `facts`, `tasks` and `decide` to the top-level app."""
+    app.add_typer(facts_app, name="facts")
+    app.add_typer(tasks_app, name="tasks")
+    app.command("decide")(decide)
