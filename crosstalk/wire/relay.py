@@ -39,6 +39,7 @@ Error codes (stable): see :data:`ERROR_CODES`.
 
 from __future__ import annotations
 
+import functools
 import json
 import types
 import typing
@@ -458,12 +459,18 @@ def _check(value: Any, tp: Any, where: str) -> None:
         raise RemoteProtocolError(f"{where} has the wrong type", hint="bad_frame")
 
 
-def _check_fields(data: dict[str, Any], cls: type, where: str) -> None:
+@functools.cache
+def _field_types(cls: type) -> tuple[tuple[str, Any], ...]:
+    """Each field's resolved type (resolving string annotations is slow; do it once)."""
     hints = typing.get_type_hints(cls)
-    for field in attrs.fields(cls):
-        if field.name not in data:
-            raise RemoteProtocolError(f"{where} lacks {field.name!r}", hint="bad_frame")
-        _check(data[field.name], hints[field.name], f"{where}.{field.name}")
+    return tuple((field.name, hints[field.name]) for field in attrs.fields(cls))
+
+
+def _check_fields(data: dict[str, Any], cls: type, where: str) -> None:
+    for name, tp in _field_types(cls):
+        if name not in data:
+            raise RemoteProtocolError(f"{where} lacks {name!r}", hint="bad_frame")
+        _check(data[name], tp, f"{where}.{name}")
 
 
 def _decode(text: str | bytes, by_tag: dict[str, type], union: Any) -> Any:

@@ -1,0 +1,302 @@
+"""Relay throughput and memory, next to a raw trio-websocket echo measured in the same run.
+
+    python -m bench.relay_throughput --quick     # 2 and 50 clients, 1,000 idle connections
+    python -m bench.relay_throughput             # adds 500 clients, 5,000 idle connections
+
+Each client posts 200-byte ops into its room with up to ``--window`` posts in flight (a new one
+as each ``posted`` comes back; ``--window 1`` is strict request/reply); every other member
+receives each op as a push and acknowledges every 64. "ops/s" counts ``posted`` replies
+(committed ops); "deliveries/s" counts pushed ops received. The ceiling is a trio-websocket echo
+server in its own process, driven the same way (200-byte messages, the same window, a new one as
+each echo returns) by the same number of clients. All clients run in this process; the relay
+(or echo server) runs in another, so on a 2-core machine the client side takes the other core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import trio
+from trio_websocket import ConnectionClosed, WebSocketConnection, serve_websocket
+
+from crosstalk.wire import relay as w
+from tests.relay.client import Identity, RelayClient, handshake, open_ws, pair_and_room
+from tests.relay.process import RelayProcess
+
+BODY = os.urandom(200)
+
+
+# --- the ceiling: a raw echo server --------------------------------------------------------------
+
+
+async def _echo_handler(request: object) -> None:
+    ws = await request.accept()  # type: ignore[attr-defined]
+    try:
+        while True:
+            await ws.send_message(await ws.get_message())
+    except ConnectionClosed:
+        pass
+
+
+async def _echo_main() -> None:
+    async with trio.open_nursery() as nursery:
+        server = await nursery.start(serve_websocket, _echo_handler, "127.0.0.1", 0, None)
+        print(json.dumps({"port": server.port}), flush=True)
+
+
+def _start_echo() -> tuple[subprocess.Popen[str], int]:
+    proc = subprocess.Popen([sys.executable, "-m", "bench.relay_throughput", "--echo-server"],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    port = int(json.loads(proc.stdout.readline())["port"])
+    return proc, port
+
+
+async def _echo_rate(port: int, clients: int, seconds: float, window: int) -> float:
+    count = 0
+
+    async def one() -> None:
+        async with open_ws(port) as ws:
+            credit = trio.Semaphore(window)
+            async with trio.open_nursery() as inner:
+                inner.start_soon(_echo_receiver, ws, credit)
+                payload = BODY.hex()[:200]
+                while True:
+                    await credit.acquire()
+                    await ws.send_message(payload)
+
+    async def _echo_receiver(ws: WebSocketConnection, credit: trio.Semaphore) -> None:
+        nonlocal count
+        while True:
+            await ws.get_message()
+            count += 1
+            credit.release()
+
+    with trio.move_on_after(seconds + 2.0):
+        async with trio.open_nursery() as nursery:
+            for _ in range(clients):
+                nursery.start_soon(one)
+            await trio.sleep(1.0)  # warm-up: connections open
+            start, count = trio.current_time(), 0
+            await trio.sleep(seconds)
+            rate = count / (trio.current_time() - start)
+            nursery.cancel_scope.cancel()
+    return rate
+
+
+# --- the relay -----------------------------------------------------------------------------------
+
+
+class _Member:
+    def __init__(self, client: RelayClient, room: str, window: int) -> None:
+        self.credit = trio.Semaphore(window)
+        self.client = client
+        self.room = room
+        self.posted = 0
+        self.received = 0
+        self.errors = 0
+
+    async def reader(self) -> None:
+        """Count replies and pushes; acknowledge the highest seq seen every 64 events."""
+        with contextlib.suppress(ConnectionClosed):  # the run ends by closing every socket
+            await self._read()
+
+    async def _read(self) -> None:
+        ws, events, high = self.client.ws, 0, 0
+        while True:
+            frame = w.decode_relay_frame(await ws.get_message())
+            if isinstance(frame, w.Posted):
+                self.posted += 1
+                high = max(high, frame.seq)
+                self.credit.release()
+            elif isinstance(frame, w.Op):
+                self.received += 1
+                high = max(high, frame.seq)
+            elif isinstance(frame, w.Error):
+                self.errors += 1
+                self.credit.release()
+                continue
+            else:
+                continue
+            events += 1
+            if events % 64 == 0:
+                await ws.send_message(w.encode_frame(w.Ack(self.room, high)))
+
+    async def poster(self) -> None:
+        ws, ids = self.client.ws, itertools.count()
+        with contextlib.suppress(ConnectionClosed):
+            await self._post(ws, ids)
+
+    async def _post(self, ws: WebSocketConnection, ids: itertools.count[int]) -> None:
+        while True:
+            await self.credit.acquire()
+            op = w.Post(0, self.room, f"{id(self)}-{next(ids)}", BODY)
+            await ws.send_message(w.encode_frame(op))
+
+
+async def _relay_rate(
+    port: int, clients: int, room_size: int, seconds: float, window: int
+) -> tuple[float, float]:
+    members: list[_Member] = []
+    async with trio.open_nursery() as nursery:
+        conns: list[RelayClient] = []
+
+        async def connect(stream_ready: trio.MemorySendChannel[RelayClient]) -> None:
+            async with open_ws(port) as ws:
+                client = await handshake(ws, Identity(), "bench")
+                await client.ok(w.Resume(client.next_req(), {}))
+                await stream_ready.send(client)
+                await trio.sleep_forever()
+
+        send, receive = trio.open_memory_channel[RelayClient](0)
+        for _ in range(clients):
+            nursery.start_soon(connect, send.clone())
+        for _ in range(clients):
+            conns.append(await receive.receive())
+        for r, first in enumerate(range(0, clients, room_size)):
+            group = conns[first:first + room_size]
+            room = f"bench-{room_size}-{r}"
+            await pair_and_room(group[0], group[1], room)
+            for other in group[2:]:
+                await _pair_and_add(group[0], other, room)
+            members.extend(_Member(c, room, window) for c in group)
+        for m in members:
+            m.client.pushes.clear()
+            nursery.start_soon(m.reader)
+            nursery.start_soon(m.poster)
+        await trio.sleep(1.0)  # warm-up
+        p0, r0 = _totals(members)
+        t0 = trio.current_time()
+        await trio.sleep(seconds)
+        p1, r1 = _totals(members)
+        elapsed = trio.current_time() - t0
+        nursery.cancel_scope.cancel()
+    return (p1 - p0) / elapsed, (r1 - r0) / elapsed
+
+
+def _totals(members: list[_Member]) -> tuple[int, int]:
+    errors = sum(m.errors for m in members)
+    assert errors == 0, f"{errors} posts were refused"
+    return sum(m.posted for m in members), sum(m.received for m in members)
+
+
+async def _pair_and_add(owner: RelayClient, other: RelayClient, room: str) -> None:
+    slot = await owner.ok(w.SlotOpen(owner.next_req()))
+    assert isinstance(slot, w.Slot)
+    await other.ok(w.SlotJoin(other.next_req(), slot.slot))
+    me, them = owner.me, other.me
+    await owner.ok(w.Add(owner.next_req(), room, them.ed_pub, them.x_pub, me.vouch(room, them)))
+    await other.ok(w.Accept(other.next_req(), room))
+    await owner.ok(w.SlotClose(owner.next_req(), slot.slot))
+
+
+# --- memory --------------------------------------------------------------------------------------
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError("no VmRSS")
+
+
+async def _idle_memory(relay: RelayProcess, count: int) -> float:
+    assert relay.proc is not None
+    pid, port = relay.proc.pid, relay.port
+    await trio.sleep(0.5)
+    before = _rss_kib(pid)
+    ready = 0
+
+    async def one() -> None:
+        nonlocal ready
+        async with open_ws(port) as ws:
+            await handshake(ws, Identity(), "idle")
+            ready += 1
+            await trio.sleep_forever()
+
+    async with trio.open_nursery() as nursery:
+        for i in range(count):
+            nursery.start_soon(one)
+            if i % 100 == 99:
+                await trio.sleep(0.05)  # pace the connects so the accept queue never overflows
+        with trio.fail_after(300):
+            while ready < count:  # noqa: ASYNC110 - a bench progress poll, bounded above
+                await trio.sleep(0.1)
+        await trio.sleep(1.0)
+        after = _rss_kib(pid)
+        nursery.cancel_scope.cancel()
+    return (after - before) / count
+
+
+# --- driver --------------------------------------------------------------------------------------
+
+
+async def _bench(quick: bool, seconds: float, window: int) -> dict[str, object]:
+    loads = [(2, 2), (50, 2), (50, 20)] + ([] if quick else [(500, 2), (500, 20)])
+    idle = 1000 if quick else 5000
+    results: dict[str, object] = {
+        "seconds": seconds, "window": window, "cpus": os.cpu_count(), "runs": []
+    }
+    echo_proc, echo_port = _start_echo()
+    echo: dict[int, float] = {}
+    try:
+        for clients in sorted({c for c, _ in loads}):
+            echo[clients] = await _echo_rate(echo_port, clients, seconds, window)
+    finally:
+        echo_proc.send_signal(signal.SIGTERM)
+        echo_proc.wait(timeout=10)
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        for clients, room_size in loads:
+            relay = RelayProcess(base / f"data-{clients}-{room_size}", base / "relay.stderr",
+                                 "--op-rate", "1000000")
+            relay.start()
+            try:
+                ops, deliveries = await _relay_rate(
+                    relay.port, clients, room_size, seconds, window
+                )
+            finally:
+                relay.kill(signal.SIGTERM)
+            results["runs"].append({  # type: ignore[attr-defined]
+                "clients": clients, "room_size": room_size, "ops_per_s": round(ops),
+                "deliveries_per_s": round(deliveries), "echo_rt_per_s": round(echo[clients]),
+                "ops_vs_echo": round(ops / echo[clients], 2),
+            })
+        relay = RelayProcess(base / "data-idle", base / "relay.stderr")
+        relay.start()
+        try:
+            results["idle_connections"] = idle
+            results["kib_per_idle_connection"] = round(await _idle_memory(relay, idle), 1)
+        finally:
+            relay.kill(signal.SIGTERM)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="2 and 50 clients only")
+    parser.add_argument("--seconds", type=float, default=5.0, help="measuring time per run")
+    parser.add_argument("--window", type=int, default=16, help="requests in flight per client")
+    parser.add_argument("--echo-server", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.echo_server:
+        trio.run(_echo_main)
+        return
+    started = time.monotonic()
+    results = trio.run(_bench, args.quick, args.seconds, args.window)
+    results["wall_s"] = round(time.monotonic() - started, 1)
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
