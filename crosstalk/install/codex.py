@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from crosstalk.core.dialects import dialect_for
-from crosstalk.install.base import SERVER_NAME, Commands, Edit, Inspection, Places
+from crosstalk.install.base import SERVER_NAME, Commands, Edit, Inspection, Places, is_ours
 from crosstalk.install.common import hooks_edit
 from crosstalk.install.jsondoc import load_quietly, our_commands
 from crosstalk.install.tomlblock import load_quietly as load_toml_quietly
@@ -62,6 +62,8 @@ def trust_key(hooks_path: Path, event: str, group: int, handler: int) -> str:
 
 
 def _untrusted(hooks_path: Path, config_path: Path) -> tuple[str, ...]:
+    """Events with one of our handlers that has no trust record (the hash itself cannot be
+    checked: Codex computes it over its own normalised form of the handler)."""
     section = load_quietly(hooks_path).get("hooks")
     doc = load_toml_quietly(config_path)
     hooks_table = doc.get("hooks")
@@ -72,7 +74,7 @@ def _untrusted(hooks_path: Path, config_path: Path) -> tuple[str, ...]:
         for g, group in enumerate(groups if isinstance(groups, list) else []):
             handlers = group.get("hooks") if isinstance(group, dict) else None
             for h, handler in enumerate(handlers if isinstance(handlers, list) else []):
-                if not our_commands({event: [{"hooks": [handler]}]}, CLIENT):
+                if not (isinstance(handler, dict) and is_ours(handler.get("command"), CLIENT)):
                     continue
                 record = state.get(trust_key(hooks_path, event, g, h))
                 if not (isinstance(record, dict) and record.get("trusted_hash")):
