@@ -7,13 +7,17 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from crosstalk.client import daemon_pid
 from crosstalk.core.dialects import dialect_for
 from crosstalk.install import MODULES, Commands, Places, install
+from crosstalk.paths import Home
 
 CLIENTS = list(MODULES)
 HOOK_BUILT = importlib.util.find_spec("crosstalk.hook.main") is not None
@@ -53,25 +57,34 @@ def sample_stdin(client: str, event: str, cwd: str) -> str:
     return json.dumps(payload)
 
 
+@pytest.fixture
+def state(tmp_path: Path) -> Iterator[Path]:
+    """An empty state directory; a daemon the hook may have started there is stopped by pid."""
+    root = tmp_path / "empty-state"
+    yield root
+    if root.exists() and (pid := daemon_pid(Home(root))) is not None:
+        os.kill(pid, signal.SIGTERM)
+
+
 @pytest.mark.parametrize("client", CLIENTS)
 def test_written_hook_commands_run_and_answer_in_the_clients_dialect(
-    client: str, places: Places, commands: Commands, tmp_path: Path
+    client: str, places: Places, commands: Commands, tmp_path: Path, state: Path
 ) -> None:
     """Each registered event's command runs and prints that client's empty answer (no identity)."""
     install(client, places, commands)
     found = MODULES[client].inspect(places)
     dialect = dialect_for(client)
     assert set(found.hooks) == set(dialect.registered)
-    state = tmp_path / "empty-state"
     env = {**os.environ, "HOME": str(places.home), "CROSSTALK_HOME": str(state)}
     for event, lines in found.hooks.items():
         argv = shlex.split(lines[0])
         program = shutil.which(argv[0])
         assert program is not None and os.access(program, os.X_OK), argv[0]
         assert argv[-3:] == ["--client", client, event]
+        stdin = sample_stdin(client, event, str(tmp_path))
+        assert dialect.parse(argv[-1], stdin).raw_event == event
         if not HOOK_BUILT:
             continue  # crosstalk/hook/main.py is being written elsewhere; resolution is checked
-        stdin = sample_stdin(client, event, str(tmp_path))
         done = subprocess.run(
             argv, input=stdin, capture_output=True, text=True, timeout=30, env=env, check=False
         )
