@@ -202,6 +202,10 @@ def backup_path(path: Path, now: dt.datetime) -> Path:
 
 
 def _write_atomically(path: Path, text: str) -> None:
+    if path.is_symlink():
+        # A config kept in a dotfiles repository and linked into place: write through the
+        # link, so the link (and the repository) stays as the user made it.
+        path = path.resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
         mode: int | None = path.stat().st_mode & 0o777

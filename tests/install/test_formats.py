@@ -201,3 +201,19 @@ def test_path_writes_a_wrapper_when_run_as_python_dash_m(
     wrapper = places.bin_dir / "crosstalk"
     assert "-m crosstalk" in wrapper.read_text() and wrapper.stat().st_mode & 0o111
     assert uninstall("path", places).files == [str(wrapper)]
+
+
+def test_a_symlinked_config_is_written_through_its_link(
+    places: Places, commands: Commands, tmp_path: Path
+) -> None:
+    """A settings file linked from a dotfiles folder stays a link; its target gets our hooks."""
+    real = tmp_path / "dotfiles" / "settings.json"
+    real.parent.mkdir()
+    real.write_text('{"theme": "dark"}\n')
+    link = places.home / ".qwen" / "settings.json"
+    link.parent.mkdir()
+    link.symlink_to(real)
+    install("qwen", places, commands, now=NOW)
+    assert link.is_symlink() and link.resolve() == real
+    assert json.loads(real.read_text())["theme"] == "dark"
+    assert "crosstalk" in json.loads(real.read_text())["mcpServers"]
