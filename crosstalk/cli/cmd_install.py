@@ -27,7 +27,7 @@ def _emit(out: Output, outcome: Outcome, verb: str) -> None:
         lines.append(f"command: {outcome.entry['command']}")
         lines.append(f"args:    {json.dumps(outcome.entry['args'])}")
     elif outcome.files:
-        lines.append(f"{verb} {outcome.client}: " + ", ".join(outcome.files))
+        lines.append(f"{outcome.client}: {verb} " + ", ".join(outcome.files))
     else:
         lines.append(f"{outcome.client}: nothing to change.")
     if outcome.backups:
@@ -43,7 +43,7 @@ def install_cmd(
     """Put crosstalk's hooks and MCP server into CLIENT (or `path`: crosstalk on your PATH)."""
     out = Output(json_mode=json_output)
     outcome = install(client, Places.from_env(), resolve_commands())
-    _emit(out, outcome, "updated")
+    _emit(out, outcome, "wrote")
 
 
 def uninstall_cmd(
@@ -52,7 +52,7 @@ def uninstall_cmd(
     """Remove exactly what `crosstalk install CLIENT` added; everything else stays."""
     out = Output(json_mode=json_output)
     outcome = uninstall(client, Places.from_env())
-    _emit(out, outcome, "updated")
+    _emit(out, outcome, "took crosstalk out of")
 
 
 install_cmd = reports_errors(install_cmd)
