@@ -2,9 +2,10 @@
 
 What it does (the rules of the log itself live in :mod:`crosstalk.store.memory_log`):
 
-* **Probe at start.** For every joined room it posts a ``SyncRequest`` that asks nobody. Once the
-  relay sequences it, the follower sees whether ops before it are gone (we were away past the
-  retention, or joined after the room's first ops) and marks a *hole*.
+* **Probe at start** (:func:`probe`, run by the daemon's start hook before the room actors are
+  started, so it never races the daemon starting them): for every joined room a ``SyncRequest``
+  that asks nobody. Once the relay sequences it, the follower sees whether ops before it are gone
+  (we were away past the retention, or joined after the room's first ops) and marks a *hole*.
 * **Ask.** For each room with a hole and no request in flight it picks an online member (relay
   presence; never ourselves; not one already tried for this hole while others remain), records the
   request id (the follower accepts pieces only for it) and posts ``SyncRequest(ask=member)``. If
@@ -119,16 +120,15 @@ class MemorySync:
         send_op: Callable[[str, RoomOp], Awaitable[str]],
         presence: Callable[[], Awaitable[dict[str, bool]]],
         wait_sent: Callable[[str], Awaitable[None]],
-        probe: bool = True,
     ) -> None:
         self._keys = keys
         self._store = store
         self._send_op = send_op
         self._presence = presence
         self._wait_sent = wait_sent
-        self._probe = probe
         self._asking: dict[str, _Asking] = {}
         self._ask_lock = trio.Lock()  # the inbox loop and the watchers both ask
+        self._beat: Callable[[], None] = lambda: None
 
     async def run(
         self,
@@ -136,6 +136,7 @@ class MemorySync:
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
+        self._beat = ctx.beat
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             task_status.started()
@@ -157,11 +158,6 @@ class MemorySync:
     async def _at_start(self) -> None:
         for room, op_id, _kind in await self._store.unreported():
             self._watch(room, op_id)
-        if self._probe:
-            for room in await self._store.rooms():
-                cur = await self._store.cursor(room)
-                probe = SyncRequest(secrets.token_hex(8), cur.last_seq, None)
-                self._watch(room, await self._send_op(room, probe))
         await self._ask_where_needed()
 
     async def _handle(self, item: MemorySyncInput) -> None:
@@ -222,7 +218,7 @@ class MemorySync:
         self._asking[room] = _Asking(request_id, now + RETRY_AFTER, tried)
         log.info("room %s: asking %s for a memory snapshot (%s)", room, asked, request_id)
         try:
-            await self._send_op(room, SyncRequest(request_id, have, asked))
+            self._watch(room, await self._send_op(room, SyncRequest(request_id, have, asked)))
         except CrosstalkError as exc:
             log.warning("room %s: snapshot request not queued: %s", room, exc.message)
 
@@ -244,7 +240,8 @@ class MemorySync:
             chunk = SyncChunk(
                 item.request_id, snapshot.last_seq, index, len(pieces), digest, sig, piece
             )
-            await self._send_op(item.room, chunk)
+            self._watch(item.room, await self._send_op(item.room, chunk))
+            self._beat()  # a large snapshot takes a while to queue
 
     # --- our own ops -----------------------------------------------------------------------------
 
@@ -260,6 +257,22 @@ class MemorySync:
                     f" (held by {outcome.winner.label})" if outcome.winner else "",
                 )
             await self._store.mark_reported(op_id)
+
+
+async def probe(
+    store: SyncStore,
+    send_op: Callable[[str, RoomOp], Awaitable[str]],
+    inbox: trio.MemorySendChannel[MemorySyncInput],
+) -> None:
+    """Post a probe in every joined room and have the actor watch it (see the module doc)."""
+    for room in await store.rooms():
+        have = (await store.cursor(room)).last_seq
+        try:
+            op_id = await send_op(room, SyncRequest(secrets.token_hex(8), have, None))
+        except CrosstalkError as exc:
+            log.warning("room %s: memory probe not queued: %s", room, exc.message)
+            continue
+        await inbox.send(WatchOwn(room, op_id))
 
 
 class StoreAdapter:

@@ -11,6 +11,7 @@ actor then watches it and reports the outcome when it is decided.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import os
 import secrets
@@ -29,6 +30,7 @@ from crosstalk.actors.memory_sync import (
     Nudge,
     StoreAdapter,
     WatchOwn,
+    probe,
 )
 from crosstalk.actors.room import Applied
 from crosstalk.actors.router import PresenceQuery, WatchSent
@@ -109,7 +111,7 @@ class MemoryFeature:
         if self._sync is None and self.daemon.identity is not None:
             actor = MemorySync(
                 keys=self.daemon.keys,
-                store=StoreAdapter(self.daemon.store, self.follower()),
+                store=self._sync_store(),
                 send_op=self._send_room_op,
                 presence=self._presence,
                 wait_sent=self._wait_sent,
@@ -117,8 +119,14 @@ class MemoryFeature:
             self._sync = await self.daemon.supervisor.start_actor("memory_sync", actor)
         return self._sync
 
+    def _sync_store(self) -> StoreAdapter:
+        return StoreAdapter(self.daemon.store, self.follower())
+
     async def start(self) -> None:
-        await self.sync_inbox()
+        """Start hook: the memory-sync actor, then a probe per room (before rooms start)."""
+        sync = await self.sync_inbox()
+        if sync is not None:
+            await probe(self._sync_store(), self._send_room_op, sync)
 
     async def _send_room_op(self, room: str, op: RoomOp) -> str:
         return await self.daemon.send_op(room, op)
@@ -187,11 +195,20 @@ class MemoryFeature:
         follower = self.follower()
         while True:
             changed = self._changed
-            await self.daemon.store.write(lambda c: follower.advance(c, room_id))
+            await self.daemon.store.write(functools.partial(follower.advance, room_id=room_id))
             found = await self.daemon.store.read(lambda c: m.outcome(c, room_id, op_id))
             if found is not None:
                 return found
             await changed.wait()
+
+    async def catch_up_own(self, rooms: list[Room]) -> None:
+        """Apply our own ops the relay has sequenced (messages too) before showing memory."""
+        if self.daemon.identity is None:
+            return
+        follower = self.follower()
+        for room in rooms:
+            room_id = room.room_id
+            await self.daemon.store.write(functools.partial(follower.advance, room_id=room_id))
 
     async def decide(self, params: v.DecideParams) -> v.DecideReply:
         if not params.text.strip():
@@ -274,6 +291,7 @@ def _register_reads(ops: OpTable, feature: MemoryFeature) -> None:
 
     async def listing(params: v.ListParams, facts: bool) -> v.FactsReply | v.TasksReply:
         rooms = await feature.rooms_for(v.Where(params.room, params.cwd))
+        await feature.catch_up_own(rooms)
         me, label = _me(feature)
         now = time.time()
         return await store.read(
@@ -305,6 +323,12 @@ def _register_reads(ops: OpTable, feature: MemoryFeature) -> None:
         chosen = build_working_set(memory, me=me, repo=repo, now=time.time(), names=known)
         return v.WorkingSetReply(chosen.render(), repo, chosen.facts_total, chosen.tasks_total)
 
+    async def memory_state(params: v.Where) -> v.MemoryStateReply:
+        rooms = await feature.rooms_for(params)
+        await feature.catch_up_own(rooms)
+        return await store.read(lambda c: v.memory_state(c, rooms))
+
+    ops.add("memory_state", v.Where, memory_state)
     ops.add("facts", v.ListParams, facts)
     ops.add("tasks", v.ListParams, tasks)
     ops.add("working_set", v.WorkingSetParams, working_set)

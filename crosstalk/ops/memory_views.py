@@ -156,6 +156,22 @@ class DecideReply:
 
 
 @attrs.frozen
+class RoomMemoryView:
+    """Where one room's memory stands; equal ``state_hash`` at equal ``last_seq`` = in agreement."""
+
+    room: str
+    id: str
+    last_seq: int
+    state_hash: str
+    catching_up: bool
+
+
+@attrs.frozen
+class MemoryStateReply:
+    rooms: list[RoomMemoryView]
+
+
+@attrs.frozen
 class WorkingSetReply:
     text: str
     repo: str | None
@@ -289,3 +305,14 @@ def list_memory(
         for task in m.load_state(conn, room.room_id).tasks(include_closed=include_all)
     ]
     return TasksReply(task_views, catching_up)
+
+
+def memory_state(conn: sqlite3.Connection, rooms: list[Room]) -> MemoryStateReply:
+    views = []
+    for room in rooms:
+        state = m.load_state(conn, room.room_id)
+        hole = m.cursor(conn, room.room_id).hole_from is not None
+        views.append(
+            RoomMemoryView(room.name, room.room_id, state.last_seq, state.state_hash(), hole)
+        )
+    return MemoryStateReply(views)

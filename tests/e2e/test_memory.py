@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-import subprocess
+import signal
 import threading
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.conftest import Person, pair, wait_until
+import pytest
+
+from crosstalk.client import call
+from crosstalk.paths import Home
+from tests.e2e.conftest import Person, pair, stop_pid, wait_until
+from tests.relay.process import RelayProcess
 
 
 def facts_of(person: Person, *args: str) -> list[dict[str, Any]]:
@@ -39,3 +46,103 @@ def test_a_fact_and_a_task_reach_the_other_side_attributed(people: list[Person])
     )
     (seen,) = tasks_of(ben)
     assert seen["claimed_by"] == "ana" and seen["for"] == "ana" and seen["by"] == "ben"
+
+
+def op(person: Person, name: str, **params: Any) -> dict[str, Any]:
+    """One control op straight to the person's daemon (no CLI start-up per call)."""
+    return call(Home(person.home), name, params, timeout=60.0)
+
+
+def memory_rooms(person: Person) -> list[dict[str, Any]]:
+    return list(op(person, "memory_state")["rooms"])
+
+
+def test_concurrent_claims_have_one_winner_on_every_replica(people: list[Person]) -> None:
+    """50 races: two homes claim one task at the same instant; one wins, both agree who."""
+    ana, ben, _ = people
+    pair(ana, ben)
+    races = 50
+    ids = [op(ana, "task_add", text=f"task {n}")["id"] for n in range(races)]
+    wait_until(lambda: len(op(ben, "tasks")["tasks"]) == races, timeout=30, what="tasks at ben's")
+    barrier = threading.Barrier(2)
+    for task_id in ids:
+        answers: dict[str, dict[str, Any]] = {}
+
+        def claim(person: Person, task_id: str = task_id) -> None:
+            barrier.wait(timeout=30)
+            answers[person.home.name] = op(person, "task_claim", id=task_id)
+
+        threads = [threading.Thread(target=claim, args=(p,)) for p in (ana, ben)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        outcomes = sorted(a["outcome"] for a in answers.values())
+        assert outcomes == ["lost", "won"], answers
+        winner = next(name for name, a in answers.items() if a["outcome"] == "won")
+        assert {a["claimed_by"] for a in answers.values()} == {winner}, answers
+
+    def claimers(person: Person) -> dict[str, str]:
+        return {t["id"]: t["claimed_by"] for t in op(person, "tasks")["tasks"]}
+
+    wait_until(lambda: claimers(ana) == claimers(ben), timeout=30, what="replicas to agree")
+    assert set(claimers(ana)) == set(ids) and None not in claimers(ana).values()
+    wait_until(
+        lambda: memory_rooms(ana)[0]["state_hash"] == memory_rooms(ben)[0]["state_hash"],
+        timeout=30, what="equal memory hashes",
+    )
+
+
+@pytest.fixture
+def short_memory_people(short_tmp: Path) -> Iterator[tuple[list[Person], RelayProcess]]:
+    """Three people on a relay that keeps unacknowledged ops for 2 seconds only."""
+    relay = RelayProcess(short_tmp / "relay-data", short_tmp / "relay.stderr", "--retention", "2")
+    relay.start()
+    url = f"ws://127.0.0.1:{relay.port}"
+    crowd = [Person(short_tmp / name, url) for name in ("ana", "ben", "cy")]
+    try:
+        yield crowd, relay
+    finally:
+        for person in crowd:
+            pid = person.daemon_pid()
+            if pid:
+                stop_pid(pid)
+        relay.kill(signal.SIGTERM)
+
+
+def relay_backlog(relay: RelayProcess) -> int:
+    with urllib.request.urlopen(f"http://127.0.0.1:{relay.port}/metrics", timeout=5) as reply:
+        text = reply.read().decode()
+    line = next(x for x in text.splitlines() if x.startswith("crosstalk_relay_backlog_ops "))
+    return int(float(line.split()[1]))
+
+
+def test_a_member_away_past_retention_catches_up_by_snapshot(
+    short_memory_people: tuple[list[Person], RelayProcess],
+) -> None:
+    """Ben misses corrections, a forget, new facts and a claim; he gets them from ana's snapshot."""
+    (ana, ben, _), relay = short_memory_people
+    pair(ana, ben)
+    kept = op(ana, "fact_add", text="the API returns camelCase", tags=["api"])["id"]
+    gone = op(ana, "fact_add", text="staging is on port 8080")["id"]
+    wait_until(lambda: len(op(ben, "facts")["facts"]) == 2, timeout=30, what="facts at ben's")
+    stop_pid(ben.daemon_pid() or 0)
+
+    op(ana, "fact_correct", id=kept, text="the API returns snake_case", because="we migrated")
+    op(ana, "fact_forget", id=gone)
+    new = op(ana, "fact_add", text="uploads retry three times")["id"]
+    task = op(ana, "task_add", text="fix the upload path")["id"]
+    assert op(ana, "task_claim", id=task)["outcome"] == "won"
+    wait_until(lambda: relay_backlog(relay) == 0, timeout=30, what="the relay to drop the ops")
+
+    ben.json("daemon", "start")
+    wait_until(
+        lambda: memory_rooms(ben)[0]["state_hash"] == memory_rooms(ana)[0]["state_hash"],
+        timeout=45, what="ben's memory to equal ana's",
+    )
+    facts = {f["id"]: f for f in op(ben, "facts")["facts"]}
+    assert set(facts) == {kept, new}
+    assert facts[kept]["text"] == "the API returns snake_case"
+    (claimed,) = op(ben, "tasks")["tasks"]
+    assert claimed["claimed_by"] == "ana" and claimed["state"] == "claimed"
+    assert memory_rooms(ben)[0]["catching_up"] is False
