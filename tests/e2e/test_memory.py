@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
 import signal
+import subprocess
+import sys
 import threading
 import urllib.request
 from collections.abc import Iterator
@@ -146,3 +150,110 @@ def test_a_member_away_past_retention_catches_up_by_snapshot(
     (claimed,) = op(ben, "tasks")["tasks"]
     assert claimed["claimed_by"] == "ana" and claimed["state"] == "claimed"
     assert memory_rooms(ben)[0]["catching_up"] is False
+
+
+def run_in(person: Person, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The person's CLI run from ``cwd`` (the CLI passes its working directory on)."""
+    env = {**os.environ, "CROSSTALK_RELAY": person.relay}
+    env.pop("CROSSTALK_HOME", None)
+    return subprocess.run(
+        [sys.executable, "-m", "crosstalk", *args, "--home", str(person.home)],
+        capture_output=True, text=True, timeout=60, env=env, cwd=cwd, check=False,
+    )
+
+
+def git_repo(path: Path) -> Path:
+    """A directory that looks like a git repository root (crosstalk only looks for `.git`)."""
+    (path / ".git").mkdir(parents=True)
+    return path
+
+
+def test_decisions_append_in_order_and_survive_concurrent_writers(
+    people: list[Person], short_tmp: Path
+) -> None:
+    """DECISIONS.md gets its heading once, entries in order, and every concurrent entry whole."""
+    ana, ben, _ = people
+    pair(ana, ben)
+    repo = git_repo(short_tmp / "repo")
+    first = ana.json("decide", "use snake_case everywhere", "--why", "mobile expects it",
+                     "--repo", str(repo))
+    assert first["file"] == str(repo / "DECISIONS.md") and first["room"] == "ben"
+    op(ana, "decide", text="keep the API versioned", why="", repo=str(repo))
+    text = (repo / "DECISIONS.md").read_text()
+    assert text.startswith("# Decisions\n\n")
+    assert text.index("## use snake_case everywhere") < text.index("## keep the API versioned")
+    assert "- Who: ana\n" in text and "- Why: mobile expects it\n" in text
+
+    writers = [
+        person.spawn("decide", f"decision {n} by {person.home.name}", "--why", "x" * 300,
+                     "--repo", str(repo), "--json")
+        for n in range(3) for person in (ana, ben)
+    ]
+    for proc in writers:
+        assert proc.wait(timeout=60) == 0, proc.stderr.read() if proc.stderr else ""
+        for stream in (proc.stdout, proc.stderr):
+            if stream:
+                stream.close()
+    text = (repo / "DECISIONS.md").read_text()
+    assert text.count("# Decisions\n") == 1
+    headings = [line for line in text.splitlines() if line.startswith("## ")]
+    assert len(headings) == 8
+    for n in range(3):
+        for name in ("ana", "ben"):
+            assert headings.count(f"## decision {n} by {name}") == 1
+    entries = text.split("\n## ")[1:]
+    assert all(e.count("- Who: ") == 1 and e.count("- When: ") == 1 for e in entries)
+    assert text.count("- Why: " + "x" * 300 + "\n") == 6
+    wait_until(
+        lambda: len(op(ben, "memory_state")["rooms"]) == 1
+        and memory_rooms(ben)[0]["state_hash"] == memory_rooms(ana)[0]["state_hash"],
+        timeout=30, what="the decisions announced in the room",
+    )
+
+
+def test_working_set_filters_by_repository_and_stays_bounded(people: list[Person]) -> None:
+    """The working_set op shows this repository's and global facts, capped, and counts the rest."""
+    ana, ben, _ = people
+    pair(ana, ben)
+    for n in range(6):  # oldest first: the newest-affirmed facts are shown first
+        op(ana, "fact_add", text=f"long api fact {n} " + "y" * 380, tags=["API"])
+    op(ana, "fact_add", text="api answers in snake_case", tags=["api"])
+    op(ana, "fact_add", text="web is built with vite", tags=["web"])
+    op(ana, "fact_add", text="main is protected")
+    for n in range(12):
+        op(ana, "task_add", text=f"task {n}")
+    wait_until(lambda: len(op(ben, "tasks")["tasks"]) == 12, timeout=30, what="tasks at ben's")
+    got = op(ben, "working_set", repo="api")
+    text = got["text"]
+    assert got["repo"] == "api" and got["facts_total"] == 8 and got["tasks_total"] == 12
+    assert "api answers in snake_case" in text and "main is protected" in text
+    assert "vite" not in text
+    facts_block = text[: text.index("</crosstalk-facts>")]
+    assert len(facts_block) < 2000 + 400  # the budget plus the tags and preamble
+    assert "more not shown; call crosstalk_facts" in text
+    assert "2 more not shown; call crosstalk_tasks" in text
+    assert "claims" in text.lower()  # presented as claims by named people
+
+
+def test_project_binding_picks_the_room_and_several_rooms_need_one(
+    people: list[Person], short_tmp: Path
+) -> None:
+    """With two rooms a write must say which; a project's binding or --room decides it."""
+    ana, ben, cy = people
+    pair(ana, ben)
+    cy_room = pair(ana, cy)[0]["room"]
+    refused = ana.run("facts", "add", "which room?", "--json")
+    assert refused.returncode == 2 and "several rooms" in refused.stdout
+    assert "ben" in refused.stdout and "cy" in refused.stdout
+    assert ana.json("facts", "add", "for ben only", "--room", "ben")["room"] == "ben"
+
+    repo = git_repo(short_tmp / "work")
+    (repo / ".crosstalk").mkdir()
+    (repo / ".crosstalk" / "project.json").write_text(json.dumps({"room": cy_room}))
+    (repo / "src").mkdir()
+    bound = run_in(ana, repo / "src", "facts", "add", "for cy's project", "--json")
+    assert bound.returncode == 0, bound.stdout
+    assert json.loads(bound.stdout)["room"] == "cy"
+    wait_until(lambda: len(op(cy, "facts")["facts"]) == 1, timeout=30, what="the fact at cy's")
+    assert [f["text"] for f in op(cy, "facts")["facts"]] == ["for cy's project"]
+    assert [f["text"] for f in op(ben, "facts")["facts"]] == ["for ben only"]
