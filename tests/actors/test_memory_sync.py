@@ -1,0 +1,221 @@
+"""The memory-sync actor with a fake store and a fake room: asking, retrying, answering, probing."""
+
+from __future__ import annotations
+
+import trio
+import trio.testing
+
+from crosstalk import crypto
+from crosstalk.actors.memory_sync import (
+    RETRY_AFTER,
+    Answer,
+    MemorySync,
+    MemorySyncInput,
+    Nudge,
+    WatchOwn,
+    probe,
+)
+from crosstalk.actors.supervisor import Supervisor
+from crosstalk.core.memory import MemoryState
+from crosstalk.core.memory_transfer import signed_message, unpack_snapshot
+from crosstalk.store.memory import MemoryCursor
+from crosstalk.wire.memory import FactAdd, MemorySnapshot, OpContext, Outcome, OutcomeCode
+from crosstalk.wire.room_ops import RoomOp, SyncChunk, SyncRequest
+from tests.actors.fakes import running
+
+ROOM = "room-1"
+ME = crypto.Keys(b"m" * 32, b"M" * 32)
+BEN = crypto.Keys(b"b" * 32, b"B" * 32)
+CY = crypto.Keys(b"c" * 32, b"C" * 32)
+Posted = tuple[float, str, RoomOp]
+
+
+class FakeStore:
+    """An in-memory SyncStore: one room, a hole unless ``filled``, a memory state."""
+
+    def __init__(self, *, hole: bool) -> None:
+        self.hole = hole
+        self.requests: list[tuple[str, str | None]] = []
+        self.state = MemoryState(ROOM)
+        ctx = OpContext(seq=1, op_id="op-1", sender=ME.fingerprint, sender_label="me", ts=5.0)
+        self.state.apply(FactAdd("f1", "uploads retry " * 2000), ctx)
+        self.outcomes: dict[str, Outcome] = {}
+        self.reported: list[str] = []
+        self.advanced: list[str] = []
+
+    async def rooms(self) -> list[str]:
+        return [ROOM]
+
+    async def members(self, room: str) -> list[str]:
+        return [ME.fingerprint, BEN.fingerprint, CY.fingerprint]
+
+    async def cursor(self, room: str) -> MemoryCursor:
+        return MemoryCursor(room, self.state.last_seq, 2 if self.hole else None)
+
+    async def stalled(self) -> list[MemoryCursor]:
+        return [await self.cursor(ROOM)] if self.hole else []
+
+    async def note_request(self, room: str, request_id: str, asked: str | None) -> None:
+        self.requests.append((request_id, asked))
+
+    async def snapshot(self, room: str) -> MemorySnapshot | None:
+        return None if self.hole else self.state.snapshot()
+
+    async def advance(self, room: str) -> None:
+        self.advanced.append(room)
+
+    async def unreported(self) -> list[tuple[str, str, str]]:
+        return [(ROOM, op_id, "TaskClaim") for op_id in self.outcomes if op_id not in self.reported]
+
+    async def outcome(self, room: str, op_id: str) -> Outcome | None:
+        return self.outcomes.get(op_id)
+
+    async def mark_reported(self, op_id: str) -> None:
+        self.reported.append(op_id)
+
+
+class FakeRoom:
+    """Records posted ops with their virtual time; ``sequence`` releases a watched op."""
+
+    def __init__(self, online: dict[str, bool]) -> None:
+        self.online = online
+        self.posted_send, self.posted = trio.open_memory_channel[Posted](64)
+        self.sequenced: dict[str, trio.Event] = {}
+        self.count = 0
+
+    async def send_op(self, room: str, op: RoomOp) -> str:
+        self.count += 1
+        op_id = f"mine-{self.count}"
+        self.posted_send.send_nowait((trio.current_time(), room, op))
+        return op_id
+
+    async def presence(self) -> dict[str, bool]:
+        return dict(self.online)
+
+    async def wait_sent(self, op_id: str) -> None:
+        await self.sequenced.setdefault(op_id, trio.Event()).wait()
+
+    def sequence(self, op_id: str) -> None:
+        self.sequenced.setdefault(op_id, trio.Event()).set()
+
+    async def next(self, within: float = 60.0) -> Posted:
+        with trio.fail_after(within):
+            return await self.posted.receive()
+
+
+def actor(store: FakeStore, room: FakeRoom) -> MemorySync:
+    return MemorySync(
+        keys=ME, store=store, send_op=room.send_op, presence=room.presence,
+        wait_sent=room.wait_sent,
+    )
+
+
+async def start(
+    supervisor: Supervisor, store: FakeStore, room: FakeRoom
+) -> trio.MemorySendChannel[MemorySyncInput]:
+    return await supervisor.start_actor("memory_sync", actor(store, room))
+
+
+async def test_a_hole_asks_one_online_member_then_the_next_after_the_timeout(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """At start it asks one online member; with no snapshot by RETRY_AFTER it asks the other."""
+    store, room = FakeStore(hole=True), FakeRoom({BEN.fingerprint: True, CY.fingerprint: True})
+    async with running(Supervisor(heartbeat=5.0)) as supervisor:
+        await start(supervisor, store, room)
+        first_at, _, first = await room.next()
+        second_at, _, second = await room.next()
+    assert isinstance(first, SyncRequest) and isinstance(second, SyncRequest)
+    assert (first_at, second_at) == (0.0, RETRY_AFTER)
+    assert {first.ask, second.ask} == {BEN.fingerprint, CY.fingerprint}
+    assert first.have == 1 and first.request_id != second.request_id
+    assert store.requests == [(first.request_id, first.ask), (second.request_id, second.ask)]
+
+
+async def test_with_nobody_online_nothing_is_posted_until_someone_is(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """No member online: no request; once one is, the next retry asks them."""
+    store, room = FakeStore(hole=True), FakeRoom({})
+    async with running(Supervisor(heartbeat=5.0)) as supervisor:
+        await start(supervisor, store, room)
+        with trio.move_on_after(RETRY_AFTER - 1):
+            got = await room.next()
+            raise AssertionError(f"nothing should be posted yet, got {got}")
+        room.online[CY.fingerprint] = True
+        at, _, request = await room.next()
+    assert at == RETRY_AFTER
+    assert isinstance(request, SyncRequest) and request.ask == CY.fingerprint
+
+
+async def test_a_filled_hole_stops_the_retries(autojump_clock: trio.testing.MockClock) -> None:
+    """Once the store has no hole, a nudge ends the asking: nothing more is posted."""
+    store, room = FakeStore(hole=True), FakeRoom({BEN.fingerprint: True})
+    async with running(Supervisor(heartbeat=5.0)) as supervisor:
+        inbox = await start(supervisor, store, room)
+        await room.next()
+        store.hole = False
+        await inbox.send(Nudge((ROOM,)))
+        with trio.move_on_after(RETRY_AFTER * 4):
+            got = await room.next()
+            raise AssertionError(f"no more requests expected, got {got}")
+    assert store.advanced == [ROOM]
+
+
+async def test_an_answer_is_our_snapshot_in_signed_pieces(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The pieces carry one signature over the digest, and reassemble to our exact snapshot."""
+    store, room = FakeStore(hole=False), FakeRoom({})
+    async with running(Supervisor(heartbeat=5.0)) as supervisor:
+        inbox = await start(supervisor, store, room)
+        await inbox.send(Answer(ROOM, "req-1", BEN.fingerprint))
+        first = (await room.next())[2]
+        assert isinstance(first, SyncChunk)
+        chunks = [first] + [(await room.next())[2] for _ in range(first.count - 1)]
+    assert all(isinstance(c, SyncChunk) for c in chunks)
+    pieces = [c.data for c in chunks if isinstance(c, SyncChunk)]
+    assert [c.index for c in chunks if isinstance(c, SyncChunk)] == list(range(first.count))
+    message = signed_message(ROOM, "req-1", first.last_seq, first.digest)
+    crypto.verify(ME.ed_pub, message, first.sig)
+    assert unpack_snapshot(ROOM, pieces, first.digest) == store.state.snapshot()
+
+
+async def test_no_answer_while_our_own_memory_has_a_hole(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A member that is catching up itself does not send a snapshot."""
+    store, room = FakeStore(hole=True), FakeRoom({})
+    async with running(Supervisor(heartbeat=5.0)) as supervisor:
+        inbox = await start(supervisor, store, room)
+        await inbox.send(Answer(ROOM, "req-1", BEN.fingerprint))
+        with trio.move_on_after(RETRY_AFTER - 1):
+            got = await room.next()
+            raise AssertionError(f"nothing should be posted, got {got}")
+
+
+async def test_a_pending_claim_is_applied_and_reported_once_sequenced(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A watched op is advanced when the relay sequences it, and its outcome marked reported."""
+    store, room = FakeStore(hole=False), FakeRoom({})
+    async with running(Supervisor(heartbeat=5.0)) as supervisor:
+        inbox = await start(supervisor, store, room)
+        await inbox.send(WatchOwn(ROOM, "claim-1"))
+        await trio.testing.wait_all_tasks_blocked()
+        assert store.advanced == [] and store.reported == []
+        store.outcomes["claim-1"] = Outcome("claim-1", 2, OutcomeCode.WON)
+        room.sequence("claim-1")
+        await trio.testing.wait_all_tasks_blocked()
+    assert store.advanced == [ROOM] and store.reported == ["claim-1"]
+
+
+async def test_probe_asks_nobody_and_is_watched(autojump_clock: trio.testing.MockClock) -> None:
+    """The start probe is a request naming nobody, with our cursor, watched until sequenced."""
+    store, room = FakeStore(hole=False), FakeRoom({})
+    watched_send, watched = trio.open_memory_channel[MemorySyncInput](4)
+    await probe(store, room.send_op, watched_send)
+    _, posted_room, request = await room.next()
+    assert posted_room == ROOM
+    assert isinstance(request, SyncRequest) and request.ask is None and request.have == 1
+    assert watched.receive_nowait() == WatchOwn(ROOM, "mine-1")
