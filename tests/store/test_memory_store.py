@@ -12,10 +12,11 @@ from crosstalk import crypto
 from crosstalk.actors.room import Applied
 from crosstalk.core.memory import MemoryState
 from crosstalk.core.memory_transfer import pack_snapshot, signed_message
+from crosstalk.ops import memory_views as v
 from crosstalk.store import memory as m
 from crosstalk.store.db import connect
 from crosstalk.store.memory_log import MemoryFollower
-from crosstalk.store.rooms import Room, RoomMember, add_member, add_room
+from crosstalk.store.rooms import Contact, Room, RoomMember, add_member, add_room, upsert_contact
 from crosstalk.wire.memory import (
     FactAdd,
     FactConfirm,
@@ -206,7 +207,7 @@ def test_a_signed_snapshot_fills_the_hole_and_parked_ops_follow(
 def test_a_snapshot_that_does_not_verify_is_not_adopted(
     conn: sqlite3.Connection, case: str
 ) -> None:
-    """A snapshot signed by someone else, sent by a non-member, or for another request is ignored."""
+    """A snapshot signed by another, sent by a non-member, or for another request is ignored."""
     follower, ben = away_scenario(conn)
     signer, sender, request = BEN, BEN, "r1"
     if case == "wrong signer":
@@ -233,3 +234,22 @@ def test_a_snapshot_older_than_the_hole_is_ignored(conn: sqlite3.Connection) -> 
     follower.applied(conn, inbound(6, snapshot_chunks(old, "r1", BEN, 1 << 20)[0]))
     assert m.cursor(conn, ROOM).hole_from == 2
     assert conn.execute("SELECT count(*) FROM memory_chunks").fetchone()[0] == 0
+
+
+def test_a_fact_from_a_member_with_no_direct_channel_is_kept_and_attributed(
+    conn: sqlite3.Connection,
+) -> None:
+    """Cy is in the room's roster but not our contact: the fact shows under cy's own name."""
+    cy = crypto.Keys(b"c" * 32, b"C" * 32)
+    add_member(conn, RoomMember(ROOM, cy.fingerprint, "cy", cy.ed_pub, cy.x_pub))
+    upsert_contact(conn, Contact(BEN.fingerprint, "benjamin", "laptop", BEN.ed_pub, BEN.x_pub))
+    follower = MemoryFollower(ANA.fingerprint)
+    follower.applied(conn, inbound(1, env(FactAdd("f1", "cy says hi"), "cy", 1.0), cy))
+    follower.applied(conn, inbound(2, env(FactConfirm("f1"), "ben", 2.0), BEN))
+    rooms = v.joined_rooms(conn)
+    listed = v.list_memory(
+        conn, rooms, facts=True, include_all=False, now=10.0, me=ANA.fingerprint, my_label="ana"
+    )
+    assert isinstance(listed, v.FactsReply)
+    (fact,) = listed.facts
+    assert fact.text == "cy says hi" and fact.by == ["cy", "benjamin"] and fact.age_s == 8.0
