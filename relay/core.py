@@ -42,7 +42,7 @@ from crosstalk.wire import relay as w
 from relay.effects import Close, Effect, Send
 from relay.limits import Buckets, RelayConfig
 from relay.rooms import RoomBook, RoomState, check_id, refuse
-from relay.slots import Peer, SlotTable, other
+from relay.slots import PairingDesk, Peer
 from relay.storage import OpAppended, Snapshot
 
 MISBEHAVIOUR = frozenset({"bad_frame", "unauthenticated", "version"})
@@ -108,11 +108,8 @@ class RelayCore:
         if snapshot is not None:
             self._rooms.load(snapshot)
         cfg = self.config
-        self._slots = SlotTable(
-            ttl=cfg.slot_ttl, grant_ttl=cfg.grant_ttl, max_open=cfg.max_open_slots
-        )
+        self._pairing = PairingDesk(cfg, draw)
         self._op_buckets = Buckets(cfg.op_rate, cfg.op_burst)
-        self._guess_buckets = Buckets(cfg.guess_rate, cfg.guess_burst)
         self._ops_in = 0
         self._ops_out = 0
         self._errors: dict[str, int] = {}
@@ -120,9 +117,9 @@ class RelayCore:
             w.Create: self._create, w.Add: self._add, w.Accept: self._accept,
             w.Decline: self._decline, w.Leave: self._leave, w.Remove: self._remove,
             w.GetRoster: self._roster, w.ListRooms: self._list_rooms, w.Post: self._post,
-            w.Ack: self._ack, w.Resume: self._resume, w.SlotOpen: self._slot_open,
-            w.SlotJoin: self._slot_join, w.SlotAttach: self._slot_attach,
-            w.SlotSend: self._slot_send, w.SlotClose: self._slot_close,
+            w.Ack: self._ack, w.Resume: self._resume, w.SlotOpen: self._slot,
+            w.SlotJoin: self._slot, w.SlotAttach: self._slot, w.SlotSend: self._slot,
+            w.SlotClose: self._slot,
         }
 
     # --- events from the shell -----------------------------------------------------------------
@@ -161,7 +158,7 @@ class RelayCore:
         out: list[Effect] = []
         if c is None:
             return out
-        self._slots.detach(conn)
+        self._pairing.detach(conn)
         if c.peer is not None:
             conns = self._by_identity.get(c.fp, set())
             conns.discard(conn)
@@ -173,11 +170,8 @@ class RelayCore:
     def tick(self, now: float) -> list[Effect]:
         """Periodic upkeep: retention, slot expiry, forgetting idle rate buckets."""
         out: list[Effect] = list(self._rooms.expire(now - self.config.retention))
-        for slot in self._slots.expired(now):
-            for conns in slot.attached.values():
-                out.extend(Send(cid, w.SlotClosed(slot.number, "expired")) for cid in conns)
+        self._pairing.tick(now, out)
         self._op_buckets.sweep(now)
-        self._guess_buckets.sweep(now)
         return out
 
     def statistics(self) -> RelayStats:
@@ -186,7 +180,7 @@ class RelayCore:
             connections=len(self._conns), authenticated=ready,
             identities=len(self._by_identity), rooms=len(self._rooms.rooms),
             held_ops=self._rooms.held_ops(), held_bytes=self._rooms.held_bytes(),
-            slots=len(self._slots.slots), ops_in=self._ops_in, ops_out=self._ops_out,
+            slots=len(self._pairing.table.slots), ops_in=self._ops_in, ops_out=self._ops_out,
             errors=dict(self._errors),
         )
 
@@ -266,7 +260,7 @@ class RelayCore:
         invitee = fingerprint(f.ed_pub)
         if invitee in state.members:
             raise refuse("already_member", "that person is already in the room's roster")
-        if invitee not in self._rooms.peers(c.fp) and not self._slots.use_grant(
+        if invitee not in self._rooms.peers(c.fp) and not self._pairing.table.use_grant(
             c.fp, invitee, now
         ):
             raise refuse("forbidden", "you can only add someone you already share a room with")
@@ -329,6 +323,10 @@ class RelayCore:
         ]
         out.append(Send(c.id, w.RoomList(f.req, entries)))
 
+    def _slot(self, c: Conn, f: w.ClientFrame, now: float, out: list[Effect]) -> None:
+        assert c.peer is not None
+        self._pairing.handle(c.id, c.peer, c.source, f, now, out)
+
     # --- the log -------------------------------------------------------------------------------
 
     def _post(self, c: Conn, f: w.Post, now: float, out: list[Effect]) -> None:
@@ -379,55 +377,6 @@ class RelayCore:
             out.extend(self._rooms.acknowledge(c.fp, c.device, room, cursor))
         c.live = True
         out.append(Send(c.id, w.Resumed(f.req, rooms, missing)))
-
-    # --- pairing slots -------------------------------------------------------------------------
-
-    def _slot_open(self, c: Conn, f: w.SlotOpen, now: float, out: list[Effect]) -> None:
-        assert c.peer is not None
-        slot = self._slots.open(c.peer, c.id, now, self._draw)
-        out.append(Send(c.id, w.Slot(f.req, slot.number, self.config.slot_ttl)))
-
-    def _slot_join(self, c: Conn, f: w.SlotJoin, now: float, out: list[Effect]) -> None:
-        assert c.peer is not None
-        # Only a join that misses is a guess; a right number costs nothing, so busy places
-        # (many pairings behind one address) are never throttled for succeeding.
-        if not self._guess_buckets.take(c.source, now):
-            raise refuse("rate_limited", "too many pairing attempts from here; wait a minute")
-        slot = self._slots.join(f.slot, c.peer, c.id, now)
-        self._guess_buckets.refund(c.source)
-        owner = slot.owner
-        reply = w.SlotJoined(f.req, slot.number, owner.fingerprint, owner.ed_pub, owner.x_pub)
-        out.append(Send(c.id, reply))
-        joined = w.SlotJoined(None, slot.number, c.fp, c.peer.ed_pub, c.peer.x_pub)
-        out.extend(Send(cid, joined) for cid in slot.attached["owner"])
-        for index, data in slot.parts_from("owner"):
-            out.append(Send(c.id, w.SlotMsg(slot.number, "owner", index, data)))
-
-    def _slot_attach(self, c: Conn, f: w.SlotAttach, now: float, out: list[Effect]) -> None:
-        slot, side = self._slots.mine(f.slot, c.fp, now)
-        slot.attached[side].add(c.id)
-        out.append(Send(c.id, w.Ok(f.req)))
-        j = slot.joiner
-        if side == "owner" and j is not None:
-            joined = w.SlotJoined(None, slot.number, j.fingerprint, j.ed_pub, j.x_pub)
-            out.append(Send(c.id, joined))
-        for index, data in slot.parts_from(other(side)):
-            out.append(Send(c.id, w.SlotMsg(slot.number, other(side), index, data)))
-
-    def _slot_send(self, c: Conn, f: w.SlotSend, now: float, out: list[Effect]) -> None:
-        slot, side = self._slots.mine(f.slot, c.fp, now)
-        self._slots.write(slot, side, f.index, f.data)
-        out.append(Send(c.id, w.Ok(f.req)))
-        msg = w.SlotMsg(slot.number, side, f.index, f.data)
-        out.extend(Send(cid, msg) for cid in slot.attached[other(side)])
-
-    def _slot_close(self, c: Conn, f: w.SlotClose, now: float, out: list[Effect]) -> None:
-        slot, _ = self._slots.mine(f.slot, c.fp, now)
-        self._slots.close(slot.number)
-        out.append(Send(c.id, w.Ok(f.req)))
-        closed = w.SlotClosed(slot.number, "closed")
-        for conns in slot.attached.values():
-            out.extend(Send(cid, closed) for cid in conns if cid != c.id)
 
 
 def _verify(key: bytes, message: bytes, sig: bytes, code: str, sentence: str) -> None:

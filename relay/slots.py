@@ -25,7 +25,10 @@ from collections.abc import Callable
 
 import attrs
 
+from crosstalk.wire import relay as w
 from crosstalk.wire.relay import MAX_SLOT_DATA, MAX_SLOT_INDEX, Side
+from relay.effects import Effect, Send
+from relay.limits import Buckets, RelayConfig
 from relay.rooms import refuse
 
 
@@ -148,3 +151,80 @@ class SlotTable:
             return False
         del self.grants[pair]
         return True
+
+
+class PairingDesk:
+    """The slot frames, for the core: owns the slot table and each source's guess budget."""
+
+    def __init__(self, config: RelayConfig, draw: Callable[[int], bytes]) -> None:
+        self.table = SlotTable(
+            ttl=config.slot_ttl, grant_ttl=config.grant_ttl, max_open=config.max_open_slots
+        )
+        self._ttl = config.slot_ttl
+        self._draw = draw
+        self._guesses = Buckets(config.guess_rate, config.guess_burst)
+
+    def handle(
+        self, conn: int, peer: Peer, source: str, f: w.ClientFrame, now: float, out: list[Effect]
+    ) -> None:
+        """Apply one slot frame from an authenticated connection."""
+        if isinstance(f, w.SlotOpen):
+            slot = self.table.open(peer, conn, now, self._draw)
+            out.append(Send(conn, w.Slot(f.req, slot.number, self._ttl)))
+        elif isinstance(f, w.SlotJoin):
+            self._join(conn, peer, source, f, now, out)
+        elif isinstance(f, w.SlotAttach):
+            self._attach(conn, peer, f, now, out)
+        elif isinstance(f, w.SlotSend):
+            slot, side = self.table.mine(f.slot, peer.fingerprint, now)
+            self.table.write(slot, side, f.index, f.data)
+            out.append(Send(conn, w.Ok(f.req)))
+            msg = w.SlotMsg(slot.number, side, f.index, f.data)
+            out.extend(Send(cid, msg) for cid in slot.attached[other(side)])
+        elif isinstance(f, w.SlotClose):
+            slot, _ = self.table.mine(f.slot, peer.fingerprint, now)
+            self.table.close(slot.number)
+            out.append(Send(conn, w.Ok(f.req)))
+            closed = w.SlotClosed(slot.number, "closed")
+            for conns in slot.attached.values():
+                out.extend(Send(cid, closed) for cid in conns if cid != conn)
+
+    def _join(
+        self, conn: int, peer: Peer, source: str, f: w.SlotJoin, now: float, out: list[Effect]
+    ) -> None:
+        # Only a join that misses is a guess; a right number costs nothing, so busy places
+        # (many pairings behind one address) are never throttled for succeeding.
+        if not self._guesses.take(source, now):
+            raise refuse("rate_limited", "too many pairing attempts from here; wait a minute")
+        slot = self.table.join(f.slot, peer, conn, now)
+        self._guesses.refund(source)
+        owner = slot.owner
+        reply = w.SlotJoined(f.req, slot.number, owner.fingerprint, owner.ed_pub, owner.x_pub)
+        out.append(Send(conn, reply))
+        joined = w.SlotJoined(None, slot.number, peer.fingerprint, peer.ed_pub, peer.x_pub)
+        out.extend(Send(cid, joined) for cid in slot.attached["owner"])
+        for index, data in slot.parts_from("owner"):
+            out.append(Send(conn, w.SlotMsg(slot.number, "owner", index, data)))
+
+    def _attach(
+        self, conn: int, peer: Peer, f: w.SlotAttach, now: float, out: list[Effect]
+    ) -> None:
+        slot, side = self.table.mine(f.slot, peer.fingerprint, now)
+        slot.attached[side].add(conn)
+        out.append(Send(conn, w.Ok(f.req)))
+        j = slot.joiner
+        if side == "owner" and j is not None:
+            out.append(Send(conn, w.SlotJoined(None, slot.number, j.fingerprint, j.ed_pub,
+                                               j.x_pub)))
+        for index, data in slot.parts_from(other(side)):
+            out.append(Send(conn, w.SlotMsg(slot.number, other(side), index, data)))
+
+    def tick(self, now: float, out: list[Effect]) -> None:
+        """Expire slots (telling attached sides) and forget idle guess budgets."""
+        for slot in self.table.expired(now):
+            for conns in slot.attached.values():
+                out.extend(Send(cid, w.SlotClosed(slot.number, "expired")) for cid in conns)
+        self._guesses.sweep(now)
+
+    def detach(self, conn: int) -> None:
+        self.table.detach(conn)
