@@ -1,0 +1,120 @@
+"""Attention state round-trips through state.db: trust, mutes, ration stamps, the record,
+notices."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+import pytest
+
+from crosstalk.core.attention import AttentionEntry
+from crosstalk.core.levels import Level, TrustSettings
+from crosstalk.core.mute import EVERYONE, MuteState
+from crosstalk.core.triage import Decision, Intent
+from crosstalk.store import attention as db
+from crosstalk.store.migrations import migrate
+
+
+@pytest.fixture
+def conn() -> Iterator[sqlite3.Connection]:
+    c = sqlite3.connect(":memory:", isolation_level=None)
+    migrate(c)
+    yield c
+    c.close()
+
+
+def test_trust_settings_round_trip_with_every_kind_of_entry(conn: sqlite3.Connection) -> None:
+    """Default, local, room levels, global pins and in-room pins all come back as saved."""
+    settings = (
+        TrustSettings()
+        .with_default(Level.NOTIFY)
+        .with_room("r1", Level.DELIVER)
+        .with_pin("fp-ben", Level.HANDOFF)
+        .with_pin("fp-ben", Level.MUTE, room="r2")
+    )
+    settings = TrustSettings(
+        default=settings.default, local=Level.ASK, rooms=settings.rooms,
+        people=settings.people, room_people=settings.room_people,
+    )
+    db.save_trust(conn, settings)
+    assert db.load_trust(conn) == settings
+
+
+def test_saving_trust_replaces_removed_entries(conn: sqlite3.Connection) -> None:
+    """A pin removed from the settings is gone from the database too."""
+    db.save_trust(conn, TrustSettings().with_pin("fp-ben", Level.DELIVER))
+    db.save_trust(conn, TrustSettings())
+    assert db.load_trust(conn) == TrustSettings()
+
+
+def test_saved_mutes_keep_only_those_still_in_force(conn: sqlite3.Connection) -> None:
+    """An ended mute is not written back; a running one keeps its end time."""
+    mutes = MuteState().mute("fp-ben", 1, now=0.0).mute(EVERYONE, 10, now=0.0)
+    db.save_mutes(conn, mutes, now=60.0)
+    assert db.load_mutes(conn) == MuteState({EVERYONE: 600.0})
+
+
+def test_ration_stamps_round_trip_in_time_order(conn: sqlite3.Connection) -> None:
+    """Stamps per recipient come back sorted by time."""
+    db.save_ration_stamps(conn, {"fp-ben": [30.0, 10.0], "room": [5.0]})
+    assert db.load_ration_stamps(conn) == {"fp-ben": [10.0, 30.0], "room": [5.0]}
+
+
+def test_attention_entries_keep_older_entries_of_recent_items(conn: sqlite3.Connection) -> None:
+    """An item held long ago and surfaced recently keeps both entries; stale items drop out."""
+    db.append_attention(
+        conn,
+        [
+            AttentionEntry("old", "ben", 10.0, Decision.NOTICE_NOW),
+            AttentionEntry("m1", "ben", 20.0, Decision.NOTICE_WHEN_IDLE),
+            AttentionEntry("m1", "ben", 200.0, Decision.NOTICE_NOW),
+        ],
+    )
+    assert [(e.item, e.ts) for e in db.attention_entries(conn, since=100.0)] == [
+        ("m1", 20.0),
+        ("m1", 200.0),
+    ]
+
+
+def _notice(message_id: str, **changes: Any) -> db.Notice:
+    base = db.Notice(
+        message_id=message_id, session=None, target=None, sender="fp-ben", label="ben",
+        from_session=None, room_id="r1", intent=Intent.FYI, kind="message",
+        decision=Decision.NOTICE_WHEN_IDLE, due="idle", created_at=1.0,
+    )
+    return attrs.evolve(base, **changes)
+
+
+def test_a_notice_is_recorded_once_per_message_and_session(conn: sqlite3.Connection) -> None:
+    """Recording the same decision twice keeps one row."""
+    db.add_notice(conn, _notice("m1"))
+    db.add_notice(conn, _notice("m1"))
+    assert db.list_notices(conn) == [_notice("m1")]
+    assert db.has_notice(conn, "m1") and not db.has_notice(conn, "m2")
+
+
+def test_held_notices_for_a_session_follow_its_name_project_or_nobody(
+    conn: sqlite3.Connection,
+) -> None:
+    """A session sees held notices addressed to it, its project, anyone; not another's."""
+    db.add_notice(conn, _notice("anyone"))
+    db.add_notice(conn, _notice("by-name", target="s1"))
+    db.add_notice(conn, _notice("by-project", target="repo"))
+    db.add_notice(conn, _notice("other", session="s2", target="s2"))
+    db.add_notice(conn, _notice("now", decision=Decision.NOTICE_NOW, due="now", surfaced_at=1.0))
+    mine = [n.message_id for n in db.held_notices(conn, "s1", "repo")]
+    assert mine == ["anyone", "by-name", "by-project"]
+    assert len(db.held_notices(conn)) == 4
+
+
+def test_marking_surfaced_claims_a_notice_for_anyone_once(conn: sqlite3.Connection) -> None:
+    """The first session to surface a notice for anyone takes it; a second mark changes nothing."""
+    db.add_notice(conn, _notice("m1"))
+    db.mark_surfaced(conn, "m1", "s1", "b1", now=5.0)
+    db.mark_surfaced(conn, "m1", "s2", "b2", now=6.0)
+    [row] = db.list_notices(conn)
+    assert (row.session, row.batch, row.surfaced_at) == ("s1", "b1", 5.0)
+    assert db.held_notices(conn) == []
