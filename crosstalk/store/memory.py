@@ -78,8 +78,11 @@ def _ensure(conn: sqlite3.Connection, room_id: str) -> None:
 
 
 def set_last_seq(conn: sqlite3.Connection, room_id: str, seq: int) -> None:
-    _ensure(conn, room_id)
-    conn.execute("UPDATE memory_rooms SET last_seq = ? WHERE room_id = ?", (seq, room_id))
+    conn.execute(
+        "INSERT INTO memory_rooms (room_id, last_seq) VALUES (?, ?) "
+        "ON CONFLICT (room_id) DO UPDATE SET last_seq = excluded.last_seq",
+        (room_id, seq),
+    )
 
 
 def set_hole(conn: sqlite3.Connection, room_id: str, hole_from: int | None) -> None:

@@ -55,10 +55,12 @@ class MemoryFollower:
 
     def state(self, conn: sqlite3.Connection, room_id: str) -> MemoryState:
         """The room's current state (cached; reloaded when the stored cursor disagrees)."""
-        stored = m.cursor(conn, room_id).last_seq
-        cached = self._cache.get(room_id)
-        if cached is None or cached.last_seq != stored:
-            cached = self._cache[room_id] = m.load_state(conn, room_id)
+        return self._state(conn, m.cursor(conn, room_id))
+
+    def _state(self, conn: sqlite3.Connection, stored: m.MemoryCursor) -> MemoryState:
+        cached = self._cache.get(stored.room_id)
+        if cached is None or cached.last_seq != stored.last_seq:
+            cached = self._cache[stored.room_id] = m.load_state(conn, stored.room_id)
         return cached
 
     # --- inputs ----------------------------------------------------------------------------------
@@ -68,11 +70,12 @@ class MemoryFollower:
         room = entry.room_id
         if isinstance(entry.op, SyncChunk):
             self._take_chunk(conn, entry, entry.op)
-        if m.cursor(conn, room).hole_from is not None:
-            if entry.seq > self.state(conn, room).last_seq:
+        stored = m.cursor(conn, room)
+        state = self._state(conn, stored)
+        if stored.hole_from is not None:
+            if entry.seq > state.last_seq:
                 _park(conn, entry)
             return
-        state = self.state(conn, room)
         if entry.seq <= state.last_seq:
             return  # re-delivered, our own op echoed on a resume, or covered by a snapshot
         self._fill_own(conn, state, entry.seq - 1)

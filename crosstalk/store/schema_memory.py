@@ -70,4 +70,6 @@ STATEMENTS: tuple[str, ...] = (
         data BLOB NOT NULL,
         PRIMARY KEY (room_id, request_id, responder, idx)
     )""",
+    # Our own op at a given seq is looked up for every op applied (outbox is the link's table).
+    "CREATE INDEX memory_outbox_by_seq ON outbox (room_id, seq)",
 )

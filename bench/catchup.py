@@ -1,0 +1,162 @@
+"""Memory catch-up cost: 10,000 missed ops from the log, and a 10,000-fact snapshot.
+
+Run: ``python -m bench.catchup [--ops N] [--facts N] [--json]``.
+
+*Missed ops*: N memory ops (adds, confirms, claims) sealed by another member, then, timed: open
+each seal and check its signature, decode it, and apply it through the memory applier into a real
+``state.db``, in transactions of 200 ops as the room actor does. Bytes: what the relay would
+deliver (framed sealed bodies).
+
+*Snapshot*: a room with N facts (about 250 characters each). Timed on the sender: canonical bytes,
+compress, split, sign. Timed on the receiver: the pieces go through the applier of a member with a
+hole; the last one verifies the signature, decompresses, checks the digest, parses and installs
+(rewriting the room's rows). Bytes: canonical JSON and the compressed pieces.
+
+The network is not included (loopback adds roughly one round trip per batch).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import nacl.utils
+
+from crosstalk import crypto
+from crosstalk.actors.room import BATCH, Applied
+from crosstalk.core.memory import MemoryState, canonical_bytes
+from crosstalk.core.memory_transfer import pack_snapshot, signed_message
+from crosstalk.store import memory as m
+from crosstalk.store.db import connect
+from crosstalk.store.memory_log import MemoryFollower
+from crosstalk.store.rooms import Room, RoomMember, add_member, add_room
+from crosstalk.wire.memory import FactAdd, FactConfirm, MemoryOp, OpContext, TaskAdd, TaskClaim
+from crosstalk.wire.room_ops import (
+    MemoryEnvelope,
+    SyncChunk,
+    decode_op,
+    encode_op,
+    frame_body,
+    unframe_body,
+)
+
+ROOM = "bench-room"
+ME = crypto.Keys(nacl.utils.random(32), nacl.utils.random(32))
+PEER = crypto.Keys(nacl.utils.random(32), nacl.utils.random(32))
+KEY = nacl.utils.random(32)
+
+
+def _database(path: Path) -> Any:
+    conn = connect(path)
+    conn.execute("BEGIN")
+    add_room(conn, Room(ROOM, "peer", "direct", "joined", 0, 0.0), KEY)
+    add_member(conn, RoomMember(ROOM, PEER.fingerprint, "peer", PEER.ed_pub, PEER.x_pub))
+    conn.execute("COMMIT")
+    return conn
+
+
+def _op(n: int) -> MemoryOp:
+    kind = n % 4
+    if kind == 0:
+        return FactAdd(f"f{n}", f"fact number {n}: " + "the upload path retries " * 8, ("api",))
+    if kind == 1:
+        return FactConfirm(f"f{n - 1}")
+    if kind == 2:
+        return TaskAdd(f"t{n}", f"task number {n}")
+    return TaskClaim(f"t{n - 1}")
+
+
+def missed_ops(count: int, workdir: Path) -> dict[str, float]:
+    bodies = []
+    for n in range(count):
+        plaintext = encode_op(MemoryEnvelope(_op(n), at=1000.0 + n, label="peer"))
+        sealed = crypto.seal_op(PEER, KEY, plaintext, room_id=ROOM, epoch=0, op_id=f"op{n}",
+                                nonce=nacl.utils.random(24))
+        bodies.append(frame_body(0, sealed))
+    conn = _database(workdir / "ops.db")
+    follower = MemoryFollower(ME.fingerprint)
+    started = time.perf_counter()
+    for first in range(0, count, BATCH):
+        conn.execute("BEGIN")
+        for n in range(first, min(first + BATCH, count)):
+            epoch, sealed = unframe_body(bodies[n])
+            plaintext = crypto.open_op(KEY, sealed, sender_ed_pub=PEER.ed_pub, room_id=ROOM,
+                                       epoch=epoch, op_id=f"op{n}")
+            entry = Applied(ROOM, n + 1, f"op{n}", PEER.fingerprint, 0.0, decode_op(plaintext))
+            follower.applied(conn, entry)
+        conn.execute("COMMIT")
+    elapsed = time.perf_counter() - started
+    assert m.cursor(conn, ROOM).last_seq == count
+    conn.close()
+    return {"ops": count, "seconds": elapsed, "bytes": float(sum(len(b) for b in bodies))}
+
+
+def _big_state(facts: int) -> MemoryState:
+    state = MemoryState(ROOM)
+    for n in range(facts):
+        text = f"fact {n}: " + "the API answers in snake_case and uploads retry " * 5
+        ctx = OpContext(seq=n + 1, op_id=f"op{n}", sender=PEER.fingerprint, sender_label="peer",
+                        ts=1000.0 + n)
+        state.apply(FactAdd(f"f{n:05d}", text[:250], ("api",)), ctx)
+    return state
+
+
+def snapshot(facts: int, workdir: Path) -> dict[str, float]:
+    source = _big_state(facts)
+    started = time.perf_counter()
+    snap = source.snapshot()
+    digest, pieces = pack_snapshot(snap)
+    sig = crypto.sign(PEER, signed_message(ROOM, "req", snap.last_seq, digest))
+    send_s = time.perf_counter() - started
+    chunks = [SyncChunk("req", snap.last_seq, i, len(pieces), digest, sig, p)
+              for i, p in enumerate(pieces)]
+    conn = _database(workdir / "snap.db")
+    follower = MemoryFollower(ME.fingerprint)
+    conn.execute("BEGIN")
+    m.set_hole(conn, ROOM, 1)
+    m.set_request(conn, ROOM, "req", PEER.fingerprint, 0.0)
+    conn.execute("COMMIT")
+    started = time.perf_counter()
+    conn.execute("BEGIN")
+    for i, chunk in enumerate(chunks):
+        seq = snap.last_seq + 1 + i
+        follower.applied(conn, Applied(ROOM, seq, f"c{i}", PEER.fingerprint, 0.0, chunk))
+    conn.execute("COMMIT")
+    receive_s = time.perf_counter() - started
+    assert m.cursor(conn, ROOM).hole_from is None
+    assert len(m.load_state(conn, ROOM).facts()) == facts
+    conn.close()
+    wire = sum(len(encode_op(c)) for c in chunks)
+    return {
+        "facts": facts, "canonical_bytes": float(len(canonical_bytes(snap))),
+        "compressed_bytes": float(sum(len(p) for p in pieces)), "pieces": float(len(pieces)),
+        "wire_bytes": float(wire), "send_seconds": send_s, "receive_seconds": receive_s,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ops", type=int, default=10_000)
+    parser.add_argument("--facts", type=int, default=10_000)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        result = {"missed_ops": missed_ops(args.ops, Path(tmp)),
+                  "snapshot": snapshot(args.facts, Path(tmp))}
+    if args.json:
+        print(json.dumps(result))
+        return
+    ops, snap = result["missed_ops"], result["snapshot"]
+    print(f"{ops['ops']:.0f} missed ops: {ops['seconds']:.2f} s, {ops['bytes'] / 1e6:.2f} MB")
+    print(f"{snap['facts']:.0f}-fact snapshot: {snap['canonical_bytes'] / 1e6:.2f} MB canonical, "
+          f"{snap['compressed_bytes'] / 1e6:.2f} MB compressed in {snap['pieces']:.0f} pieces "
+          f"({snap['wire_bytes'] / 1e6:.2f} MB as ops); send {snap['send_seconds']:.2f} s, "
+          f"receive+install {snap['receive_seconds']:.2f} s")
+
+
+if __name__ == "__main__":
+    main()
