@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
+import sys
 import urllib.request
 
 import pytest
@@ -167,3 +169,20 @@ async def test_sigterm_stops_the_relay_cleanly(relay: RelayProcess) -> None:
             await handshake(ws, Identity(), "d")
             status = await trio.to_thread.run_sync(relay.kill, signal.SIGTERM)
     assert status == 0
+
+
+def _status(url: str) -> dict[str, object]:
+    done = subprocess.run(
+        [sys.executable, "-m", "crosstalk", "relay", "status", "--relay", url, "--json"],
+        capture_output=True, text=True, timeout=30, check=True,
+    )
+    result: dict[str, object] = json.loads(done.stdout)
+    return result
+
+
+async def test_relay_status_reports_reachable_and_unreachable(relay: RelayProcess) -> None:
+    """`crosstalk relay status --json` says whether /health answers."""
+    url = f"ws://127.0.0.1:{relay.port}"
+    assert await trio.to_thread.run_sync(_status, url) == {"url": url, "reachable": True}
+    relay.kill(signal.SIGTERM)
+    assert await trio.to_thread.run_sync(_status, url) == {"url": url, "reachable": False}
