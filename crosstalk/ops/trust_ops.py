@@ -1,5 +1,7 @@
-"""The attention gate's control ops: ``trust``, ``mute``, ``attention``, ``notices``, and the two
-session ops the hooks call, ``session_register`` and ``session_status``.
+"""The attention gate's control ops: ``trust``, ``mute``, ``attention``, and the ones the hooks
+will call: ``session_register``, ``session_status`` (busy/idle; the reply lists what surfaced),
+``notices`` (what the gate decided, optionally only what is surfaced and not yet shown) and
+``notice_shown`` (a session showed these).
 
 ``register`` also wires the gate into the daemon: it starts the gate actor when the daemon
 starts and feeds it every room message after its room's transaction committed. Settings are
@@ -133,6 +135,7 @@ class NoticeView:
     label: str
     session: str | None
     room: str | None
+    from_session: str | None
     intent: str
     kind: str
     decision: str
@@ -145,6 +148,17 @@ class NoticeView:
 @attrs.frozen
 class NoticesReply:
     notices: list[NoticeView]
+
+
+@attrs.frozen
+class NoticeShownParams:
+    session: str
+    ids: list[str]
+
+
+@attrs.frozen
+class NoticeShownReply:
+    shown: int
 
 
 # --- names -> keys ------------------------------------------------------------------------------
@@ -309,8 +323,9 @@ def _notices(conn: sqlite3.Connection, params: NoticesParams) -> NoticesReply:
     return NoticesReply([
         NoticeView(
             id=n.message_id, sender=n.sender, label=n.label, session=n.session, room=n.room_id,
-            intent=n.intent.value, kind=n.kind, decision=n.decision.value, due=n.due,
-            created_at=n.created_at, surfaced_at=n.surfaced_at, batch=n.batch,
+            from_session=n.from_session, intent=n.intent.value, kind=n.kind,
+            decision=n.decision.value, due=n.due, created_at=n.created_at,
+            surfaced_at=n.surfaced_at, batch=n.batch,
         )
         for n in rows
     ])
@@ -378,6 +393,12 @@ def register(ops: OpTable, daemon: Daemon) -> None:
     async def notices(params: NoticesParams) -> NoticesReply:
         return await daemon.store.read(lambda c: _notices(c, params))
 
+    async def notice_shown(params: NoticeShownParams) -> NoticeShownReply:
+        shown = await daemon.store.write(
+            lambda c: db.mark_shown(c, params.ids, params.session, time.time())
+        )
+        return NoticeShownReply(shown)
+
     async def session_register(params: SessionRegisterParams) -> SessionView:
         def write(conn: sqlite3.Connection) -> SessionView:
             s = register_session(
@@ -403,5 +424,6 @@ def register(ops: OpTable, daemon: Daemon) -> None:
     ops.add("mute", MuteParams, mute)
     ops.add("attention", NoParams, attention)
     ops.add("notices", NoticesParams, notices)
+    ops.add("notice_shown", NoticeShownParams, notice_shown)
     ops.add("session_register", SessionRegisterParams, session_register)
     ops.add("session_status", SessionStatusParams, session_status)

@@ -211,6 +211,20 @@ def mark_surfaced(
     )
 
 
+def mark_shown(
+    conn: sqlite3.Connection, message_ids: Sequence[str], session: str, now: float
+) -> int:
+    """A session showed these surfaced notices (the hook or inbox did); returns how many."""
+    changed = 0
+    for message_id in message_ids:
+        changed += conn.execute(
+            "UPDATE notices SET shown_at = ?, session = coalesce(session, ?) "
+            "WHERE message_id = ? AND surfaced_at IS NOT NULL AND shown_at IS NULL",
+            (now, session, message_id),
+        ).rowcount
+    return changed
+
+
 def list_notices(
     conn: sqlite3.Connection, session: str | None = None, project: str = ""
 ) -> list[Notice]:

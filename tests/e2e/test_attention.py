@@ -88,6 +88,10 @@ def test_fyi_waits_for_idle_and_surfaces_once_while_blocking_surfaces_now(
     assert [(b["label"], b["items"]) for b in idle["surfaced"]] == [("ben", [fyi["id"]])]
     assert op(ana, "session_status", name="s1", status="idle")["surfaced"] == []
     assert ana.json("attention") == {"reached_last_hour": 2, "held": 0, "by_source": {"ben": 2}}
+    pending = [n["id"] for n in op(ana, "notices", session="s1", pending=True)["notices"]]
+    assert sorted(pending) == sorted([fyi["id"], blocking["id"]])
+    assert op(ana, "notice_shown", session="s1", ids=pending)["shown"] == 2
+    assert op(ana, "notices", session="s1", pending=True)["notices"] == []
     human = ana.run("attention").stdout
     assert "reached you  2 in the last hour" in human and "ben" in human
 

@@ -118,3 +118,13 @@ def test_marking_surfaced_claims_a_notice_for_anyone_once(conn: sqlite3.Connecti
     [row] = db.list_notices(conn)
     assert (row.session, row.batch, row.surfaced_at) == ("s1", "b1", 5.0)
     assert db.held_notices(conn) == []
+
+
+def test_only_surfaced_notices_can_be_marked_shown_and_only_once(conn: sqlite3.Connection) -> None:
+    """A held notice is not shown; a surfaced one is shown once, by the session that showed it."""
+    db.add_notice(conn, _notice("held"))
+    db.add_notice(conn, _notice("now", decision=Decision.NOTICE_NOW, due="now", surfaced_at=1.0))
+    assert db.mark_shown(conn, ["held", "now"], "s1", now=2.0) == 1
+    assert db.mark_shown(conn, ["now"], "s2", now=3.0) == 0
+    shown = {n.message_id: (n.session, n.shown_at) for n in db.list_notices(conn)}
+    assert shown == {"held": (None, None), "now": ("s1", 2.0)}
