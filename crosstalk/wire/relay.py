@@ -22,7 +22,9 @@ Requests carry an integer ``req`` chosen by the client; each gets exactly one re
 same ``req``: ``ok``, a typed result (``roster``, ``rooms``, ``posted``, ``resumed``, ``slot``,
 ``slot_joined``) or ``error {req, code, message}``. ``ack`` has no reply unless it fails.
 Pushes (``req`` absent or null): ``op``, ``roster``, ``invited``, ``room_gone``, ``presence``,
-``slot_joined``, ``slot_msg``, ``slot_closed``.
+``slot_joined``, ``slot_msg``, ``slot_closed``. Only ops are stored for absent devices; other
+pushes go to whoever is connected, so a client that (re)connects sends ``resume``, then asks
+``rooms`` (which lists invitations too) and ``roster`` for each room to catch up.
 
 Rooms: ``create {room, sig}`` (the creator's own roster entry, self-signed), ``add {room, ed_pub,
 x_pub, sig}`` (sig by the adder over ``member_transcript``), ``accept``, ``decline``, ``leave``,
@@ -30,9 +32,21 @@ x_pub, sig}`` (sig by the adder over ``member_transcript``), ``accept``, ``decli
 body}`` -> ``posted {room, seq}`` once committed; ``op`` pushes to every other device of every
 joined member; ``ack {room, seq}``; ``resume {cursors}`` replays everything after each cursor and
 answers ``resumed`` (with each room's ``first`` held seq, so a gap is visible); live ops flow to a
-connection only after it has sent ``resume``. Pairing: ``slot_open`` -> ``slot``; ``slot_join``;
-``slot_attach``; ``slot_send {slot, index, data}`` (write-once per side and index);
-``slot_close``.
+connection only after it has sent ``resume``. Cursors are per device and also cover the device's
+own posts: ack the highest seq you hold, counting ``posted`` replies, or the room's backlog will
+count your own ops against you. Dedupe on ``(room, op_id)`` lasts while the op is held.
+Only a joined member may add, and only someone it shares a joined room with, or someone it has
+just met through a pairing slot (that counts for one add, 15 minutes). Any joined member may
+remove another; the room is deleted with its log when no joined member is left.
+
+Pairing: ``slot_open`` -> ``slot {slot: "NNNN", expires_in: 900}``; ``slot_join`` (one attempt per
+slot; missed joins are rate-limited per source address) -> ``slot_joined`` with the owner's keys,
+and the owner is pushed ``slot_joined`` with the joiner's; ``slot_send {slot, index 0-15, data
+<= 8 KiB}`` (write-once per side and index, pushed as ``slot_msg``); ``slot_attach`` after a
+reconnect replays the other side's parts; ``slot_close`` burns the slot.
+
+Limits: op body 1 MiB, frame 1.5 MiB, per-identity op rate, per-room backlog of unacknowledged ops
+(``backlog_full``). 20 malformed or unauthenticated frames close that connection.
 
 Error codes (stable): see :data:`ERROR_CODES`.
 """
