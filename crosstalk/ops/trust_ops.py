@@ -212,7 +212,7 @@ def _is_level(text: str) -> bool:
     return text.strip().lower() in {level.value for level in Level}
 
 
-def _change_trust(conn: sqlite3.Connection, params: TrustParams) -> str | None:
+def change_trust(conn: sqlite3.Connection, params: TrustParams) -> str | None:
     """Apply a ``trust`` change; returns the explanation for ``trust WHO`` (else None)."""
     settings = db.load_trust(conn)
     who, level_text, room_text = params.who, params.level, params.room
@@ -263,7 +263,7 @@ def _explain(
     return resolve_level(settings, source, room).explain(source.label)
 
 
-def _trust_view(conn: sqlite3.Connection, explain: str | None) -> TrustReply:
+def trust_view(conn: sqlite3.Connection, explain: str | None) -> TrustReply:
     settings = db.load_trust(conn)
     people, rooms = _names(conn)
     return TrustReply(
@@ -296,7 +296,7 @@ def _mute_key(conn: sqlite3.Connection, who: str | None) -> str:
     return room
 
 
-def _mute(conn: sqlite3.Connection, params: MuteParams, now: float) -> MuteReply:
+def apply_mute(conn: sqlite3.Connection, params: MuteParams, now: float) -> MuteReply:
     key = _mute_key(conn, params.who)
     mutes = db.load_mutes(conn).mute(key, params.minutes, now)
     db.save_mutes(conn, mutes, now)
@@ -378,12 +378,12 @@ def register(ops: OpTable, daemon: Daemon) -> None:
     _wire_gate(daemon, gate)
 
     async def trust(params: TrustParams) -> TrustReply:
-        explain = await daemon.store.write(lambda c: _change_trust(c, params))
+        explain = await daemon.store.write(lambda c: change_trust(c, params))
         await gate.get().send(Recheck())
-        return await daemon.store.read(lambda c: _trust_view(c, explain))
+        return await daemon.store.read(lambda c: trust_view(c, explain))
 
     async def mute(params: MuteParams) -> MuteReply:
-        reply = await daemon.store.write(lambda c: _mute(c, params, time.time()))
+        reply = await daemon.store.write(lambda c: apply_mute(c, params, time.time()))
         await gate.get().send(Recheck())
         return reply
 
