@@ -23,6 +23,7 @@ class RelayProcess:
         self.extra = extra
         self.proc: subprocess.Popen[str] | None = None
         self.port = 0
+        self.url = ""
         self.pubkey = ""
 
     def start(self, timeout: float = 20.0) -> None:
@@ -36,7 +37,8 @@ class RelayProcess:
             stderr.close()
         line = self._first_line(timeout)
         info = json.loads(line)
-        self.port = int(info["listening"].rsplit(":", 1)[1])
+        self.url = str(info["listening"])
+        self.port = int(self.url.rsplit(":", 1)[1])
         self.pubkey = info["pubkey"]
 
     def _first_line(self, timeout: float) -> str:
