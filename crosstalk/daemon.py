@@ -87,13 +87,18 @@ class Daemon:
 
     # --- identity --------------------------------------------------------------------------------
 
-    @property
-    def keys(self) -> crypto.Keys:
+    def require_identity(self) -> IdentityRecord:
+        """This home's identity, or NotSetUp saying how to get one."""
         if self.identity is None:
             raise NotSetUp(
                 "There is no identity here yet; pair with someone: `crosstalk room new`."
             )
-        return crypto.Keys(self.identity.signing_seed, self.identity.box_secret)
+        return self.identity
+
+    @property
+    def keys(self) -> crypto.Keys:
+        record = self.require_identity()
+        return crypto.Keys(record.signing_seed, record.box_secret)
 
     async def ensure_identity(self, label: str | None) -> crypto.Keys:
         """The identity's keys, created (and committed to disk) on first use."""

@@ -7,7 +7,7 @@ import typer
 
 from crosstalk.cli.options import HomeOption, JsonOption
 from crosstalk.cli.output import Output, reports_errors
-from crosstalk.client import call, daemon_pid
+from crosstalk.client import call, daemon_pid, ensure_daemon
 from crosstalk.crypto import fingerprint
 from crosstalk.doctor import run_checks
 from crosstalk.errors import CrosstalkError
@@ -78,3 +78,16 @@ def doctor(json_output: JsonOption = False, home: HomeOption = None) -> None:
 
 status = reports_errors(status)
 doctor = reports_errors(doctor)
+
+
+@reports_errors
+def secure(json_output: JsonOption = False, home: HomeOption = None) -> None:
+    """Move your private keys into the OS keyring (where this machine has one)."""
+    out = Output(json_mode=json_output)
+    h = Home.resolve(home)
+    ensure_daemon(h)
+    reply = call(h, "secure")
+    out.emit(
+        {"storage": reply["storage"]},
+        "Your private keys are now in the OS keyring; identity.json no longer holds them.",
+    )

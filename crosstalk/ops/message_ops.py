@@ -23,7 +23,7 @@ from crosstalk.actors.room import Applied
 from crosstalk.actors.router import WatchSent
 from crosstalk.core.triage import Intent
 from crosstalk.daemon import Daemon
-from crosstalk.errors import NotSetUp, UnknownPeer, UsageError
+from crosstalk.errors import UnknownPeer, UsageError
 from crosstalk.store.rooms import contact_named, direct_room_with
 from crosstalk.wire.converter import converter, unstructure
 from crosstalk.wire.room_ops import MAX_TEXT, MessageOp
@@ -156,10 +156,7 @@ def register(ops: OpTable, daemon: Daemon) -> None:
                 f"The message is longer than {MAX_TEXT} characters; attach it as a slice."
             )
         intent = Intent.parse(params.intent)
-        if daemon.identity is None:
-            raise NotSetUp(
-                "There is no identity here yet; pair with someone: `crosstalk room new`."
-            )
+        me = daemon.require_identity()
         room_id, label = await daemon.store.read(lambda c: _resolve(c, params.to))
         assert daemon.router is not None
         op_id = nacl.utils.random(16).hex()
@@ -167,7 +164,7 @@ def register(ops: OpTable, daemon: Daemon) -> None:
             msg_id=op_id,
             text=params.text,
             intent=intent,
-            from_label=daemon.identity.label,
+            from_label=me.label,
             thread=params.thread,
             reply_to=params.reply_to,
             sent_at=time.time(),

@@ -7,6 +7,7 @@ bytes as base64. A file that does not parse, or has the wrong shape, is reported
 
 from __future__ import annotations
 
+import base64
 import json
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,10 @@ import nacl.public
 import nacl.signing
 from cattrs.errors import BaseValidationError
 
+from crosstalk.crypto import fingerprint
 from crosstalk.errors import LocalProtocolError
 from crosstalk.store.files import damaged, read_json_file, write_private_atomic
+from crosstalk.store.keyring_store import KEYRING, SEED_FIELDS, STORAGE_FIELD, load_seeds
 from crosstalk.wire.converter import converter
 
 SECRET_SIZE = 32
@@ -87,6 +90,8 @@ def load_identity(path: Path) -> IdentityRecord | None:
     data = read_json_file(path)
     if data is None and not path.exists():
         return None
+    if isinstance(data, dict) and data.get(STORAGE_FIELD) == KEYRING:
+        data = _with_keyring_seeds(path, data)
     problem = _shape_problem(data)
     if problem is not None:
         raise damaged(path, f"is not an identity: {problem}")
@@ -96,6 +101,20 @@ def load_identity(path: Path) -> IdentityRecord | None:
         raise damaged(path, f"is not an identity: {_first_cause(exc)}") from None
 
 
+def _with_keyring_seeds(path: Path, data: dict[str, Any]) -> dict[str, Any]:
+    fingerprint = data.get("fingerprint")
+    if not isinstance(fingerprint, str):
+        raise damaged(path, "keeps its keys in the OS keyring but names no fingerprint")
+    seeds = load_seeds(fingerprint)
+    return {**data, **{k: base64.b64encode(v).decode() for k, v in seeds.items()}}
+
+
+def stored_in_keyring(path: Path) -> bool:
+    """Whether ``path`` keeps its seeds in the OS keyring (after ``crosstalk secure``)."""
+    data = read_json_file(path)
+    return isinstance(data, dict) and data.get(STORAGE_FIELD) == KEYRING
+
+
 def _first_cause(exc: BaseException) -> str:
     """A short reason from a (possibly grouped) cattrs error, without any field values."""
     if isinstance(exc, BaseValidationError) and exc.exceptions:
@@ -103,13 +122,23 @@ def _first_cause(exc: BaseException) -> str:
     return str(exc)
 
 
-def identity_bytes(record: IdentityRecord) -> bytes:
-    """The file contents for ``record``: sorted JSON, one trailing newline."""
+def identity_bytes(record: IdentityRecord, *, keyring: bool = False) -> bytes:
+    """The file contents for ``record``: sorted JSON, one trailing newline.
+
+    With ``keyring``, the seeds are left out: the file says where they are instead.
+    """
     data: dict[str, Any] = converter.unstructure(record)
+    if keyring:
+        for field in SEED_FIELDS:
+            data.pop(field)
+        data[STORAGE_FIELD] = KEYRING
+        data["fingerprint"] = fingerprint(record.ed25519_public)
     return (json.dumps(data, sort_keys=True, indent=2) + "\n").encode("utf-8")
 
 
-def save_identity(path: Path, record: IdentityRecord, *, replace_keys: bool = False) -> None:
+def save_identity(
+    path: Path, record: IdentityRecord, *, replace_keys: bool = False, keyring: bool | None = None
+) -> None:
     """Write ``record`` to ``path`` atomically, mode 0600.
 
     Losing the secret keys loses the identity, so by default this only overwrites an existing
@@ -120,6 +149,8 @@ def save_identity(path: Path, record: IdentityRecord, *, replace_keys: bool = Fa
         path: the identity file (``Home.identity``); its directory must exist.
         record: what to store.
         replace_keys: allow replacing an identity that has different keys.
+        keyring: keep the seeds out of the file (they are in the OS keyring); None keeps
+            whatever the existing file does.
 
     Raises:
         DamagedState: the existing file does not parse; it is left untouched.
@@ -130,7 +161,9 @@ def save_identity(path: Path, record: IdentityRecord, *, replace_keys: bool = Fa
         raise LocalProtocolError(
             f"{path} already holds a different identity; refusing to overwrite its keys."
         )
-    write_private_atomic(path, identity_bytes(record))
+    if keyring is None:
+        keyring = existing is not None and stored_in_keyring(path)
+    write_private_atomic(path, identity_bytes(record, keyring=keyring))
 
 
 def _same_keys(a: IdentityRecord, b: IdentityRecord) -> bool:

@@ -44,11 +44,23 @@ class Cli:
     def json(self, *args: str, expect: int = 0, **kw: Any) -> dict[str, Any]:
         """Run with --json, check the exit status, return the (last) JSON line."""
         proc = self.run(*args, "--json", **kw)
-        assert proc.returncode == expect, (proc.returncode, proc.stdout, proc.stderr)
+        assert proc.returncode == expect, (
+            proc.returncode,
+            proc.stdout,
+            proc.stderr,
+            self.log_tail(),
+        )
         lines = [line for line in proc.stdout.splitlines() if line.strip()]
         assert lines, (proc.stdout, proc.stderr)
         result: dict[str, Any] = json.loads(lines[-1])
         return result
+
+    def log_tail(self, lines: int = 15) -> str:
+        """The end of this home's daemon.log, for failure messages."""
+        try:
+            return "\n".join((self.home / "daemon.log").read_text().splitlines()[-lines:])
+        except OSError:
+            return "(no daemon.log)"
 
     def daemon_pid(self) -> int | None:
         try:

@@ -72,7 +72,9 @@ def test_concurrent_claims_have_one_winner_on_every_replica(people: list[Person]
     for task_id in ids:
         answers: dict[str, dict[str, Any]] = {}
 
-        def claim(person: Person, task_id: str = task_id) -> None:
+        def claim(
+            person: Person, task_id: str = task_id, answers: dict[str, Any] = answers
+        ) -> None:
             barrier.wait(timeout=30)
             answers[person.home.name] = op(person, "task_claim", id=task_id)
 
@@ -93,7 +95,8 @@ def test_concurrent_claims_have_one_winner_on_every_replica(people: list[Person]
     assert set(claimers(ana)) == set(ids) and None not in claimers(ana).values()
     wait_until(
         lambda: memory_rooms(ana)[0]["state_hash"] == memory_rooms(ben)[0]["state_hash"],
-        timeout=30, what="equal memory hashes",
+        timeout=30,
+        what="equal memory hashes",
     )
 
 
@@ -142,7 +145,8 @@ def test_a_member_away_past_retention_catches_up_by_snapshot(
     ben.json("daemon", "start")
     wait_until(
         lambda: memory_rooms(ben)[0]["state_hash"] == memory_rooms(ana)[0]["state_hash"],
-        timeout=45, what="ben's memory to equal ana's",
+        timeout=45,
+        what="ben's memory to equal ana's",
     )
     facts = {f["id"]: f for f in op(ben, "facts")["facts"]}
     assert set(facts) == {kept, new}
@@ -158,7 +162,12 @@ def run_in(person: Person, cwd: Path, *args: str) -> subprocess.CompletedProcess
     env.pop("CROSSTALK_HOME", None)
     return subprocess.run(
         [sys.executable, "-m", "crosstalk", *args, "--home", str(person.home)],
-        capture_output=True, text=True, timeout=60, env=env, cwd=cwd, check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=cwd,
+        check=False,
     )
 
 
@@ -175,8 +184,9 @@ def test_decisions_append_in_order_and_survive_concurrent_writers(
     ana, ben, _ = people
     pair(ana, ben)
     repo = git_repo(short_tmp / "repo")
-    first = ana.json("decide", "use snake_case everywhere", "--why", "mobile expects it",
-                     "--repo", str(repo))
+    first = ana.json(
+        "decide", "use snake_case everywhere", "--why", "mobile expects it", "--repo", str(repo)
+    )
     assert first["file"] == str(repo / "DECISIONS.md") and first["room"] == "ben"
     op(ana, "decide", text="keep the API versioned", why="", repo=str(repo))
     text = (repo / "DECISIONS.md").read_text()
@@ -185,9 +195,17 @@ def test_decisions_append_in_order_and_survive_concurrent_writers(
     assert "- Who: ana\n" in text and "- Why: mobile expects it\n" in text
 
     writers = [
-        person.spawn("decide", f"decision {n} by {person.home.name}", "--why", "x" * 300,
-                     "--repo", str(repo), "--json")
-        for n in range(3) for person in (ana, ben)
+        person.spawn(
+            "decide",
+            f"decision {n} by {person.home.name}",
+            "--why",
+            "x" * 300,
+            "--repo",
+            str(repo),
+            "--json",
+        )
+        for n in range(3)
+        for person in (ana, ben)
     ]
     for proc in writers:
         assert proc.wait(timeout=60) == 0, proc.stderr.read() if proc.stderr else ""
@@ -205,9 +223,12 @@ def test_decisions_append_in_order_and_survive_concurrent_writers(
     assert all(e.count("- Who: ") == 1 and e.count("- When: ") == 1 for e in entries)
     assert text.count("- Why: " + "x" * 300 + "\n") == 6
     wait_until(
-        lambda: len(op(ben, "memory_state")["rooms"]) == 1
-        and memory_rooms(ben)[0]["state_hash"] == memory_rooms(ana)[0]["state_hash"],
-        timeout=30, what="the decisions announced in the room",
+        lambda: (
+            len(op(ben, "memory_state")["rooms"]) == 1
+            and memory_rooms(ben)[0]["state_hash"] == memory_rooms(ana)[0]["state_hash"]
+        ),
+        timeout=30,
+        what="the decisions announced in the room",
     )
 
 
