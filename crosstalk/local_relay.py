@@ -17,7 +17,9 @@ from pathlib import Path
 from crosstalk.errors import CrosstalkError, RelayUnreachable
 from crosstalk.paths import RELAY_ENV
 
-LOCAL_PORT = 8787
+# The well-known port every identity on this machine meets on (CROSSTALK_LOCAL_PORT moves it,
+# so tests never touch a relay someone is using).
+LOCAL_PORT = int(os.environ.get("CROSSTALK_LOCAL_PORT", "8787"))
 LOCAL_RELAY = f"ws://127.0.0.1:{LOCAL_PORT}"
 HOSTED_PORT = 8788  # `room new --host`: a relay others on the LAN can reach
 HOST_ADDRESS_ENV = "CROSSTALK_HOST_ADDRESS"
