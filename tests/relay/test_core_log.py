@@ -204,3 +204,27 @@ def test_restart_from_storage_keeps_rooms_log_head_and_cursors() -> None:
     [posted] = reborn.ok(a2, w.Post(reborn.req(), "ab", "o1", b"x"))  # still deduplicated
     assert isinstance(posted, w.Posted) and posted.seq == 2
     assert frames_of(reborn.take(b2), w.Op)
+
+
+def test_a_slow_member_leaving_releases_what_only_it_was_holding() -> None:
+    """Ops held for a member who never acknowledges are dropped once that member leaves."""
+    world = World()
+    a, b = _two(world)
+    world.ok(a, w.Post(world.req(), "ab", "o1", b"x"))
+    world.send(a, w.Ack("ab", 1))
+    assert world.core.statistics().held_ops == 1
+    world.ok(b, w.Leave(world.req(), "ab"))
+    assert world.core.statistics().held_ops == 0
+    assert world.storage.load().rooms[0].ops == []
+
+
+def test_negative_cursor_in_resume_is_bad_frame_and_changes_nothing() -> None:
+    """Resume validates every cursor before replaying anything."""
+    world = World()
+    a, _ = _two(world)
+    world.ok(a, w.Post(world.req(), "ab", "o1", b"x"))
+    b2 = world.login(BOB, device="dev-2", resume=False)
+    assert world.error(b2, w.Resume(world.req(), {"ab": -1})) == "bad_frame"
+    assert world.take(b2) == []
+    world.ok(a, w.Post(world.req(), "ab", "o2", b"x"))
+    assert world.take(b2) == []  # still not live
