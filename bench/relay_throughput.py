@@ -63,10 +63,17 @@ def _start_echo() -> tuple[subprocess.Popen[str], int]:
 
 
 async def _echo_rate(port: int, clients: int, seconds: float, window: int) -> float:
-    count = 0
+    count = connected = 0
+    connecting = trio.CapacityLimiter(64)
+    go = trio.Event()
 
     async def one() -> None:
-        async with open_ws(port) as ws:
+        nonlocal connected
+        async with contextlib.AsyncExitStack() as stack:
+            async with connecting:
+                ws = await stack.enter_async_context(open_ws(port))
+            connected += 1
+            await go.wait()
             credit = trio.Semaphore(window)
             async with trio.open_nursery() as inner:
                 inner.start_soon(_echo_receiver, ws, credit)
@@ -82,15 +89,18 @@ async def _echo_rate(port: int, clients: int, seconds: float, window: int) -> fl
             count += 1
             credit.release()
 
-    with trio.move_on_after(seconds + 2.0):
-        async with trio.open_nursery() as nursery:
-            for _ in range(clients):
-                nursery.start_soon(one)
-            await trio.sleep(1.0)  # warm-up: connections open
-            start, count = trio.current_time(), 0
-            await trio.sleep(seconds)
-            rate = count / (trio.current_time() - start)
-            nursery.cancel_scope.cancel()
+    async with trio.open_nursery() as nursery:
+        for _ in range(clients):
+            nursery.start_soon(one)
+        with trio.fail_after(300):
+            while connected < clients:  # noqa: ASYNC110 - a bench progress poll, bounded above
+                await trio.sleep(0.1)
+        go.set()
+        await trio.sleep(1.0)  # warm-up
+        start, count = trio.current_time(), 0
+        await trio.sleep(seconds)
+        rate = count / (trio.current_time() - start)
+        nursery.cancel_scope.cancel()
     return rate
 
 
@@ -151,10 +161,14 @@ async def _relay_rate(
     async with trio.open_nursery() as nursery:
         conns: list[RelayClient] = []
 
+        connecting = trio.CapacityLimiter(64)
+
         async def connect(stream_ready: trio.MemorySendChannel[RelayClient]) -> None:
-            async with open_ws(port) as ws:
-                client = await handshake(ws, Identity(), "bench")
-                await client.ok(w.Resume(client.next_req(), {}))
+            async with contextlib.AsyncExitStack() as stack:
+                async with connecting:
+                    ws = await stack.enter_async_context(open_ws(port))
+                    client = await handshake(ws, Identity(), "bench")
+                    await client.ok(w.Resume(client.next_req(), {}))
                 await stream_ready.send(client)
                 await trio.sleep_forever()
 
