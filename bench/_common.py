@@ -1,0 +1,93 @@
+"""Helpers shared by the side-by-side benchmarks: percentiles, RSS, processes stopped by pid,
+and the raw trio-websocket echo round trip that is the ceiling for anything over our relay.
+
+Every benchmark module prints one JSON object with ``--json``; ``python -m bench`` collects them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import trio
+
+from tests.relay.client import open_ws
+
+ECHO_BODY = "x" * 200
+
+
+def percentile(samples: list[float], q: float) -> float:
+    """The ``q`` quantile (0..1) of ``samples`` by nearest rank."""
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def summary_ms(samples: list[float]) -> dict[str, float]:
+    """p50/p99/min/max in milliseconds of samples given in seconds, plus the count."""
+    return {
+        "n": float(len(samples)),
+        "p50_ms": round(percentile(samples, 0.50) * 1000, 3),
+        "p99_ms": round(percentile(samples, 0.99) * 1000, 3),
+        "min_ms": round(min(samples) * 1000, 3),
+        "max_ms": round(max(samples) * 1000, 3),
+    }
+
+
+def rss_kib(pid: int) -> int:
+    """Resident set size of a live process, from /proc."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no VmRSS for pid {pid}")
+
+
+def stop_process(proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:
+    """SIGTERM by pid, then SIGKILL after a bound; always reaped."""
+    if proc.poll() is None:
+        os.kill(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+def start_echo_server() -> tuple[subprocess.Popen[str], int]:
+    """The raw trio-websocket echo server of ``bench.relay_throughput`` in its own process."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench.relay_throughput", "--echo-server"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line:
+        stop_process(proc)
+        raise RuntimeError("the echo server did not start")
+    return proc, int(json.loads(line)["port"])
+
+
+async def _echo_round_trips(port: int, count: int) -> list[float]:
+    samples = []
+    with trio.fail_after(120):
+        async with open_ws(port) as ws:
+            for _ in range(count):
+                start = time.perf_counter()
+                await ws.send_message(ECHO_BODY)
+                await ws.get_message()
+                samples.append(time.perf_counter() - start)
+    return samples
+
+
+def echo_round_trips(count: int) -> list[float]:
+    """``count`` sequential 200-byte round trips to a raw trio-websocket echo on loopback (s)."""
+    proc, port = start_echo_server()
+    try:
+        return trio.run(_echo_round_trips, port, count)
+    finally:
+        stop_process(proc)

@@ -1,0 +1,143 @@
+"""End-to-end message latency over a loopback relay with real daemons, next to the raw
+trio-websocket round trip measured in the same run.
+
+Run: ``python -m bench.latency [--quick] [--messages N] [--json]``.
+
+Two real daemons (own homes, own processes) are paired through the real CLI on a real relay
+process. The sender's daemon gets ``send`` over its control socket, one message at a time; the
+next is sent only once the previous one is held at the recipient, so nothing queues.
+
+*send → held*: from just before the ``send`` request until the recipient's daemon commits the
+message to ``held_messages``. The arrival time is the row's ``received_at``, which the
+recipient's daemon stamps itself (``time.time()``, the same clock as ours on one machine) inside
+the transaction that holds it. We only poll the recipient's ``state.db`` read-only to learn the
+row exists; how often we poll does not enter the figure. (Timing a ``read`` instead would add
+a control round trip and the poll interval to every sample.) The path: control socket → room
+actor seals and commits to the outbox → relay link → relay sequences and pushes → recipient's
+link → room actor opens, verifies, applies and commits.
+
+*send → sent*: how long the ``send`` request itself takes: the outbox commit plus the relay's
+``posted`` reply (the ``sent`` state).
+
+The ceiling is a sequential 200-byte round trip to a raw trio-websocket echo server in its own
+process: two loopback hops, as ours has two (sender → relay → recipient).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import signal
+import sqlite3
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench._common import echo_round_trips, summary_ms
+from crosstalk.client import call
+from crosstalk.paths import Home
+from tests.e2e.conftest import Person, pair, stop_pid
+from tests.relay.process import RelayProcess
+
+ARRIVAL_TIMEOUT = 30.0
+
+
+def _held_at(db: Path, message_id: str, timeout: float) -> float:
+    """``received_at`` of ``message_id`` in a recipient's store, polled read-only (bounded)."""
+    deadline = time.monotonic() + timeout
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5.0)
+    try:
+        while True:
+            row = conn.execute(
+                "SELECT received_at FROM held_messages WHERE message_id = ?", (message_id,)
+            ).fetchone()
+            if row is not None:
+                return float(row[0])
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"message {message_id} not held after {timeout}s")
+            time.sleep(0.0005)
+    finally:
+        conn.close()
+
+
+def measure_pair(sender: Home, recipient: Home, to: str, count: int) -> dict[str, list[float]]:
+    """Send ``count`` messages one at a time; per message, (held - start) and send duration."""
+    held: list[float] = []
+    sent: list[float] = []
+    for i in range(count):
+        start_wall, start = time.time(), time.perf_counter()
+        reply = call(sender, "send", {"to": to, "text": f"bench message {i}"})
+        sent.append(time.perf_counter() - start)
+        arrived = _held_at(recipient.database, str(reply["id"]), ARRIVAL_TIMEOUT)
+        held.append(arrived - start_wall)
+    return {"held": held, "sent": sent}
+
+
+class TwoDaemons:
+    """A relay and two paired daemons in a throwaway directory; everything stopped by pid."""
+
+    def __init__(self) -> None:
+        self.tmp = Path(tempfile.mkdtemp(prefix="ctl-", dir="/tmp"))
+        self.relay = RelayProcess(self.tmp / "relay", self.tmp / "relay.stderr")
+        self.people: list[Person] = []
+
+    def __enter__(self) -> tuple[Person, Person]:
+        try:
+            self.relay.start()
+            url = f"ws://127.0.0.1:{self.relay.port}"
+            ana, ben = Person(self.tmp / "ana", url), Person(self.tmp / "ben", url)
+            self.people = [ana, ben]
+            pair(ana, ben)
+        except BaseException:
+            self.__exit__()
+            raise
+        return ana, ben
+
+    def __exit__(self, *_: object) -> None:
+        for person in self.people:
+            pid = person.daemon_pid()
+            if pid:
+                stop_pid(pid)
+        self.relay.kill(signal.SIGTERM)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def run(quick: bool, messages: int | None = None) -> dict[str, Any]:
+    """Measure; return a JSON-ready dict of summaries in milliseconds."""
+    count = messages or (20 if quick else 300)
+    echo = echo_round_trips(count * 5)
+    with TwoDaemons() as (ana, ben):
+        a, b = Home.resolve(str(ana.home)), Home.resolve(str(ben.home))
+        measure_pair(a, b, "ben", 3)  # warm-up: imports, first statements, caches
+        timed = measure_pair(a, b, "ben", count)
+    return {
+        "messages": count,
+        "send_to_held": summary_ms(timed["held"]),
+        "send_to_sent": summary_ms(timed["sent"]),
+        "ws_echo_round_trip": summary_ms(echo),
+        "held_samples_ms": [round(s * 1000, 3) for s in timed["held"]],
+        "echo_samples_ms": [round(s * 1000, 3) for s in echo],
+    }
+
+
+def main() -> None:
+    """Parse arguments, measure, print."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="20 messages, for smoke runs")
+    parser.add_argument("--messages", type=int, default=None)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    result = run(args.quick, args.messages)
+    if args.json:
+        print(json.dumps(result))
+        return
+    for name in ("send_to_held", "send_to_sent", "ws_echo_round_trip"):
+        figures = result[name]
+        print(f"{name}: p50 {figures['p50_ms']} ms, p99 {figures['p99_ms']} ms "
+              f"over {figures['n']:.0f}")
+
+
+if __name__ == "__main__":
+    main()
