@@ -122,17 +122,20 @@ class _Member:
             await self._read()
 
     async def _read(self) -> None:
+        # A load generator, not a validator: plain json.loads keeps the client side cheap, so
+        # the figures measure the relay rather than this process's decoding.
         ws, events, high = self.client.ws, 0, 0
         while True:
-            frame = w.decode_relay_frame(await ws.get_message())
-            if isinstance(frame, w.Posted):
+            frame = json.loads(await ws.get_message())
+            kind = frame["t"]
+            if kind == "posted":
                 self.posted += 1
-                high = max(high, frame.seq)
+                high = max(high, frame["seq"])
                 self.credit.release()
-            elif isinstance(frame, w.Op):
+            elif kind == "op":
                 self.received += 1
-                high = max(high, frame.seq)
-            elif isinstance(frame, w.Error):
+                high = max(high, frame["seq"])
+            elif kind == "error":
                 self.errors += 1
                 self.credit.release()
                 continue
@@ -148,10 +151,10 @@ class _Member:
             await self._post(ws, ids)
 
     async def _post(self, ws: WebSocketConnection, ids: itertools.count[int]) -> None:
+        template = w.encode_frame(w.Post(0, self.room, "OPID", BODY))
         while True:
             await self.credit.acquire()
-            op = w.Post(0, self.room, f"{id(self)}-{next(ids)}", BODY)
-            await ws.send_message(w.encode_frame(op))
+            await ws.send_message(template.replace("OPID", f"{id(self)}-{next(ids)}", 1))
 
 
 async def _relay_rate(
