@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from crosstalk.cli import (
+    cmd_agent,
     cmd_daemon,
     cmd_install,
     cmd_memory,
@@ -31,6 +32,8 @@ app.command("read")(cmd_messages.read)
 app.command("status")(cmd_status.status)
 app.command("doctor")(cmd_status.doctor)
 app.command("secure")(cmd_status.secure)
+app.command("server")(cmd_agent.server)
+app.command("hook")(cmd_agent.hook)
 cmd_trust.mount(app)
 cmd_install.mount(app)
 cmd_memory.mount(app)

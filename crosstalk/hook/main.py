@@ -1,0 +1,199 @@
+"""``crosstalk-hook``: one short process per agent event, answering in the client's own dialect.
+
+Usage: ``crosstalk-hook [--client C] [EVENT]`` (also ``crosstalk hook``), the client's JSON on
+stdin. It prints exactly one answer on stdout, in that client's dialect
+(``crosstalk.core.dialects``), and nothing else; diagnostics go to stderr.
+
+Exit status (documented for the installers and ``doctor``):
+
+- ``0``: answered. When the daemon could not be reached in time the answer is the client's empty
+  one and stderr says why; that is a normal state (the daemon is started for the next event),
+  not a failure of the agent's turn.
+- ``1``: crosstalk itself failed (a bug). stdout still carries a valid empty answer.
+- ``3``: the command line was wrong (an unknown ``--client``). stdout carries ``{}``.
+
+Never ``2``: Claude Code treats exit 2 from a prompt hook as "block this prompt".
+
+Speed is a promise: the import path is the standard library plus ``crosstalk.hook``,
+``crosstalk.paths``, ``crosstalk.errors``, ``crosstalk.core.dialects`` and
+``crosstalk.core.notice``; stdin is read under a deadline; every socket operation shares one
+deadline, :data:`BUDGET` seconds from start, so even a daemon that accepts and never answers
+costs about a second.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import sys
+import time
+from collections.abc import Sequence
+
+from crosstalk.core.dialects import Dialect, HookEvent, detect_client, dialect_for
+from crosstalk.errors import CrosstalkError, DaemonUnreachable, LocalProtocolError
+from crosstalk.hook.control import ControlConnection
+from crosstalk.hook.flow import SessionInfo, converse, project_of
+from crosstalk.paths import Home
+
+#: Seconds from start within which the daemon must have answered everything.
+BUDGET = 0.8
+#: Seconds to wait for stdin to close (clients write it at once).
+STDIN_WAIT = 0.4
+MAX_STDIN = 4 * 1024 * 1024
+EXIT_OK, EXIT_BUG, EXIT_USAGE = 0, 1, 3
+#: Environment variables that name the session when the payload does not.
+SESSION_ENV = ("CLAUDE_CODE_SESSION_ID", "ANTIGRAVITY_CONVERSATION_ID")
+INBOX_ENV = "CLAUDE_CODE_MESSAGING_SOCKET"
+
+
+class Usage(Exception):
+    """The command line could not be understood."""
+
+
+def parse_argv(argv: Sequence[str]) -> tuple[str | None, str | None]:
+    """``(event, client)`` from ``[--client C] [EVENT]`` in any order."""
+    event: str | None = None
+    client: str | None = None
+    args = list(argv)
+    while args:
+        arg = args.pop(0)
+        if arg == "--client":
+            if not args:
+                raise Usage("--client needs a client name")
+            client = args.pop(0)
+        elif arg.startswith("--client="):
+            client = arg.partition("=")[2]
+        elif arg.startswith("-"):
+            raise Usage(f"unknown option {arg}")
+        elif event is None:
+            event = arg
+        else:
+            raise Usage(f"unexpected argument {arg}")
+    return event, client
+
+
+def read_stdin(deadline: float) -> str:
+    """Whatever arrives on stdin before it closes or ``deadline`` passes (bounded in size)."""
+    try:
+        fd = sys.stdin.fileno()
+    except (AttributeError, OSError, ValueError):
+        return ""
+    chunks: list[bytes] = []
+    size = 0
+    while size < MAX_STDIN:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        try:
+            ready, _, _ = select.select([fd], [], [], left)
+            chunk = os.read(fd, 65536) if ready else b""
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def session_info(event: HookEvent, client: str) -> SessionInfo | None:
+    """Who this event is for, or None when nothing names a session."""
+    name = event.session_id or next((os.environ[k] for k in SESSION_ENV if os.environ.get(k)), None)
+    if not name:
+        return None
+    cwd = event.cwd or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
+    inbox = os.environ.get(INBOX_ENV) if client == "claude" else None
+    return SessionInfo(
+        name=name, client=client, project=project_of(cwd), cwd=cwd, inbox_socket=inbox or None
+    )
+
+
+def start_daemon_detached(home: Home) -> None:
+    """Start the daemon for the next event without waiting for it (a lock keeps it single)."""
+    import subprocess  # only on this path: the daemon is down, so speed matters less
+
+    try:
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "crosstalk",
+                "daemon",
+                "run",
+                "--detach",
+                "--home",
+                str(home.root),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+        )
+    except OSError as exc:
+        warn(f"could not start the daemon ({exc})")
+
+
+def warn(text: str) -> None:
+    try:
+        sys.stderr.write(f"crosstalk-hook: {text}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass  # stderr closed: there is nobody to tell
+
+
+def answer(dialect: Dialect, event: HookEvent, home: Home, started: float) -> str:
+    """The text to print for one parsed event, talking to the daemon if it makes sense."""
+    info = session_info(event, dialect.client)
+    if info is None or not home.identity.exists():
+        return dialect.render(event, None)  # not set up, or no session: nothing to say
+    carries = dialect.can_carry_text(event)
+    try:
+        conn = ControlConnection(
+            home.socket, timeout=max(0.05, started + BUDGET - time.monotonic())
+        )
+    except DaemonUnreachable as exc:
+        warn(exc.message)
+        start_daemon_detached(home)
+        return dialect.render(event, None)
+    with conn:
+        outcome = converse(conn, info, event, carries_text=carries, state_dir=home.root)
+    if outcome.error is not None:
+        warn(outcome.error.message)
+    return dialect.render(event, outcome.text or None)
+
+
+def run(argv: Sequence[str], started: float) -> tuple[str, int]:
+    """``(stdout text, exit status)`` for one invocation; never raises."""
+    try:
+        argv_event, client = parse_argv(argv)
+        stdin = read_stdin(started + STDIN_WAIT)
+        dialect = dialect_for(client or detect_client(argv_event, stdin))
+    except (Usage, LocalProtocolError) as exc:
+        warn(str(exc))
+        return "{}", EXIT_USAGE
+    event = dialect.parse(argv_event, stdin)
+    try:
+        return answer(dialect, event, Home.resolve(), started), EXIT_OK
+    except CrosstalkError as exc:
+        warn(exc.message)
+        return dialect.render(event, None), EXIT_OK
+    except Exception as exc:  # the promise is a valid answer, whatever broke
+        warn(f"internal error: {type(exc).__name__}: {exc}")
+        return dialect.render(event, None), EXIT_BUG
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point: print the answer, exit with the documented status."""
+    started = time.monotonic()
+    text, status = run(sys.argv[1:] if argv is None else argv, started)
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except (OSError, ValueError):
+        status = EXIT_BUG  # the client closed our stdout; nothing more we can do
+    raise SystemExit(status)
+
+
+if __name__ == "__main__":
+    main()
