@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from crosstalk import inbox
 from crosstalk.actors.control import OpTable
 from crosstalk.daemon import Daemon
 from crosstalk.ops import (
@@ -23,4 +24,5 @@ def register_all(ops: OpTable, daemon: Daemon) -> None:
     link_ops.register(ops, daemon)
     message_ops.register(ops, daemon)
     trust_ops.register(ops, daemon)
+    inbox.register(ops, daemon)  # Claude Code inbox-socket push of what the gate surfaced
     memory_ops.register(ops, daemon)
