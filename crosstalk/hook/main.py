@@ -163,11 +163,15 @@ def answer(dialect: Dialect, event: HookEvent, home: Home, started: float) -> st
     return dialect.render(event, outcome.text or None)
 
 
-def run(argv: Sequence[str], started: float) -> tuple[str, int]:
-    """``(stdout text, exit status)`` for one invocation; never raises."""
+def run(argv: Sequence[str], started: float, stdin: str | None = None) -> tuple[str, int]:
+    """``(stdout text, exit status)`` for one invocation; never raises.
+
+    ``stdin`` is the client's payload; None reads it from the process's stdin.
+    """
     try:
         argv_event, client = parse_argv(argv)
-        stdin = read_stdin(started + STDIN_WAIT)
+        if stdin is None:
+            stdin = read_stdin(started + STDIN_WAIT)
         dialect = dialect_for(client or detect_client(argv_event, stdin))
     except (Usage, LocalProtocolError) as exc:
         warn(str(exc))

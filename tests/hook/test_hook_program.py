@@ -1,0 +1,462 @@
+"""The hook program: exact answers per client, the working set once, notices pulled, deadlines.
+
+Most tests run :func:`crosstalk.hook.main.run` in-process against a fake daemon (a real unix
+socket served by a thread that answers each request line from a table and records it); the
+promises about processes (exit status, stdout only, wall time, import path) run the real
+``crosstalk-hook`` in a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from crosstalk.core.dialects import CLIENTS, dialect_for
+from crosstalk.hook.main import run
+from crosstalk.paths import Home
+
+Reply = Callable[[dict[str, Any]], dict[str, Any]]
+WS = "Working set: the API is frozen until Friday (ana, 2 h)."
+
+
+class FakeDaemon:
+    """A control socket that answers each request line with ``replies[op](request)``."""
+
+    def __init__(self, path: Path, replies: dict[str, Reply], *, stall: bool = False) -> None:
+        self.path = path
+        self.replies = replies
+        self.stall = stall
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener.bind(str(path))
+        self._listener.listen(64)
+        self._listener.settimeout(0.05)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        conn.settimeout(5.0)
+        with conn, conn.makefile("rwb") as stream:
+            for line in stream:
+                request = json.loads(line)
+                with self._lock:
+                    self.requests.append(request)
+                if self.stall:
+                    self._stop.wait(5.0)
+                    return
+                handler = self.replies.get(request["op"])
+                answer = handler(request) if handler is not None else {}
+                stream.write((json.dumps({"ok": True, **answer}) + "\n").encode())
+                stream.flush()
+
+    def ops(self) -> list[str]:
+        with self._lock:
+            return [r["op"] for r in self.requests]
+
+    def close(self) -> None:
+        self._stop.set()
+        self._listener.close()
+        self._thread.join(timeout=5)
+
+
+def default_replies(notices: list[dict[str, Any]] | None = None) -> dict[str, Reply]:
+    waiting = list(notices or [])
+
+    def take_notices(request: dict[str, Any]) -> dict[str, Any]:
+        taken, waiting[:] = list(waiting), []
+        return {"notices": taken}
+
+    return {
+        "working_set": lambda r: {"text": WS, "repo": None, "facts_total": 1, "tasks_total": 0},
+        "notices": take_notices,
+        "notice_shown": lambda r: {"shown": len(r["ids"])},
+        "session_status": lambda r: {"name": r["name"], "status": r["status"], "surfaced": []},
+    }
+
+
+@pytest.fixture
+def home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Home]:
+    """A short state directory with an identity file, selected through CROSSTALK_HOME."""
+    root = Path(tempfile.mkdtemp(prefix="ct-hook-", dir="/tmp"))
+    (root / "identity.json").write_text("{}")
+    monkeypatch.setenv("CROSSTALK_HOME", str(root))
+    monkeypatch.delenv("CLAUDE_CODE_MESSAGING_SOCKET", raising=False)
+    monkeypatch.delenv("CLAUDE_CODE_SESSION_ID", raising=False)
+    yield Home(root)
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def daemon(home: Home) -> Iterator[FakeDaemon]:
+    fake = FakeDaemon(home.socket, default_replies())
+    yield fake
+    fake.close()
+
+
+def payload(client: str, event: str, session: str = "sess-1", cwd: str = "/tmp") -> str:
+    """What ``client`` writes on stdin for ``event`` (crosstalk-behaviour.md §6.1a)."""
+    if client == "agy":
+        data: dict[str, Any] = {"conversationId": session, "workspacePaths": [cwd]}
+    elif client == "cursor":
+        data = {
+            "hook_event_name": event,
+            "conversation_id": session,
+            "session_id": session,
+            "cursor_version": "1.7.0",
+            "workspace_roots": [cwd],
+        }
+    elif client == "goose":
+        data = {"event": event, "session_id": session, "working_dir": cwd}
+    else:
+        data = {"hook_event_name": event, "session_id": session, "cwd": cwd}
+    return json.dumps(data)
+
+
+def hook(client: str, event: str, stdin: str) -> tuple[str, int]:
+    return run(["--client", client, event], time.monotonic(), stdin)
+
+
+# The first event of each client that can carry text, and the exact answer carrying WS.
+CARRIER_GOLDEN = {
+    "claude": (
+        "SessionStart",
+        {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": WS}},
+    ),
+    "codex": (
+        "UserPromptSubmit",
+        {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": WS}},
+    ),
+    "qwen": (
+        "PostToolUse",
+        {"hookSpecificOutput": {"hookEventName": "PostToolUse", "additionalContext": WS}},
+    ),
+    "gemini": (
+        "BeforeAgent",
+        {"hookSpecificOutput": {"hookEventName": "BeforeAgent", "additionalContext": WS}},
+    ),
+    "cursor": ("sessionStart", {"additional_context": WS}),
+    "agy": ("PreInvocation", {"injectSteps": [{"ephemeralMessage": WS}]}),
+    "kimi": ("UserPromptSubmit", {"message": WS}),
+    "hermes": ("pre_llm_call", {"context": WS}),
+    "goose": ("Stop", {"decision": "block", "reason": WS}),
+}
+EMPTY_GOLDEN = {client: "{}" for client in CLIENTS} | {"goose": '{"decision":"allow"}'}
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_first_text_event_carries_the_working_set_in_the_clients_exact_keys(
+    client: str, daemon: FakeDaemon
+) -> None:
+    """Each client's first text-carrying event answers exactly its own keys with the set."""
+    event, golden = CARRIER_GOLDEN[client]
+    out, status = hook(client, event, payload(client, event))
+    assert status == 0
+    assert out == json.dumps(golden, separators=(",", ":"))
+    assert daemon.ops()[0] == "session_register"
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_every_registered_event_answers_exactly_empty_once_the_set_was_given(
+    client: str, daemon: FakeDaemon
+) -> None:
+    """After the working set, events with nothing to say print the client's exact empty reply."""
+    first, _ = CARRIER_GOLDEN[client]
+    hook(client, first, payload(client, first))
+    for event in dialect_for(client).registered:
+        out, status = hook(client, event, payload(client, event))
+        assert (out, status) == (EMPTY_GOLDEN[client], 0), event
+
+
+def test_working_set_is_handed_over_exactly_once_per_session(daemon: FakeDaemon) -> None:
+    """Sequential and concurrent events of one session see the working set once; a new
+    session gets its own."""
+    outs = [hook("claude", "UserPromptSubmit", payload("claude", "UserPromptSubmit"))[0]]
+    outs += [hook("claude", "PostToolUse", payload("claude", "PostToolUse"))[0] for _ in range(3)]
+    assert [WS in o for o in outs] == [True, False, False, False]
+
+    results: list[str] = []
+    stdin = payload("claude", "PostToolUse", session="sess-racing")
+    threads = [
+        threading.Thread(target=lambda: results.append(hook("claude", "PostToolUse", stdin)[0]))
+        for _ in range(8)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert len(results) == 8
+    assert sum(WS in out for out in results) == 1
+
+
+def test_working_set_waits_for_an_event_that_can_carry_it(daemon: FakeDaemon) -> None:
+    """Goose's SessionStart cannot carry text: the set comes with the first Stop instead."""
+    out, _ = hook("goose", "SessionStart", payload("goose", "SessionStart"))
+    assert out == '{"decision":"allow"}'
+    assert "working_set" not in daemon.ops()
+    out, _ = hook("goose", "Stop", payload("goose", "Stop"))
+    assert json.loads(out) == {"decision": "block", "reason": WS}
+
+
+def test_prompt_marks_the_session_busy_and_stop_marks_it_idle(daemon: FakeDaemon) -> None:
+    """UserPromptSubmit reports busy and Stop idle, after registering the session."""
+    hook("claude", "UserPromptSubmit", payload("claude", "UserPromptSubmit"))
+    hook("claude", "Stop", payload("claude", "Stop"))
+    statuses = [(r["name"], r["status"]) for r in daemon.requests if r["op"] == "session_status"]
+    assert statuses == [("sess-1", "busy"), ("sess-1", "idle")]
+    registered = [r for r in daemon.requests if r["op"] == "session_register"]
+    assert registered[0] == {
+        "v": 1,
+        "op": "session_register",
+        "name": "sess-1",
+        "client": "claude",
+        "project": "/tmp",
+    }
+
+
+def _notice(nid: str, label: str, *, surfaced: float, batch: str = "b1") -> dict[str, Any]:
+    return {
+        "id": nid,
+        "sender": "fp-" + label,
+        "label": label,
+        "session": None,
+        "room": "r1",
+        "from_session": "api",
+        "intent": "question",
+        "kind": "message",
+        "decision": "notice_now",
+        "due": "now",
+        "created_at": surfaced,
+        "surfaced_at": surfaced,
+        "batch": batch,
+    }
+
+
+def test_waiting_notices_are_pulled_once_without_words_and_marked_shown(home: Home) -> None:
+    """Pending notices come back as one notice per batch, then notice_shown names their ids."""
+    rows = [_notice("m1", "ben", surfaced=1.0), _notice("m2", "ben", surfaced=2.0)]
+    fake = FakeDaemon(home.socket, default_replies(rows))
+    try:
+        out, _ = hook("codex", "PostToolUse", payload("codex", "PostToolUse"))
+        text = json.loads(out)["hookSpecificOutput"]["additionalContext"]
+        assert text.startswith(WS + "\n\n")
+        notice = text[len(WS) + 2 :]
+        assert (
+            notice.splitlines()[0] == "ben (api session) sent you 2 messages; call "
+            "crosstalk_read to see them."
+        )
+        shown = [r for r in fake.requests if r["op"] == "notice_shown"]
+        assert shown == [{"v": 1, "op": "notice_shown", "session": "sess-1", "ids": ["m1", "m2"]}]
+        assert hook("codex", "PostToolUse", payload("codex", "PostToolUse"))[0] == "{}"
+    finally:
+        fake.close()
+
+
+def test_push_session_leaves_fresh_notices_to_the_inbox_and_pulls_stale_ones(
+    home: Home, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With an inbox socket, only notices the push left waiting past the grace are pulled."""
+    monkeypatch.setenv("CLAUDE_CODE_MESSAGING_SOCKET", "/tmp/claude-inbox.sock")
+    now = time.time()
+    rows = [
+        _notice("fresh", "ben", surfaced=now),
+        _notice("old", "cy", surfaced=now - 60, batch="b2"),
+    ]
+    fake = FakeDaemon(home.socket, default_replies(rows))
+    try:
+        out, _ = hook("claude", "SessionStart", payload("claude", "SessionStart"))
+        text = json.loads(out)["hookSpecificOutput"]["additionalContext"]
+        assert "cy sent you a message" in text.replace(" (api session)", "")
+        assert "ben" not in text
+        register = next(r for r in fake.requests if r["op"] == "session_register")
+        assert register["inbox_socket"] == "/tmp/claude-inbox.sock"
+    finally:
+        fake.close()
+
+
+def test_a_stalled_daemon_costs_the_budget_and_gives_the_empty_answer(home: Home) -> None:
+    """A daemon that accepts and never answers: an empty answer, exit 0, within a second."""
+    fake = FakeDaemon(home.socket, {}, stall=True)
+    try:
+        started = time.monotonic()
+        out, status = hook("claude", "SessionStart", payload("claude", "SessionStart"))
+        elapsed = time.monotonic() - started
+    finally:
+        fake.close()
+    assert (out, status) == ("{}", 0)
+    assert elapsed < 1.0
+
+
+def test_no_session_or_no_identity_answers_empty_without_the_daemon(home: Home) -> None:
+    """Nothing names a session, or there is no identity: the empty answer, no daemon asked."""
+    fake = FakeDaemon(home.socket, default_replies())
+    try:
+        assert hook("claude", "SessionStart", '{"hook_event_name":"SessionStart"}') == ("{}", 0)
+        (home.root / "identity.json").unlink()
+        assert hook("claude", "SessionStart", payload("claude", "SessionStart")) == ("{}", 0)
+        assert fake.requests == []
+    finally:
+        fake.close()
+
+
+def test_unknown_client_is_a_usage_error_with_a_valid_answer(home: Home) -> None:
+    """--client nobody speaks: exit 3 (never 2, which Claude Code reads as "block"), ``{}``."""
+    assert hook("emacs", "SessionStart", "{}") == ("{}", 3)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+field_names = st.sampled_from(
+    [
+        "hook_event_name",
+        "hookEventName",
+        "event",
+        "session_id",
+        "conversationId",
+        "cwd",
+        "working_dir",
+        "workspace_roots",
+        "workspacePaths",
+        "cursor_version",
+        "prompt",
+        "stop_hook_active",
+        "transcript_path",
+        "extra",
+    ]
+) | st.text(max_size=8)
+payloads = st.dictionaries(field_names, json_values, max_size=8).map(json.dumps)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    client=st.sampled_from([*CLIENTS, None]),
+    event=st.none() | st.sampled_from(["SessionStart", "Stop", "PreInvocation", "x"]) | st.text(),
+    stdin=payloads | st.text() | st.binary().map(lambda b: b.decode("latin-1")),
+)
+def test_fuzzed_stdin_always_gets_a_valid_answer(
+    client: str | None,
+    event: str | None,
+    stdin: str,
+    daemon: FakeDaemon,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Whatever arrives on stdin, the answer is one JSON object and nothing crashes."""
+    argv = [*(["--client", client] if client else []), *([event] if event else [])]
+    if event and event.startswith("-"):
+        argv = argv[:2]
+    out, status = run(argv, time.monotonic(), stdin)
+    assert isinstance(json.loads(out), dict)
+    assert status in (0, 3)
+    assert "Traceback" not in capsys.readouterr().err
+
+
+# --- real processes ------------------------------------------------------------------------------
+
+
+def _hook_process(
+    args: list[str], stdin: str, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "crosstalk.hook.main", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=env,
+        check=False,
+    )
+
+
+def _bare_python_seconds() -> float:
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-c", "import json, socket"], check=True, timeout=30)
+    return time.monotonic() - started
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_process_prints_only_the_exact_empty_answer_when_not_set_up(client: str) -> None:
+    """A real run with no identity: exit 0, stdout exactly the client's empty answer."""
+    root = Path(tempfile.mkdtemp(prefix="ct-hook-", dir="/tmp"))
+    try:
+        env = {**os.environ, "CROSSTALK_HOME": str(root)}
+        for event in dialect_for(client).registered:
+            done = _hook_process(["--client", client, event], payload(client, event), env)
+            assert (done.stdout, done.returncode) == (EMPTY_GOLDEN[client], 0), done.stderr
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_daemon_down_gives_a_valid_empty_answer_within_a_second() -> None:
+    """Identity present, nothing listening: the empty answer, a reason on stderr, exit 0, and
+    no more than a second beyond a bare interpreter's start-up in the same run."""
+    root = Path(tempfile.mkdtemp(prefix="ct-hook-", dir="/tmp"))
+    # An identity that does not parse: the daemon the hook starts refuses it and exits.
+    (root / "identity.json").write_text("not an identity")
+    try:
+        env = {**os.environ, "CROSSTALK_HOME": str(root)}
+        baseline = _bare_python_seconds()
+        started = time.monotonic()
+        done = _hook_process(
+            ["--client", "claude", "SessionStart"], payload("claude", "SessionStart"), env
+        )
+        elapsed = time.monotonic() - started
+        assert (done.stdout, done.returncode) == ("{}", 0)
+        assert "daemon" in done.stderr and "Traceback" not in done.stderr
+        assert elapsed < baseline + 1.0, (elapsed, baseline)
+    finally:
+        _stop_started_daemon(root)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _stop_started_daemon(root: Path) -> None:
+    """Stop, by pid, a daemon the hook may have started (it should have refused and exited)."""
+    from crosstalk.client import daemon_pid
+    from tests.e2e.conftest import stop_pid
+
+    pid = daemon_pid(Home(root))
+    if pid is not None:
+        stop_pid(pid)
+
+
+def test_import_path_is_standard_library_only() -> None:
+    """Importing the hook loads no trio, attrs, cattrs, nacl, typer or mcp."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import crosstalk.hook.main"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    loaded = {line.split("|")[-1].strip().split(".")[0] for line in done.stderr.splitlines()}
+    assert not loaded & {"trio", "attrs", "attr", "cattrs", "nacl", "typer", "mcp", "sqlite3"}
+    assert "crosstalk" in loaded
