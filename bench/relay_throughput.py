@@ -263,7 +263,8 @@ async def _bench(quick: bool, seconds: float, window: int) -> dict[str, object]:
     loads = [(2, 2), (50, 2), (50, 20)] + ([] if quick else [(500, 2), (500, 20)])
     idle = 1000 if quick else 5000
     results: dict[str, object] = {
-        "seconds": seconds, "window": window, "cpus": os.cpu_count(), "runs": []
+        "seconds": seconds, "window": window, "cpus": os.cpu_count(),
+        "load_avg_1m_at_start": round(os.getloadavg()[0], 2), "runs": [],
     }
     echo_proc, echo_port = _start_echo()
     echo: dict[int, float] = {}
@@ -315,6 +316,7 @@ def main() -> None:
     started = time.monotonic()
     results = trio.run(_bench, args.quick, args.seconds, args.window)
     results["wall_s"] = round(time.monotonic() - started, 1)
+    results["load_avg_1m_at_end"] = round(os.getloadavg()[0], 2)
     print(json.dumps(results, indent=2))
 
 
