@@ -116,6 +116,20 @@ class DaemonBridge:
             request, self.home.socket, op, params, abandon_on_cancel=True
         )
 
+    async def call_until(self, op: str, params: dict[str, Any], key: str, *, limit: float) -> Any:
+        """A stream op: the first reply line carrying ``key`` (earlier lines are progress)."""
+        await self._ensure()
+
+        def until() -> dict[str, Any]:
+            with control.ControlConnection(self.home.socket, timeout=limit) as conn:
+                conn.send(op, params)
+                while True:
+                    reply = conn.receive()
+                    if key in reply:
+                        return reply
+
+        return await trio.to_thread.run_sync(until, abandon_on_cancel=True)
+
 
 def _adapt(spec: ToolSpec, caller: Caller) -> ToolFn:
     """The tool function the SDK sees: same signature, errors as ``isError`` results."""
@@ -136,7 +150,7 @@ def _adapt(spec: ToolSpec, caller: Caller) -> ToolFn:
 
 def build_server(bridge: Caller) -> MCPServer:
     """The MCP server with every tool in :data:`~crosstalk.mcp_tools.TOOLS` bound to ``bridge``."""
-    server: MCPServer = MCPServer("crosstalk", instructions=INSTRUCTIONS)
+    server: MCPServer = MCPServer("crosstalk", instructions=INSTRUCTIONS, log_level="WARNING")
     for spec in TOOLS:
         server.add_tool(
             _adapt(spec, bridge),

@@ -36,6 +36,10 @@ class Caller(Protocol):
 
     async def call(self, op: str, params: dict[str, Any], *, limit: float = ...) -> Any: ...
 
+    async def call_until(self, op: str, params: dict[str, Any], key: str, *, limit: float) -> Any:
+        """A stream op: the first reply line that has ``key`` (earlier lines are progress)."""
+        ...
+
 
 ToolFn = Callable[..., Awaitable[Any]]
 
@@ -69,7 +73,15 @@ def _send(c: Caller) -> ToolFn:
         thread: Annotated[str | None, Field(description="Thread to post in.")] = None,
         reply_to: Annotated[str | None, Field(description="Message id this replies to.")] = None,
     ) -> Any:
-        params = {"to": to, "text": text, "intent": intent, "thread": thread, "reply_to": reply_to}
+        params = {
+            "to": to,
+            "text": text,
+            "intent": intent,
+            "thread": thread,
+            "reply_to": reply_to,
+            "session": c.session,
+            "cwd": c.cwd,
+        }
         return await c.call("send", _drop_none(params))
 
     return crosstalk_send
@@ -106,8 +118,10 @@ def _ask(c: Caller) -> ToolFn:
             float, Field(description="How long to wait for the answer.", gt=0, le=600)
         ] = 120,
     ) -> Any:
-        params = {"to": to, "text": text, "timeout": timeout_seconds}
-        reply = await c.call("ask", params, limit=timeout_seconds + 5)
+        params = _drop_none(
+            {"to": to, "text": text, "timeout": timeout_seconds, "session": c.session}
+        )
+        reply = await c.call_until("ask", params, "answer", limit=timeout_seconds + 5)
         return {"trust": UNTRUSTED, **reply}
 
     return crosstalk_ask
@@ -119,7 +133,8 @@ def _answer(c: Caller) -> ToolFn:
         correlation: Annotated[str, Field(description="The question's correlation id.")],
         text: Annotated[str, Field(description="Your answer.")],
     ) -> Any:
-        return await c.call("answer", {"to": to, "correlation": correlation, "text": text})
+        params = {"to": to, "correlation": correlation, "text": text, "session": c.session}
+        return await c.call("answer", _drop_none(params))
 
     return crosstalk_answer
 
@@ -129,7 +144,15 @@ def _handoff(c: Caller) -> ToolFn:
         to: Annotated[str, Field(description="A person, person/session or person/project.")],
         text: Annotated[str, Field(description="The piece of work, described in full.")],
     ) -> Any:
-        return await c.call("handoff", {"to": to, "text": text})
+        params = {
+            "to": to,
+            "text": text,
+            "intent": "question",
+            "kind": "handoff",
+            "session": c.session,
+            "cwd": c.cwd,
+        }
+        return await c.call("send", _drop_none(params))
 
     return crosstalk_handoff
 
@@ -140,8 +163,7 @@ def _wait(c: Caller) -> ToolFn:
             float, Field(description="Longest wait for an arrival.", gt=0, le=600)
         ] = 60,
     ) -> Any:
-        params = _drop_none({"timeout": timeout_seconds, "session": c.session})
-        return await c.call("wait", params, limit=timeout_seconds + 5)
+        return await c.call("wait", {"timeout": timeout_seconds}, limit=timeout_seconds + 5)
 
     return crosstalk_wait
 
