@@ -1,0 +1,267 @@
+"""The scenario harness: people whose daemons reach the relay through the fault proxy, and a tally.
+
+A scenario pairs real daemons (subprocesses, through the CLI), sends messages, injects a fault
+(proxy command, ``kill -9``, ``SIGSTOP``, a full disk ...), then reads until every message whose
+``send`` was answered has arrived or a bound runs out. The :class:`Tally` keeps the figures every
+scenario reports and asserts:
+
+* **sent** - sends the daemon answered (``queued`` or ``sent``): from then on the op is committed
+  to the outbox, so DESIGN.md §4 promises its delivery;
+* **unanswered** - sends that got no answer because the daemon was killed under them: they may
+  or may not arrive, and neither outcome is a loss;
+* **delivered** - distinct message ids the receiver's ``read`` returned;
+* **lost** - answered sends never delivered (must be 0);
+* **duplicated at the agent** - ids returned by more than one ``read`` (must be 0; each read
+  marks what it returns as read, so a second sighting is a duplicate the agent would see);
+* **restarts** - per person, per actor, from ``crosstalk doctor --json``, at the end.
+
+Sends and reads go straight to the daemon's control socket (the same JSON line protocol the CLI
+uses) so a few hundred of them fit the time budget; pairing, ``doctor`` and restarts go through
+the CLI. Every wait is bounded; every process is stopped by its pid.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from crosstalk.errors import CrosstalkError
+from crosstalk.hook import control
+from tests.e2e.conftest import Person, read_json_line, stop_pid, wait_until
+
+# The heartbeat the daemons under test run with (CROSSTALK_HEARTBEAT, seconds). The relay link's
+# pings (every 2 s, 2 s to answer) must fit inside one heartbeat, so 5 s (the default) is the
+# shortest that does not make a healthy idle link miss beats; see docs/resilience.md.
+HEARTBEAT = 5.0
+
+
+class Peer(Person):
+    """A person whose daemon runs with the test heartbeat, with fast control-socket helpers."""
+
+    def __init__(self, home: Path, relay: str, *, heartbeat: float = HEARTBEAT) -> None:
+        super().__init__(home, relay)
+        self.heartbeat = heartbeat
+
+    def _env(self) -> dict[str, str]:
+        return {"CROSSTALK_HEARTBEAT": str(self.heartbeat)}
+
+    def run(
+        self, *args: str, timeout: float = 60.0, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return super().run(*args, timeout=timeout, env={**self._env(), **(env or {})})
+
+    def spawn(self, *args: str) -> subprocess.Popen[str]:
+        env = {**os.environ, "CROSSTALK_RELAY": self.relay, **self._env()}
+        env.pop("CROSSTALK_HOME", None)
+        return subprocess.Popen(
+            [sys.executable, "-m", "crosstalk", *args, "--home", str(self.home)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+
+    @property
+    def name(self) -> str:
+        return self.home.name
+
+    def call(self, op: str, params: dict[str, Any] | None = None, timeout: float = 10.0) -> Any:
+        """One request on the daemon's control socket; CrosstalkError on a refusal."""
+        return control.request(self.home / "daemon.sock", op, params, timeout=timeout)
+
+    def actors(self) -> dict[str, dict[str, Any]]:
+        """``crosstalk doctor --json`` actors by name (doctor exits 1 when one is unhealthy)."""
+        proc = self.run("doctor", "--json")
+        lines = [line for line in proc.stdout.splitlines() if line.strip()]
+        assert lines, (proc.stdout, proc.stderr)
+        return {a["name"]: a for a in json.loads(lines[-1])["actors"]}
+
+    def restarts(self) -> dict[str, int]:
+        return {name: int(a["restarts"]) for name, a in self.actors().items()}
+
+    def start_daemon(self) -> int:
+        return int(self.json("daemon", "start")["pid"])
+
+    def stop_daemon(self) -> None:
+        pid = self.daemon_pid()
+        if pid:
+            stop_pid(pid)
+
+
+@attrs.define
+class Tally:
+    """What one scenario sent and what the receivers' reads returned."""
+
+    name: str
+    sent: dict[str, str] = attrs.Factory(dict)  # answered sends: id -> receiver name
+    states: Counter[str] = attrs.Factory(Counter)  # answered sends by state
+    unanswered: int = 0
+    seen: Counter[str] = attrs.Factory(Counter)
+    restarts: dict[str, dict[str, int]] = attrs.Factory(dict)
+    notes: dict[str, Any] = attrs.Factory(dict)
+    oddities: list[dict[str, Any]] = attrs.Factory(list)  # duplicates and misaddressed reads
+    _lock: threading.Lock = attrs.field(factory=threading.Lock, repr=False)
+
+    def send(self, sender: Peer, to: Peer, text: str) -> str | None:
+        """Send through the control socket; record the id if the daemon answered."""
+        try:
+            reply = sender.call("send", {"to": to.name, "text": text}, timeout=30.0)
+        except (CrosstalkError, OSError):
+            with self._lock:
+                self.unanswered += 1
+            return None
+        with self._lock:
+            self.sent[reply["id"]] = to.name
+            self.states[reply["state"]] += 1
+        return str(reply["id"])
+
+    def send_many(self, sender: Peer, to: Peer, texts: Sequence[str], workers: int = 8) -> None:
+        """Several sends at once (a queued send waits up to 2 s for ``sent`` before answering)."""
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            list(pool.map(lambda text: self.send(sender, to, text), texts))
+
+    def read(self, peer: Peer) -> int:
+        """One read by ``peer``; counts every id it returns. Returns how many it returned."""
+        messages = peer.call("read", {})["messages"]
+        for message in messages:
+            self.seen[message["id"]] += 1
+            if self.seen[message["id"]] > 1 or self.sent.get(message["id"], peer.name) != peer.name:
+                self.oddities.append(
+                    {"reader": peer.name, "id": message["id"], "from": message["from"],
+                     "text": message["text"], "addressee": self.sent.get(message["id"])}
+                )
+        return len(messages)
+
+    def missing(self, peer: Peer) -> set[str]:
+        return {i for i, to in self.sent.items() if to == peer.name and i not in self.seen}
+
+    def wait_delivered(self, *peers: Peer, timeout: float) -> None:
+        """Read at every peer until each answered send has arrived; bounded."""
+
+        def complete() -> bool:
+            for peer in peers:
+                if self.missing(peer):
+                    self.read(peer)
+            return not any(self.missing(peer) for peer in peers)
+
+        wait_until(complete, timeout=timeout, what=f"{self.name}: every answered send delivered")
+
+    @property
+    def delivered(self) -> int:
+        return len(self.seen)
+
+    @property
+    def lost(self) -> int:
+        return sum(1 for i in self.sent if i not in self.seen)
+
+    @property
+    def duplicated(self) -> int:
+        return sum(count - 1 for count in self.seen.values() if count > 1)
+
+    def record_restarts(self, *peers: Peer) -> None:
+        for peer in peers:
+            self.restarts[peer.name] = peer.restarts()
+
+    def figures(self) -> dict[str, Any]:
+        return {
+            "scenario": self.name,
+            "sent": len(self.sent),
+            "states": dict(self.states),
+            "unanswered": self.unanswered,
+            "delivered": self.delivered,
+            "lost": self.lost,
+            "duplicated_at_agent": self.duplicated,
+            "restarts": self.restarts,
+            **({"oddities": self.oddities} if self.oddities else {}),
+            **self.notes,
+        }
+
+    def assert_clean(self) -> None:
+        """The two promises every scenario checks."""
+        assert self.lost == 0, self.figures()
+        assert self.duplicated == 0, self.figures()
+
+
+def drain_reads(tally: Tally, *peers: Peer, rounds: int = 2) -> None:
+    """A few more reads after delivery completed, so a late duplicate would be counted."""
+    for _ in range(rounds):
+        for peer in peers:
+            tally.read(peer)
+
+
+class ProxyProcess:
+    """The fault-injecting proxy (``proxy.py``) as a subprocess, driven over its control socket.
+
+    A copy of the helper in tests/e2e/test_relay_link_e2e.py with ``target`` and a bounded stop.
+    """
+
+    def __init__(self, target_port: int, control_path: Path, *, lifetime: float = 600) -> None:
+        self.control = control_path
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.resilience.proxy", "--listen", "127.0.0.1:0",
+             "--target", f"127.0.0.1:{target_port}", "--control", str(control_path),
+             "--lifetime", str(lifetime)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        info = read_json_line(self.proc, timeout=30)
+        self.port = int(str(info["listening"]).rsplit(":", 1)[1])
+        self.url = f"ws://127.0.0.1:{self.port}"
+
+    def command(self, line: str) -> dict[str, Any]:
+        """One control line; returns the proxy's stats after it."""
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.settimeout(10)
+            sock.connect(str(self.control))
+            sock.sendall(line.encode() + b"\n")
+            data = b""
+            while not data.endswith(b"\n"):
+                chunk = sock.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        reply: dict[str, Any] = json.loads(data)
+        assert reply["ok"] is True, reply
+        stats: dict[str, Any] = reply["stats"]
+        return stats
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream:
+                stream.close()
+
+
+def link_connected(peer: Peer) -> bool:
+    """Whether the daemon's relay link is READY (``status`` op)."""
+    try:
+        return bool(peer.call("status", {})["relay"]["connected"])
+    except (CrosstalkError, OSError, KeyError):
+        return False
+
+
+def timed(condition: Callable[[], bool], *, timeout: float, what: str) -> float:
+    """Wait (bounded) for ``condition``; return the seconds it took."""
+    started = time.monotonic()
+    wait_until(condition, timeout=timeout, what=what)
+    return time.monotonic() - started
