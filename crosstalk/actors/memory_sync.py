@@ -18,7 +18,8 @@ What it does (the rules of the log itself live in :mod:`crosstalk.store.memory_l
   the relay sequences it, its outcome is applied and reported (logged, and marked reported).
 
 Inputs: :class:`Nudge` (rooms that just committed ops), :class:`Answer`, :class:`WatchOwn`.
-Time: one deadline, the earliest retry, waited on with ``move_on_at`` around the inbox.
+Time: one deadline, the earliest retry (or the next look for newly joined rooms, every
+:data:`PROBE_EVERY` seconds), waited on with ``move_on_at`` around the inbox.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from crosstalk.wire.room_ops import RoomOp, SyncChunk, SyncRequest
 log = logging.getLogger(__name__)
 
 RETRY_AFTER = 15.0
+PROBE_EVERY = 15.0  # how often to look for rooms joined since start
 
 
 @attrs.frozen
@@ -74,7 +76,14 @@ class WatchOwn:
     op_id: str
 
 
-MemorySyncInput = Nudge | Answer | WatchOwn
+@attrs.frozen
+class Probed:
+    """These rooms were probed at start (by :func:`probe`); later joins are probed by the actor."""
+
+    rooms: tuple[str, ...]
+
+
+MemorySyncInput = Nudge | Answer | WatchOwn | Probed
 
 
 class SyncStore(Protocol):
@@ -129,6 +138,8 @@ class MemorySync:
         self._asking: dict[str, _Asking] = {}
         self._ask_lock = trio.Lock()  # the inbox loop and the watchers both ask
         self._beat: Callable[[], None] = lambda: None
+        self._probed: set[str] | None = None  # None until the start probe has run
+        self._next_probe = float("inf")
 
     async def run(
         self,
@@ -148,10 +159,22 @@ class MemorySync:
                     ctx.beat()
                     continue
                 await self._ask_where_needed()
+                await self._probe_new_rooms()
                 ctx.beat()
 
     def _next_deadline(self) -> float:
-        return min((a.deadline for a in self._asking.values()), default=float("inf"))
+        return min([a.deadline for a in self._asking.values()] + [self._next_probe])
+
+    async def _probe_new_rooms(self) -> None:
+        """Probe rooms joined since start (a new member starts at the head of the log)."""
+        now = trio.current_time()
+        if self._probed is None or now < self._next_probe:
+            return
+        self._next_probe = now + PROBE_EVERY
+        for room in await self._store.rooms():
+            if room not in self._probed:
+                self._probed.add(room)
+                await _probe_one(self._store, self._send_op, room, self._watch)
 
     _nursery: trio.Nursery
 
@@ -168,6 +191,9 @@ class MemorySync:
             await self._report_resolved()
         elif isinstance(item, Answer):
             await self._answer(item)
+        elif isinstance(item, Probed):
+            self._probed = set(item.rooms) | (self._probed or set())
+            self._next_probe = trio.current_time() + PROBE_EVERY
         else:
             self._watch(item.room, item.op_id)
 
@@ -264,15 +290,29 @@ async def probe(
     send_op: Callable[[str, RoomOp], Awaitable[str]],
     inbox: trio.MemorySendChannel[MemorySyncInput],
 ) -> None:
-    """Post a probe in every joined room and have the actor watch it (see the module doc)."""
-    for room in await store.rooms():
-        have = (await store.cursor(room)).last_seq
-        try:
-            op_id = await send_op(room, SyncRequest(secrets.token_hex(8), have, None))
-        except CrosstalkError as exc:
-            log.warning("room %s: memory probe not queued: %s", room, exc.message)
-            continue
+    """Post a probe in every joined room; the actor watches each and probes later joins."""
+    watched: list[tuple[str, str]] = []
+    rooms = await store.rooms()
+    for room in rooms:
+        await _probe_one(store, send_op, room, lambda r, o: watched.append((r, o)))
+    for room, op_id in watched:
         await inbox.send(WatchOwn(room, op_id))
+    await inbox.send(Probed(tuple(rooms)))
+
+
+async def _probe_one(
+    store: SyncStore,
+    send_op: Callable[[str, RoomOp], Awaitable[str]],
+    room: str,
+    watch: Callable[[str, str], None],
+) -> None:
+    have = (await store.cursor(room)).last_seq
+    try:
+        op_id = await send_op(room, SyncRequest(secrets.token_hex(8), have, None))
+    except CrosstalkError as exc:
+        log.warning("room %s: memory probe not queued: %s", room, exc.message)
+        return
+    watch(room, op_id)
 
 
 class StoreAdapter:

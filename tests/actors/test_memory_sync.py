@@ -7,11 +7,13 @@ import trio.testing
 
 from crosstalk import crypto
 from crosstalk.actors.memory_sync import (
+    PROBE_EVERY,
     RETRY_AFTER,
     Answer,
     MemorySync,
     MemorySyncInput,
     Nudge,
+    Probed,
     WatchOwn,
     probe,
 )
@@ -42,9 +44,10 @@ class FakeStore:
         self.outcomes: dict[str, Outcome] = {}
         self.reported: list[str] = []
         self.advanced: list[str] = []
+        self.joined = [ROOM]
 
     async def rooms(self) -> list[str]:
-        return [ROOM]
+        return list(self.joined)
 
     async def members(self, room: str) -> list[str]:
         return [ME.fingerprint, BEN.fingerprint, CY.fingerprint]
@@ -219,3 +222,21 @@ async def test_probe_asks_nobody_and_is_watched(autojump_clock: trio.testing.Moc
     assert posted_room == ROOM
     assert isinstance(request, SyncRequest) and request.ask is None and request.have == 1
     assert watched.receive_nowait() == WatchOwn(ROOM, "mine-1")
+    assert watched.receive_nowait() == Probed((ROOM,))
+
+
+async def test_a_room_joined_after_start_is_probed_at_the_next_look(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Rooms probed at start are not probed again; one joined later is, PROBE_EVERY after."""
+    store, room = FakeStore(hole=False), FakeRoom({})
+    async with running(Supervisor(heartbeat=5.0)) as supervisor:
+        inbox = await start(supervisor, store, room)
+        await inbox.send(Probed((ROOM,)))
+        store.joined.append("room-2")
+        at, posted_room, request = await room.next()
+        with trio.move_on_after(PROBE_EVERY * 3):
+            got = await room.next()
+            raise AssertionError(f"each room is probed once, got {got}")
+    assert (at, posted_room) == (PROBE_EVERY, "room-2")
+    assert isinstance(request, SyncRequest) and request.ask is None
