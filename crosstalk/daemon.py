@@ -200,9 +200,9 @@ class Daemon:
         inbox = self._rooms.get(room_id)
         if inbox is not None:
             return inbox
-        known = {r.room_id for r in await self.store.read(list_rooms)}
-        if room_id not in known or self.identity is None:
-            return None
+        joined = {r.room_id for r in await self.store.read(list_rooms) if r.state == "joined"}
+        if room_id not in joined or self.identity is None:
+            return None  # unknown, or an invitation not yet accepted: nothing reaches us
         actor = RoomActor(
             room_id=room_id,
             store=self.store,
@@ -214,6 +214,11 @@ class Daemon:
         inbox = await self.supervisor.start_actor(f"room-{room_id[:8]}", actor)
         self._rooms[room_id] = inbox
         return inbox
+
+    async def forget_room(self, room_id: str) -> None:
+        """Stop a room's actor (we left it); its rows are the caller's to delete."""
+        if self._rooms.pop(room_id, None) is not None:
+            await self.supervisor.stop_actor(f"room-{room_id[:8]}")
 
     async def _applied(self, applied: list[Applied]) -> None:
         for listener in self.applied_listeners:

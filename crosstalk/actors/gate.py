@@ -379,6 +379,7 @@ def _refusal(applied: Applied, op: MessageOp, me: Me | None, now: float) -> _Ref
         reply_to=applied.op_id,
         correlation=op.correlation if op.correlation is not None else applied.op_id,
         sent_at=now,
+        refused=True,
     )
     return _Refusal(applied.room_id, answer)
 

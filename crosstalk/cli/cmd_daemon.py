@@ -6,6 +6,7 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -66,7 +67,9 @@ def stop(json_output: JsonOption = False, home: HomeOption = None) -> None:
     except ProcessLookupError:
         pass
     deadline = time.monotonic() + STOP_TIMEOUT
-    while daemon_pid(h) is not None:
+    # Done when the lock is free and the process itself has gone (it releases the lock a
+    # moment before the interpreter exits).
+    while daemon_pid(h) is not None or _alive(pid):
         if time.monotonic() > deadline:
             raise DaemonUnreachable(
                 f"The daemon (pid {pid}) did not stop within {STOP_TIMEOUT:.0f} s; "
@@ -74,6 +77,19 @@ def stop(json_output: JsonOption = False, home: HomeOption = None) -> None:
             )
         time.sleep(0.05)
     out.emit({"stopped": True, "pid": pid}, f"daemon stopped (pid {pid})")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie answers kill(0) too; it has exited
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 @app.command("status")

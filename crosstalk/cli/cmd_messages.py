@@ -1,7 +1,10 @@
-"""`crosstalk send` and `crosstalk read`."""
+"""`crosstalk send`, `ask`, `answer`, `read`, `slice`, `post` and `watch`."""
 
 from __future__ import annotations
 
+import json
+import os
+import sys
 from typing import Annotated, Any
 
 import typer
@@ -9,6 +12,7 @@ import typer
 from crosstalk.cli.options import HomeOption, JsonOption
 from crosstalk.cli.output import Output, reports_errors
 from crosstalk.client import call, ensure_daemon
+from crosstalk.hook.control import ControlConnection
 from crosstalk.paths import Home
 
 SEND_TIMEOUT = 30.0
@@ -23,26 +27,56 @@ def send(
     ] = "fyi",
     thread: Annotated[str | None, typer.Option("--thread", help="Thread id.")] = None,
     reply_to: Annotated[str | None, typer.Option("--reply-to", help="Message id.")] = None,
+    slices: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--slice", help="Attach: diff[:REF], file:PATH, turns[:N] or note:TEXT (repeatable)."
+        ),
+    ] = None,
+    handoff: Annotated[
+        bool, typer.Option("--handoff", help="A work item (with its slices) for them to take.")
+    ] = False,
+    unprompted: Annotated[
+        bool, typer.Option("--unprompted", help="Self-initiated: rationed, needs --because.")
+    ] = False,
+    because: Annotated[
+        str | None, typer.Option("--because", help="Why it matters to them.")
+    ] = None,
     json_output: JsonOption = False,
     home: HomeOption = None,
 ) -> None:
-    """Send a message to someone you share a room with."""
+    """Send a message to a person, person/session, person/project, #room or me/session."""
     out = Output(json_mode=json_output)
     h = Home.resolve(home)
     ensure_daemon(h)
-    reply = call(
-        h,
-        "send",
-        {"to": to, "text": text, "intent": intent, "thread": thread, "reply_to": reply_to},
-        timeout=SEND_TIMEOUT,
-    )
+    params = {
+        "to": to,
+        "text": text,
+        "intent": intent,
+        "thread": thread,
+        "reply_to": reply_to,
+        "slices": slices or [],
+        "cwd": os.getcwd(),
+        "kind": "handoff" if handoff else "message",
+        "unprompted": unprompted,
+        "because": because,
+    }
+    reply = call(h, "send", params, timeout=SEND_TIMEOUT)
     reply.pop("ok", None)
     out.emit(reply, f"{reply['state']}: to {', '.join(reply['to'])} ({reply['id']})")
 
 
 def _render(message: dict[str, Any]) -> str:
     head = f"{message['from']}" + (f" ({message['session']})" if message.get("session") else "")
-    return f"{head} · {message['intent']}\n  {message['text']}"
+    lines = [
+        f"{head} · {message['kind']} · {message['intent']}  [{message['id']}]",
+        f"  {message['text']}",
+    ]
+    lines += [
+        f"  [slice {s['index']}] {s['kind']}: {s['label']} ({s['bytes']} bytes)"
+        for s in message.get("slices", [])
+    ]
+    return "\n".join(lines)
 
 
 @reports_errors
@@ -62,3 +96,109 @@ def read(
     messages = reply["messages"]
     human = "\n\n".join(_render(m) for m in messages) if messages else "No messages."
     out.emit({"messages": messages}, human)
+
+
+@reports_errors
+def ask(
+    to: Annotated[str, typer.Argument(help="Who: a person (or person/session).")],
+    text: Annotated[str, typer.Argument(help="The question.")],
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait.")] = 300.0,
+    json_output: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """Ask someone a question and wait for the answer (Ctrl-C cancels it cleanly)."""
+    out = Output(json_mode=json_output)
+    h = Home.resolve(home)
+    ensure_daemon(h)
+    with ControlConnection(h.socket, timeout=timeout + SEND_TIMEOUT) as conn:
+        conn.send("ask", {"to": to, "text": text, "timeout": timeout})
+        while True:
+            reply = conn.receive()
+            reply.pop("ok", None)
+            if "answer" in reply:
+                out.emit(reply, f"{reply['from']}: {reply['answer']}")
+                return
+            sys.stderr.write(
+                f"crosstalk: you and {reply['waiting_on_each_other']} are waiting on each other.\n"
+            )
+
+
+@reports_errors
+def answer(
+    to: Annotated[str, typer.Argument(help="Who asked.")],
+    correlation: Annotated[str, typer.Argument(help="The question's correlation id.")],
+    text: Annotated[str, typer.Argument(help="Your answer.")],
+    json_output: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """Answer a question someone asked you."""
+    out = Output(json_mode=json_output)
+    h = Home.resolve(home)
+    ensure_daemon(h)
+    reply = call(
+        h, "answer", {"to": to, "correlation": correlation, "text": text}, timeout=SEND_TIMEOUT
+    )
+    out.emit({"id": reply["id"], "state": reply["state"]}, f"{reply['state']}: answered {to}")
+
+
+@reports_errors
+def slice_(
+    message_id: Annotated[str, typer.Argument(metavar="ID", help="The message.")],
+    index: Annotated[int, typer.Argument(help="Which slice (from 0).")] = 0,
+    json_output: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """Fetch the content of a slice attached to a message."""
+    out = Output(json_mode=json_output)
+    h = Home.resolve(home)
+    ensure_daemon(h)
+    reply = call(h, "read_slice", {"id": message_id, "index": index})
+    reply.pop("ok", None)
+    out.emit(reply, reply["content"])
+
+
+@reports_errors
+def post(
+    text: Annotated[str, typer.Argument(help="What to tell your own sessions.")],
+    intent: Annotated[
+        str, typer.Option("--intent", help="fyi (waits until idle) or blocking (now).")
+    ] = "fyi",
+    source: Annotated[str, typer.Option("--source", help="Who is posting (ci, cron…).")] = "local",
+    json_output: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """Tell your own agent sessions something (a build finished, tests failed): no relay."""
+    out = Output(json_mode=json_output)
+    h = Home.resolve(home)
+    ensure_daemon(h)
+    reply = call(h, "post", {"text": text, "intent": intent, "source": source})
+    out.emit({"posted_as": reply["posted_as"]}, f"posted as {reply['posted_as']}")
+
+
+@reports_errors
+def watch(
+    text: Annotated[bool, typer.Option("--text", help="Include each message's words.")] = False,
+    json_output: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """Print one JSON line per arrival, as they come (for anything that can watch a stream)."""
+    h = Home.resolve(home)
+    ensure_daemon(h)
+    with ControlConnection(h.socket, timeout=10.0) as conn:
+        conn.send("watch", {"text": text})
+        conn.extend_deadline(None)
+        for line in conn.stream():
+            line.pop("ok", None)
+            sys.stdout.write(json.dumps(line) + "\n")
+            sys.stdout.flush()
+
+
+@reports_errors
+def sent(json_output: JsonOption = False, home: HomeOption = None) -> None:
+    """What you sent lately and how far each got: queued, sent, delivered, read."""
+    out = Output(json_mode=json_output)
+    h = Home.resolve(home)
+    ensure_daemon(h)
+    rows = call(h, "sent", {})["sent"]
+    human = "\n".join(f"  {r['state']:<9} {r['to']:<16} {r['kind']:<8} {r['id']}" for r in rows)
+    out.emit({"sent": rows}, human or "Nothing sent yet.")

@@ -14,7 +14,10 @@ from crosstalk.hook.control import ControlConnection
 from crosstalk.paths import Home
 from crosstalk.wire.pairing import Purpose
 
-app = typer.Typer(help="Pair with someone, or manage your rooms.", no_args_is_help=True)
+app = typer.Typer(
+    help="Pair with someone, or manage your rooms (no subcommand: list them).",
+    invoke_without_command=True,
+)
 
 LabelOption = Annotated[
     str | None, typer.Option("--label", help="Your name as others will see it.")
@@ -127,3 +130,110 @@ def link(
 
 
 link = reports_errors(link)
+
+
+def _room_lines(rooms: list[dict[str, Any]]) -> str:
+    if not rooms:
+        return "No rooms yet. `crosstalk room new` pairs you with someone."
+    lines = []
+    for room in rooms:
+        if room["kind"] == "direct":
+            what = "just the two of you"
+        else:
+            what = ", ".join(m["label"] for m in room["members"])
+        name = room["name"] if room["kind"] == "direct" else f"#{room['name']}"
+        pending = "  (invitation: `crosstalk room accept` or `decline`)" if room["pending"] else ""
+        lines.append(f"  {name:<16} {what}{pending}")
+    return "\n".join(lines)
+
+
+def _rooms(json_output: bool, home: str | None) -> None:
+    out = Output(json_mode=json_output)
+    h = Home.resolve(home)
+    ensure_daemon(h)
+    rooms = call(h, "rooms")["rooms"]
+    out.emit({"rooms": rooms}, _room_lines(rooms))
+
+
+@app.callback()
+def room_main(ctx: typer.Context, json_output: JsonOption = False, home: HomeOption = None) -> None:
+    """List your rooms when no subcommand is given."""
+    if ctx.invoked_subcommand is None:
+        reports_errors(_rooms)(json_output=json_output, home=home)
+
+
+@app.command("list")
+@reports_errors
+def list_(json_output: JsonOption = False, home: HomeOption = None) -> None:
+    """List your rooms and pending invitations."""
+    _rooms(json_output, home)
+
+
+def _admin(op: str, params: dict[str, Any], json_output: bool, home: str | None) -> dict[str, Any]:
+    h = Home.resolve(home)
+    ensure_daemon(h)
+    reply = call(h, op, params, timeout=60.0)
+    reply.pop("ok", None)
+    return reply
+
+
+@app.command("create")
+@reports_errors
+def create(
+    name: Annotated[str, typer.Argument(help="The room's name.")],
+    json_output: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """Create a named room with just you in it; then `invite` people."""
+    reply = _admin("room_create", {"name": name}, json_output, home)
+    Output(json_mode=json_output).emit(reply, f"Created #{reply['room']}.")
+
+
+@app.command("invite")
+@reports_errors
+def invite(
+    room: Annotated[str, typer.Argument(help="The room.")],
+    peers: Annotated[list[str], typer.Argument(help="People you already share a room with.")],
+    json_output: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """Invite people you already share a room with; they must accept."""
+    reply = _admin("room_invite", {"room": room, "peers": peers}, json_output, home)
+    Output(json_mode=json_output).emit(
+        reply, f"Invited {', '.join(reply['invited'])} to #{reply['room']}."
+    )
+
+
+def _simple(op: str, verb: str) -> Any:
+    @reports_errors
+    def command(
+        room: Annotated[str, typer.Argument(help="The room.")],
+        json_output: JsonOption = False,
+        home: HomeOption = None,
+    ) -> None:
+        reply = _admin(op, {"room": room}, json_output, home)
+        Output(json_mode=json_output).emit(reply, f"{verb} #{reply['room']}.")
+
+    return command
+
+
+app.command("accept", help="Accept an invitation to a room.")(_simple("room_accept", "Joined"))
+app.command("decline", help="Decline an invitation to a room.")(_simple("room_decline", "Declined"))
+app.command("leave", help="Leave a room; what it knows leaves this machine.")(
+    _simple("room_leave", "Left")
+)
+
+
+@app.command("kick")
+@reports_errors
+def kick(
+    room: Annotated[str, typer.Argument(help="The room.")],
+    peer: Annotated[str, typer.Argument(help="Who to remove.")],
+    json_output: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """Remove someone from a room; the room's key changes so they read nothing after."""
+    reply = _admin("room_kick", {"room": room, "peer": peer}, json_output, home)
+    Output(json_mode=json_output).emit(
+        reply, f"Removed {reply['removed']} from #{reply['room']}; new key epoch {reply['epoch']}."
+    )

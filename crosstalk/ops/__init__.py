@@ -6,12 +6,14 @@ from crosstalk import inbox
 from crosstalk.actors.control import OpTable
 from crosstalk.daemon import Daemon
 from crosstalk.ops import (
+    ask_ops,
     core_ops,
     identity_ops,
     link_ops,
     memory_ops,
     message_ops,
     pairing_ops,
+    room_admin_ops,
     trust_ops,
 )
 
@@ -22,7 +24,9 @@ def register_all(ops: OpTable, daemon: Daemon) -> None:
     identity_ops.register(ops, daemon)
     pairing_ops.register(ops, daemon)
     link_ops.register(ops, daemon)
+    room_admin_ops.register(ops, daemon)
     message_ops.register(ops, daemon)
+    ask_ops.register(ops, daemon)
     trust_ops.register(ops, daemon)
     inbox.register(ops, daemon)  # Claude Code inbox-socket push of what the gate surfaced
     memory_ops.register(ops, daemon)

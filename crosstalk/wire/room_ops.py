@@ -30,6 +30,23 @@ MAX_TEXT = 64 * 1024
 MAX_LABEL = 200
 
 
+MAX_SLICE = 128 * 1024
+
+
+@attrs.frozen
+class Slice:
+    """Something attached to a message: a diff, a file, the last turns, a note.
+
+    The receiver shows ``label`` and ``size``; the content is pulled only if an agent asks.
+    """
+
+    kind: str  # "diff" | "file" | "turns" | "note"
+    label: str
+    content: str
+    sha256: str
+    truncated: bool = False
+
+
 @attrs.frozen
 class MessageOp:
     """A message from one person's agent (or CLI) to a room, or to one session in it."""
@@ -45,6 +62,9 @@ class MessageOp:
     reply_to: str | None = None
     correlation: str | None = None
     sent_at: float = 0.0
+    slices: tuple[Slice, ...] = ()
+    refused: bool = False  # an automatic answer: the receiver's attention settings refused
+    unprompted_because: str | None = None  # a self-initiated message says why it matters
 
 
 @attrs.frozen
@@ -91,16 +111,59 @@ class SyncChunk:
     data: bytes
 
 
-RoomOp = MessageOp | MemoryEnvelope | SyncRequest | SyncChunk
-_SYNC_TAGS: dict[type, str] = {SyncRequest: "sync_request", SyncChunk: "sync_chunk"}
+@attrs.frozen
+class InvitedMember:
+    fingerprint: str
+    label: str
+    ed_pub: bytes
+    x_pub: bytes
+
+
+@attrs.frozen
+class RoomInvite:
+    """Sent in a room of two: "I added you to this named room". Holds the key sealed to you."""
+
+    room_id: str
+    name: str
+    epoch: int
+    sealed_key: bytes  # crypto.seal_to(invitee's X25519 key, room key, context=room id + epoch)
+    members: tuple[InvitedMember, ...]
+
+
+@attrs.frozen
+class Rekey:
+    """A member was removed: the room's next epoch key, sealed to each remaining member."""
+
+    epoch: int
+    removed: str  # fingerprint
+    sealed: dict[str, bytes]  # fingerprint -> crypto.seal_to(member, key, context)
+
+
+@attrs.frozen
+class Receipt:
+    """The recipient's daemon has the messages (``delivered``) or an agent read them."""
+
+    state: str  # "delivered" | "read"
+    msg_ids: tuple[str, ...]
+
+
+RoomOp = MessageOp | MemoryEnvelope | SyncRequest | SyncChunk | RoomInvite | Rekey | Receipt
+_TAGS: dict[type, str] = {
+    SyncRequest: "sync_request",
+    SyncChunk: "sync_chunk",
+    RoomInvite: "room_invite",
+    Rekey: "rekey",
+    Receipt: "receipt",
+}
+_BY_TAG: dict[str, type] = {tag: cls for cls, tag in _TAGS.items()}
 
 
 def encode_op(op: RoomOp) -> bytes:
     """Canonical JSON bytes of a plaintext op (what gets sealed)."""
     if isinstance(op, MessageOp):
         data = {**converter.unstructure(op), "t": "message"}
-    elif isinstance(op, SyncRequest | SyncChunk):
-        data = {**converter.unstructure(op), "t": _SYNC_TAGS[type(op)]}
+    elif not isinstance(op, MemoryEnvelope):
+        data = {**converter.unstructure(op), "t": _TAGS[type(op)]}
     else:
         data = {"t": "memory", "op": converter.unstructure(op.op, MemoryOp)}
         if op.at:
@@ -119,15 +182,16 @@ def decode_op(plaintext: bytes) -> RoomOp:
     kind = data.pop("t", None) if isinstance(data, dict) else None
     if kind == "memory":
         return _memory_envelope(data)
-    if kind == "sync_request":
-        return structure_remote(data, SyncRequest)
-    if kind == "sync_chunk":
-        return structure_remote(data, SyncChunk)
+    if isinstance(kind, str) and kind in _BY_TAG:
+        decoded: RoomOp = structure_remote(data, _BY_TAG[kind])
+        return decoded
     if kind != "message":
         raise RemoteProtocolError("a room op has an unknown kind")
     op = structure_remote(data, MessageOp)
     if len(op.text) > MAX_TEXT:
         raise RemoteProtocolError("a message is longer than allowed")
+    if any(len(s.content) > MAX_SLICE for s in op.slices):
+        raise RemoteProtocolError("a slice is larger than allowed")
     return op
 
 

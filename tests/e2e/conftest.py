@@ -28,7 +28,11 @@ class Cli:
         self.home = home
 
     def run(
-        self, *args: str, timeout: float = CLI_TIMEOUT, env: dict[str, str] | None = None
+        self,
+        *args: str,
+        timeout: float = CLI_TIMEOUT,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
     ) -> subprocess.CompletedProcess[str]:
         full_env = {**os.environ, **(env or {})}
         full_env.pop("CROSSTALK_HOME", None)
@@ -39,6 +43,7 @@ class Cli:
             timeout=timeout,
             env=full_env,
             check=False,
+            cwd=cwd,
         )
 
     def json(self, *args: str, expect: int = 0, **kw: Any) -> dict[str, Any]:
@@ -122,12 +127,15 @@ def cli(short_tmp: Path) -> Iterator[Cli]:
         stop_pid(pid)
 
 
+RELAY_DATA = "relay-data"
+
+
 @pytest.fixture
 def relay_url(short_tmp: Path) -> Iterator[str]:
     """A real relay process on a free loopback port; stopped by pid afterwards."""
     from tests.relay.process import RelayProcess
 
-    proc = RelayProcess(short_tmp / "relay-data", short_tmp / "relay.stderr")
+    proc = RelayProcess(short_tmp / RELAY_DATA, short_tmp / "relay.stderr")
     proc.start()
     try:
         yield f"ws://127.0.0.1:{proc.port}"
@@ -141,12 +149,17 @@ class Person(Cli):
     def __init__(self, home: Path, relay: str) -> None:
         super().__init__(home)
         self.relay = relay
+        self.relay_data = home.parent / RELAY_DATA  # where the `relay_url` fixture keeps it
 
     def run(
-        self, *args: str, timeout: float = CLI_TIMEOUT, env: dict[str, str] | None = None
+        self,
+        *args: str,
+        timeout: float = CLI_TIMEOUT,
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
     ) -> subprocess.CompletedProcess[str]:
         return super().run(
-            *args, timeout=timeout, env={"CROSSTALK_RELAY": self.relay, **(env or {})}
+            *args, timeout=timeout, env={"CROSSTALK_RELAY": self.relay, **(env or {})}, cwd=cwd
         )
 
     def spawn(self, *args: str) -> subprocess.Popen[str]:

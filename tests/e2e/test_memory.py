@@ -278,3 +278,29 @@ def test_project_binding_picks_the_room_and_several_rooms_need_one(
     wait_until(lambda: len(op(cy, "facts")["facts"]) == 1, timeout=30, what="the fact at cy's")
     assert [f["text"] for f in op(cy, "facts")["facts"]] == ["for cy's project"]
     assert [f["text"] for f in op(ben, "facts")["facts"]] == ["for ben only"]
+
+
+def test_facts_from_a_member_with_no_direct_channel_arrive_attributed(
+    people: list[Person],
+) -> None:
+    """Ben and cy share only ana's named room: cy gets ben's facts, from before she joined too."""
+    ana, ben, cy = people
+    pair(ana, ben)
+    pair(ana, cy)
+    room = ana.json("room", "create", "team")["room"]
+    ana.json("room", "invite", room, "ben")
+    ben.json("room", "accept", room)
+    early = op(ben, "fact_add", text="deploys go through the staging gate", room=room)
+    assert early["outcome"] == "applied"
+    ana.json("room", "invite", room, "cy")
+    cy.json("room", "accept", room)
+    late = op(ben, "fact_add", text="the mobile app pins TLS", room=room)
+    assert late["outcome"] == "applied"
+
+    def cy_facts() -> dict[str, dict[str, Any]]:
+        return {f["id"]: f for f in op(cy, "facts", room=room)["facts"]}
+
+    wait_until(lambda: len(cy_facts()) == 2, timeout=60, what="both facts at cy's")
+    facts = cy_facts()
+    assert facts[early["id"]]["by"] == ["ben"] and facts[late["id"]]["by"] == ["ben"]
+    assert {f["room"] for f in facts.values()} == {"team"}

@@ -1,0 +1,225 @@
+"""``ask`` (a question that waits for its answer), ``wait`` and ``watch`` (arrivals as they come).
+
+A :class:`Mailroom` listens to what every room applies. It hands an answer to the ask waiting
+on its correlation, wakes ``wait`` callers, and feeds each ``watch`` stream one line per
+arrival. An ask is a stream op, so a client that hangs up cancels it; whatever ends it (answer,
+refusal, timeout, cancel), its row and waiter are gone afterwards: nothing is left dangling.
+When someone asks us while we are ourselves waiting on them, both sides are told.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import AsyncGenerator
+from typing import TypeVar
+
+import attrs
+import nacl.utils
+import trio
+from cattrs.gen import make_dict_unstructure_fn, override
+
+from crosstalk.actors.control import OpTable
+from crosstalk.actors.room import Applied
+from crosstalk.core.triage import Kind
+from crosstalk.daemon import Daemon
+from crosstalk.errors import NoAnswer, Refused, UsageError
+from crosstalk.ops.message_ops import SendParams, deliver
+from crosstalk.store.rooms import contact_named, find_contact
+from crosstalk.wire.converter import converter
+from crosstalk.wire.room_ops import MessageOp
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+MAX_WAIT = 600.0
+WATCH_BUFFER = 1000
+
+
+@attrs.frozen
+class AskParams:
+    to: str
+    text: str
+    timeout: float = 300.0
+    session: str | None = None
+
+
+@attrs.frozen
+class AskReply:
+    answer: str
+    from_: str
+    id: str
+
+
+@attrs.frozen
+class MutualWait:
+    waiting_on_each_other: str
+
+
+@attrs.frozen
+class WaitParams:
+    timeout: float = 60.0
+
+
+@attrs.frozen
+class WaitReply:
+    arrived: int
+
+
+@attrs.frozen
+class WatchParams:
+    text: bool = False
+
+
+@attrs.frozen
+class Arrival:
+    event: str
+    id: str
+    from_: str
+    session: str | None
+    room: str
+    intent: str
+    kind: str
+    text: str | None = None
+
+
+class Mailroom:
+    """Who is waiting for what; fed by the rooms after each commit."""
+
+    def __init__(self, daemon: Daemon) -> None:
+        self._daemon = daemon
+        self.asks: dict[str, tuple[str, trio.MemorySendChannel[MessageOp]]] = {}
+        self.arrived = trio.Event()
+        self.watchers: set[trio.MemorySendChannel[Arrival]] = set()
+
+    async def applied(self, applied: list[Applied]) -> None:
+        messages = [a for a in applied if isinstance(a.op, MessageOp)]
+        if not messages:
+            return
+        labels = await self._daemon.store.read(lambda c: _labels(c, {a.sender for a in messages}))
+        for entry in messages:
+            op = entry.op
+            assert isinstance(op, MessageOp)
+            label = labels.get(entry.sender) or entry.sender
+            if op.kind is Kind.ANSWER and op.correlation in self.asks:
+                _, waiter = self.asks[op.correlation]
+                _tell(waiter, op)
+            if op.kind is Kind.ASK:
+                await self._mutual(entry.sender, label)
+            arrival = Arrival(
+                "arrival",
+                entry.op_id,
+                label,
+                op.from_session,
+                entry.room_id,
+                op.intent.value,
+                op.kind.value,
+                op.text,
+            )
+            for watcher in list(self.watchers):
+                _tell(watcher, arrival)
+        self.arrived.set()
+        self.arrived = trio.Event()
+
+    async def _mutual(self, sender: str, label: str) -> None:
+        """They ask us while we wait on them: tell our waiting ask, and tell them."""
+        for asked, waiter in self.asks.values():
+            if asked == sender:
+                waiter_note = MessageOp(
+                    msg_id="",
+                    text="",
+                    kind=Kind.NOTICE,
+                    correlation="mutual-wait",
+                    from_label=label,
+                )
+                _tell(waiter, waiter_note)
+                note = SendParams(
+                    to=label,
+                    intent="blocking",
+                    text="You are both waiting on each other's answer; one of you answer first.",
+                )
+                await deliver(self._daemon, note, kind=Kind.NOTICE)
+                return
+
+
+def _labels(conn: sqlite3.Connection, senders: set[str]) -> dict[str, str]:
+    """Our names for the senders (their fingerprints when we have no name for them)."""
+    found = {fp: find_contact(conn, fp) for fp in senders}
+    return {fp: contact.label if contact else fp for fp, contact in found.items()}
+
+
+def _tell(channel: trio.MemorySendChannel[T], value: T) -> None:
+    try:
+        channel.send_nowait(value)
+    except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+        log.info("a waiter missed an arrival (it left, or its buffer is full)")
+
+
+# "from" is a keyword in Python: the fields are ``from_`` and travel as "from".
+for _cls in (AskReply, Arrival):
+    converter.register_unstructure_hook(
+        _cls, make_dict_unstructure_fn(_cls, converter, from_=override(rename="from"))
+    )
+
+
+def register(ops: OpTable, daemon: Daemon) -> None:
+    mailroom = Mailroom(daemon)
+    daemon.applied_listeners.append(mailroom.applied)
+
+    async def ask(params: AskParams) -> AsyncGenerator[AskReply | MutualWait, None]:
+        if not 0 < params.timeout <= 24 * 3600:
+            raise UsageError("An ask waits between 0 and 86400 seconds.")
+        correlation = nacl.utils.random(16).hex()
+        send, receive = trio.open_memory_channel[MessageOp](8)
+        question = SendParams(
+            to=params.to, text=params.text, intent="question", session=params.session
+        )
+        async with receive:
+            try:
+                asked = await daemon.store.read(lambda c: _recipient(c, params.to))
+                mailroom.asks[correlation] = (asked, send)
+                await deliver(daemon, question, kind=Kind.ASK, correlation=correlation)
+                with trio.move_on_after(params.timeout):
+                    async for reply in receive:
+                        if reply.correlation == "mutual-wait":
+                            yield MutualWait(reply.from_label)
+                            continue
+                        if reply.refused:
+                            raise Refused(
+                                f"{params.to} does not take questions from you right now."
+                            )
+                        label = (await daemon.store.read(lambda c: _labels(c, {asked})))[asked]
+                        yield AskReply(answer=reply.text, from_=label, id=reply.msg_id)
+                        return
+                raise NoAnswer(f"No answer from {params.to} within {params.timeout:g} s.")
+            finally:
+                mailroom.asks.pop(correlation, None)
+
+    async def wait(params: WaitParams) -> WaitReply:
+        timeout = min(max(params.timeout, 0.0), MAX_WAIT)
+        event = mailroom.arrived
+        with trio.move_on_after(timeout):
+            await event.wait()
+            return WaitReply(arrived=1)
+        return WaitReply(arrived=0)
+
+    async def watch(params: WatchParams) -> AsyncGenerator[Arrival, None]:
+        send, receive = trio.open_memory_channel[Arrival](WATCH_BUFFER)
+        mailroom.watchers.add(send)
+        try:
+            async with receive:
+                async for arrival in receive:
+                    yield arrival if params.text else attrs.evolve(arrival, text=None)
+        finally:
+            mailroom.watchers.discard(send)
+
+    ops.add_stream("ask", AskParams, ask)
+    ops.add("wait", WaitParams, wait)
+    ops.add_stream("watch", WatchParams, watch)
+
+
+def _recipient(conn: sqlite3.Connection, to: str) -> str:
+    """The fingerprint an ask waits on (asks go to a person, not a room)."""
+    if to.startswith(("#", "me/")):
+        raise UsageError("Ask a person (name or name/session), not a room.")
+    return contact_named(conn, to.partition("/")[0]).fingerprint

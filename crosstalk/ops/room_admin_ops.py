@@ -1,0 +1,363 @@
+"""Named rooms: create, invite, accept, decline, leave, kick (with a new key epoch), list.
+
+Membership lives on the relay (who may receive a room's ops); keys live only with members.
+An invitation travels in the inviter's room of two with the invitee, as a signed, sealed op
+carrying the room key sealed once more to the invitee's X25519 key; nothing from the room
+reaches the invitee until they accept. Removing a member starts a new epoch: the remover posts a
+``Rekey`` op (under the old epoch, after the relay has dropped the removed member) carrying the
+new key sealed to each remaining member, so nothing sent afterwards opens for the removed one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+import attrs
+import nacl.utils
+
+from crosstalk import crypto
+from crosstalk.actors.control import OpTable
+from crosstalk.actors.room import Applied
+from crosstalk.daemon import Daemon
+from crosstalk.errors import CrosstalkError, NotAMember, NotInvited, UnknownRoom, UsageError
+from crosstalk.store.rooms import (
+    Contact,
+    Room,
+    RoomMember,
+    add_member,
+    add_room,
+    contact_named,
+    direct_room_with,
+    find_contact,
+    list_rooms,
+    members,
+    room_key,
+    set_room_state,
+)
+from crosstalk.wire import relay as w
+from crosstalk.wire.room_ops import InvitedMember, Rekey, RoomInvite
+
+
+def key_context(room_id: str, epoch: int) -> bytes:
+    """What a sealed room key is bound to: the room and the epoch it opens."""
+    return b"crosstalk-room-key\x00" + room_id.encode() + b"\x00" + str(epoch).encode()
+
+
+@attrs.frozen
+class RoomParams:
+    room: str
+
+
+@attrs.frozen
+class CreateParams:
+    name: str
+
+
+@attrs.frozen
+class InviteParams:
+    room: str
+    peers: list[str]
+
+
+@attrs.frozen
+class KickParams:
+    room: str
+    peer: str
+
+
+@attrs.frozen
+class NoParams:
+    pass
+
+
+@attrs.frozen
+class RoomReply:
+    room: str
+    id: str
+    state: str
+
+
+@attrs.frozen
+class InviteReply:
+    room: str
+    invited: list[str]
+
+
+@attrs.frozen
+class KickReply:
+    room: str
+    removed: str
+    epoch: int
+
+
+@attrs.frozen
+class MemberView:
+    label: str
+    fingerprint: str
+    state: str
+
+
+@attrs.frozen
+class RoomView:
+    name: str
+    id: str
+    kind: str
+    pending: bool
+    members: list[MemberView]
+
+
+@attrs.frozen
+class RoomsReply:
+    rooms: list[RoomView]
+
+
+def find_room(conn: sqlite3.Connection, name_or_id: str) -> Room:
+    """A room by its name (``#name`` works too) or id."""
+    wanted = name_or_id.removeprefix("#")
+    for room in list_rooms(conn):
+        if wanted in (room.name, room.room_id):
+            return room
+    raise UnknownRoom(f"You are in no room called {name_or_id!r}; `crosstalk room` lists them.")
+
+
+def _views(conn: sqlite3.Connection) -> RoomsReply:
+    views = []
+    for room in list_rooms(conn):
+        roster = [MemberView(m.label, m.fingerprint, m.state) for m in members(conn, room.room_id)]
+        views.append(RoomView(room.name, room.room_id, room.kind, room.state == "invited", roster))
+    return RoomsReply(views)
+
+
+def _forget_room(conn: sqlite3.Connection, room_id: str) -> None:
+    """Leaving takes what the room knows off this machine (rows cascade from ``rooms``)."""
+    conn.execute("DELETE FROM held_messages WHERE room_id = ?", (room_id,))
+    conn.execute("DELETE FROM relay_inbound WHERE room_id = ?", (room_id,))
+    conn.execute("DELETE FROM relay_cursors WHERE room_id = ?", (room_id,))
+    conn.execute("DELETE FROM rooms WHERE room_id = ?", (room_id,))
+
+
+def adopt_invitation(conn: sqlite3.Connection, applied: Applied, keys: crypto.Keys) -> None:
+    """Applier: an invitation that arrived in a room of two becomes a pending room here."""
+    op = applied.op
+    if not isinstance(op, RoomInvite):
+        return
+    inviter = find_contact(conn, applied.sender)
+    if inviter is None:
+        return  # invitations come only from people we paired with
+    existing = conn.execute("SELECT 1 FROM rooms WHERE room_id = ?", (op.room_id,)).fetchone()
+    if existing is not None:
+        return
+    try:
+        key = crypto.open_sealed(keys, op.sealed_key, context=key_context(op.room_id, op.epoch))
+    except crypto.OpenFailed:
+        return  # not sealed to us: ignore it
+    names = {r.name for r in list_rooms(conn)}
+    name = op.name if op.name not in names else f"{op.name}-{op.room_id[:6]}"
+    add_room(conn, Room(op.room_id, name, "shared", "invited", op.epoch, time.time()), key)
+    for m in op.members:
+        known = find_contact(conn, m.fingerprint)
+        label = known.label if known else m.label
+        state = "invited" if m.fingerprint == keys.fingerprint else "member"
+        add_member(
+            conn,
+            RoomMember(op.room_id, m.fingerprint, label, m.ed_pub, m.x_pub, state, applied.sender),
+        )
+
+
+def apply_rekey(conn: sqlite3.Connection, applied: Applied, keys: crypto.Keys) -> None:
+    """Applier: a member was removed; take the next epoch's key if it was sealed to us."""
+    op = applied.op
+    if not isinstance(op, Rekey):
+        return
+    conn.execute(
+        "DELETE FROM room_members WHERE room_id = ? AND fingerprint = ?",
+        (applied.room_id, op.removed),
+    )
+    sealed = op.sealed.get(keys.fingerprint)
+    if sealed is None:
+        return
+    try:
+        key = crypto.open_sealed(keys, sealed, context=key_context(applied.room_id, op.epoch))
+    except crypto.OpenFailed:
+        return
+    conn.execute(
+        "INSERT OR IGNORE INTO room_keys (room_id, epoch, key) VALUES (?, ?, ?)",
+        (applied.room_id, op.epoch, key),
+    )
+    conn.execute(
+        "UPDATE rooms SET epoch = max(epoch, ?) WHERE room_id = ?", (op.epoch, applied.room_id)
+    )
+
+
+def _seal_key(member_x: bytes, key: bytes, room_id: str, epoch: int) -> bytes:
+    return crypto.seal_to(
+        member_x,
+        key,
+        ephemeral_secret=nacl.utils.random(32),
+        nonce=nacl.utils.random(24),
+        context=key_context(room_id, epoch),
+    )
+
+
+def _invitation(conn: sqlite3.Connection, room: Room, contact: Contact, inviter: str) -> RoomInvite:
+    """Record the invitee as invited and build the op that tells them (with the sealed key)."""
+    add_member(
+        conn,
+        RoomMember(
+            room.room_id,
+            contact.fingerprint,
+            contact.label,
+            contact.signing_key,
+            contact.box_key,
+            "invited",
+            inviter,
+        ),
+    )
+    key = room_key(conn, room.room_id, room.epoch)
+    assert key is not None
+    roster = tuple(
+        InvitedMember(m.fingerprint, m.label, m.signing_key, m.box_key)
+        for m in members(conn, room.room_id)
+    )
+    sealed = _seal_key(contact.box_key, key, room.room_id, room.epoch)
+    return RoomInvite(room.room_id, room.name, room.epoch, sealed, roster)
+
+
+async def _invite_one(daemon: Daemon, room: Room, who: str) -> str:
+    """Add ``who`` on the relay, then send them the invitation in our room of two."""
+    keys = daemon.keys
+    contact = await daemon.store.read(lambda c: contact_named(c, who))
+    direct = await daemon.store.read(lambda c: direct_room_with(c, contact.fingerprint))
+    if direct is None:
+        raise NotAMember(f"You share no room with {contact.label}, so you cannot add them.")
+    transcript = w.member_transcript(room.room_id, contact.signing_key, contact.box_key)
+    add = w.Add(
+        0, room.room_id, contact.signing_key, contact.box_key, crypto.sign(keys, transcript)
+    )
+    await (await daemon.relay()).request(add, w.Ok)
+    op = await daemon.store.write(lambda c: _invitation(c, room, contact, keys.fingerprint))
+    await daemon.send_op(direct.room_id, op)
+    return contact.label
+
+
+def register(ops: OpTable, daemon: Daemon) -> None:
+    daemon.appliers.append(lambda conn, applied: adopt_invitation(conn, applied, daemon.keys))
+    daemon.appliers.append(lambda conn, applied: apply_rekey(conn, applied, daemon.keys))
+
+    async def rooms(_: NoParams) -> RoomsReply:
+        return await daemon.store.read(_views)
+
+    async def create(params: CreateParams) -> RoomReply:
+        name = params.name.strip().removeprefix("#")
+        if not name or len(name) > 64:
+            raise UsageError("A room name is 1 to 64 characters.")
+        keys, me = daemon.keys, daemon.require_identity()
+        if name in {r.name for r in await daemon.store.read(list_rooms)}:
+            raise UsageError(f"You already have a room called {name!r}.")
+        room_id = nacl.utils.random(16).hex()
+        relay = await daemon.relay()
+        sig = crypto.sign(keys, w.member_transcript(room_id, keys.ed_pub, keys.x_pub))
+        await relay.request(w.Create(0, room_id, sig), w.Ok)
+
+        def record(conn: sqlite3.Connection) -> None:
+            add_room(
+                conn, Room(room_id, name, "shared", "joined", 0, time.time()), nacl.utils.random(32)
+            )
+            add_member(
+                conn,
+                RoomMember(
+                    room_id,
+                    keys.fingerprint,
+                    me.label,
+                    keys.ed_pub,
+                    keys.x_pub,
+                    "member",
+                    keys.fingerprint,
+                ),
+            )
+
+        await daemon.store.write(record)
+        await daemon.room_inbox(room_id)
+        return RoomReply(name, room_id, "joined")
+
+    async def invite(params: InviteParams) -> InviteReply:
+        room = await daemon.store.read(lambda c: find_room(c, params.room))
+        if room.state != "joined":
+            raise NotAMember(f"You have not joined {room.name}; accept it first.")
+        invited = [await _invite_one(daemon, room, who) for who in params.peers]
+        return InviteReply(room.name, invited)
+
+    async def accept(params: RoomParams) -> RoomReply:
+        room = await daemon.store.read(lambda c: find_room(c, params.room))
+        if room.state != "invited":
+            raise NotInvited(f"There is no pending invitation to {room.name}.")
+        await (await daemon.relay()).request(w.Accept(0, room.room_id), w.Ok)
+        keys = daemon.keys
+
+        def joined(conn: sqlite3.Connection) -> None:
+            set_room_state(conn, room.room_id, "joined")
+            conn.execute(
+                "UPDATE room_members SET state = 'member' WHERE room_id = ? AND fingerprint = ?",
+                (room.room_id, keys.fingerprint),
+            )
+
+        await daemon.store.write(joined)
+        await daemon.room_inbox(room.room_id)
+        return RoomReply(room.name, room.room_id, "joined")
+
+    async def decline(params: RoomParams) -> RoomReply:
+        room = await daemon.store.read(lambda c: find_room(c, params.room))
+        if room.state != "invited":
+            raise NotInvited(f"There is no pending invitation to {room.name}.")
+        await (await daemon.relay()).request(w.Decline(0, room.room_id), w.Ok)
+        await daemon.store.write(lambda c: _forget_room(c, room.room_id))
+        return RoomReply(room.name, room.room_id, "declined")
+
+    async def leave(params: RoomParams) -> RoomReply:
+        room = await daemon.store.read(lambda c: find_room(c, params.room))
+        try:
+            await (await daemon.relay()).request(w.Leave(0, room.room_id), w.Ok)
+        except CrosstalkError as exc:
+            if exc.code not in {"unknown_room", "not_a_member"}:
+                raise
+        await daemon.forget_room(room.room_id)
+        await daemon.store.write(lambda c: _forget_room(c, room.room_id))
+        return RoomReply(room.name, room.room_id, "left")
+
+    async def kick(params: KickParams) -> KickReply:
+        keys = daemon.keys
+        room = await daemon.store.read(lambda c: find_room(c, params.room))
+        roster = await daemon.store.read(lambda c: members(c, room.room_id))
+        target = next((m for m in roster if params.peer in (m.label, m.fingerprint)), None)
+        if target is None or target.fingerprint == keys.fingerprint:
+            raise UsageError(f"{params.peer!r} is not someone else in {room.name}.")
+        await (await daemon.relay()).request(w.Remove(0, room.room_id, target.fingerprint), w.Ok)
+        epoch, key = room.epoch + 1, nacl.utils.random(32)
+        remaining = [m for m in roster if m.fingerprint != target.fingerprint]
+        sealed = {m.fingerprint: _seal_key(m.box_key, key, room.room_id, epoch) for m in remaining}
+        # Sealed under the old epoch (everyone remaining can open it); the removed member is
+        # already off the relay's roster, so it never receives this op.
+        await daemon.send_op(room.room_id, Rekey(epoch, target.fingerprint, sealed))
+
+        def rotate(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT OR IGNORE INTO room_keys (room_id, epoch, key) VALUES (?, ?, ?)",
+                (room.room_id, epoch, key),
+            )
+            conn.execute("UPDATE rooms SET epoch = ? WHERE room_id = ?", (epoch, room.room_id))
+            conn.execute(
+                "DELETE FROM room_members WHERE room_id = ? AND fingerprint = ?",
+                (room.room_id, target.fingerprint),
+            )
+
+        await daemon.store.write(rotate)
+        return KickReply(room.name, target.label, epoch)
+
+    ops.add("rooms", NoParams, rooms)
+    ops.add("room_create", CreateParams, create)
+    ops.add("room_invite", InviteParams, invite)
+    ops.add("room_accept", RoomParams, accept)
+    ops.add("room_decline", RoomParams, decline)
+    ops.add("room_leave", RoomParams, leave)
+    ops.add("room_kick", KickParams, kick)
