@@ -285,6 +285,8 @@ def test_facts_from_a_member_with_no_direct_channel_arrive_attributed(
 ) -> None:
     """Ben and cy share only ana's named room: cy gets ben's facts, from before she joined too."""
     ana, ben, cy = people
+    if ana.run("room", "create", "--help").returncode != 0:
+        pytest.skip("named rooms (`room create`/`invite`) are not in this tree yet")
     pair(ana, ben)
     pair(ana, cy)
     room = ana.json("room", "create", "team")["room"]
