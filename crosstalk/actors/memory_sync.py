@@ -357,5 +357,4 @@ class StoreAdapter:
         return await self._store.read(lambda c: m.outcome(c, room, op_id))
 
     async def mark_reported(self, op_id: str) -> None:
-        now = time.time()
-        await self._store.write(lambda c: m.mark_reported(c, op_id, now))
+        await self._store.write(lambda c: m.mark_reported(c, op_id))

@@ -187,7 +187,7 @@ class MemoryFeature:
             if sync is not None:
                 await sync.send(WatchOwn(room.room_id, op_id))
         else:
-            await self.daemon.store.write(lambda c: m.mark_reported(c, op_id, time.time()))
+            await self.daemon.store.write(lambda c: m.mark_reported(c, op_id))
         return op_id, outcome
 
     async def _outcome(self, room_id: str, op_id: str) -> Outcome:

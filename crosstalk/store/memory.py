@@ -269,12 +269,18 @@ def inbound_at(conn: sqlite3.Connection, room_id: str, seq: int) -> bool | None:
 
 
 def unreported_sent(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
-    """``(room, op_id, kind)`` of our memory ops whose outcome has not been reported yet."""
+    """``(room, op_id, kind)`` of our memory ops in the outbox whose outcome is not reported yet.
+
+    An op the relay refused for good has left the outbox and will never be sequenced: it is not
+    listed (nobody waits for it).
+    """
     rows = conn.execute(
-        "SELECT room_id, op_id, kind FROM memory_sent WHERE reported_at IS NULL ORDER BY created_at"
+        "SELECT s.room_id, s.op_id, s.kind FROM memory_sent s JOIN outbox o ON o.op_id = s.op_id "
+        "ORDER BY s.created_at"
     ).fetchall()
     return [(str(r[0]), str(r[1]), str(r[2])) for r in rows]
 
 
-def mark_reported(conn: sqlite3.Connection, op_id: str, now: float) -> None:
-    conn.execute("UPDATE memory_sent SET reported_at = ? WHERE op_id = ?", (now, op_id))
+def mark_reported(conn: sqlite3.Connection, op_id: str) -> None:
+    """The op's outcome is applied and reported: its plaintext is no longer needed."""
+    conn.execute("DELETE FROM memory_sent WHERE op_id = ?", (op_id,))

@@ -37,14 +37,14 @@ STATEMENTS: tuple[str, ...] = (
         PRIMARY KEY (room_id, op_id)
     )""",
     # Memory ops we sent, in plaintext: the relay never echoes our own op back to us, so we
-    # apply it ourselves at the seq the relay gave it (outbox.seq).
+    # apply it ourselves at the seq the relay gave it (outbox.seq). A row is deleted once the
+    # op's outcome is applied and reported.
     """CREATE TABLE memory_sent (
         op_id TEXT PRIMARY KEY,
         room_id TEXT NOT NULL REFERENCES rooms (room_id) ON DELETE CASCADE,
         kind TEXT NOT NULL,
         body TEXT NOT NULL,
-        created_at REAL NOT NULL,
-        reported_at REAL
+        created_at REAL NOT NULL
     )""",
     # Ops after a hole, waiting for a snapshot; `body` is the memory envelope JSON, or NULL for
     # an op that is not a memory op (it only holds its seq).
