@@ -165,3 +165,79 @@ def serve(home: Home) -> None:
     """Run the server on stdio until the client hangs up."""
     server = build_server(DaemonBridge.from_env(os.environ, home))
     trio.run(server.run_stdio_async)
+
+
+# --- docs/tools.md --------------------------------------------------------------------------------
+
+DOC_HEADER = """\
+# MCP tools
+
+Generated from the MCP server's own tool list by
+`python -m crosstalk.mcp_server --write-docs docs/tools.md`; `tests/test_tools_doc.py` fails
+when this file is stale. Every tool is one request to the daemon; results are JSON text, and
+failures are `isError` results reading `crosstalk error [<code>]: <sentence>` (codes: CLI.md).
+
+Server instructions:
+
+"""
+
+
+def _schema_type(prop: Mapping[str, Any]) -> str:
+    if "anyOf" in prop:
+        return " or ".join(_schema_type(p) for p in prop["anyOf"])
+    if "enum" in prop:
+        return ", ".join(f"`{v}`" for v in prop["enum"])
+    if prop.get("type") == "array":
+        return f"list of {_schema_type(prop.get('items', {}))}"
+    return str(prop.get("type", "any"))
+
+
+def render_tools_doc(tools: list[Any]) -> str:
+    """``docs/tools.md`` for ``tools`` (the SDK's ``Tool`` objects, in server order)."""
+    quoted = "\n".join(f"> {line}" if line else ">" for line in INSTRUCTIONS.splitlines())
+    parts = [DOC_HEADER + quoted + "\n"]
+    for tool in tools:
+        schema = tool.input_schema
+        required = set(schema.get("required", []))
+        lines = [f"## `{tool.name}`", "", tool.description or "", ""]
+        props: Mapping[str, Any] = schema.get("properties", {})
+        if props:
+            lines += ["| argument | type | required | default | meaning |", "|---|---|---|---|---|"]
+            for name, prop in props.items():
+                default = "" if name in required else f"`{json.dumps(prop.get('default'))}`"
+                lines.append(
+                    f"| `{name}` | {_schema_type(prop)} | {'yes' if name in required else 'no'} "
+                    f"| {default} | {prop.get('description', '')} |"
+                )
+        else:
+            lines.append("No arguments.")
+        parts.append("\n".join(lines) + "\n")
+    return "\n".join(parts)
+
+
+class _NoDaemon:
+    """A caller for listing tools only: calling one is a bug."""
+
+    session: str | None = None
+    cwd = "."
+
+    async def call(self, op: str, params: dict[str, Any], *, limit: float = 0.0) -> Any:
+        raise AssertionError("listing tools never calls the daemon")
+
+    async def call_until(self, op: str, params: dict[str, Any], key: str, *, limit: float) -> Any:
+        raise AssertionError("listing tools never calls the daemon")
+
+
+async def tools_doc() -> str:
+    """The text ``docs/tools.md`` must hold, from the server's own ``tools/list``."""
+    return render_tools_doc(list(await build_server(_NoDaemon()).list_tools()))
+
+
+if __name__ == "__main__":
+    import sys
+
+    if len(sys.argv) == 3 and sys.argv[1] == "--write-docs":
+        with open(sys.argv[2], "w", encoding="utf-8") as out:
+            out.write(trio.run(tools_doc))
+    else:
+        sys.exit("usage: python -m crosstalk.mcp_server --write-docs docs/tools.md")
