@@ -7,10 +7,11 @@ each seal and check its signature, decode it, and apply it through the memory ap
 ``state.db``, in transactions of 200 ops as the room actor does. Bytes: what the relay would
 deliver (framed sealed bodies).
 
-*Snapshot*: a room with N facts (about 250 characters each). Timed on the sender: canonical bytes,
-compress, split, sign. Timed on the receiver: the pieces go through the applier of a member with a
-hole; the last one verifies the signature, decompresses, checks the digest, parses and installs
-(rewriting the room's rows). Bytes: canonical JSON and the compressed pieces.
+*Snapshot*: a room with N facts (about 250 characters of varied words each). Timed on the
+sender: canonical bytes, compress, split, sign. Timed on the receiver: the pieces go through the
+applier of a member with a hole; the last one verifies the signature, decompresses, checks the
+digest, parses and installs (rewriting the room's rows). Bytes: canonical JSON and the compressed
+pieces.
 
 The network is not included (loopback adds roughly one round trip per batch).
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import tempfile
 import time
 from pathlib import Path
@@ -30,6 +32,7 @@ from crosstalk import crypto
 from crosstalk.actors.room import BATCH, Applied
 from crosstalk.core.memory import MemoryState, canonical_bytes
 from crosstalk.core.memory_transfer import pack_snapshot, signed_message
+from crosstalk.core.words import WORDS
 from crosstalk.store import memory as m
 from crosstalk.store.db import connect
 from crosstalk.store.memory_log import MemoryFollower
@@ -96,9 +99,11 @@ def missed_ops(count: int, workdir: Path) -> dict[str, float]:
 
 
 def _big_state(facts: int) -> MemoryState:
+    """``facts`` facts of about 250 characters of varied words (so compression is not flattered)."""
     state = MemoryState(ROOM)
+    rng = random.Random(7)
     for n in range(facts):
-        text = f"fact {n}: " + "the API answers in snake_case and uploads retry " * 5
+        text = f"fact {n}: " + " ".join(rng.choice(WORDS) for _ in range(60))
         ctx = OpContext(seq=n + 1, op_id=f"op{n}", sender=PEER.fingerprint, sender_label="peer",
                         ts=1000.0 + n)
         state.apply(FactAdd(f"f{n:05d}", text[:250], ("api",)), ctx)
