@@ -1,0 +1,139 @@
+"""Hook wall time per event, next to a bare interpreter, and the MCP server's ``initialize`` time.
+
+``python -m bench.hook [--runs N] [--json] [--quick]``. In one run, interleaved so that machine
+load hits both alike:
+
+- ``baseline``: ``python -c 'import json, socket'`` (the floor any Python hook pays);
+- one series per Claude Code event (SessionStart, UserPromptSubmit, PostToolUse, Stop) of
+  ``python -m crosstalk.hook.main`` against a real, paired daemon (a real relay on loopback);
+  a fresh session per SessionStart run, so every one of them fetches the working set;
+- ``daemon_down``: the same hook with an identity but no daemon (the promised empty answer);
+- ``mcp_initialize``: ``crosstalk server`` started by the SDK client until ``initialize``
+  returns (no daemon needed for it).
+
+Goal (issue 8): hook p50 <= 40 ms and <= 1.5x the baseline p50. Every process is stopped by pid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import trio
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from bench._common import percentile
+from tests.e2e.conftest import Person, pair, stop_pid
+from tests.relay.process import RelayProcess
+
+EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop")
+
+
+def timed(argv: list[str], stdin: str, env: dict[str, str]) -> float:
+    started = time.monotonic()
+    done = subprocess.run(argv, input=stdin, capture_output=True, text=True, env=env, timeout=30)
+    elapsed = time.monotonic() - started
+    if done.returncode != 0 or not done.stdout.startswith("{"):
+        raise RuntimeError(f"{argv} failed: {done.returncode} {done.stdout!r} {done.stderr!r}")
+    return elapsed
+
+
+def stats(samples: list[float]) -> dict[str, float]:
+    return {
+        "n": float(len(samples)),
+        "p50_ms": round(percentile(samples, 0.50) * 1000, 1),
+        "p95_ms": round(percentile(samples, 0.95) * 1000, 1),
+    }
+
+
+def hook_series(ana: Person, down_home: Path, runs: int, project: Path) -> dict[str, list[float]]:
+    hook = [sys.executable, "-m", "crosstalk.hook.main", "--client", "claude"]
+    env = {**os.environ, "CROSSTALK_HOME": str(ana.home)}
+    down_env = {**os.environ, "CROSSTALK_HOME": str(down_home)}
+    series: dict[str, list[float]] = {name: [] for name in ("baseline", *EVENTS, "daemon_down")}
+    for n in range(runs):
+        series["baseline"].append(
+            timed([sys.executable, "-c", "import json, socket; print('{}')"], "", env)
+        )
+        for event in EVENTS:
+            session = f"bench-{n}" if event == "SessionStart" else "bench-steady"
+            stdin = json.dumps(
+                {"hook_event_name": event, "session_id": session, "cwd": str(project)}
+            )
+            series[event].append(timed([*hook, event], stdin, env))
+        stdin = json.dumps({"hook_event_name": "SessionStart", "session_id": "x", "cwd": "/tmp"})
+        series["daemon_down"].append(timed([*hook, "SessionStart"], stdin, down_env))
+    return series
+
+
+async def mcp_initialize(home: Path, runs: int) -> list[float]:
+    samples = []
+    env = {**os.environ, "CROSSTALK_HOME": str(home)}
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "crosstalk", "server"], env=env
+    )
+    for _ in range(runs):
+        started = time.monotonic()
+        with trio.fail_after(60):
+            async with Client(params, mode="legacy"):
+                samples.append(time.monotonic() - started)
+    return samples
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=40)
+    parser.add_argument("--quick", action="store_true", help="a few runs, for CI")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    runs = 3 if args.quick else args.runs
+    root = Path(tempfile.mkdtemp(prefix="ct-bh-", dir="/tmp"))
+    relay = RelayProcess(root / "relay-data", root / "relay.stderr")
+    relay.start()
+    ana, ben = (Person(root / name, f"ws://127.0.0.1:{relay.port}") for name in ("ana", "ben"))
+    down = root / "down"
+    down.mkdir(mode=0o700)
+    (down / "identity.json").write_text("not an identity: the daemon refuses to start")
+    try:
+        pair(ana, ben)
+        ana.json("facts", "add", "benchmarks run on a loaded two-core box")
+        project = root / "proj"
+        subprocess.run(["git", "init", "-q", str(project)], check=True, timeout=30)
+        series = hook_series(ana, down, runs, project)
+        series["mcp_initialize"] = trio.run(mcp_initialize, root / "mcp-home", max(2, runs // 4))
+    finally:
+        for person in (ana, ben):
+            if (pid := person.daemon_pid()) is not None:
+                stop_pid(pid)
+        if (pid := Person(down, "").daemon_pid()) is not None:
+            stop_pid(pid)
+        relay.kill()
+        shutil.rmtree(root, ignore_errors=True)
+    report(series, as_json=args.json)
+
+
+def report(series: dict[str, list[float]], *, as_json: bool) -> None:
+    result: dict[str, Any] = {name: stats(samples) for name, samples in series.items()}
+    base = result["baseline"]["p50_ms"]
+    for event in EVENTS:
+        result[event]["x_baseline"] = round(result[event]["p50_ms"] / base, 2)
+    if as_json:
+        print(json.dumps(result))
+        return
+    print(f"{'series':<18}{'n':>4}{'p50 ms':>9}{'p95 ms':>9}{'x base':>8}")
+    for name, row in result.items():
+        ratio = f"{row['x_baseline']:.2f}" if "x_baseline" in row else ""
+        print(f"{name:<18}{int(row['n']):>4}{row['p50_ms']:>9.1f}{row['p95_ms']:>9.1f}{ratio:>8}")
+
+
+if __name__ == "__main__":
+    main()
