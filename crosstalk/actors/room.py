@@ -37,6 +37,7 @@ from crosstalk.wire.room_ops import (
 log = logging.getLogger(__name__)
 
 BATCH = 200
+OUTBOUND_BUFFER = 16
 NONCE_SIZE = 24
 
 
@@ -79,6 +80,20 @@ Applier = Callable[[sqlite3.Connection, Applied], None]
 AppliedListener = Callable[[list[Applied]], Awaitable[None]]
 
 
+class _Wakeup:
+    """A level-triggered wake-up: any number of ``set`` before ``wait`` count as one."""
+
+    def __init__(self) -> None:
+        self._event = trio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    async def wait(self) -> None:
+        await self._event.wait()
+        self._event = trio.Event()
+
+
 @attrs.frozen
 class _Inbound:
     op_id: str
@@ -116,14 +131,30 @@ class RoomActor:
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        task_status.started()
-        await self._catch_up(ctx)
+        # Inbound and outbound run as separate tasks: a listener told about an applied op may
+        # itself send into this room (a receipt, an automatic refusal) and wait for it; with one
+        # loop that wait would be on ourselves.
+        outbound_send, outbound_receive = trio.open_memory_channel[SendOp](OUTBOUND_BUFFER)
+        wake = _Wakeup()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._inbound, ctx, wake)
+            nursery.start_soon(self._outbound, outbound_receive)
+            task_status.started()
+            while True:
+                item = await ctx.receive()
+                if isinstance(item, Wake):
+                    wake.set()
+                else:
+                    await outbound_send.send(item)
+
+    async def _inbound(self, ctx: ActorContext[RoomInput], wake: _Wakeup) -> None:
         while True:
-            item = await ctx.receive()
-            if isinstance(item, Wake):
-                await self._catch_up(ctx)
-            else:
-                await self._send(item)
+            await self._catch_up(ctx)
+            await wake.wait()
+
+    async def _outbound(self, items: trio.MemoryReceiveChannel[SendOp]) -> None:
+        async for item in items:
+            await self._send(item)
 
     # --- inbound ---------------------------------------------------------------------------------
 
