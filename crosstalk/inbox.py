@@ -240,13 +240,17 @@ class InboxActor:
     ) -> None:
         task_status.started()
         while True:
-            await self.sweep()
+            await self.sweep(beat=ctx.beat)
             ctx.beat()
             with trio.move_on_after(SWEEP):
                 await ctx.receive()
 
-    async def sweep(self) -> int:
-        """Push everything due now; returns how many notices were shown."""
+    async def sweep(self, *, beat: Callable[[], None] = lambda: None) -> int:
+        """Push everything due now; returns how many notices were shown.
+
+        ``beat`` is called after each push, so a sweep through several slow sockets (each
+        bounded by :data:`WRITE_TIMEOUT`) never looks like a stuck actor to the watchdog.
+        """
         now = self._clock()
         pending, sessions = await self._store.read(lambda conn: load_pending(conn, now))
         usable = [s for s in sessions if not self._backing_off(s.inbox_socket, now)]
@@ -258,6 +262,7 @@ class InboxActor:
                 shown += await self._store.write(functools.partial(self._mark, push))
             else:
                 self._failed[push.socket] = now
+            beat()
         return shown
 
     def _mark(self, push: Push, conn: sqlite3.Connection) -> int:
