@@ -96,15 +96,21 @@ class MemoryFeature:
         sync = await self.sync_inbox()
         if sync is None:
             return
+        # Never block here: this runs in the room actor, and the memory-sync actor may itself be
+        # waiting on that room actor to queue snapshot pieces. A dropped answer costs the asker
+        # one retry (it asks again after RETRY_AFTER); a dropped nudge is covered by the next.
         me = self.daemon.keys.fingerprint
-        for entry in applied:
-            op = entry.op
-            if isinstance(op, SyncRequest) and op.ask == me and entry.sender != me:
-                await sync.send(Answer(entry.room_id, op.request_id, entry.sender))
-        try:
-            sync.send_nowait(Nudge(tuple(sorted({e.room_id for e in applied}))))
-        except trio.WouldBlock:
-            pass  # a full inbox already holds a nudge; each nudge looks at every room
+        wanted: list[MemorySyncInput] = [
+            Answer(entry.room_id, entry.op.request_id, entry.sender)
+            for entry in applied
+            if isinstance(entry.op, SyncRequest) and entry.op.ask == me and entry.sender != me
+        ]
+        wanted.append(Nudge(tuple(sorted({e.room_id for e in applied}))))
+        for item in wanted:
+            try:
+                sync.send_nowait(item)
+            except trio.WouldBlock:
+                log.info("memory sync is busy; dropped %s", type(item).__name__)
 
     async def sync_inbox(self) -> trio.MemorySendChannel[MemorySyncInput] | None:
         """The memory-sync actor's inbox, started once there is an identity."""
