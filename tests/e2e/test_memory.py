@@ -306,3 +306,32 @@ def test_facts_from_a_member_with_no_direct_channel_arrive_attributed(
     facts = cy_facts()
     assert facts[early["id"]]["by"] == ["ben"] and facts[late["id"]]["by"] == ["ben"]
     assert {f["room"] for f in facts.values()} == {"team"}
+
+
+def test_a_claim_made_while_the_relay_is_down_is_pending_then_settled(
+    short_memory_people: tuple[list[Person], RelayProcess], short_tmp: Path
+) -> None:
+    """With the relay gone a claim answers `pending`; once it is back the claim holds everywhere."""
+    (ana, ben, _), relay = short_memory_people
+    pair(ana, ben)
+    task = op(ana, "task_add", text="rotate the signing key")["id"]
+    wait_until(lambda: len(op(ben, "tasks")["tasks"]) == 1, timeout=30, what="the task at ben's")
+    port = relay.port
+    relay.kill(signal.SIGKILL)
+    wait_until(lambda: not op(ana, "status")["relay"]["connected"], timeout=30,
+               what="ana to notice the relay is gone")
+    assert op(ana, "task_claim", id=task) == {
+        "ok": True, "id": task, "room": "ben", "outcome": "pending", "claimed_by": None
+    }
+    back = RelayProcess(relay.data, relay.stderr_path, "--retention", "2", "--port", str(port))
+    back.start()
+    try:
+        wait_until(
+            lambda: [t["claimed_by"] for t in op(ben, "tasks")["tasks"]] == ["ana"],
+            timeout=60, what="the claim to reach ben",
+        )
+        assert [t["claimed_by"] for t in op(ana, "tasks")["tasks"]] == ["ana"]
+        log = (ana.home / "daemon.log").read_text()
+        assert "our pending claim" in log and "resolved: won" in log
+    finally:
+        back.kill(signal.SIGTERM)
