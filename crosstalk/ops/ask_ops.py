@@ -57,6 +57,16 @@ class MutualWait:
 
 
 @attrs.frozen
+class NoParams:
+    pass
+
+
+@attrs.frozen
+class AsksReply:
+    waiting: list[str]  # correlations of asks still waiting for an answer
+
+
+@attrs.frozen
 class WaitParams:
     timeout: float = 60.0
 
@@ -213,7 +223,11 @@ def register(ops: OpTable, daemon: Daemon) -> None:
         finally:
             mailroom.watchers.discard(send)
 
+    async def asks(_: NoParams) -> AsksReply:
+        return AsksReply(waiting=sorted(mailroom.asks))
+
     ops.add_stream("ask", AskParams, ask)
+    ops.add("asks", NoParams, asks)
     ops.add("wait", WaitParams, wait)
     ops.add_stream("watch", WatchParams, watch)
 

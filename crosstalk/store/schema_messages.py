@@ -1,9 +1,8 @@
-"""Tables for messages (migration step 5): what we sent and how far it got, and open asks.
+"""Tables for messages (migration step 5): what we sent and how far it got.
 
 ``sent_messages`` records each message we sent and the furthest delivery state any recipient
 reported (``delivered``: their daemon committed it; ``read``: an agent read it). ``queued`` and
-``sent`` come from the outbox. ``asks`` are questions waiting for an answer; a row never
-outlives its ask: answered, refused, expired or cancelled asks are deleted.
+``sent`` come from the outbox.
 """
 
 from __future__ import annotations
@@ -17,12 +16,4 @@ STATEMENTS: tuple[str, ...] = (
         receipt TEXT CHECK (receipt IN ('delivered', 'read')),
         created_at REAL NOT NULL
     )""",
-    """CREATE TABLE asks (
-        correlation TEXT PRIMARY KEY,
-        msg_id TEXT NOT NULL,
-        room_id TEXT NOT NULL,
-        asked TEXT NOT NULL,
-        created_at REAL NOT NULL
-    )""",
-    "ALTER TABLE held_messages ADD COLUMN receipted TEXT",
 )

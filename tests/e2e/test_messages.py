@@ -121,3 +121,41 @@ def test_three_senders_two_hundred_each_arrive_once_in_order(people: list[Person
         for sender in senders:
             mine = [int(t.split()[1]) for t in texts if t.startswith(sender + " ")]
             assert mine == list(range(200)), f"{sender}'s order was not kept"
+
+
+def test_a_cancelled_ask_leaves_nothing_behind(people: list[Person]) -> None:
+    """Killing the asking command cancels the ask: the daemon is waiting on nothing after."""
+    ana, ben, _ = people
+    pair(ana, ben)
+    sock = ben.home / "daemon.sock"
+    asking = ben.spawn("ask", "ana", "will you answer?", "--timeout", "120", "--json")
+    try:
+        wait_until(
+            lambda: bool(control.request(sock, "asks", timeout=10)["waiting"]),
+            timeout=30,
+            what="the ask to be waiting",
+        )
+    finally:
+        asking.kill()
+        asking.wait(timeout=10)
+        for stream in (asking.stdout, asking.stderr):
+            if stream:
+                stream.close()
+    wait_until(
+        lambda: control.request(sock, "asks", timeout=10)["waiting"] == [],
+        timeout=30,
+        what="the cancelled ask to be gone",
+    )
+
+
+def test_self_initiated_messages_need_a_reason_and_are_rationed(people: list[Person]) -> None:
+    """--unprompted needs --because, and a sixth in an hour to one person is refused."""
+    ana, ben, _ = people
+    pair(ana, ben)
+    error = ana.json("send", "ben", "fyi", "--unprompted", expect=1)["error"]
+    assert error["code"] == "needs_reason"
+    for i in range(5):
+        ana.json("send", "ben", f"heads up {i}", "--unprompted", "--because", "it touches your PR")
+    error = ana.json("send", "ben", "one more", "--unprompted", "--because", "really", expect=1)
+    assert error["error"]["code"] == "ration_spent"
+    assert ana.json("send", "ben", "asked for, so not rationed")["to"] == ["ben"]

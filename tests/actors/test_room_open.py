@@ -1,0 +1,103 @@
+"""The room actor opens only what its roster signed: tampered, forged and replayed ops are dropped."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from crosstalk import crypto
+from crosstalk.actors.relay_client import RelayClient
+from crosstalk.actors.relay_link import LinkCommand, LinkTimings
+from crosstalk.actors.room import Applied, RoomActor, Wake
+from crosstalk.actors.supervisor import Supervisor
+from crosstalk.store.db import Store
+from crosstalk.store.rooms import Room, RoomMember, add_member, add_room
+from crosstalk.wire.room_ops import MessageOp, encode_op, frame_body
+
+ROOM = "r" * 32
+KEY = bytes(range(32))
+ANA = crypto.Keys(b"\x01" * 32, b"\x02" * 32)
+BEN = crypto.Keys(b"\x03" * 32, b"\x04" * 32)
+MALLORY = crypto.Keys(b"\x05" * 32, b"\x06" * 32)
+
+
+def _sealed(signer: crypto.Keys, op_id: str, text: str, nonce: bytes) -> bytes:
+    op = MessageOp(msg_id=op_id, text=text)
+    sealed = crypto.seal_op(
+        signer, KEY, encode_op(op), room_id=ROOM, epoch=0, op_id=op_id, nonce=nonce
+    )
+    return frame_body(0, sealed)
+
+
+@pytest.fixture
+async def store() -> AsyncIterator[Store]:
+    root = Path(tempfile.mkdtemp(prefix="ct-"))
+    opened = await Store.open(root / "state.db")
+
+    def setup(conn: sqlite3.Connection) -> None:
+        add_room(conn, Room(ROOM, "team", "shared", "joined", 0, 0.0), KEY)
+        for keys, label in ((ANA, "ana"), (BEN, "ben")):
+            add_member(conn, RoomMember(ROOM, keys.fingerprint, label, keys.ed_pub, keys.x_pub))
+
+    await opened.write(setup)
+    yield opened
+    await opened.close()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _inbound(conn: sqlite3.Connection, seq: int, op_id: str, sender: str, body: bytes) -> None:
+    conn.execute(
+        "INSERT INTO relay_inbound (room_id, op_id, seq, sender, body, relay_ts, received_at) "
+        "VALUES (?, ?, ?, ?, ?, 0, 0)",
+        (ROOM, op_id, seq, sender, body),
+    )
+
+
+async def test_only_ops_signed_by_their_roster_sender_are_applied(store: Store) -> None:
+    """Valid → applied; tampered, wrong signer, lifted to another op id → rejected (None)."""
+    good = _sealed(BEN, "op-1", "hello", b"\x00" * 24)
+    tampered = bytearray(_sealed(BEN, "op-2", "hello", b"\x01" * 24))
+    tampered[-1] ^= 1
+    forged = _sealed(MALLORY, "op-3", "I am ben", b"\x02" * 24)  # the relay says it came from ben
+    replayed = good  # the same sealed bytes posted again under a new op id
+
+    def load(conn: sqlite3.Connection) -> None:
+        _inbound(conn, 1, "op-1", BEN.fingerprint, good)
+        _inbound(conn, 2, "op-2", BEN.fingerprint, bytes(tampered))
+        _inbound(conn, 3, "op-3", BEN.fingerprint, forged)
+        _inbound(conn, 4, "op-4", BEN.fingerprint, replayed)
+
+    await store.write(load)
+    seen: list[Applied] = []
+    done = trio.Event()
+
+    def record(_conn: sqlite3.Connection, applied: Applied) -> None:
+        seen.append(applied)
+        if applied.seq == 4:  # appliers run in the store's worker thread
+            trio.from_thread.run_sync(done.set)
+
+    link_send, link_receive = trio.open_memory_channel[LinkCommand](1)
+    async with link_receive, trio.open_nursery() as nursery:
+        supervisor = Supervisor(heartbeat=5.0)
+        await nursery.start(supervisor.run)
+        actor = RoomActor(
+            room_id=ROOM,
+            store=store,
+            keys=ANA,
+            relay=RelayClient(link_send, LinkTimings()),
+            appliers=[record],
+        )
+        inbox = await supervisor.start_actor("room", actor)
+        await inbox.send(Wake())
+        with trio.fail_after(10):
+            await done.wait()
+        nursery.cancel_scope.cancel()
+    assert [a.seq for a in seen] == [1, 2, 3, 4]
+    assert isinstance(seen[0].op, MessageOp) and seen[0].op.text == "hello"
+    assert [a.op for a in seen[1:]] == [None, None, None]
