@@ -1,4 +1,4 @@
-"""The room actor opens only what its roster signed: tampered, forged and replayed ops are dropped."""
+"""The room actor opens only what its roster signed: tampered, forged, replayed ops are dropped."""
 
 from __future__ import annotations
 
