@@ -10,15 +10,12 @@ actor then watches it and reports the outcome when it is decided.
 
 from __future__ import annotations
 
-import datetime as dt
 import functools
 import logging
-import os
 import secrets
 import sqlite3
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 import trio
 
@@ -34,17 +31,16 @@ from crosstalk.actors.memory_sync import (
 )
 from crosstalk.actors.room import Applied
 from crosstalk.actors.router import PresenceQuery, WatchSent
-from crosstalk.core.triage import Kind
 from crosstalk.core.working_set import RoomMemory, build_working_set
 from crosstalk.daemon import Daemon
-from crosstalk.errors import CrosstalkError, NeedsReason, NotSetUp, UnknownPeer, UsageError
+from crosstalk.errors import NeedsReason, NotSetUp, UsageError
+from crosstalk.ops import decide_ops
 from crosstalk.ops import memory_views as v
-from crosstalk.project import append_decision_file, bound_room, repo_root
+from crosstalk.project import bound_room, repo_root
 from crosstalk.store import memory as m
 from crosstalk.store.memory_log import MemoryFollower
-from crosstalk.store.rooms import Room, contact_named, direct_room_with
+from crosstalk.store.rooms import Room, contact_named
 from crosstalk.wire.memory import (
-    DecisionMade,
     FactAdd,
     FactConfirm,
     FactCorrect,
@@ -58,7 +54,7 @@ from crosstalk.wire.memory import (
     TaskDrop,
     TaskRelease,
 )
-from crosstalk.wire.room_ops import MAX_TEXT, MemoryEnvelope, MessageOp, RoomOp, SyncRequest
+from crosstalk.wire.room_ops import MAX_TEXT, MemoryEnvelope, RoomOp, SyncRequest
 
 log = logging.getLogger(__name__)
 
@@ -216,54 +212,10 @@ class MemoryFeature:
             room_id = room.room_id
             await self.daemon.store.write(functools.partial(follower.advance, room_id=room_id))
 
-    async def decide(self, params: v.DecideParams) -> v.DecideReply:
-        if not params.text.strip():
-            raise UsageError("There is no decision to record: the text is empty.")
-        repo = _repo_dir(params.repo, params.cwd)
-        who = self.identity_label()
-        when = dt.datetime.now(dt.UTC).isoformat()
-        path = await trio.to_thread.run_sync(
-            lambda: append_decision_file(repo, text=params.text, why=params.why, who=who,
-                                         when_utc=when)
-        )
-        decision_id, room_name = _new_id("d"), None
-        try:
-            room = await self.room_for(v.Where(params.room, params.cwd))
-        except CrosstalkError as exc:
-            log.info("decision recorded in %s, not announced: %s", path, exc.message)
-        else:
-            await self.write(room, DecisionMade(decision_id, params.text, params.why, repo.name))
-            room_name = room.name
-        if params.tell:
-            await self._tell(params.tell, params.text)
-        return v.DecideReply(str(path), decision_id, room_name)
-
-    async def _tell(self, who: str, text: str) -> None:
-        def direct(conn: sqlite3.Connection) -> str:
-            contact = contact_named(conn, who)
-            room = direct_room_with(conn, contact.fingerprint)
-            if room is None:
-                raise UnknownPeer(f"You share no room with {contact.label} yet.")
-            return room.room_id
-
-        room_id = await self.daemon.store.read(direct)
-        message = MessageOp(
-            msg_id=secrets.token_hex(16), text=f"Decided: {text}", kind=Kind.DECISION,
-            from_label=self.identity_label(), sent_at=time.time(),
-        )
-        await self.daemon.send_op(room_id, message, op_id=message.msg_id)
-
 
 def _bound(cwd: str | None) -> str | None:
     root = repo_root(cwd) if cwd else None
     return bound_room(root) if root is not None else None
-
-
-def _repo_dir(repo: str | None, cwd: str | None) -> Path:
-    chosen = Path(repo) if repo else (repo_root(cwd) if cwd else None) or Path(cwd or os.getcwd())
-    if not chosen.is_dir():
-        raise UsageError(f"{chosen} is not a directory; pass the repository with --repo.")
-    return chosen.absolute()
 
 
 def _check_text(text: str, what: str) -> None:
@@ -282,7 +234,7 @@ def register(ops: OpTable, daemon: Daemon) -> None:
     _register_reads(ops, feature)
     _register_facts(ops, feature)
     _register_tasks(ops, feature)
-    ops.add("decide", v.DecideParams, feature.decide)
+    decide_ops.register(ops, feature)
 
 
 def _me(feature: MemoryFeature) -> tuple[str | None, str | None]:

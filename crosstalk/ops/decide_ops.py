@@ -1,0 +1,85 @@
+"""``decide``: a decision appended to the repository's DECISIONS.md and announced in the room."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import secrets
+import sqlite3
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import trio
+
+from crosstalk.actors.control import OpTable
+from crosstalk.core.triage import Kind
+from crosstalk.errors import CrosstalkError, UnknownPeer, UsageError
+from crosstalk.ops import memory_views as v
+from crosstalk.project import append_decision_file, repo_root
+from crosstalk.store.rooms import contact_named, direct_room_with
+from crosstalk.wire.memory import DecisionMade
+from crosstalk.wire.room_ops import MessageOp
+
+if TYPE_CHECKING:
+    from crosstalk.ops.memory_ops import MemoryFeature
+
+log = logging.getLogger(__name__)
+
+
+def register(ops: OpTable, feature: MemoryFeature) -> None:
+    async def handler(params: v.DecideParams) -> v.DecideReply:
+        return await decide(feature, params)
+
+    ops.add("decide", v.DecideParams, handler)
+
+
+async def decide(feature: MemoryFeature, params: v.DecideParams) -> v.DecideReply:
+    """Append to DECISIONS.md first (the record that matters), then announce it in the room.
+
+    A decision is recorded even when it cannot be announced (no room to choose, relay refusing):
+    that is logged, and the reply's ``room`` is None.
+    """
+    if not params.text.strip():
+        raise UsageError("There is no decision to record: the text is empty.")
+    repo = _repo_dir(params.repo, params.cwd)
+    who = feature.identity_label()
+    when = dt.datetime.now(dt.UTC).isoformat()
+    path = await trio.to_thread.run_sync(
+        lambda: append_decision_file(repo, text=params.text, why=params.why, who=who,
+                                     when_utc=when)
+    )
+    decision_id, room_name = "d" + secrets.token_hex(5), None
+    try:
+        room = await feature.room_for(v.Where(params.room, params.cwd))
+        await feature.write(room, DecisionMade(decision_id, params.text, params.why, repo.name))
+        room_name = room.name
+    except CrosstalkError as exc:
+        log.info("decision recorded in %s, not announced: %s", path, exc.message)
+    if params.tell:
+        await _tell(feature, params.tell, params.text)
+    return v.DecideReply(str(path), decision_id, room_name)
+
+
+async def _tell(feature: MemoryFeature, who: str, text: str) -> None:
+    def direct(conn: sqlite3.Connection) -> str:
+        contact = contact_named(conn, who)
+        room = direct_room_with(conn, contact.fingerprint)
+        if room is None:
+            raise UnknownPeer(f"You share no room with {contact.label} yet.")
+        return room.room_id
+
+    room_id = await feature.daemon.store.read(direct)
+    message = MessageOp(
+        msg_id=secrets.token_hex(16), text=f"Decided: {text}", kind=Kind.DECISION,
+        from_label=feature.identity_label(), sent_at=time.time(),
+    )
+    await feature.daemon.send_op(room_id, message, op_id=message.msg_id)
+
+
+def _repo_dir(repo: str | None, cwd: str | None) -> Path:
+    chosen = Path(repo) if repo else (repo_root(cwd) if cwd else None) or Path(cwd or os.getcwd())
+    if not chosen.is_dir():
+        raise UsageError(f"{chosen} is not a directory; pass the repository with --repo.")
+    return chosen.absolute()
