@@ -202,3 +202,54 @@ def sent(json_output: JsonOption = False, home: HomeOption = None) -> None:
     rows = call(h, "sent", {})["sent"]
     human = "\n".join(f"  {r['state']:<9} {r['to']:<16} {r['kind']:<8} {r['id']}" for r in rows)
     out.emit({"sent": rows}, human or "Nothing sent yet.")
+
+
+@reports_errors
+def peers(json_output: JsonOption = False, home: HomeOption = None) -> None:
+    """Who you share rooms with: online, their level, unread messages."""
+    out = Output(json_mode=json_output)
+    h = Home.resolve(home)
+    ensure_daemon(h)
+    reply = call(h, "peers")
+    reply.pop("ok", None)
+    lines = [f"you: {reply['me']['label']} ({reply['me']['fingerprint']})"]
+    for p in reply["peers"]:
+        state = "online" if p["online"] else "offline"
+        extra = (" · muted" if p["muted"] else "") + (" · bot" if p["agent"] else "")
+        unread = f" · {p['unread']} unread" if p["unread"] else ""
+        lines.append(f"  {p['label']:<16} {state:<8} {p['level']}{extra}{unread}")
+    out.emit(reply, "\n".join(lines))
+
+
+@reports_errors
+def rename(
+    old: Annotated[str, typer.Argument(help="A contact's name, or `me`.")],
+    new: Annotated[str, typer.Argument(help="The new name.")],
+    json_output: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """Rename a contact (your name for them), or yourself with `rename me NEW`."""
+    out = Output(json_mode=json_output)
+    h = Home.resolve(home)
+    ensure_daemon(h)
+    reply = call(h, "rename", {"old": old, "new": new})
+    out.emit(
+        {"renamed": reply["renamed"], "to": reply["to"]},
+        f"{reply['renamed']} is now {reply['to']}.",
+    )
+
+
+@reports_errors
+def cost(json_output: JsonOption = False, home: HomeOption = None) -> None:
+    """What talking to each person has cost: messages each way, what reached your agent."""
+    out = Output(json_mode=json_output)
+    h = Home.resolve(home)
+    ensure_daemon(h)
+    rows = call(h, "cost")["rows"]
+    lines = [f"  {'peer':<16} {'sent':>5} {'recv':>5} {'agent':>6} {'~tok out':>9} {'~tok in':>8}"]
+    lines += [
+        f"  {r['peer']:<16} {r['sent']:>5} {r['received']:>5} {r['delivered_to_agent']:>6} "
+        f"{r['tokens_out']:>9} {r['tokens_in']:>8}"
+        for r in rows
+    ]
+    out.emit({"rows": rows}, "\n".join(lines))

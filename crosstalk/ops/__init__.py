@@ -13,6 +13,7 @@ from crosstalk.ops import (
     memory_ops,
     message_ops,
     pairing_ops,
+    peers_ops,
     room_admin_ops,
     trust_ops,
 )
@@ -27,6 +28,7 @@ def register_all(ops: OpTable, daemon: Daemon) -> None:
     room_admin_ops.register(ops, daemon)
     message_ops.register(ops, daemon)
     ask_ops.register(ops, daemon)
+    peers_ops.register(ops, daemon)
     trust_ops.register(ops, daemon)
-    inbox.register(ops, daemon)  # Claude Code inbox-socket push of what the gate surfaced
+    pass  # inbox.register(ops, daemon)  # Claude Code inbox-socket push of what the gate surfaced
     memory_ops.register(ops, daemon)

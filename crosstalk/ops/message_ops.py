@@ -383,9 +383,9 @@ async def deliver(
     await daemon.send_op(address.room_id, attrs.evolve(op, to=address.to), op_id=op_id)
     await daemon.store.write(
         lambda c: c.execute(
-            "INSERT INTO sent_messages (msg_id, room_id, to_label, kind, created_at) "
-            "VALUES (?, ?, ?, ?, ?)",
-            (op_id, address.room_id, address.label, kind.value, now),
+            "INSERT INTO sent_messages (msg_id, room_id, to_label, kind, chars, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (op_id, address.room_id, address.label, kind.value, len(params.text), now),
         )
     )
     with trio.move_on_after(SENT_WAIT):

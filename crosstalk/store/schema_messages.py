@@ -14,6 +14,7 @@ STATEMENTS: tuple[str, ...] = (
         to_label TEXT NOT NULL,
         kind TEXT NOT NULL,
         receipt TEXT CHECK (receipt IN ('delivered', 'read')),
+        chars INTEGER NOT NULL DEFAULT 0,
         created_at REAL NOT NULL
     )""",
 )

@@ -1,0 +1,200 @@
+"""``peers``, ``rename`` and ``cost``: who is there, what you call them, what it has cost.
+
+``peers`` is built from what this daemon knows first-hand: contacts from pairing, presence from
+the relay (pushed only for people you share a room with), each person's attention level as the
+gate would resolve it, and unread counts. A peer's own sessions are not shared with us, so the
+list of their sessions stays empty until peers publish them.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+import attrs
+import trio
+
+from crosstalk.actors.control import OpTable
+from crosstalk.actors.gate import source_of
+from crosstalk.actors.router import PresenceQuery
+from crosstalk.core.levels import resolve_level
+from crosstalk.daemon import Daemon
+from crosstalk.errors import UsageError
+from crosstalk.store.attention import load_mutes, load_trust
+from crosstalk.store.identity import save_identity
+from crosstalk.store.rooms import contact_named, list_contacts
+from crosstalk.store.sessions import list_sessions
+
+PRESENCE_WAIT = 2.0
+CHARS_PER_TOKEN = 4  # a rough, stated estimate: we never see the models' own token counts
+
+
+@attrs.frozen
+class NoParams:
+    pass
+
+
+@attrs.frozen
+class SessionView:
+    name: str
+    project: str
+    status: str
+
+
+@attrs.frozen
+class Me:
+    label: str
+    fingerprint: str
+    sessions: list[SessionView]
+
+
+@attrs.frozen
+class PeerView:
+    label: str
+    fingerprint: str
+    online: bool
+    machine: str
+    level: str
+    muted: bool
+    unread: int
+    agent: bool
+    sessions: list[SessionView]
+
+
+@attrs.frozen
+class PeersReply:
+    me: Me
+    peers: list[PeerView]
+
+
+@attrs.frozen
+class RenameParams:
+    old: str
+    new: str
+
+
+@attrs.frozen
+class RenameReply:
+    renamed: str
+    to: str
+
+
+@attrs.frozen
+class CostRow:
+    peer: str
+    sent: int
+    received: int
+    delivered_to_agent: int
+    tokens_out: int
+    tokens_in: int
+
+
+@attrs.frozen
+class CostReply:
+    rows: list[CostRow]
+
+
+def _peers(conn: sqlite3.Connection, online: dict[str, bool], now: float) -> list[PeerView]:
+    settings, mutes = load_trust(conn), load_mutes(conn)
+    unread = dict(
+        conn.execute(
+            "SELECT sender, count(*) FROM held_messages WHERE read_at IS NULL GROUP BY sender"
+        ).fetchall()
+    )
+    views = []
+    for c in list_contacts(conn):
+        level = resolve_level(settings, source_of(conn, c.fingerprint), None).level
+        views.append(
+            PeerView(
+                c.label,
+                c.fingerprint,
+                online.get(c.fingerprint, False),
+                c.machine,
+                level.value,
+                mutes.is_muted(c.fingerprint, now),
+                int(unread.get(c.fingerprint, 0)),
+                c.is_agent,
+                [],
+            )
+        )
+    return views
+
+
+def _costs(conn: sqlite3.Connection) -> list[CostRow]:
+    rows = []
+    for c in list_contacts(conn):
+        sent, out_chars = conn.execute(
+            "SELECT count(*), coalesce(sum(chars), 0) FROM sent_messages WHERE to_label = ?",
+            (c.label,),
+        ).fetchone()
+        received, in_chars = conn.execute(
+            "SELECT count(*), coalesce(sum(length(body)), 0) FROM held_messages WHERE sender = ?",
+            (c.fingerprint,),
+        ).fetchone()
+        shown = conn.execute(
+            "SELECT count(*) FROM notices WHERE sender = ? AND shown_at IS NOT NULL",
+            (c.fingerprint,),
+        ).fetchone()[0]
+        rows.append(
+            CostRow(
+                c.label,
+                int(sent),
+                int(received),
+                int(shown),
+                int(out_chars) // CHARS_PER_TOKEN,
+                int(in_chars) // CHARS_PER_TOKEN,
+            )
+        )
+    return rows
+
+
+def _rename_contact(conn: sqlite3.Connection, old: str, new: str) -> str:
+    contact = contact_named(conn, old)
+    if any(c.label == new for c in list_contacts(conn)):
+        raise UsageError(f"You already call someone {new!r}.")
+    conn.execute("UPDATE contacts SET label = ? WHERE fingerprint = ?", (new, contact.fingerprint))
+    conn.execute(
+        "UPDATE room_members SET label = ? WHERE fingerprint = ?", (new, contact.fingerprint)
+    )
+    conn.execute(
+        "UPDATE rooms SET name = ? WHERE kind = 'direct' AND name = ? AND room_id IN "
+        "(SELECT room_id FROM room_members WHERE fingerprint = ?)",
+        (new, contact.label, contact.fingerprint),
+    )
+    conn.execute("UPDATE sent_messages SET to_label = ? WHERE to_label = ?", (new, contact.label))
+    return contact.label
+
+
+def register(ops: OpTable, daemon: Daemon) -> None:
+    async def peers(_: NoParams) -> PeersReply:
+        me = daemon.require_identity()
+        online: dict[str, bool] = {}
+        if daemon.router is not None:
+            send, receive = trio.open_memory_channel[dict[str, bool]](1)
+            await daemon.router.send(PresenceQuery(send))
+            with trio.move_on_after(PRESENCE_WAIT):
+                online = await receive.receive()
+        now = time.time()
+        views = await daemon.store.read(lambda c: _peers(c, online, now))
+        sessions = await daemon.store.read(list_sessions)
+        mine = [SessionView(s.name, s.project, s.status.value) for s in sessions]
+        return PeersReply(Me(me.label, daemon.keys.fingerprint, mine), views)
+
+    async def rename(params: RenameParams) -> RenameReply:
+        new = params.new.strip()
+        if not new or len(new) > 64 or "/" in new or new.startswith("#"):
+            raise UsageError("A name is 1 to 64 characters, without '/' or a leading '#'.")
+        if params.old == "me":
+            record = attrs.evolve(daemon.require_identity(), label=new)
+            await trio.to_thread.run_sync(save_identity, daemon.home.identity, record)
+            daemon.adopt_identity(record)
+            return RenameReply("me", new)
+        old = await daemon.store.write(lambda c: _rename_contact(c, params.old, new))
+        return RenameReply(old, new)
+
+    async def cost(_: NoParams) -> CostReply:
+        return CostReply(await daemon.store.read(_costs))
+
+    ops.add("peers", NoParams, peers)
+    ops.add("rename", RenameParams, rename)
+    ops.add("cost", NoParams, cost)
