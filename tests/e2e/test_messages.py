@@ -159,3 +159,26 @@ def test_self_initiated_messages_need_a_reason_and_are_rationed(people: list[Per
     error = ana.json("send", "ben", "one more", "--unprompted", "--because", "really", expect=1)
     assert error["error"]["code"] == "ration_spent"
     assert ana.json("send", "ben", "asked for, so not rationed")["to"] == ["ben"]
+
+
+def test_watch_prints_one_line_per_arrival_and_post_needs_no_relay(people: list[Person]) -> None:
+    """`watch --text` prints each arrival as it lands; `post` and `me/S` stay on this machine."""
+    ana, ben, _ = people
+    pair(ana, ben)
+    watching = ana.spawn("watch", "--text", "--json")
+    try:
+        ben.json("send", "ana", "watch this", "--intent", "blocking")
+        line = read_json_line(watching, timeout=30)
+        assert line["event"] == "arrival" and line["from"] == "ben"
+        assert line["text"] == "watch this" and line["intent"] == "blocking"
+    finally:
+        watching.kill()
+        watching.wait(timeout=10)
+        for stream in (watching.stdout, watching.stderr):
+            if stream:
+                stream.close()
+    assert ana.json("post", "migration finished", "--source", "ci") == {"posted_as": "post:ci"}
+    assert ana.json("send", "me/review", "look at the diff later")["state"] == "delivered"
+    got = {m["text"]: m for m in ana.json("read")["messages"]}
+    assert got["migration finished"]["from"] == "post:ci"
+    assert "look at the diff later" in got
