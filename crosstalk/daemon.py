@@ -76,6 +76,7 @@ class Daemon:
         self._link: RelayLink | None = None
         self._relay: RelayClient | None = None
         self._rooms: dict[str, trio.MemorySendChannel[RoomInput]] = {}
+        self._rooms_lock = trio.Lock()
         # Feature seams, filled by the ops modules at registration, before start():
         self.appliers: list[Applier] = []  # apply a room op inside the room's transaction
         self.applied_listeners: list[AppliedListener] = []  # told after each commit
@@ -197,6 +198,13 @@ class Daemon:
 
     async def room_inbox(self, room_id: str) -> trio.MemorySendChannel[RoomInput] | None:
         """The actor of a room we know (started on first use); None for a room we don't."""
+        inbox = self._rooms.get(room_id)
+        if inbox is not None:
+            return inbox
+        async with self._rooms_lock:  # two callers must not both start the same room
+            return await self._start_room(room_id)
+
+    async def _start_room(self, room_id: str) -> trio.MemorySendChannel[RoomInput] | None:
         inbox = self._rooms.get(room_id)
         if inbox is not None:
             return inbox
