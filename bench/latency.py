@@ -26,10 +26,12 @@ process: two loopback hops, as ours has two (sender → relay → recipient).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import signal
 import sqlite3
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -78,9 +80,9 @@ def measure_pair(sender: Home, recipient: Home, to: str, count: int) -> dict[str
 class TwoDaemons:
     """A relay and two paired daemons in a throwaway directory; everything stopped by pid."""
 
-    def __init__(self) -> None:
+    def __init__(self, *relay_args: str) -> None:
         self.tmp = Path(tempfile.mkdtemp(prefix="ctl-", dir="/tmp"))
-        self.relay = RelayProcess(self.tmp / "relay", self.tmp / "relay.stderr")
+        self.relay = RelayProcess(self.tmp / "relay", self.tmp / "relay.stderr", *relay_args)
         self.people: list[Person] = []
 
     def __enter__(self) -> tuple[Person, Person]:
@@ -95,7 +97,13 @@ class TwoDaemons:
             raise
         return ana, ben
 
-    def __exit__(self, *_: object) -> None:
+    def __exit__(self, *exc: object) -> None:
+        if exc and exc[0] is not None:  # failing: leave the evidence in our stderr
+            for person in self.people:
+                print(f"--- {person.home.name} daemon.log\n{person.log_tail(40)}", file=sys.stderr)
+            with contextlib.suppress(OSError):
+                print(f"--- relay stderr\n{self.relay.stderr_path.read_text()[-3000:]}",
+                      file=sys.stderr)
         for person in self.people:
             pid = person.daemon_pid()
             if pid:

@@ -1,0 +1,252 @@
+"""Render the results of ``python -m bench`` as ``performance.md`` and PNG plots.
+
+Every figure sits next to a baseline measured in the same run, with the ratio; the page says
+where a figure has no baseline. Plots are drawn with matplotlib's Agg backend (no screen).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from bench import plots
+
+INTRO = """# Performance
+
+Every figure here is measured, never asserted in a test, and shown next to a baseline measured
+in the same run on the same machine: the machines we run on are shared and noisy, so only the
+ratios travel. Machine for the figures below: {machine}.
+
+Reproduce everything: `python -m bench` (or `bench/run`) regenerates this page, the plots in
+`docs/performance/` and the raw figures in `docs/performance/results.json`; {minutes}.
+`python -m bench --quick --out /tmp/perf` is the smoke run (tests/test_bench_smoke.py; a couple
+of minutes, tiny sizes). Needs the `bench` extra (`pip install -e '.[bench]'`) and `nats-server`
+(`apt-get install -y nats-server`). crosschat needs Python ≥ 3.12 while crosstalk runs on 3.11:
+a full run makes a venv for it in `~/.cache/crosstalk-bench/crosschat` from any Python ≥ 3.12 it
+finds (or set `CROSSTALK_BENCH_CROSSCHAT_PYTHON`). Each benchmark also runs alone:
+`python -m bench.<name> [--quick]`, names as in the headings.
+"""
+
+
+def _ms(value: float) -> str:
+    return f"{value:.3f} ms" if value < 1 else f"{value:.1f} ms"
+
+
+def _ratio(value: float, base: float) -> str:
+    return f"{value / base:.1f}×" if base > 0 else "—"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _machine(m: dict[str, Any]) -> str:
+    return f"{m['cores']} cores, {m['memory_gib']} GiB, Python {m['python']}, {m['system']}"
+
+
+def _failed(name: str, run: dict[str, Any]) -> str | None:
+    if "error" in run:
+        return f"**{name} failed in this run:**\n\n```\n{run['error']}\n```\n"
+    return None
+
+
+def side_by_side(runs: dict[str, Any], figures: Path) -> str:
+    """One-way message latency: ours against the raw transport and the peers."""
+    lat, peers = runs.get("latency", {}).get("result"), runs.get("peers", {}).get("result")
+    if lat is None:
+        return _failed("latency", runs.get("latency", {})) or ""
+    echo = lat["ws_echo_round_trip"]
+    nats = peers.get("nats_core", {}) if peers else {}
+    nats_p50 = nats["latency"]["p50_ms"] if nats.get("available") else 0.0
+    rows: list[list[str]] = []
+
+    def row(label: str, fig: dict[str, float]) -> None:
+        rows.append([label, _ms(fig["p50_ms"]), _ms(fig["p99_ms"]),
+                     _ratio(fig["p50_ms"], echo["p50_ms"]), _ratio(fig["p50_ms"], nats_p50)])
+
+    row("raw trio-websocket echo, 200 B (ceiling)", echo)
+    notes = []
+    for key, label in (("nats_core", "NATS core pub → sub, 200 B"),
+                       ("crosschat", "crosschat send → monitor line")):
+        peer: dict[str, Any] = (peers or {}).get(key) or {"available": False,
+                                                           "why": "the peers benchmark failed"}
+        if peer.get("available"):
+            row(label, peer["latency"])
+        else:
+            rows.append([label, "not run", "", "", ""])
+            notes.append(f"- *{label}* did not run here: {peer.get('why')}.")
+    row("**crosstalk send → held at recipient's daemon**", lat["send_to_held"])
+    row("crosstalk `send` request → `sent` reply", lat["send_to_sent"])
+    plots.latency_cdf(lat["held_samples_ms"], lat["echo_samples_ms"], figures / "latency.png")
+    table = _table(["path (loopback, one at a time)", "p50", "p99", "p50 ÷ ceiling",
+                    "p50 ÷ NATS"], rows)
+    return "\n".join([
+        "## Side by side: one message, end to end (`bench/latency.py`, `bench/peers.py`)", "",
+        table, "", *notes, *([""] if notes else []),
+        f"- *crosstalk*: {lat['messages']} messages between two real daemons paired through a "
+        "real relay process, one at a time; from just before the control-socket `send` until "
+        "the recipient's daemon commits the message to `held_messages` (its own `received_at` "
+        "stamp; we only poll its store read-only to find the row, so the poll interval is not "
+        "in the figure). Path: control socket, seal, outbox commit, relay link, relay sequences "
+        "and pushes, recipient opens, verifies, applies and commits. The `sent` row is the "
+        "`send` request alone (outbox commit plus the relay's `posted`).",
+        "- *ceiling*: sequential round trips to a raw trio-websocket echo server in its own "
+        "process: two loopback hops, as ours has two (sender → relay → recipient).",
+        "- *NATS core*: nats-py publishes and waits for its own subscription to receive "
+        "(client → nats-server → client). *crosschat*: its library's `send_message` (registry "
+        "check, signing, JetStream publish) until its `monitor_loop` emits the message line "
+        "(durable consumer, signature check, ack), over its own JetStream nats-server, in its "
+        "own Python ≥ 3.12 interpreter.",
+        "", "![latency distribution](performance/latency.png)", "",
+    ])
+
+
+def daemon(runs: dict[str, Any]) -> str:
+    from bench.daemon import table
+
+    run = runs.get("daemon", {})
+    body = _failed("daemon", run) or table(run["result"])
+    return "\n".join([
+        "## Daemon (`bench/daemon.py`)", "", body, "",
+        "- *Cold start* spawns `crosstalk daemon run` on a fresh home and polls the control "
+        "socket until `status` answers; the baseline is `python3 -c 'import json, socket'`.",
+        "- *Idle RSS* is the daemon's resident set a few seconds after start, against an idle "
+        "bare interpreter.",
+        "- *Control round trip* is `{\"v\":1,\"op\":\"status\"}` on one open connection; the "
+        "baseline is a stdlib echo server answering a fixed line on a unix socket.", "",
+    ])
+
+
+def relay(runs: dict[str, Any], figures: Path) -> str:
+    run = runs.get("relay_throughput", {})
+    if "error" in run:
+        return "## Relay throughput (`bench/relay_throughput.py`)\n\n" + str(_failed("relay", run))
+    r = run["result"]
+    peers = runs.get("peers", {}).get("result") or {}
+    nats = peers.get("nats_core", {})
+    nats_rate = float(nats["msgs_per_s"]) if nats.get("available") else 0.0
+    rows = [[str(x["clients"]), str(x["room_size"]), f"{x['ops_per_s']:,}",
+             f"{x['deliveries_per_s']:,}", f"{x['echo_rt_per_s']:,}",
+             f"{x['ops_per_s'] / x['echo_rt_per_s']:.2f}×",
+             f"{x['deliveries_per_s'] / nats_rate:.2f}×" if nats_rate else "—"]
+            for x in r["runs"]]
+    plots.relay_bars(r["runs"], figures / "relay_throughput.png")
+    nats_line = (f"- Peer, same run: NATS core carried {nats['msgs_per_s']:,} msgs/s from one "
+                 "publisher to one subscriber (nats-py, 200 B, a burst counted at the "
+                 "subscriber); the last column compares our deliveries/s with it."
+                 if nats.get("available") else
+                 "- NATS core did not run here, so there is no peer row.")
+    return "\n".join([
+        "## Relay throughput and memory (`bench/relay_throughput.py`)", "",
+        _table(["clients", "room size", "ops/s", "deliveries/s", "echo round trips/s (ceiling)",
+                "ops ÷ ceiling", "deliveries ÷ NATS"], rows), "",
+        f"- {r['seconds']} s per run after a 1 s warm-up, up to {r['window']} posts in flight "
+        "per client; ops/s counts `posted` replies (committed ops), deliveries/s pushed ops "
+        "received by the other members. The ceiling is the same number of clients driving a "
+        "raw trio-websocket echo server the same way.", nats_line,
+        f"- Memory per idle authenticated connection: {r['kib_per_idle_connection']} KiB "
+        f"(relay RSS growth over {r['idle_connections']:,} connections).", "",
+        "![relay throughput](performance/relay_throughput.png)", "",
+    ])
+
+
+def pairing_and_catchup(runs: dict[str, Any]) -> str:
+    parts = ["## Pairing (`bench/pairing.py`) and catch-up (`bench/catchup.py`)", ""]
+    pairing = runs.get("pairing", {})
+    if "error" in pairing:
+        parts.append(str(_failed("pairing", pairing)))
+    else:
+        full = pairing["result"]["full_exchange_both_sides"]
+        spake = pairing["result"]["spake2_only_both_sides"]
+        parts += [_table(["measure", "crosstalk", "baseline (same run)", "ratio"], [[
+            "full pairing exchange, both sides, median wall",
+            _ms(full["wall_median_ms"]), f"SPAKE2 alone {_ms(spake['wall_median_ms'])}",
+            _ratio(full["wall_median_ms"], spake["wall_median_ms"])]]), "",
+            "Both sides in one process, no network: SPAKE2, key confirmation, sealed offers. "
+            "The baseline is the two SPAKE2 exchanges alone, the floor of any such pairing.", ""]
+    catchup = runs.get("catchup", {})
+    if "error" in catchup:
+        parts.append(str(_failed("catchup", catchup)))
+    else:
+        ops, snap = catchup["result"]["missed_ops"], catchup["result"]["snapshot"]
+        parts += [_table(["measure", "figure", "per item"], [
+            [f"{ops['ops']:,.0f} missed ops: open, verify, decode, apply, commit",
+             f"{ops['seconds']:.2f} s", f"{ops['seconds'] / ops['ops'] * 1e6:.0f} µs/op"],
+            [f"{snap['facts']:,.0f}-fact snapshot: pack and sign (sender)",
+             f"{snap['send_seconds']:.2f} s", f"{snap['compressed_bytes'] / 1e6:.2f} MB packed"],
+            [f"{snap['facts']:,.0f}-fact snapshot: verify and install (receiver)",
+             f"{snap['receive_seconds']:.2f} s", f"{snap['canonical_bytes'] / 1e6:.2f} MB raw"],
+        ]), "", "No same-run baseline exists for catch-up (no peer replicates state); compare "
+            "the per-op cost with the daemon's control round trip above. Network not included.",
+            ""]
+    return "\n".join(parts)
+
+
+def _curve(title: str, points: list[dict[str, Any]], memory_key: str, memory_label: str,
+           png: Path, x_label: str) -> str:
+    first = points[0]
+    rows = [[f"{p['x']:,}", _ms(p["latency"]["p50_ms"]), _ms(p["latency"]["p99_ms"]),
+             _ratio(p["latency"]["p50_ms"], first["latency"]["p50_ms"]),
+             f"{p[memory_key] / 1024:.1f} MiB",
+             _ratio(p[memory_key], first[memory_key]) if first[memory_key] > 0 else "—"]
+            for p in points]
+    plots.curve(points, memory_key, memory_label, x_label, png)
+    return "\n".join([
+        f"### {title}", "",
+        _table([x_label, "p50", "p99", f"p50 ÷ at {first['x']}", memory_label,
+                f"÷ at {first['x']}"], rows), "",
+        f"![{title}](performance/{png.name})", "",
+    ])
+
+
+def scaling(runs: dict[str, Any], figures: Path) -> str:
+    run = runs.get("scaling", {})
+    head = "## Scaling curves (`bench/scaling.py`)\n"
+    if "error" in run:
+        return head + "\n" + str(_failed("scaling", run))
+    r = run["result"]
+    return "\n".join([
+        head,
+        "Each row is compared with the curve's first point, measured in the same run.", "",
+        _curve("Members per room (relay, fake clients)", r["members_per_room"], "rss_growth_kib",
+               "relay RSS growth", figures / "scaling_members.png", "members"),
+        "A fresh relay per size; that many clients (real handshakes and frames) in one room. "
+        "One member posts 200 B ops one at a time; latency is until the *last* other member "
+        "has the push. Memory is the relay's RSS growth over its idle start.", "",
+        _curve("Rooms per daemon (real daemons)", r["rooms_per_daemon"], "rss_kib",
+               "daemon RSS", figures / "scaling_rooms.png", "rooms"),
+        "Two real paired daemons; before each point the recipient's daemon is stopped by pid, "
+        "more rooms are created for its identity at the relay and recorded in its store, and "
+        "it is started again (`crosstalk daemon start`, wall: "
+        + ", ".join(f"{p['cold_start_s']:.1f} s at {p['x']:,}" for p in r["rooms_per_daemon"])
+        + "). Every room is joined and quiet with its room actor running; latency is send → "
+        "held in the one live room.", "",
+        _curve("Connections per relay", r["connections_per_relay"], "rss_kib", "relay RSS",
+               figures / "scaling_connections.png", "connections"),
+        "One relay; idle authenticated connections (handshake and resume) added step by step; "
+        "at each step post → push latency between two active clients in a room of two.", "",
+    ])
+
+
+def render(results: dict[str, Any], figures: Path) -> str:
+    """The whole page; draws the plots into ``figures`` as a side effect."""
+    runs = results["runs"]
+    minutes = f"this page took {results['wall_s'] / 60:.1f} minutes"
+    if results.get("quick"):
+        minutes += " (a --quick smoke run: sizes are tiny, figures are not meaningful)"
+    sections = [
+        INTRO.format(machine=_machine(results["machine"]), minutes=minutes),
+        side_by_side(runs, figures), daemon(runs), relay(runs, figures),
+        pairing_and_catchup(runs), scaling(runs, figures),
+        "## Not measured yet\n\n" + not_measured(runs),
+    ]
+    return "\n".join(sections).rstrip() + "\n"
+
+
+def not_measured(runs: dict[str, Any]) -> str:
+    """Figures issue 12 asks for that no benchmark in this run produced."""
+    missing = ["- send → notice at the recipient's hook, hook wall time and MCP `initialize` "
+               "time: no benchmark for them ran in this run."]
+    return "\n".join(missing) + "\n"

@@ -1,0 +1,263 @@
+"""Scaling curves: how latency and memory grow with members per room, rooms per daemon and
+connections per relay. Each point sits next to the curve's first point, measured in the same
+run (the ratio column), so the shape travels even where the absolute figures do not.
+
+Run: ``python -m bench.scaling [--quick] [--json]``.
+
+*Members per room* (2 → 200), relay level: a fresh relay process per size, that many fake clients
+(``tests.relay.client``: real handshakes, real frames) in one room, each added by the previous
+one through a pairing slot. One member posts 200-byte ops one at a time; latency is until the
+*last* other member has the push. Memory is the relay's RSS growth over its idle start.
+
+*Rooms per daemon* (1 → 1,000): two real paired daemons. Before each point the recipient's daemon
+is stopped by pid, rooms are created for its identity at the relay (as another device of it) and
+recorded in its store, and it is started again; all rooms are joined and quiet, each with its
+room actor running. Figures: the daemon's cold start, its RSS, and send → held latency in the
+one live room.
+
+*Connections per relay* (10 → 5,000): one relay; idle authenticated connections (handshake and
+resume) are added step by step; at each step the relay's RSS, and post → push latency between two
+active clients in a room of two.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import itertools
+import json
+import signal
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import nacl.utils
+import trio
+
+from bench._common import rss_kib, summary_ms
+from bench.latency import TwoDaemons, measure_pair
+from bench.relay_throughput import _pair_and_add
+from crosstalk.paths import Home
+from crosstalk.store.db import connect
+from crosstalk.store.identity import load_identity
+from crosstalk.store.rooms import Room, RoomMember, add_member, add_room
+from crosstalk.wire import relay as w
+from tests.e2e.conftest import Person, stop_pid
+from tests.relay.client import Identity, RelayClient, open_client, pair_and_room
+from tests.relay.process import RelayProcess
+
+BODY = b"x" * 200
+FAST = ("--op-rate", "1000000")  # the per-identity send limit would pace the posts
+
+
+# --- fan-out: one poster, everyone else counts arrivals ------------------------------------------
+
+
+class FanOut:
+    """Post one op at a time from ``members[0]``; time until all the others received it."""
+
+    def __init__(self, members: list[RelayClient], room: str) -> None:
+        self.members, self.room = members, room
+        self.waiting: dict[str, tuple[int, trio.Event]] = {}
+
+    async def _read(self, client: RelayClient) -> None:
+        seen = 0
+        while True:
+            frame = await client.recv()
+            if not isinstance(frame, w.Op) or frame.op_id not in self.waiting:
+                continue
+            left, done = self.waiting[frame.op_id]
+            self.waiting[frame.op_id] = (left - 1, done)
+            if left == 1:
+                done.set()
+            seen += 1
+            if seen % 16 == 0:
+                await client.send(w.Ack(self.room, frame.seq))
+
+    async def samples(self, count: int) -> list[float]:
+        poster, out = self.members[0], []
+        async with trio.open_nursery() as nursery:
+            for client in self.members:
+                nursery.start_soon(self._read, client)
+            for i in range(count + 3):
+                op_id, done = f"fan-{nacl.utils.random(8).hex()}", trio.Event()
+                self.waiting[op_id] = (len(self.members) - 1, done)
+                start = time.perf_counter()
+                await poster.send(w.Post(poster.next_req(), self.room, op_id, BODY))
+                with trio.fail_after(30):
+                    await done.wait()
+                if i >= 3:
+                    out.append(time.perf_counter() - start)
+            nursery.cancel_scope.cancel()
+        return out
+
+
+@contextlib.asynccontextmanager
+async def open_clients(port: int, count: int) -> AsyncIterator[list[RelayClient]]:
+    """``count`` authenticated, resumed clients (at most 64 connecting at once), each held open
+    by its own task until exit."""
+    clients: list[RelayClient] = []
+    limiter = trio.CapacityLimiter(64)
+
+    async def one(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with contextlib.AsyncExitStack() as stack:
+            async with limiter:
+                client = await stack.enter_async_context(open_client(port, Identity()))
+            clients.append(client)
+            task_status.started()
+            await trio.sleep_forever()
+
+    async with trio.open_nursery() as nursery:
+        with trio.fail_after(300):
+            async with trio.open_nursery() as starting:
+                for _ in range(count):
+                    starting.start_soon(nursery.start, one)
+        yield clients
+        nursery.cancel_scope.cancel()
+
+
+# --- members per room ----------------------------------------------------------------------------
+
+
+async def _members_point(relay: RelayProcess, size: int, posts: int) -> dict[str, Any]:
+    assert relay.proc is not None
+    await trio.sleep(0.3)
+    before = rss_kib(relay.proc.pid)
+    async with open_clients(relay.port, size) as members:
+        room = f"members-{size}"
+        await pair_and_room(members[0], members[1], room)
+        for previous, joining in itertools.pairwise(members[1:]):
+            await _pair_and_add(previous, joining, room)
+        for client in members:
+            client.pushes.clear()
+        grown = rss_kib(relay.proc.pid) - before
+        latency = await FanOut(members, room).samples(posts)
+    return {"x": size, "latency": summary_ms(latency), "rss_growth_kib": grown}
+
+
+def members_per_room(sizes: list[int], posts: int, workdir: Path) -> list[dict[str, Any]]:
+    points = []
+    for size in sizes:
+        relay = RelayProcess(workdir / f"members-{size}", workdir / "relay.stderr", *FAST)
+        relay.start()
+        try:
+            points.append(trio.run(_members_point, relay, size, posts))
+        finally:
+            relay.kill(signal.SIGTERM)
+    return points
+
+
+# --- connections per relay -----------------------------------------------------------------------
+
+
+async def _connections(relay: RelayProcess, steps: list[int], posts: int) -> list[dict[str, Any]]:
+    assert relay.proc is not None
+    points = []
+    async with open_clients(relay.port, 2) as pair, contextlib.AsyncExitStack() as stack:
+        await pair_and_room(pair[0], pair[1], "probe")
+        opened = 0
+        for step in steps:
+            await stack.enter_async_context(open_clients(relay.port, step - opened))
+            opened = step
+            await trio.sleep(0.5)  # let the relay settle before reading its RSS
+            latency = await FanOut(pair, "probe").samples(posts)
+            points.append({"x": step, "latency": summary_ms(latency),
+                           "rss_kib": rss_kib(relay.proc.pid)})
+    return points
+
+
+def connections_per_relay(steps: list[int], posts: int, workdir: Path) -> list[dict[str, Any]]:
+    relay = RelayProcess(workdir / "connections", workdir / "relay.stderr", *FAST)
+    relay.start()
+    try:
+        return trio.run(_connections, relay, steps, posts)
+    finally:
+        relay.kill(signal.SIGTERM)
+
+
+# --- rooms per daemon ----------------------------------------------------------------------------
+
+
+async def _create_at_relay(port: int, me: Identity, rooms: list[str]) -> None:
+    async with open_client(port, me, device="bench-rooms") as client:
+        for room in rooms:
+            await client.ok(w.Create(client.next_req(), room, me.vouch(room, me)))
+
+
+def _add_rooms(person: Person, port: int, count: int) -> None:
+    """Create ``count`` more rooms with only ``person`` in them, at the relay and in its store
+    (its daemon must be stopped)."""
+    home = Home.resolve(str(person.home))
+    record = load_identity(home.identity)
+    assert record is not None
+    me = Identity(record.signing_seed)
+    me.x_pub = record.x25519_public
+    rooms = [nacl.utils.random(16).hex() for _ in range(count)]
+    trio.run(_create_at_relay, port, me, rooms)
+    conn = connect(home.database)
+    conn.execute("BEGIN")
+    for room in rooms:
+        add_room(conn, Room(room, f"quiet-{room[:6]}", "shared", "joined", 0, time.time()),
+                 nacl.utils.random(32))
+        add_member(conn, RoomMember(room, me.fp, record.label, me.ed_pub, me.x_pub))
+    conn.execute("COMMIT")
+    conn.close()
+
+
+def rooms_per_daemon(sizes: list[int], messages: int) -> list[dict[str, Any]]:
+    points = []
+    with TwoDaemons(*FAST) as (ana, ben):
+        a, b = Home.resolve(str(ana.home)), Home.resolve(str(ben.home))
+        rooms = 1
+        for size in sizes:
+            pid = ben.daemon_pid()
+            assert pid is not None
+            stop_pid(pid)
+            _add_rooms(ben, ana_relay_port(ana), size - rooms)
+            rooms = size
+            start = time.perf_counter()
+            started = ben.run("daemon", "start")
+            assert started.returncode == 0, started.stderr
+            cold = time.perf_counter() - start
+            measure_pair(a, b, "ben", 3)  # warm-up: the link is up, the room actor running
+            timed = measure_pair(a, b, "ben", messages)
+            pid = ben.daemon_pid()
+            assert pid is not None
+            points.append({"x": size, "latency": summary_ms(timed["held"]),
+                           "rss_kib": rss_kib(pid), "cold_start_s": round(cold, 3)})
+    return points
+
+
+def ana_relay_port(person: Person) -> int:
+    return int(person.relay.rsplit(":", 1)[1])
+
+
+def run(quick: bool) -> dict[str, Any]:
+    """All three curves; JSON-ready."""
+    posts = 10 if quick else 50
+    with tempfile.TemporaryDirectory(prefix="cts-", dir="/tmp") as tmp:
+        work = Path(tmp)
+        return {
+            "members_per_room": members_per_room(
+                [2, 5] if quick else [2, 10, 50, 100, 200], posts, work),
+            "connections_per_relay": connections_per_relay(
+                [10, 50] if quick else [10, 100, 1000, 5000], posts, work),
+            "rooms_per_daemon": rooms_per_daemon([1, 10] if quick else [1, 10, 100, 1000],
+                                                 5 if quick else 30),
+        }
+
+
+def main() -> None:
+    """Parse arguments, measure, print."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes, for smoke runs")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    result = run(args.quick)
+    print(json.dumps(result) if args.json else json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+"""The benchmark suite's smoke run: every benchmark at smoke size, the page and its plots written
+to a temporary directory (never over docs/). No timing is asserted: figures only need to exist."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytest.importorskip(
+    "matplotlib", reason="the bench extra is not installed: pip install -e '.[test,bench]'"
+)
+
+
+@pytest.mark.e2e
+def test_quick_bench_writes_every_section_plot_and_figure(tmp_path: Path) -> None:
+    """`python -m bench --quick --out DIR` exits 0 and writes every section, plot and result."""
+    docs_page = (ROOT / "docs" / "performance.md").read_bytes()
+    done = subprocess.run(
+        [sys.executable, "-m", "bench", "--quick", "--out", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=900,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    page = (tmp_path / "performance.md").read_text()
+    for heading in ("## Side by side", "## Daemon", "## Relay throughput", "## Pairing",
+                    "### Members per room", "### Rooms per daemon", "### Connections per relay"):
+        assert heading in page, heading
+    images = re.findall(r"!\[[^]]*\]\((performance/[^)]+\.png)\)", page)
+    assert len(images) == 6, images
+    for image in images:
+        assert (tmp_path / image).read_bytes().startswith(b"\x89PNG"), image
+    results = json.loads((tmp_path / "performance" / "results.json").read_text())
+    assert results["quick"] is True
+    assert sorted(results["runs"]) == sorted(
+        ["daemon", "latency", "peers", "relay_throughput", "pairing", "catchup", "scaling"])
+    assert all("result" in run for run in results["runs"].values()), results["runs"]
+    held = results["runs"]["latency"]["result"]["send_to_held"]
+    assert held["n"] == 20 and 0 < held["p50_ms"] <= held["p99_ms"]
+    assert (ROOT / "docs" / "performance.md").read_bytes() == docs_page  # docs/ untouched
