@@ -30,5 +30,5 @@ def register_all(ops: OpTable, daemon: Daemon) -> None:
     ask_ops.register(ops, daemon)
     peers_ops.register(ops, daemon)
     trust_ops.register(ops, daemon)
-    pass  # inbox.register(ops, daemon)  # Claude Code inbox-socket push of what the gate surfaced
+    inbox.register(ops, daemon)  # Claude Code inbox-socket push of what the gate surfaced
     memory_ops.register(ops, daemon)
