@@ -4,8 +4,8 @@ Shape: one listener task; per connection a reader (WebSocket -> core) and a writ
 WebSocket, plus the heartbeat); one committer; one ticker. Readers call the core synchronously and
 append its effects to one pending list *without yielding in between*, so effects keep the core's
 order. The committer takes everything pending, commits all its writes in one SQLite transaction
-(group commit, in a worker thread), then hands each frame to its connection's outbox. So nothing
-is acknowledged, pushed or replayed before it is durable.
+(group commit; inline, see ``_commit`` for why not in a thread), then hands each frame to its
+connection's outbox. So nothing is acknowledged, pushed or replayed before it is durable.
 
 Outboxes are bounded; a connection that cannot keep up is closed (it resumes from its cursor when
 it comes back) rather than slowing everyone. The heartbeat pings a connection silent for
@@ -40,6 +40,8 @@ OUTBOX = 50_000  # frames queued for one connection before it counts as too slow
 HIGH_WATER = 20_000  # pending effects before readers wait for the committer
 GATHER_ROUNDS = 64  # scheduling rounds the committer waits for a batch to grow
 GATHER_QUIET = 4  # ... but no longer than this many rounds in a row without growth
+GATHER_MAX_EFFECTS = 4096  # ... nor past this many effects
+GATHER_MAX_SECONDS = 0.005  # ... nor longer than this
 MESSAGE_QUEUE = 32  # frames trio-websocket may parse ahead per connection
 
 
@@ -53,7 +55,6 @@ class ShellTimings:
     close_timeout: float = 3.0
     send_timeout: float = 30.0
     tick_interval: float = 1.0
-    inline_commit_limit: float = 0.003
 
 
 @attrs.define
@@ -87,7 +88,6 @@ class RelayServer:
         self._wake = trio.Event()
         self._drained = trio.Event()
         self._links: dict[int, _Link] = {}
-        self._commit_ewma = 0.0
         self._next_conn = 0
 
     async def serve(
@@ -153,32 +153,32 @@ class RelayServer:
 
         A frame takes a few scheduling rounds to travel from the socket through trio-websocket's
         reader to ours, so stop only after ``GATHER_QUIET`` rounds in a row add nothing (an idle
-        relay commits after a handful of cheap rounds) or after ``GATHER_ROUNDS`` in all.
+        relay commits after a handful of cheap rounds). Under a flood the batch is cut at
+        ``GATHER_MAX_EFFECTS`` or ``GATHER_MAX_SECONDS``: with 500 busy connections, gathering
+        by rounds alone held the first commit back for seconds.
         """
         quiet = 0
+        deadline = trio.current_time() + GATHER_MAX_SECONDS
         for _ in range(GATHER_ROUNDS):
             before = len(self._pending)
             await trio.lowlevel.cancel_shielded_checkpoint()
             quiet = quiet + 1 if len(self._pending) == before else 0
-            if quiet >= GATHER_QUIET:
+            if quiet >= GATHER_QUIET or len(self._pending) >= GATHER_MAX_EFFECTS:
+                return
+            if trio.current_time() >= deadline:
                 return
 
     async def _commit(self, writes: list[Write]) -> None:
-        """Commit one batch: inline while commits are fast, in a worker thread when they are not.
+        """Commit one batch inline: a deliberate, measured exception to "no blocking calls".
 
-        Measured on the project machine: a WAL commit with synchronous=FULL takes 0.4-1.5 ms, but
-        handing it to a worker thread under load took 6 ms median and 74 ms at p90 (the worker
-        must win the GIL back from a busy loop), which capped throughput at a few hundred ops/s.
-        So a commit runs inline, briefly blocking the loop, as long as the smoothed commit time
-        stays under ``inline_commit_limit``; on a slow disk it moves to a thread instead.
+        A WAL commit with synchronous=FULL took 0.4-1.5 ms on the project machine (tens of ms for
+        a batch of thousands of writes). In a worker thread it was far worse under load: the
+        handoff alone took 6 ms median and 74 ms at p90, and with 500 busy connections one
+        2,000-write commit took about 4 s, because each SQLite call in the thread must win the
+        GIL back from the busy event loop. Blocking the loop for the length of one commit costs
+        every connection far less; heartbeats and timeouts are seconds long.
         """
-        started = time.perf_counter()
-        if self._commit_ewma < self.timings.inline_commit_limit:
-            self._storage.commit(writes)
-        else:
-            await trio.to_thread.run_sync(self._storage.commit, writes)
-        took = time.perf_counter() - started
-        self._commit_ewma = 0.8 * self._commit_ewma + 0.2 * took
+        self._storage.commit(writes)
         self.counters.commits += 1
         self.counters.committed_writes += len(writes)
         await trio.lowlevel.checkpoint()

@@ -54,8 +54,9 @@ class SqliteStorage:
         if not path.exists():
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         try:
-            # One committer at a time uses this connection, from trio worker threads.
-            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+            # The relay's one committer uses this connection; isolation_level=None lets
+            # ``commit`` run explicit BEGIN IMMEDIATE / COMMIT transactions.
+            self._db = sqlite3.connect(path, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.executescript(SCHEMA)

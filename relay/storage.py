@@ -116,7 +116,8 @@ class RelayStorage(Protocol):
     """A durable home for rooms, logs, devices and cursors.
 
     ``commit`` is synchronous and atomic: when it returns, every write in the batch survives a
-    crash (or none does, if it raised). The shell calls it from a worker thread, one at a time.
+    crash (or none does, if it raised). The shell calls it from its event loop, one batch at a
+    time, so it must be quick (a backend with slow round trips would need its own design).
     """
 
     def load(self) -> Snapshot: ...
