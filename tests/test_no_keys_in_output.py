@@ -161,6 +161,7 @@ async def test_no_output_anywhere_contains_a_room_key_or_a_private_key(
         assert len(outputs) > 60
         hooks = [data for where, data in outputs if where.startswith("hook")]
         assert any(b"the build is green" in data for data in hooks)  # the working set came
+        assert any(b"call crosstalk_read" in data for data in hooks)  # and ben's notice
         assert_no_secret(outputs, secrets)
     finally:
         for person in (ana, ben):
