@@ -130,7 +130,8 @@ async def _nats_core(url: str, count: int, burst: int) -> dict[str, Any]:
         last = await asyncio.wait_for(inbox.get(), 30)
     rate = burst / (last - start)
     await nc.close()
-    return {"latency": summary_ms(samples), "msgs_per_s": round(rate)}
+    return {"latency": summary_ms(samples), "msgs_per_s": round(rate),
+            "samples_ms": [round(x * 1000, 3) for x in samples]}
 
 
 def nats_core(binary: str, count: int, burst: int) -> dict[str, Any]:
@@ -191,8 +192,9 @@ def crosschat(binary: str, python: str, count: int) -> dict[str, Any]:
         return {"available": False, "why": f"crosschat failed: {done.stderr.strip()[-300:]}"}
     version = subprocess.run([python, "-c", "import importlib.metadata as m; "
                               "print(m.version('crosschat'))"], capture_output=True, text=True)
-    return {"available": True, "version": version.stdout.strip(),
-            "latency": summary_ms(json.loads(done.stdout))}
+    samples = json.loads(done.stdout)
+    return {"available": True, "version": version.stdout.strip(), "latency": summary_ms(samples),
+            "samples_ms": [round(x * 1000, 3) for x in samples]}
 
 
 def run(quick: bool) -> dict[str, Any]:

@@ -18,19 +18,18 @@ def _save(fig: Any, path: Path) -> None:
     plt.close(fig)
 
 
-def latency_cdf(ours_ms: list[float], echo_ms: list[float], path: Path) -> None:
-    """Cumulative distribution of send → held next to the websocket echo ceiling."""
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for samples, label in ((echo_ms, "raw trio-websocket echo (ceiling)"),
-                           (ours_ms, "crosstalk send → held at recipient")):
+def latency_cdf(series: list[tuple[str, list[float]]], path: Path) -> None:
+    """Cumulative distributions of one-message latency, one line per (label, samples in ms)."""
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    for label, samples in series:
         ordered = sorted(samples)
         ax.plot(ordered, [(i + 1) / len(ordered) for i in range(len(ordered))], label=label)
     ax.set_xscale("log")
     ax.set_xlabel("milliseconds (log scale)")
     ax.set_ylabel("fraction of messages")
-    ax.set_title("One message end to end, loopback")
+    ax.set_title("One message end to end, loopback, same run")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize="small")
     _save(fig, path)
 
 
@@ -50,7 +49,7 @@ def relay_bars(runs: list[dict[str, Any]], path: Path) -> None:
 
 
 def curve(points: list[dict[str, Any]], memory_key: str, memory_label: str, x_label: str,
-          path: Path) -> None:
+          path: Path, title: str) -> None:
     """Latency p50/p99 (left) and memory (right) against the scaled quantity (log x)."""
     xs = [p["x"] for p in points]
     fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6))
@@ -62,6 +61,9 @@ def curve(points: list[dict[str, Any]], memory_key: str, memory_label: str, x_la
     right.set_ylabel(f"{memory_label}, MiB")
     for ax in (left, right):
         ax.set_xscale("log")
+        ax.set_xticks(xs, [f"{x:,}" for x in xs])
+        ax.minorticks_off()
         ax.set_xlabel(f"{x_label} (log scale)")
         ax.grid(True, which="both", alpha=0.3)
+    fig.suptitle(title)
     _save(fig, path)

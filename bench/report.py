@@ -79,7 +79,13 @@ def side_by_side(runs: dict[str, Any], figures: Path) -> str:
             notes.append(f"- *{label}* did not run here: {peer.get('why')}.")
     row("**crosstalk send → held at recipient's daemon**", lat["send_to_held"])
     row("crosstalk `send` request → `sent` reply", lat["send_to_sent"])
-    plots.latency_cdf(lat["held_samples_ms"], lat["echo_samples_ms"], figures / "latency.png")
+    series = [("raw trio-websocket echo (ceiling)", lat["echo_samples_ms"])]
+    for key, label in (("nats_core", "NATS core"), ("crosschat", "crosschat")):
+        peer = (peers or {}).get(key) or {}
+        if peer.get("available") and peer.get("samples_ms"):
+            series.append((label, peer["samples_ms"]))
+    series.append(("crosstalk send → held at recipient", lat["held_samples_ms"]))
+    plots.latency_cdf(series, figures / "latency.png")
     table = _table(["path (loopback, one at a time)", "p50", "p99", "p50 ÷ ceiling",
                     "p50 ÷ NATS"], rows)
     return "\n".join([
@@ -184,6 +190,27 @@ def pairing_and_catchup(runs: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
+def hook(runs: dict[str, Any]) -> str:
+    """Hook wall time per event and MCP ``initialize``, against a bare interpreter."""
+    run = runs.get("hook", {})
+    head = "## Hook and MCP server (`bench/hook.py`)\n\n"
+    if "error" in run:
+        return head + str(_failed("hook", run))
+    r = run["result"]
+    base = r["baseline"]
+    labels = {"daemon_down": "hook, daemon down (empty answer)",
+              "mcp_initialize": "`crosstalk server`: spawn → `initialize` returns"}
+    rows = [[labels.get(name, f"hook `{name}`"), _ms(fig["p50_ms"]), _ms(fig["p95_ms"]),
+             _ratio(fig["p50_ms"], base["p50_ms"])]
+            for name, fig in r.items() if name != "baseline"]
+    return head + "\n".join([
+        _table(["process, wall time", "p50", "p95", "p50 ÷ bare interpreter"], rows), "",
+        f"Baseline, same run and interleaved: `python -c 'import json, socket'`, p50 "
+        f"{_ms(base['p50_ms'])}. Each hook is `python -m crosstalk.hook.main` for Claude Code "
+        "against a real paired daemon on a real relay. See `bench/hook.py` for the details.", "",
+    ])
+
+
 def _curve(title: str, points: list[dict[str, Any]], memory_key: str, memory_label: str,
            png: Path, x_label: str) -> str:
     first = points[0]
@@ -192,7 +219,7 @@ def _curve(title: str, points: list[dict[str, Any]], memory_key: str, memory_lab
              f"{p[memory_key] / 1024:.1f} MiB",
              _ratio(p[memory_key], first[memory_key]) if first[memory_key] > 0 else "—"]
             for p in points]
-    plots.curve(points, memory_key, memory_label, x_label, png)
+    plots.curve(points, memory_key, memory_label, x_label, png, title)
     return "\n".join([
         f"### {title}", "",
         _table([x_label, "p50", "p99", f"p50 ÷ at {first['x']}", memory_label,
@@ -239,14 +266,46 @@ def render(results: dict[str, Any], figures: Path) -> str:
     sections = [
         INTRO.format(machine=_machine(results["machine"]), minutes=minutes),
         side_by_side(runs, figures), daemon(runs), relay(runs, figures),
-        pairing_and_catchup(runs), scaling(runs, figures),
+        pairing_and_catchup(runs), hook(runs), scaling(runs, figures),
+        *(other(name, run) for name, run in runs.items() if name not in KNOWN_SECTIONS),
         "## Not measured yet\n\n" + not_measured(runs),
     ]
     return "\n".join(sections).rstrip() + "\n"
 
 
+KNOWN_SECTIONS = {"daemon", "latency", "peers", "relay_throughput", "pairing", "catchup",
+                  "hook", "scaling"}
+
+
+def _flatten(value: Any, prefix: str = "") -> list[tuple[str, str]]:
+    if isinstance(value, dict):
+        return [row for k, v in value.items() for row in _flatten(v, f"{prefix}{k}.")]
+    if isinstance(value, list) and len(value) > 12:
+        return [(prefix.rstrip("."), f"{len(value)} values")]
+    if isinstance(value, list):
+        return [row for i, v in enumerate(value) for row in _flatten(v, f"{prefix}{i}.")]
+    return [(prefix.rstrip("."), f"{value:,.3f}" if isinstance(value, float) else str(value))]
+
+
+def other(name: str, run: dict[str, Any]) -> str:
+    """A benchmark this page does not know yet: its figures as printed, in one table."""
+    head = f"## {name} (`bench/{name}.py`)\n\n"
+    failed = _failed(name, run)
+    if failed:
+        return head + failed
+    rows = [[f"`{key}`", value] for key, value in _flatten(run["result"])]
+    return head + _table(["figure", "value"], rows) + (
+        "\n\nShown as the module printed it; see its docstring for what each figure means "
+        "and its baseline.\n")
+
+
 def not_measured(runs: dict[str, Any]) -> str:
     """Figures issue 12 asks for that no benchmark in this run produced."""
-    missing = ["- send → notice at the recipient's hook, hook wall time and MCP `initialize` "
-               "time: no benchmark for them ran in this run."]
+    missing = []
+    missing.append("- send → notice at the recipient's hook: the latency above ends when the "
+                   "message is held at the recipient's daemon, not when a hook surfaces it.")
+    if "result" not in runs.get("hook", {}):
+        missing.append("- hook wall time and MCP `initialize` time: `bench/hook.py` did not run.")
+    if not missing:
+        return "Nothing: every figure issue 12 lists has a benchmark above.\n"
     return "\n".join(missing) + "\n"
