@@ -91,3 +91,13 @@ def secure(json_output: JsonOption = False, home: HomeOption = None) -> None:
         {"storage": reply["storage"]},
         "Your private keys are now in the OS keyring; identity.json no longer holds them.",
     )
+
+
+@reports_errors
+def demo(json_output: JsonOption = False) -> None:
+    """Run the whole flow on a throwaway relay and two throwaway identities, then clean up."""
+    from crosstalk.demo import run_demo
+
+    out = Output(json_mode=json_output)
+    summary = run_demo(lambda line: None if json_output else out.emit({}, line))
+    out.emit(summary, "")
