@@ -24,6 +24,7 @@ def test_host_starts_a_relay_and_the_invite_names_it(short_tmp: Path) -> None:
         "CROSSTALK_HOST_PORT": str(port),
         "XDG_DATA_HOME": str(short_tmp / "xdg"),
     }
+    saved = {key: os.environ.get(key) for key in env}
     os.environ.update(env)  # inherited by the daemons the CLI starts
     ana, ben = Person(short_tmp / "ana", ""), Person(short_tmp / "ben", "")
     pid_file = short_tmp / "xdg" / "crosstalk" / f"relay-{port}" / "relay.pid"
@@ -35,8 +36,11 @@ def test_host_starts_a_relay_and_the_invite_names_it(short_tmp: Path) -> None:
         ana.json("send", "ben", "over the hosted relay")
         assert [m["text"] for m in wait_for_messages(ben, 1)] == ["over the hosted relay"]
     finally:
-        for key in env:
-            os.environ.pop(key, None)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
         for person in (ana, ben):
             pid = person.daemon_pid()
             if pid:

@@ -22,6 +22,7 @@ def test_local_relay_is_started_once_and_shared(short_tmp: Path) -> None:
     """Two homes with no relay set pair on one local relay that the first daemon started."""
     port = _free_port()
     env = {"CROSSTALK_LOCAL_PORT": str(port), "XDG_DATA_HOME": str(short_tmp / "xdg")}
+    saved = {key: os.environ.get(key) for key in env}
     os.environ.update(env)
     ana, ben = Person(short_tmp / "ana", ""), Person(short_tmp / "ben", "")
     pid_file = short_tmp / "xdg" / "crosstalk" / "relay" / "relay.pid"
@@ -41,8 +42,11 @@ def test_local_relay_is_started_once_and_shared(short_tmp: Path) -> None:
         ben.json("send", "ana", "via the local relay")
         assert wait_for_messages(ana, 1)[0]["text"] == "via the local relay"
     finally:
-        for key in env:
-            os.environ.pop(key, None)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
         for person in (ana, ben):
             pid = person.daemon_pid()
             if pid:
