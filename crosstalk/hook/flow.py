@@ -25,7 +25,6 @@ Standard library only (see ``crosstalk.hook.main``).
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from collections.abc import Mapping, Sequence
@@ -86,9 +85,17 @@ def project_of(cwd: str) -> str:
 
 
 def claim_path(state_dir: Path, session: str) -> Path:
-    """The marker file that says this session already had its working set."""
-    digest = hashlib.sha256(session.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    return state_dir / CLAIMS_DIR / digest
+    """The marker file that says this session already had its working set.
+
+    The name is the session id in hex (collision-free, safe on any filesystem); an id too long
+    for a file name is hashed instead (hashlib is imported only then: it costs start-up time).
+    """
+    name = session.encode("utf-8", "surrogatepass").hex()
+    if len(name) > 200:
+        import hashlib
+
+        name = "h" + hashlib.sha256(name.encode()).hexdigest()
+    return state_dir / CLAIMS_DIR / name
 
 
 def claim_once(state_dir: Path, session: str) -> bool:

@@ -214,6 +214,14 @@ def test_working_set_is_handed_over_exactly_once_per_session(daemon: FakeDaemon)
     assert sum(WS in out for out in results) == 1
 
 
+def test_working_set_once_also_for_odd_and_very_long_session_ids(daemon: FakeDaemon) -> None:
+    """Session ids with slashes, dots or 500 characters still get the set exactly once."""
+    for session in ("../../etc/passwd", "a/b\\c", "x" * 500, "\u00e9\u6f22"):
+        stdin = payload("claude", "PostToolUse", session=session)
+        outs = [hook("claude", "PostToolUse", stdin)[0] for _ in range(2)]
+        assert [WS in out for out in outs] == [True, False], session
+
+
 def test_working_set_waits_for_an_event_that_can_carry_it(daemon: FakeDaemon) -> None:
     """Goose's SessionStart cannot carry text: the set comes with the first Stop instead."""
     out, _ = hook("goose", "SessionStart", payload("goose", "SessionStart"))
