@@ -51,4 +51,3 @@ def hook(
     sys.stdout.write(text)
     sys.stdout.flush()
     raise typer.Exit(status)
-
