@@ -182,3 +182,9 @@ class RelayKeyMismatch(CrosstalkError):
     """The relay showed a different key from the one pinned for its URL; we did not talk to it."""
 
     code = "relay_key_mismatch"
+
+
+class StorageUnavailable(CrosstalkError):
+    """The relay's storage service (NATS JetStream) did not answer in time or refused a write."""
+
+    code = "storage_unavailable"

@@ -1,0 +1,290 @@
+"""Relay storage on NATS JetStream: room logs in a stream, everything else in a KV bucket.
+
+Theory of operation
+-------------------
+Layout, for a namespace ``N`` (default ``crosstalk``; tests use one per case):
+
+* stream ``N_log``, subjects ``N.log.<room>``: one message per held op, the body as payload and
+  seq, sender, op id (base64) and timestamp as headers. Room seqs are the core's per-room counter,
+  not JetStream's stream sequence: the counter must survive pruning and stay dense per room, and
+  JetStream's sequence is shared by every room in the stream. The counter is kept consistent by
+  storing it (``head.<room>``) next to each append and by taking ``max(head, last op seq)`` at
+  load. Pruning a prefix is one purge of the room's subject keeping ``head - through`` messages.
+* KV bucket ``N_state`` (history 1): ``room.<room>`` (the room exists), ``head.<room>``,
+  ``member.<room>.<fp>`` (JSON roster entry), ``device.<fp>.<device>``,
+  ``cursor.<room>.<fp>.<device>``. Room, device and fingerprint ids are ``[A-Za-z0-9_-]``, so
+  they are safe KV tokens. Deleting a member or a room is one purge per subject wildcard.
+
+Atomicity. JetStream 2.9 has no multi-message transaction, so a batch is applied in order as
+segments: KV puts of a segment are coalesced per key (last write wins) and published pipelined
+with the room's ops (in order per room); writes that need a purge end a segment and run after
+everything before them is acknowledged. ``commit`` returns only when every write is
+acknowledged, so "durable before sent" holds. A crash mid-batch can leave a prefix of a batch's
+keys; that is harmless because the shell sent nothing of that batch, and ``room.<room>`` is the
+authority: keys of a room without it are ignored at load and purged when the room is created
+again.
+
+Single writer. The in-memory index (heads, rooms) is only right while one relay writes a
+namespace; :mod:`relay.cluster` makes sure exactly one node does (the leader).
+
+Every NATS call is bounded by ``timeout`` and runs on an :class:`~relay.aio_bridge.AsyncioThread`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections.abc import Awaitable, Sequence
+from typing import Any
+
+import nats
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.errors import Error as NatsError
+from nats.js import JetStreamContext
+from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType, StreamConfig
+
+from crosstalk.errors import DamagedState, RemoteProtocolError, StorageUnavailable
+from crosstalk.wire.converter import structure_remote, unstructure
+from crosstalk.wire.relay import Member
+from relay.aio_bridge import AsyncioThread
+from relay.storage import (
+    CursorPut,
+    DevicePut,
+    MemberDeleted,
+    MemberPut,
+    OpAppended,
+    OpsPruned,
+    RoomDeleted,
+    RoomPut,
+    RoomRecord,
+    Snapshot,
+    StoredOp,
+    Write,
+)
+
+FETCH_BATCH = 512
+MAX_MESSAGE = 8 * 1024 * 1024  # the server's max_payload must allow a 1 MiB op plus headers
+
+
+class NatsStorage:
+    """:class:`relay.storage.RelayStorage` on a NATS JetStream server (or cluster)."""
+
+    def __init__(
+        self, url: str, *, namespace: str = "crosstalk", timeout: float = 5.0, replicas: int = 1,
+        bridge: AsyncioThread | None = None,
+    ) -> None:
+        self.url = url
+        self.namespace = namespace
+        self.timeout = timeout
+        self._replicas = replicas
+        self._own_bridge = bridge is None
+        self.bridge = bridge or AsyncioThread()
+        self._log = f"{namespace}_log"
+        self._bucket = f"{namespace}_state"
+        self._heads: dict[str, int] = {}
+        self._nc: Client | None = None
+        self._js: JetStreamContext | None = None
+        try:
+            self._call(self._connect)
+        except BaseException:
+            self.close()
+            raise
+
+    # --- plumbing -------------------------------------------------------------------------------
+
+    def _call(self, factory: Any) -> Any:
+        try:
+            return self.bridge.call(factory, self.timeout)
+        except (TimeoutError, NatsError, OSError) as exc:
+            raise StorageUnavailable(f"NATS at {self.url}: {exc or type(exc).__name__}") from None
+
+    @property
+    def js(self) -> JetStreamContext:
+        assert self._js is not None, "connected in __init__"
+        return self._js
+
+    async def _connect(self) -> None:
+        self._nc = await nats.connect(
+            self.url, connect_timeout=self.timeout, max_reconnect_attempts=-1,
+            allow_reconnect=True,
+        )
+        self._js = self._nc.jetstream(timeout=self.timeout)
+        await self.js.add_stream(StreamConfig(
+            name=self._log, subjects=[f"{self.namespace}.log.>"], storage=StorageType.FILE,
+            num_replicas=self._replicas, max_msg_size=MAX_MESSAGE,
+        ))
+        await self.js.add_stream(StreamConfig(
+            name=f"KV_{self._bucket}", subjects=[f"$KV.{self._bucket}.>"],
+            storage=StorageType.FILE, num_replicas=self._replicas, max_msgs_per_subject=1,
+            allow_rollup_hdrs=True, deny_delete=True, allow_direct=True,
+        ))
+
+    def _kv(self, key: str) -> str:
+        return f"$KV.{self._bucket}.{key}"
+
+    # --- load -----------------------------------------------------------------------------------
+
+    def load(self) -> Snapshot:
+        state: list[Msg] = self._call(lambda: self._scan(f"KV_{self._bucket}", True))
+        ops: list[Msg] = self._call(lambda: self._scan(self._log, False))
+        try:
+            return self._assemble(state, ops)
+        except (KeyError, ValueError, RemoteProtocolError) as exc:
+            raise DamagedState(f"relay state in NATS ({self.namespace}) does not parse: {exc}; "
+                               "restore the streams from a backup") from None
+
+    async def _scan(self, stream: str, last_per_subject: bool) -> list[Msg]:
+        info = await self.js.stream_info(stream)
+        if info.state.messages == 0:
+            return []
+        policy = DeliverPolicy.LAST_PER_SUBJECT if last_per_subject else DeliverPolicy.ALL
+        config = ConsumerConfig(
+            deliver_policy=policy, ack_policy=AckPolicy.NONE, inactive_threshold=30.0,
+        )
+        sub = await self.js.pull_subscribe(">", stream=stream, config=config)
+        out: list[Msg] = []
+        try:
+            if (await sub.consumer_info()).num_pending == 0:
+                return out
+            while True:
+                batch = await sub.fetch(FETCH_BATCH, timeout=self.timeout)
+                out.extend(batch)
+                if batch[-1].metadata.num_pending == 0:
+                    return out
+        finally:
+            await sub.unsubscribe()
+
+    def _assemble(self, state: list[Msg], ops: list[Msg]) -> Snapshot:
+        prefix = len(f"$KV.{self._bucket}.")
+        rooms: set[str] = set()
+        heads: dict[str, int] = {}
+        members: dict[str, list[Member]] = {}
+        devices: list[DevicePut] = []
+        cursors: list[CursorPut] = []
+        for msg in state:
+            if (msg.headers or {}).get("KV-Operation") in ("DEL", "PURGE"):
+                continue
+            kind, *parts = msg.subject[prefix:].split(".")
+            if kind == "room":
+                rooms.add(parts[0])
+            elif kind == "head":
+                heads[parts[0]] = int(msg.data)
+            elif kind == "member":
+                member = structure_remote(json.loads(msg.data), Member)
+                members.setdefault(parts[0], []).append(member)
+            elif kind == "device":
+                devices.append(DevicePut(parts[0], parts[1]))
+            elif kind == "cursor":
+                cursors.append(CursorPut(parts[1], parts[2], parts[0], int(msg.data)))
+        logs: dict[str, list[StoredOp]] = {}
+        for msg in ops:
+            room = msg.subject[len(f"{self.namespace}.log."):]
+            logs.setdefault(room, []).append(_op_from(msg))
+        records = []
+        for room in sorted(rooms):
+            log = logs.get(room, [])
+            head = max([heads.get(room, 0), *(op.seq for op in log)])
+            records.append(RoomRecord(room, head, members.get(room, []), log))
+        self._heads = {r.room: r.head for r in records}
+        cursors = [c for c in cursors if c.room in rooms]
+        return Snapshot(records, devices, cursors)
+
+    # --- commit ---------------------------------------------------------------------------------
+
+    def commit(self, writes: Sequence[Write]) -> None:
+        self._call(lambda: self._commit(writes))
+
+    async def _commit(self, writes: Sequence[Write]) -> None:
+        puts: dict[str, bytes] = {}
+        ops: dict[str, list[StoredOp]] = {}
+        for write in writes:
+            purges = self._purges_for(write)
+            if purges:
+                await self._flush(puts, ops)
+                puts, ops = {}, {}
+                await _gather([self._purge(subject, keep) for subject, keep in purges])
+            self._plan(write, puts, ops)
+        await self._flush(puts, ops)
+
+    def _purges_for(self, w: Write) -> list[tuple[str, int | None]]:
+        """Subjects to purge before ``w`` applies (and how many messages to keep)."""
+        kv = self._kv
+        if isinstance(w, RoomPut):
+            if w.room in self._heads:
+                return []
+            self._heads[w.room] = 0  # a new room: clear whatever a torn deletion left
+            return self._room_subjects(w.room)
+        if isinstance(w, RoomDeleted):
+            self._heads.pop(w.room, None)
+            return [(kv(f"room.{w.room}"), None), *self._room_subjects(w.room)]
+        if isinstance(w, MemberDeleted):
+            return [(kv(f"member.{w.room}.{w.fingerprint}"), None),
+                    (kv(f"cursor.{w.room}.{w.fingerprint}.*"), None)]
+        if isinstance(w, OpsPruned):
+            return [(self._log_subject(w.room), max(0, self._heads.get(w.room, 0) - w.through))]
+        return []
+
+    def _room_subjects(self, room: str) -> list[tuple[str, int | None]]:
+        kv = self._kv
+        return [(kv(f"head.{room}"), None), (kv(f"member.{room}.*"), None),
+                (kv(f"cursor.{room}.>"), None), (self._log_subject(room), None)]
+
+    def _log_subject(self, room: str) -> str:
+        return f"{self.namespace}.log.{room}"
+
+    def _plan(self, w: Write, puts: dict[str, bytes], ops: dict[str, list[StoredOp]]) -> None:
+        if isinstance(w, RoomPut):
+            puts[f"room.{w.room}"] = b"1"
+        elif isinstance(w, MemberPut):
+            member = json.dumps(unstructure(w.member), separators=(",", ":")).encode()
+            puts[f"member.{w.room}.{w.member.fingerprint}"] = member
+        elif isinstance(w, OpAppended):
+            ops.setdefault(w.room, []).append(w.op)
+            puts[f"head.{w.room}"] = str(w.op.seq).encode()
+            self._heads[w.room] = w.op.seq
+        elif isinstance(w, DevicePut):
+            puts[f"device.{w.fingerprint}.{w.device}"] = b"1"
+        elif isinstance(w, CursorPut):
+            puts[f"cursor.{w.room}.{w.fingerprint}.{w.device}"] = str(w.seq).encode()
+
+    async def _flush(self, puts: dict[str, bytes], ops: dict[str, list[StoredOp]]) -> None:
+        kv_stream = f"KV_{self._bucket}"
+        work: list[Awaitable[Any]] = [
+            self.js.publish(self._kv(key), value, stream=kv_stream) for key, value in puts.items()
+        ]
+        work.extend(self._append(room, room_ops) for room, room_ops in ops.items())
+        await _gather(work)
+
+    async def _append(self, room: str, room_ops: list[StoredOp]) -> None:
+        for op in room_ops:  # in order within a room; rooms go in parallel
+            headers = {"Ct-Seq": str(op.seq), "Ct-Sender": op.sender, "Ct-Ts": repr(op.ts),
+                       "Ct-Op": base64.urlsafe_b64encode(op.op_id.encode()).decode()}
+            await self.js.publish(self._log_subject(room), op.body, stream=self._log,
+                                  headers=headers)
+
+    async def _purge(self, subject: str, keep: int | None) -> None:
+        stream = self._log if subject.startswith(f"{self.namespace}.") else f"KV_{self._bucket}"
+        await self.js.purge_stream(stream, subject=subject, keep=keep or None)
+
+    def close(self) -> None:
+        if self._nc is not None:
+            nc, self._nc = self._nc, None
+            try:
+                self.bridge.call(nc.close, self.timeout)
+            except (TimeoutError, NatsError, OSError):
+                pass
+        if self._own_bridge:
+            self.bridge.close()
+
+
+async def _gather(work: list[Awaitable[Any]]) -> None:
+    if work:
+        await asyncio.gather(*work)
+
+
+def _op_from(msg: Msg) -> StoredOp:
+    h = msg.headers or {}
+    op_id = base64.urlsafe_b64decode(h["Ct-Op"].encode()).decode()
+    return StoredOp(int(h["Ct-Seq"]), h["Ct-Sender"], op_id, msg.data, float(h["Ct-Ts"]))
