@@ -112,6 +112,8 @@ class Tally:
     states: Counter[str] = attrs.Factory(Counter)  # answered sends by state
     unanswered: int = 0
     echoed: int = 0  # our own sent messages that our own read returned
+    read_errors: list[str] = attrs.Factory(list)  # reads the daemon did not answer
+    attempted: dict[str, str] = attrs.Factory(dict)  # every send tried: text -> receiver name
     seen: Counter[str] = attrs.Factory(Counter)
     restarts: dict[str, dict[str, int]] = attrs.Factory(dict)
     notes: dict[str, Any] = attrs.Factory(dict)
@@ -120,6 +122,8 @@ class Tally:
 
     def send(self, sender: Peer, to: Peer, text: str) -> str | None:
         """Send through the control socket; record the id if the daemon answered."""
+        with self._lock:
+            self.attempted[text] = to.name
         try:
             reply = sender.call("send", {"to": to.name, "text": text}, timeout=30.0)
         except (CrosstalkError, OSError):
@@ -138,10 +142,15 @@ class Tally:
 
     def read(self, peer: Peer) -> int:
         """One read by ``peer``; counts every id it returns. Returns how many it returned."""
-        messages = peer.call("read", {})["messages"]
+        try:
+            messages = peer.call("read", {})["messages"]
+        except (CrosstalkError, OSError) as exc:
+            # A read that failed may still have marked messages read (then `lost` shows it).
+            self.read_errors.append(f"{peer.name}: {exc}")
+            return 0
         for message in messages:
             key = message["id"]
-            addressee = self.sent.get(key)
+            addressee = self.sent.get(key) or self.attempted.get(message["text"])
             if addressee is not None and addressee != peer.name:
                 # The sender reading its own message back (see test_echo.py): not a delivery.
                 self.echoed += 1
@@ -164,7 +173,11 @@ class Tally:
                     self.read(peer)
             return not any(self.missing(peer) for peer in peers)
 
-        wait_until(complete, timeout=timeout, what=f"{self.name}: every answered send delivered")
+        try:
+            wait_until(complete, timeout=timeout, what=f"{self.name}: every answered send")
+        except (AssertionError, CrosstalkError) as exc:
+            logs = "\n".join(f"--- {p.name} daemon.log\n{p.log_tail(25)}" for p in peers)
+            raise AssertionError(f"{exc}\n{self.figures()}\n{logs}") from exc
 
     @property
     def delivered(self) -> int:
@@ -194,6 +207,7 @@ class Tally:
             "echoed_to_sender": self.echoed,
             "restarts": self.restarts,
             **({"oddities": self.oddities} if self.oddities else {}),
+            **({"read_errors": self.read_errors} if self.read_errors else {}),
             **self.notes,
         }
 

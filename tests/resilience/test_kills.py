@@ -1,0 +1,104 @@
+"""Scenarios 5 and 6: ``kill -9`` at random moments during a 500-message exchange, 20 times:
+of a daemon (either side, chosen by the seeded random) and of the relay (restarted at once on the
+same data directory and port).
+
+One exchange of ``MESSAGES`` messages (ana and ben alternate, each reads every few sends) is cut
+into ``KILLS`` rounds; in each round a killer thread fires after a seeded random delay while the
+sends and reads are in flight, so a kill can land inside a send, a read, a commit or an ack. A send
+the daemon never answered is ``unanswered`` (it may or may not arrive); every answered send must
+arrive exactly once.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.e2e.conftest import pid_alive, wait_until
+from tests.resilience.conftest import Relay, paired
+from tests.resilience.harness import Peer, Tally, drain_reads
+
+SEED = 11
+MESSAGES = 500
+KILLS = 20
+READ_EVERY = 5
+KILL_WINDOW = (0.05, 1.5)  # seconds into a round at which the kill fires
+
+
+def _exchange(
+    tally: Tally, ana: Peer, ben: Peer, kill: Callable[[], None], rng: random.Random
+) -> list[float]:
+    """Run the exchange with one kill per round; returns the kill delays used."""
+    per_round = MESSAGES // KILLS
+    delays = []
+    for round_ in range(KILLS):
+        delay = round(rng.uniform(*KILL_WINDOW), 3)
+        delays.append(delay)
+        killer = threading.Timer(delay, kill)
+        killer.start()
+        try:
+            for n in range(per_round):
+                sender, receiver = (ana, ben) if n % 2 == 0 else (ben, ana)
+                if tally.send(sender, receiver, f"round {round_} message {n}") is None:
+                    killer.join(timeout=KILL_WINDOW[1] + 30)  # let the restart finish first
+                if n % READ_EVERY == 0:
+                    tally.read(receiver)
+        finally:
+            killer.join(timeout=KILL_WINDOW[1] + 30)
+        assert not killer.is_alive()
+    return delays
+
+
+def _kill_9(peer: Peer) -> None:
+    pid = peer.daemon_pid()
+    if pid is None:
+        return
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not pid_alive(pid), timeout=10, what=f"{peer.name}'s daemon to die")
+
+
+def test_daemon_kill_9_at_random_moments_loses_and_repeats_nothing(
+    short_tmp: Path, relay: Relay, crowd: list[Peer], tally: Tally
+) -> None:
+    """20 kill -9s of ana's or ben's daemon during 500 messages: each answered one arrives once."""
+    ana, ben = paired(short_tmp, relay.url, relay.url, crowd)
+    rng = random.Random(SEED)
+    victims: list[str] = []
+
+    def kill() -> None:
+        victim = rng.choice([ana, ben])
+        victims.append(victim.name)
+        _kill_9(victim)
+        victim.start_daemon()
+
+    delays = _exchange(tally, ana, ben, kill, rng)
+    tally.wait_delivered(ana, ben, timeout=120)
+    drain_reads(tally, ana, ben)
+    tally.record_restarts(ana, ben)
+    tally.notes.update(seed=SEED, kills=len(victims), victims=victims, kill_delays_s=delays)
+    assert len(victims) == KILLS
+    tally.assert_clean()
+
+
+def test_relay_kill_9_at_random_moments_loses_and_repeats_nothing(
+    short_tmp: Path, relay: Relay, crowd: list[Peer], tally: Tally
+) -> None:
+    """20 kill -9s of the relay (restarted at once, same port and data) during 500 messages."""
+    ana, ben = paired(short_tmp, relay.url, relay.url, crowd)
+    rng = random.Random(SEED)
+
+    def kill() -> None:
+        relay.kill(signal.SIGKILL)
+        relay.start()
+
+    delays = _exchange(tally, ana, ben, kill, rng)
+    tally.wait_delivered(ana, ben, timeout=180)
+    drain_reads(tally, ana, ben)
+    tally.record_restarts(ana, ben)
+    tally.notes.update(seed=SEED, relay_restarts=relay.restarts, kill_delays_s=delays)
+    assert relay.restarts == KILLS
+    tally.assert_clean()
