@@ -34,7 +34,7 @@ def test_quick_bench_writes_every_section_plot_and_figure(tmp_path: Path) -> Non
                     "### Members per room", "### Rooms per daemon", "### Connections per relay"):
         assert heading in page, heading
     images = re.findall(r"!\[[^]]*\]\((performance/[^)]+\.png)\)", page)
-    assert len(images) == 6, images
+    assert len(images) == 5, images
     for image in images:
         assert (tmp_path / image).read_bytes().startswith(b"\x89PNG"), image
     results = json.loads((tmp_path / "performance" / "results.json").read_text())
