@@ -32,7 +32,7 @@ from mcp.types import CallToolResult, TextContent
 from crosstalk.client import ensure_daemon
 from crosstalk.errors import CrosstalkError
 from crosstalk.hook import control
-from crosstalk.mcp_tools import TOOLS, Caller, ToolFn, ToolSpec
+from crosstalk.mcp_tools import TOOLS, TRANSCRIPT_ENV, Caller, ToolFn, ToolSpec
 from crosstalk.paths import Home
 
 #: Environment variables that name the calling session, first present wins.
@@ -90,17 +90,25 @@ def error_result(error: CrosstalkError) -> CallToolResult:
 class DaemonBridge:
     """The :class:`~crosstalk.mcp_tools.Caller` every tool uses: one daemon, started lazily."""
 
-    def __init__(self, home: Home, *, session: str | None, cwd: str) -> None:
+    def __init__(
+        self, home: Home, *, session: str | None, cwd: str, transcript: str | None = None
+    ) -> None:
         self.home = home
         self.session = session
         self.cwd = cwd
+        self.transcript = transcript
         self._ready = False
         self._lock = trio.Lock()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str], home: Home) -> DaemonBridge:
         session = next((env[k] for k in SESSION_ENV if env.get(k)), None)
-        return cls(home, session=session, cwd=env.get(PROJECT_ENV) or os.getcwd())
+        return cls(
+            home,
+            session=session,
+            cwd=env.get(PROJECT_ENV) or os.getcwd(),
+            transcript=env.get(TRANSCRIPT_ENV) or None,
+        )
 
     async def _ensure(self) -> None:
         async with self._lock:
@@ -220,6 +228,7 @@ class _NoDaemon:
 
     session: str | None = None
     cwd = "."
+    transcript: str | None = None
 
     async def call(self, op: str, params: dict[str, Any], *, limit: float = 0.0) -> Any:
         raise AssertionError("listing tools never calls the daemon")

@@ -33,6 +33,7 @@ class Caller(Protocol):
 
     session: str | None
     cwd: str
+    transcript: str | None
 
     async def call(self, op: str, params: dict[str, Any], *, limit: float = ...) -> Any: ...
 
@@ -55,6 +56,14 @@ def _drop_none(params: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in params.items() if value is not None}
 
 
+Slices = Annotated[
+    list[str] | None,
+    Field(
+        description="Attachments, pulled by the reader only if wanted: diff[:REF], file:PATH "
+        "(inside the project; credential files are refused), turns[:N], note:TEXT."
+    ),
+]
+TRANSCRIPT_ENV = "CLAUDE_TRANSCRIPT_PATH"
 Room = Annotated[str | None, Field(description="Room name or id; default: the project's room.")]
 Intent = Annotated[
     Literal["fyi", "question", "blocking"],
@@ -72,6 +81,7 @@ def _send(c: Caller) -> ToolFn:
         intent: Intent = "fyi",
         thread: Annotated[str | None, Field(description="Thread to post in.")] = None,
         reply_to: Annotated[str | None, Field(description="Message id this replies to.")] = None,
+        slices: Slices = None,
     ) -> Any:
         params = {
             "to": to,
@@ -81,6 +91,8 @@ def _send(c: Caller) -> ToolFn:
             "reply_to": reply_to,
             "session": c.session,
             "cwd": c.cwd,
+            "slices": slices,
+            "transcript": c.transcript,
         }
         return await c.call("send", _drop_none(params))
 
@@ -143,6 +155,7 @@ def _handoff(c: Caller) -> ToolFn:
     async def crosstalk_handoff(
         to: Annotated[str, Field(description="A person, person/session or person/project.")],
         text: Annotated[str, Field(description="The piece of work, described in full.")],
+        slices: Slices = None,
     ) -> Any:
         params = {
             "to": to,
@@ -151,6 +164,8 @@ def _handoff(c: Caller) -> ToolFn:
             "kind": "handoff",
             "session": c.session,
             "cwd": c.cwd,
+            "slices": slices,
+            "transcript": c.transcript,
         }
         return await c.call("send", _drop_none(params))
 

@@ -97,7 +97,7 @@ async def test_every_tool_answers_against_a_real_daemon(
                     called.add(name)
                     return await c.call_tool(name, args)
 
-                await _messages(call)
+                await _messages(call, ben)
                 await _memory(call, project)
                 await _presence(call)
                 unknown = await c.call_tool("crosstalk_nope", {})
@@ -109,20 +109,33 @@ async def test_every_tool_answers_against_a_real_daemon(
     assert called == {spec.name for spec in TOOLS}
 
 
-async def _messages(call: Any) -> None:
+async def _messages(call: Any, ben: Person) -> None:
     sent = parsed(await call("crosstalk_send", to="ben", text="hello from ana", intent="question"))
     assert sent["to"] == ["ben"] and sent["state"] in ("queued", "sent", "delivered")
-    handed = parsed(await call("crosstalk_handoff", to="ben", text="please take the migration"))
+    handed = parsed(
+        await call("crosstalk_handoff", to="ben", text="take the migration", slices=["note:why"])
+    )
     assert handed["to"] == ["ben"]
-    read = parsed(await call("crosstalk_read"))
-    assert read == {"messages": [], "note": "nothing waiting"} or "trust" in read
-    waited = await call("crosstalk_wait", timeout_seconds=0.5)
-    assert set(parsed(waited)) == {"arrived"}
+    await trio.to_thread.run_sync(
+        lambda: ben.json("send", "ana", "see the note", "--slice", "note:the slice body")
+    )
+    seen: list[dict[str, Any]] = []
+    with trio.fail_after(30):
+        while not any(m["text"] == "see the note" for m in seen):  # each wait is bounded too
+            assert set(parsed(await call("crosstalk_wait", timeout_seconds=2))) == {"arrived"}
+            read = parsed(await call("crosstalk_read"))
+            if read["messages"]:
+                assert "untrusted third-party" in read["trust"].lower()
+            seen += read["messages"]
+    message = next(m for m in seen if m["text"] == "see the note")
+    assert message["from"] == "ben" and message["slices"][0]["kind"] == "note"
+    piece = parsed(await call("crosstalk_read_slice", message_id=message["id"], index=0))
+    assert piece["content"] == "the slice body" and "untrusted" in piece["trust"].lower()
     asked = await call("crosstalk_ask", to="ben", text="are you there?", timeout_seconds=1)
     assert ERROR.fullmatch(error_text(asked)) and "[no_answer]" in error_text(asked)
     answered = await call("crosstalk_answer", to="ben", correlation="c0ffee", text="yes")
     assert answered.is_error or "id" in parsed(answered)
-    missing = await call("crosstalk_read_slice", message_id=sent["id"], index=3)
+    missing = await call("crosstalk_read_slice", message_id=message["id"], index=3)
     assert ERROR.fullmatch(error_text(missing))
 
 
