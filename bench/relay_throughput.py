@@ -71,7 +71,7 @@ async def _echo_rate(port: int, clients: int, seconds: float, window: int) -> fl
         nonlocal connected
         async with contextlib.AsyncExitStack() as stack:
             async with connecting:
-                ws = await stack.enter_async_context(open_ws(port))
+                ws = await stack.enter_async_context(open_ws(port, connect_within=60))
             connected += 1
             await go.wait()
             credit = trio.Semaphore(window)
@@ -169,7 +169,7 @@ async def _relay_rate(
         async def connect(stream_ready: trio.MemorySendChannel[RelayClient]) -> None:
             async with contextlib.AsyncExitStack() as stack:
                 async with connecting:
-                    ws = await stack.enter_async_context(open_ws(port))
+                    ws = await stack.enter_async_context(open_ws(port, connect_within=60))
                     client = await handshake(ws, Identity(), "bench")
                     await client.ok(w.Resume(client.next_req(), {}))
                 await stream_ready.send(client)
@@ -239,7 +239,7 @@ async def _idle_memory(relay: RelayProcess, count: int) -> float:
         nonlocal ready
         async with contextlib.AsyncExitStack() as stack:
             async with connecting:
-                ws = await stack.enter_async_context(open_ws(port))
+                ws = await stack.enter_async_context(open_ws(port, connect_within=60))
                 await handshake(ws, Identity(), "idle")
             ready += 1
             await trio.sleep_forever()

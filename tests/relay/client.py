@@ -106,17 +106,19 @@ async def handshake(ws: WebSocketConnection, me: Identity, device: str) -> Relay
 
 
 @asynccontextmanager
-async def open_ws(port: int, host: str = "127.0.0.1") -> AsyncIterator[WebSocketConnection]:
+async def open_ws(
+    port: int, host: str = "127.0.0.1", *, connect_within: float = 5.0
+) -> AsyncIterator[WebSocketConnection]:
     """A client WebSocket to ``/ws`` whose TCP stream we close ourselves.
 
     trio-websocket 0.12's client never closes its stream when the server closes first (its
     reader stops at EOF in the CLOSED state and ``aclose`` returns early), which leaks a socket.
     """
-    with trio.fail_after(5):
+    with trio.fail_after(connect_within):
         stream = await trio.open_tcp_stream(host, port)
     try:
         async with trio.open_nursery() as nursery:
-            with trio.fail_after(5):
+            with trio.fail_after(connect_within):
                 ws = await wrap_client_stream(nursery, stream, host, "/ws")
             try:
                 yield ws
