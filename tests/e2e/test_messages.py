@@ -182,3 +182,31 @@ def test_watch_prints_one_line_per_arrival_and_post_needs_no_relay(people: list[
     got = {m["text"]: m for m in ana.json("read")["messages"]}
     assert got["migration finished"]["from"] == "post:ci"
     assert "look at the diff later" in got
+
+
+def test_asking_someone_who_is_waiting_on_you_tells_both(people: list[Person]) -> None:
+    """ana waits on ben; ben asks ana: ana's ask hears of it and ben gets a blocking notice."""
+    ana, ben, _ = people
+    pair(ana, ben)
+    asking = ana.spawn("ask", "ben", "ship it?", "--timeout", "60", "--json")
+    try:
+        wait_until(
+            lambda: bool(control.request(ana.home / "daemon.sock", "asks", timeout=10)["waiting"]),
+            timeout=30,
+            what="ana's ask to be waiting",
+        )
+        back = ben.spawn("ask", "ana", "did you test it?", "--timeout", "5", "--json")
+        notes = [m for m in wait_for_messages(ben, 2) if m["kind"] == "notice"]
+        assert notes and "waiting on each other" in notes[0]["text"]
+        back.wait(timeout=30)
+        for stream in (back.stdout, back.stderr):
+            if stream:
+                stream.close()
+    finally:
+        asking.kill()
+        asking.wait(timeout=10)
+    assert asking.stdout is not None and asking.stderr is not None
+    told = asking.stderr.read()
+    asking.stdout.close()
+    asking.stderr.close()
+    assert "waiting on each other" in told
