@@ -30,7 +30,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent
 
 from crosstalk.client import ensure_daemon
-from crosstalk.errors import CrosstalkError
+from crosstalk.errors import CrosstalkError, DaemonUnreachable
 from crosstalk.hook import control
 from crosstalk.mcp_tools import TOOLS, TRANSCRIPT_ENV, Caller, ToolFn, ToolSpec
 from crosstalk.paths import Home
@@ -117,12 +117,20 @@ class DaemonBridge:
                 self._ready = True
 
     async def call(self, op: str, params: dict[str, Any], *, limit: float = REQUEST_TIMEOUT) -> Any:
-        """One request; the daemon is started first if this is the first call."""
+        """One request; the daemon is started first if this is the first call.
+
+        A daemon that went away makes this call fail (it may have been half done, so it is not
+        repeated) and the next call start the daemon again.
+        """
         await self._ensure()
         request = functools.partial(control.request, timeout=limit)
-        return await trio.to_thread.run_sync(
-            request, self.home.socket, op, params, abandon_on_cancel=True
-        )
+        try:
+            return await trio.to_thread.run_sync(
+                request, self.home.socket, op, params, abandon_on_cancel=True
+            )
+        except DaemonUnreachable:
+            self._ready = False
+            raise
 
     async def call_until(self, op: str, params: dict[str, Any], key: str, *, limit: float) -> Any:
         """A stream op: the first reply line carrying ``key`` (earlier lines are progress)."""
@@ -136,7 +144,11 @@ class DaemonBridge:
                     if key in reply:
                         return reply
 
-        return await trio.to_thread.run_sync(until, abandon_on_cancel=True)
+        try:
+            return await trio.to_thread.run_sync(until, abandon_on_cancel=True)
+        except DaemonUnreachable:
+            self._ready = False
+            raise
 
 
 def _adapt(spec: ToolSpec, caller: Caller) -> ToolFn:

@@ -185,3 +185,25 @@ async def test_a_failing_daemon_start_is_an_error_result_not_a_crash(
     finally:
         if (pid := person.daemon_pid()) is not None:
             stop_pid(pid)
+
+
+async def test_a_daemon_that_went_away_is_started_again_on_the_next_call(short_tmp: Path) -> None:
+    """The daemon dies between calls: that call fails with daemon_unreachable, the next one
+    starts a new daemon and answers."""
+    person = Person(short_tmp / "solo", "ws://127.0.0.1:9")
+    try:
+        with trio.fail_after(90):
+            async with Client(server_params(person, short_tmp), mode="legacy") as c:
+                first = await c.call_tool("crosstalk_rooms", {})
+                assert parsed(first) == {"rooms": []}
+                pid = person.daemon_pid()
+                assert pid is not None
+                await trio.to_thread.run_sync(stop_pid, pid)
+                lost = await c.call_tool("crosstalk_rooms", {})
+                assert "[daemon_unreachable]" in error_text(lost)
+                again = await c.call_tool("crosstalk_rooms", {})
+                assert parsed(again) == {"rooms": []}
+                assert person.daemon_pid() not in (None, pid)
+    finally:
+        if (pid := person.daemon_pid()) is not None:
+            stop_pid(pid)
