@@ -99,6 +99,14 @@ def machine() -> dict[str, Any]:
     }
 
 
+def write(results: dict[str, Any], out: Path) -> None:
+    """``out/performance.md``, its plots and ``results.json`` under ``out/performance/``."""
+    figures = out / "performance"
+    figures.mkdir(parents=True, exist_ok=True)
+    (figures / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    (out / "performance.md").write_text(report.render(results, figures))
+
+
 def main() -> None:
     """Parse arguments, run every benchmark, write the page and the plots."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -106,9 +114,16 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "docs",
                         help="directory for performance.md and performance/ (default: docs/)")
     parser.add_argument("--only", nargs="*", default=None, help="run only these benchmarks")
+    parser.add_argument("--from-results", type=Path, default=None,
+                        help="measure nothing: render the page again from a results.json")
     args = parser.parse_args()
-    started = time.monotonic()
+    if args.from_results is not None:
+        write(json.loads(args.from_results.read_text()), args.out)
+        return
     results: dict[str, Any] = {"quick": args.quick, "machine": machine(), "runs": {}}
+    previous = args.out / "performance" / "results.json"
+    if args.only is not None and previous.exists():  # re-measure some, keep the others' figures
+        results["runs"] = json.loads(previous.read_text())["runs"]
     for name, command in plan(args.quick):
         if args.only is not None and name not in args.only:
             continue
@@ -117,12 +132,8 @@ def main() -> None:
         results["runs"][name] = outcome
         print(f"bench: {name} {'FAILED' if 'error' in outcome else 'done'} "
               f"({outcome.get('wall_s', '?')} s)", file=sys.stderr, flush=True)
-    results["wall_s"] = round(time.monotonic() - started, 1)
-    figures = args.out / "performance"
-    figures.mkdir(parents=True, exist_ok=True)
-    (figures / "results.json").write_text(json.dumps(results, indent=1) + "\n")
-    page = report.render(results, figures)
-    (args.out / "performance.md").write_text(page)
+    results["wall_s"] = sum(float(r.get("wall_s", 0)) for r in results["runs"].values())
+    write(results, args.out)
     print(f"bench: wrote {args.out / 'performance.md'} in {results['wall_s']} s",
           file=sys.stderr)
     if any("error" in r for r in results["runs"].values()):

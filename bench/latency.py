@@ -19,6 +19,10 @@ link → room actor opens, verifies, applies and commits.
 *send → sent*: how long the ``send`` request itself takes: the outbox commit plus the relay's
 ``posted`` reply (the ``sent`` state).
 
+For scale, the same run times ``fsync`` of a 4 KiB append in the recipient's home: the store
+commits with ``synchronous=FULL`` (nothing acknowledged is lost), so every commit on the path
+pays at least one.
+
 The ceiling is a sequential 200-byte round trip to a raw trio-websocket echo server in its own
 process: two loopback hops, as ours has two (sender → relay → recipient).
 """
@@ -28,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import shutil
 import signal
 import sqlite3
@@ -62,6 +67,24 @@ def _held_at(db: Path, message_id: str, timeout: float) -> float:
             time.sleep(0.0005)
     finally:
         conn.close()
+
+
+def fsync_times(directory: Path, count: int) -> list[float]:
+    """Seconds per ``fsync`` of a fresh 4 KiB append in ``directory`` (the store's disk): the
+    floor under every commit, as the store runs SQLite with ``synchronous=FULL``."""
+    path = directory / "fsync-probe"
+    samples = []
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        for _ in range(count):
+            os.write(fd, b"x" * 4096)
+            start = time.perf_counter()
+            os.fsync(fd)
+            samples.append(time.perf_counter() - start)
+    finally:
+        os.close(fd)
+        path.unlink()
+    return samples
 
 
 def measure_pair(sender: Home, recipient: Home, to: str, count: int) -> dict[str, list[float]]:
@@ -120,11 +143,13 @@ def run(quick: bool, messages: int | None = None) -> dict[str, Any]:
         a, b = Home.resolve(str(ana.home)), Home.resolve(str(ben.home))
         measure_pair(a, b, "ben", 3)  # warm-up: imports, first statements, caches
         timed = measure_pair(a, b, "ben", count)
+        fsync = fsync_times(b.root, 50 if quick else 300)
     return {
         "messages": count,
         "send_to_held": summary_ms(timed["held"]),
         "send_to_sent": summary_ms(timed["sent"]),
         "ws_echo_round_trip": summary_ms(echo),
+        "fsync_4k": summary_ms(fsync),
         "held_samples_ms": [round(s * 1000, 3) for s in timed["held"]],
         "echo_samples_ms": [round(s * 1000, 3) for s in echo],
     }
@@ -141,7 +166,7 @@ def main() -> None:
     if args.json:
         print(json.dumps(result))
         return
-    for name in ("send_to_held", "send_to_sent", "ws_echo_round_trip"):
+    for name in ("send_to_held", "send_to_sent", "ws_echo_round_trip", "fsync_4k"):
         figures = result[name]
         print(f"{name}: p50 {figures['p50_ms']} ms, p99 {figures['p99_ms']} ms "
               f"over {figures['n']:.0f}")

@@ -47,9 +47,29 @@ def _machine(m: dict[str, Any]) -> str:
 
 
 def _failed(name: str, run: dict[str, Any]) -> str | None:
+    """Why a benchmark has no figures in this run, or None when it has them."""
     if "error" in run:
         return f"**{name} failed in this run:**\n\n```\n{run['error']}\n```\n"
+    if "result" not in run:
+        return f"*{name} did not run in this run.*\n"
     return None
+
+
+SIDE_NOTES = """\
+- *crosstalk*: {messages} messages between two real daemons paired through a real relay process,
+  one at a time; from just before the control-socket `send` until the recipient's daemon commits
+  the message to `held_messages` (its own `received_at` stamp; we only poll its store read-only to
+  find the row, so the poll interval is not in the figure). Path: control socket, seal, outbox
+  commit, relay link, relay sequences and pushes, recipient opens, verifies, applies and commits.
+  The `sent` row is the `send` request alone (outbox commit plus the relay's `posted`).
+- *fsync*: the store commits with SQLite `synchronous=FULL` (nothing acknowledged is lost), so
+  each commit on the path (sender's outbox, recipient's hold, cursors) pays at least one fsync.
+- *ceiling*: sequential round trips to a raw trio-websocket echo server in its own process: two
+  loopback hops, as ours has two (sender → relay → recipient).
+- *NATS core*: nats-py publishes and waits for its own subscription to receive (client →
+  nats-server → client). *crosschat*: its library's `send_message` (registry check, signing,
+  JetStream publish) until its `monitor_loop` emits the message line (durable consumer, signature
+  check, ack), over its own JetStream nats-server, in its own Python ≥ 3.12 interpreter."""
 
 
 def side_by_side(runs: dict[str, Any], figures: Path) -> str:
@@ -79,6 +99,8 @@ def side_by_side(runs: dict[str, Any], figures: Path) -> str:
             notes.append(f"- *{label}* did not run here: {peer.get('why')}.")
     row("**crosstalk send → held at recipient's daemon**", lat["send_to_held"])
     row("crosstalk `send` request → `sent` reply", lat["send_to_sent"])
+    if "fsync_4k" in lat:
+        row("for scale: one fsync of a 4 KiB append, state disk", lat["fsync_4k"])
     series = [("raw trio-websocket echo (ceiling)", lat["echo_samples_ms"])]
     for key, label in (("nats_core", "NATS core"), ("crosschat", "crosschat")):
         peer = (peers or {}).get(key) or {}
@@ -91,20 +113,7 @@ def side_by_side(runs: dict[str, Any], figures: Path) -> str:
     return "\n".join([
         "## Side by side: one message, end to end (`bench/latency.py`, `bench/peers.py`)", "",
         table, "", *notes, *([""] if notes else []),
-        f"- *crosstalk*: {lat['messages']} messages between two real daemons paired through a "
-        "real relay process, one at a time; from just before the control-socket `send` until "
-        "the recipient's daemon commits the message to `held_messages` (its own `received_at` "
-        "stamp; we only poll its store read-only to find the row, so the poll interval is not "
-        "in the figure). Path: control socket, seal, outbox commit, relay link, relay sequences "
-        "and pushes, recipient opens, verifies, applies and commits. The `sent` row is the "
-        "`send` request alone (outbox commit plus the relay's `posted`).",
-        "- *ceiling*: sequential round trips to a raw trio-websocket echo server in its own "
-        "process: two loopback hops, as ours has two (sender → relay → recipient).",
-        "- *NATS core*: nats-py publishes and waits for its own subscription to receive "
-        "(client → nats-server → client). *crosschat*: its library's `send_message` (registry "
-        "check, signing, JetStream publish) until its `monitor_loop` emits the message line "
-        "(durable consumer, signature check, ack), over its own JetStream nats-server, in its "
-        "own Python ≥ 3.12 interpreter.",
+        SIDE_NOTES.format(messages=lat["messages"]),
         "", "![latency distribution](performance/latency.png)", "",
     ])
 
@@ -127,8 +136,9 @@ def daemon(runs: dict[str, Any]) -> str:
 
 def relay(runs: dict[str, Any], figures: Path) -> str:
     run = runs.get("relay_throughput", {})
-    if "error" in run:
-        return "## Relay throughput (`bench/relay_throughput.py`)\n\n" + str(_failed("relay", run))
+    if _failed("relay_throughput", run):
+        return "## Relay throughput (`bench/relay_throughput.py`)\n\n" + str(
+            _failed("relay_throughput", run))
     r = run["result"]
     peers = runs.get("peers", {}).get("result") or {}
     nats = peers.get("nats_core", {})
@@ -161,7 +171,7 @@ def relay(runs: dict[str, Any], figures: Path) -> str:
 def pairing_and_catchup(runs: dict[str, Any]) -> str:
     parts = ["## Pairing (`bench/pairing.py`) and catch-up (`bench/catchup.py`)", ""]
     pairing = runs.get("pairing", {})
-    if "error" in pairing:
+    if _failed("pairing", pairing):
         parts.append(str(_failed("pairing", pairing)))
     else:
         full = pairing["result"]["full_exchange_both_sides"]
@@ -173,7 +183,7 @@ def pairing_and_catchup(runs: dict[str, Any]) -> str:
             "Both sides in one process, no network: SPAKE2, key confirmation, sealed offers. "
             "The baseline is the two SPAKE2 exchanges alone, the floor of any such pairing.", ""]
     catchup = runs.get("catchup", {})
-    if "error" in catchup:
+    if _failed("catchup", catchup):
         parts.append(str(_failed("catchup", catchup)))
     else:
         ops, snap = catchup["result"]["missed_ops"], catchup["result"]["snapshot"]
@@ -194,7 +204,7 @@ def hook(runs: dict[str, Any]) -> str:
     """Hook wall time per event and MCP ``initialize``, against a bare interpreter."""
     run = runs.get("hook", {})
     head = "## Hook and MCP server (`bench/hook.py`)\n\n"
-    if "error" in run:
+    if _failed("hook", run):
         return head + str(_failed("hook", run))
     r = run["result"]
     base = r["baseline"]
@@ -231,7 +241,7 @@ def _curve(title: str, points: list[dict[str, Any]], memory_key: str, memory_lab
 def scaling(runs: dict[str, Any], figures: Path) -> str:
     run = runs.get("scaling", {})
     head = "## Scaling curves (`bench/scaling.py`)\n"
-    if "error" in run:
+    if _failed("scaling", run):
         return head + "\n" + str(_failed("scaling", run))
     r = run["result"]
     return "\n".join([

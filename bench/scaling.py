@@ -138,6 +138,7 @@ async def _members_point(relay: RelayProcess, size: int, posts: int) -> dict[str
 
 
 def members_per_room(sizes: list[int], posts: int, workdir: Path) -> list[dict[str, Any]]:
+    """One point per room size, each on a fresh relay process."""
     points = []
     for size in sizes:
         relay = RelayProcess(workdir / f"members-{size}", workdir / "relay.stderr", *FAST)
@@ -169,6 +170,7 @@ async def _connections(relay: RelayProcess, steps: list[int], posts: int) -> lis
 
 
 def connections_per_relay(steps: list[int], posts: int, workdir: Path) -> list[dict[str, Any]]:
+    """One point per idle connection count in ``steps`` (ascending), all on one relay."""
     relay = RelayProcess(workdir / "connections", workdir / "relay.stderr", *FAST)
     relay.start()
     try:
@@ -207,6 +209,7 @@ def _add_rooms(person: Person, port: int, count: int) -> None:
 
 
 def rooms_per_daemon(sizes: list[int], messages: int) -> list[dict[str, Any]]:
+    """One point per total room count in ``sizes`` (ascending) at the recipient's daemon."""
     points = []
     with TwoDaemons(*FAST) as (ana, ben):
         a, b = Home.resolve(str(ana.home)), Home.resolve(str(ben.home))
@@ -215,7 +218,7 @@ def rooms_per_daemon(sizes: list[int], messages: int) -> list[dict[str, Any]]:
             pid = ben.daemon_pid()
             assert pid is not None
             stop_pid(pid)
-            _add_rooms(ben, ana_relay_port(ana), size - rooms)
+            _add_rooms(ben, _relay_port(ben), size - rooms)
             rooms = size
             start = time.perf_counter()
             started = ben.run("daemon", "start")
@@ -230,7 +233,7 @@ def rooms_per_daemon(sizes: list[int], messages: int) -> list[dict[str, Any]]:
     return points
 
 
-def ana_relay_port(person: Person) -> int:
+def _relay_port(person: Person) -> int:
     return int(person.relay.rsplit(":", 1)[1])
 
 
