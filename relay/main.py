@@ -19,6 +19,7 @@ from relay.keys import load_or_create_key, prepare_data_dir
 from relay.limits import RelayConfig
 from relay.server import RelayServer
 from relay.sqlite_store import SqliteStorage
+from relay.storage import RelayStorage
 
 DEFAULTS = RelayConfig()
 
@@ -32,6 +33,7 @@ class ServeOptions:
     op_rate: float = DEFAULTS.op_rate
     tls_cert: Path | None = None
     tls_key: Path | None = None
+    nats: str | None = None  # a NATS URL: run as one node of a cluster (relay/cluster.py)
 
 
 def default_data_dir() -> Path:
@@ -62,12 +64,20 @@ def serve(opts: ServeOptions, on_listening: Callable[[str, str], None]) -> None:
     context = _ssl_context(opts)
     prepare_data_dir(data)
     key = load_or_create_key(data)
-    storage = SqliteStorage(data / "relay.db")
     config = attrs.evolve(
         DEFAULTS, retention=opts.retention, op_rate=opts.op_rate,
         op_burst=max(DEFAULTS.op_burst, opts.op_rate * 5),
     )
-    server = RelayServer(storage, bytes(key), config=config)
+    storage: RelayStorage
+    if opts.nats:
+        from relay.cluster import ClusterServer
+        from relay.nats_store import NatsStorage
+
+        storage = NatsStorage(opts.nats)
+        server: RelayServer = ClusterServer(storage, bytes(key), config=config)
+    else:
+        storage = SqliteStorage(data / "relay.db")
+        server = RelayServer(storage, bytes(key), config=config)
     scheme = "wss" if context else "ws"
     pubkey = base64.b64encode(bytes(key.verify_key)).decode()
 

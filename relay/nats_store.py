@@ -78,7 +78,7 @@ class NatsStorage:
         self.url = url
         self.namespace = namespace
         self.timeout = timeout
-        self._replicas = replicas
+        self.replicas = replicas
         self._own_bridge = bridge is None
         self.bridge = bridge or AsyncioThread()
         self._log = f"{namespace}_log"
@@ -101,6 +101,11 @@ class NatsStorage:
             raise StorageUnavailable(f"NATS at {self.url}: {exc or type(exc).__name__}") from None
 
     @property
+    def nc(self) -> Client:
+        assert self._nc is not None, "connected in __init__"
+        return self._nc
+
+    @property
     def js(self) -> JetStreamContext:
         assert self._js is not None, "connected in __init__"
         return self._js
@@ -113,11 +118,11 @@ class NatsStorage:
         self._js = self._nc.jetstream(timeout=self.timeout)
         await self.js.add_stream(StreamConfig(
             name=self._log, subjects=[f"{self.namespace}.log.>"], storage=StorageType.FILE,
-            num_replicas=self._replicas, max_msg_size=MAX_MESSAGE,
+            num_replicas=self.replicas, max_msg_size=MAX_MESSAGE,
         ))
         await self.js.add_stream(StreamConfig(
             name=f"KV_{self._bucket}", subjects=[f"$KV.{self._bucket}.>"],
-            storage=StorageType.FILE, num_replicas=self._replicas, max_msgs_per_subject=1,
+            storage=StorageType.FILE, num_replicas=self.replicas, max_msgs_per_subject=1,
             allow_rollup_hdrs=True, deny_delete=True, allow_direct=True,
         ))
 

@@ -32,6 +32,9 @@ def serve(
     op_rate: Annotated[float, typer.Option(help="Ops per second per identity.")] = 100.0,
     tls_cert: Annotated[Path | None, typer.Option(help="TLS certificate (PEM) for wss://.")] = None,
     tls_key: Annotated[Path | None, typer.Option(help="TLS private key (PEM).")] = None,
+    nats: Annotated[
+        str | None, typer.Option(help="Run as a cluster node on NATS JetStream (nats://HOST:PORT).")
+    ] = None,
     json_output: JsonOption = False,
 ) -> None:
     """Run a relay in the foreground until SIGTERM or Ctrl-C."""
@@ -39,7 +42,7 @@ def serve(
     from relay.main import serve as run_relay
 
     out = Output(json_mode=json_output)
-    opts = ServeOptions(host, port, data, retention, op_rate, tls_cert, tls_key)
+    opts = ServeOptions(host, port, data, retention, op_rate, tls_cert, tls_key, nats=nats)
 
     def listening(url: str, pubkey: str) -> None:
         out.emit({"listening": url, "pubkey": pubkey}, f"relay listening on {url} (key {pubkey})")

@@ -1,0 +1,140 @@
+"""Two real relay processes on one real nats-server: any node serves any client."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+import trio
+from trio_websocket import ConnectionClosed, HandshakeError
+
+from crosstalk.wire import relay as w
+from tests.relay.client import Identity, open_client, pair_and_room
+from tests.relay.nats_process import NatsServer, running_nats
+from tests.relay.process import RelayProcess
+
+pytestmark = pytest.mark.e2e
+
+T = TypeVar("T")
+DROPPED = (ConnectionClosed, HandshakeError, OSError, trio.BrokenResourceError)
+ROOM = "shared"
+
+
+@pytest.fixture
+def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
+    yield from running_nats(tmp_path / "nats")
+
+
+@pytest.fixture
+def nodes(tmp_path: Path, nats_server: NatsServer) -> Iterator[tuple[RelayProcess, RelayProcess]]:
+    """Node 1 starts first (and takes the lease); node 2 gets a copy of its relay key."""
+    one = RelayProcess(tmp_path / "n1", tmp_path / "n1.stderr", "--nats", nats_server.url)
+    two = RelayProcess(tmp_path / "n2", tmp_path / "n2.stderr", "--nats", nats_server.url)
+    one.start()
+    try:
+        (tmp_path / "n2").mkdir(mode=0o700)
+        shutil.copy2(tmp_path / "n1" / "relay.key", tmp_path / "n2" / "relay.key")
+        two.start()
+        try:
+            yield one, two
+        finally:
+            two.kill(signal.SIGTERM)
+    finally:
+        one.kill(signal.SIGTERM)
+
+
+async def retry(attempt: Callable[[], Awaitable[T | None]], within: float) -> T:
+    """Run ``attempt`` until it returns a value; each try is bounded, and so is the whole."""
+    with trio.fail_after(within):
+        while True:
+            result: T | None = None
+            with trio.move_on_after(5):
+                try:
+                    result = await attempt()
+                except* DROPPED:
+                    pass
+            if result is not None:
+                return result
+            await trio.sleep(0.25)  # a node is failing over; poll again
+
+
+async def test_clients_on_different_nodes_pair_share_a_room_and_exchange_ops(
+    nodes: tuple[RelayProcess, RelayProcess],
+) -> None:
+    """Alice on node 1 and Bob on node 2 pair by slot, share a room and get each other's ops."""
+    one, two = nodes
+    alice, bob = Identity(), Identity()
+    assert one.pubkey == two.pubkey
+    with trio.fail_after(30):
+        async with open_client(one.port, alice) as a, open_client(two.port, bob) as b:
+            await pair_and_room(a, b, ROOM)
+            await a.ok(w.Post(a.next_req(), ROOM, "from-a", b"sealed-a"))
+            [op] = await b.ops(1)
+            assert (op.seq, op.sender, op.body) == (1, alice.fp, b"sealed-a")
+            await b.ok(w.Post(b.next_req(), ROOM, "from-b", b"sealed-b"))
+            [op] = await a.ops(1)
+            assert (op.seq, op.sender, op.body) == (2, bob.fp, b"sealed-b")
+            listed = await b.ok(w.ListRooms(b.next_req()))
+            assert isinstance(listed, w.RoomList)
+            assert listed.rooms == [w.RoomEntry(ROOM, "joined")]
+            roster = await a.ok(w.GetRoster(a.next_req(), ROOM))
+            assert isinstance(roster, w.Roster)
+            assert {m.fingerprint: m.state for m in roster.members} == {
+                alice.fp: "joined", bob.fp: "joined"}
+
+
+async def test_kill_9_of_a_node_mid_stream_loses_and_duplicates_nothing(
+    nodes: tuple[RelayProcess, RelayProcess],
+) -> None:
+    """Node 1 dies with posts in flight; both clients resume on node 2; every seq arrives once."""
+    one, two = nodes
+    alice, bob = Identity(), Identity()
+    got: list[w.Op] = []
+    with trio.fail_after(60):
+        try:
+            async with open_client(one.port, alice) as a:
+                async with open_client(two.port, bob) as b:
+                    await pair_and_room(a, b, ROOM)
+                    for i in range(20):
+                        await a.ok(w.Post(a.next_req(), ROOM, f"o{i}", b"sealed-%d" % i))
+                    got.extend(await b.ops(20))
+                    for i in range(20, 30):  # in flight when the node dies
+                        await a.send(w.Post(a.next_req(), ROOM, f"o{i}", b"sealed-%d" % i))
+                    one.kill(signal.SIGKILL)
+                    with trio.move_on_after(15):
+                        while True:  # until node 2 drops Bob as it takes over
+                            op = await b.push(w.Op)
+                            assert isinstance(op, w.Op)
+                            got.append(op)
+        except* DROPPED:
+            pass
+
+        async def repost() -> list[int]:
+            async with open_client(two.port, alice) as a:
+                seqs = []
+                for i in range(20, 30):  # the same op ids: stored once whatever got through
+                    posted = await a.ok(w.Post(a.next_req(), ROOM, f"o{i}", b"sealed-%d" % i))
+                    assert isinstance(posted, w.Posted)
+                    seqs.append(posted.seq)
+                return seqs
+
+        reposted = await retry(repost, within=30)
+
+        async def catch_up() -> bool:
+            cursor = max(op.seq for op in got)
+            async with open_client(two.port, bob, resume={ROOM: cursor}) as b:
+                while len(got) < 30:
+                    op = await b.push(w.Op)
+                    assert isinstance(op, w.Op)
+                    got.append(op)
+            return True
+
+        await retry(catch_up, within=30)
+    seqs = [op.seq for op in got]
+    assert seqs == list(range(1, 31))
+    assert [op.op_id for op in got] == [f"o{i}" for i in range(30)]
+    assert reposted == list(range(21, 31))
