@@ -75,8 +75,10 @@ class RelayServer:
         config: RelayConfig | None = None,
         timings: ShellTimings | None = None,
         wall_clock: Callable[[], float] = time.time,
+        commit_in_thread: bool = False,
     ) -> None:
         self._storage = storage
+        self._commit_in_thread = commit_in_thread
         self._clock = wall_clock
         self.timings = timings or ShellTimings()
         self.core = RelayCore(
@@ -177,8 +179,14 @@ class RelayServer:
         2,000-write commit took about 4 s, because each SQLite call in the thread must win the
         GIL back from the busy event loop. Blocking the loop for the length of one commit costs
         every connection far less; heartbeats and timeouts are seconds long.
+
+        A backend whose commit is a network round trip (NATS) passes ``commit_in_thread=True``
+        and accepts the handoff cost instead of blocking the loop for the round trip.
         """
-        self._storage.commit(writes)
+        if self._commit_in_thread:
+            await trio.to_thread.run_sync(self._storage.commit, writes)
+        else:
+            self._storage.commit(writes)
         self.counters.commits += 1
         self.counters.committed_writes += len(writes)
         await trio.lowlevel.checkpoint()
