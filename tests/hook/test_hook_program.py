@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from crosstalk.core.dialects import CLIENTS, dialect_for
 from crosstalk.hook.main import run
 from crosstalk.paths import Home
+from tests.e2e.conftest import stop_pid
 from tests.hook.fake_daemon import FakeDaemon, Reply
 
 WS = "Working set: the API is frozen until Friday (ana, 2 h)."
@@ -56,7 +57,11 @@ def home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Home]:
     monkeypatch.delenv("CLAUDE_CODE_MESSAGING_SOCKET", raising=False)
     monkeypatch.delenv("CLAUDE_CODE_SESSION_ID", raising=False)
     yield Home(root)
+    started = daemons_for(root)  # in-process tests always have a daemon answering, or none needed
+    for pid in started:
+        stop_pid(pid)
     shutil.rmtree(root, ignore_errors=True)
+    assert not started, "the hook started a daemon where it should not have"
 
 
 @pytest.fixture
@@ -393,14 +398,30 @@ def test_daemon_down_gives_a_valid_empty_answer_within_a_second() -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def _stop_started_daemon(root: Path) -> None:
-    """Stop, by pid, a daemon the hook may have started (it should have refused and exited)."""
-    from crosstalk.client import daemon_pid
-    from tests.e2e.conftest import stop_pid
+def daemons_for(root: Path) -> list[int]:
+    """Pids of ``crosstalk daemon`` processes started for the state directory ``root``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue  # it ended while we looked
+        if b"daemon" in argv and os.fsencode(root) in argv:
+            found.append(int(entry.name))
+    return found
 
-    pid = daemon_pid(Home(root))
-    if pid is not None:
+
+def _stop_started_daemon(root: Path) -> None:
+    """Wait (bounded) for the daemon the hook started to refuse the identity and exit; stop it
+    by pid if it has not, so no process outlives the test or recreates the removed directory."""
+    deadline = time.monotonic() + 30
+    while (pids := daemons_for(root)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid in pids:
         stop_pid(pid)
+    assert not pids, "the daemon started for a damaged identity did not refuse it"
 
 
 def test_import_path_is_standard_library_only() -> None:
