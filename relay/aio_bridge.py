@@ -73,6 +73,17 @@ class AsyncioThread:
     def close(self, timeout: float = 5.0) -> None:
         if self.loop.is_closed():
             return
+
+        async def cancel_the_rest() -> None:
+            others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in others:
+                task.cancel()
+            await asyncio.gather(*others, return_exceptions=True)
+
+        try:
+            asyncio.run_coroutine_threadsafe(cancel_the_rest(), self.loop).result(timeout)
+        except (concurrent.futures.TimeoutError, RuntimeError):
+            pass  # stop anyway; a task that ignores cancellation is abandoned with the loop
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(timeout)
         if not self._thread.is_alive():

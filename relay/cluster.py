@@ -194,6 +194,7 @@ class Switchboard:
 
     async def start(self, nursery: trio.Nursery) -> None:
         self._token = trio.lowlevel.current_trio_token()
+        self.server.nats.on_reconnect.append(self._reconnected)
         await self._nats(self._setup)
         nursery.start_soon(self._elections)
 
@@ -230,6 +231,28 @@ class Switchboard:
                 raise UsageError(
                     "this node's relay key differs from the cluster's; copy relay.key from a "
                     "node of the cluster into --data") from None
+
+    def _reconnected(self) -> None:
+        """On the asyncio thread: NATS came back, and messages in between may be lost."""
+        assert self._token is not None
+        try:
+            self._token.run_sync_soon(self._resync)
+        except trio.RunFinishedError:
+            pass
+
+    def _resync(self) -> None:
+        """Make every client resume: drop local connections, and the leader forgets remote ones."""
+        log.warning("relay node %s: NATS reconnected; clients must resume", self.server.node)
+        self._drop_local()
+        if self.core is not None:
+            now = self.server.wall_clock()
+            closing: dict[str, list[list[Any]]] = {}
+            for gid, (node, conn) in list(self._remote.items()):
+                closing.setdefault(node, []).append([conn, None])
+                del self._origin[self._remote.pop(gid)]
+                self.server.feed(self.core.connection_closed(gid, now))
+            for node, items in closing.items():
+                self._publish(f"{self.ns}.out.{node}", {"e": self.epoch, "i": items})
 
     def _arrived(self, handler: Callable[[bytes], None]) -> Callable[[Msg], Any]:
         async def cb(msg: Msg) -> None:

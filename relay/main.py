@@ -33,7 +33,8 @@ class ServeOptions:
     op_rate: float = DEFAULTS.op_rate
     tls_cert: Path | None = None
     tls_key: Path | None = None
-    nats: str | None = None  # a NATS URL: run as one node of a cluster (relay/cluster.py)
+    nats: str | None = None  # NATS URL(s), comma-separated: a cluster node (relay/cluster.py)
+    nats_replicas: int = 1
 
 
 def default_data_dir() -> Path:
@@ -73,7 +74,7 @@ def serve(opts: ServeOptions, on_listening: Callable[[str, str], None]) -> None:
         from relay.cluster import ClusterServer
         from relay.nats_store import NatsStorage
 
-        storage = NatsStorage(opts.nats)
+        storage = NatsStorage(opts.nats, replicas=opts.nats_replicas)
         server: RelayServer = ClusterServer(storage, bytes(key), config=config)
     else:
         storage = SqliteStorage(data / "relay.db")

@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import nats
@@ -84,6 +84,9 @@ class NatsStorage:
         self._log = f"{namespace}_log"
         self._bucket = f"{namespace}_state"
         self._heads: dict[str, int] = {}
+        # Called on the asyncio thread after the NATS connection came back (messages published
+        # while it was down may be lost): relay.cluster drops its client connections then.
+        self.on_reconnect: list[Callable[[], None]] = []
         self._nc: Client | None = None
         self._js: JetStreamContext | None = None
         try:
@@ -112,8 +115,8 @@ class NatsStorage:
 
     async def _connect(self) -> None:
         self._nc = await nats.connect(
-            self.url, connect_timeout=self.timeout, max_reconnect_attempts=-1,
-            allow_reconnect=True,
+            [u.strip() for u in self.url.split(",")], connect_timeout=self.timeout,
+            max_reconnect_attempts=-1, allow_reconnect=True, reconnected_cb=self._reconnected,
         )
         self._js = self._nc.jetstream(timeout=self.timeout)
         await self.js.add_stream(StreamConfig(
@@ -125,6 +128,10 @@ class NatsStorage:
             storage=StorageType.FILE, num_replicas=self.replicas, max_msgs_per_subject=1,
             allow_rollup_hdrs=True, deny_delete=True, allow_direct=True,
         ))
+
+    async def _reconnected(self) -> None:
+        for callback in list(self.on_reconnect):
+            callback()
 
     def _kv(self, key: str) -> str:
         return f"$KV.{self._bucket}.{key}"

@@ -35,6 +35,9 @@ def serve(
     nats: Annotated[
         str | None, typer.Option(help="Run as a cluster node on NATS JetStream (nats://HOST:PORT).")
     ] = None,
+    nats_replicas: Annotated[
+        int, typer.Option(help="JetStream replicas for the relay's streams (3 on a 3-node NATS).")
+    ] = 1,
     json_output: JsonOption = False,
 ) -> None:
     """Run a relay in the foreground until SIGTERM or Ctrl-C."""
@@ -42,7 +45,8 @@ def serve(
     from relay.main import serve as run_relay
 
     out = Output(json_mode=json_output)
-    opts = ServeOptions(host, port, data, retention, op_rate, tls_cert, tls_key, nats=nats)
+    opts = ServeOptions(host, port, data, retention, op_rate, tls_cert, tls_key, nats=nats,
+                        nats_replicas=nats_replicas)
 
     def listening(url: str, pubkey: str) -> None:
         out.emit({"listening": url, "pubkey": pubkey}, f"relay listening on {url} (key {pubkey})")

@@ -138,3 +138,40 @@ async def test_kill_9_of_a_node_mid_stream_loses_and_duplicates_nothing(
     assert seqs == list(range(1, 31))
     assert [op.op_id for op in got] == [f"o{i}" for i in range(30)]
     assert reposted == list(range(21, 31))
+
+
+async def test_a_dead_follower_s_clients_go_offline_for_their_peers(
+    nodes: tuple[RelayProcess, RelayProcess],
+) -> None:
+    """kill -9 of node 2: the leader forgets its connections and Bob's presence goes offline."""
+    one, two = nodes
+    alice, bob = Identity(), Identity()
+    with trio.fail_after(30):
+        async with open_client(one.port, alice) as a:
+            try:
+                async with open_client(two.port, bob) as b:
+                    await pair_and_room(a, b, ROOM)
+                    two.kill(signal.SIGKILL)
+            except* DROPPED:
+                pass
+            while True:
+                presence = await a.push(w.Presence)
+                assert isinstance(presence, w.Presence)
+                if presence.fingerprint == bob.fp and not presence.online:
+                    break
+
+
+def test_a_node_with_another_relay_key_refuses_to_join(
+    tmp_path: Path, nats_server: NatsServer
+) -> None:
+    """Clients pin the relay key, so a node whose key differs from the cluster's does not start."""
+    one = RelayProcess(tmp_path / "n1", tmp_path / "n1.stderr", "--nats", nats_server.url)
+    other = RelayProcess(tmp_path / "n3", tmp_path / "n3.stderr", "--nats", nats_server.url)
+    one.start()
+    try:
+        with pytest.raises(RuntimeError, match="did not start"):
+            other.start()
+        assert "relay key differs" in (tmp_path / "n3.stderr").read_text()
+    finally:
+        other.kill()
+        one.kill(signal.SIGTERM)
