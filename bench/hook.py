@@ -89,6 +89,31 @@ async def mcp_initialize(home: Path, runs: int) -> list[float]:
     return samples
 
 
+def settle(root: Path) -> None:
+    """Wait (bounded) for daemons the hook started for ``root`` to exit; stop the rest by pid.
+
+    The daemon-down series starts one per run, each refusing the damaged identity; one still
+    starting when the directory is removed would create a fresh home and stay.
+    """
+    deadline = time.monotonic() + 30
+    while (pids := _daemons_for(root)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid in pids:
+        stop_pid(pid)
+
+
+def _daemons_for(root: Path) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0") if entry.name.isdigit() else []
+        except OSError:
+            continue
+        if b"daemon" in argv and os.fsencode(root) in argv:
+            found.append(int(entry.name))
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=40)
@@ -114,8 +139,7 @@ def main() -> None:
         for person in (ana, ben):
             if (pid := person.daemon_pid()) is not None:
                 stop_pid(pid)
-        if (pid := Person(down, "").daemon_pid()) is not None:
-            stop_pid(pid)
+        settle(down)
         relay.kill()
         shutil.rmtree(root, ignore_errors=True)
     report(series, as_json=args.json)
