@@ -37,7 +37,7 @@ class Relay:
         self.proc = RelayProcess(
             self.root / "relay-data", self.root / "relay.stderr", "--port", str(self.port)
         )
-        self.proc.start()
+        self.proc.start(timeout=60.0)  # generous: a loaded CI machine starts Python slowly
         self.restarts += 1
 
 

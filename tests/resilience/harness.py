@@ -61,9 +61,9 @@ class Peer(Person):
         return {"CROSSTALK_HEARTBEAT": str(self.heartbeat)}
 
     def run(
-        self, *args: str, timeout: float = 60.0, env: dict[str, str] | None = None
+        self, *args: str, timeout: float = 60.0, env: dict[str, str] | None = None, **kw: Any
     ) -> subprocess.CompletedProcess[str]:
-        return super().run(*args, timeout=timeout, env={**self._env(), **(env or {})})
+        return super().run(*args, timeout=timeout, env={**self._env(), **(env or {})}, **kw)
 
     def spawn(self, *args: str) -> subprocess.Popen[str]:
         env = {**os.environ, "CROSSTALK_RELAY": self.relay, **self._env()}
@@ -114,6 +114,8 @@ class Tally:
     echoed: int = 0  # our own sent messages that our own read returned
     read_errors: list[str] = attrs.Factory(list)  # reads the daemon did not answer
     attempted: dict[str, str] = attrs.Factory(dict)  # every send tried: text -> receiver name
+    refusals: Counter[str] = attrs.Factory(Counter)  # unanswered sends by error code
+    refusal_messages: dict[str, str] = attrs.Factory(dict)  # the first message for each code
     seen: Counter[str] = attrs.Factory(Counter)
     restarts: dict[str, dict[str, int]] = attrs.Factory(dict)
     notes: dict[str, Any] = attrs.Factory(dict)
@@ -126,9 +128,12 @@ class Tally:
             self.attempted[text] = to.name
         try:
             reply = sender.call("send", {"to": to.name, "text": text}, timeout=30.0)
-        except (CrosstalkError, OSError):
+        except (CrosstalkError, OSError) as exc:
             with self._lock:
                 self.unanswered += 1
+                code = getattr(exc, "code", type(exc).__name__)
+                self.refusals[code] += 1
+                self.refusal_messages.setdefault(code, str(exc))
             return None
         with self._lock:
             self.sent[reply["id"]] = to.name
@@ -201,6 +206,8 @@ class Tally:
             "sent": len(self.sent),
             "states": dict(self.states),
             "unanswered": self.unanswered,
+            "refusals": dict(self.refusals),
+            **({"refusal_messages": self.refusal_messages} if self.refusal_messages else {}),
             "delivered": self.delivered,
             "lost": self.lost,
             "duplicated_at_agent": self.duplicated,
