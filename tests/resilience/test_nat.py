@@ -4,7 +4,8 @@ They pair and exchange messages through the relay, and neither listens on a non-
 
 Topology (needs root and iproute2; otherwise skipped, saying why):
 
-    ns a 10.231.1.2 --veth-- 10.231.1.1 [ns relay: relay on 10.231.0.1] 10.231.2.1 --veth-- 10.231.2.2 ns b
+    ns a (10.231.1.2) --veth-- (10.231.1.1) ns relay, relay on 10.231.0.1 (10.231.2.1)
+                                                            --veth-- (10.231.2.2) ns b
 
 The relay's namespace does not forward (``ip_forward=0``), so a packet from a to b goes nowhere.
 Everything lives in private namespaces on private addresses: nothing is reachable from outside.
