@@ -500,7 +500,8 @@ class RelayLink:
             )
             self._m.op_committed(op.room, op.seq)
         elif isinstance(event, core.PostAccepted):
-            await store.mark_sent(event.item, event.seq)
+            if await store.mark_sent(event.item, event.seq):
+                self._m.op_committed(event.item.room, event.seq)  # acknowledge our own post
             await self._events.send(OpSent(event.item.room, event.item.op_id, event.seq))
         elif isinstance(event, core.PostRejected):
             await store.drop_post(event.item)

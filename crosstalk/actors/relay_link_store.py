@@ -50,7 +50,8 @@ class LinkStore(Protocol):
     async def commit_inbound(self, op: w.Op, received_at: float) -> bool:
         """Commit an inbound op and advance its room's cursor; ``True`` if it is new here."""
 
-    async def mark_sent(self, item: OutboxItem, seq: int) -> None: ...
+    async def mark_sent(self, item: OutboxItem, seq: int) -> bool:
+        """Record the relay's seq for our post; ``True`` if it also moved the room's cursor."""
 
     async def drop_post(self, item: OutboxItem) -> None: ...
 
@@ -101,6 +102,19 @@ def _queue_post(
     return OutboxItem(id_, room, op_id, body) if state == "queued" else None
 
 
+def _mark_sent(conn: sqlite3.Connection, item: OutboxItem, seq: int) -> bool:
+    conn.execute("UPDATE outbox SET state = 'sent', seq = ? WHERE id = ?", (seq, item.id))
+    # The relay never pushes our own post back to us, so when it is the next op after our
+    # cursor the cursor moves past it here; otherwise our own ops would sit unacknowledged in
+    # our backlog until someone else spoke. With a gap (others' ops still on their way) the
+    # cursor waits: their arrival moves it past ours.
+    moved = conn.execute(
+        "UPDATE relay_cursors SET seq = ? WHERE room_id = ? AND seq = ?",
+        (seq, item.room, seq - 1),
+    )
+    return moved.rowcount > 0
+
+
 def _commit_inbound(conn: sqlite3.Connection, op: w.Op, received_at: float) -> bool:
     cursor = conn.execute(
         "INSERT INTO relay_inbound (room_id, op_id, seq, sender, body, relay_ts, received_at) "
@@ -141,12 +155,8 @@ class SqliteLinkStore:
     async def commit_inbound(self, op: w.Op, received_at: float) -> bool:
         return await self._store.write(lambda conn: _commit_inbound(conn, op, received_at))
 
-    async def mark_sent(self, item: OutboxItem, seq: int) -> None:
-        await self._store.write(
-            lambda conn: conn.execute(
-                "UPDATE outbox SET state = 'sent', seq = ? WHERE id = ?", (seq, item.id)
-            )
-        )
+    async def mark_sent(self, item: OutboxItem, seq: int) -> bool:
+        return await self._store.write(lambda conn: _mark_sent(conn, item, seq))
 
     async def drop_post(self, item: OutboxItem) -> None:
         await self._store.write(
