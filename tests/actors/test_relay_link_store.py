@@ -105,3 +105,15 @@ async def test_the_device_id_is_made_once_and_kept(store: Store) -> None:
     assert len(first) == 16 and int(first, 16) >= 0
     assert await device_id(store) == first
 
+
+
+async def test_our_own_post_moves_the_cursor_only_when_it_is_the_next_op(store: Store) -> None:
+    """The relay never echoes our post: right after the cursor it moves it; after a gap, not."""
+    db = SqliteLinkStore(store)
+    await db.track_room("r1")
+    first = await db.queue_post("r1", "op-1", b"one", 1.0)
+    gap = await db.queue_post("r1", "op-2", b"two", 2.0)
+    assert first is not None and gap is not None
+    assert await db.mark_sent(first, 1) is True
+    assert await db.mark_sent(gap, 5) is False  # seqs 2-4 are someone else's, not here yet
+    assert (await db.load(URL)).cursors == {"r1": 1}
