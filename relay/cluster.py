@@ -47,17 +47,15 @@ from nats.js.api import StorageType, StreamConfig
 from nats.js.errors import APIError, NotFoundError
 
 from crosstalk.errors import StorageUnavailable, UsageError
-from crosstalk.wire.relay import encode_frame
 from relay.core import RelayCore, RelayStats
-from relay.effects import Close, Effect, Send
+from relay.effects import Close, Effect
 from relay.limits import RelayConfig
 from relay.nats_store import NatsStorage
+from relay.routing import Routes, event_body, parse_delivery, parse_event
 from relay.server import RelayServer, ShellTimings
 from relay.storage import Snapshot, Write
 
 log = logging.getLogger(__name__)
-
-REMOTE_BASE = 1 << 40  # cluster-wide ids for other nodes' connections start here
 
 
 @attrs.frozen
@@ -139,10 +137,7 @@ class Switchboard:
         self.epoch = 0
         self.leader = ""
         self._lease_seq = 0
-        self._remote: dict[int, tuple[str, int]] = {}
-        self._origin: dict[tuple[str, int], int] = {}
-        self._seen: dict[str, float] = {}
-        self._next_gid = REMOTE_BASE
+        self.routes = Routes()
         self._token: trio.lowlevel.TrioToken | None = None
         self._outbox: Any = None  # an asyncio.Queue on the bridge loop
         self._publisher_task: Any = None
@@ -154,34 +149,29 @@ class Switchboard:
             return self.core.connection_opened(conn, source, now)
         if not self.leader:
             return [Close(conn, "no relay node is leading yet; retry")]
-        self._to_leader({"k": "o", "c": conn, "s": source})
+        self._to_leader(event_body("o", conn, source=source))
         return []
 
     def frame_received(self, conn: int, text: str | bytes, now: float) -> list[Effect]:
         if self.core is not None:
             return self.core.frame_received(conn, text, now)
-        if isinstance(text, bytes):
-            self._to_leader({"k": "f", "c": conn, "b": base64.b64encode(text).decode()})
-        else:
-            self._to_leader({"k": "f", "c": conn, "t": text})
+        self._to_leader(event_body("f", conn, data=text))
         return []
 
     def connection_closed(self, conn: int, now: float) -> list[Effect]:
         if self.core is not None:
             return self.core.connection_closed(conn, now)
-        self._to_leader({"k": "x", "c": conn})
+        self._to_leader(event_body("x", conn))
         return []
 
     def tick(self, now: float) -> list[Effect]:
         if self.core is None:
             return []
         out = self.core.tick(now)
-        limit = time.monotonic() - self.server.cluster.node_timeout
-        for node in [n for n, seen in self._seen.items() if seen < limit]:
-            log.warning("relay node %s is silent; closing its connections", node)
-            del self._seen[node]
-            for gid in [g for g, (n, _) in self._remote.items() if n == node]:
-                del self._origin[self._remote.pop(gid)]
+        silent = self.routes.silent(time.monotonic(), self.server.cluster.node_timeout)
+        for node, gids in silent.items():
+            log.warning("relay node %s is silent; closing its %d connections", node, len(gids))
+            for gid in gids:
                 out.extend(self.core.connection_closed(gid, now))
         return out
 
@@ -246,19 +236,24 @@ class Switchboard:
         self._drop_local()
         if self.core is not None:
             now = self.server.wall_clock()
-            closing: dict[str, list[list[Any]]] = {}
-            for gid, (node, conn) in list(self._remote.items()):
-                closing.setdefault(node, []).append([conn, None])
-                del self._origin[self._remote.pop(gid)]
-                self.server.feed(self.core.connection_closed(gid, now))
-            for node, items in closing.items():
+            for node, conns in self.routes.forget_all().items():
+                for gid, _ in conns:
+                    self.server.feed(self.core.connection_closed(gid, now))
+                items = [[conn, None] for _, conn in conns]
                 self._publish(f"{self.ns}.out.{node}", {"e": self.epoch, "i": items})
 
     def _arrived(self, handler: Callable[[bytes], None]) -> Callable[[Msg], Any]:
+        def guarded(data: bytes) -> None:
+            try:  # an exception here would end the Trio run, and with it every connection
+                handler(data)
+            except Exception:
+                log.error("relay node %s: a cluster message failed", self.server.node,
+                          exc_info=True)
+
         async def cb(msg: Msg) -> None:
             assert self._token is not None
             try:
-                self._token.run_sync_soon(handler, msg.data)
+                self._token.run_sync_soon(guarded, msg.data)
             except trio.RunFinishedError:
                 pass
         return cb
@@ -281,47 +276,26 @@ class Switchboard:
 
     def _on_in(self, data: bytes) -> None:
         """An event from a follower's connection (runs in Trio)."""
-        msg = json.loads(data)
-        if self.core is None or msg.get("e") != self.epoch:
+        event = parse_event(data)
+        if self.core is None or event is None or event.epoch != self.epoch:
             return
-        node, kind, now = str(msg["n"]), msg["k"], self.server.wall_clock()
-        self._seen[node] = time.monotonic()
-        if kind == "b":
-            return
-        origin = (node, int(msg["c"]))
-        if kind == "o":
-            gid = self._next_gid = self._next_gid + 1
-            self._remote[gid], self._origin[origin] = origin, gid
-            self.server.feed(self.core.connection_opened(gid, str(msg["s"]), now))
-            return
-        known = self._origin.get(origin)
-        if known is None:
-            return
-        if kind == "f":
-            text: str | bytes = msg["t"] if "t" in msg else base64.b64decode(msg["b"])
-            self.server.feed(self.core.frame_received(known, text, now))
-        elif kind == "x":
-            del self._origin[origin], self._remote[known]
-            self.server.feed(self.core.connection_closed(known, now))
+        self.routes.heard(event.node, time.monotonic())
+        now, core = self.server.wall_clock(), self.core
+        if event.kind == "o":
+            gid = self.routes.open(event.node, event.conn)
+            self.server.feed(core.connection_opened(gid, event.source, now))
+        elif event.kind == "f":
+            known = self.routes.find(event.node, event.conn)
+            if known is not None:
+                self.server.feed(core.frame_received(known, event.data, now))
+        elif event.kind == "x":
+            gone = self.routes.close(event.node, event.conn)
+            if gone is not None:
+                self.server.feed(core.connection_closed(gone, now))
 
     def send_remote(self, batch: list[Effect]) -> list[Effect]:
         """Publish the frames for other nodes' connections (after commit); return the rest."""
-        if not self._remote:
-            return batch
-        local: list[Effect] = []
-        per_node: dict[str, list[list[Any]]] = {}
-        encoded: dict[int, str] = {}
-        for effect in batch:
-            target = self._remote.get(effect.conn) if isinstance(effect, Send | Close) else None
-            if target is None:
-                local.append(effect)
-                continue
-            item: str | None = None
-            if isinstance(effect, Send):
-                item = encoded.get(id(effect.frame))
-                if item is None:
-                    item = encoded[id(effect.frame)] = encode_frame(effect.frame)
-            per_node.setdefault(target[0], []).append([target[1], item])
+        local, per_node = self.routes.split(batch)
         for node, items in per_node.items():
             self._publish(f"{self.ns}.out.{node}", {"e": self.epoch, "i": items})
         return local
@@ -329,11 +303,11 @@ class Switchboard:
     # --- the follower's side -----------------------------------------------------------------
 
     def _on_out(self, data: bytes) -> None:
-        msg = json.loads(data)
-        if self.core is not None or msg.get("e") != self.epoch:
+        delivery = parse_delivery(data)
+        if self.core is not None or delivery is None or delivery[0] != self.epoch:
             return
-        for conn, text in msg["i"]:
-            self.server.deliver(int(conn), text)
+        for conn, text in delivery[1]:
+            self.server.deliver(conn, text)
 
     # --- leadership ----------------------------------------------------------------------------
 
