@@ -94,7 +94,10 @@ class ClusterServer(RelayServer):
         node: str | None = None,
     ) -> None:
         self.fenced = FencedStorage(storage)
-        super().__init__(self.fenced, signing_key_seed, config=config, timings=timings)
+        # The commit is a NATS round trip: wait for it in a thread, so the leader keeps taking
+        # frames (its own and other nodes') meanwhile.
+        super().__init__(self.fenced, signing_key_seed, config=config, timings=timings,
+                         commit_in_thread=True)
         self.nats = storage
         self.node = node or secrets.token_hex(4)
         self.cluster = cluster or ClusterTimings()
