@@ -32,7 +32,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from bench._common import percentile
-from tests.e2e.conftest import Person, pair, stop_pid
+from tests.e2e.conftest import Person, pair, pid_alive, stop_pid
 from tests.relay.process import RelayProcess
 
 EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop")
@@ -90,28 +90,20 @@ async def mcp_initialize(home: Path, runs: int) -> list[float]:
 
 
 def settle(root: Path) -> None:
-    """Wait (bounded) for daemons the hook started for ``root`` to exit; stop the rest by pid.
-
-    The daemon-down series starts one per run, each refusing the damaged identity; one still
-    starting when the directory is removed would create a fresh home and stay.
-    """
+    """Wait (bounded) for the daemon a hook started for ``root`` to refuse the damaged identity
+    and exit (its pid is in the lock file); stop it by pid if it has not. One still starting
+    when the directory is removed would create a fresh home and stay."""
+    lock = root / "daemon.lock"
     deadline = time.monotonic() + 30
-    while (pids := _daemons_for(root)) and time.monotonic() < deadline:
+    pid = 0
+    while time.monotonic() < deadline:
+        text = lock.read_text().strip() if lock.exists() else ""
+        pid = int(text) if text.isdigit() else 0
+        if pid and not pid_alive(pid):
+            return
         time.sleep(0.05)
-    for pid in pids:
+    if pid:
         stop_pid(pid)
-
-
-def _daemons_for(root: Path) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0") if entry.name.isdigit() else []
-        except OSError:
-            continue
-        if b"daemon" in argv and os.fsencode(root) in argv:
-            found.append(int(entry.name))
-    return found
 
 
 def main() -> None:

@@ -28,6 +28,7 @@ import select
 import sys
 import time
 from collections.abc import Sequence
+from typing import Protocol
 
 from crosstalk.core.dialects import Dialect, HookEvent, detect_client, dialect_for
 from crosstalk.errors import CrosstalkError, DaemonUnreachable, LocalProtocolError
@@ -44,6 +45,23 @@ EXIT_OK, EXIT_BUG, EXIT_USAGE = 0, 1, 3
 #: Environment variables that name the session when the payload does not.
 SESSION_ENV = ("CLAUDE_CODE_SESSION_ID", "ANTIGRAVITY_CONVERSATION_ID")
 INBOX_ENV = "CLAUDE_CODE_MESSAGING_SOCKET"
+#: Seconds between two attempts by hooks to start the daemon of one state directory.
+RESTART_EVERY = 10.0
+
+
+class Spawn(Protocol):
+    """``os.posix_spawn``'s shape (tests pass a recorder)."""
+
+    def __call__(
+        self,
+        path: str,
+        argv: list[str],
+        env: dict[str, str],
+        /,
+        *,
+        file_actions: list[tuple[int, int, str, int, int]],
+        setsid: bool,
+    ) -> int: ...
 
 
 class Usage(Exception):
@@ -108,28 +126,37 @@ def session_info(event: HookEvent, client: str) -> SessionInfo | None:
     )
 
 
-def start_daemon_detached(home: Home) -> None:
-    """Start the daemon for the next event without waiting for it (a lock keeps it single)."""
-    import subprocess  # only on this path: the daemon is down, so speed matters less
+def start_daemon_detached(home: Home, *, spawn: Spawn = os.posix_spawn) -> None:
+    """Start the daemon for the next event without waiting for it (a lock keeps it single).
 
+    At most once per :data:`RESTART_EVERY` seconds per state directory (a stamp file says when
+    a hook last tried), so a burst of events while it starts, or a daemon that keeps refusing
+    to start, does not fork one process per event.
+    """
+    stamp = home.root / "hook-started-daemon"
     try:
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "crosstalk",
-                "daemon",
-                "run",
-                "--detach",
-                "--home",
-                str(home.root),
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-            close_fds=True,
-        )
+        if time.time() - stamp.stat().st_mtime < RESTART_EVERY:
+            return
+    except OSError:
+        pass  # no stamp yet
+    argv = [
+        sys.executable,
+        "-m",
+        "crosstalk",
+        "daemon",
+        "run",
+        "--detach",
+        "--home",
+        str(home.root),
+    ]
+    quiet = [
+        (os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)
+    ]  # stdout is the client's: the daemon must not write there
+    try:
+        stamp.touch(mode=0o600)
+        # posix_spawn, not subprocess: nothing more to import, no Popen object to outlive us,
+        # and setsid detaches the daemon from the client's process group.
+        spawn(sys.executable, argv, dict(os.environ), file_actions=quiet, setsid=True)
     except OSError as exc:
         warn(f"could not start the daemon ({exc})")
 

@@ -25,9 +25,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from crosstalk.core.dialects import CLIENTS, dialect_for
-from crosstalk.hook.main import run
+from crosstalk.hook.main import run, start_daemon_detached
 from crosstalk.paths import Home
-from tests.e2e.conftest import stop_pid
+from tests.e2e.conftest import pid_alive, stop_pid
 from tests.hook.fake_daemon import FakeDaemon, Reply
 
 WS = "Working set: the API is frozen until Friday (ana, 2 h)."
@@ -414,14 +414,46 @@ def daemons_for(root: Path) -> list[int]:
 
 
 def _stop_started_daemon(root: Path) -> None:
-    """Wait (bounded) for the daemon the hook started to refuse the identity and exit; stop it
-    by pid if it has not, so no process outlives the test or recreates the removed directory."""
+    """Wait (bounded) for the daemon the hook started to take the lock, refuse the damaged
+    identity and exit; stop it by pid if it has not, so that nothing outlives the test (a late
+    daemon would recreate the removed directory and run there)."""
+    lock = root / "daemon.lock"
     deadline = time.monotonic() + 30
-    while (pids := daemons_for(root)) and time.monotonic() < deadline:
+    pid = 0
+    while time.monotonic() < deadline:
+        text = lock.read_text().strip() if lock.exists() else ""
+        pid = int(text) if text.isdigit() else 0
+        if pid and not pid_alive(pid):
+            return
         time.sleep(0.05)
-    for pid in pids:
+    if pid:
         stop_pid(pid)
-    assert not pids, "the daemon started for a damaged identity did not refuse it"
+    raise AssertionError("the daemon started for a damaged identity did not refuse it in time")
+
+
+def test_hooks_start_the_daemon_at_most_once_per_interval(home: Home) -> None:
+    """Two hooks finding the daemon down in quick succession start one daemon, detached, with
+    nothing of its output on the client's stdout."""
+    spawned: list[tuple[list[str], list[tuple[int, int, str, int, int]], bool]] = []
+
+    def spawn(
+        path: str,
+        argv: list[str],
+        env: dict[str, str],
+        /,
+        *,
+        file_actions: list[tuple[int, int, str, int, int]],
+        setsid: bool,
+    ) -> int:
+        spawned.append((argv, file_actions, setsid))
+        return 0
+
+    start_daemon_detached(home, spawn=spawn)
+    start_daemon_detached(home, spawn=spawn)
+    ((argv, actions, setsid),) = spawned
+    assert argv[1:] == ["-m", "crosstalk", "daemon", "run", "--detach", "--home", str(home.root)]
+    assert setsid and sorted(action[1] for action in actions) == [0, 1, 2]
+    assert all(action[2] == os.devnull for action in actions)
 
 
 def test_import_path_is_standard_library_only() -> None:
