@@ -132,9 +132,9 @@ def test_a_full_disk_refuses_sends_loudly_and_acknowledges_only_what_it_stored(
     pair(ana, ben)
     filler = _fill(small_fs)
     started = time.monotonic()
-    for n in range(5):
+    for n in range(2):  # each refused send takes ~15 s (see the xfail below): keep it to two
         tally.send(ana, ben, f"written to a full disk {n}")
-    tally.notes["five_sends_on_a_full_disk_s"] = round(time.monotonic() - started, 1)
+    tally.notes["two_sends_on_a_full_disk_s"] = round(time.monotonic() - started, 1)
     tally.send_many(ben, ana, [f"to a full disk {n}" for n in range(5)])
     filler.unlink()
     pid = ana.daemon_pid()

@@ -42,6 +42,8 @@ def test_a_claim_race_across_a_partition_has_one_winner_after_it_heals(
             "ana": ana.call("task_claim", {"id": task}),
             "ben": ben.call("task_claim", {"id": task}),
         }
+        tally.send(ana, ben, f"posted behind {how}")
+        tally.send(ben, ana, f"posted towards {how}")
         proxy.command("pass")
         wait_until(lambda: link_connected(ana), timeout=30, what="ana's link after healing")
 
@@ -50,6 +52,8 @@ def test_a_claim_race_across_a_partition_has_one_winner_after_it_heals(
         return mine == theirs and all(mine[t] is not None for t in tasks)
 
     wait_until(agreed, timeout=60, what="both replicas to agree on every claim")
+    tally.wait_delivered(ana, ben, timeout=60)
+    drain_reads(tally, ana, ben)
     winners = _claimers(ana)
     tally.notes.update(
         claims={how: {who: a["outcome"] for who, a in answers[how].items()} for how in PARTITIONS},
