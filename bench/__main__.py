@@ -37,7 +37,7 @@ def plan(quick: bool) -> list[tuple[str, list[str]]]:
         ("pairing", ["bench.pairing", "--json", "--rounds", "3" if quick else "50"]),
         ("catchup", ["bench.catchup", "--json",
                      *(["--ops", "200", "--facts", "200"] if quick else [])]),
-        ("hook", ["bench.hook", "--json", *q]),
+        ("hook", ["bench.hook", "--json", *(q or ["--runs", "20"])]),
         ("scaling", ["bench.scaling", "--json", *q]),
         *others(quick),
     ]

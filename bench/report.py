@@ -23,8 +23,9 @@ Reproduce everything: `python -m bench` (or `bench/run`) regenerates this page, 
 of minutes, tiny sizes). Needs the `bench` extra (`pip install -e '.[bench]'`) and `nats-server`
 (`apt-get install -y nats-server`). crosschat needs Python ≥ 3.12 while crosstalk runs on 3.11:
 a full run makes a venv for it in `~/.cache/crosstalk-bench/crosschat` from any Python ≥ 3.12 it
-finds (or set `CROSSTALK_BENCH_CROSSCHAT_PYTHON`). Each benchmark also runs alone:
-`python -m bench.<name> [--quick]`, names as in the headings.
+finds (or set `CROSSTALK_BENCH_CROSSCHAT_PYTHON`). Each benchmark also runs alone, as
+`python -m bench.<file>` (files as in the headings; `--help` lists each one's options), and
+`python -m bench --only <name>...` re-measures some and keeps the others' figures.
 """
 
 
@@ -223,19 +224,28 @@ def hook(runs: dict[str, Any]) -> str:
 
 def _curve(title: str, points: list[dict[str, Any]], memory_key: str, memory_label: str,
            png: Path, x_label: str) -> str:
+    failed = [p for p in points if "error" in p]
+    points = [p for p in points if "error" not in p]
+    if not points:
+        return f"### {title}\n\nNo point of this curve completed.\n" + _errors(failed)
     first = points[0]
     rows = [[f"{p['x']:,}", _ms(p["latency"]["p50_ms"]), _ms(p["latency"]["p99_ms"]),
              _ratio(p["latency"]["p50_ms"], first["latency"]["p50_ms"]),
              f"{p[memory_key] / 1024:.1f} MiB",
              _ratio(p[memory_key], first[memory_key]) if first[memory_key] > 0 else "—"]
             for p in points]
+    rows += [[f"{p['x']:,}", "failed (below)", "", "", "", ""] for p in failed]
     plots.curve(points, memory_key, memory_label, x_label, png, title)
     return "\n".join([
         f"### {title}", "",
         _table([x_label, "p50", "p99", f"p50 ÷ at {first['x']}", memory_label,
                 f"÷ at {first['x']}"], rows), "",
-        f"![{title}](performance/{png.name})", "",
+        f"![{title}](performance/{png.name})", "", _errors(failed),
     ])
+
+
+def _errors(failed: list[dict[str, Any]]) -> str:
+    return "".join(f"- At {p['x']:,}: {p['error']}\n" for p in failed)
 
 
 def scaling(runs: dict[str, Any], figures: Path) -> str:
@@ -251,7 +261,11 @@ def scaling(runs: dict[str, Any], figures: Path) -> str:
                "relay RSS growth", figures / "scaling_members.png", "members"),
         "A fresh relay per size; that many clients (real handshakes and frames) in one room. "
         "One member posts 200 B ops one at a time; latency is until the *last* other member "
-        "has the push. Memory is the relay's RSS growth over its idle start.", "",
+        "has the push. Memory is the relay's RSS growth over its idle start. Building the "
+        "room (each member added by the previous one, and every member reading the roster and "
+        "presence pushes that causes) took "
+        + ", ".join(f"{p['build_s']:.1f} s at {p['x']:,}" for p in r["members_per_room"]
+                    if "build_s" in p) + ".", "",
         _curve("Rooms per daemon (real daemons)", r["rooms_per_daemon"], "rss_kib",
                "daemon RSS", figures / "scaling_rooms.png", "rooms"),
         "Two real paired daemons; before each point the recipient's daemon is stopped by pid, "
