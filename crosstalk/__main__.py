@@ -1,3 +1,3 @@
-from crosstalk.cli.main import main
+from crosstalk.cli.entry import main
 
 main()

@@ -1,0 +1,48 @@
+"""The ``crosstalk`` executable's entry point, with fast paths for the agent-facing commands.
+
+``crosstalk server`` (the MCP server an agent launches) and ``crosstalk hook`` (run on every agent
+event) are started by programs that wait for them, so they skip the CLI's own imports (typer and
+every command module) when called in their plain forms. Everything else goes to the typer app.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def _server_home(args: list[str]) -> tuple[bool, str | None]:
+    """Whether ``args`` (after ``server``) is a plain form we can serve directly, and its home."""
+    home: str | None = None
+    rest = list(args)
+    while rest:
+        arg = rest.pop(0)
+        if arg == "--json":
+            continue
+        if arg == "--home" and rest:
+            home = rest.pop(0)
+        elif arg.startswith("--home="):
+            home = arg.partition("=")[2]
+        else:
+            return False, None
+    return True, home
+
+
+def main() -> None:
+    """Console-script entry point."""
+    args = sys.argv[1:]
+    if args[:1] == ["server"]:
+        plain, home = _server_home(args[1:])
+        if plain:
+            from crosstalk.mcp_server import serve
+            from crosstalk.paths import Home
+
+            serve(Home.resolve(home))
+            return
+    if args[:1] == ["hook"] and not any(a.startswith(("--home", "--json", "-h")) for a in args):
+        from crosstalk.hook.main import main as hook_main
+
+        hook_main(args[1:])
+        return
+    from crosstalk.cli.main import main as cli_main
+
+    cli_main()
