@@ -189,6 +189,7 @@ class Switchboard:
         self._token = trio.lowlevel.current_trio_token()
         self.server.nats.on_reconnect.append(self._reconnected)
         await self._nats(self._setup)
+        await self._look()  # know (or become) the leader before taking the first client
         nursery.start_soon(self._elections)
 
     async def _nats(self, factory: Callable[[], Any]) -> Any:
