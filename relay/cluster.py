@@ -320,8 +320,11 @@ class Switchboard:
         while True:
             if self.core is not None:
                 await self._renew()
-            else:
-                await self._look()
+            else:  # a follower rides out a NATS outage; a leader (above) exits instead
+                try:
+                    await self._look()
+                except StorageUnavailable as exc:
+                    log.warning("relay node %s: %s", self.server.node, exc)
                 if self.leader and self.core is None:
                     self._to_leader({"k": "b"})
             await trio.sleep(beat)
