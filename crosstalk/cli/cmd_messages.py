@@ -11,7 +11,7 @@ import typer
 
 from crosstalk.cli.options import HomeOption, JsonOption
 from crosstalk.cli.output import Output, reports_errors
-from crosstalk.client import call, ensure_daemon
+from crosstalk.client import ask_daemon, ensure_daemon
 from crosstalk.hook.control import ControlConnection
 from crosstalk.paths import Home
 
@@ -47,8 +47,6 @@ def send(
 ) -> None:
     """Send a message to a person, person/session, person/project, #room or me/session."""
     out = Output(json_mode=json_output)
-    h = Home.resolve(home)
-    ensure_daemon(h)
     params = {
         "to": to,
         "text": text,
@@ -61,8 +59,7 @@ def send(
         "unprompted": unprompted,
         "because": because,
     }
-    reply = call(h, "send", params, timeout=SEND_TIMEOUT)
-    reply.pop("ok", None)
+    reply = ask_daemon(home, "send", params, timeout=SEND_TIMEOUT)
     out.emit(reply, f"{reply['state']}: to {', '.join(reply['to'])} ({reply['id']})")
 
 
@@ -90,9 +87,7 @@ def read(
 ) -> None:
     """Show the messages waiting for you, and mark them read."""
     out = Output(json_mode=json_output)
-    h = Home.resolve(home)
-    ensure_daemon(h)
-    reply = call(h, "read", {"all": all_messages, "session": session})
+    reply = ask_daemon(home, "read", {"all": all_messages, "session": session})
     messages = reply["messages"]
     human = "\n\n".join(_render(m) for m in messages) if messages else "No messages."
     out.emit({"messages": messages}, human)
@@ -133,11 +128,8 @@ def answer(
 ) -> None:
     """Answer a question someone asked you."""
     out = Output(json_mode=json_output)
-    h = Home.resolve(home)
-    ensure_daemon(h)
-    reply = call(
-        h, "answer", {"to": to, "correlation": correlation, "text": text}, timeout=SEND_TIMEOUT
-    )
+    params = {"to": to, "correlation": correlation, "text": text}
+    reply = ask_daemon(home, "answer", params, timeout=SEND_TIMEOUT)
     out.emit({"id": reply["id"], "state": reply["state"]}, f"{reply['state']}: answered {to}")
 
 
@@ -150,10 +142,7 @@ def slice_(
 ) -> None:
     """Fetch the content of a slice attached to a message."""
     out = Output(json_mode=json_output)
-    h = Home.resolve(home)
-    ensure_daemon(h)
-    reply = call(h, "read_slice", {"id": message_id, "index": index})
-    reply.pop("ok", None)
+    reply = ask_daemon(home, "read_slice", {"id": message_id, "index": index})
     out.emit(reply, reply["content"])
 
 
@@ -169,9 +158,7 @@ def post(
 ) -> None:
     """Tell your own agent sessions something (a build finished, tests failed): no relay."""
     out = Output(json_mode=json_output)
-    h = Home.resolve(home)
-    ensure_daemon(h)
-    reply = call(h, "post", {"text": text, "intent": intent, "source": source})
+    reply = ask_daemon(home, "post", {"text": text, "intent": intent, "source": source})
     out.emit({"posted_as": reply["posted_as"]}, f"posted as {reply['posted_as']}")
 
 
@@ -197,9 +184,7 @@ def watch(
 def sent(json_output: JsonOption = False, home: HomeOption = None) -> None:
     """What you sent lately and how far each got: queued, sent, delivered, read."""
     out = Output(json_mode=json_output)
-    h = Home.resolve(home)
-    ensure_daemon(h)
-    rows = call(h, "sent", {})["sent"]
+    rows = ask_daemon(home, "sent", {})["sent"]
     human = "\n".join(f"  {r['state']:<9} {r['to']:<16} {r['kind']:<8} {r['id']}" for r in rows)
     out.emit({"sent": rows}, human or "Nothing sent yet.")
 
@@ -208,10 +193,7 @@ def sent(json_output: JsonOption = False, home: HomeOption = None) -> None:
 def peers(json_output: JsonOption = False, home: HomeOption = None) -> None:
     """Who you share rooms with: online, their level, unread messages."""
     out = Output(json_mode=json_output)
-    h = Home.resolve(home)
-    ensure_daemon(h)
-    reply = call(h, "peers")
-    reply.pop("ok", None)
+    reply = ask_daemon(home, "peers")
     lines = [f"you: {reply['me']['label']} ({reply['me']['fingerprint']})"]
     for p in reply["peers"]:
         state = "online" if p["online"] else "offline"
@@ -230,9 +212,7 @@ def rename(
 ) -> None:
     """Rename a contact (your name for them), or yourself with `rename me NEW`."""
     out = Output(json_mode=json_output)
-    h = Home.resolve(home)
-    ensure_daemon(h)
-    reply = call(h, "rename", {"old": old, "new": new})
+    reply = ask_daemon(home, "rename", {"old": old, "new": new})
     out.emit(
         {"renamed": reply["renamed"], "to": reply["to"]},
         f"{reply['renamed']} is now {reply['to']}.",
@@ -243,9 +223,7 @@ def rename(
 def cost(json_output: JsonOption = False, home: HomeOption = None) -> None:
     """What talking to each person has cost: messages each way, what reached your agent."""
     out = Output(json_mode=json_output)
-    h = Home.resolve(home)
-    ensure_daemon(h)
-    rows = call(h, "cost")["rows"]
+    rows = ask_daemon(home, "cost")["rows"]
     lines = [f"  {'peer':<16} {'sent':>5} {'recv':>5} {'agent':>6} {'~tok out':>9} {'~tok in':>8}"]
     lines += [
         f"  {r['peer']:<16} {r['sent']:>5} {r['received']:>5} {r['delivered_to_agent']:>6} "

@@ -8,7 +8,7 @@ import typer
 
 from crosstalk.cli.options import HomeOption, JsonOption
 from crosstalk.cli.output import Output, reports_errors
-from crosstalk.client import call, ensure_daemon
+from crosstalk.client import ask_daemon, call, ensure_daemon
 from crosstalk.core.invite import Invite
 from crosstalk.hook.control import ControlConnection
 from crosstalk.paths import Home
@@ -149,9 +149,7 @@ def _room_lines(rooms: list[dict[str, Any]]) -> str:
 
 def _rooms(json_output: bool, home: str | None) -> None:
     out = Output(json_mode=json_output)
-    h = Home.resolve(home)
-    ensure_daemon(h)
-    rooms = call(h, "rooms")["rooms"]
+    rooms = ask_daemon(home, "rooms")["rooms"]
     out.emit({"rooms": rooms}, _room_lines(rooms))
 
 
@@ -169,12 +167,8 @@ def list_(json_output: JsonOption = False, home: HomeOption = None) -> None:
     _rooms(json_output, home)
 
 
-def _admin(op: str, params: dict[str, Any], json_output: bool, home: str | None) -> dict[str, Any]:
-    h = Home.resolve(home)
-    ensure_daemon(h)
-    reply = call(h, op, params, timeout=60.0)
-    reply.pop("ok", None)
-    return reply
+def _admin(op: str, params: dict[str, Any], home: str | None) -> dict[str, Any]:
+    return ask_daemon(home, op, params, timeout=60.0)
 
 
 @app.command("create")
@@ -185,7 +179,7 @@ def create(
     home: HomeOption = None,
 ) -> None:
     """Create a named room with just you in it; then `invite` people."""
-    reply = _admin("room_create", {"name": name}, json_output, home)
+    reply = _admin("room_create", {"name": name}, home)
     Output(json_mode=json_output).emit(reply, f"Created #{reply['room']}.")
 
 
@@ -198,7 +192,7 @@ def invite(
     home: HomeOption = None,
 ) -> None:
     """Invite people you already share a room with; they must accept."""
-    reply = _admin("room_invite", {"room": room, "peers": peers}, json_output, home)
+    reply = _admin("room_invite", {"room": room, "peers": peers}, home)
     Output(json_mode=json_output).emit(
         reply, f"Invited {', '.join(reply['invited'])} to #{reply['room']}."
     )
@@ -211,7 +205,7 @@ def _simple(op: str, verb: str) -> Any:
         json_output: JsonOption = False,
         home: HomeOption = None,
     ) -> None:
-        reply = _admin(op, {"room": room}, json_output, home)
+        reply = _admin(op, {"room": room}, home)
         Output(json_mode=json_output).emit(reply, f"{verb} #{reply['room']}.")
 
     return command
@@ -233,7 +227,7 @@ def kick(
     home: HomeOption = None,
 ) -> None:
     """Remove someone from a room; the room's key changes so they read nothing after."""
-    reply = _admin("room_kick", {"room": room, "peer": peer}, json_output, home)
+    reply = _admin("room_kick", {"room": room, "peer": peer}, home)
     Output(json_mode=json_output).emit(
         reply, f"Removed {reply['removed']} from #{reply['room']}; new key epoch {reply['epoch']}."
     )
