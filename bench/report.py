@@ -270,8 +270,9 @@ def scaling(runs: dict[str, Any], figures: Path) -> str:
                "daemon RSS", figures / "scaling_rooms.png", "rooms"),
         "Two real paired daemons; before each point the recipient's daemon is stopped by pid, "
         "more rooms are created for its identity at the relay and recorded in its store, and "
-        "it is started again (`crosstalk daemon start`, wall: "
-        + ", ".join(f"{p['cold_start_s']:.1f} s at {p['x']:,}" for p in r["rooms_per_daemon"])
+        "it is started again (`crosstalk daemon run`; until `status` answers: "
+        + ", ".join(f"{p['cold_start_s']:.1f} s at {p['x']:,}" for p in r["rooms_per_daemon"]
+                    if "cold_start_s" in p)
         + "). Every room is joined and quiet with its room actor running; latency is send → "
         "held in the one live room.", "",
         _curve("Connections per relay", r["connections_per_relay"], "rss_kib", "relay RSS",
