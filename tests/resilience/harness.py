@@ -31,9 +31,8 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -288,9 +287,3 @@ def link_connected(peer: Peer) -> bool:
     except (CrosstalkError, OSError, KeyError):
         return False
 
-
-def timed(condition: Callable[[], bool], *, timeout: float, what: str) -> float:
-    """Wait (bounded) for ``condition``; return the seconds it took."""
-    started = time.monotonic()
-    wait_until(condition, timeout=timeout, what=what)
-    return time.monotonic() - started

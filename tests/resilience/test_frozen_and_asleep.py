@@ -27,7 +27,6 @@ from tests.resilience.harness import (
     Tally,
     drain_reads,
     link_connected,
-    timed,
 )
 
 
@@ -38,28 +37,32 @@ def test_frozen_socket_reconnects_within_two_heartbeats_and_touches_nothing_else
     crowd: list[Peer],
     tally: Tally,
 ) -> None:
-    """Freeze ana's socket: the link gives up on it within 2 heartbeats; reads and posts go on."""
+    """Freeze ana's socket: the link is back on a new one within 2 heartbeats; reads and posts
+    go on meanwhile; no other actor restarts."""
     proxy = proxies("ana")
     ana, ben = paired(short_tmp, proxy.url, relay.url, crowd)
     tally.send_many(ben, ana, [f"held before the freeze {n}" for n in range(5)])
     wait_until(lambda: link_connected(ana), timeout=30, what="ana's link to be up")
     before = ana.restarts()
     connections = proxy.command("freeze")["connections"]
+    frozen_at = time.monotonic()
+    # During the outage: local reads answer, and posts are committed (`queued`).
+    assert tally.read(ana) == 5
+    tally.send_many(ana, ben, [f"posted during the freeze {n}" for n in range(3)])
+    local_ops = time.monotonic() - frozen_at
+    assert tally.states["queued"] >= 3, tally.figures()
 
-    gave_up = timed(
+    # The link gives up on the frozen socket and dials again; from then on the network is fine
+    # (a frozen socket, not a dead relay), so the new connection must come up at once.
+    wait_until(
         lambda: proxy.command("stats")["connections"] > connections,
         timeout=2 * HEARTBEAT + 5,
         what="ana's link to abandon the frozen socket and try a new one",
     )
-    # During the outage: local reads answer, and posts are committed (`queued`).
-    started = time.monotonic()
-    assert tally.read(ana) == 5
-    tally.send_many(ana, ben, [f"posted during the freeze {n}" for n in range(3)])
-    local_ops = time.monotonic() - started
-    assert tally.states["queued"] >= 3, tally.figures()
-
+    gave_up = time.monotonic() - frozen_at
     proxy.command("pass")
-    back = timed(lambda: link_connected(ana), timeout=30, what="ana's link to be ready again")
+    wait_until(lambda: link_connected(ana), timeout=30, what="ana's link to be ready again")
+    back = time.monotonic() - frozen_at
     tally.wait_delivered(ana, ben, timeout=30)
     drain_reads(tally, ana, ben)
     tally.record_restarts(ana, ben)
@@ -67,12 +70,12 @@ def test_frozen_socket_reconnects_within_two_heartbeats_and_touches_nothing_else
     tally.notes.update(
         heartbeat_s=HEARTBEAT,
         gave_up_after_s=round(gave_up, 2),
-        ready_after_pass_s=round(back, 2),
+        reconnected_after_s=round(back, 2),
         local_read_and_3_posts_s=round(local_ops, 2),
         mechanism="watchdog restart" if after["relay_link"] > before["relay_link"]
         else "ping timeout inside the running link",
     )
-    assert gave_up <= 2 * HEARTBEAT, tally.figures()
+    assert back <= 2 * HEARTBEAT, tally.figures()
     siblings = {name: n for name, n in after.items() if name != "relay_link"}
     assert siblings == {name: before.get(name, 0) for name in siblings}, (before, after)
     tally.assert_clean()
