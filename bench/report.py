@@ -318,7 +318,8 @@ def other(name: str, run: dict[str, Any]) -> str:
     failed = _failed(name, run)
     if failed:
         return head + failed
-    rows = [[f"`{key}`", value] for key, value in _flatten(run["result"])]
+    rows = [[f"`{key}`", value] for key, value in _flatten(run["result"])
+            if key.rsplit(".", 1)[-1] not in ("n", "min_ms", "max_ms")]  # p50/p99 carry it
     return head + _table(["figure", "value"], rows) + (
         "\n\nShown as the module printed it; see its docstring for what each figure means "
         "and its baseline.\n")
