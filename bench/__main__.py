@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import report
+from bench.peers import NATS_APT, nats_server_path
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,6 +43,8 @@ def plan(quick: bool) -> list[tuple[str, list[str]]]:
         *others(quick),
     ]
 
+
+NEEDS_NATS = {"nats_relay"}  # benchmarks that cannot run at all without the nats-server binary
 
 KNOWN = {"daemon", "latency", "peers", "relay_throughput", "pairing", "catchup", "hook",
          "scaling", "report", "plots"}
@@ -128,6 +131,9 @@ def main() -> None:
         if args.only is not None and name not in args.only:
             continue
         print(f"bench: {name} …", file=sys.stderr, flush=True)
+        if name in NEEDS_NATS and nats_server_path() is None:
+            results["runs"][name] = {"skipped": f"nats-server is not installed ({NATS_APT})"}
+            continue
         outcome = run_one(command, timeout=300 if args.quick else 900)
         results["runs"][name] = outcome
         print(f"bench: {name} {'FAILED' if 'error' in outcome else 'done'} "

@@ -51,6 +51,8 @@ def _failed(name: str, run: dict[str, Any]) -> str | None:
     """Why a benchmark has no figures in this run, or None when it has them."""
     if "error" in run:
         return f"**{name} failed in this run:**\n\n```\n{run['error']}\n```\n"
+    if "skipped" in run:
+        return f"*{name} did not run: {run['skipped']}.*\n"
     if "result" not in run:
         return f"*{name} did not run in this run.*\n"
     return None

@@ -39,9 +39,12 @@ def test_quick_bench_writes_every_section_plot_and_figure(tmp_path: Path) -> Non
         assert (tmp_path / image).read_bytes().startswith(b"\x89PNG"), image
     results = json.loads((tmp_path / "performance" / "results.json").read_text())
     assert results["quick"] is True
-    assert set(results["runs"]) >= {"daemon", "latency", "peers", "relay_throughput", "pairing",
-                                    "catchup", "hook", "scaling"}
-    assert all("result" in run for run in results["runs"].values()), results["runs"]
+    ours = {"daemon", "latency", "peers", "relay_throughput", "pairing", "catchup", "hook",
+            "scaling"}
+    assert set(results["runs"]) >= ours
+    assert all("result" in results["runs"][name] for name in ours), results["runs"]
+    # Later modules may be skipped only for a missing nats-server, never fail.
+    assert all("error" not in run for run in results["runs"].values()), results["runs"]
     held = results["runs"]["latency"]["result"]["send_to_held"]
     assert held["n"] == 20 and 0 < held["p50_ms"] <= held["p99_ms"]
     assert (ROOT / "docs" / "performance.md").read_bytes() == docs_page  # docs/ untouched
