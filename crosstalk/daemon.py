@@ -50,6 +50,11 @@ def _saved_relay(conn: sqlite3.Connection) -> str | None:
     return saved if isinstance(saved, str) else None
 
 
+def _room_state(conn: sqlite3.Connection, room_id: str) -> str | None:
+    row = conn.execute("SELECT state FROM rooms WHERE room_id = ?", (room_id,)).fetchone()
+    return None if row is None else str(row[0])
+
+
 def default_label() -> str:
     """``git config user.name``, else ``$USER``, else "me"."""
     try:
@@ -208,8 +213,8 @@ class Daemon:
         inbox = self._rooms.get(room_id)
         if inbox is not None:
             return inbox
-        joined = {r.room_id for r in await self.store.read(list_rooms) if r.state == "joined"}
-        if room_id not in joined or self.identity is None:
+        state = await self.store.read(lambda conn: _room_state(conn, room_id))
+        if state != "joined" or self.identity is None:
             return None  # unknown, or an invitation not yet accepted: nothing reaches us
         actor = RoomActor(
             room_id=room_id,
