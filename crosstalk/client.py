@@ -20,7 +20,7 @@ from crosstalk.hook import control
 from crosstalk.lock import holder_pid, is_held
 from crosstalk.paths import Home
 
-START_TIMEOUT = 20.0
+START_TIMEOUT = 60.0  # a home with many rooms takes a while to open them all
 REQUEST_TIMEOUT = 10.0
 
 
