@@ -76,7 +76,9 @@ class Daemon:
         self.heartbeat = heartbeat
         self.started_at = trio.current_time()
         self.identity: IdentityRecord | None = load_identity(home.identity)
-        self.timings = LinkTimings()
+        # The link beats on every pong, so a ping round must fit well inside one heartbeat.
+        ping = min(LinkTimings().ping_interval, heartbeat / 4)
+        self.timings = LinkTimings(ping_interval=ping, ping_timeout=ping)
         self.router: trio.MemorySendChannel[RouterInput] | None = None
         self._link: RelayLink | None = None
         self._relay: RelayClient | None = None

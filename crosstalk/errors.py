@@ -188,3 +188,9 @@ class StorageUnavailable(CrosstalkError):
     """The relay's storage service (NATS JetStream) did not answer in time or refused a write."""
 
     code = "storage_unavailable"
+
+
+class StorageFull(CrosstalkError):
+    """The state directory's disk is full (or failing); nothing was stored or acknowledged."""
+
+    code = "storage_full"

@@ -246,10 +246,14 @@ def _view(
     )
 
 
-def hold_message(conn: sqlite3.Connection, applied: Applied) -> None:
-    """Applier: a message that arrived in a room is held for our sessions (once, by op id)."""
+def hold_message(conn: sqlite3.Connection, applied: Applied, *, me: str) -> None:
+    """Applier: a message that arrived in a room is held for our sessions (once, by op id).
+
+    Our own messages (replayed to us after a reconnect, or sent from another of our machines)
+    are not incoming: they are never held.
+    """
     op = applied.op
-    if not isinstance(op, MessageOp):
+    if not isinstance(op, MessageOp) or applied.sender == me:
         return
     body = json.dumps({**unstructure(op), "relay_ts": applied.relay_ts}, sort_keys=True)
     conn.execute(
@@ -404,13 +408,16 @@ async def send_receipts(daemon: Daemon, state: str, by_room: dict[str, list[str]
 
 
 def register(ops: OpTable, daemon: Daemon) -> None:
-    daemon.appliers.append(hold_message)
+    daemon.appliers.append(
+        lambda conn, applied: hold_message(conn, applied, me=daemon.keys.fingerprint)
+    )
     daemon.appliers.append(apply_receipt)
 
     async def delivered(applied: list[Applied]) -> None:
         by_room: dict[str, list[str]] = {}
+        me = daemon.keys.fingerprint
         for entry in applied:
-            if isinstance(entry.op, MessageOp):
+            if isinstance(entry.op, MessageOp) and entry.sender != me:
                 by_room.setdefault(entry.room_id, []).append(entry.op_id)
         await send_receipts(daemon, "delivered", by_room)
 

@@ -24,7 +24,7 @@ from typing import TypeVar
 
 import trio
 
-from crosstalk.errors import DamagedState, LocalProtocolError
+from crosstalk.errors import DamagedState, LocalProtocolError, StorageFull
 from crosstalk.store.files import PRIVATE_FILE_MODE, damaged
 from crosstalk.store.migrations import LATEST_VERSION, migrate, newer_than_known
 
@@ -212,7 +212,16 @@ class Store:
         a transaction that has started; it finishes first.
         """
         conn = self._connection()
-        return await trio.to_thread.run_sync(_run_write, conn, fn, limiter=self._limiter)
+        try:
+            return await trio.to_thread.run_sync(_run_write, conn, fn, limiter=self._limiter)
+        except sqlite3.OperationalError as exc:
+            if "full" not in str(exc) and "I/O" not in str(exc):
+                raise
+            # Nothing was committed (the transaction rolled back): say so, plainly, and where.
+            raise StorageFull(
+                f"Could not save to {self.path.parent}: {exc}. Nothing was sent or "
+                "acknowledged; free some space and try again."
+            ) from None
 
     async def read(self, fn: Callable[[sqlite3.Connection], R]) -> R:
         """Run ``fn(conn)`` against one consistent snapshot and return its result.

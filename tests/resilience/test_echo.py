@@ -9,20 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-
 from tests.resilience.conftest import Relay, paired
 from tests.resilience.harness import Peer, ProxyProcess, Tally, drain_reads
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="crosstalk/ops/message_ops.py hold_message holds every MessageOp the room applies, "
-    "even when the verified sender is our own fingerprint; our own post advances our relay "
-    "cursor only when it is the next op after it (e904c7c), so when another member's op is "
-    "sequenced before ours and has not reached us, a resume (relay/core.py _resume) replays "
-    "both and our own message is held for us and returned by our own `read`",
-)
 def test_a_reconnect_does_not_hand_the_sender_its_own_messages(
     short_tmp: Path,
     relay: Relay,

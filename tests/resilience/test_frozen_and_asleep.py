@@ -81,12 +81,6 @@ def test_frozen_socket_reconnects_within_two_heartbeats_and_touches_nothing_else
     tally.assert_clean()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="daemon.py builds LinkTimings() (2 s ping interval + 2 s ping timeout) whatever the "
-    "heartbeat, and the link beats only per pong or frame, so with CROSSTALK_HEARTBEAT under "
-    "~2.5 s the watchdog restarts a healthy idle link until its restart intensity marks it failed",
-)
 def test_a_healthy_idle_link_survives_a_one_second_heartbeat(
     short_tmp: Path, relay: Relay, crowd: list[Peer]
 ) -> None:
