@@ -90,9 +90,7 @@ async def gate_world(store: InlineStore | None = None) -> AsyncIterator[World]:
     store = store or InlineStore()
     store.now(populate)
     sent = FakeSendOp()
-    actor = GateActor(
-        store=store, me=lambda: Me(ME, "me"), send_op=sent, clock=trio.current_time
-    )
+    actor = GateActor(store=store, me=lambda: Me(ME, "me"), send_op=sent, clock=trio.current_time)
     async with running(Supervisor()) as supervisor:
         inbox: trio.MemorySendChannel[GateInput] = await supervisor.start_actor("gate", actor)
         yield World(store, sent, inbox)
@@ -117,8 +115,15 @@ async def test_the_level_comes_from_the_arrival_room_not_from_the_payload(
         _trust(world.store, TrustSettings().with_room(ROOM_LOUD, Level.DELIVER))
         _session(world.store, "s1", SessionStatus.IDLE)
         await world.arrive(
-            message("m1", BEN, ROOM_BEN, intent=Intent.BLOCKING, thread=ROOM_LOUD,
-                    from_label="incident", to=None),
+            message(
+                "m1",
+                BEN,
+                ROOM_BEN,
+                intent=Intent.BLOCKING,
+                thread=ROOM_LOUD,
+                from_label="incident",
+                to=None,
+            ),
             message("m2", BEN, ROOM_LOUD, intent=Intent.BLOCKING),
             message("m3", CY, ROOM_LOUD, intent=Intent.BLOCKING),
         )
@@ -147,20 +152,20 @@ async def test_fyi_to_a_busy_session_waits_for_idle_then_surfaces_once_per_sende
     async with gate_world() as world:
         _session(world.store, "s1", SessionStatus.BUSY)
         await world.arrive(
-            message("m1", BEN, ROOM_BEN), message("m2", BOT, ROOM_BOT),
+            message("m1", BEN, ROOM_BEN),
+            message("m2", BOT, ROOM_BOT),
             message("m3", BEN, ROOM_BEN),
         )
-        assert {world.notice(m).decision for m in ("m1", "m2", "m3")} == {
-            Decision.NOTICE_WHEN_IDLE
-        }
+        assert {world.notice(m).decision for m in ("m1", "m2", "m3")} == {Decision.NOTICE_WHEN_IDLE}
         assert world.notice("m1").surfaced_at is None
         assert await world.turn("s1", SessionStatus.BUSY) == ()
         batches = await world.turn("s1", SessionStatus.IDLE)
         assert [(b.label, b.items) for b in batches] == [("ben", ("m1", "m3")), ("bot", ("m2",))]
         assert await world.turn("s1", SessionStatus.IDLE) == ()
         assert world.notice("m1").session == "s1"
-        summary = summarize(world.store.now(lambda c: db.attention_entries(c, 0.0)),
-                            trio.current_time())
+        summary = summarize(
+            world.store.now(lambda c: db.attention_entries(c, 0.0)), trio.current_time()
+        )
         assert (summary.reached_last_hour, summary.held) == (3, 0)
         assert summary.by_source == {"ben": 2, "bot": 1}
 
@@ -201,7 +206,7 @@ async def test_the_mute_level_drops_and_hides_the_message_from_read(
         _trust(world.store, TrustSettings().with_pin(BEN, Level.MUTE))
         _session(world.store, "s1", SessionStatus.IDLE)
         applied = message("m1", BEN, ROOM_BEN, intent=Intent.BLOCKING)
-        world.store.now(lambda conn: hold_message(conn, applied))
+        world.store.now(lambda conn: hold_message(conn, applied, me=ME))
         await world.arrive(applied)
         notice = world.notice("m1")
         assert (notice.decision, notice.surfaced_at) == (Decision.DROP, None)
@@ -242,9 +247,7 @@ async def test_a_blocking_message_lifts_through_a_timed_mute_as_a_notice(
         assert world.notice("m1").decision is Decision.NOTICE_NOW
 
 
-@pytest.mark.parametrize(
-    ("level", "kind"), [(Level.NOTIFY, Kind.ASK), (Level.ASK, Kind.HANDOFF)]
-)
+@pytest.mark.parametrize(("level", "kind"), [(Level.NOTIFY, Kind.ASK), (Level.ASK, Kind.HANDOFF)])
 async def test_an_ask_or_handoff_below_its_level_is_refused_with_an_answer(
     autojump_clock: trio.testing.MockClock, level: Level, kind: Kind
 ) -> None:
@@ -252,8 +255,15 @@ async def test_an_ask_or_handoff_below_its_level_is_refused_with_an_answer(
     async with gate_world() as world:
         _trust(world.store, TrustSettings().with_pin(BEN, level))
         await world.arrive(
-            message("a1", BEN, ROOM_BEN, kind=kind, intent=Intent.QUESTION,
-                    correlation="corr-1", from_session="ben-s")
+            message(
+                "a1",
+                BEN,
+                ROOM_BEN,
+                kind=kind,
+                intent=Intent.QUESTION,
+                correlation="corr-1",
+                from_session="ben-s",
+            )
         )
         assert world.notice("a1").decision is Decision.REFUSE
         [sent] = world.sent.sent
@@ -297,7 +307,9 @@ async def test_held_messages_committed_before_the_gate_started_are_decided(
 ) -> None:
     """A crash between the room's commit and the gate loses no decision."""
     store = InlineStore()
-    store.now(lambda conn: hold_message(conn, message("m1", BEN, ROOM_BEN, intent=Intent.BLOCKING)))
+    store.now(
+        lambda conn: hold_message(conn, message("m1", BEN, ROOM_BEN, intent=Intent.BLOCKING), me=ME)
+    )
     async with gate_world(store) as world:
         await trio.testing.wait_all_tasks_blocked()
         assert world.notice("m1").decision is Decision.NOTICE_NOW
