@@ -210,3 +210,12 @@ def test_asking_someone_who_is_waiting_on_you_tells_both(people: list[Person]) -
     asking.stdout.close()
     asking.stderr.close()
     assert "waiting on each other" in told
+
+
+def test_an_ask_below_the_receivers_level_is_refused_automatically(people: list[Person]) -> None:
+    """ben trusts ana only to `notify`: her ask comes back `refused` without ben doing anything."""
+    ana, ben, _ = people
+    pair(ana, ben)
+    ben.json("trust", "ana", "notify")
+    error = ana.json("ask", "ben", "can you review my PR?", "--timeout", "60", expect=1)["error"]
+    assert error["code"] == "refused"
