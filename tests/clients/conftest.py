@@ -192,7 +192,7 @@ class Agent:
 
     def requests(self) -> list[LoggedRequest]:
         """Model requests from this agent (the stand-in's log, model APIs only)."""
-        return [r for r in self.standin.requests() if r.api is not None]
+        return [r for r in self.standin.requests() if r.api is not None and not _router(r)]
 
     def debug(self) -> str:
         """What to print when an assertion fails: the last run's output and the daemon log."""
@@ -200,6 +200,11 @@ class Agent:
         out = "" if last is None else f"rc={last.returncode}\nstdout={last.stdout[-3000:]}\n" \
                                       f"stderr={last.stderr[-3000:]}"
         return f"{out}\ndaemon.log:\n{self.person.log_tail()}"
+
+
+def _router(request: LoggedRequest) -> bool:
+    """Gemini CLI's model-routing classifier (a JSON ``generateContent``), not the agent's turn."""
+    return request.api == "gemini" and "streamGenerateContent" not in request.path
 
 
 def new_session_id() -> str:
