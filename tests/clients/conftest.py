@@ -71,8 +71,8 @@ QWEN = Pin("qwen", "qwen-0.15.10", "qwen")
 GEMINI = Pin("gemini", "gemini-0.61.0", "gemini")
 
 
-def client_binary(pin: Pin) -> Path:
-    """The pinned client's executable; skip when no cache is configured, fail when it lacks it."""
+def clients_root() -> Path:
+    """The folder holding the pinned clients; skips (saying why) when none is configured."""
     root = os.environ.get(CLIENTS_ENV)
     if not root:
         reason = (
@@ -81,7 +81,13 @@ def client_binary(pin: Pin) -> Path:
         )
         print(reason)
         pytest.skip(reason)
-    path = Path(root) / pin.prefix / "node_modules" / ".bin" / pin.binary
+    return Path(root)
+
+
+def client_binary(pin: Pin) -> Path:
+    """The pinned client's executable; skip when no cache is configured, fail when it lacks it."""
+    root = clients_root()
+    path = root / pin.prefix / "node_modules" / ".bin" / pin.binary
     if not (path.is_file() and os.access(path, os.X_OK)):
         pytest.fail(f"{CLIENTS_ENV}={root} has no {pin.prefix} client at {path}: install it")
     return path
@@ -219,6 +225,7 @@ def room() -> Iterator[tuple[Person, Person]]:
     are stopped by pid afterwards."""
     from tests.relay.process import RelayProcess
 
+    clients_root()  # no clients here: skip before paying for a relay and a pairing
     root = Path(tempfile.mkdtemp(prefix="ct-room-", dir="/tmp"))
     relay = RelayProcess(root / RELAY_DATA, root / "relay.stderr")
     relay.start()
