@@ -30,7 +30,7 @@ import attrs
 import pytest
 
 from tests.clients.process import ROOT, LoggedRequest, StandinProcess
-from tests.clients.script import CLIENT_API, Api, mcp_tool_name
+from tests.clients.script import CLIENT_API, Api
 from tests.e2e.conftest import (
     RELAY_DATA,
     Person,
@@ -191,10 +191,6 @@ class Agent:
         )
         self.runs.append(proc)
         return proc
-
-    def tool(self, tool: str) -> Any:
-        """Our MCP tool as this client's model must name it."""
-        return mcp_tool_name(self.pin.api, SERVER, tool)
 
     def requests(self) -> list[LoggedRequest]:
         """Model requests from this agent (the stand-in's log, model APIs only)."""
