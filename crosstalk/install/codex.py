@@ -38,6 +38,11 @@ def plan(places: Places, commands: Commands | None) -> list[Edit]:
             "command": commands.server_command,
             "args": commands.server_args,
             "default_tools_approval_mode": "approve",
+            # Codex hands MCP servers a minimal environment: pass the identity through, or a
+            # non-default CROSSTALK_HOME would act as ~/.crosstalk. And wait for our tools
+            # before the first turn (the server takes a moment to start), measured in CI.
+            "env_vars": ["CROSSTALK_HOME", "CROSSTALK_RELAY"],
+            "required": True,
         }
         body = toml_table(f"mcp_servers.{SERVER_NAME}", expected)
     return [

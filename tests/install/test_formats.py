@@ -86,6 +86,8 @@ def test_codex_config_keeps_the_users_text_byte_for_byte(
         "command": commands.server_command,
         "args": commands.server_args,
         "default_tools_approval_mode": "approve",
+        "env_vars": ["CROSSTALK_HOME", "CROSSTALK_RELAY"],
+        "required": True,
     }
     uninstall("codex", places, now=NOW)
     assert config.read_text() == user
