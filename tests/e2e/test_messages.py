@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 import threading
 from pathlib import Path
 
@@ -31,8 +30,7 @@ def test_ask_is_answered_and_an_unanswered_ask_says_no_answer(people: list[Perso
                 stream.close()
     error = ben.json("ask", "ana", "anyone there?", "--timeout", "2", expect=1)["error"]
     assert error["code"] == "no_answer"
-    with sqlite3.connect(ben.home / "state.db") as db:
-        assert db.execute("SELECT count(*) FROM asks").fetchone()[0] == 0
+    assert control.request(ben.home / "daemon.sock", "asks", timeout=10)["waiting"] == []
 
 
 def test_delivery_states_move_from_queued_to_read(people: list[Person]) -> None:
