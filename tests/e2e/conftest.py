@@ -3,6 +3,7 @@ daemon a test started, by its pid."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import selectors
@@ -231,3 +232,28 @@ def wait_for_messages(person: Cli, count: int, *, timeout: float = 30.0) -> list
 
     wait_until(arrived, timeout=timeout, what=f"{count} message(s) for {person.home.name}")
     return got
+
+
+@contextlib.contextmanager
+def daemons_with(env: dict[str, str], people: list[Person], relay_pid_file: Path) -> Iterator[None]:
+    """Run with ``env`` (inherited by the daemons the CLI starts), then stop those daemons and
+    the relay a daemon started for itself (its pid file), and put the environment back."""
+    saved = {key: os.environ.get(key) for key in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        for person in people:
+            pid = person.daemon_pid()
+            if pid:
+                stop_pid(pid)
+        if relay_pid_file.exists():
+            relay_pid = int(relay_pid_file.read_text())
+            if pid_alive(relay_pid):
+                os.kill(relay_pid, signal.SIGTERM)
+                wait_until(lambda: not pid_alive(relay_pid), timeout=15, what="a started relay")

@@ -13,7 +13,10 @@ def test_demo_pairs_sends_remembers_and_cleans_up() -> None:
     before = set(Path("/tmp").glob("ct-demo-*"))
     proc = subprocess.run(
         [sys.executable, "-m", "crosstalk", "demo", "--json"],
-        capture_output=True, text=True, timeout=180, check=False,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -25,7 +28,10 @@ def test_demo_human_output_shows_the_words_and_both_fingerprints() -> None:
     """The readable run names the invite words and the crossing them/you lines."""
     proc = subprocess.run(
         [sys.executable, "-m", "crosstalk", "demo"],
-        capture_output=True, text=True, timeout=180, check=False,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "crosstalk room join" in proc.stdout

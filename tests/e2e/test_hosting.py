@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
-import signal
 import socket
 from pathlib import Path
 
-from tests.e2e.conftest import Person, pair, pid_alive, stop_pid, wait_for_messages, wait_until
+from tests.e2e.conftest import (
+    Person,
+    daemons_with,
+    pair,
+    wait_for_messages,
+)
 
 
 def _free_port() -> int:
@@ -24,32 +28,15 @@ def test_host_starts_a_relay_and_the_invite_names_it(short_tmp: Path) -> None:
         "CROSSTALK_HOST_PORT": str(port),
         "XDG_DATA_HOME": str(short_tmp / "xdg"),
     }
-    saved = {key: os.environ.get(key) for key in env}
-    os.environ.update(env)  # inherited by the daemons the CLI starts
     ana, ben = Person(short_tmp / "ana", ""), Person(short_tmp / "ben", "")
     pid_file = short_tmp / "xdg" / "crosstalk" / f"relay-{port}" / "relay.pid"
-    try:
+    with daemons_with(env, [ana, ben], pid_file):
         inviter, joiner = pair(ana, ben, host=True)
         assert inviter["them"] == joiner["you"]
         assert ana.json("status")["relay"]["url"] == f"ws://127.0.0.1:{port}"
         assert ben.json("status")["relay"]["url"] == f"ws://127.0.0.1:{port}"
         ana.json("send", "ben", "over the hosted relay")
         assert [m["text"] for m in wait_for_messages(ben, 1)] == ["over the hosted relay"]
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        for person in (ana, ben):
-            pid = person.daemon_pid()
-            if pid:
-                stop_pid(pid)
-        if pid_file.exists():
-            relay_pid = int(pid_file.read_text())
-            if pid_alive(relay_pid):
-                os.kill(relay_pid, signal.SIGTERM)
-                wait_until(lambda: not pid_alive(relay_pid), timeout=15, what="the hosted relay")
 
 
 def test_public_without_cloudflared_says_so_and_changes_nothing(people: list[Person]) -> None:

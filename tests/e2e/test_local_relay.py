@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import os
-import signal
 from pathlib import Path
 
 from tests.e2e.conftest import (
     Person,
+    daemons_with,
     pair,
-    pid_alive,
     read_json_line,
-    stop_pid,
     wait_for_messages,
-    wait_until,
 )
 from tests.e2e.test_hosting import _free_port
 
@@ -22,11 +18,9 @@ def test_local_relay_is_started_once_and_shared(short_tmp: Path) -> None:
     """Two homes with no relay set pair on one local relay that the first daemon started."""
     port = _free_port()
     env = {"CROSSTALK_LOCAL_PORT": str(port), "XDG_DATA_HOME": str(short_tmp / "xdg")}
-    saved = {key: os.environ.get(key) for key in env}
-    os.environ.update(env)
     ana, ben = Person(short_tmp / "ana", ""), Person(short_tmp / "ben", "")
     pid_file = short_tmp / "xdg" / "crosstalk" / "relay" / "relay.pid"
-    try:
+    with daemons_with(env, [ana, ben], pid_file):
         new = ana.spawn("room", "new", "--json", "--label", "ana")
         first = read_json_line(new, timeout=60)
         assert "only this machine can join" in first["note"]
@@ -41,21 +35,6 @@ def test_local_relay_is_started_once_and_shared(short_tmp: Path) -> None:
         assert ben.json("status")["relay"]["url"] == f"ws://127.0.0.1:{port}"
         ben.json("send", "ana", "via the local relay")
         assert wait_for_messages(ana, 1)[0]["text"] == "via the local relay"
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        for person in (ana, ben):
-            pid = person.daemon_pid()
-            if pid:
-                stop_pid(pid)
-        if pid_file.exists():
-            relay_pid = int(pid_file.read_text())
-            if pid_alive(relay_pid):
-                os.kill(relay_pid, signal.SIGTERM)
-                wait_until(lambda: not pid_alive(relay_pid), timeout=15, what="the local relay")
 
 
 def test_a_label_clash_never_replaces_another_key(people: list[Person]) -> None:

@@ -318,17 +318,25 @@ def test_a_claim_made_while_the_relay_is_down_is_pending_then_settled(
     wait_until(lambda: len(op(ben, "tasks")["tasks"]) == 1, timeout=30, what="the task at ben's")
     port = relay.port
     relay.kill(signal.SIGKILL)
-    wait_until(lambda: not op(ana, "status")["relay"]["connected"], timeout=30,
-               what="ana to notice the relay is gone")
+    wait_until(
+        lambda: not op(ana, "status")["relay"]["connected"],
+        timeout=30,
+        what="ana to notice the relay is gone",
+    )
     assert op(ana, "task_claim", id=task) == {
-        "ok": True, "id": task, "room": "ben", "outcome": "pending", "claimed_by": None
+        "ok": True,
+        "id": task,
+        "room": "ben",
+        "outcome": "pending",
+        "claimed_by": None,
     }
     back = RelayProcess(relay.data, relay.stderr_path, "--retention", "2", "--port", str(port))
     back.start()
     try:
         wait_until(
             lambda: [t["claimed_by"] for t in op(ben, "tasks")["tasks"]] == ["ana"],
-            timeout=60, what="the claim to reach ben",
+            timeout=60,
+            what="the claim to reach ben",
         )
         assert [t["claimed_by"] for t in op(ana, "tasks")["tasks"]] == ["ana"]
         log = (ana.home / "daemon.log").read_text()
