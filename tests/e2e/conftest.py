@@ -112,9 +112,20 @@ def stop_pid(pid: int) -> None:
 
 @pytest.fixture
 def short_tmp() -> Iterator[Path]:
-    """A temporary directory with a short path: unix socket paths are limited to 107 bytes."""
+    """A temporary directory with a short path: unix socket paths are limited to 107 bytes.
+
+    Any daemon that ended up with a home inside it (an agent's MCP server can start one in the
+    agent's own HOME) is stopped by its pid before the directory goes.
+    """
     path = Path(tempfile.mkdtemp(prefix="ct-", dir="/tmp"))
     yield path
+    for lock in path.rglob("daemon.lock"):
+        try:
+            pid = int(lock.read_text().strip() or 0)
+        except (OSError, ValueError):
+            continue
+        if pid and pid_alive(pid):
+            stop_pid(pid)
     shutil.rmtree(path, ignore_errors=True)
 
 
