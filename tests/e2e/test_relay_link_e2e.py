@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import json
-import os
 import signal
-import socket
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,56 +10,7 @@ import pytest
 
 from tests.e2e.conftest import Person, pair, read_json_line, stop_pid, wait_until
 from tests.relay.process import RelayProcess
-
-
-class ProxyProcess:
-    """The fault-injecting proxy (tests/resilience/proxy.py) as a subprocess."""
-
-    def __init__(self, target_port: int, control: Path) -> None:
-        self.control = control
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests.resilience.proxy",
-                "--listen",
-                "127.0.0.1:0",
-                "--target",
-                f"127.0.0.1:{target_port}",
-                "--control",
-                str(control),
-                "--lifetime",
-                "300",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        info = read_json_line(self.proc, timeout=30)
-        self.port = int(str(info["listening"]).rsplit(":", 1)[1])
-
-    def command(self, line: str) -> dict[str, object]:
-        with socket.socket(socket.AF_UNIX) as sock:
-            sock.settimeout(10)
-            sock.connect(str(self.control))
-            sock.sendall(line.encode() + b"\n")
-            data = b""
-            while not data.endswith(b"\n"):
-                chunk = sock.recv(65536)
-                if not chunk:
-                    break
-                data += chunk
-        reply: dict[str, object] = json.loads(data)
-        assert reply["ok"] is True, reply
-        return reply
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-        self.proc.wait(timeout=15)
-        for stream in (self.proc.stdout, self.proc.stderr):
-            if stream:
-                stream.close()
+from tests.resilience.harness import ProxyProcess
 
 
 @pytest.fixture
@@ -83,11 +29,11 @@ def test_connection_dropped_mid_pairing_recovers(short_tmp: Path, relay: RelayPr
     new = ana.spawn("room", "new", "--json")
     try:
         code = read_json_line(new, timeout=60)["invite"]
-        before = proxy.command("reset")["stats"]
+        before = proxy.command("reset")
         joined = ben.json("room", "join", code)
         result = read_json_line(new, timeout=60)
         assert result["them"] == joined["you"] and joined["them"] == result["you"]
-        after = proxy.command("stats")["stats"]
+        after = proxy.command("stats")
         assert after["connections"] > before["connections"]  # type: ignore[operator]
     finally:
         if new.poll() is None:
