@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -80,12 +81,28 @@ def _stop(home: Home) -> None:
             return
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
+            if _gone(pid):
                 return
-            time.sleep(0.05)
+            time.sleep(0.02)
         os.kill(pid, signal.SIGKILL)
+        _gone(pid)
+
+
+def _gone(pid: int) -> bool:
+    """Whether ``pid`` has exited, reaping it if it is our child (start_daemon's Popen).
+
+    A child that exited stays a zombie until reaped, and a zombie still answers kill(pid, 0).
+    """
+    try:
+        reaped, _ = os.waitpid(pid, os.WNOHANG)
+        return reaped == pid
+    except ChildProcessError:  # not our child: someone else reaps it
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
 
 
 def _pair(
@@ -111,75 +128,13 @@ def run_demo(say: Callable[[str], None]) -> dict[str, Any]:
         with _relay(root) as url:
             os.environ[RELAY_ENV] = url  # both daemons inherit it
             say(f"A throwaway relay is listening on {url}; it only ever sees ciphertext.\n")
-            for home in (ana, ben):
-                start_daemon(home)
-            inviter, joiner = _pair(say, ana, ben)
-            say(f"\n  ana sees   them {inviter['them']}   you {inviter['you']}")
-            say(f"  ben sees   them {joiner['them']}   you {joiner['you']}")
-            say("  Each side's 'them' is the other's 'you': nobody is in the middle.\n")
-
-            say(
-                'ana$ crosstalk send ben "renamed fetch_devices to list_devices" '
-                '--intent blocking --slice note:"two call sites in api/"'
-            )
-            call(
-                ana,
-                "send",
-                {
-                    "to": "ben",
-                    "text": "renamed fetch_devices to list_devices",
-                    "intent": "blocking",
-                    "slices": ["note:two call sites in api/"],
-                },
-            )
-            messages = _wait_for_messages(ben)
-            first = messages[0]
-            say(
-                f"ben$ crosstalk read\n      {first['from']} · {first['intent']}: {first['text']}"
-                f"\n      [slice 0] {first['slices'][0]['kind']}: "
-                f"{first['slices'][0]['bytes']} bytes, fetched only if asked\n"
-            )
-
-            say('ana$ crosstalk facts add "the API returns snake_case"')
-            call(ana, "fact_add", {"text": "the API returns snake_case"})
-            say('ana$ crosstalk tasks add "regenerate the device fixtures"')
-            task = call(ana, "task_add", {"text": "regenerate the device fixtures"})
-            claim = _claim(ben, str(task["id"]))
-            say(
-                f"ben$ crosstalk tasks claim {task['id']}\n      {claim['outcome']}: "
-                f"claimed by {claim['claimed_by']}\n"
-            )
-
-            peers = call(ana, "peers")["peers"]
-            say("ana$ crosstalk peers")
-            for p in peers:
-                say(
-                    f"      {p['label']:<8} {'online' if p['online'] else 'offline':<8} "
-                    f"level {p['level']}"
-                )
-            facts = call(ben, "facts")["facts"]
-            say("ben$ crosstalk facts")
-            for fact in facts:
-                say(f"      {fact['text']}  (by {', '.join(fact['by'])})")
-            tasks = call(ben, "tasks")["tasks"]
-            say("ben$ crosstalk tasks")
-            for t in tasks:
-                say(f"      {t['text']}  [{t['state']}, {t['claimed_by'] or 'unclaimed'}]")
-            health = call(ana, "health")["actors"]
-            say(
-                f"ana$ crosstalk doctor\n      {len(health)} actors running, "
-                f"{sum(a['restarts'] for a in health)} restarts"
-            )
-            return {
-                "paired": inviter["them"] == joiner["you"],
-                "messages": len(messages),
-                "facts": len(facts),
-                "tasks": len(tasks),
-                "claim": claim["outcome"],
-            }
+            try:
+                return _flow(say, ana, ben)
+            finally:
+                # Before the relay goes: a relay stopping under live links waits for each close.
+                for home in (ana, ben):
+                    _stop(home)
     finally:
-        for home in (ana, ben):
-            _stop(home)
         if saved_relay is None:
             os.environ.pop(RELAY_ENV, None)
         else:
@@ -189,6 +144,72 @@ def run_demo(say: Callable[[str], None]) -> dict[str, Any]:
             f"\nCleaned up ({time.monotonic() - started:.1f} s): both daemons and the relay "
             "stopped, their files removed."
         )
+
+
+def _flow(say: Callable[[str], None], ana: Home, ben: Home) -> dict[str, Any]:
+    with ThreadPoolExecutor(max_workers=2) as pool:  # two cold starts at once
+        list(pool.map(start_daemon, (ana, ben)))
+    inviter, joiner = _pair(say, ana, ben)
+    say(f"\n  ana sees   them {inviter['them']}   you {inviter['you']}")
+    say(f"  ben sees   them {joiner['them']}   you {joiner['you']}")
+    say("  Each side's 'them' is the other's 'you': nobody is in the middle.\n")
+
+    say(
+        'ana$ crosstalk send ben "renamed fetch_devices to list_devices" '
+        '--intent blocking --slice note:"two call sites in api/"'
+    )
+    call(
+        ana,
+        "send",
+        {
+            "to": "ben",
+            "text": "renamed fetch_devices to list_devices",
+            "intent": "blocking",
+            "slices": ["note:two call sites in api/"],
+        },
+    )
+    messages = _wait_for_messages(ben)
+    first = messages[0]
+    say(
+        f"ben$ crosstalk read\n      {first['from']} · {first['intent']}: {first['text']}"
+        f"\n      [slice 0] {first['slices'][0]['kind']}: "
+        f"{first['slices'][0]['bytes']} bytes, fetched only if asked\n"
+    )
+
+    say('ana$ crosstalk facts add "the API returns snake_case"')
+    call(ana, "fact_add", {"text": "the API returns snake_case"})
+    say('ana$ crosstalk tasks add "regenerate the device fixtures"')
+    task = call(ana, "task_add", {"text": "regenerate the device fixtures"})
+    claim = _claim(ben, str(task["id"]))
+    say(
+        f"ben$ crosstalk tasks claim {task['id']}\n      {claim['outcome']}: "
+        f"claimed by {claim['claimed_by']}\n"
+    )
+
+    peers = call(ana, "peers")["peers"]
+    say("ana$ crosstalk peers")
+    for p in peers:
+        say(f"      {p['label']:<8} {'online' if p['online'] else 'offline':<8} level {p['level']}")
+    facts = call(ben, "facts")["facts"]
+    say("ben$ crosstalk facts")
+    for fact in facts:
+        say(f"      {fact['text']}  (by {', '.join(fact['by'])})")
+    tasks = call(ben, "tasks")["tasks"]
+    say("ben$ crosstalk tasks")
+    for t in tasks:
+        say(f"      {t['text']}  [{t['state']}, {t['claimed_by'] or 'unclaimed'}]")
+    health = call(ana, "health")["actors"]
+    say(
+        f"ana$ crosstalk doctor\n      {len(health)} actors running, "
+        f"{sum(a['restarts'] for a in health)} restarts"
+    )
+    return {
+        "paired": inviter["them"] == joiner["you"],
+        "messages": len(messages),
+        "facts": len(facts),
+        "tasks": len(tasks),
+        "claim": claim["outcome"],
+    }
 
 
 def _wait_for_messages(home: Home) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ it comes back) rather than slowing everyone. The heartbeat pings a connection si
 from __future__ import annotations
 
 import logging
+import math
 import ssl
 import time
 from collections.abc import Callable
@@ -43,6 +44,7 @@ GATHER_QUIET = 4  # ... but no longer than this many rounds in a row without gro
 GATHER_MAX_EFFECTS = 4096  # ... nor past this many effects
 GATHER_MAX_SECONDS = 0.005  # ... nor longer than this
 MESSAGE_QUEUE = 32  # frames trio-websocket may parse ahead per connection
+STOP_CLOSE = 0.1  # seconds to let our close frame go out when the relay itself stops
 
 
 @attrs.frozen
@@ -278,7 +280,10 @@ class RelayServer:
             try:
                 await self._run_link(ws, conn, source)
             finally:
-                with trio.move_on_after(t.close_timeout) as scope:
+                # When the relay is stopping, trio-websocket's reader is cancelled with us, so
+                # the peer's close reply can never be read: send our close frame and go.
+                stopping = trio.current_effective_deadline() == -math.inf
+                with trio.move_on_after(STOP_CLOSE if stopping else t.close_timeout) as scope:
                     scope.shield = True
                     await ws.aclose()
                 nursery.cancel_scope.cancel()
