@@ -27,7 +27,10 @@ and, once it has unwound (at once, unless it shields itself from cancellation), 
 starts at exactly ``b + heartbeat + d``, where ``d`` is that restart's backoff. The watchdog does
 not poll: it sleeps until the earliest beat deadline of all instances (and is woken when an
 earlier one appears), so there is no polling slack on top of ``heartbeat``. Under the real clock,
-add scheduling latency.
+add scheduling latency. One exception: a watchdog that wakes more than a quarter heartbeat past
+its deadline was itself not running (the process was stopped or the machine slept), so instead
+of judging anyone it gives every instance a fresh beat; a real hang is then caught one heartbeat
+later.
 
 Logging policy (STYLE rule 25): INFO for start, ready, restart, finish and stop; WARNING for a
 missed heartbeat (degraded, not a bug); ERROR with the traceback for a crash and for FAILED.
@@ -62,6 +65,8 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 MISSED_HEARTBEAT = "missed heartbeat"
+# A watchdog this late (as a fraction of the heartbeat) means the process itself was stopped.
+SUSPENDED_FRACTION = 0.25
 
 
 class _Child(Generic[T]):
@@ -338,10 +343,23 @@ class Supervisor:
             with trio.move_on_at(self._watch_until):
                 await self._wakeup.wait()
             now = trio.current_time()
+            if now - self._watch_until > self._heartbeat * SUSPENDED_FRACTION:
+                self._excuse_everyone(now - self._watch_until)
+                continue
             for child in list(self._children.values()):
                 # Same float expression as the deadline slept on, so no rounding gap.
                 if now >= child.beat_deadline():
                     self._miss(child, now)
+
+    def _excuse_everyone(self, late: float) -> None:
+        """The watchdog woke far past its deadline, so the whole process was not running
+        (SIGSTOP, a suspended VM, a laptop lid): no instance could beat either. Judging them now
+        would restart every busy actor at once; each gets a fresh heartbeat instead, and the
+        ones that really hang are caught one heartbeat later."""
+        log.info("the daemon did not run for %.1f s; every actor gets a fresh heartbeat", late)
+        for child in self._children.values():
+            if child.liveness is not None:
+                child.liveness.beat()
 
     def _rearm(self, deadline: float) -> None:
         """A new beat deadline exists; wake the watchdog if it sleeps past it."""

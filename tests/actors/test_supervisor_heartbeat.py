@@ -99,3 +99,36 @@ async def test_beat_age_counts_from_the_last_beat(autojump_clock: MockClock) -> 
         assert health.beat_age_s == 1.5
         assert health.inbox == 3
         assert health.state is ActorState.RUNNING
+
+
+async def test_a_process_that_was_stopped_gives_every_actor_a_fresh_heartbeat(
+    autojump_clock: MockClock,
+) -> None:
+    """After the whole daemon slept (SIGSTOP, a closed lid) nobody is blamed for not beating.
+
+    The clock jumps 100 s with no task running, as when the process is stopped: the watchdog
+    wakes 96 s past its deadline and excuses everyone; an actor that really hangs is still
+    caught, one heartbeat after the wake.
+    """
+    out, reports = open_reports()
+    async with running(Supervisor(heartbeat=4.0, backoff_initial=0.5)) as sup:
+        await sup.start_actor("f", Freezer(out, beat_after=500.0))
+        await sup.start_actor("r", Recorder(out))
+        assert await next_report(reports, within=1) == ("f", "start", 0.0)
+        assert await next_report(reports, within=1) == ("r", "start", 0.0)
+        await trio.sleep(1.0)
+        autojump_clock.jump(100.0)
+        assert await next_report(reports, within=10) == ("f", "cancelled", 105.0)
+        await trio.testing.wait_all_tasks_blocked()
+        assert [h.restarts for h in sup.statistics()] == [1, 0]
+
+
+async def test_a_watchdog_only_a_little_late_still_judges(autojump_clock: MockClock) -> None:
+    """Lateness under a quarter heartbeat is scheduling noise, not a stopped process."""
+    out, reports = open_reports()
+    async with running(Supervisor(heartbeat=4.0, backoff_initial=0.5)) as sup:
+        await sup.start_actor("f", Freezer(out, beat_after=500.0))
+        assert await next_report(reports, within=1) == ("f", "start", 0.0)
+        await trio.sleep(1.0)
+        autojump_clock.jump(3.9)  # the watchdog's deadline was 4.0; it wakes at 4.9
+        assert await next_report(reports, within=10) == ("f", "cancelled", 4.9)
