@@ -1,7 +1,5 @@
-"""The attention gate's control ops: ``trust``, ``mute``, ``attention``, and the ones the hooks
-will call: ``session_register``, ``session_status`` (busy/idle; the reply lists what surfaced),
-``notices`` (what the gate decided, optionally only what is surfaced and not yet shown) and
-``notice_shown`` (a session showed these).
+"""The attention gate's control ops: ``trust``, ``mute`` and ``attention``; the session and
+notice ops the hooks call live in ``crosstalk.ops.session_ops`` and are registered from here.
 
 ``register`` also wires the gate into the daemon: it starts the gate actor when the daemon
 starts and feeds it every room message after its room's transaction committed. Settings are
@@ -23,23 +21,19 @@ from crosstalk.actors.gate import (
     GateInput,
     Me,
     Recheck,
-    SessionTurned,
-    Surfaced,
     source_of,
 )
 from crosstalk.actors.room import Applied
 from crosstalk.core.attention import WINDOW, summarize
 from crosstalk.core.levels import LOCAL_PREFIX, Level, TrustSettings, resolve_level
 from crosstalk.core.mute import EVERYONE
-from crosstalk.core.triage import SessionStatus
 from crosstalk.daemon import Daemon
-from crosstalk.errors import CrosstalkError, UnknownPeer, UnknownRoom, UsageError
+from crosstalk.errors import CrosstalkError, UnknownPeer, UnknownRoom
+from crosstalk.ops import session_ops
 from crosstalk.store import attention as db
 from crosstalk.store.rooms import Contact, list_contacts, list_rooms
-from crosstalk.store.sessions import get_session, register_session
 from crosstalk.wire.room_ops import MessageOp
 
-GATE_REPLY_TIMEOUT = 10.0
 DEFAULT_MUTE_MINUTES = 60.0
 RECORD_HORIZON = 24 * 3600.0  # how far back `attention` looks for items still held
 CLEAR = ("clear", "unset", "reset")
@@ -91,74 +85,6 @@ class AttentionReply:
     reached_last_hour: int
     held: int
     by_source: dict[str, int]
-
-
-@attrs.frozen
-class SessionRegisterParams:
-    name: str
-    client: str = "unknown"
-    project: str = ""
-    inbox_socket: str | None = None
-
-
-@attrs.frozen
-class SessionView:
-    name: str
-    client: str
-    project: str
-    status: str
-
-
-@attrs.frozen
-class SessionStatusParams:
-    name: str
-    status: str
-
-
-@attrs.frozen
-class SessionStatusReply:
-    name: str
-    status: str
-    surfaced: list[Surfaced]
-
-
-@attrs.frozen
-class NoticesParams:
-    session: str | None = None
-    pending: bool = False  # only surfaced notices no session has shown yet
-
-
-@attrs.frozen
-class NoticeView:
-    id: str
-    sender: str
-    label: str
-    session: str | None
-    room: str | None
-    from_session: str | None
-    intent: str
-    kind: str
-    decision: str
-    due: str
-    created_at: float
-    surfaced_at: float | None
-    batch: str | None
-
-
-@attrs.frozen
-class NoticesReply:
-    notices: list[NoticeView]
-
-
-@attrs.frozen
-class NoticeShownParams:
-    session: str
-    ids: list[str]
-
-
-@attrs.frozen
-class NoticeShownReply:
-    shown: int
 
 
 # --- names -> keys ------------------------------------------------------------------------------
@@ -312,32 +238,6 @@ def _attention(conn: sqlite3.Connection, now: float) -> AttentionReply:
     return AttentionReply(summary.reached_last_hour, summary.held, summary.by_source)
 
 
-def _notices(conn: sqlite3.Connection, params: NoticesParams) -> NoticesReply:
-    project = ""
-    if params.session is not None:
-        found = get_session(conn, params.session)
-        project = found.project if found is not None else ""
-    rows = db.list_notices(conn, params.session, project)
-    if params.pending:
-        rows = [n for n in rows if n.surfaced_at is not None and n.shown_at is None]
-    return NoticesReply([
-        NoticeView(
-            id=n.message_id, sender=n.sender, label=n.label, session=n.session, room=n.room_id,
-            from_session=n.from_session, intent=n.intent.value, kind=n.kind,
-            decision=n.decision.value, due=n.due, created_at=n.created_at,
-            surfaced_at=n.surfaced_at, batch=n.batch,
-        )
-        for n in rows
-    ])
-
-
-def _parse_status(text: str) -> SessionStatus:
-    try:
-        return SessionStatus(text.strip().lower())
-    except ValueError:
-        raise UsageError(f"{text!r} is not a session status: use busy, idle or unknown.") from None
-
-
 # --- wiring -------------------------------------------------------------------------------------
 
 
@@ -390,40 +290,7 @@ def register(ops: OpTable, daemon: Daemon) -> None:
     async def attention(params: NoParams) -> AttentionReply:
         return await daemon.store.read(lambda c: _attention(c, time.time()))
 
-    async def notices(params: NoticesParams) -> NoticesReply:
-        return await daemon.store.read(lambda c: _notices(c, params))
-
-    async def notice_shown(params: NoticeShownParams) -> NoticeShownReply:
-        shown = await daemon.store.write(
-            lambda c: db.mark_shown(c, params.ids, params.session, time.time())
-        )
-        return NoticeShownReply(shown)
-
-    async def session_register(params: SessionRegisterParams) -> SessionView:
-        def write(conn: sqlite3.Connection) -> SessionView:
-            s = register_session(
-                conn, name=params.name, client=params.client, project=params.project,
-                inbox_socket=params.inbox_socket, now=time.time(),
-            )
-            return SessionView(s.name, s.client, s.project, s.status.value)
-
-        return await daemon.store.write(write)
-
-    async def session_status(params: SessionStatusParams) -> SessionStatusReply:
-        status = _parse_status(params.status)
-        send, receive = trio.open_memory_channel[tuple[Surfaced, ...]](1)
-        await gate.get().send(SessionTurned(params.name, status, send))
-        surfaced: tuple[Surfaced, ...] | None = None
-        with trio.move_on_after(GATE_REPLY_TIMEOUT):
-            surfaced = await receive.receive()
-        if surfaced is None:
-            raise CrosstalkError("The attention gate did not answer in time; try again.")
-        return SessionStatusReply(params.name, status.value, list(surfaced))
-
     ops.add("trust", TrustParams, trust)
     ops.add("mute", MuteParams, mute)
     ops.add("attention", NoParams, attention)
-    ops.add("notices", NoticesParams, notices)
-    ops.add("notice_shown", NoticeShownParams, notice_shown)
-    ops.add("session_register", SessionRegisterParams, session_register)
-    ops.add("session_status", SessionStatusParams, session_status)
+    session_ops.register(ops, daemon, gate.get)

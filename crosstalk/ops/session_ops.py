@@ -1,0 +1,160 @@
+"""The ops the hooks call about sessions: ``session_register``, ``session_status`` (busy/idle;
+the reply lists what surfaced), ``notices`` (what the gate decided, optionally only what is
+surfaced and not yet shown) and ``notice_shown`` (a session showed these).
+
+Registered by ``crosstalk.ops.trust_ops.register``, which owns the attention gate actor and hands
+over a way to reach its inbox.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+
+import attrs
+import trio
+
+from crosstalk.actors.control import OpTable
+from crosstalk.actors.gate import GateInput, SessionTurned, Surfaced
+from crosstalk.core.triage import SessionStatus
+from crosstalk.daemon import Daemon
+from crosstalk.errors import CrosstalkError, UsageError
+from crosstalk.store import attention as db
+from crosstalk.store.sessions import get_session, register_session
+
+GATE_REPLY_TIMEOUT = 10.0
+
+
+@attrs.frozen
+class SessionRegisterParams:
+    name: str
+    client: str = "unknown"
+    project: str = ""
+    inbox_socket: str | None = None
+
+
+@attrs.frozen
+class SessionView:
+    name: str
+    client: str
+    project: str
+    status: str
+
+
+@attrs.frozen
+class SessionStatusParams:
+    name: str
+    status: str
+
+
+@attrs.frozen
+class SessionStatusReply:
+    name: str
+    status: str
+    surfaced: list[Surfaced]
+
+
+@attrs.frozen
+class NoticesParams:
+    session: str | None = None
+    pending: bool = False  # only surfaced notices no session has shown yet
+
+
+@attrs.frozen
+class NoticeView:
+    id: str
+    sender: str
+    label: str
+    session: str | None
+    room: str | None
+    from_session: str | None
+    intent: str
+    kind: str
+    decision: str
+    due: str
+    created_at: float
+    surfaced_at: float | None
+    batch: str | None
+
+
+@attrs.frozen
+class NoticesReply:
+    notices: list[NoticeView]
+
+
+@attrs.frozen
+class NoticeShownParams:
+    session: str
+    ids: list[str]
+
+
+@attrs.frozen
+class NoticeShownReply:
+    shown: int
+
+def _notices(conn: sqlite3.Connection, params: NoticesParams) -> NoticesReply:
+    project = ""
+    if params.session is not None:
+        found = get_session(conn, params.session)
+        project = found.project if found is not None else ""
+    rows = db.list_notices(conn, params.session, project)
+    if params.pending:
+        rows = [n for n in rows if n.surfaced_at is not None and n.shown_at is None]
+    return NoticesReply([
+        NoticeView(
+            id=n.message_id, sender=n.sender, label=n.label, session=n.session, room=n.room_id,
+            from_session=n.from_session, intent=n.intent.value, kind=n.kind,
+            decision=n.decision.value, due=n.due, created_at=n.created_at,
+            surfaced_at=n.surfaced_at, batch=n.batch,
+        )
+        for n in rows
+    ])
+
+
+def _parse_status(text: str) -> SessionStatus:
+    try:
+        return SessionStatus(text.strip().lower())
+    except ValueError:
+        raise UsageError(f"{text!r} is not a session status: use busy, idle or unknown.") from None
+
+
+def register(
+    ops: OpTable, daemon: Daemon, gate: Callable[[], trio.MemorySendChannel[GateInput]]
+) -> None:
+    """Register the session and notice ops; ``gate`` returns the running gate's inbox."""
+
+    async def notices(params: NoticesParams) -> NoticesReply:
+        return await daemon.store.read(lambda c: _notices(c, params))
+
+    async def notice_shown(params: NoticeShownParams) -> NoticeShownReply:
+        shown = await daemon.store.write(
+            lambda c: db.mark_shown(c, params.ids, params.session, time.time())
+        )
+        return NoticeShownReply(shown)
+
+    async def session_register(params: SessionRegisterParams) -> SessionView:
+        def write(conn: sqlite3.Connection) -> SessionView:
+            s = register_session(
+                conn, name=params.name, client=params.client, project=params.project,
+                inbox_socket=params.inbox_socket, now=time.time(),
+            )
+            return SessionView(s.name, s.client, s.project, s.status.value)
+
+        return await daemon.store.write(write)
+
+    async def session_status(params: SessionStatusParams) -> SessionStatusReply:
+        status = _parse_status(params.status)
+        send, receive = trio.open_memory_channel[tuple[Surfaced, ...]](1)
+        await gate().send(SessionTurned(params.name, status, send))
+        surfaced: tuple[Surfaced, ...] | None = None
+        with trio.move_on_after(GATE_REPLY_TIMEOUT):
+            surfaced = await receive.receive()
+        if surfaced is None:
+            raise CrosstalkError("The attention gate did not answer in time; try again.")
+        return SessionStatusReply(params.name, status.value, list(surfaced))
+
+    ops.add("notices", NoticesParams, notices)
+    ops.add("notice_shown", NoticeShownParams, notice_shown)
+    ops.add("session_register", SessionRegisterParams, session_register)
+    ops.add("session_status", SessionStatusParams, session_status)
