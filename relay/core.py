@@ -15,7 +15,8 @@ READY; CLOSING once the core has asked the shell to close it. Before READY every
 the key that signed its hello; no frame field can claim another. A connection receives live ``op``
 pushes only after its first ``resume`` (the replay and the switch to live happen in one step, so
 nothing is missed or reordered in between); roster, invitation, presence and slot pushes flow as
-soon as it is READY.
+soon as it is READY. Pairing slots and grants live in :mod:`relay.slots` and are durable like
+rooms (their writes come first in a batch); a snapshot restores them.
 
 Every handler validates before it mutates, so a refused request leaves no trace but its error
 frame. Malformed frames, unauthenticated frames and version mismatches count as misbehaviour;
@@ -108,7 +109,7 @@ class RelayCore:
         if snapshot is not None:
             self._rooms.load(snapshot)
         cfg = self.config
-        self._pairing = PairingDesk(cfg, draw)
+        self._pairing = PairingDesk(cfg, draw, snapshot)
         self._op_buckets = Buckets(cfg.op_rate, cfg.op_burst)
         self._ops_in = 0
         self._ops_out = 0
@@ -260,8 +261,8 @@ class RelayCore:
         invitee = fingerprint(f.ed_pub)
         if invitee in state.members:
             raise refuse("already_member", "that person is already in the room's roster")
-        if invitee not in self._rooms.peers(c.fp) and not self._pairing.table.use_grant(
-            c.fp, invitee, now
+        if invitee not in self._rooms.peers(c.fp) and not self._pairing.spend_grant(
+            c.fp, invitee, now, out
         ):
             raise refuse("forbidden", "you can only add someone you already share a room with")
         member = w.Member(invitee, f.ed_pub, f.x_pub, "invited", c.fp, f.sig)

@@ -14,6 +14,14 @@ Layout, for a namespace ``N`` (default ``crosstalk``; tests use one per case):
   ``member.<room>.<fp>`` (JSON roster entry), ``device.<fp>.<device>``,
   ``cursor.<room>.<fp>.<device>``. Room, device and fingerprint ids are ``[A-Za-z0-9_-]``, so
   they are safe KV tokens. Deleting a member or a room is one purge per subject wildcard.
+* KV bucket ``N_slots`` (history 1, ``max_age`` :data:`SLOT_KEEP`, longer than a slot or a
+  pairing grant lives): ``slot.<number>.open`` (owner and exact expiry, JSON),
+  ``slot.<number>.joiner`` (the spent join, JSON), ``slot.<number>.part.<side>.<index>`` (raw
+  bytes) and ``grant.<a>.<b>`` (expiry). JetStream's age limit is per bucket and counts from each
+  message's publication, so it only sweeps up what no relay removed; the exact expiry is in the
+  value and :meth:`NatsStorage.load` skips anything expired by its ``clock``, and a slot whose
+  ``open`` key is gone. Opening a number first purges ``slot.<number>.>`` (leftovers of an expired
+  slot whose ``open`` aged out first); removing a slot is that same one purge.
 
 Atomicity. JetStream 2.9 has no multi-message transaction, so a batch is applied in order as
 segments: KV puts of a segment are coalesced per key (last write wins) and published pipelined
@@ -35,9 +43,11 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+import attrs
 import nats
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -47,18 +57,27 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType, S
 
 from crosstalk.errors import DamagedState, RemoteProtocolError, StorageUnavailable
 from crosstalk.wire.converter import structure_remote, unstructure
-from crosstalk.wire.relay import Member
+from crosstalk.wire.relay import Member, Side
 from relay.aio_bridge import AsyncioThread
+from relay.limits import RelayConfig
 from relay.storage import (
     CursorPut,
     DevicePut,
+    GrantDeleted,
+    GrantPut,
     MemberDeleted,
     MemberPut,
     OpAppended,
     OpsPruned,
+    Peer,
     RoomDeleted,
     RoomPut,
     RoomRecord,
+    SlotFilled,
+    SlotOpened,
+    SlotPartPut,
+    SlotRecord,
+    SlotRemoved,
     Snapshot,
     StoredOp,
     Write,
@@ -66,6 +85,10 @@ from relay.storage import (
 
 FETCH_BATCH = 512
 MAX_MESSAGE = 8 * 1024 * 1024  # the server's max_payload must allow a 1 MiB op plus headers
+_DEFAULTS = RelayConfig()
+# How long the slots bucket keeps a message: past the longest a slot or a grant can live (a
+# minute of slack for clock skew between nodes), so the age limit never removes a live one.
+SLOT_KEEP = max(_DEFAULTS.slot_ttl, _DEFAULTS.grant_ttl) + 60.0
 
 
 class NatsStorage:
@@ -73,7 +96,7 @@ class NatsStorage:
 
     def __init__(
         self, url: str, *, namespace: str = "crosstalk", timeout: float = 5.0, replicas: int = 1,
-        bridge: AsyncioThread | None = None,
+        bridge: AsyncioThread | None = None, clock: Callable[[], float] = time.time,
     ) -> None:
         self.url = url
         self.namespace = namespace
@@ -83,6 +106,8 @@ class NatsStorage:
         self.bridge = bridge or AsyncioThread()
         self._log = f"{namespace}_log"
         self._bucket = f"{namespace}_state"
+        self._slots = f"{namespace}_slots"
+        self._clock = clock  # wall-clock seconds: slots and grants expired by it are not loaded
         self._heads: dict[str, int] = {}
         # Called on the asyncio thread after the NATS connection came back (messages published
         # while it was down may be lost): relay.cluster drops its client connections then.
@@ -128,6 +153,11 @@ class NatsStorage:
             storage=StorageType.FILE, num_replicas=self.replicas, max_msgs_per_subject=1,
             allow_rollup_hdrs=True, deny_delete=True, allow_direct=True,
         ))
+        await self.js.add_stream(StreamConfig(
+            name=f"KV_{self._slots}", subjects=[f"$KV.{self._slots}.>"],
+            storage=StorageType.FILE, num_replicas=self.replicas, max_msgs_per_subject=1,
+            max_age=SLOT_KEEP, allow_rollup_hdrs=True, deny_delete=True, allow_direct=True,
+        ))
 
     async def _reconnected(self) -> None:
         for callback in list(self.on_reconnect):
@@ -136,14 +166,27 @@ class NatsStorage:
     def _kv(self, key: str) -> str:
         return f"$KV.{self._bucket}.{key}"
 
+    def _skv(self, key: str) -> str:
+        return f"$KV.{self._slots}.{key}"
+
+    def _stream_of(self, subject: str) -> str:
+        if subject.startswith(f"{self.namespace}."):
+            return self._log
+        if subject.startswith(f"$KV.{self._slots}."):
+            return f"KV_{self._slots}"
+        return f"KV_{self._bucket}"
+
     # --- load -----------------------------------------------------------------------------------
 
     def load(self) -> Snapshot:
         state: list[Msg] = self._call(lambda: self._scan(f"KV_{self._bucket}", True))
         ops: list[Msg] = self._call(lambda: self._scan(self._log, False))
+        slots: list[Msg] = self._call(lambda: self._scan(f"KV_{self._slots}", True))
         try:
-            return self._assemble(state, ops)
-        except (KeyError, ValueError, RemoteProtocolError) as exc:
+            snapshot = self._assemble(state, ops)
+            records, grants = self._assemble_slots(slots, self._clock())
+            return attrs.evolve(snapshot, slots=records, grants=grants)
+        except (KeyError, IndexError, ValueError, TypeError, RemoteProtocolError) as exc:
             raise DamagedState(f"relay state in NATS ({self.namespace}) does not parse: {exc}; "
                                "restore the streams from a backup") from None
 
@@ -203,6 +246,36 @@ class NatsStorage:
         cursors = [c for c in cursors if c.room in rooms]
         return Snapshot(records, devices, cursors)
 
+    def _assemble_slots(
+        self, msgs: list[Msg], now: float
+    ) -> tuple[list[SlotRecord], list[GrantPut]]:
+        prefix = len(f"$KV.{self._slots}.")
+        opened: dict[str, tuple[Peer, float]] = {}
+        joiners: dict[str, Peer] = {}
+        parts: dict[str, list[SlotPartPut]] = {}
+        grants: list[GrantPut] = []
+        for msg in msgs:
+            if (msg.headers or {}).get("KV-Operation") in ("DEL", "PURGE"):
+                continue
+            kind, *key = msg.subject[prefix:].split(".")
+            if kind == "grant" and float(msg.data) > now:
+                grants.append(GrantPut(key[0], key[1], float(msg.data)))
+            elif kind == "slot" and key[1] == "open":
+                fields = json.loads(msg.data)
+                opened[key[0]] = (_peer_from(fields), float(fields["exp"]))
+            elif kind == "slot" and key[1] == "joiner":
+                joiners[key[0]] = _peer_from(json.loads(msg.data))
+            elif kind == "slot" and key[1] == "part":
+                side: Side = "owner" if key[2] == "owner" else "joiner"
+                part = SlotPartPut(key[0], side, int(key[3]), msg.data)
+                parts.setdefault(key[0], []).append(part)
+        records = [
+            SlotRecord(number, owner, expires_at, joiners.get(number),
+                       sorted(parts.get(number, []), key=lambda p: (p.side, p.index)))
+            for number, (owner, expires_at) in sorted(opened.items()) if expires_at > now
+        ]
+        return records, sorted(grants, key=lambda g: (g.a, g.b))
+
     # --- commit ---------------------------------------------------------------------------------
 
     def commit(self, writes: Sequence[Write]) -> None:
@@ -236,6 +309,10 @@ class NatsStorage:
                     (kv(f"cursor.{w.room}.{w.fingerprint}.*"), None)]
         if isinstance(w, OpsPruned):
             return [(self._log_subject(w.room), max(0, self._heads.get(w.room, 0) - w.through))]
+        if isinstance(w, SlotOpened | SlotRemoved):
+            return [(self._skv(f"slot.{w.number}.>"), None)]
+        if isinstance(w, GrantDeleted):
+            return [(self._skv(f"grant.{w.a}.{w.b}"), None)]
         return []
 
     def _room_subjects(self, room: str) -> list[tuple[str, int | None]]:
@@ -247,24 +324,40 @@ class NatsStorage:
         return f"{self.namespace}.log.{room}"
 
     def _plan(self, w: Write, puts: dict[str, bytes], ops: dict[str, list[StoredOp]]) -> None:
+        """Adds ``w``'s KV puts (by full subject) and log appends to this segment."""
+        kv = self._kv
         if isinstance(w, RoomPut):
-            puts[f"room.{w.room}"] = b"1"
+            puts[kv(f"room.{w.room}")] = b"1"
         elif isinstance(w, MemberPut):
             member = json.dumps(unstructure(w.member), separators=(",", ":")).encode()
-            puts[f"member.{w.room}.{w.member.fingerprint}"] = member
+            puts[kv(f"member.{w.room}.{w.member.fingerprint}")] = member
         elif isinstance(w, OpAppended):
             ops.setdefault(w.room, []).append(w.op)
-            puts[f"head.{w.room}"] = str(w.op.seq).encode()
+            puts[kv(f"head.{w.room}")] = str(w.op.seq).encode()
             self._heads[w.room] = w.op.seq
         elif isinstance(w, DevicePut):
-            puts[f"device.{w.fingerprint}.{w.device}"] = b"1"
+            puts[kv(f"device.{w.fingerprint}.{w.device}")] = b"1"
         elif isinstance(w, CursorPut):
-            puts[f"cursor.{w.room}.{w.fingerprint}.{w.device}"] = str(w.seq).encode()
+            puts[kv(f"cursor.{w.room}.{w.fingerprint}.{w.device}")] = str(w.seq).encode()
+        else:
+            self._plan_slot(w, puts)
+
+    def _plan_slot(self, w: Write, puts: dict[str, bytes]) -> None:
+        skv = self._skv
+        if isinstance(w, SlotOpened):
+            puts[skv(f"slot.{w.number}.open")] = _json({**_peer_fields(w.owner),
+                                                         "exp": w.expires_at})
+        elif isinstance(w, SlotFilled):
+            puts[skv(f"slot.{w.number}.joiner")] = _json(_peer_fields(w.joiner))
+        elif isinstance(w, SlotPartPut):
+            puts[skv(f"slot.{w.number}.part.{w.side}.{w.index}")] = w.data
+        elif isinstance(w, GrantPut):
+            puts[skv(f"grant.{w.a}.{w.b}")] = repr(w.expires_at).encode()
 
     async def _flush(self, puts: dict[str, bytes], ops: dict[str, list[StoredOp]]) -> None:
-        kv_stream = f"KV_{self._bucket}"
         work: list[Awaitable[Any]] = [
-            self.js.publish(self._kv(key), value, stream=kv_stream) for key, value in puts.items()
+            self.js.publish(subject, value, stream=self._stream_of(subject))
+            for subject, value in puts.items()
         ]
         work.extend(self._append(room, room_ops) for room, room_ops in ops.items())
         await _gather(work)
@@ -277,8 +370,7 @@ class NatsStorage:
                                   headers=headers)
 
     async def _purge(self, subject: str, keep: int | None) -> None:
-        stream = self._log if subject.startswith(f"{self.namespace}.") else f"KV_{self._bucket}"
-        await self.js.purge_stream(stream, subject=subject, keep=keep or None)
+        await self.js.purge_stream(self._stream_of(subject), subject=subject, keep=keep or None)
 
     def close(self) -> None:
         if self._nc is not None:
@@ -300,3 +392,16 @@ def _op_from(msg: Msg) -> StoredOp:
     h = msg.headers or {}
     op_id = base64.urlsafe_b64decode(h["Ct-Op"].encode()).decode()
     return StoredOp(int(h["Ct-Seq"]), h["Ct-Sender"], op_id, msg.data, float(h["Ct-Ts"]))
+
+
+def _json(fields: dict[str, Any]) -> bytes:
+    return json.dumps(fields, separators=(",", ":")).encode()
+
+
+def _peer_fields(peer: Peer) -> dict[str, Any]:
+    return {"fp": peer.fingerprint, "ed": base64.b64encode(peer.ed_pub).decode(),
+            "x": base64.b64encode(peer.x_pub).decode()}
+
+
+def _peer_from(fields: dict[str, Any]) -> Peer:
+    return Peer(str(fields["fp"]), base64.b64decode(fields["ed"]), base64.b64decode(fields["x"]))

@@ -6,17 +6,31 @@ Theory of operation
 (15 minutes) from opening. A slot is OPEN until someone joins, then JOINED until it is closed or
 expires; a closed or expired slot is forgotten and its number may be handed out again.
 
-* The slot admits one join attempt. The first ``join`` binds the joiner; every later one is
-  ``slot_taken``. Wrong pairing words are noticed by the two clients, which then ``close`` (burn)
-  the slot. Failed join attempts are the only guesses: the core rate-limits them per source
-  address around :meth:`SlotTable.join`; a successful join and anything the owner does are not
-  counted.
+* The slot admits one join attempt. The first ``join`` binds the joiner; a join by anyone else
+  afterwards is ``slot_taken`` (the joiner itself joining again, say after its reply was lost
+  in a failover, is answered again: it gains nothing, since its parts are write-once). Wrong
+  pairing words are noticed by the two clients, which then ``close`` (burn) the slot. Failed join
+  attempts are the only guesses: the core rate-limits them per source address around
+  :meth:`SlotTable.join`; a successful join and anything the owner does are not counted.
 * Parts are write-once per (side, index). Each part is delivered to the other side's attached
   connections and kept, so a side that reconnects and ``attach``-es gets every part again.
-* Slots are not durable: a relay restart ends every pairing in progress (the clients start over).
+
+Durability. Every change is also returned as a :data:`~relay.storage.Write` (``SlotOpened``,
+``SlotFilled``, ``SlotPartPut``, ``SlotRemoved``, and ``GrantPut``/``GrantDeleted`` for grants),
+placed before the frames that tell anyone about it, so the shell commits it first. A relay that
+restarts, or a newly elected cluster leader, loads the live slots and grants from its
+:class:`~relay.storage.Snapshot`: a pairing in progress carries on once both sides reconnect and
+attach, and a slot whose join was spent stays spent, so no restart hands a guesser a fresh attempt
+on the same slot. Attachments (which connections watch a slot) are not stored: every connection
+is new after a restart.
+
+The per-source guess buckets stay in memory on purpose: they are a rate (guesses per address per
+window), not a budget of any one slot. A restart or failover at worst starts one window afresh
+for each address, which lets an attacker make at most ``guess_burst`` more join attempts, each on
+a slot whose own single attempt is durable; to gain more it would have to crash the relay.
 
 A successful join also records a grant: for ``grant_ttl`` the owner and joiner count as sharing a
-room for one ``add`` (so the room of two made after pairing can be created).
+room for one ``add`` (so the room of two made after pairing can be created, after a failover too).
 """
 
 from __future__ import annotations
@@ -30,15 +44,20 @@ from crosstalk.wire.relay import MAX_SLOT_DATA, MAX_SLOT_INDEX, Side
 from relay.effects import Effect, Send
 from relay.limits import Buckets, RelayConfig
 from relay.rooms import refuse
+from relay.storage import (
+    GrantDeleted,
+    GrantPut,
+    Peer,
+    SlotFilled,
+    SlotOpened,
+    SlotPartPut,
+    SlotRemoved,
+    Snapshot,
+    Write,
+    grant_key,
+)
 
-
-@attrs.frozen
-class Peer:
-    """An authenticated identity as the slot table needs it."""
-
-    fingerprint: str
-    ed_pub: bytes
-    x_pub: bytes
+__all__ = ["PairingDesk", "PairingSlot", "Peer", "SlotTable"]
 
 
 @attrs.define
@@ -66,16 +85,26 @@ def other(side: Side) -> Side:
 
 
 class SlotTable:
-    """Every live pairing slot and pairing grant."""
+    """Every live pairing slot and pairing grant; each change comes back as its writes."""
 
     def __init__(self, *, ttl: float, grant_ttl: float, max_open: int) -> None:
         self._ttl = ttl
         self._grant_ttl = grant_ttl
         self._max_open = max_open
         self.slots: dict[str, PairingSlot] = {}
-        self.grants: dict[frozenset[str], float] = {}
+        self.grants: dict[tuple[str, str], float] = {}
 
-    def open(self, owner: Peer, conn: int, now: float, draw: Callable[[int], bytes]) -> PairingSlot:
+    def load(self, snapshot: Snapshot) -> None:
+        """Take the live slots and grants a restarted (or newly elected) relay starts from."""
+        for record in snapshot.slots:
+            slot = PairingSlot(record.number, record.owner, record.expires_at, record.joiner)
+            slot.parts = {(p.side, p.index): p.data for p in record.parts}
+            self.slots[record.number] = slot
+        self.grants.update(((g.a, g.b), g.expires_at) for g in snapshot.grants)
+
+    def open(
+        self, owner: Peer, conn: int, now: float, draw: Callable[[int], bytes]
+    ) -> tuple[PairingSlot, list[Write]]:
         """A new slot for ``owner``, attached to ``conn``; ``draw(n)`` gives n random bytes."""
         mine = sum(1 for s in self.slots.values() if s.owner.fingerprint == owner.fingerprint)
         if mine >= self._max_open:
@@ -87,7 +116,7 @@ class SlotTable:
                 slot = PairingSlot(number, owner, expires_at=now + self._ttl)
                 slot.attached["owner"].add(conn)
                 self.slots[number] = slot
-                return slot
+                return slot, [SlotOpened(number, owner, slot.expires_at)]
         raise refuse("busy", "every pairing slot is in use; try again in a few minutes")
 
     def live(self, number: str, now: float) -> PairingSlot:
@@ -98,17 +127,23 @@ class SlotTable:
             raise refuse("slot_expired", f"pairing slot {number} expired; start a new pairing")
         return slot
 
-    def join(self, number: str, joiner: Peer, conn: int, now: float) -> PairingSlot:
+    def join(
+        self, number: str, joiner: Peer, conn: int, now: float
+    ) -> tuple[PairingSlot, list[Write]]:
+        """Spend the slot's one join on ``joiner`` (no writes if it already holds it)."""
         slot = self.live(number, now)
         if slot.joiner is not None:
-            raise refuse("slot_taken", f"pairing slot {number} was already used; start again")
+            if slot.joiner != joiner:
+                raise refuse("slot_taken", f"pairing slot {number} was already used; start again")
+            slot.attached["joiner"].add(conn)
+            return slot, []
         if joiner.fingerprint == slot.owner.fingerprint:
             raise refuse("forbidden", "you cannot join your own pairing slot")
         slot.joiner = joiner
         slot.attached["joiner"].add(conn)
-        pair = frozenset((slot.owner.fingerprint, joiner.fingerprint))
-        self.grants[pair] = now + self._grant_ttl
-        return slot
+        a, b = grant_key(slot.owner.fingerprint, joiner.fingerprint)
+        self.grants[(a, b)] = now + self._grant_ttl
+        return slot, [SlotFilled(number, joiner), GrantPut(a, b, now + self._grant_ttl)]
 
     def mine(self, number: str, fp: str, now: float) -> tuple[PairingSlot, Side]:
         """The slot and the caller's side in it; a stranger is told it does not exist."""
@@ -118,7 +153,7 @@ class SlotTable:
             raise refuse("slot_not_found", f"no pairing slot {number} of yours")
         return slot, side
 
-    def write(self, slot: PairingSlot, side: Side, index: int, data: bytes) -> None:
+    def write(self, slot: PairingSlot, side: Side, index: int, data: bytes) -> list[Write]:
         if not 0 <= index <= MAX_SLOT_INDEX:
             raise refuse("bad_frame", f"slot part index must be 0-{MAX_SLOT_INDEX}")
         if len(data) > MAX_SLOT_DATA:
@@ -126,40 +161,51 @@ class SlotTable:
         if (side, index) in slot.parts:
             raise refuse("slot_part_written", f"part {index} was already written; parts are final")
         slot.parts[(side, index)] = data
+        return [SlotPartPut(slot.number, side, index, data)]
 
-    def close(self, number: str) -> PairingSlot | None:
-        return self.slots.pop(number, None)
+    def close(self, number: str) -> tuple[PairingSlot | None, list[Write]]:
+        slot = self.slots.pop(number, None)
+        return slot, ([] if slot is None else [SlotRemoved(number)])
 
-    def expired(self, now: float) -> list[PairingSlot]:
+    def expired(self, now: float) -> tuple[list[PairingSlot], list[Write]]:
         """Forget (and return) every slot past its expiry; drop stale grants."""
         gone = [s for s in self.slots.values() if now >= s.expires_at]
+        writes: list[Write] = []
         for slot in gone:
             del self.slots[slot.number]
-        self.grants = {k: t for k, t in self.grants.items() if now < t}
-        return gone
+            writes.append(SlotRemoved(slot.number))
+        stale = sorted(k for k, t in self.grants.items() if now >= t)
+        for key in stale:
+            del self.grants[key]
+            writes.append(GrantDeleted(*key))
+        return gone, writes
 
     def detach(self, conn: int) -> None:
         for slot in self.slots.values():
             for conns in slot.attached.values():
                 conns.discard(conn)
 
-    def use_grant(self, a: str, b: str, now: float) -> bool:
-        """Spend the pairing grant between ``a`` and ``b`` if there is a live one."""
-        pair = frozenset((a, b))
-        expiry = self.grants.get(pair)
+    def use_grant(self, a: str, b: str, now: float) -> list[Write] | None:
+        """Spend the pairing grant between ``a`` and ``b``: its writes, or None if none is live."""
+        key = grant_key(a, b)
+        expiry = self.grants.get(key)
         if expiry is None or now >= expiry:
-            return False
-        del self.grants[pair]
-        return True
+            return None
+        del self.grants[key]
+        return [GrantDeleted(*key)]
 
 
 class PairingDesk:
     """The slot frames, for the core: owns the slot table and each source's guess budget."""
 
-    def __init__(self, config: RelayConfig, draw: Callable[[int], bytes]) -> None:
+    def __init__(
+        self, config: RelayConfig, draw: Callable[[int], bytes], snapshot: Snapshot | None = None
+    ) -> None:
         self.table = SlotTable(
             ttl=config.slot_ttl, grant_ttl=config.grant_ttl, max_open=config.max_open_slots
         )
+        if snapshot is not None:
+            self.table.load(snapshot)
         self._ttl = config.slot_ttl
         self._draw = draw
         self._guesses = Buckets(config.guess_rate, config.guess_burst)
@@ -169,7 +215,8 @@ class PairingDesk:
     ) -> None:
         """Apply one slot frame from an authenticated connection."""
         if isinstance(f, w.SlotOpen):
-            slot = self.table.open(peer, conn, now, self._draw)
+            slot, writes = self.table.open(peer, conn, now, self._draw)
+            out.extend(writes)
             out.append(Send(conn, w.Slot(f.req, slot.number, self._ttl)))
         elif isinstance(f, w.SlotJoin):
             self._join(conn, peer, source, f, now, out)
@@ -177,13 +224,13 @@ class PairingDesk:
             self._attach(conn, peer, f, now, out)
         elif isinstance(f, w.SlotSend):
             slot, side = self.table.mine(f.slot, peer.fingerprint, now)
-            self.table.write(slot, side, f.index, f.data)
+            out.extend(self.table.write(slot, side, f.index, f.data))
             out.append(Send(conn, w.Ok(f.req)))
             msg = w.SlotMsg(slot.number, side, f.index, f.data)
             out.extend(Send(cid, msg) for cid in slot.attached[other(side)])
         elif isinstance(f, w.SlotClose):
             slot, _ = self.table.mine(f.slot, peer.fingerprint, now)
-            self.table.close(slot.number)
+            out.extend(self.table.close(slot.number)[1])
             out.append(Send(conn, w.Ok(f.req)))
             closed = w.SlotClosed(slot.number, "closed")
             for conns in slot.attached.values():
@@ -196,13 +243,15 @@ class PairingDesk:
         # (many pairings behind one address) are never throttled for succeeding.
         if not self._guesses.take(source, now):
             raise refuse("rate_limited", "too many pairing attempts from here; wait a minute")
-        slot = self.table.join(f.slot, peer, conn, now)
+        slot, writes = self.table.join(f.slot, peer, conn, now)
         self._guesses.refund(source)
+        out.extend(writes)
         owner = slot.owner
         reply = w.SlotJoined(f.req, slot.number, owner.fingerprint, owner.ed_pub, owner.x_pub)
         out.append(Send(conn, reply))
-        joined = w.SlotJoined(None, slot.number, peer.fingerprint, peer.ed_pub, peer.x_pub)
-        out.extend(Send(cid, joined) for cid in slot.attached["owner"])
+        if writes:  # a first join: the owner learns who joined
+            joined = w.SlotJoined(None, slot.number, peer.fingerprint, peer.ed_pub, peer.x_pub)
+            out.extend(Send(cid, joined) for cid in slot.attached["owner"])
         for index, data in slot.parts_from("owner"):
             out.append(Send(conn, w.SlotMsg(slot.number, "owner", index, data)))
 
@@ -219,9 +268,19 @@ class PairingDesk:
         for index, data in slot.parts_from(other(side)):
             out.append(Send(conn, w.SlotMsg(slot.number, other(side), index, data)))
 
+    def spend_grant(self, a: str, b: str, now: float, out: list[Effect]) -> bool:
+        """Use the pairing grant between ``a`` and ``b`` (its deletion goes to ``out``)."""
+        writes = self.table.use_grant(a, b, now)
+        if writes is None:
+            return False
+        out.extend(writes)
+        return True
+
     def tick(self, now: float, out: list[Effect]) -> None:
-        """Expire slots (telling attached sides) and forget idle guess budgets."""
-        for slot in self.table.expired(now):
+        """Expire slots and grants (telling attached sides) and forget idle guess budgets."""
+        gone, writes = self.table.expired(now)
+        out.extend(writes)
+        for slot in gone:
             for conns in slot.attached.values():
                 out.extend(Send(cid, w.SlotClosed(slot.number, "expired")) for cid in conns)
         self._guesses.sweep(now)

@@ -3,31 +3,48 @@
 ``commit`` applies a whole batch of writes in one transaction, so the shell's group commit costs
 one fsync for however many posts arrived together. The file is created 0600 (SQLite gives its
 ``-wal`` and ``-shm`` files the same mode).
+
+Schema changes are additive: :data:`SCHEMA` is all ``CREATE ... IF NOT EXISTS``, run at every
+open, so a file from an older relay gains the new tables (version 2 added ``slots``,
+``slot_parts`` and ``grants``) and keeps everything it had. ``PRAGMA user_version`` records the
+newest schema the file has been opened with.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from crosstalk.errors import DamagedState
 from crosstalk.wire.relay import Member
 from relay.storage import (
+    SLOT_WRITES,
     CursorPut,
     DevicePut,
+    GrantDeleted,
+    GrantPut,
     MemberDeleted,
     MemberPut,
     OpAppended,
     OpsPruned,
+    Peer,
     RoomDeleted,
     RoomPut,
     RoomRecord,
+    SlotFilled,
+    SlotOpened,
+    SlotPartPut,
+    SlotRecord,
+    SlotRemoved,
     Snapshot,
     StoredOp,
     Write,
 )
+
+SCHEMA_VERSION = 2
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS rooms (room TEXT PRIMARY KEY, head INTEGER NOT NULL);
@@ -43,14 +60,24 @@ CREATE TABLE IF NOT EXISTS devices (
 CREATE TABLE IF NOT EXISTS cursors (
     fingerprint TEXT NOT NULL, device TEXT NOT NULL, room TEXT NOT NULL, seq INTEGER NOT NULL,
     PRIMARY KEY (fingerprint, device, room));
+CREATE TABLE IF NOT EXISTS slots (
+    number TEXT PRIMARY KEY, owner_fp TEXT NOT NULL, owner_ed BLOB NOT NULL,
+    owner_x BLOB NOT NULL, expires_at REAL NOT NULL,
+    joiner_fp TEXT, joiner_ed BLOB, joiner_x BLOB);
+CREATE TABLE IF NOT EXISTS slot_parts (
+    number TEXT NOT NULL, side TEXT NOT NULL, idx INTEGER NOT NULL, data BLOB NOT NULL,
+    PRIMARY KEY (number, side, idx));
+CREATE TABLE IF NOT EXISTS grants (
+    a TEXT NOT NULL, b TEXT NOT NULL, expires_at REAL NOT NULL, PRIMARY KEY (a, b));
 """
 
 
 class SqliteStorage:
     """:class:`relay.storage.RelayStorage` over one SQLite database file."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, clock: Callable[[], float] = time.time) -> None:
         self.path = path
+        self._clock = clock  # wall-clock seconds: slots and grants expired by it are not loaded
         if not path.exists():
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         try:
@@ -60,6 +87,7 @@ class SqliteStorage:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.executescript(SCHEMA)
+            self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         except sqlite3.DatabaseError as exc:
             raise DamagedState(f"the relay database {path} cannot be opened ({exc}); "
                                "move it aside or restore it") from None
@@ -85,7 +113,31 @@ class SqliteStorage:
             CursorPut(fp, d, room, seq)
             for fp, d, room, seq in q("SELECT fingerprint, device, room, seq FROM cursors")
         ]
-        return Snapshot(rooms, devices, cursors)
+        slots, grants = self._load_slots()
+        return Snapshot(rooms, devices, cursors, slots, grants)
+
+    def _load_slots(self) -> tuple[list[SlotRecord], list[GrantPut]]:
+        q = self._db.execute
+        now = self._clock()
+        parts: dict[str, list[SlotPartPut]] = {}
+        for number, side, idx, data in q(
+            "SELECT number, side, idx, data FROM slot_parts ORDER BY number, side, idx"
+        ):
+            parts.setdefault(number, []).append(SlotPartPut(number, side, idx, data))
+        slots = []
+        for number, ofp, oed, ox, expires_at, jfp, jed, jx in q(
+            "SELECT number, owner_fp, owner_ed, owner_x, expires_at, joiner_fp, joiner_ed, "
+            "joiner_x FROM slots WHERE expires_at > ? ORDER BY number", (now,)
+        ):
+            joiner = None if jfp is None else Peer(jfp, jed, jx)
+            owner = Peer(ofp, oed, ox)
+            slots.append(SlotRecord(number, owner, expires_at, joiner, parts.get(number, [])))
+        grants = [
+            GrantPut(a, b, t)
+            for a, b, t in q("SELECT a, b, expires_at FROM grants WHERE expires_at > ? "
+                             "ORDER BY a, b", (now,))
+        ]
+        return slots, grants
 
     def commit(self, writes: Sequence[Write]) -> None:
         db = self._db
@@ -100,7 +152,9 @@ class SqliteStorage:
 
     def _apply(self, w: Write) -> None:
         x = self._db.execute
-        if isinstance(w, RoomPut):
+        if isinstance(w, SLOT_WRITES):
+            self._apply_slot(w)
+        elif isinstance(w, RoomPut):
             x("INSERT OR IGNORE INTO rooms (room, head) VALUES (?, 0)", (w.room,))
         elif isinstance(w, RoomDeleted):
             for table in ("rooms", "members", "ops", "cursors"):
@@ -124,6 +178,27 @@ class SqliteStorage:
         else:
             x("INSERT OR REPLACE INTO cursors VALUES (?, ?, ?, ?)",
               (w.fingerprint, w.device, w.room, w.seq))
+
+    def _apply_slot(self, w: Write) -> None:
+        x = self._db.execute
+        if isinstance(w, SlotOpened):
+            o = w.owner
+            x("DELETE FROM slot_parts WHERE number = ?", (w.number,))
+            x("INSERT OR REPLACE INTO slots VALUES (?, ?, ?, ?, ?, NULL, NULL, NULL)",
+              (w.number, o.fingerprint, o.ed_pub, o.x_pub, w.expires_at))
+        elif isinstance(w, SlotFilled):
+            j = w.joiner
+            x("UPDATE slots SET joiner_fp = ?, joiner_ed = ?, joiner_x = ? WHERE number = ?",
+              (j.fingerprint, j.ed_pub, j.x_pub, w.number))
+        elif isinstance(w, SlotPartPut):
+            x("INSERT INTO slot_parts VALUES (?, ?, ?, ?)", (w.number, w.side, w.index, w.data))
+        elif isinstance(w, SlotRemoved):
+            x("DELETE FROM slots WHERE number = ?", (w.number,))
+            x("DELETE FROM slot_parts WHERE number = ?", (w.number,))
+        elif isinstance(w, GrantPut):
+            x("INSERT OR REPLACE INTO grants VALUES (?, ?, ?)", (w.a, w.b, w.expires_at))
+        elif isinstance(w, GrantDeleted):
+            x("DELETE FROM grants WHERE a = ? AND b = ?", (w.a, w.b))
 
     def close(self) -> None:
         self._db.close()

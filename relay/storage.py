@@ -6,19 +6,26 @@ was produced alongside them. So a ``posted`` reply, an ``op`` push or a roster c
 by anyone before it is durable. At start the shell calls :meth:`RelayStorage.load` and hands the
 :class:`Snapshot` to the core.
 
-Backends: :class:`MemoryStorage` (tests, and the model of what a backend must do) and
-``relay.sqlite_store.SqliteStorage`` (the default). A NATS JetStream backend comes later; it only
-has to implement :class:`RelayStorage`.
+Backends: :class:`MemoryStorage` (tests, and the model of what a backend must do),
+``relay.sqlite_store.SqliteStorage`` (the default) and ``relay.nats_store.NatsStorage``.
+
+Pairing slots and pairing grants are durable too, so a relay restart or a cluster failover does
+not end a pairing in progress: a slot's opening, its one join (the slot's whole guess budget:
+DESIGN.md §5 gives each slot one join attempt), each write-once part and its removal are writes
+like any other. Both carry a wall-clock expiry; a backend never loads an expired one (it asks its
+``clock``, the same wall clock the shell gives the core as ``now``). Which connections are attached
+to a slot is not stored: after a restart every client reconnects and attaches again.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from typing import Protocol, Union
 
 import attrs
 
-from crosstalk.wire.relay import Member
+from crosstalk.wire.relay import Member, Side
 
 
 @attrs.frozen
@@ -90,9 +97,75 @@ class CursorPut:
     seq: int
 
 
+@attrs.frozen
+class Peer:
+    """An authenticated identity as pairing slots know it."""
+
+    fingerprint: str
+    ed_pub: bytes
+    x_pub: bytes
+
+
+@attrs.frozen
+class SlotOpened:
+    """Pairing slot ``number`` exists for ``owner`` until ``expires_at``.
+
+    It replaces anything still stored under the number (an expired slot never removed, because
+    the relay was down when it expired): the number was free in the core.
+    """
+
+    number: str
+    owner: Peer
+    expires_at: float
+
+
+@attrs.frozen
+class SlotFilled:
+    """The slot's one join attempt is spent, by ``joiner``; a restart must not give it back."""
+
+    number: str
+    joiner: Peer
+
+
+@attrs.frozen
+class SlotPartPut:
+    """A write-once part of the slot, from ``side``."""
+
+    number: str
+    side: Side
+    index: int
+    data: bytes
+
+
+@attrs.frozen
+class SlotRemoved:
+    """The slot is gone: closed (burned by wrong words, or given up) or expired."""
+
+    number: str
+
+
+@attrs.frozen
+class GrantPut:
+    """``a`` and ``b`` (sorted) just paired: one ``add`` between them is allowed until expiry."""
+
+    a: str
+    b: str
+    expires_at: float
+
+
+@attrs.frozen
+class GrantDeleted:
+    """The grant between ``a`` and ``b`` (sorted) was used or expired."""
+
+    a: str
+    b: str
+
+
 Write = Union[  # noqa: UP007 - a plain alias reads better in isinstance-free code
-    RoomPut, RoomDeleted, MemberPut, MemberDeleted, OpAppended, OpsPruned, DevicePut, CursorPut
+    RoomPut, RoomDeleted, MemberPut, MemberDeleted, OpAppended, OpsPruned, DevicePut, CursorPut,
+    SlotOpened, SlotFilled, SlotPartPut, SlotRemoved, GrantPut, GrantDeleted,
 ]
+SLOT_WRITES = (SlotOpened, SlotFilled, SlotPartPut, SlotRemoved, GrantPut, GrantDeleted)
 
 
 @attrs.frozen
@@ -104,12 +177,30 @@ class RoomRecord:
 
 
 @attrs.frozen
+class SlotRecord:
+    """A live pairing slot; ``parts`` are sorted by (side, index)."""
+
+    number: str
+    owner: Peer
+    expires_at: float
+    joiner: Peer | None = None
+    parts: list[SlotPartPut] = attrs.Factory(list)
+
+
+@attrs.frozen
 class Snapshot:
-    """Everything durable, as loaded at start."""
+    """Everything durable, as loaded at start (slots and grants: only unexpired ones)."""
 
     rooms: list[RoomRecord] = attrs.Factory(list)
     devices: list[DevicePut] = attrs.Factory(list)
     cursors: list[CursorPut] = attrs.Factory(list)
+    slots: list[SlotRecord] = attrs.Factory(list)
+    grants: list[GrantPut] = attrs.Factory(list)
+
+
+def grant_key(x: str, y: str) -> tuple[str, str]:
+    """The stored order of a grant's two fingerprints."""
+    return (x, y) if x <= y else (y, x)
 
 
 class RelayStorage(Protocol):
@@ -135,12 +226,19 @@ class _MemRoom:
 
 
 class MemoryStorage:
-    """A storage backend in a dict: the reference semantics, used by the core tests."""
+    """A storage backend in a dict: the reference semantics, used by the core tests.
 
-    def __init__(self) -> None:
+    Args:
+        clock: wall-clock seconds; slots and grants expired by it are not loaded.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
         self._rooms: dict[str, _MemRoom] = {}
         self._devices: set[tuple[str, str]] = set()
         self._cursors: dict[tuple[str, str, str], int] = {}
+        self._slots: dict[str, SlotRecord] = {}
+        self._grants: dict[tuple[str, str], float] = {}
         self.commits = 0
 
     def load(self) -> Snapshot:
@@ -150,7 +248,10 @@ class MemoryStorage:
         ]
         devices = [DevicePut(fp, dev) for fp, dev in sorted(self._devices)]
         cursors = [CursorPut(fp, dev, room, seq) for (fp, dev, room), seq in self._cursors.items()]
-        return Snapshot(rooms, devices, cursors)
+        now = self._clock()
+        slots = [s for _, s in sorted(self._slots.items()) if now < s.expires_at]
+        grants = [GrantPut(a, b, t) for (a, b), t in sorted(self._grants.items()) if now < t]
+        return Snapshot(rooms, devices, cursors, slots, grants)
 
     def commit(self, writes: Sequence[Write]) -> None:
         self.commits += 1
@@ -161,7 +262,9 @@ class MemoryStorage:
         pass
 
     def _apply(self, w: Write) -> None:
-        if isinstance(w, RoomPut):
+        if isinstance(w, SLOT_WRITES):
+            self._apply_slot(w)
+        elif isinstance(w, RoomPut):
             self._rooms.setdefault(w.room, _MemRoom())
         elif isinstance(w, RoomDeleted):
             self._rooms.pop(w.room, None)
@@ -184,3 +287,19 @@ class MemoryStorage:
             self._devices.add((w.fingerprint, w.device))
         else:
             self._cursors[(w.fingerprint, w.device, w.room)] = w.seq
+
+    def _apply_slot(self, w: Write) -> None:
+        if isinstance(w, SlotOpened):
+            self._slots[w.number] = SlotRecord(w.number, w.owner, w.expires_at)
+        elif isinstance(w, SlotFilled):
+            self._slots[w.number] = attrs.evolve(self._slots[w.number], joiner=w.joiner)
+        elif isinstance(w, SlotPartPut):
+            slot = self._slots[w.number]
+            parts = sorted([*slot.parts, w], key=lambda p: (p.side, p.index))
+            self._slots[w.number] = attrs.evolve(slot, parts=parts)
+        elif isinstance(w, SlotRemoved):
+            self._slots.pop(w.number, None)
+        elif isinstance(w, GrantPut):
+            self._grants[(w.a, w.b)] = w.expires_at
+        elif isinstance(w, GrantDeleted):
+            self._grants.pop((w.a, w.b), None)

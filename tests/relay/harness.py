@@ -67,6 +67,16 @@ class Ident:
         return self.key.sign(w.member_transcript(room, who.ed_pub, who.x_pub)).signature
 
 
+@attrs.define
+class WallClock:
+    """A settable wall clock for storage backends (what ``time.time`` is in production)."""
+
+    now: float = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 ALICE, BOB, CAROL, MALLORY = Ident(1), Ident(2), Ident(3), Ident(4)
 RELAY_KEY = SigningKey(b"\x09" * 32)
 

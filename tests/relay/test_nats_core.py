@@ -1,7 +1,8 @@
 """The whole relay-core suite again, with every World's storage on NATS JetStream.
 
 The core tests build their storage through ``tests.relay.harness.MemoryStorage`` (and
-``test_core_log.MemoryStorage`` for the restart test); here both names make a fresh
+``test_core_log.MemoryStorage`` and ``test_core_slot_durability.MemoryStorage`` for the restart
+tests); here those names make a fresh
 :class:`~relay.nats_store.NatsStorage` namespace instead, so the same assertions (including
 ``world.storage.load()`` after deletes, prunes and restarts) run against a real nats-server.
 """
@@ -9,19 +10,22 @@ The core tests build their storage through ``tests.relay.harness.MemoryStorage``
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 import tests.relay.harness as harness
 import tests.relay.test_core_log as core_log
+import tests.relay.test_core_slot_durability as slot_durability
 from crosstalk.wire import relay as w
 from relay.nats_store import NatsStorage
 from tests.relay.nats_process import NatsServer, running_nats
 from tests.relay.test_core_handshake import *  # noqa: F403 - re-run these tests here
 from tests.relay.test_core_log import *  # noqa: F403
 from tests.relay.test_core_rooms import *  # noqa: F403
+from tests.relay.test_core_slot_durability import *  # noqa: F403
 from tests.relay.test_core_slots import *  # noqa: F403
 
 _names = itertools.count()
@@ -39,13 +43,15 @@ def storage_on_nats(
     """Every storage a core test makes is a NatsStorage in its own namespace."""
     made: list[NatsStorage] = []
 
-    def make() -> NatsStorage:
-        store = NatsStorage(nats_server.url, namespace=f"core{next(_names)}", timeout=5.0)
+    def make(clock: Callable[[], float] = time.time) -> NatsStorage:
+        store = NatsStorage(nats_server.url, namespace=f"core{next(_names)}", timeout=5.0,
+                            clock=clock)
         made.append(store)
         return store
 
     monkeypatch.setattr(harness, "MemoryStorage", make)
     monkeypatch.setattr(core_log, "MemoryStorage", make)
+    monkeypatch.setattr(slot_durability, "MemoryStorage", make)
     yield made
     for store in made:
         store.close()
