@@ -22,6 +22,7 @@ from relay.storage import (
     Snapshot,
     StoredOp,
 )
+from tests.relay.harness import WallClock
 from tests.relay.nats_process import NatsServer, running_nats
 from tests.relay.test_storage import ALICE, BOB, SCRIPT
 
@@ -34,19 +35,25 @@ def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer
     yield from running_nats(tmp_path_factory.mktemp("nats"))
 
 
+@pytest.fixture
+def wall() -> WallClock:
+    """The wall clock every store the opener makes reads (slot and grant expiry)."""
+    return WallClock(1_000.0)
+
+
 @pytest.fixture(params=["sqlite", "nats"])
-def opener(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Opener]:
+def opener(request: pytest.FixtureRequest, tmp_path: Path, wall: WallClock) -> Iterator[Opener]:
     """Opens the same store again and again (a restart); every store opened is closed after."""
     opened: list[RelayStorage] = []
     if request.param == "sqlite":
         def make() -> RelayStorage:
-            return SqliteStorage(tmp_path / "relay.db")
+            return SqliteStorage(tmp_path / "relay.db", clock=wall)
     else:
         server: NatsServer = request.getfixturevalue("nats_server")
         namespace = f"st{next(_names)}"
 
         def make() -> RelayStorage:
-            return NatsStorage(server.url, namespace=namespace, timeout=5.0)
+            return NatsStorage(server.url, namespace=namespace, timeout=5.0, clock=wall)
 
     def tracked() -> RelayStorage:
         store = make()
