@@ -129,5 +129,8 @@ def test_a_sleeping_laptop_reconnects_and_catches_up(
     tally.record_restarts(ana, ben)
     tally.notes.update(nap_s=round(nap, 1), caught_up_after_wake_s=round(caught_up, 2))
     assert ana.daemon_pid() == pid  # the same daemon woke up; nothing restarted it from outside
-    assert all(a["state"] == "running" for a in ana.actors().values()), ana.actors()
+    actors = ana.actors()
+    assert all(a["state"] == "running" for a in actors.values()), actors
+    # DESIGN §3: a sleeping laptop restarts the relay link and touches nothing else.
+    assert {name for name, a in actors.items() if a["restarts"]} <= {"relay_link"}, actors
     tally.assert_clean()
