@@ -1,22 +1,23 @@
-"""Frames between a daemon and the relay, and the transcripts both sides sign.
+"""Frames between a daemon and the relay: the one import path for all of them, and the codec.
 
 Transport: one WebSocket at ``/ws``; every message is a JSON text frame holding one object whose
 ``"t"`` field names the frame. Bytes travel as standard base64. Unknown fields are ignored; a
 missing or mistyped field, an unknown ``t`` or anything that is not a JSON object is answered with
 ``error {code: "bad_frame"}``.
 
-Handshake (nothing else is accepted before ``ready``)::
+The frames are defined by concern, each module describing its part of the protocol:
 
-    relay  -> challenge {nonce (32 bytes), relay_key (Ed25519 public), version}
-    client -> hello     {ed_pub, x_pub, device, version, sig}
-              sig = Ed25519(identity key, hello_transcript(nonce, relay_key, ed_pub, x_pub,
-                                                         device, version))
-    relay  -> ready     {fingerprint, sig}
-              sig = Ed25519(relay key, ready_transcript(nonce, relay_key, ed_pub, x_pub))
+* :mod:`crosstalk.wire.relay_handshake`   ``challenge``, ``hello``, ``ready`` (nothing else is
+  accepted before ``ready``);
+* :mod:`crosstalk.wire.relay_transcripts` the byte strings both sides sign;
+* :mod:`crosstalk.wire.relay_rooms`       membership: create, add, accept, rosters, presence;
+* :mod:`crosstalk.wire.relay_log`         each room's op log: post, op, ack, resume;
+* :mod:`crosstalk.wire.relay_slots`       pairing slots;
+* :mod:`crosstalk.wire.relay_shape`       the strict JSON shape check decoding starts with.
 
-The client pins ``relay_key`` and checks ``ready.sig``; the relay derives the identity only from the
-verified ``ed_pub`` (its fingerprint), never from a claimed name. ``device`` is a random id per
-machine so two linked machines of one identity are distinct devices with their own cursors.
+This module holds the replies every request may get (``ok``, ``error``), the two tagged unions,
+and encode/decode. Callers import every relay frame from here (``from crosstalk.wire import
+relay as w``), so there is one name for each.
 
 Requests carry an integer ``req`` chosen by the client; each gets exactly one reply carrying the
 same ``req``: ``ok``, a typed result (``roster``, ``rooms``, ``posted``, ``resumed``, ``slot``,
@@ -26,25 +27,6 @@ Pushes (``req`` absent or null): ``op``, ``roster``, ``invited``, ``room_gone``,
 pushes go to whoever is connected, so a client that (re)connects sends ``resume``, then asks
 ``rooms`` (which lists invitations too) and ``roster`` for each room to catch up.
 
-Rooms: ``create {room, sig}`` (the creator's own roster entry, self-signed), ``add {room, ed_pub,
-x_pub, sig}`` (sig by the adder over ``member_transcript``), ``accept``, ``decline``, ``leave``,
-``remove {room, fingerprint}``, ``roster {room}``, ``rooms {}``. Room log: ``post {room, op_id,
-body}`` -> ``posted {room, seq}`` once committed; ``op`` pushes to every other device of every
-joined member; ``ack {room, seq}``; ``resume {cursors}`` replays everything after each cursor and
-answers ``resumed`` (with each room's ``first`` held seq, so a gap is visible); live ops flow to a
-connection only after it has sent ``resume``. Cursors are per device and also cover the device's
-own posts: ack the highest seq you hold, counting ``posted`` replies, or the room's backlog will
-count your own ops against you. Dedupe on ``(room, op_id)`` lasts while the op is held.
-Only a joined member may add, and only someone it shares a joined room with, or someone it has
-just met through a pairing slot (that counts for one add, 15 minutes). Any joined member may
-remove another; the room is deleted with its log when no joined member is left.
-
-Pairing: ``slot_open`` -> ``slot {slot: "NNNN", expires_in: 900}``; ``slot_join`` (one attempt per
-slot; missed joins are rate-limited per source address) -> ``slot_joined`` with the owner's keys,
-and the owner is pushed ``slot_joined`` with the joiner's; ``slot_send {slot, index 0-15, data
-<= 8 KiB}`` (write-once per side and index, pushed as ``slot_msg``); ``slot_attach`` after a
-reconnect replays the other side's parts; ``slot_close`` burns the slot.
-
 Limits: op body 1 MiB, frame 1.5 MiB, per-identity op rate, per-room backlog of unacknowledged ops
 (``backlog_full``). 20 malformed or unauthenticated frames close that connection.
 
@@ -53,11 +35,8 @@ Error codes (stable): see :data:`ERROR_CODES`.
 
 from __future__ import annotations
 
-import functools
 import json
-import types
-import typing
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any, Union, get_args
 
 import attrs
 from cattrs.errors import BaseValidationError
@@ -65,12 +44,63 @@ from cattrs.strategies import configure_tagged_union
 
 from crosstalk.errors import RemoteProtocolError
 from crosstalk.wire.converter import converter
+from crosstalk.wire.relay_handshake import NONCE_SIZE, PROTOCOL_VERSION, Challenge, Hello, Ready
+from crosstalk.wire.relay_log import (
+    MAX_OP_BODY,
+    Ack,
+    Op,
+    Post,
+    Posted,
+    Resume,
+    Resumed,
+    ResumedRoom,
+)
+from crosstalk.wire.relay_rooms import (
+    Accept,
+    Add,
+    Create,
+    Decline,
+    GetRoster,
+    Invited,
+    Leave,
+    ListRooms,
+    Member,
+    MemberState,
+    Presence,
+    Remove,
+    RoomEntry,
+    RoomGone,
+    RoomList,
+    Roster,
+)
+from crosstalk.wire.relay_shape import check_fields
+from crosstalk.wire.relay_slots import (
+    MAX_SLOT_DATA,
+    MAX_SLOT_INDEX,
+    Side,
+    Slot,
+    SlotAttach,
+    SlotClose,
+    SlotClosed,
+    SlotJoin,
+    SlotJoined,
+    SlotMsg,
+    SlotOpen,
+    SlotSend,
+)
+from crosstalk.wire.relay_transcripts import hello_transcript, member_transcript, ready_transcript
 
-PROTOCOL_VERSION = 1
-NONCE_SIZE = 32
-MAX_OP_BODY = 1 << 20
-MAX_SLOT_DATA = 8 << 10
-MAX_SLOT_INDEX = 15
+__all__ = [
+    "ERROR_CODES", "MAX_FRAME", "MAX_OP_BODY", "MAX_SLOT_DATA", "MAX_SLOT_INDEX", "NONCE_SIZE",
+    "PROTOCOL_VERSION", "Accept", "Ack", "Add", "Challenge", "ClientFrame", "Create", "Decline",
+    "Error", "GetRoster", "Hello", "Invited", "Leave", "ListRooms", "Member", "MemberState", "Ok",
+    "Op", "Post", "Posted", "Presence", "Ready", "RelayFrame", "Remove", "Resume", "Resumed",
+    "ResumedRoom", "RoomEntry", "RoomGone", "RoomList", "Roster", "Side", "Slot", "SlotAttach",
+    "SlotClose", "SlotClosed", "SlotJoin", "SlotJoined", "SlotMsg", "SlotOpen", "SlotSend",
+    "decode_client_frame", "decode_relay_frame", "encode_frame", "hello_transcript",
+    "member_transcript", "ready_transcript", "tag_of",
+]
+
 MAX_FRAME = 3 << 19  # 1.5 MiB of JSON text: a full 1 MiB body in base64 plus its envelope
 
 ERROR_CODES = (
@@ -93,205 +123,6 @@ ERROR_CODES = (
     "busy",  # no free slot number
 )
 
-Side = Literal["owner", "joiner"]
-MemberState = Literal["invited", "joined"]
-
-
-# --- transcripts -------------------------------------------------------------------------------
-
-
-def _lp(part: bytes) -> bytes:
-    """Length-prefix one field so no two field lists share an encoding."""
-    return len(part).to_bytes(4, "big") + part
-
-
-def hello_transcript(
-    nonce: bytes, relay_key: bytes, ed_pub: bytes, x_pub: bytes, device: str, version: int
-) -> bytes:
-    """What the client signs in ``hello``: the challenge, both relay and client keys, device."""
-    fields = (nonce, relay_key, ed_pub, x_pub, device.encode(), version.to_bytes(4, "big"))
-    return b"crosstalk/relay/hello/v1\x00" + b"".join(_lp(f) for f in fields)
-
-
-def ready_transcript(nonce: bytes, relay_key: bytes, ed_pub: bytes, x_pub: bytes) -> bytes:
-    """What the relay signs in ``ready``: the same challenge bound to the client's keys."""
-    fields = (nonce, relay_key, ed_pub, x_pub)
-    return b"crosstalk/relay/ready/v1\x00" + b"".join(_lp(f) for f in fields)
-
-
-def member_transcript(room: str, ed_pub: bytes, x_pub: bytes) -> bytes:
-    """What an adder signs for a roster entry (the creator signs its own)."""
-    fields = (room.encode(), ed_pub, x_pub)
-    return b"crosstalk/relay/member/v1\x00" + b"".join(_lp(f) for f in fields)
-
-
-# --- shared shapes -----------------------------------------------------------------------------
-
-
-@attrs.frozen
-class Member:
-    """One roster entry: keys, state, and who added it (with the adder's signature)."""
-
-    fingerprint: str
-    ed_pub: bytes
-    x_pub: bytes
-    state: MemberState
-    added_by: str
-    sig: bytes
-
-
-@attrs.frozen
-class RoomEntry:
-    """One room you are in, as listed by ``rooms``."""
-
-    room: str
-    state: MemberState
-
-
-@attrs.frozen
-class ResumedRoom:
-    """Where a resumed room stands: ``first`` is the oldest seq still held, ``head`` the newest."""
-
-    room: str
-    first: int
-    head: int
-
-
-# --- client -> relay ---------------------------------------------------------------------------
-
-
-@attrs.frozen
-class Hello:
-    ed_pub: bytes
-    x_pub: bytes
-    device: str
-    version: int
-    sig: bytes
-
-
-@attrs.frozen
-class Create:
-    req: int
-    room: str
-    sig: bytes
-
-
-@attrs.frozen
-class Add:
-    req: int
-    room: str
-    ed_pub: bytes
-    x_pub: bytes
-    sig: bytes
-
-
-@attrs.frozen
-class Accept:
-    req: int
-    room: str
-
-
-@attrs.frozen
-class Decline:
-    req: int
-    room: str
-
-
-@attrs.frozen
-class Leave:
-    req: int
-    room: str
-
-
-@attrs.frozen
-class Remove:
-    req: int
-    room: str
-    fingerprint: str
-
-
-@attrs.frozen
-class GetRoster:
-    req: int
-    room: str
-
-
-@attrs.frozen
-class ListRooms:
-    req: int
-
-
-@attrs.frozen
-class Post:
-    req: int
-    room: str
-    op_id: str
-    body: bytes
-
-
-@attrs.frozen
-class Ack:
-    room: str
-    seq: int
-
-
-@attrs.frozen
-class Resume:
-    req: int
-    cursors: dict[str, int]
-
-
-@attrs.frozen
-class SlotOpen:
-    req: int
-
-
-@attrs.frozen
-class SlotJoin:
-    req: int
-    slot: str
-
-
-@attrs.frozen
-class SlotAttach:
-    req: int
-    slot: str
-
-
-@attrs.frozen
-class SlotSend:
-    req: int
-    slot: str
-    index: int
-    data: bytes
-
-
-@attrs.frozen
-class SlotClose:
-    req: int
-    slot: str
-
-
-ClientFrame = Union[  # noqa: UP007 - cattrs' tagged union wants a typing.Union object
-    Hello, Create, Add, Accept, Decline, Leave, Remove, GetRoster, ListRooms, Post, Ack, Resume,
-    SlotOpen, SlotJoin, SlotAttach, SlotSend, SlotClose,
-]
-
-# --- relay -> client ---------------------------------------------------------------------------
-
-
-@attrs.frozen
-class Challenge:
-    nonce: bytes
-    relay_key: bytes
-    version: int
-
-
-@attrs.frozen
-class Ready:
-    fingerprint: str
-    sig: bytes
-
 
 @attrs.frozen
 class Ok:
@@ -305,98 +136,10 @@ class Error:
     message: str
 
 
-@attrs.frozen
-class Roster:
-    """Reply to ``roster`` and push to joined members whenever the roster changes."""
-
-    req: int | None
-    room: str
-    members: list[Member]
-
-
-@attrs.frozen
-class RoomList:
-    req: int
-    rooms: list[RoomEntry]
-
-
-@attrs.frozen
-class Invited:
-    """Pushed to the invitee's devices: ``by`` added you to ``room``."""
-
-    room: str
-    by: str
-
-
-@attrs.frozen
-class RoomGone:
-    """Pushed to a member's devices when it is no longer in the room (removed, left, deleted)."""
-
-    room: str
-    reason: str
-
-
-@attrs.frozen
-class Posted:
-    req: int
-    room: str
-    seq: int
-
-
-@attrs.frozen
-class Op:
-    room: str
-    seq: int
-    sender: str
-    op_id: str
-    body: bytes
-    ts: float
-
-
-@attrs.frozen
-class Resumed:
-    req: int
-    rooms: list[ResumedRoom]
-    missing: list[str]
-
-
-@attrs.frozen
-class Slot:
-    req: int
-    slot: str
-    expires_in: float
-
-
-@attrs.frozen
-class SlotJoined:
-    """To the owner (pushed): who joined. To the joiner (reply): who owns the slot."""
-
-    req: int | None
-    slot: str
-    fingerprint: str
-    ed_pub: bytes
-    x_pub: bytes
-
-
-@attrs.frozen
-class SlotMsg:
-    slot: str
-    from_side: Side
-    index: int
-    data: bytes
-
-
-@attrs.frozen
-class SlotClosed:
-    slot: str
-    reason: str
-
-
-@attrs.frozen
-class Presence:
-    fingerprint: str
-    online: bool
-
+ClientFrame = Union[  # noqa: UP007 - cattrs' tagged union wants a typing.Union object
+    Hello, Create, Add, Accept, Decline, Leave, Remove, GetRoster, ListRooms, Post, Ack, Resume,
+    SlotOpen, SlotJoin, SlotAttach, SlotSend, SlotClose,
+]
 
 RelayFrame = Union[  # noqa: UP007 - cattrs' tagged union wants a typing.Union object
     Challenge, Ready, Ok, Error, Roster, RoomList, Invited, RoomGone, Posted, Op, Resumed, Slot,
@@ -425,68 +168,6 @@ def tag_of(frame: object) -> str:
     return _TAGS[type(frame)]
 
 
-# --- strict shape check ------------------------------------------------------------------------
-# The shared converter coerces (``int("7")``, ``str({...})``); peer data must instead match its
-# declared JSON type exactly, so a mistyped field is ``bad_frame`` rather than a silent guess.
-
-
-def _check(value: Any, tp: Any, where: str) -> None:
-    origin = get_origin(tp)
-    if origin in (Union, types.UnionType):
-        for option in get_args(tp):
-            try:
-                _check(value, option, where)
-                return
-            except RemoteProtocolError:
-                continue
-        raise RemoteProtocolError(f"{where} has the wrong type", hint="bad_frame")
-    if origin is Literal:
-        ok = value in get_args(tp)
-    elif origin is list:
-        ok = isinstance(value, list)
-        if ok:
-            for i, item in enumerate(value):
-                _check(item, get_args(tp)[0], f"{where}[{i}]")
-    elif origin is dict:
-        ok = isinstance(value, dict)
-        if ok:
-            for key, item in value.items():
-                _check(key, str, f"{where} key")
-                _check(item, get_args(tp)[1], f"{where}.{key}")
-    elif tp is type(None):
-        ok = value is None
-    elif tp is bool:
-        ok = isinstance(value, bool)
-    elif tp is int:
-        ok = isinstance(value, int) and not isinstance(value, bool)
-    elif tp is float:
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-    elif tp in (str, bytes):
-        ok = isinstance(value, str)
-    elif attrs.has(tp):
-        ok = isinstance(value, dict)
-        if ok:
-            _check_fields(value, tp, where)
-    else:  # pragma: no cover - a model used a type this checker does not know
-        raise TypeError(f"unsupported field type {tp!r}")
-    if not ok:
-        raise RemoteProtocolError(f"{where} has the wrong type", hint="bad_frame")
-
-
-@functools.cache
-def _field_types(cls: type) -> tuple[tuple[str, Any], ...]:
-    """Each field's resolved type (resolving string annotations is slow; do it once)."""
-    hints = typing.get_type_hints(cls)
-    return tuple((field.name, hints[field.name]) for field in attrs.fields(cls))
-
-
-def _check_fields(data: dict[str, Any], cls: type, where: str) -> None:
-    for name, tp in _field_types(cls):
-        if name not in data:
-            raise RemoteProtocolError(f"{where} lacks {name!r}", hint="bad_frame")
-        _check(data[name], tp, f"{where}.{name}")
-
-
 def _decode(text: str | bytes, by_tag: dict[str, type], union: Any) -> Any:
     if isinstance(text, bytes):
         raise RemoteProtocolError("frames are JSON text, not binary", hint="bad_frame")
@@ -502,7 +183,7 @@ def _decode(text: str | bytes, by_tag: dict[str, type], union: Any) -> Any:
     cls = by_tag.get(tag) if isinstance(tag, str) else None
     if cls is None:
         raise RemoteProtocolError(f"unknown frame type {str(tag)[:40]!r}", hint="bad_frame")
-    _check_fields(data, cls, str(tag))
+    check_fields(data, cls, str(tag))
     try:
         return converter.structure(data, union)
     except (BaseValidationError, ValueError, TypeError, KeyError) as exc:

@@ -1,0 +1,136 @@
+"""Relay room-membership frames: rosters, invitations, and who is online.
+
+Requests: ``create {room, sig}`` (the creator's own roster entry, self-signed), ``add {room,
+ed_pub, x_pub, sig}`` (sig by the adder over ``member_transcript``), ``accept``, ``decline``,
+``leave``, ``remove {room, fingerprint}``, ``roster {room}``, ``rooms {}`` (which lists
+invitations too). Pushes: ``roster`` to joined members whenever the roster changes, ``invited``
+to the invitee, ``room_gone`` to whoever is no longer in a room, ``presence``.
+
+Only a joined member may add, and only someone it shares a joined room with, or someone it has
+just met through a pairing slot (that counts for one add, 15 minutes). Any joined member may
+remove another; the room is deleted with its log when no joined member is left.
+Import these names through :mod:`crosstalk.wire.relay`, which also holds the codec.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import attrs
+
+MemberState = Literal["invited", "joined"]
+
+
+@attrs.frozen
+class Member:
+    """One roster entry: keys, state, and who added it (with the adder's signature)."""
+
+    fingerprint: str
+    ed_pub: bytes
+    x_pub: bytes
+    state: MemberState
+    added_by: str
+    sig: bytes
+
+
+@attrs.frozen
+class RoomEntry:
+    """One room you are in, as listed by ``rooms``."""
+
+    room: str
+    state: MemberState
+
+
+# --- client -> relay ---------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Create:
+    req: int
+    room: str
+    sig: bytes
+
+
+@attrs.frozen
+class Add:
+    req: int
+    room: str
+    ed_pub: bytes
+    x_pub: bytes
+    sig: bytes
+
+
+@attrs.frozen
+class Accept:
+    req: int
+    room: str
+
+
+@attrs.frozen
+class Decline:
+    req: int
+    room: str
+
+
+@attrs.frozen
+class Leave:
+    req: int
+    room: str
+
+
+@attrs.frozen
+class Remove:
+    req: int
+    room: str
+    fingerprint: str
+
+
+@attrs.frozen
+class GetRoster:
+    req: int
+    room: str
+
+
+@attrs.frozen
+class ListRooms:
+    req: int
+
+
+# --- relay -> client ---------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Roster:
+    """Reply to ``roster`` and push to joined members whenever the roster changes."""
+
+    req: int | None
+    room: str
+    members: list[Member]
+
+
+@attrs.frozen
+class RoomList:
+    req: int
+    rooms: list[RoomEntry]
+
+
+@attrs.frozen
+class Invited:
+    """Pushed to the invitee's devices: ``by`` added you to ``room``."""
+
+    room: str
+    by: str
+
+
+@attrs.frozen
+class RoomGone:
+    """Pushed to a member's devices when it is no longer in the room (removed, left, deleted)."""
+
+    room: str
+    reason: str
+
+
+@attrs.frozen
+class Presence:
+    fingerprint: str
+    online: bool
