@@ -58,7 +58,9 @@ from crosstalk.wire.room_ops import MAX_TEXT, MemoryEnvelope, RoomOp, SyncReques
 
 log = logging.getLogger(__name__)
 
-OUTCOME_WAIT = 10.0  # connected: how long a write waits for its replicated outcome
+# Connected: a write waits this many heartbeats for its replicated outcome. A live link proves
+# itself within one (it pings at a quarter heartbeat), so past two it is as good as down.
+OUTCOME_HEARTBEATS = 2.0
 OFFLINE_WAIT = 1.0  # not connected: answer `pending` quickly
 
 
@@ -181,7 +183,9 @@ class MemoryFeature:
         await self.daemon.send_op(room.room_id, envelope, op_id=op_id)
         status = self.daemon.link_status()
         outcome: Outcome | None = None
-        with trio.move_on_after(OUTCOME_WAIT if status and status.connected else OFFLINE_WAIT):
+        connected = status is not None and status.connected
+        wait = self.daemon.heartbeat * OUTCOME_HEARTBEATS if connected else OFFLINE_WAIT
+        with trio.move_on_after(wait):
             await sequenced.receive()
             outcome = await self._outcome(room.room_id, op_id)
         if outcome is None:
