@@ -23,6 +23,11 @@ their cursors, so nothing acknowledged is lost and nothing is delivered twice by
 one connection. A node that stops beating is forgotten by the leader after ``node_timeout`` and
 its connections are closed in the core (presence goes offline).
 
+A new leader builds its core from the stored snapshot, which holds live pairing slots (with
+their spent join and sealed parts) and pairing grants as well as rooms, so a pairing in progress
+carries on once both daemons reconnect and re-attach to the slot; only presence and the
+in-memory rate-limit windows (op rate, pairing guesses per address) start afresh.
+
 All nodes of a cluster must hold the same relay key (clients pin it); the first node records its
 public key in the state bucket and a node with another key refuses to start.
 """
