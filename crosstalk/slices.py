@@ -1,8 +1,10 @@
 """Building slices from what the sender points at: a diff, a file, the last turns, a note.
 
 ``--slice diff[:REF]`` (``git diff`` of the project), ``file:PATH``, ``turns[:N]`` (the last N
-turns of the agent's transcript), ``note:TEXT``. Credential files and paths outside the project
-are refused; content past 128 KiB is cut with a marker saying how much was left out.
+turns of the agent's transcript: the one the sender names, else the one its session recorded
+when the hook registered it, see ``crosstalk.store.sessions.current_transcript``),
+``note:TEXT``. Credential files and paths outside the project are refused; content past 128 KiB
+is cut with a marker saying how much was left out.
 """
 
 from __future__ import annotations
@@ -91,10 +93,23 @@ def _diff(ref: str | None, root: Path) -> Slice:
     return _cap("diff", f"diff {ref}" if ref else "diff", out.stdout)
 
 
+def needs_transcript(specs: list[str]) -> bool:
+    """Whether any of these ``--slice`` specs is a turns slice."""
+    return any(spec.partition(":")[0] == "turns" for spec in specs)
+
+
 def _turns(count: int, transcript: str | None) -> Slice:
     if not transcript:
-        raise UsageError("A turns slice needs the agent's transcript; attach it from an agent.")
-    lines = Path(transcript).read_text(errors="replace").splitlines()
+        raise UsageError(
+            "A turns slice needs the agent's transcript, and no session here recorded one; "
+            "send it from an agent session whose hooks are installed."
+        )
+    try:
+        lines = Path(transcript).read_text(errors="replace").splitlines()
+    except OSError as exc:
+        raise UsageError(
+            f"The agent's transcript {transcript} could not be read ({exc.strerror or exc})."
+        ) from None
     turns = []
     for line in lines:
         try:

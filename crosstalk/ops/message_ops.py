@@ -28,9 +28,10 @@ from crosstalk.core.triage import Intent, Kind
 from crosstalk.daemon import Daemon
 from crosstalk.errors import CrosstalkError, NotAMember, UnknownPeer, UsageError
 from crosstalk.ops.room_admin_ops import find_room
-from crosstalk.slices import build_slice
+from crosstalk.slices import build_slice, needs_transcript
 from crosstalk.store.attention import load_ration_stamps, save_ration_stamps
 from crosstalk.store.rooms import contact_named, direct_room_with
+from crosstalk.store.sessions import current_transcript
 from crosstalk.wire.converter import converter, unstructure
 from crosstalk.wire.room_ops import MAX_TEXT, MessageOp, Receipt, Slice
 
@@ -325,15 +326,18 @@ def take_slice(conn: sqlite3.Connection, msg_id: str, index: int) -> SliceReply:
     )
 
 
-async def _build_slices(params: SendParams) -> tuple[Slice, ...]:
+async def _build_slices(daemon: Daemon, params: SendParams) -> tuple[Slice, ...]:
     if not params.slices:
         return ()
     cwd = Path(params.cwd or ".")
+    transcript = params.transcript
+    if transcript is None and needs_transcript(params.slices):  # the session's, as recorded
+        transcript = await daemon.store.read(
+            lambda c: current_transcript(c, session=params.session, cwd=params.cwd)
+        )
 
     def build() -> tuple[Slice, ...]:
-        return tuple(
-            build_slice(spec, cwd=cwd, transcript=params.transcript) for spec in params.slices
-        )
+        return tuple(build_slice(spec, cwd=cwd, transcript=transcript) for spec in params.slices)
 
     return await trio.to_thread.run_sync(build)
 
@@ -355,7 +359,7 @@ async def deliver(
         raise UsageError(f"The message is longer than {MAX_TEXT} characters; attach it as a slice.")
     intent = Intent.parse(params.intent)
     me = daemon.require_identity()
-    slices = await _build_slices(params)
+    slices = await _build_slices(daemon, params)
     op_id = nacl.utils.random(16).hex()
     now = time.time()
     op = MessageOp(

@@ -158,12 +158,16 @@ _V2 = (
     "CREATE INDEX relay_inbound_by_seq ON relay_inbound (room_id, seq)",
 )
 
+_V6 = ("ALTER TABLE sessions ADD COLUMN transcript_path TEXT",)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "relay link cursors and inbound ops", _V2),
     Migration(3, "room memory: facts, tasks, decisions", schema_memory.STATEMENTS),
     Migration(4, "attention: trust, mutes, rations, the record", schema_attention.STATEMENTS),
     Migration(5, "messages: sessions, delivery states, slices", schema_messages.STATEMENTS),
+    # Sessions remember their client's transcript (from the hook), for `--slice turns`.
+    Migration(6, "sessions: transcript path", _V6),
 )
 LATEST_VERSION = len(MIGRATIONS)
 

@@ -1,17 +1,25 @@
 """Agent sessions attached to this identity: who is live, in which project, busy or idle.
 
-A session registers (the hook on its first event, or the MCP server) with its name, client and
-project; hooks then mark it busy (a prompt started) or idle (a turn stopped). A status nobody
-reported is ``unknown``, which the attention gate treats as busy.
+A session registers (the hook on every event, or the MCP server) with its name, client and
+project, and, when its client says where it keeps one, its transcript file; hooks then mark it
+busy (a prompt started) or idle (a turn stopped). A status nobody reported is ``unknown``, which
+the attention gate treats as busy.
+
+The transcript path lets ``--slice turns`` work without being told where the transcript is:
+:func:`current_transcript` picks the named session's, else that of the session most recently
+seen in the project the sender works in.
 """
 
 from __future__ import annotations
 
 import sqlite3
+from pathlib import PurePath
 
 import attrs
 
 from crosstalk.core.triage import SessionStatus
+
+_COLUMNS = "name, client, project, status, inbox_socket, registered_at, last_seen, transcript_path"
 
 
 @attrs.frozen
@@ -23,6 +31,7 @@ class Session:
     inbox_socket: str | None
     registered_at: float
     last_seen: float
+    transcript_path: str | None = None
 
 
 def _status(text: str) -> SessionStatus:
@@ -30,6 +39,10 @@ def _status(text: str) -> SessionStatus:
         return SessionStatus(text)
     except ValueError:
         return SessionStatus.UNKNOWN
+
+
+def _session(row: tuple[str, str, str, str, str | None, float, float, str | None]) -> Session:
+    return Session(row[0], row[1], row[2], _status(row[3]), row[4], row[5], row[6], row[7])
 
 
 def register_session(
@@ -40,14 +53,21 @@ def register_session(
     project: str,
     inbox_socket: str | None,
     now: float,
+    transcript_path: str | None = None,
 ) -> Session:
-    """Add or refresh a session (idempotent by name); a new one starts ``unknown``."""
+    """Add or refresh a session (idempotent by name); a new one starts ``unknown``.
+
+    A refresh that names no transcript keeps the one already recorded (the MCP server and some
+    events do not know it; the path does not change within a session).
+    """
     conn.execute(
         "INSERT INTO sessions (name, client, project, inbox_socket, status, registered_at, "
-        "last_seen) VALUES (?, ?, ?, ?, 'unknown', ?, ?) ON CONFLICT (name) DO UPDATE SET "
+        "last_seen, transcript_path) VALUES (?, ?, ?, ?, 'unknown', ?, ?, ?) "
+        "ON CONFLICT (name) DO UPDATE SET "
         "client = excluded.client, project = excluded.project, "
-        "inbox_socket = excluded.inbox_socket, last_seen = excluded.last_seen",
-        (name, client, project, inbox_socket, now, now),
+        "inbox_socket = excluded.inbox_socket, last_seen = excluded.last_seen, "
+        "transcript_path = coalesce(excluded.transcript_path, sessions.transcript_path)",
+        (name, client, project, inbox_socket, now, now, transcript_path),
     )
     found = get_session(conn, name)
     assert found is not None
@@ -61,24 +81,41 @@ def set_status(conn: sqlite3.Connection, name: str, status: SessionStatus, now: 
 
 
 def get_session(conn: sqlite3.Connection, name: str) -> Session | None:
-    row = conn.execute(
-        "SELECT name, client, project, status, inbox_socket, registered_at, last_seen "
-        "FROM sessions WHERE name = ?",
-        (name,),
-    ).fetchone()
-    if row is None:
-        return None
-    return Session(row[0], row[1], row[2], _status(row[3]), row[4], row[5], row[6])
+    row = conn.execute(f"SELECT {_COLUMNS} FROM sessions WHERE name = ?", (name,)).fetchone()
+    return None if row is None else _session(row)
 
 
 def list_sessions(conn: sqlite3.Connection) -> list[Session]:
-    rows = conn.execute(
-        "SELECT name, client, project, status, inbox_socket, registered_at, last_seen "
-        "FROM sessions ORDER BY registered_at"
-    ).fetchall()
-    return [Session(r[0], r[1], r[2], _status(r[3]), r[4], r[5], r[6]) for r in rows]
+    rows = conn.execute(f"SELECT {_COLUMNS} FROM sessions ORDER BY registered_at").fetchall()
+    return [_session(r) for r in rows]
 
 
 def session_statuses(conn: sqlite3.Connection) -> dict[str, SessionStatus]:
     """Every session's status by name, for the attention gate."""
     return {s.name: s.status for s in list_sessions(conn)}
+
+
+def current_transcript(
+    conn: sqlite3.Connection, *, session: str | None, cwd: str | None
+) -> str | None:
+    """The transcript of the session a sender speaks for, or None when none is known.
+
+    ``session`` named: that session's recorded transcript. Otherwise the session seen most
+    recently whose project contains ``cwd`` (the innermost project wins a tie in time), which
+    is the agent running the command when a CLI inside an agent's shell sends.
+    """
+    if session is not None:
+        named = get_session(conn, session)
+        return None if named is None else named.transcript_path
+    if not cwd:
+        return None
+    here = PurePath(cwd)
+    candidates = [
+        s
+        for s in list_sessions(conn)
+        if s.transcript_path and s.project and here.is_relative_to(s.project)
+    ]
+    if not candidates:
+        return None
+    best = max(candidates, key=lambda s: (s.last_seen, len(s.project)))
+    return best.transcript_path
