@@ -27,12 +27,15 @@ wakes the actor when the earliest mute holding something ends. Ops signed by our
 sends, and our other machines) are not for the gate. Deciding is idempotent by message id, and
 at start the gate decides any held message it never saw (a crash between the room's commit and
 the listener), so nothing committed goes undecided.
+
+Where the rest lives: which session a message is for and the refusal's shape are pure
+(:mod:`crosstalk.core.gate_routing`); the reads and writes inside each transaction are in
+:mod:`crosstalk.actors.gate_records`. This module is the loop and the transactions.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import math
 import secrets
@@ -45,29 +48,30 @@ import attrs
 import trio
 
 from crosstalk.actors.context import ActorContext
+from crosstalk.actors.gate_records import (
+    held_item,
+    live,
+    mark_batch,
+    record,
+    source_of,
+    undecided,
+)
 from crosstalk.actors.room import Applied
-from crosstalk.core.attention import AttentionEntry
-from crosstalk.core.gate import Arrival, Verdict, decide
+from crosstalk.core.gate import Arrival, decide
+from crosstalk.core.gate_routing import claimant, refusal, route
 from crosstalk.core.held import HeldBatch, HeldItem, next_release, surface_held
-from crosstalk.core.levels import Source
-from crosstalk.core.triage import Decision, Intent, Kind, SessionStatus
-from crosstalk.errors import CrosstalkError, RemoteProtocolError
+from crosstalk.core.triage import Decision, SessionStatus
+from crosstalk.errors import CrosstalkError
 from crosstalk.store import attention as db
-from crosstalk.store.rooms import direct_room_with, find_contact
-from crosstalk.store.sessions import Session, list_sessions, register_session, set_status
-from crosstalk.wire.converter import structure_remote
+from crosstalk.store.sessions import list_sessions, register_session, set_status
 from crosstalk.wire.room_ops import MessageOp, RoomOp
 
 log = logging.getLogger(__name__)
 
 R = TypeVar("R")
 
-SESSION_TTL = 6 * 3600.0
-"""A session not heard from for this long no longer counts as live."""
 CATCH_UP_WINDOW = 24 * 3600.0
 """At start, held messages younger than this that were never decided are decided."""
-REFUSED = "refused"
-"""The text of the automatic answer to an ask (or handoff) below its level."""
 
 
 class StoreLike(Protocol):
@@ -185,11 +189,11 @@ class GateActor:
         if not mine:
             return
         refusals = await self._store.write(lambda conn: self._decide(conn, mine, me))
-        for refusal in refusals:
+        for refused in refusals:
             try:
-                await self._send_op(refusal.room_id, refusal.op, op_id=refusal.op.msg_id)
+                await self._send_op(refused.room_id, refused.op, op_id=refused.op.msg_id)
             except CrosstalkError as exc:
-                log.warning("gate: refusal to %s not sent: %s", refusal.room_id, exc.message)
+                log.warning("gate: refusal to %s not sent: %s", refused.room_id, exc.message)
 
     def _decide(
         self, conn: sqlite3.Connection, items: list[Applied], me: Me | None
@@ -203,38 +207,25 @@ class GateActor:
                 continue  # re-delivery, or the catch-up already decided it
             now = self._clock()
             source = source_of(conn, applied.sender)
-            session, status = _target(conn, op.to, now)
+            session, status = route(op.to, live(conn, now))
             arrival = Arrival(source, applied.room_id, op.intent, op.kind)
             verdict = decide(settings, mutes, arrival, status, now)
-            _record(conn, applied, op, source, session, verdict, now)
+            record(conn, applied, op, source, session, verdict, now)
             log.debug(
                 "gate: %s from %s in %s -> %s (%s)", applied.op_id, source.label,
                 applied.room_id, verdict.decision.value, verdict.resolution.explain(source.label),
             )
             if verdict.decision is Decision.REFUSE:
-                refusals.append(_refusal(applied, op, me, now))
+                answer = refusal(
+                    op, applied.op_id, msg_id=secrets.token_hex(16),
+                    my_label=me.label if me is not None else "", now=now,
+                )
+                refusals.append(_Refusal(applied.room_id, answer))
         return refusals
 
     def _undecided(self, conn: sqlite3.Connection) -> list[Applied]:
         """Held room messages the gate never decided (committed, then the daemon stopped)."""
-        rows = conn.execute(
-            "SELECT h.message_id, h.room_id, h.sender, h.body FROM held_messages h "
-            "WHERE h.read_at IS NULL AND h.received_at > ? AND NOT EXISTS "
-            "(SELECT 1 FROM notices n WHERE n.message_id = h.message_id) "
-            "ORDER BY h.received_at, h.rowid",
-            (self._clock() - CATCH_UP_WINDOW,),
-        ).fetchall()
-        found = []
-        for message_id, room_id, sender, body in rows:
-            try:
-                data = json.loads(body)
-                relay_ts = float(data.pop("relay_ts", 0.0))
-                op = structure_remote(data, MessageOp)
-            except (ValueError, TypeError, RemoteProtocolError):
-                log.warning("gate: held message %s does not parse; not decided", message_id)
-                continue
-            found.append(Applied(room_id, 0, message_id, sender, relay_ts, op))
-        return found
+        return undecided(conn, self._clock() - CATCH_UP_WINDOW)
 
     # --- held notices ----------------------------------------------------------------------------
 
@@ -251,168 +242,27 @@ class GateActor:
     def _release(self, conn: sqlite3.Connection, session: str | None) -> tuple[Surfaced, ...]:
         """Surface everything the current statuses and mutes release; return ``session``'s."""
         now, mutes = self._clock(), db.load_mutes(conn)
-        live = _live(conn, now)
+        sessions = live(conn, now)
         groups: dict[tuple[SessionStatus, str | None], list[HeldItem]] = {}
         for notice in db.held_notices(conn):
-            status, claim = _claimant(notice, live)
-            groups.setdefault((status, claim), []).append(_held_item(notice))
+            status, claim = claimant(notice.session, notice.target, sessions)
+            groups.setdefault((status, claim), []).append(held_item(notice))
         mine: list[Surfaced] = []
         for (status, claim), items in groups.items():
             for batch in surface_held(items, status, mutes, now).batches:
-                surfaced = _mark_batch(conn, batch, claim, now)
+                surfaced = _surfaced(batch, secrets.token_hex(8))
+                mark_batch(conn, batch, claim, surfaced.batch, now)
                 log.debug("gate: batch %s from %s to %s", surfaced.batch, batch.label, claim)
                 if claim == session:
                     mine.append(surfaced)
         return tuple(mine)
 
     def _next_release(self, conn: sqlite3.Connection) -> float | None:
-        held = [_held_item(n) for n in db.held_notices(conn)]
+        held = [held_item(n) for n in db.held_notices(conn)]
         return next_release(held, db.load_mutes(conn), self._clock())
 
 
-# --- the facts the gate decides from ------------------------------------------------------------
-
-
-def source_of(conn: sqlite3.Connection, fingerprint: str) -> Source:
-    """The sender as we know them: our name for their key, a room of two, the bot flag."""
-    contact = find_contact(conn, fingerprint)
-    if contact is not None:
-        label = contact.label
-    else:
-        row = conn.execute(
-            "SELECT label FROM room_members WHERE fingerprint = ? LIMIT 1", (fingerprint,)
-        ).fetchone()
-        label = str(row[0]) if row else fingerprint
-    return Source(
-        person=fingerprint,
-        label=label,
-        direct=direct_room_with(conn, fingerprint) is not None,
-        bot=contact is not None and contact.is_agent,
-    )
-
-
-def _live(conn: sqlite3.Connection, now: float) -> list[Session]:
-    """Sessions heard from within :data:`SESSION_TTL`, most recently seen first."""
-    live = [s for s in list_sessions(conn) if now - s.last_seen < SESSION_TTL]
-    return sorted(live, key=lambda s: s.last_seen, reverse=True)
-
-
-def _matches(target: str | None, session: Session) -> bool:
-    return target is None or target in (session.name, session.project)
-
-
-def _target(
-    conn: sqlite3.Connection, to: str | None, now: float
-) -> tuple[str | None, SessionStatus]:
-    """The session a message is for (None = any, or parked) and the status to triage against.
-
-    A message naming a session or project goes to that live session (by name first); one for
-    anyone counts as idle when any live session is idle. With no matching live session it is
-    parked: status unknown (counted as busy), claimed by the next session that matches.
-    """
-    live = _live(conn, now)
-    if to is not None:
-        named = [s for s in live if s.name == to] or [s for s in live if s.project == to]
-        if named:
-            return named[0].name, named[0].status
-        return None, SessionStatus.UNKNOWN
-    if any(s.status is SessionStatus.IDLE for s in live):
-        return None, SessionStatus.IDLE
-    return None, SessionStatus.BUSY if live else SessionStatus.UNKNOWN
-
-
-def _claimant(notice: db.Notice, live: list[Session]) -> tuple[SessionStatus, str | None]:
-    """The status a held notice is released against, and the session that would take it."""
-    if notice.session is not None:
-        status = next((s.status for s in live if s.name == notice.session), SessionStatus.UNKNOWN)
-        return status, notice.session
-    for session in live:
-        if session.status is SessionStatus.IDLE and _matches(notice.target, session):
-            return SessionStatus.IDLE, session.name
-    return SessionStatus.BUSY, None
-
-
-def _due(decision: Decision, intent: Intent) -> str:
-    idle = decision in (Decision.NOTICE_WHEN_IDLE, Decision.DELIVER_WHEN_IDLE) or (
-        decision is Decision.HOLD_QUIET and intent is Intent.FYI
-    )
-    return "idle" if idle else "now"
-
-
-def _record(
-    conn: sqlite3.Connection,
-    applied: Applied,
-    op: MessageOp,
-    source: Source,
-    session: str | None,
-    verdict: Verdict,
-    now: float,
-) -> None:
-    decision = verdict.decision
-    db.add_notice(
-        conn,
-        db.Notice(
-            message_id=applied.op_id, session=session, target=op.to, sender=applied.sender,
-            label=source.label, from_session=op.from_session, room_id=applied.room_id,
-            intent=op.intent, kind=op.kind.value, decision=decision,
-            due=_due(decision, op.intent), created_at=now,
-            surfaced_at=now if decision.interrupts else None,
-        ),
-    )
-    db.append_attention(conn, [AttentionEntry(applied.op_id, source.label, now, decision)])
-    if decision is Decision.DROP:
-        # The `mute` level: nothing reaches you. Kept for `read --all`, hidden from `read`.
-        conn.execute(
-            "UPDATE held_messages SET read_at = ? WHERE message_id = ? AND read_at IS NULL",
-            (now, applied.op_id),
-        )
-
-
-def _refusal(applied: Applied, op: MessageOp, me: Me | None, now: float) -> _Refusal:
-    answer = MessageOp(
-        msg_id=secrets.token_hex(16),
-        text=REFUSED,
-        intent=Intent.QUESTION,
-        kind=Kind.ANSWER,
-        from_label=me.label if me is not None else "",
-        to=op.from_session,
-        reply_to=applied.op_id,
-        correlation=op.correlation if op.correlation is not None else applied.op_id,
-        sent_at=now,
-        refused=True,
-    )
-    return _Refusal(applied.room_id, answer)
-
-
-def _held_item(notice: db.Notice) -> HeldItem:
-    return HeldItem(
-        item=notice.message_id,
-        sender=notice.sender,
-        label=notice.label,
-        session=notice.from_session,
-        room=notice.room_id,
-        ts=notice.created_at,
-        intent=notice.intent,
-        decision=notice.decision,
-        words=notice.decision.words,
-    )
-
-
-def _mark_batch(
-    conn: sqlite3.Connection, batch: HeldBatch, claim: str | None, now: float
-) -> Surfaced:
-    batch_id = secrets.token_hex(8)
-    for item in batch.items:
-        db.mark_surfaced(conn, item.item, claim, batch_id, now)
-    db.append_attention(
-        conn,
-        [
-            AttentionEntry(
-                it.item, it.label, now, Decision.DELIVER_NOW if it.words else Decision.NOTICE_NOW
-            )
-            for it in batch.items
-        ],
-    )
+def _surfaced(batch: HeldBatch, batch_id: str) -> Surfaced:
     return Surfaced(
         batch=batch_id,
         sender=batch.sender,

@@ -15,7 +15,7 @@ import attrs
 import trio
 
 from crosstalk.actors.control import OpTable
-from crosstalk.actors.gate import source_of
+from crosstalk.actors.gate_records import source_of
 from crosstalk.actors.router import PresenceQuery
 from crosstalk.core.levels import resolve_level
 from crosstalk.daemon import Daemon

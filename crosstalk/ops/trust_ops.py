@@ -15,14 +15,8 @@ import attrs
 import trio
 
 from crosstalk.actors.control import OpTable
-from crosstalk.actors.gate import (
-    Arrived,
-    GateActor,
-    GateInput,
-    Me,
-    Recheck,
-    source_of,
-)
+from crosstalk.actors.gate import Arrived, GateActor, GateInput, Me, Recheck
+from crosstalk.actors.gate_records import source_of
 from crosstalk.actors.room import Applied
 from crosstalk.core.attention import WINDOW, summarize
 from crosstalk.core.levels import LOCAL_PREFIX, Level, TrustSettings, resolve_level

@@ -14,7 +14,6 @@ import trio
 import trio.testing
 
 from crosstalk.actors.gate import (
-    REFUSED,
     Arrived,
     GateActor,
     GateInput,
@@ -24,6 +23,7 @@ from crosstalk.actors.gate import (
 )
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.attention import summarize
+from crosstalk.core.gate_routing import REFUSED
 from crosstalk.core.levels import Level, TrustSettings
 from crosstalk.core.mute import MuteState
 from crosstalk.core.triage import Decision, Intent, Kind, SessionStatus

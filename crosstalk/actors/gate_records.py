@@ -1,0 +1,142 @@
+"""What the gate actor reads from and writes to the database, inside the transactions it opens.
+
+The gate decides from facts the daemon itself holds (:func:`source_of`: our name for the
+sender's key, whether we share a room of two, the bot flag pairing stored) and records each
+decision as a ``notices`` row plus an attention entry (:func:`record`). Held notices come back as
+the core's :class:`HeldItem` (:func:`held_item`) and are marked surfaced batch by batch
+(:func:`mark_batch`). :func:`undecided` finds what a crash between a room's commit and the gate
+left undecided. Every function takes the open connection and leaves committing to the caller.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+
+from crosstalk.actors.room import Applied
+from crosstalk.core.attention import AttentionEntry
+from crosstalk.core.gate import Verdict
+from crosstalk.core.gate_routing import due, live_sessions
+from crosstalk.core.held import HeldBatch, HeldItem
+from crosstalk.core.levels import Source
+from crosstalk.core.triage import Decision
+from crosstalk.errors import RemoteProtocolError
+from crosstalk.store import attention as db
+from crosstalk.store.rooms import direct_room_with, find_contact
+from crosstalk.store.sessions import Session, list_sessions
+from crosstalk.wire.converter import structure_remote
+from crosstalk.wire.room_ops import MessageOp
+
+log = logging.getLogger(__name__)
+
+
+def source_of(conn: sqlite3.Connection, fingerprint: str) -> Source:
+    """The sender as we know them: our name for their key, a room of two, the bot flag."""
+    contact = find_contact(conn, fingerprint)
+    if contact is not None:
+        label = contact.label
+    else:
+        row = conn.execute(
+            "SELECT label FROM room_members WHERE fingerprint = ? LIMIT 1", (fingerprint,)
+        ).fetchone()
+        label = str(row[0]) if row else fingerprint
+    return Source(
+        person=fingerprint,
+        label=label,
+        direct=direct_room_with(conn, fingerprint) is not None,
+        bot=contact is not None and contact.is_agent,
+    )
+
+
+def live(conn: sqlite3.Connection, now: float) -> list[Session]:
+    """The live sessions, most recently seen first (see :func:`live_sessions`)."""
+    return live_sessions(list_sessions(conn), now)
+
+
+def undecided(conn: sqlite3.Connection, since: float) -> list[Applied]:
+    """Held room messages received after ``since`` that the gate never decided, oldest first.
+
+    They were committed, then the daemon stopped before the gate saw them. One that no longer
+    parses is logged and skipped.
+    """
+    rows = conn.execute(
+        "SELECT h.message_id, h.room_id, h.sender, h.body FROM held_messages h "
+        "WHERE h.read_at IS NULL AND h.received_at > ? AND NOT EXISTS "
+        "(SELECT 1 FROM notices n WHERE n.message_id = h.message_id) "
+        "ORDER BY h.received_at, h.rowid",
+        (since,),
+    ).fetchall()
+    found = []
+    for message_id, room_id, sender, body in rows:
+        try:
+            data = json.loads(body)
+            relay_ts = float(data.pop("relay_ts", 0.0))
+            op = structure_remote(data, MessageOp)
+        except (ValueError, TypeError, RemoteProtocolError):
+            log.warning("gate: held message %s does not parse; not decided", message_id)
+            continue
+        found.append(Applied(room_id, 0, message_id, sender, relay_ts, op))
+    return found
+
+
+def record(
+    conn: sqlite3.Connection,
+    applied: Applied,
+    op: MessageOp,
+    source: Source,
+    session: str | None,
+    verdict: Verdict,
+    now: float,
+) -> None:
+    """Record one decision: its ``notices`` row and attention entry; a drop marks it read."""
+    decision = verdict.decision
+    db.add_notice(
+        conn,
+        db.Notice(
+            message_id=applied.op_id, session=session, target=op.to, sender=applied.sender,
+            label=source.label, from_session=op.from_session, room_id=applied.room_id,
+            intent=op.intent, kind=op.kind.value, decision=decision,
+            due=due(decision, op.intent), created_at=now,
+            surfaced_at=now if decision.interrupts else None,
+        ),
+    )
+    db.append_attention(conn, [AttentionEntry(applied.op_id, source.label, now, decision)])
+    if decision is Decision.DROP:
+        # The `mute` level: nothing reaches you. Kept for `read --all`, hidden from `read`.
+        conn.execute(
+            "UPDATE held_messages SET read_at = ? WHERE message_id = ? AND read_at IS NULL",
+            (now, applied.op_id),
+        )
+
+
+def held_item(notice: db.Notice) -> HeldItem:
+    """A held notice as the core's release logic sees it."""
+    return HeldItem(
+        item=notice.message_id,
+        sender=notice.sender,
+        label=notice.label,
+        session=notice.from_session,
+        room=notice.room_id,
+        ts=notice.created_at,
+        intent=notice.intent,
+        decision=notice.decision,
+        words=notice.decision.words,
+    )
+
+
+def mark_batch(
+    conn: sqlite3.Connection, batch: HeldBatch, claim: str | None, batch_id: str, now: float
+) -> None:
+    """Mark a released batch surfaced to ``claim`` and add its items to the attention record."""
+    for item in batch.items:
+        db.mark_surfaced(conn, item.item, claim, batch_id, now)
+    db.append_attention(
+        conn,
+        [
+            AttentionEntry(
+                it.item, it.label, now, Decision.DELIVER_NOW if it.words else Decision.NOTICE_NOW
+            )
+            for it in batch.items
+        ],
+    )
