@@ -1,24 +1,47 @@
-"""`crosstalk install CLIENT|path` and `crosstalk uninstall CLIENT`."""
+"""`crosstalk install CLIENT|path` and `crosstalk uninstall CLIENT`.
+
+:mod:`crosstalk.install` (every client's planner, the YAML and TOML editors) is imported by the
+two commands when they run, not when the CLI starts: every other command would pay for it.
+"""
 
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import attrs
 import typer
 
 from crosstalk.cli.options import HomeOption, JsonOption
 from crosstalk.cli.output import Output, reports_errors
-from crosstalk.install import CLIENTS, Outcome, Places, install, resolve_commands, uninstall
+
+if TYPE_CHECKING:
+    from crosstalk.install import Outcome
+
+#: The names ``install`` accepts, in ``crosstalk.install.CLIENTS`` order, spelled out here so the
+#: help text costs no import; tests/cli/test_startup_imports.py keeps the two equal.
+HELP_CLIENTS = (
+    "claude",
+    "codex",
+    "cursor",
+    "qwen",
+    "gemini",
+    "agy",
+    "kimi",
+    "hermes",
+    "goose",
+    "mcp",
+    "path",
+)
 
 ClientArg = Annotated[
     str,
-    typer.Argument(help=f"One of: {', '.join(CLIENTS)}.", show_default=False),
+    typer.Argument(help=f"One of: {', '.join(HELP_CLIENTS)}.", show_default=False),
 ]
 
 
 def _emit(out: Output, outcome: Outcome, verb: str) -> None:
+    import attrs
+
     data = attrs.asdict(outcome)
     if outcome.entry is None:
         del data["entry"]
@@ -41,6 +64,8 @@ def install_cmd(
     client: ClientArg, json_output: JsonOption = False, home: HomeOption = None
 ) -> None:
     """Put crosstalk's hooks and MCP server into CLIENT (or `path`: crosstalk on your PATH)."""
+    from crosstalk.install import Places, install, resolve_commands
+
     out = Output(json_mode=json_output)
     outcome = install(client, Places.from_env(), resolve_commands())
     _emit(out, outcome, "wrote")
@@ -50,6 +75,8 @@ def uninstall_cmd(
     client: ClientArg, json_output: JsonOption = False, home: HomeOption = None
 ) -> None:
     """Remove exactly what `crosstalk install CLIENT` added; everything else stays."""
+    from crosstalk.install import Places, uninstall
+
     out = Output(json_mode=json_output)
     outcome = uninstall(client, Places.from_env())
     _emit(out, outcome, "took crosstalk out of")

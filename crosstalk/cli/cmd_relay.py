@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Annotated
 
@@ -66,6 +64,8 @@ def _health_url(relay: str) -> str:
 
 def check_health(relay: str, timeout: float = 3.0) -> bool:
     """True when ``GET /health`` answers ``{"ok": true}`` within ``timeout`` seconds."""
+    import urllib.request  # http.client, email, ssl: only for this command
+
     try:
         with urllib.request.urlopen(_health_url(relay), timeout=timeout) as resp:
             return bool(json.loads(resp.read(65536)).get("ok"))

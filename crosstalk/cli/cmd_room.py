@@ -9,10 +9,8 @@ import typer
 from crosstalk.cli.options import HomeOption, JsonOption
 from crosstalk.cli.output import Output, reports_errors
 from crosstalk.client import ask_daemon, call, ensure_daemon
-from crosstalk.core.invite import Invite
 from crosstalk.hook.control import ControlConnection
 from crosstalk.paths import Home
-from crosstalk.wire.pairing import Purpose
 
 app = typer.Typer(
     help="Pair with someone, or manage your rooms (no subcommand: list them).",
@@ -26,6 +24,18 @@ AgentOption = Annotated[
     bool, typer.Option("--agent", help="Join as a machine (a bot), not a person.")
 ]
 PAIRING_WAIT = 16 * 60.0
+
+
+def _check_code(code: str, *, link: bool) -> None:
+    """Refuse a malformed pairing or link code before starting the daemon.
+
+    Raises:
+        UsageError: the code is not one ``room new`` (or ``link``) prints.
+    """
+    from crosstalk.core.invite import Invite  # attrs and cattrs: only for the two that parse
+    from crosstalk.wire.pairing import Purpose
+
+    Invite.parse(code, purpose=Purpose.LINK if link else Purpose.ROOM)
 
 
 def _joined_text(line: dict[str, Any]) -> str:
@@ -84,7 +94,7 @@ def join(
 ) -> None:
     """Join a pairing with the code the other person read to you."""
     out = Output(json_mode=json_output)
-    Invite.parse(code, purpose=Purpose.ROOM)  # a malformed code needs no daemon to refuse
+    _check_code(code, link=False)  # a malformed code needs no daemon to refuse
     h = Home.resolve(home)
     ensure_daemon(h)
     with ControlConnection(h.socket, timeout=PAIRING_WAIT) as conn:
@@ -105,7 +115,7 @@ def link(
     out = Output(json_mode=json_output)
     h = Home.resolve(home)
     if code is not None:
-        Invite.parse(code, purpose=Purpose.LINK)
+        _check_code(code, link=True)
     ensure_daemon(h)
     if code is not None:
         linked = call(h, "link_join", {"code": code}, timeout=PAIRING_WAIT)

@@ -1,37 +1,58 @@
-"""`crosstalk status` and `crosstalk doctor`."""
+"""`crosstalk status` and `crosstalk doctor`.
+
+``status`` asks a running daemon who this identity is; only with no daemon to ask does it read
+the identity file itself, which costs the crypto and store imports (and, with ``secure``, a
+keyring look-up). ``doctor`` imports its checks when it runs.
+"""
 
 from __future__ import annotations
 
-import attrs
+from typing import Any
+
 import typer
 
 from crosstalk.cli.options import HomeOption, JsonOption
 from crosstalk.cli.output import Output, reports_errors
 from crosstalk.client import call, daemon_pid, ensure_daemon
-from crosstalk.crypto import fingerprint
-from crosstalk.doctor import run_checks
 from crosstalk.errors import CrosstalkError
 from crosstalk.paths import Home
-from crosstalk.store.identity import load_identity
+
+
+def _identity_from_file(h: Home) -> tuple[str | None, str | None]:
+    """The label and fingerprint in the identity file, or ``(None, None)`` before pairing."""
+    from crosstalk.crypto import fingerprint  # nacl: only when no daemon can answer
+    from crosstalk.store.identity import load_identity
+
+    record = load_identity(h.identity)
+    if record is None:
+        return None, None
+    return record.label, fingerprint(record.ed25519_public)
+
+
+def _live_status(h: Home, pid: int | None) -> dict[str, Any] | None:
+    """The running daemon's ``status`` reply, or None when there is none or it does not answer."""
+    if pid is None:
+        return None
+    try:
+        return call(h, "status", timeout=5.0)
+    except CrosstalkError:
+        return None  # shown as not connected; `crosstalk doctor` says more
 
 
 def status(json_output: JsonOption = False, home: HomeOption = None) -> None:
     """Identity, relay, daemon and sessions at a glance."""
     out = Output(json_mode=json_output)
     h = Home.resolve(home)
-    record = load_identity(h.identity)
-    label = record.label if record else None
-    fp = fingerprint(record.ed25519_public) if record else None
     pid = daemon_pid(h)
+    live = _live_status(h, pid)
     relay: dict[str, object] = {"url": None, "connected": False}
     sessions: list[object] = []
-    if pid is not None:
-        try:
-            live = call(h, "status", timeout=5.0)
-            relay = dict(live["relay"])
-            sessions = list(live.get("sessions", []))
-        except CrosstalkError:
-            pass  # shown as not connected; `crosstalk doctor` says more
+    if live is not None:
+        label, fp = live.get("label"), live.get("fingerprint")
+        relay = dict(live["relay"])
+        sessions = list(live.get("sessions", []))
+    else:
+        label, fp = _identity_from_file(h)
     data: dict[str, object] = {
         "label": label,
         "fingerprint": fp,
@@ -39,7 +60,7 @@ def status(json_output: JsonOption = False, home: HomeOption = None) -> None:
         "daemon": {"running": pid is not None, "pid": pid},
         "sessions": sessions,
     }
-    who = f"{label} ({fp})" if record else "not set up yet (pair with `crosstalk room new`)"
+    who = f"{label} ({fp})" if fp else "not set up yet (pair with `crosstalk room new`)"
     daemon = f"running as pid {pid}" if pid else "not running"
     if relay.get("url") is None:
         link = "not started"
@@ -52,6 +73,10 @@ def status(json_output: JsonOption = False, home: HomeOption = None) -> None:
 
 def doctor(json_output: JsonOption = False, home: HomeOption = None) -> None:
     """Check the setup and say what is broken and how to fix it. Exit 0 only when all is well."""
+    import attrs
+
+    from crosstalk.doctor import run_checks  # the store, trio and nacl: only here
+
     out = Output(json_mode=json_output)
     report = run_checks(Home.resolve(home))
     data = {

@@ -11,12 +11,12 @@ import typer
 from crosstalk.cli.options import HomeOption, JsonOption
 from crosstalk.cli.output import Output, reports_errors
 from crosstalk.client import call, ensure_daemon
-from crosstalk.core.attention import AttentionSummary, render_attention
-from crosstalk.core.levels import Level
 from crosstalk.errors import UsageError
 from crosstalk.paths import Home
 
-LADDER = " < ".join(level.value for level in Level)
+#: The trust dial, quietest first: ``crosstalk.core.levels.Level`` in order, spelled out so the
+#: help text costs no import (attrs); tests/cli/test_startup_imports.py keeps the two equal.
+LADDER = "mute < notify < ask < handoff < deliver"
 
 
 @reports_errors
@@ -109,6 +109,8 @@ def _looks_numeric(text: str) -> bool:
 @reports_errors
 def attention(json_output: JsonOption = False, home: HomeOption = None) -> None:
     """Who has reached you in the last hour, and what is waiting. A record, not a limit."""
+    from crosstalk.core.attention import AttentionSummary, render_attention
+
     out = Output(json_mode=json_output)
     h = Home.resolve(home)
     ensure_daemon(h)

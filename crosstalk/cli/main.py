@@ -1,6 +1,17 @@
-"""The ``crosstalk`` command: a typer app whose commands each parse, then call one function."""
+"""The ``crosstalk`` command: a typer app whose commands each parse, then call one function.
+
+Start-up cost matters here: every CLI call in the tests and every command a person types pays
+it. Two things keep it low. The command modules import only what parsing needs (the standard
+library, typer, the control client); anything heavy is imported inside the command that uses it,
+and tests/cli/test_startup_imports.py holds that line. And typer turns every registered command
+into a click command on each call (about 50 of them, each read with ``inspect.signature`` and
+``typing.get_type_hints``), so when the arguments name one known command, :func:`app_for` hands
+typer an app with only that command (or group) in it, and typer builds one.
+"""
 
 from __future__ import annotations
+
+import sys
 
 import typer
 
@@ -16,13 +27,20 @@ from crosstalk.cli import (
     cmd_trust,
 )
 
-app = typer.Typer(
-    name="crosstalk",
-    help="Put several people's coding agents in shared, end-to-end encrypted rooms.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
+HELP = "Put several people's coding agents in shared, end-to-end encrypted rooms."
+
+
+def _new_app() -> typer.Typer:
+    return typer.Typer(
+        name="crosstalk",
+        help=HELP,
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+
+
+app = _new_app()
 app.add_typer(cmd_daemon.app, name="daemon")
 app.add_typer(cmd_relay.app, name="relay")
 app.add_typer(cmd_room.app, name="room")
@@ -49,6 +67,30 @@ cmd_install.mount(app)
 cmd_memory.mount(app)
 
 
+def _top_level() -> None:
+    """The top level has no options of its own; this keeps a one-command app a group."""
+
+
+def app_for(args: list[str]) -> typer.Typer:
+    """The app to run for ``args``: only the command they name, or the whole app.
+
+    The whole app answers anything that names no known command first (``--help``, no
+    arguments, a typo), so its help and its "No such command" error are typer's own.
+    """
+    name = args[0] if args and not args[0].startswith("-") else None
+    commands = [c for c in app.registered_commands if name is not None and c.name == name]
+    groups = [g for g in app.registered_groups if name is not None and g.name == name]
+    if not commands and not groups:
+        return app
+    lean = _new_app()
+    lean.registered_commands = commands
+    lean.registered_groups = groups
+    # typer makes a lone command the program itself (`crosstalk --json` would run `read`); a
+    # callback keeps the group, so `crosstalk read --json` parses exactly as in the whole app.
+    lean.callback()(_top_level)
+    return lean
+
+
 def main() -> None:
     """Console-script entry point."""
-    app()
+    app_for(sys.argv[1:])()
