@@ -16,10 +16,11 @@ block whose first inner line is a plain sentence (Claude Code collapses a messag
 line). **No auth line is ever sent**: presenting the session's token would mark the message as
 the user's own and skip the approval hold meant for other people's messages.
 
-Content: a notice (:func:`crosstalk.core.notice.render_notice`, no peer words) per batch and
-sender; only when the gate's decision carries words (the receiver raised the sender to
-``deliver``) one delivery per message, quoted between fresh random markers
-(:func:`crosstalk.core.notice.render_delivery`). Every sender-controlled string is escaped.
+Content: :func:`crosstalk.core.notice.render_arrivals`, which the pull hook uses too: a notice
+(no peer words) per batch and sender; only when the gate's decision carries words (the receiver
+raised the sender to ``deliver``) one delivery per message, quoted between fresh random markers.
+Every sender-controlled string is escaped. The push quotes the words whole; the hook, whose
+clients cut long output, cuts long quotes inside the markers.
 
 When: after every room commit (a nudge from ``daemon.applied_listeners``) and every
 :data:`SWEEP` seconds, which also catches what the gate surfaces when a session goes idle.
@@ -43,7 +44,7 @@ from crosstalk.actors.context import ActorContext
 from crosstalk.actors.control import OpTable
 from crosstalk.actors.gate import StoreLike
 from crosstalk.actors.room import Applied
-from crosstalk.core.notice import Notice, NoticeKind, escape_text, render_delivery, render_notice
+from crosstalk.core.notice import Arrival, escape_text, render_arrivals
 from crosstalk.core.triage import Decision, SessionStatus
 from crosstalk.daemon import Daemon
 from crosstalk.store import attention as db
@@ -61,12 +62,6 @@ HORIZON = 24 * 3600.0
 """Surfaced notices older than this are left to the hook."""
 SESSION_TTL = 6 * 3600.0
 FROM_NAME_MAX = 120
-_KINDS = {
-    "ask": NoticeKind.QUESTION,
-    "handoff": NoticeKind.HANDOFF,
-    "answer": NoticeKind.ANSWER,
-    "invitation": NoticeKind.INVITATION,
-}
 
 
 @dataclass(frozen=True)
@@ -81,6 +76,12 @@ class Pending:
     kind: str
     words: str | None
     batch: str | None
+
+    @property
+    def arrival(self) -> Arrival:
+        return Arrival(
+            self.message_id, self.label, self.from_session, self.kind, self.words, self.batch
+        )
 
 
 @dataclass(frozen=True)
@@ -132,36 +133,17 @@ def plan(
     pending: list[Pending], sessions: list[Session], *, marker: Callable[[], str]
 ) -> list[Push]:
     """Group pending notices into inbox messages for the sessions that have a socket."""
-    groups: dict[tuple[str, str, str], list[Pending]] = {}
+    by_session: dict[tuple[str, str], list[Arrival]] = {}
     for item in pending:
         chosen = _session_for(item, sessions)
         if chosen is None or chosen.inbox_socket is None:
             continue
-        key = (chosen.name, chosen.inbox_socket, item.batch or item.message_id)
-        groups.setdefault(key, []).append(item)
-    pushes: list[Push] = []
-    for (name, socket, _), items in groups.items():
-        first = items[0]
-        sessions_named = {i.from_session for i in items}
-        session = sessions_named.pop() if len(sessions_named) == 1 else None
-        sender = from_name(first.label, session)
-        worded = [i for i in items if i.words is not None]
-        for item in worded:
-            notice = Notice(first.label, item.from_session, _kind(item.kind))
-            text = render_delivery(notice, item.words or "", marker=marker())
-            pushes.append(Push(name, socket, text, sender, (item.message_id,)))
-        plain = [i for i in items if i.words is None]
-        if plain:
-            kinds = {_kind(i.kind) for i in plain}
-            kind = kinds.pop() if len(kinds) == 1 else NoticeKind.MESSAGE
-            notice = Notice(first.label, session, kind, count=len(plain))
-            ids = tuple(i.message_id for i in plain)
-            pushes.append(Push(name, socket, render_notice(notice), sender, ids))
-    return pushes
-
-
-def _kind(text: str) -> NoticeKind:
-    return _KINDS.get(text, NoticeKind.MESSAGE)
+        by_session.setdefault((chosen.name, chosen.inbox_socket), []).append(item.arrival)
+    return [
+        Push(name, socket, shown.text, from_name(shown.label, shown.session), shown.ids)
+        for (name, socket), arrivals in by_session.items()
+        for shown in render_arrivals(arrivals, marker=marker)
+    ]
 
 
 def _session_for(item: Pending, sessions: list[Session]) -> Session | None:
@@ -207,13 +189,28 @@ def _pending(
     batch: str | None,
     body: str | None,
 ) -> Pending:
-    words: str | None = None
-    try:
-        if Decision(decision).words and body is not None:
-            words = str(json.loads(body).get("text", ""))
-    except (ValueError, AttributeError):
-        words = None  # an unknown decision or an odd body: a plain notice is always safe
+    words = quoted_words(decision, body)
     return Pending(message_id, session, target, label, from_session, kind, words, batch)
+
+
+def quoted_words(decision: str, body: str | None) -> str | None:
+    """The words a notice may quote: the held message's text when the gate decided ``deliver``,
+    else None (also for an unknown decision: a plain notice is always safe)."""
+    try:
+        words = Decision(decision).words
+    except ValueError:
+        return None
+    return held_text(body) if words else None
+
+
+def held_text(body: str | None) -> str | None:
+    """The text of a held message's stored body; None for no body or one that is not ours."""
+    if body is None:
+        return None
+    try:
+        return str(json.loads(body).get("text", ""))
+    except (ValueError, AttributeError):
+        return None
 
 
 # --- the actor -----------------------------------------------------------------------------------

@@ -14,12 +14,20 @@ what we inject must not be the peer's text. :func:`render_notice` gives::
     </crosstalk-notice>
 
 The first line is a plain sentence because Claude Code collapses an inbox message to its first
-line. :func:`render_notices` joins several with blank lines, for a pull hook.
+line. :func:`render_notices` joins several with blank lines.
 
 Only when the receiver raised the sender to ``deliver`` does :func:`render_delivery` include the
 words, quoted between ``<<<crosstalk-untrusted-BEGIN-{marker}>>>`` and
 ``<<<crosstalk-untrusted-END-{marker}>>>``, where ``marker`` is random hex the caller draws per
 delivery (this module draws nothing), with a framing line before and a closing line after.
+A caller with little room (a pull hook: clients cut long hook output) passes ``limit``; a longer
+quote is cut inside the markers, and a line after the END marker says so and points at
+``crosstalk_read``, so the quote is always closed.
+
+:func:`render_arrivals` is the one place that turns surfaced notices into text, for both
+delivery paths: the inbox push (``crosstalk.inbox``) and the pull hook
+(``crosstalk.hook.flow``). Arrivals group per batch and sender; at ``deliver`` each message is
+its own quoted delivery, the rest of a group is one notice with a count.
 
 Invariants, each tested:
 
@@ -40,7 +48,7 @@ from __future__ import annotations
 
 import enum
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from crosstalk.errors import LocalProtocolError
@@ -191,34 +199,60 @@ def render_notices(notices: Sequence[Notice]) -> str:
     return "\n".join(render_notice(notice) for notice in notices)
 
 
-def render_delivery(notice: Notice, text: str, *, marker: str) -> str:
+def render_delivery(notice: Notice, text: str, *, marker: str, limit: int | None = None) -> str:
     """A ``deliver``-level notice: the words quoted between markers, with the untrusted framing.
 
     Args:
         notice: who sent it; ``count`` must be 1 (one delivery per message).
         text: the sender's words.
         marker: fresh random lowercase hex, 8 to 64 digits, drawn by the caller per delivery.
+        limit: the most characters of quoted (escaped) text to include; None for all of it.
 
     Raises:
-        LocalProtocolError: a malformed marker, or a count other than 1.
+        LocalProtocolError: a malformed marker, a count other than 1, or a limit below 1.
     """
     if not MARKER_PATTERN.fullmatch(marker):
         raise LocalProtocolError("A quote marker must be 8 to 64 lowercase hex digits.")
     if notice.count != 1:
         raise LocalProtocolError("A delivery quotes exactly one message.")
+    if limit is not None and limit < 1:
+        raise LocalProtocolError(f"A quote limit must be at least 1 character, not {limit}.")
     one, _, _ = _PHRASES[notice.kind]
+    body = quote_body(text, marker)
+    kept = body if limit is None else cut_quote(body, limit)
+    full = "in full" if kept == body else "in part"
     lines = [
-        f"{_who(notice)} {one}, quoted in full below.",
+        f"{_who(notice)} {one}, quoted {full} below.",
         _open_tag(notice, ("trust", "untrusted-third-party")),
         _about(notice),
         QUOTE_FRAMING,
         f"<<<crosstalk-untrusted-BEGIN-{marker}>>>",
-        quote_body(text, marker),
+        kept,
         f"<<<crosstalk-untrusted-END-{marker}>>>",
+        *([] if kept == body else [cut_line(len(body) - len(kept))]),
         QUOTE_CLOSING,
         "</crosstalk-notice>",
     ]
     return "\n".join(lines) + "\n"
+
+
+def cut_quote(body: str, limit: int) -> str:
+    """The first ``limit`` characters of an escaped body, never ending inside an entity."""
+    if len(body) <= limit:
+        return body
+    head = body[:limit]
+    amp = head.rfind("&")
+    if amp > head.rfind(";"):
+        head = head[:amp]  # `&lt` without its `;` would be text the sender did not write
+    return head
+
+
+def cut_line(cut: int) -> str:
+    """The line after the END marker of a quote that was cut."""
+    return (
+        f"crosstalk left out the last {cut:,} characters of this message to keep the hook's "
+        "answer short; call crosstalk_read to see all of it."
+    )
 
 
 def quote_body(text: str, marker: str) -> str:
@@ -230,3 +264,71 @@ def quote_body(text: str, marker: str) -> str:
 def _check_count(count: int) -> None:
     if count < 1:
         raise LocalProtocolError(f"A notice is for at least one arrival, not {count}.")
+
+
+# --- surfaced notices -> text, for both delivery paths -------------------------------------------
+
+#: Notice kinds as the gate records them (the message op's kind) -> how a notice phrases them.
+RECORDED_KINDS = {
+    "message": NoticeKind.MESSAGE,
+    "ask": NoticeKind.QUESTION,
+    "question": NoticeKind.QUESTION,
+    "handoff": NoticeKind.HANDOFF,
+    "answer": NoticeKind.ANSWER,
+    "invitation": NoticeKind.INVITATION,
+}
+
+
+def kind_of(recorded: str) -> NoticeKind:
+    """The notice kind for a kind the gate recorded; anything unknown reads as a message."""
+    return RECORDED_KINDS.get(recorded, NoticeKind.MESSAGE)
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """One surfaced, not yet shown notice; ``words`` only when the gate decided ``deliver``."""
+
+    message_id: str
+    #: Our own name for the verified sender (never a name the sender wrote).
+    label: str
+    from_session: str | None
+    kind: str
+    words: str | None = None
+    batch: str | None = None
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """The text for some arrivals from one sender, and the message ids it shows."""
+
+    text: str
+    ids: tuple[str, ...]
+    label: str
+    #: The sending session, when all these arrivals came from the same one.
+    session: str | None
+
+
+def render_arrivals(
+    arrivals: Sequence[Arrival], *, marker: Callable[[], str], limit: int | None = None
+) -> list[Rendered]:
+    """Text for arrivals, in order: per batch and sender, each worded message quoted on its own
+    (a fresh ``marker()`` each, cut at ``limit``), then one notice for the rest of the group."""
+    groups: dict[tuple[str, str], list[Arrival]] = {}
+    for item in arrivals:
+        groups.setdefault((item.batch or item.message_id, item.label), []).append(item)
+    out: list[Rendered] = []
+    for (_, label), items in groups.items():
+        for item in (i for i in items if i.words is not None):
+            notice = Notice(label, item.from_session, kind_of(item.kind))
+            text = render_delivery(notice, item.words or "", marker=marker(), limit=limit)
+            out.append(Rendered(text, (item.message_id,), label, item.from_session))
+        plain = [i for i in items if i.words is None]
+        if plain:
+            sessions = {i.from_session for i in plain}
+            session = sessions.pop() if len(sessions) == 1 else None
+            kinds = {kind_of(i.kind) for i in plain}
+            kind = kinds.pop() if len(kinds) == 1 else NoticeKind.MESSAGE
+            notice = Notice(label, session, kind, count=len(plain))
+            ids = tuple(i.message_id for i in plain)
+            out.append(Rendered(render_notice(notice), ids, label, session))
+    return out

@@ -6,17 +6,23 @@ One :func:`converse` call per hook run, over one control connection with one dea
 
 1. ``session_register`` on every event: it is idempotent by name, keeps ``last_seen`` fresh (the
    attention gate counts a session live by it), and survives a daemon that lost its state.
-   Claude Code sessions give their inbox socket, so the daemon can push to them.
+   Claude Code sessions give their inbox socket, so the daemon can push to them; every client
+   that names its transcript file gives it, so ``--slice turns`` can find it.
 2. A prompt marks the session ``busy``; a stop marks it ``idle`` (which may surface held
    notices, collected in step 4 when the event can carry them).
 3. On an event that can carry text, the working set, exactly once per session: the claim is a
    marker file created with ``O_EXCL`` in the state directory *after* the daemon answered, so a
    daemon that is down hands nothing over and the next event tries again, and two hooks racing
    on one session cannot both claim it.
-4. On an event that can carry text, waiting notices (``notices {session, pending}``), rendered
-   without peer words, then ``notice_shown``. A session with an inbox socket gets its notices
-   pushed by the daemon; the hook takes only those the push left waiting longer than
-   :data:`PUSH_GRACE` (the socket was missing or refused), so the two paths do not double up.
+4. On an event that can carry text, waiting notices (``notices {session, pending, words}``),
+   rendered exactly as the inbox push renders them (``crosstalk.core.notice.render_arrivals``):
+   no peer words, except that a sender the receiver raised to ``deliver`` has each message
+   quoted between fresh random markers. Then ``notice_shown`` for what was rendered, as the push
+   does. Clients cut long hook output, so a quote is cut at :data:`QUOTE_LIMIT` characters
+   inside its markers, and notices past :data:`ANSWER_LIMIT` characters wait for the next event.
+   A session with an inbox socket gets its notices pushed by the daemon; the hook takes only
+   those the push left waiting longer than :data:`PUSH_GRACE` (the socket was missing or
+   refused), so the two paths do not double up.
 
 Nothing here raises on a daemon that is down, slow or odd: :class:`Converse` returns what it
 got before the failure and the error, and the caller prints a valid answer either way.
@@ -27,13 +33,13 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from crosstalk.core.dialects import EventKind, HookEvent
-from crosstalk.core.notice import Notice, NoticeKind, render_notices
+from crosstalk.core.notice import Arrival, render_arrivals
 from crosstalk.errors import CrosstalkError
 from crosstalk.hook.control import ControlConnection
 
@@ -41,15 +47,11 @@ from crosstalk.hook.control import ControlConnection
 PUSH_GRACE = 5.0
 #: Where the once-per-session working-set claims live, under the state directory.
 CLAIMS_DIR = "hook-sessions"
-#: Notice kinds as the gate records them (the op's kind) -> how a notice phrases them.
-_KINDS = {
-    "message": NoticeKind.MESSAGE,
-    "ask": NoticeKind.QUESTION,
-    "question": NoticeKind.QUESTION,
-    "handoff": NoticeKind.HANDOFF,
-    "answer": NoticeKind.ANSWER,
-    "invitation": NoticeKind.INVITATION,
-}
+#: Most characters of one quoted message in an answer. Clients cut long hook output (Cursor
+#: drops context past 10,000 characters; Claude Code keeps only a preview past about as many).
+QUOTE_LIMIT = 4000
+#: Characters of notices one answer carries; what does not fit waits for the next event.
+ANSWER_LIMIT = 8000
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,7 @@ class SessionInfo:
     project: str
     cwd: str
     inbox_socket: str | None = None
+    transcript_path: str | None = None
 
 
 @dataclass
@@ -112,30 +115,44 @@ def claim_once(state_dir: Path, session: str) -> bool:
     return True
 
 
-def notices_text(rows: Sequence[Mapping[str, Any]]) -> tuple[str, list[str]]:
-    """Render pending notice rows (the ``notices`` op's) one notice per batch and sender.
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) and value else None
 
-    Returns the text and the message ids it covers.
-    """
-    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
-    for row in rows:
-        key = (str(row.get("batch") or row.get("id")), str(row.get("sender", "")))
-        groups.setdefault(key, []).append(row)
-    notices = []
-    for items in groups.values():
-        first = items[0]
-        sessions = {str(r.get("from_session") or "") for r in items}
-        kinds = {_KINDS.get(str(r.get("kind", "")), NoticeKind.MESSAGE) for r in items}
-        notices.append(
-            Notice(
-                sender=str(first.get("label") or first.get("sender") or "someone"),
-                session=(sessions.pop() or None) if len(sessions) == 1 else None,
-                kind=kinds.pop() if len(kinds) == 1 else NoticeKind.MESSAGE,
-                count=len(items),
-            )
+
+def arrivals_of(rows: Sequence[Mapping[str, Any]]) -> list[Arrival]:
+    """The ``notices`` op's rows as arrivals (rows without an id are skipped)."""
+    return [
+        Arrival(
+            message_id=str(row["id"]),
+            label=_text(row.get("label")) or _text(row.get("sender")) or "someone",
+            from_session=_text(row.get("from_session")),
+            kind=str(row.get("kind", "")),
+            words=row["words"] if isinstance(row.get("words"), str) else None,
+            batch=_text(row.get("batch")),
         )
-    ids = [str(row["id"]) for row in rows if "id" in row]
-    return render_notices(notices), ids
+        for row in rows
+        if "id" in row
+    ]
+
+
+def notices_text(
+    rows: Sequence[Mapping[str, Any]], *, marker: Callable[[], str]
+) -> tuple[str, list[str]]:
+    """Render pending notice rows as the push path does, within :data:`ANSWER_LIMIT`.
+
+    Returns the text and the message ids it shows; the rest stay pending for the next event
+    (the first rendered part is always taken, so a long one cannot block the queue).
+    """
+    taken: list[str] = []
+    ids: list[str] = []
+    size = 0
+    for part in render_arrivals(arrivals_of(rows), marker=marker, limit=QUOTE_LIMIT):
+        if taken and size + len(part.text) > ANSWER_LIMIT:
+            break
+        taken.append(part.text)
+        ids += part.ids
+        size += len(part.text) + 1
+    return "\n".join(taken), ids
 
 
 def converse(
@@ -145,11 +162,15 @@ def converse(
     *,
     carries_text: bool,
     state_dir: Path,
+    marker: Callable[[], str],
 ) -> Outcome:
-    """Talk to the daemon for one hook event (see the module docstring); never raises."""
+    """Talk to the daemon for one hook event (see the module docstring); never raises.
+
+    ``marker`` draws a fresh quote marker per quoted message (random hex; tests fix it).
+    """
     outcome = Outcome()
     try:
-        _converse(conn, info, event, carries_text, state_dir, outcome)
+        _converse(conn, info, event, carries_text, state_dir, outcome, marker)
     except CrosstalkError as exc:
         outcome.error = exc
     return outcome
@@ -167,10 +188,13 @@ def _converse(
     carries_text: bool,
     state_dir: Path,
     outcome: Outcome,
+    marker: Callable[[], str],
 ) -> None:
     register: dict[str, Any] = {"name": info.name, "client": info.client, "project": info.project}
     if info.inbox_socket:
         register["inbox_socket"] = info.inbox_socket
+    if info.transcript_path:
+        register["transcript_path"] = info.transcript_path
     _ask(conn, "session_register", register)
     if event.kind is EventKind.PROMPT:
         _ask(conn, "session_status", {"name": info.name, "status": "busy"})
@@ -182,12 +206,13 @@ def _converse(
         reply = _ask(conn, "working_set", {"session": info.name, "cwd": info.cwd})
         if claim_once(state_dir, info.name):
             outcome.parts.append(str(reply.get("text") or ""))
-    rows = _ask(conn, "notices", {"session": info.name, "pending": True}).get("notices") or []
+    asked = {"session": info.name, "pending": True, "words": True}
+    rows = _ask(conn, "notices", asked).get("notices") or []
     rows = [r for r in rows if isinstance(r, dict)]
     if info.inbox_socket:
         cutoff = time.time() - PUSH_GRACE
         rows = [r for r in rows if float(r.get("surfaced_at") or 0.0) < cutoff]
-    if rows:
-        text, ids = notices_text(rows)
+    text, ids = notices_text(rows, marker=marker)
+    if ids:
         outcome.parts.append(text)
         _ask(conn, "notice_shown", {"session": info.name, "ids": ids})

@@ -27,7 +27,7 @@ import os
 import select
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from crosstalk.core.dialects import Dialect, HookEvent, detect_client, dialect_for
@@ -122,8 +122,18 @@ def session_info(event: HookEvent, client: str) -> SessionInfo | None:
     cwd = event.cwd or os.environ.get("CLAUDE_PROJECT_DIR") or os.getcwd()
     inbox = os.environ.get(INBOX_ENV) if client == "claude" else None
     return SessionInfo(
-        name=name, client=client, project=project_of(cwd), cwd=cwd, inbox_socket=inbox or None
+        name=name,
+        client=client,
+        project=project_of(cwd),
+        cwd=cwd,
+        inbox_socket=inbox or None,
+        transcript_path=event.transcript_path,
     )
+
+
+def new_marker() -> str:
+    """A fresh quote marker: 16 random hex digits (``os.urandom``: ``secrets`` costs imports)."""
+    return os.urandom(8).hex()
 
 
 def start_daemon_detached(home: Home, *, spawn: Spawn = os.posix_spawn) -> None:
@@ -169,7 +179,13 @@ def warn(text: str) -> None:
         pass  # stderr closed: there is nobody to tell
 
 
-def answer(dialect: Dialect, event: HookEvent, home: Home, started: float) -> str:
+def answer(
+    dialect: Dialect,
+    event: HookEvent,
+    home: Home,
+    started: float,
+    marker: Callable[[], str] = new_marker,
+) -> str:
     """The text to print for one parsed event, talking to the daemon if it makes sense."""
     info = session_info(event, dialect.client)
     if info is None or not home.identity.exists():
@@ -184,16 +200,25 @@ def answer(dialect: Dialect, event: HookEvent, home: Home, started: float) -> st
         start_daemon_detached(home)
         return dialect.render(event, None)
     with conn:
-        outcome = converse(conn, info, event, carries_text=carries, state_dir=home.root)
+        outcome = converse(
+            conn, info, event, carries_text=carries, state_dir=home.root, marker=marker
+        )
     if outcome.error is not None:
         warn(outcome.error.message)
     return dialect.render(event, outcome.text or None)
 
 
-def run(argv: Sequence[str], started: float, stdin: str | None = None) -> tuple[str, int]:
+def run(
+    argv: Sequence[str],
+    started: float,
+    stdin: str | None = None,
+    *,
+    marker: Callable[[], str] = new_marker,
+) -> tuple[str, int]:
     """``(stdout text, exit status)`` for one invocation; never raises.
 
-    ``stdin`` is the client's payload; None reads it from the process's stdin.
+    ``stdin`` is the client's payload; None reads it from the process's stdin. ``marker`` draws
+    quote markers (tests pass a fixed one for exact answers).
     """
     try:
         argv_event, client = parse_argv(argv)
@@ -205,7 +230,7 @@ def run(argv: Sequence[str], started: float, stdin: str | None = None) -> tuple[
         return "{}", EXIT_USAGE
     event = dialect.parse(argv_event, stdin)
     try:
-        return answer(dialect, event, Home.resolve(), started), EXIT_OK
+        return answer(dialect, event, Home.resolve(), started, marker), EXIT_OK
     except CrosstalkError as exc:
         warn(exc.message)
         return dialect.render(event, None), EXIT_OK

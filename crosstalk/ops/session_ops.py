@@ -20,6 +20,7 @@ from crosstalk.actors.gate import GateInput, SessionTurned, Surfaced
 from crosstalk.core.triage import SessionStatus
 from crosstalk.daemon import Daemon
 from crosstalk.errors import CrosstalkError, UsageError
+from crosstalk.inbox import held_text
 from crosstalk.store import attention as db
 from crosstalk.store.sessions import get_session, register_session
 
@@ -32,6 +33,8 @@ class SessionRegisterParams:
     client: str = "unknown"
     project: str = ""
     inbox_socket: str | None = None
+    #: The client's transcript file, from the hook payload (for ``--slice turns``).
+    transcript_path: str | None = None
 
 
 @attrs.frozen
@@ -40,6 +43,7 @@ class SessionView:
     client: str
     project: str
     status: str
+    transcript_path: str | None = None
 
 
 @attrs.frozen
@@ -59,6 +63,8 @@ class SessionStatusReply:
 class NoticesParams:
     session: str | None = None
     pending: bool = False  # only surfaced notices no session has shown yet
+    #: Include the words of ``deliver``-level notices (the pull hook quotes them).
+    words: bool = False
 
 
 @attrs.frozen
@@ -76,6 +82,8 @@ class NoticeView:
     created_at: float
     surfaced_at: float | None
     batch: str | None
+    #: The sender's words, only when asked for and the gate decided ``deliver``.
+    words: str | None = None
 
 
 @attrs.frozen
@@ -101,15 +109,29 @@ def _notices(conn: sqlite3.Connection, params: NoticesParams) -> NoticesReply:
     rows = db.list_notices(conn, params.session, project)
     if params.pending:
         rows = [n for n in rows if n.surfaced_at is not None and n.shown_at is None]
+    words = _words(conn, [n.message_id for n in rows if n.decision.words]) if params.words else {}
     return NoticesReply([
         NoticeView(
             id=n.message_id, sender=n.sender, label=n.label, session=n.session, room=n.room_id,
             from_session=n.from_session, intent=n.intent.value, kind=n.kind,
             decision=n.decision.value, due=n.due, created_at=n.created_at,
-            surfaced_at=n.surfaced_at, batch=n.batch,
+            surfaced_at=n.surfaced_at, batch=n.batch, words=words.get(n.message_id),
         )
         for n in rows
     ])
+
+
+def _words(conn: sqlite3.Connection, message_ids: list[str]) -> dict[str, str]:
+    """The held words of ``deliver``-level notices, read exactly as the inbox push reads them."""
+    found: dict[str, str] = {}
+    for message_id in message_ids:
+        row = conn.execute(
+            "SELECT body FROM held_messages WHERE message_id = ?", (message_id,)
+        ).fetchone()
+        text = held_text(row[0] if row else None)
+        if text is not None:
+            found[message_id] = text
+    return found
 
 
 def _parse_status(text: str) -> SessionStatus:
@@ -138,8 +160,9 @@ def register(
             s = register_session(
                 conn, name=params.name, client=params.client, project=params.project,
                 inbox_socket=params.inbox_socket, now=time.time(),
+                transcript_path=params.transcript_path,
             )
-            return SessionView(s.name, s.client, s.project, s.status.value)
+            return SessionView(s.name, s.client, s.project, s.status.value, s.transcript_path)
 
         return await daemon.store.write(write)
 
