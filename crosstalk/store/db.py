@@ -6,10 +6,14 @@ from a send, only after ``await store.write(...)`` has returned, and ``write`` r
 SQLite's ``COMMIT`` has returned with ``synchronous=FULL`` in WAL mode, i.e. after the commit is on
 disk.
 
-sqlite3 blocks, so every transaction runs in a worker thread (``trio.to_thread.run_sync``) on one
-connection, one at a time (``CapacityLimiter(1)``). The thread is not abandoned on cancellation: a
-transaction that has started always finishes (commit or rollback) before ``write`` returns or
-raises, so a cancelled caller never leaves a half-done transaction behind.
+sqlite3 blocks, so every transaction runs in a worker thread (``trio.to_thread.run_sync``). Writes
+run on one connection, one at a time (``CapacityLimiter(1)``). Reads run on a second, read-only
+connection with its own limiter: in WAL mode a reader sees the last committed state and never waits
+for a writer, so a read (the room key before a send, the address of a recipient) no longer queues
+behind another task's commit and its fsync. A read that starts after ``write`` returned sees what
+that write committed. The thread is not abandoned on cancellation: a transaction that has started
+always finishes (commit or rollback) before ``write`` returns or raises, so a cancelled caller never
+leaves a half-done transaction behind.
 """
 
 from __future__ import annotations
@@ -138,6 +142,25 @@ def connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
+def connect_reader(path: Path) -> sqlite3.Connection:
+    """A second connection to an opened (and migrated) ``state.db``, for :meth:`Store.read`.
+
+    WAL mode is a property of the file, so this connection reads in WAL mode too: its reads see
+    the last committed transaction and never block the writer, nor wait for it.
+    """
+    conn = sqlite3.connect(
+        path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_S
+    )
+    try:
+        # Not ``query_only``: the contract of ``read`` is that anything written there is rolled
+        # back, and a write attempted there takes the write lock only until that rollback.
+        conn.execute("PRAGMA foreign_keys = ON")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
 def _run_write(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], R]) -> R:
     """Run ``fn`` in ``BEGIN IMMEDIATE … COMMIT``; roll back if anything raises."""
     conn.execute("BEGIN IMMEDIATE")
@@ -174,10 +197,15 @@ class Store:
     ``await store.close()``).
     """
 
-    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, path: Path, reader: sqlite3.Connection | None = None
+    ) -> None:
         self._conn: sqlite3.Connection | None = conn
         self.path = path
         self._limiter = trio.CapacityLimiter(1)
+        # Without a reader connection, reads share the writer's connection and limiter.
+        self._reader: sqlite3.Connection | None = reader
+        self._read_limiter = trio.CapacityLimiter(1) if reader is not None else self._limiter
 
     @classmethod
     async def open(cls, path: Path) -> Store:
@@ -187,12 +215,17 @@ class Store:
             DamagedState: the file does not parse or is newer than this code.
         """
 
-        def opening() -> sqlite3.Connection:
+        def opening() -> tuple[sqlite3.Connection, sqlite3.Connection]:
             check_database(path)
-            return connect(path)
+            conn = connect(path)
+            try:
+                return conn, connect_reader(path)
+            except BaseException:
+                conn.close()
+                raise
 
-        conn = await trio.to_thread.run_sync(opening)
-        return cls(conn, path)
+        conn, reader = await trio.to_thread.run_sync(opening)
+        return cls(conn, path, reader)
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -226,18 +259,24 @@ class Store:
     async def read(self, fn: Callable[[sqlite3.Connection], R]) -> R:
         """Run ``fn(conn)`` against one consistent snapshot and return its result.
 
-        Anything ``fn`` writes is rolled back: use :meth:`write` to change state.
+        It runs on the read connection (when the store has one), so it does not wait for a write
+        in progress; it sees everything committed before it started. Anything ``fn`` writes is
+        rolled back: use :meth:`write` to change state.
         """
         conn = self._connection()
-        return await trio.to_thread.run_sync(_run_read, conn, fn, limiter=self._limiter)
+        reader = self._reader if self._reader is not None else conn
+        return await trio.to_thread.run_sync(_run_read, reader, fn, limiter=self._read_limiter)
 
     async def close(self) -> None:
         """Close the connection once any running transaction has finished. Idempotent."""
         conn, self._conn = self._conn, None
+        reader, self._reader = self._reader, None
         if conn is None:
             return
-        # Shielded: the connection must be closed even if our caller is being cancelled.
+        # Shielded: the connections must be closed even if our caller is being cancelled.
         with trio.CancelScope(shield=True):
+            if reader is not None:
+                await trio.to_thread.run_sync(reader.close, limiter=self._read_limiter)
             await trio.to_thread.run_sync(conn.close, limiter=self._limiter)
 
 
