@@ -29,7 +29,15 @@ from crosstalk.actors.control import ControlServer, OpTable
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.actors.relay_link import LinkCommand, LinkStatus, LinkTimings, RelayLink
 from crosstalk.actors.relay_link_store import device_id
-from crosstalk.actors.room import Applied, AppliedListener, Applier, RoomActor, RoomInput, SendOp
+from crosstalk.actors.room import (
+    Applied,
+    AppliedListener,
+    Applier,
+    ApplyScope,
+    RoomActor,
+    RoomInput,
+    SendOp,
+)
 from crosstalk.actors.router import Router, RouterInput
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.errors import CrosstalkError, NotSetUp, UnknownRoom
@@ -86,6 +94,7 @@ class Daemon:
         self._rooms_lock = trio.Lock()
         # Feature seams, filled by the ops modules at registration, before start():
         self.appliers: list[Applier] = []  # apply a room op inside the room's transaction
+        self.apply_scopes: list[ApplyScope] = []  # around each batch of appliers (per-batch work)
         self.applied_listeners: list[AppliedListener] = []  # told after each commit
         self.on_start: list[Callable[[], Awaitable[None]]] = []  # start feature actors
         self._link_lock = trio.Lock()
@@ -225,6 +234,7 @@ class Daemon:
             relay=await self.relay(),
             appliers=self.appliers,
             on_applied=self._applied,
+            scopes=self.apply_scopes,
         )
         inbox = await self.supervisor.start_actor(f"room-{room_id[:8]}", actor)
         self._rooms[room_id] = inbox

@@ -7,14 +7,22 @@ the roster key of its sender, then hand it to each feature's applier (messages a
 ops change facts and tasks) and move the applied cursor, all in one transaction. An op that does
 not open or verify is rejected, logged and skipped: it is never shown. Appliers must be
 idempotent by op id, so that re-applying after a crash is harmless.
+
+Opening and applying share that one write transaction (one trip to the store's worker thread per
+batch, not a read and then a write), and a batch shorter than ``BATCH`` ends a catch-up: whatever
+the link commits after our transaction began is followed by its own ``Wake``. A feature that can
+work per batch brings an *apply scope* besides its applier: a context manager entered around the
+appliers of each batch, inside the transaction, so that it may keep what it read for the whole
+batch and write once at its end (room memory does). Appliers still see every op one by one, in
+order, so a scope changes how much a batch costs, never what it does.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
 import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractContextManager, ExitStack
 
 import attrs
 import nacl.utils
@@ -78,6 +86,9 @@ class Applied:
 Applier = Callable[[sqlite3.Connection, Applied], None]
 # Told, after the transaction committed, what was applied (e.g. the attention gate).
 AppliedListener = Callable[[list[Applied]], Awaitable[None]]
+# Entered around the appliers of one batch, inside its transaction; left before the commit (a
+# feature's per-batch caches and deferred writes). Left with the exception if an applier raised.
+ApplyScope = Callable[[sqlite3.Connection], AbstractContextManager[None]]
 
 
 class _Wakeup:
@@ -116,8 +127,10 @@ class RoomActor:
         appliers: Sequence[Applier] = (),
         on_applied: AppliedListener | None = None,
         randomness: Callable[[int], bytes] = nacl.utils.random,
+        scopes: Sequence[ApplyScope] = (),
     ) -> None:
         self._appliers = tuple(appliers)
+        self._scopes = tuple(scopes)
         self._on_applied = on_applied
         self._room = room_id
         self._store = store
@@ -159,14 +172,23 @@ class RoomActor:
     # --- inbound ---------------------------------------------------------------------------------
 
     async def _catch_up(self, ctx: ActorContext[RoomInput]) -> None:
-        while opened := await self._store.read(self._open_pending):
-            await self._store.write(functools.partial(self._apply, opened=opened))
-            if self._on_applied is not None:
+        while True:
+            opened = await self._store.write(self._open_and_apply)
+            if opened and self._on_applied is not None:
                 await self._on_applied(opened)
             ctx.beat()
+            if len(opened) < BATCH:
+                return  # anything committed since our transaction began comes with a Wake
+
+    def _open_and_apply(self, conn: sqlite3.Connection) -> list[Applied]:
+        """Open the next batch and apply it, in one transaction (in the store's worker thread)."""
+        opened = self._open_pending(conn)
+        if opened:
+            self._apply(conn, opened=opened)
+        return opened
 
     def _open_pending(self, conn: sqlite3.Connection) -> list[Applied]:
-        """Open the next batch after the applied cursor (in the store's worker thread)."""
+        """Open the next batch after the applied cursor."""
         row = conn.execute(
             "SELECT seq FROM room_cursors WHERE room_id = ?", (self._room,)
         ).fetchone()
@@ -221,9 +243,12 @@ class RoomActor:
             return None
 
     def _apply(self, conn: sqlite3.Connection, *, opened: list[Applied]) -> None:
-        for entry in opened:
-            for applier in self._appliers:
-                applier(conn, entry)
+        with ExitStack() as scopes:
+            for scope in self._scopes:
+                scopes.enter_context(scope(conn))
+            for entry in opened:
+                for applier in self._appliers:
+                    applier(conn, entry)
         last = opened[-1].seq
         conn.execute(
             "INSERT INTO room_cursors (room_id, seq) VALUES (?, ?) "
