@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import secrets
 import sqlite3
+from collections.abc import Sequence
 from typing import Protocol
 
 import attrs
@@ -49,6 +50,9 @@ class LinkStore(Protocol):
 
     async def commit_inbound(self, op: w.Op, received_at: float) -> bool:
         """Commit an inbound op and advance its room's cursor; ``True`` if it is new here."""
+
+    async def commit_inbound_many(self, ops: Sequence[w.Op], received_at: float) -> None:
+        """Commit several inbound ops (in order) and advance their rooms' cursors, at once."""
 
     async def mark_sent(self, item: OutboxItem, seq: int) -> bool:
         """Record the relay's seq for our post; ``True`` if it also moved the room's cursor."""
@@ -129,6 +133,22 @@ def _commit_inbound(conn: sqlite3.Connection, op: w.Op, received_at: float) -> b
     return cursor.rowcount > 0
 
 
+def _commit_inbound_many(conn: sqlite3.Connection, ops: Sequence[w.Op], received_at: float) -> None:
+    conn.executemany(
+        "INSERT INTO relay_inbound (room_id, op_id, seq, sender, body, relay_ts, received_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (room_id, op_id) DO NOTHING",
+        [(op.room, op.op_id, op.seq, op.sender, op.body, op.ts, received_at) for op in ops],
+    )
+    top: dict[str, int] = {}
+    for op in ops:
+        top[op.room] = max(op.seq, top.get(op.room, 0))
+    conn.executemany(
+        "INSERT INTO relay_cursors (room_id, seq) VALUES (?, ?) "
+        "ON CONFLICT (room_id) DO UPDATE SET seq = max(seq, excluded.seq)",
+        list(top.items()),
+    )
+
+
 def _pin(conn: sqlite3.Connection, url: str, key: bytes) -> None:
     pins = _pins(conn)
     encoded = base64.b64encode(key).decode()
@@ -154,6 +174,9 @@ class SqliteLinkStore:
 
     async def commit_inbound(self, op: w.Op, received_at: float) -> bool:
         return await self._store.write(lambda conn: _commit_inbound(conn, op, received_at))
+
+    async def commit_inbound_many(self, ops: Sequence[w.Op], received_at: float) -> None:
+        await self._store.write(lambda conn: _commit_inbound_many(conn, ops, received_at))
 
     async def mark_sent(self, item: OutboxItem, seq: int) -> bool:
         return await self._store.write(lambda conn: _mark_sent(conn, item, seq))

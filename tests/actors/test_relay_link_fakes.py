@@ -181,6 +181,12 @@ class MemoryLinkStore:
         self.cursors[op.room] = max(op.seq, self.cursors.get(op.room, 0))
         return new
 
+    async def commit_inbound_many(self, ops: Sequence[w.Op], received_at: float) -> None:
+        await self._commit("inbound " + ", ".join(f"{op.room} {op.seq}" for op in ops))
+        for op in ops:
+            self.inbound.setdefault((op.room, op.op_id), op)
+            self.cursors[op.room] = max(op.seq, self.cursors.get(op.room, 0))
+
     async def mark_sent(self, item: OutboxItem, seq: int) -> None:
         await self._commit(f"sent {item.op_id}")
         row = self.outbox[item.op_id]
