@@ -158,6 +158,10 @@ class MemoryState:
         chosen = (t for t in self._tasks.values() if include_closed or t.state in active)
         return sorted(chosen, key=lambda t: (t.added_seq, t.task_id))
 
+    def decision(self, decision_id: str) -> DecisionRecord | None:
+        """The decision with this id."""
+        return self._decisions.get(decision_id)
+
     def decisions(self) -> list[DecisionRecord]:
         """Decisions in log order."""
         return sorted(self._decisions.values(), key=lambda d: (d.seq, d.decision_id))

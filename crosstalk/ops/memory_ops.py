@@ -16,6 +16,7 @@ import secrets
 import sqlite3
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 
 import trio
 
@@ -87,6 +88,10 @@ class MemoryFeature:
     def apply(self, conn: sqlite3.Connection, applied: Applied) -> None:
         """Applier: every op of every room's log, in the room's transaction."""
         self.follower().applied(conn, applied)
+
+    def batch(self, conn: sqlite3.Connection) -> AbstractContextManager[None]:
+        """Apply scope: memory writes of one room batch are made once, at its end."""
+        return self.follower().batch(conn)
 
     async def on_applied(self, applied: list[Applied]) -> None:
         changed, self._changed = self._changed, trio.Event()
@@ -233,6 +238,7 @@ def register(ops: OpTable, daemon: Daemon) -> None:
     """Register the memory ops, the applier, the listener and the memory-sync actor."""
     feature = MemoryFeature(daemon)
     daemon.appliers.append(feature.apply)
+    daemon.apply_scopes.append(feature.batch)
     daemon.applied_listeners.append(feature.on_applied)
     daemon.on_start.append(feature.start)
     _register_reads(ops, feature)

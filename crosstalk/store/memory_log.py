@@ -26,18 +26,29 @@ relay answers on one connection in order). A daemon back after a long absence po
 All of this runs in the store's one worker thread inside a transaction, so :class:`MemoryFollower`
 keeps a cache of loaded states, checked against the stored cursor on every use: a transaction
 that rolled back leaves the stored cursor behind the cached one, and the state is reloaded.
+
+Batches: the room actor enters :meth:`MemoryFollower.batch` around the appliers of each batch
+(its apply scope). Inside it, the common case (no hole, no snapshot piece, the op is next once our
+own ops before it are in) reads the cursor and our sequenced ops once per room and batch, applies
+to the state in memory and only notes what changed; leaving the scope writes each touched record
+once, every outcome and the cursor, in the same transaction. Any other case first writes what is
+noted, then runs the one-op path below, so holes, parking and snapshots behave exactly as without
+a batch. If an applier raises, the transaction rolls back and the states the batch touched are
+dropped from the cache.
 """
 
 from __future__ import annotations
 
 import logging
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from crosstalk import crypto
 from crosstalk.actors.room import Applied
 from crosstalk.core.memory import MemoryState
 from crosstalk.core.memory_transfer import MAX_CHUNKS, signed_message, unpack_snapshot
-from crosstalk.errors import RemoteProtocolError
+from crosstalk.errors import LocalProtocolError, RemoteProtocolError
 from crosstalk.store import memory as m
 from crosstalk.store.rooms import members
 from crosstalk.wire.memory import OpContext
@@ -46,12 +57,47 @@ from crosstalk.wire.room_ops import MemoryEnvelope, RoomOp, SyncChunk, encode_op
 log = logging.getLogger(__name__)
 
 
+class _Noted:
+    """One room's state inside a batch, and what applying ops to it changed but is not written."""
+
+    def __init__(self, state: MemoryState, own: dict[int, str]) -> None:
+        self.state = state
+        self.own = own  # our sequenced ops after the state's last_seq when the batch began
+        self.records: dict[tuple[str, str], None] = {}  # (kind, record_id), ordered, once each
+        self.op_ids: list[str] = []
+        self.moved = False  # last_seq moved
+
+    def write(self, conn: sqlite3.Connection) -> None:
+        if self.moved:
+            m.save_batch(conn, self.state, self.records, self.op_ids)
+
+
 class MemoryFollower:
     """Applies rooms' logs to their memory; ``me`` is our fingerprint."""
 
     def __init__(self, me: str) -> None:
         self.me = me
         self._cache: dict[str, MemoryState] = {}
+        self._batch: sqlite3.Connection | None = None  # the transaction of the open batch
+        self._noted: dict[str, _Noted] = {}
+
+    @contextmanager
+    def batch(self, conn: sqlite3.Connection) -> Iterator[None]:
+        """Apply scope: defer this transaction's memory writes to its end (see the module note)."""
+        if self._batch is not None:
+            raise LocalProtocolError("a memory batch is already open")
+        self._batch = conn
+        try:
+            yield
+            for noted in self._noted.values():
+                noted.write(conn)
+        except BaseException:
+            for room in self._noted:
+                self._cache.pop(room, None)  # ahead of what the rollback leaves stored
+            raise
+        finally:
+            self._batch = None
+            self._noted = {}
 
     def state(self, conn: sqlite3.Connection, room_id: str) -> MemoryState:
         """The room's current state (cached; reloaded when the stored cursor disagrees)."""
@@ -68,6 +114,12 @@ class MemoryFollower:
     def applied(self, conn: sqlite3.Connection, entry: Applied) -> None:
         """Applier: one op of the room log, in the room's transaction."""
         room = entry.room_id
+        if self._batch is conn:
+            if self._noted_fast(conn, entry):
+                return
+            noted = self._noted.pop(room, None)
+            if noted is not None:
+                noted.write(conn)  # the one-op path below reads what the batch noted
         if isinstance(entry.op, SyncChunk):
             self._take_chunk(conn, entry, entry.op)
         stored = m.cursor(conn, room)
@@ -102,6 +154,61 @@ class MemoryFollower:
 
     # --- internals -------------------------------------------------------------------------------
 
+    def _noted_fast(self, conn: sqlite3.Connection, entry: Applied) -> bool:
+        """Apply ``entry`` in memory, noting what to write, if it is the common case."""
+        if isinstance(entry.op, SyncChunk):
+            return False
+        noted = self._noted.get(entry.room_id)
+        if noted is None:
+            stored = m.cursor(conn, entry.room_id)
+            if stored.hole_from is not None:
+                return False
+            state = self._state(conn, stored)
+            noted = _Noted(state, m.own_ops_from(conn, entry.room_id, state.last_seq))
+            self._noted[entry.room_id] = noted
+        state = noted.state
+        if entry.seq <= state.last_seq:
+            return True  # re-delivered, our own op echoed on a resume, or covered by a snapshot
+        self._note_own(conn, noted, entry.seq - 1)
+        if state.last_seq < entry.seq - 1:
+            return False  # a hole: the one-op path marks it and parks the op
+        self._note_one(noted, entry.seq, entry.op_id, entry.sender, entry.relay_ts, entry.op)
+        self._note_own(conn, noted, None)
+        return True
+
+    def _note_one(
+        self,
+        noted: _Noted,
+        seq: int,
+        op_id: str,
+        sender: str,
+        relay_ts: float,
+        op: RoomOp | None,
+    ) -> None:
+        """:meth:`_apply_one`, with the writes noted for the end of the batch."""
+        state = noted.state
+        if seq <= state.last_seq:
+            return
+        if isinstance(op, MemoryEnvelope):
+            state.apply(op.op, _context(seq, op_id, sender, relay_ts, op))
+            noted.records[m.touched(op.op)] = None
+            noted.op_ids.append(op_id)
+        else:
+            state.skip(seq)
+        noted.moved = True
+
+    def _note_own(self, conn: sqlite3.Connection, noted: _Noted, upto: int | None) -> None:
+        """:meth:`_fill_own` from the ops the batch loaded."""
+        state = noted.state
+        while upto is None or state.last_seq < upto:
+            seq = state.last_seq + 1
+            op_id = noted.own.get(seq)
+            if op_id is None:
+                return
+            envelope = m.sent_envelope(conn, op_id)  # None: a message or sync op of ours
+            at = envelope.at if envelope is not None else 0.0
+            self._note_one(noted, seq, op_id, self.me, at, envelope)
+
     def _apply_one(
         self,
         conn: sqlite3.Connection,
@@ -115,14 +222,7 @@ class MemoryFollower:
         if seq <= state.last_seq:
             return
         if isinstance(op, MemoryEnvelope):
-            ctx = OpContext(
-                seq=seq,
-                op_id=op_id,
-                sender=sender,
-                sender_label=op.label or sender,
-                ts=op.at or relay_ts,
-            )
-            state.apply(op.op, ctx)
+            state.apply(op.op, _context(seq, op_id, sender, relay_ts, op))
             m.save_applied(conn, state, op.op, op_id)
         else:
             state.skip(seq)
@@ -226,6 +326,12 @@ class MemoryFollower:
             op = m.parse_envelope(body) if body is not None else None
             self._apply_one(conn, state, seq, op_id, sender, relay_ts, op)
         self._fill_own(conn, state, None)
+
+
+def _context(seq: int, op_id: str, sender: str, relay_ts: float, op: MemoryEnvelope) -> OpContext:
+    return OpContext(
+        seq=seq, op_id=op_id, sender=sender, sender_label=op.label or sender, ts=op.at or relay_ts
+    )
 
 
 def _park(conn: sqlite3.Connection, entry: Applied) -> None:
