@@ -19,7 +19,6 @@ to a slot is not stored: after a restart every client reconnects and attaches ag
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from typing import Protocol, Union
 
@@ -229,10 +228,12 @@ class MemoryStorage:
     """A storage backend in a dict: the reference semantics, used by the core tests.
 
     Args:
-        clock: wall-clock seconds; slots and grants expired by it are not loaded.
+        clock: wall-clock seconds; slots and grants expired by it are not loaded. This module
+            reads no clock of its own (it is pure), so the default is the fixed time 0.0, where
+            the core tests' virtual time starts.
     """
 
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, clock: Callable[[], float] = lambda: 0.0) -> None:
         self._clock = clock
         self._rooms: dict[str, _MemRoom] = {}
         self._devices: set[tuple[str, str]] = set()
