@@ -100,13 +100,14 @@ def current_transcript(
 ) -> str | None:
     """The transcript of the session a sender speaks for, or None when none is known.
 
-    ``session`` named: that session's recorded transcript. Otherwise the session seen most
-    recently whose project contains ``cwd`` (the innermost project wins a tie in time), which
-    is the agent running the command when a CLI inside an agent's shell sends.
+    ``session`` named and registered: that session's recorded transcript (or None: never a
+    neighbour's). Otherwise (no name, or a name no hook registered, as an MCP server may give)
+    the session seen most recently whose project contains ``cwd``, the innermost project winning
+    a tie in time: the agent running the command when a CLI inside an agent's shell sends.
     """
-    if session is not None:
-        named = get_session(conn, session)
-        return None if named is None else named.transcript_path
+    named = None if session is None else get_session(conn, session)
+    if named is not None:
+        return named.transcript_path
     if not cwd:
         return None
     here = PurePath(cwd)

@@ -54,12 +54,14 @@ def test_a_refresh_without_a_transcript_keeps_the_recorded_one(conn: sqlite3.Con
 
 
 def test_a_named_session_uses_only_its_own_transcript(conn: sqlite3.Connection) -> None:
-    """Naming a session picks its path, and a session with none gets none, not a neighbour's."""
+    """Naming a session picks its path, and a session with none gets none, not a neighbour's;
+    a name nobody registered falls back to the project's latest session."""
     add(conn, "with", "/src/app", "/t/with.jsonl", 1.0)
     add(conn, "without", "/src/app", None, 2.0)
     assert current_transcript(conn, session="with", cwd="/elsewhere") == "/t/with.jsonl"
     assert current_transcript(conn, session="without", cwd="/src/app") is None
-    assert current_transcript(conn, session="unknown", cwd="/src/app") is None
+    assert current_transcript(conn, session="unknown", cwd="/src/app") == "/t/with.jsonl"
+    assert current_transcript(conn, session="unknown", cwd="/elsewhere") is None
 
 
 def test_without_a_session_the_latest_session_in_the_senders_project_lends_its_transcript(
