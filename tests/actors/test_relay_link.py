@@ -276,3 +276,36 @@ async def test_a_relay_sending_garbage_is_dropped_and_rejoined_after_backoff(
         await next_event(running, LinkUp)
         assert relay.connects == [0.0, 0.5]
         assert restarts(running) == 0
+
+
+async def test_ops_that_arrive_during_a_commit_share_the_next_one(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Group commit: three ops pushed while the first one's commit runs are committed together
+    in one transaction, and each is acknowledged at the instant that commit finished."""
+    relay = FakeRelay()
+    store_a, store_b = MemoryLinkStore(), MemoryLinkStore(commit_delay=1.5)
+    async with (
+        run_link(relay, store_a, ALICE, device="dev-a") as a,
+        run_link(relay, store_b, ALICE, device="dev-b") as b,
+    ):
+        await next_event(a, LinkUp)
+        await next_event(b, LinkUp)
+        await create_room(a, ALICE, "room-1")
+        started = trio.current_time()
+        assert await post(a, "room-1", "op-1", b"one") == Queued("op-1")
+        await trio.sleep(0.5)  # the scenario: the others come while op-1's commit runs
+        for n in (2, 3, 4):
+            assert await post(a, "room-1", f"op-{n}", b"more") == Queued(f"op-{n}")
+        arrived = [await next_event(b, InboundOp) for _ in range(4)]
+        await trio.testing.wait_all_tasks_blocked()
+        inbound = [(t, what) for t, what in store_b.commits if what.startswith("inbound")]
+        assert inbound == [
+            (started + 1.5, "inbound room-1 1"),
+            (started + 3.0, "inbound room-1 2, room-1 3, room-1 4"),
+        ]
+        assert [op.seq for op in arrived] == [1, 2, 3, 4]
+        acks = relay.frames(w.Ack, device="dev-b")
+        assert [(h.at, h.frame.seq) for h in acks if isinstance(h.frame, w.Ack)] == [
+            (started + 1.5, 1), (started + 3.0, 2), (started + 3.0, 3), (started + 3.0, 4),
+        ]

@@ -1,0 +1,109 @@
+"""The room actor applies in batches: apply scopes wrap each batch, inside its transaction."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import trio
+
+from crosstalk import crypto
+from crosstalk.actors.relay_client import RelayClient
+from crosstalk.actors.relay_link import LinkCommand, LinkTimings
+from crosstalk.actors.room import BATCH, Applied, RoomActor, Wake
+from crosstalk.actors.supervisor import Supervisor
+from crosstalk.store.db import Store
+from crosstalk.store.rooms import Room, RoomMember, add_member, add_room
+from crosstalk.wire.room_ops import MessageOp, encode_op, frame_body
+
+ROOM = "r" * 32
+KEY = bytes(range(32))
+ANA = crypto.Keys(b"\x01" * 32, b"\x02" * 32)
+BEN = crypto.Keys(b"\x03" * 32, b"\x04" * 32)
+COUNT = BATCH + 50
+
+
+def _sealed(seq: int) -> bytes:
+    op_id = f"op-{seq}"
+    plain = encode_op(MessageOp(msg_id=op_id, text=f"message {seq}"))
+    nonce = seq.to_bytes(24, "big")
+    sealed = crypto.seal_op(BEN, KEY, plain, room_id=ROOM, epoch=0, op_id=op_id, nonce=nonce)
+    return frame_body(0, sealed)
+
+
+@pytest.fixture
+async def store() -> AsyncIterator[Store]:
+    root = Path(tempfile.mkdtemp(prefix="ct-"))
+    opened = await Store.open(root / "state.db")
+
+    def setup(conn: sqlite3.Connection) -> None:
+        add_room(conn, Room(ROOM, "team", "shared", "joined", 0, 0.0), KEY)
+        for keys, label in ((ANA, "ana"), (BEN, "ben")):
+            add_member(conn, RoomMember(ROOM, keys.fingerprint, label, keys.ed_pub, keys.x_pub))
+        conn.executemany(
+            "INSERT INTO relay_inbound (room_id, op_id, seq, sender, body, relay_ts, received_at) "
+            "VALUES (?, ?, ?, ?, ?, 0, 0)",
+            [(ROOM, f"op-{n}", n, BEN.fingerprint, _sealed(n)) for n in range(1, COUNT + 1)],
+        )
+
+    await opened.write(setup)
+    yield opened
+    await opened.close()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+async def test_each_batch_is_wrapped_by_the_apply_scopes_inside_its_transaction(
+    store: Store,
+) -> None:
+    """Scopes are entered before a batch's first applier and left after its last, while the
+    transaction is open (what they write commits with the batch); listeners hear each batch."""
+    trail: list[str] = []
+    done = trio.Event()
+
+    @contextmanager
+    def scope(conn: sqlite3.Connection) -> Iterator[None]:
+        assert conn.in_transaction
+        trail.append("enter")
+        yield
+        assert conn.in_transaction
+        conn.execute("INSERT INTO settings (key, value) VALUES (?, '1')", (f"batch{len(trail)}",))
+        trail.append("leave")
+
+    def applier(conn: sqlite3.Connection, applied: Applied) -> None:
+        trail.append("apply")
+
+    async def heard(applied: list[Applied]) -> None:
+        trail.append(f"heard {len(applied)}")
+        if applied[-1].seq == COUNT:
+            done.set()
+
+    link_send, link_receive = trio.open_memory_channel[LinkCommand](1)
+    async with link_receive, trio.open_nursery() as nursery:
+        supervisor = Supervisor(heartbeat=5.0)
+        await nursery.start(supervisor.run)
+        actor = RoomActor(
+            room_id=ROOM, store=store, keys=ANA, relay=RelayClient(link_send, LinkTimings()),
+            appliers=[applier], on_applied=heard, scopes=[scope],
+        )
+        inbox = await supervisor.start_actor("room", actor)
+        await inbox.send(Wake())
+        with trio.fail_after(30):
+            await done.wait()
+        nursery.cancel_scope.cancel()
+    rest = COUNT - BATCH
+    assert trail == [
+        "enter", *["apply"] * BATCH, "leave", f"heard {BATCH}",
+        "enter", *["apply"] * rest, "leave", f"heard {rest}",
+    ]
+
+    def written(conn: sqlite3.Connection) -> tuple[int, int]:
+        scopes = conn.execute("SELECT count(*) FROM settings WHERE key LIKE 'batch%'").fetchone()
+        cursor = conn.execute("SELECT seq FROM room_cursors WHERE room_id = ?", (ROOM,)).fetchone()
+        return int(scopes[0]), int(cursor[0])
+
+    assert await store.read(written) == (2, COUNT)
