@@ -2,11 +2,21 @@
 
 Each check is a small function returning :class:`Check` rows; ``run_checks`` gathers them and
 the daemon's actor health. Reading only: the doctor never changes anything it inspects.
+
+Every failing row says what is wrong and then the exact command that fixes it, written for the
+home being checked: a home other than the one the shell would pick anyway gets ``--home PATH``
+in each command, so the command can be pasted as it is. Where no command of ours can fix it (a
+file to move aside, a client's own trust step), the row names the shell command or the step.
+The daemon's rows are built by :func:`daemon_rows` from what the daemon answered, so they are
+tested with plain values.
 """
 
 from __future__ import annotations
 
+import shlex
+import sqlite3
 import stat
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -14,7 +24,10 @@ import attrs
 from crosstalk.client import call, daemon_pid
 from crosstalk.errors import CrosstalkError
 from crosstalk.paths import Home
-from crosstalk.store import check_state_files
+from crosstalk.store.checks import inspect_state_files
+from crosstalk.store.migrations import LATEST_VERSION
+
+UPGRADE = "in your crosstalk clone, run `git pull`, then `python3 -m pip install -e .`"
 
 
 @attrs.frozen
@@ -34,76 +47,161 @@ class Report:
         return all(c.ok for c in self.checks)
 
 
+def crosstalk_command(home: Home, words: str) -> str:
+    """``crosstalk WORDS`` for this home, as one pastes it (``--home`` only when it is needed)."""
+    if home.root == Home.resolve(None).root:
+        return f"crosstalk {words}"
+    return f"crosstalk {words} --home {shlex.quote(str(home.root))}"
+
+
+def _restart(home: Home) -> str:
+    stop = crosstalk_command(home, "daemon stop")
+    start = crosstalk_command(home, "daemon start")
+    return f"run `{stop}`, then `{start}`"
+
+
 def check_state_dir(home: Home) -> list[Check]:
     """The state directory exists and only its owner can read it; so can every file in it."""
-    if not home.root.is_dir():
-        return [
-            Check("state_dir", False, f"{home.root} does not exist; run `crosstalk daemon start`.")
-        ]
-    rows = []
-    mode = stat.S_IMODE(home.root.stat().st_mode)
-    rows.append(
-        Check(
-            "state_dir",
-            mode == 0o700,
-            f"{home.root} is {mode:o}"
-            + ("" if mode == 0o700 else f"; run `chmod 700 {home.root}`."),
-        )
-    )
+    root = home.root
+    if not root.is_dir():
+        start = crosstalk_command(home, "daemon start")
+        detail = f"{root} does not exist yet; run `{start}` to create it."
+        return [Check("state_dir", False, detail)]
+    mode = stat.S_IMODE(root.stat().st_mode)
+    chmod = f"chmod 700 {shlex.quote(str(root))}"
+    rows = [
+        Check("state_dir", True, f"{root} is 700")
+        if mode == 0o700
+        else Check("state_dir", False, f"{root} is {mode:o}, so others can look in; run `{chmod}`.")
+    ]
     loose = sorted(
-        p.name
-        for p in home.root.iterdir()
+        p
+        for p in root.iterdir()
         if (p.is_file() or p.is_socket()) and stat.S_IMODE(p.stat().st_mode) & 0o077
     )
-    rows.append(
-        Check(
-            "private_files",
-            not loose,
-            "every file is 0600"
-            if not loose
-            else f"readable by others: {', '.join(loose)}; run `chmod 600` on them.",
+    if not loose:
+        rows.append(Check("private_files", True, "every file is 0600"))
+    else:
+        names = ", ".join(p.name for p in loose)
+        paths = " ".join(shlex.quote(str(p)) for p in loose)
+        rows.append(
+            Check("private_files", False, f"others can read {names}; run `chmod 600 {paths}`.")
         )
-    )
     return rows
 
 
-def check_files_parse(home: Home) -> list[Check]:
-    """Every state file parses."""
+def _newer_schema(path: Path) -> bool:
+    """Whether ``path`` is a database a newer crosstalk wrote (read-only; False if unreadable)."""
     try:
-        check_state_files(home)
-    except CrosstalkError as exc:
-        return [Check("state_files", False, exc.message)]
-    return [Check("state_files", True, "every state file parses")]
+        conn = sqlite3.connect(path.absolute().as_uri() + "?mode=ro", uri=True)
+    except sqlite3.Error:
+        return False
+    try:
+        return int(conn.execute("PRAGMA user_version").fetchone()[0]) > LATEST_VERSION
+    except sqlite3.Error:
+        return False
+    finally:
+        conn.close()
+
+
+def _damage_fix(home: Home, path: Path) -> str:
+    if path == home.database and _newer_schema(path):
+        return f"Upgrade crosstalk: {UPGRADE}."
+    quoted = shlex.quote(str(path))
+    aside = shlex.quote(str(path) + ".damaged")
+    lost = (
+        "you will need to pair again"
+        if path == home.identity
+        else "rooms, contacts and messages stay in the moved file"
+    )
+    start = crosstalk_command(home, "daemon start")
+    return f"To start afresh without it ({lost}), run `mv {quoted} {aside}`, then `{start}`."
+
+
+def check_files_parse(home: Home) -> list[Check]:
+    """Every state file parses; a damaged one is named, with how to get going again."""
+    verdicts = inspect_state_files(home)
+    bad = [v for v in verdicts if not v.ok]
+    if not bad:
+        return [Check("state_files", True, "every state file parses")]
+    return [
+        Check("state_files", False, f"{v.detail} {_damage_fix(home, v.path)}")
+        for v in bad
+    ]
+
+
+def daemon_rows(
+    home: Home,
+    pid: int | None,
+    status: dict[str, Any] | None,
+    actors: list[dict[str, Any]],
+    error: str | None = None,
+) -> list[Check]:
+    """The daemon's rows from what it answered (``error``: why it did not answer)."""
+    if pid is None:
+        start = crosstalk_command(home, "daemon start")
+        return [Check("daemon", False, f"not running; run `{start}`.")]
+    if error is not None or status is None:
+        why = f" ({error.rstrip('.')})" if error else ""
+        detail = f"pid {pid} holds the lock but does not answer{why}; {_restart(home)}."
+        return [Check("daemon", False, detail)]
+    if status.get("pid") != pid:
+        detail = f"the lock says pid {pid} but pid {status.get('pid')} answers the socket"
+        return [Check("daemon", False, f"{detail}; {_restart(home)}.")]
+    return [Check("daemon", True, f"one daemon, pid {pid}"), _actors_row(home, actors)]
+
+
+def _actors_row(home: Home, actors: list[dict[str, Any]]) -> Check:
+    bad = [a for a in actors if a.get("state") != "running"]
+    if not bad:
+        return Check("actors", True, f"{len(actors)} running")
+    named = ", ".join(
+        f"{a['name']} ({a.get('state')}"
+        + (f": {a['last_error']}" if a.get("last_error") else "")
+        + ")"
+        for a in bad
+    )
+    return Check(
+        "actors",
+        False,
+        f"not running: {named}; the details are in {home.log}; {_restart(home)}.",
+    )
+
+
+def relay_row(status: dict[str, Any]) -> Check:
+    """The relay link: fine while it is up, starting, or not needed yet; else what to check."""
+    relay = status.get("relay") or {}
+    url, error = relay.get("url"), relay.get("last_error")
+    if url is None:
+        return Check("relay", True, "not started yet (it starts once you pair)")
+    if relay.get("connected"):
+        return Check("relay", True, f"connected to {url}")
+    if not error:
+        return Check("relay", True, f"connecting to {url}")
+    probe = f"crosstalk relay status --relay {shlex.quote(str(url))}"
+    return Check(
+        "relay",
+        False,
+        f"cannot reach {url} ({str(error).rstrip('.')}); messages wait until it is back. "
+        f"Check it with `{probe}`; start that relay, or set CROSSTALK_RELAY to the right one.",
+    )
 
 
 def check_daemon(home: Home) -> tuple[list[Check], list[dict[str, Any]]]:
-    """Exactly one daemon holds the home and answers; its actors are all healthy."""
+    """Exactly one daemon holds the home and answers; its actors are healthy; the relay is up."""
     pid = daemon_pid(home)
     if pid is None:
-        return [Check("daemon", False, "not running; run `crosstalk daemon start`.")], []
+        return daemon_rows(home, None, None, []), []
     try:
         status = call(home, "status", timeout=5.0)
         health = call(home, "health", timeout=5.0)
     except CrosstalkError as exc:
-        return [Check("daemon", False, f"pid {pid} holds the lock but {exc.message}")], []
-    if status.get("pid") != pid:
-        detail = f"the lock says pid {pid} but pid {status.get('pid')} answers the socket"
-        return [
-            Check("daemon", False, detail + "; run `crosstalk daemon stop` and start again.")
-        ], []
+        return daemon_rows(home, pid, None, [], exc.message), []
     actors = list(health.get("actors", []))
-    bad = [a["name"] for a in actors if a.get("state") != "running"]
-    return [
-        Check("daemon", True, f"one daemon, pid {pid}"),
-        Check(
-            "actors",
-            not bad,
-            f"{len(actors)} running"
-            if not bad
-            else f"not running: {', '.join(bad)}; see daemon.log, then restart the daemon "
-            "(`crosstalk daemon stop`, `crosstalk daemon start`).",
-        ),
-    ], actors
+    rows = daemon_rows(home, pid, status, actors)
+    if all(row.ok for row in rows):
+        rows.append(relay_row(status))
+    return rows, actors
 
 
 def run_checks(home: Home) -> Report:

@@ -61,23 +61,27 @@ def run_hook(command: str, stdin_text: str) -> str | None:
 
 
 def _problems(found: Inspection, runner: HookRunner) -> list[str]:
-    fix = f"run `crosstalk install {found.client}`"
+    """What is wrong with one client's install, each with the command or step that fixes it."""
+    fix = f"fix: `crosstalk install {found.client}`"
     problems: list[str] = []
     if found.missing:
-        problems.append(f"no hook for {', '.join(found.missing)} ({fix})")
+        problems.append(f"no crosstalk hook for {', '.join(found.missing)} ({fix})")
     if found.untrusted:
         events = ", ".join(dict.fromkeys(found.untrusted))
         problems.append(
-            f"hooks not trusted yet: {events} (run `codex`, type /hooks, trust the crosstalk "
-            "entries)"
+            f"Codex skips these hooks until you trust them: {events} (fix: run `codex`, type "
+            "`/hooks` and trust each crosstalk entry)"
         )
     if not found.mcp:
-        problems.append(f"MCP server not registered ({fix})")
+        problems.append(f"the crosstalk MCP server is not registered ({fix})")
     commands = [cmd for cmds in found.hooks.values() for cmd in cmds]
     if commands:
         trouble = runner(commands[0], "{}")
         if trouble is not None:
-            problems.append(f"the hook does not run: {trouble} (reinstall crosstalk, then {fix})")
+            problems.append(
+                f"the hook does not run: {trouble} ({fix}, which points the hooks at this "
+                "crosstalk)"
+            )
     return problems
 
 

@@ -35,8 +35,10 @@ def test_codex_row_names_the_hooks_not_yet_trusted(places: Places, commands: Com
     install("codex", places, commands)
     (row,) = client_rows(places, answers)
     assert row.name == "codex" and not row.ok
-    assert "not trusted yet: SessionStart, UserPromptSubmit, PostToolUse, Stop" in row.detail
-    assert "/hooks" in row.detail
+    assert (
+        "Codex skips these hooks until you trust them: SessionStart, UserPromptSubmit, "
+        "PostToolUse, Stop (fix: run `codex`, type `/hooks` and trust each crosstalk entry)"
+    ) in row.detail
 
 
 def test_a_missing_server_or_hook_is_reported_with_the_fix(
@@ -52,15 +54,21 @@ def test_a_missing_server_or_hook_is_reported_with_the_fix(
     hooks.write_text(json.dumps(data))
     (row,) = client_rows(places, answers)
     assert not row.ok
-    assert "no hook for stop" in row.detail and "MCP server not registered" in row.detail
-    assert "crosstalk install cursor" in row.detail
+    assert "no crosstalk hook for stop (fix: `crosstalk install cursor`)" in row.detail
+    assert (
+        "the crosstalk MCP server is not registered (fix: `crosstalk install cursor`)"
+    ) in row.detail
 
 
 def test_a_hook_that_does_not_answer_is_reported(places: Places, commands: Commands) -> None:
-    """The runner's complaint ends up in the row."""
+    """The runner's complaint ends up in the row, with the install that repoints the hooks."""
     install("gemini", places, commands)
     (row,) = client_rows(places, broken)
-    assert not row.ok and "the hook does not run: it exited 1 without a JSON answer" in row.detail
+    assert not row.ok
+    assert row.detail == (
+        "the hook does not run: it exited 1 without a JSON answer (fix: `crosstalk install "
+        "gemini`, which points the hooks at this crosstalk)."
+    )
 
 
 def _script(path: Path, body: str) -> Path:
