@@ -1,11 +1,13 @@
 """One command for every benchmark, side by side: ``python -m bench [--quick] [--out DIR]``.
 
 Runs each benchmark in its own process (one after another, so they never compete for the two
-cores), collects the JSON each prints, and writes ``DIR/performance.md`` with tables and
+cores; ``--quick`` runs a few at once, since its figures mean nothing), collects the JSON each
+prints, and writes ``DIR/performance.md`` with tables and
 ``DIR/performance/*.png`` plots, plus the raw figures in ``DIR/performance/results.json``.
 ``DIR`` defaults to ``docs/``. ``--quick`` runs every benchmark at smoke size (CI uses it, with
 ``--out`` pointing at a temporary directory). A benchmark that fails is reported in the page
-with the end of its error output, and the command exits 1 after writing the page.
+with the end of its error output, and the command exits 1 after writing the page. Progress
+(which benchmark, what it is doing, time since the start) goes to stderr.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ import os
 import platform
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +28,12 @@ from bench import report
 from bench.peers import NATS_APT, nats_server_path
 
 ROOT = Path(__file__).resolve().parents[1]
+#: Seconds of silence from a benchmark after which we say it is still running.
+HEARTBEAT = 30.0
+#: Benchmarks a quick run runs at once (a full run: one at a time).
+QUICK_WORKERS = 3
+#: The quick run starts these first, so that none of them is left running alone at the end.
+SLOWEST = ("scaling", "latency", "hook")
 
 
 def plan(quick: bool) -> list[tuple[str, list[str]]]:
@@ -34,10 +44,10 @@ def plan(quick: bool) -> list[tuple[str, list[str]]]:
         ("latency", ["bench.latency", "--json", *q]),
         ("peers", ["bench.peers", "--json", *q]),
         ("relay_throughput",
-         ["bench.relay_throughput", "--seconds", "0.5" if quick else "3", *q]),
-        ("pairing", ["bench.pairing", "--json", "--rounds", "3" if quick else "50"]),
+         ["bench.relay_throughput", "--seconds", "0.2" if quick else "3", *q]),
+        ("pairing", ["bench.pairing", "--json", "--rounds", "2" if quick else "50"]),
         ("catchup", ["bench.catchup", "--json",
-                     *(["--ops", "200", "--facts", "200"] if quick else [])]),
+                     *(["--ops", "100", "--facts", "100"] if quick else [])]),
         ("hook", ["bench.hook", "--json", *(q or ["--runs", "20"])]),
         ("scaling", ["bench.scaling", "--json", *q]),
         *others(quick),
@@ -47,7 +57,7 @@ def plan(quick: bool) -> list[tuple[str, list[str]]]:
 NEEDS_NATS = {"nats_relay"}  # benchmarks that cannot run at all without the nats-server binary
 
 KNOWN = {"daemon", "latency", "peers", "relay_throughput", "pairing", "catchup", "hook",
-         "scaling", "report", "plots"}
+         "scaling", "report", "plots", "notice"}
 
 
 def others(quick: bool) -> list[tuple[str, list[str]]]:
@@ -72,22 +82,63 @@ def _first_json(text: str) -> Any:
     return value
 
 
-def run_one(args: list[str], timeout: float) -> dict[str, Any]:
-    """Run one benchmark module; its JSON, or ``{"error": ...}`` with the end of its stderr."""
+class Progress:
+    """Progress lines on stderr, each with the time since the run started."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.lock = threading.Lock()
+
+    def say(self, text: str) -> None:
+        with self.lock:
+            print(f"bench [{time.monotonic() - self.started:6.1f} s] {text}", file=sys.stderr,
+                  flush=True)
+
+
+def run_one(name: str, args: list[str], timeout: float, progress: Progress) -> dict[str, Any]:
+    """Run one benchmark module; its JSON, or ``{"error": ...}`` with the end of its stderr.
+
+    Its ``progress:`` lines are passed on as they come, and every :data:`HEARTBEAT` seconds we
+    say it is still running, so a long benchmark is never silent.
+    """
     started = time.monotonic()
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    try:
-        done = subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True,
-                              cwd=ROOT, env=env, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"did not finish within {timeout:.0f} s"}
+    proc = subprocess.Popen([sys.executable, "-m", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+    assert proc.stdout is not None and proc.stderr is not None
+    errors: list[str] = []
+    output: list[str] = []
+    stdout, stderr = proc.stdout, proc.stderr
+
+    def pump_stderr() -> None:
+        for line in stderr:
+            errors.append(line)
+            if line.startswith("progress: "):
+                progress.say(f"  {name}: {line.removeprefix('progress: ').rstrip()}")
+
+    readers = [threading.Thread(target=pump_stderr, daemon=True),
+               threading.Thread(target=lambda: output.append(stdout.read()), daemon=True)]
+    for reader in readers:
+        reader.start()
+    while proc.poll() is None:
+        try:
+            proc.wait(timeout=HEARTBEAT)
+        except subprocess.TimeoutExpired:
+            if time.monotonic() - started > timeout:
+                proc.kill()
+                proc.wait()
+                return {"error": f"did not finish within {timeout:.0f} s"}
+            progress.say(f"  {name}: still running")
+    for reader in readers:
+        reader.join(timeout=10)
     wall = round(time.monotonic() - started, 1)
-    if done.returncode != 0:
-        return {"error": done.stderr.strip()[-4000:] or f"exit {done.returncode}", "wall_s": wall}
+    if proc.returncode != 0:
+        return {"error": "".join(errors).strip()[-4000:] or f"exit {proc.returncode}",
+                "wall_s": wall}
     try:
-        return {"result": _first_json(done.stdout), "wall_s": wall}
+        return {"result": _first_json("".join(output)), "wall_s": wall}
     except (ValueError, json.JSONDecodeError):
-        return {"error": f"printed no JSON: {done.stdout[-500:]!r}", "wall_s": wall}
+        return {"error": f"printed no JSON: {''.join(output)[-500:]!r}", "wall_s": wall}
 
 
 def machine() -> dict[str, Any]:
@@ -127,23 +178,39 @@ def main() -> None:
     previous = args.out / "performance" / "results.json"
     if args.only is not None and previous.exists():  # re-measure some, keep the others' figures
         results["runs"] = json.loads(previous.read_text())["runs"]
-    for name, command in plan(args.quick):
-        if args.only is not None and name not in args.only:
-            continue
-        print(f"bench: {name} …", file=sys.stderr, flush=True)
-        if name in NEEDS_NATS and nats_server_path() is None:
-            results["runs"][name] = {"skipped": f"nats-server is not installed ({NATS_APT})"}
-            continue
-        outcome = run_one(command, timeout=300 if args.quick else 900)
-        results["runs"][name] = outcome
-        print(f"bench: {name} {'FAILED' if 'error' in outcome else 'done'} "
-              f"({outcome.get('wall_s', '?')} s)", file=sys.stderr, flush=True)
-    results["wall_s"] = sum(float(r.get("wall_s", 0)) for r in results["runs"].values())
+    chosen = [(name, command) for name, command in plan(args.quick)
+              if args.only is None or name in args.only]
+    progress = Progress()
+    results["runs"].update(run_all(chosen, args.quick, progress))
+    results["wall_s"] = round(time.monotonic() - progress.started, 1)
     write(results, args.out)
-    print(f"bench: wrote {args.out / 'performance.md'} in {results['wall_s']} s",
-          file=sys.stderr)
+    progress.say(f"wrote {args.out / 'performance.md'}")
     if any("error" in r for r in results["runs"].values()):
         sys.exit(1)
+
+
+def run_all(chosen: list[tuple[str, list[str]]], quick: bool,
+            progress: Progress) -> dict[str, dict[str, Any]]:
+    """Every chosen benchmark's outcome, in plan order.
+
+    A full run measures one benchmark at a time, so they never compete for the two cores. A
+    quick run only proves every path still works (its figures mean nothing), so it runs
+    :data:`QUICK_WORKERS` at once to stay within a few seconds.
+    """
+
+    def one(name: str, command: list[str]) -> dict[str, Any]:
+        if name in NEEDS_NATS and nats_server_path() is None:
+            return {"skipped": f"nats-server is not installed ({NATS_APT})"}
+        progress.say(f"{name} …")
+        outcome = run_one(name, command, 300 if quick else 900, progress)
+        state = "FAILED" if "error" in outcome else "done"
+        progress.say(f"{name} {state} in {outcome.get('wall_s', '?')} s")
+        return outcome
+
+    order = sorted(chosen, key=lambda item: item[0] not in SLOWEST) if quick else chosen
+    with ThreadPoolExecutor(max_workers=QUICK_WORKERS if quick else 1) as pool:
+        futures = {name: pool.submit(one, name, command) for name, command in order}
+        return {name: futures[name].result() for name, _ in chosen}
 
 
 if __name__ == "__main__":

@@ -113,7 +113,7 @@ def _stop(pid: int) -> None:
 
 
 def run(quick: bool) -> dict[str, float]:
-    repeats = 2 if quick else 5
+    repeats = 1 if quick else 5
     round_trips = 200 if quick else 5000
     results: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="ctb-", dir="/tmp") as tmp:
@@ -125,7 +125,7 @@ def run(quick: bool) -> dict[str, float]:
             if i < repeats - 1:
                 _stop(pid)
         results["daemon_cold_start_s"] = statistics.median(starts)
-        time.sleep(0.5 if quick else 3)  # let start-up garbage settle before reading RSS
+        time.sleep(0.2 if quick else 3)  # let start-up garbage settle before reading RSS
         results["daemon_idle_rss_kib"] = _rss_kib(pid)
         samples = _round_trips(Path(tmp) / f"h{repeats - 1}" / "daemon.sock", round_trips)
         _stop(pid)

@@ -8,6 +8,8 @@ load hits both alike:
   ``python -m crosstalk.hook.main`` against a real, paired daemon (a real relay on loopback);
   a fresh session per SessionStart run, so every one of them fetches the working set;
 - ``daemon_down``: the same hook with an identity but no daemon (the promised empty answer);
+- ``cli_read``: ``python -m crosstalk read --json --home H`` against the same running daemon:
+  CLI start-up (interpreter, imports, typer) plus one ``read`` request on the control socket;
 - ``mcp_initialize``: ``crosstalk server`` started by the SDK client until ``initialize``
   returns (no daemon needed for it).
 
@@ -31,7 +33,7 @@ import trio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from bench._common import percentile
+from bench._common import percentile, progress
 from tests.e2e.conftest import Person, pair, pid_alive, stop_pid
 from tests.relay.process import RelayProcess
 
@@ -59,11 +61,14 @@ def hook_series(ana: Person, down_home: Path, runs: int, project: Path) -> dict[
     hook = [sys.executable, "-m", "crosstalk.hook.main", "--client", "claude"]
     env = {**os.environ, "CROSSTALK_HOME": str(ana.home)}
     down_env = {**os.environ, "CROSSTALK_HOME": str(down_home)}
-    series: dict[str, list[float]] = {name: [] for name in ("baseline", *EVENTS, "daemon_down")}
+    read = [sys.executable, "-m", "crosstalk", "read", "--json", "--home", str(ana.home)]
+    names = ("baseline", *EVENTS, "daemon_down", "cli_read")
+    series: dict[str, list[float]] = {name: [] for name in names}
     for n in range(runs):
         series["baseline"].append(
             timed([sys.executable, "-c", "import json, socket; print('{}')"], "", env)
         )
+        series["cli_read"].append(timed(read, "", env))
         for event in EVENTS:
             session = f"bench-{n}" if event == "SessionStart" else "bench-steady"
             stdin = json.dumps(
@@ -112,7 +117,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a few runs, for CI")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    runs = 3 if args.quick else args.runs
+    runs = 1 if args.quick else args.runs
+    mcp_runs = 1 if args.quick else max(2, runs // 4)
     root = Path(tempfile.mkdtemp(prefix="ct-bh-", dir="/tmp"))
     relay = RelayProcess(root / "relay-data", root / "relay.stderr")
     relay.start()
@@ -125,8 +131,10 @@ def main() -> None:
         ana.json("facts", "add", "benchmarks run on a loaded two-core box")
         project = root / "proj"
         subprocess.run(["git", "init", "-q", str(project)], check=True, timeout=30)
+        progress(f"hook and CLI processes, {runs} rounds")
         series = hook_series(ana, down, runs, project)
-        series["mcp_initialize"] = trio.run(mcp_initialize, root / "mcp-home", max(2, runs // 4))
+        progress(f"MCP initialize, {mcp_runs} runs")
+        series["mcp_initialize"] = trio.run(mcp_initialize, root / "mcp-home", mcp_runs)
     finally:
         for person in (ana, ben):
             if (pid := person.daemon_pid()) is not None:

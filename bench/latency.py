@@ -1,7 +1,7 @@
 """End-to-end message latency over a loopback relay with real daemons, next to the raw
 trio-websocket round trip measured in the same run.
 
-Run: ``python -m bench.latency [--quick] [--messages N] [--json]``.
+Run: ``python -m bench.latency [--quick] [--messages N] [--notices N] [--json]``.
 
 Two real daemons (own homes, own processes) are paired through the real CLI on a real relay
 process. The sender's daemon gets ``send`` over its control socket, one message at a time; the
@@ -23,6 +23,10 @@ For scale, the same run times ``fsync`` of a 4 KiB append in the recipient's hom
 commits with ``synchronous=FULL`` (nothing acknowledged is lost), so every commit on the path
 pays at least one.
 
+*send → notice at the hook*: then, on the same two daemons, questions one at a time until the
+recipient's hook program prints a notice naming the sender; see ``bench.notice`` for exactly what
+that figure contains (hook process start-up and the pull, among others).
+
 The ceiling is a sequential 200-byte round trip to a raw trio-websocket echo server in its own
 process: two loopback hops, as ours has two (sender → relay → recipient).
 """
@@ -42,7 +46,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench._common import echo_round_trips, summary_ms
+from bench._common import echo_round_trips, progress, summary_ms
+from bench.notice import notice_latency, start_busy_session
 from crosstalk.client import call
 from crosstalk.paths import Home
 from tests.e2e.conftest import Person, pair, stop_pid
@@ -135,38 +140,54 @@ class TwoDaemons:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-def run(quick: bool, messages: int | None = None) -> dict[str, Any]:
+def run(quick: bool, messages: int | None = None, notices: int | None = None) -> dict[str, Any]:
     """Measure; return a JSON-ready dict of summaries in milliseconds."""
-    count = messages or (20 if quick else 300)
+    count = messages or (10 if quick else 200)
+    notice_count = notices or (3 if quick else 40)
     echo = echo_round_trips(count * 5)
     with TwoDaemons() as (ana, ben):
         a, b = Home.resolve(str(ana.home)), Home.resolve(str(ben.home))
         measure_pair(a, b, "ben", 3)  # warm-up: imports, first statements, caches
+        progress(f"send → held, {count} messages")
         timed = measure_pair(a, b, "ben", count)
         fsync = fsync_times(b.root, 50 if quick else 300)
+        progress(f"send → notice at the hook, {notice_count} messages")
+        project = ana.home.parent / "proj"
+        project.mkdir()
+        start_busy_session(b, project)
+        hooked = notice_latency(a, b, "ben", ana.home.name, notice_count, project)
     return {
         "messages": count,
         "send_to_held": summary_ms(timed["held"]),
         "send_to_sent": summary_ms(timed["sent"]),
         "ws_echo_round_trip": summary_ms(echo),
         "fsync_4k": summary_ms(fsync),
+        "notices": notice_count,
+        "send_to_notice_surfaced": summary_ms(hooked["surfaced"]),
+        "send_to_hook_printed": summary_ms(hooked["printed"]),
+        "notice_hook_run": summary_ms(hooked["last_run"]),
+        "hook_runs_per_notice": {"mean": round(sum(hooked["runs"]) / notice_count, 2),
+                                 "max": max(hooked["runs"])},
         "held_samples_ms": [round(s * 1000, 3) for s in timed["held"]],
         "echo_samples_ms": [round(s * 1000, 3) for s in echo],
+        "hook_samples_ms": [round(s * 1000, 3) for s in hooked["printed"]],
     }
 
 
 def main() -> None:
     """Parse arguments, measure, print."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="20 messages, for smoke runs")
-    parser.add_argument("--messages", type=int, default=None)
+    parser.add_argument("--quick", action="store_true", help="a few messages, for smoke runs")
+    parser.add_argument("--messages", type=int, default=None, help="send → held samples")
+    parser.add_argument("--notices", type=int, default=None, help="send → hook samples")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    result = run(args.quick, args.messages)
+    result = run(args.quick, args.messages, args.notices)
     if args.json:
         print(json.dumps(result))
         return
-    for name in ("send_to_held", "send_to_sent", "ws_echo_round_trip", "fsync_4k"):
+    for name in ("send_to_held", "send_to_sent", "send_to_notice_surfaced",
+                 "send_to_hook_printed", "notice_hook_run", "ws_echo_round_trip", "fsync_4k"):
         figures = result[name]
         print(f"{name}: p50 {figures['p50_ms']} ms, p99 {figures['p99_ms']} ms "
               f"over {figures['n']:.0f}")

@@ -1,7 +1,7 @@
 """Relay nodes on NATS JetStream: throughput with one and two nodes, and what the NATS hop costs.
 
     python -m bench.nats_relay            # 8 sender/receiver pairs for 5 s, 300 latency samples
-    python -m bench.nats_relay --quick    # 2 pairs, 2 s, 100 samples
+    python -m bench.nats_relay --quick    # 1 pair, 0.3 s, 10 samples (smoke)
     python -m bench.nats_relay --json
 
 Setups, each on a fresh nats-server (JetStream, file storage, loopback) or data dir:
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import os
 import shutil
@@ -32,8 +33,9 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import trio
+from trio_websocket import ConnectionClosed, WebSocketConnection
 
-from bench._common import summary_ms
+from bench._common import close_all, progress, summary_ms
 from crosstalk.wire import relay as w
 from tests.relay.client import Identity, RelayClient, open_client, pair_and_room
 from tests.relay.nats_process import NatsServer
@@ -82,11 +84,13 @@ async def throughput(ports: list[int], pairs: int, seconds: float, window: int) 
     posted = 0
     go, all_ready = trio.Event(), trio.Event()
     ready = 0
+    sockets: list[WebSocketConnection] = []
 
     async def run_pair(i: int) -> None:
         nonlocal posted, ready
         send_port, recv_port = ports[i % len(ports)], ports[(i + 1) % len(ports)]
         async with pair(send_port, recv_port, f"room-{i}") as (a, b):
+            sockets.extend((a.ws, b.ws))
             ready += 1
             if ready == pairs:
                 all_ready.set()
@@ -95,11 +99,12 @@ async def throughput(ports: list[int], pairs: int, seconds: float, window: int) 
                 inner.start_soon(_receive_forever, b, f"room-{i}")
                 credit = trio.Semaphore(window)
                 inner.start_soon(_count_posted, a, credit, lambda: _bump())
-                n = 0
-                while True:
-                    await credit.acquire()
-                    n += 1
-                    await a.send(w.Post(a.next_req(), f"room-{i}", f"op-{n}", BODY))
+                with contextlib.suppress(ConnectionClosed):  # closed at the end of the run
+                    for n in itertools.count(1):
+                        await credit.acquire()
+                        await a.send(w.Post(a.next_req(), f"room-{i}", f"op-{n}", BODY))
+            # Hold the sockets (their reader tasks) until cancelled, so their close completes.
+            await trio.sleep_forever()
 
     def _bump() -> None:
         nonlocal posted
@@ -114,11 +119,19 @@ async def throughput(ports: list[int], pairs: int, seconds: float, window: int) 
         start_count, start = posted, time.perf_counter()
         await trio.sleep(seconds)  # the measuring window itself
         rate = (posted - start_count) / (time.perf_counter() - start)
+        await close_all(sockets)
         nursery.cancel_scope.cancel()
     return rate
 
 
 async def _count_posted(a: RelayClient, credit: trio.Semaphore, bump: object) -> None:
+    with contextlib.suppress(ConnectionClosed):  # closed at the end of the run
+        await _count_posted_until_closed(a, credit, bump)
+
+
+async def _count_posted_until_closed(
+    a: RelayClient, credit: trio.Semaphore, bump: object
+) -> None:
     while True:
         frame = await a.recv()
         if isinstance(frame, w.Posted):
@@ -129,10 +142,11 @@ async def _count_posted(a: RelayClient, credit: trio.Semaphore, bump: object) ->
 
 
 async def _receive_forever(b: RelayClient, room: str) -> None:
-    while True:
-        frame = await b.recv()
-        if isinstance(frame, w.Op) and frame.seq % 64 == 0:
-            await b.send(w.Ack(room, frame.seq))
+    with contextlib.suppress(ConnectionClosed):  # closed at the end of the run
+        while True:
+            frame = await b.recv()
+            if isinstance(frame, w.Op) and frame.seq % 64 == 0:
+                await b.send(w.Ack(room, frame.seq))
 
 
 async def latency(
@@ -154,6 +168,7 @@ async def latency(
 async def measure(args: argparse.Namespace) -> dict[str, object]:
     results: dict[str, object] = {}
     for kind in ("sqlite", "nats-1", "nats-2"):
+        progress(f"{kind}: {args.pairs} pairs for {args.seconds} s, {args.samples} samples")
         with tempfile.TemporaryDirectory() as tmp, relays(kind, Path(tmp)) as nodes:
             ports = [n.port for n in nodes]
             with trio.fail_after(300):
@@ -173,7 +188,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--window", type=int, default=16)
     args = parser.parse_args()
-    args.pairs, args.seconds, args.samples = (2, 2.0, 100) if args.quick else (8, 5.0, 300)
+    args.pairs, args.seconds, args.samples = (1, 0.3, 10) if args.quick else (8, 5.0, 300)
     results = trio.run(measure, args)
     if args.json:
         print(json.dumps({"nats_relay": results}, indent=2))

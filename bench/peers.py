@@ -211,13 +211,13 @@ def run(quick: bool) -> dict[str, Any]:
     except ImportError:
         result["nats_core"] = {"available": False, "why": "nats-py is missing (bench extra)"}
     else:
-        core = nats_core(binary, 50 if quick else 2000, 2000 if quick else 50_000)
+        core = nats_core(binary, 20 if quick else 2000, 500 if quick else 50_000)
         result["nats_core"] = {"available": True, **core}
     python, why = crosschat_python(create=not quick)
     if python is None:
         result["crosschat"] = {"available": False, "why": why}
     else:
-        result["crosschat"] = crosschat(binary, python, 20 if quick else 300)
+        result["crosschat"] = crosschat(binary, python, 3 if quick else 300)
     return result
 
 

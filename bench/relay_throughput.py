@@ -1,7 +1,7 @@
 """Relay throughput and memory, next to a raw trio-websocket echo measured in the same run.
 
-    python -m bench.relay_throughput --quick     # 2 and 50 clients, 1,000 idle connections
-    python -m bench.relay_throughput             # adds 500 clients, 5,000 idle connections
+    python -m bench.relay_throughput --quick     # 2 and 6 clients, 20 idle connections (smoke)
+    python -m bench.relay_throughput             # 2, 50 and 500 clients, 5,000 idle connections
 
 Each client posts 200-byte ops into its room with up to ``--window`` posts in flight (a new one
 as each ``posted`` comes back; ``--window 1`` is strict request/reply); every other member
@@ -29,6 +29,7 @@ from pathlib import Path
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection, serve_websocket
 
+from bench._common import close_all, progress
 from crosstalk.wire import relay as w
 from tests.relay.client import Identity, RelayClient, handshake, open_ws, pair_and_room
 from tests.relay.process import RelayProcess
@@ -62,8 +63,11 @@ def _start_echo() -> tuple[subprocess.Popen[str], int]:
     return proc, port
 
 
-async def _echo_rate(port: int, clients: int, seconds: float, window: int) -> float:
+async def _echo_rate(
+    port: int, clients: int, seconds: float, window: int, warm_up: float
+) -> float:
     count = connected = 0
+    sockets: list[WebSocketConnection] = []
     connecting = trio.CapacityLimiter(64)
     go = trio.Event()
 
@@ -72,22 +76,27 @@ async def _echo_rate(port: int, clients: int, seconds: float, window: int) -> fl
         async with contextlib.AsyncExitStack() as stack:
             async with connecting:
                 ws = await stack.enter_async_context(open_ws(port, connect_within=60))
+            sockets.append(ws)
             connected += 1
             await go.wait()
             credit = trio.Semaphore(window)
             async with trio.open_nursery() as inner:
                 inner.start_soon(_echo_receiver, ws, credit)
                 payload = BODY.hex()[:200]
-                while True:
-                    await credit.acquire()
-                    await ws.send_message(payload)
+                with contextlib.suppress(ConnectionClosed):  # closed at the end of the run
+                    while True:
+                        await credit.acquire()
+                        await ws.send_message(payload)
+            # Hold the socket (its reader task) until cancelled, so its close can complete.
+            await trio.sleep_forever()
 
     async def _echo_receiver(ws: WebSocketConnection, credit: trio.Semaphore) -> None:
         nonlocal count
-        while True:
-            await ws.get_message()
-            count += 1
-            credit.release()
+        with contextlib.suppress(ConnectionClosed):  # closed at the end of the run
+            while True:
+                await ws.get_message()
+                count += 1
+                credit.release()
 
     async with trio.open_nursery() as nursery:
         for _ in range(clients):
@@ -96,10 +105,11 @@ async def _echo_rate(port: int, clients: int, seconds: float, window: int) -> fl
             while connected < clients:  # noqa: ASYNC110 - a bench progress poll, bounded above
                 await trio.sleep(0.1)
         go.set()
-        await trio.sleep(1.0)  # warm-up
+        await trio.sleep(warm_up)
         start, count = trio.current_time(), 0
         await trio.sleep(seconds)
         rate = count / (trio.current_time() - start)
+        await close_all(sockets)
         nursery.cancel_scope.cancel()
     return rate
 
@@ -158,7 +168,7 @@ class _Member:
 
 
 async def _relay_rate(
-    port: int, clients: int, room_size: int, seconds: float, window: int
+    port: int, clients: int, room_size: int, seconds: float, window: int, warm_up: float
 ) -> tuple[float, float]:
     members: list[_Member] = []
     async with trio.open_nursery() as nursery:
@@ -191,12 +201,13 @@ async def _relay_rate(
             m.client.pushes.clear()
             nursery.start_soon(m.reader)
             nursery.start_soon(m.poster)
-        await trio.sleep(1.0)  # warm-up
+        await trio.sleep(warm_up)
         p0, r0 = _totals(members)
         t0 = trio.current_time()
         await trio.sleep(seconds)
         p1, r1 = _totals(members)
         elapsed = trio.current_time() - t0
+        await close_all(c.ws for c in conns)
         nursery.cancel_scope.cancel()
     return (p1 - p0) / elapsed, (r1 - r0) / elapsed
 
@@ -233,6 +244,7 @@ async def _idle_memory(relay: RelayProcess, count: int) -> float:
     await trio.sleep(0.5)
     before = _rss_kib(pid)
     ready = 0
+    sockets: list[WebSocketConnection] = []
     connecting = trio.CapacityLimiter(64)  # bounded connect storm: no handshake timeouts
 
     async def one() -> None:
@@ -241,6 +253,7 @@ async def _idle_memory(relay: RelayProcess, count: int) -> float:
             async with connecting:
                 ws = await stack.enter_async_context(open_ws(port, connect_within=60))
                 await handshake(ws, Identity(), "idle")
+            sockets.append(ws)
             ready += 1
             await trio.sleep_forever()
 
@@ -252,6 +265,7 @@ async def _idle_memory(relay: RelayProcess, count: int) -> float:
                 await trio.sleep(0.1)
         await trio.sleep(1.0)
         after = _rss_kib(pid)
+        await close_all(sockets)
         nursery.cancel_scope.cancel()
     return (after - before) / count
 
@@ -260,8 +274,10 @@ async def _idle_memory(relay: RelayProcess, count: int) -> float:
 
 
 async def _bench(quick: bool, seconds: float, window: int) -> dict[str, object]:
-    loads = [(2, 2), (50, 2), (50, 20)] + ([] if quick else [(500, 2), (500, 20)])
-    idle = 1000 if quick else 5000
+    # Quick sizes only walk every path (one room of two, several rooms of three, idle sockets).
+    loads = [(2, 2), (6, 3)] if quick else [(2, 2), (50, 2), (50, 20), (500, 2), (500, 20)]
+    idle = 20 if quick else 5000
+    warm_up = 0.2 if quick else 1.0
     results: dict[str, object] = {
         "seconds": seconds, "window": window, "cpus": os.cpu_count(),
         "load_avg_1m_at_start": round(os.getloadavg()[0], 2), "runs": [],
@@ -270,7 +286,8 @@ async def _bench(quick: bool, seconds: float, window: int) -> dict[str, object]:
     echo: dict[int, float] = {}
     try:
         for clients in sorted({c for c, _ in loads}):
-            echo[clients] = await _echo_rate(echo_port, clients, seconds, window)
+            progress(f"echo ceiling, {clients} clients")
+            echo[clients] = await _echo_rate(echo_port, clients, seconds, window, warm_up)
     finally:
         echo_proc.send_signal(signal.SIGTERM)
         echo_proc.wait(timeout=10)
@@ -281,8 +298,9 @@ async def _bench(quick: bool, seconds: float, window: int) -> dict[str, object]:
                                  "--op-rate", "1000000")
             relay.start()
             try:
+                progress(f"relay, {clients} clients in rooms of {room_size}")
                 ops, deliveries = await _relay_rate(
-                    relay.port, clients, room_size, seconds, window
+                    relay.port, clients, room_size, seconds, window, warm_up
                 )
             finally:
                 relay.kill(signal.SIGTERM)
@@ -293,6 +311,7 @@ async def _bench(quick: bool, seconds: float, window: int) -> dict[str, object]:
             }
             print(json.dumps(run), file=sys.stderr, flush=True)
             results["runs"].append(run)  # type: ignore[attr-defined]
+        progress(f"memory of {idle:,} idle connections")
         relay = RelayProcess(base / "data-idle", base / "relay.stderr")
         relay.start()
         try:
@@ -305,7 +324,7 @@ async def _bench(quick: bool, seconds: float, window: int) -> dict[str, object]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="2 and 50 clients only")
+    parser.add_argument("--quick", action="store_true", help="smoke sizes: every path, briefly")
     parser.add_argument("--seconds", type=float, default=5.0, help="measuring time per run")
     parser.add_argument("--window", type=int, default=16, help="requests in flight per client")
     parser.add_argument("--echo-server", action="store_true", help=argparse.SUPPRESS)

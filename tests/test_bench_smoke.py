@@ -45,6 +45,12 @@ def test_quick_bench_writes_every_section_plot_and_figure(tmp_path: Path) -> Non
     assert all("result" in results["runs"][name] for name in ours), results["runs"]
     # Later modules may be skipped only for a missing nats-server, never fail.
     assert all("error" not in run for run in results["runs"].values()), results["runs"]
-    held = results["runs"]["latency"]["result"]["send_to_held"]
-    assert held["n"] == 20 and 0 < held["p50_ms"] <= held["p99_ms"]
+    latency = results["runs"]["latency"]["result"]
+    held, printed = latency["send_to_held"], latency["send_to_hook_printed"]
+    assert held["n"] == 10 and 0 < held["p50_ms"] <= held["p99_ms"]
+    # A notice cannot be printed by the hook before the message is held at the daemon.
+    assert printed["n"] == 3 and printed["p50_ms"] >= latency["notice_hook_run"]["p50_ms"] > 0
+    assert "notice printed by recipient's hook" in page
+    assert "`crosstalk read --json`" in page
+    assert "send → notice at the recipient's hook" not in page.split("## Not measured yet")[1]
     assert (ROOT / "docs" / "performance.md").read_bytes() == docs_page  # docs/ untouched
