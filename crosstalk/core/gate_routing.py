@@ -14,8 +14,9 @@ asks these functions:
   is parked: status unknown (which triage counts as busy), claimed by the next session that
   matches.
 * :func:`claimant`: for a held notice, the status it is released against and the session that
-  would take it. A notice routed to a session waits on that session; a parked one goes to the
-  most recently seen idle session that matches its target.
+  would take it. A notice routed to a live session waits on that session; a parked one (or one
+  whose session is no longer live) goes to the most recently seen idle session that matches its
+  target, with a name match beating a project match as in :func:`route`.
 * :func:`due`: the ``due`` column of a notice: ``idle`` for what waits for the session to go
   idle (including a quiet hold of an ``fyi``), else ``now``.
 * :func:`refusal`: the automatic ``answer`` with text :data:`REFUSED` sent back for an ask (or
@@ -64,10 +65,6 @@ def live_sessions(sessions: Iterable[S], now: float) -> list[S]:
     return sorted(live, key=lambda s: s.last_seen, reverse=True)
 
 
-def _matches(target: str | None, session: SessionView) -> bool:
-    return target is None or target in (session.name, session.project)
-
-
 def route(to: str | None, live: Sequence[SessionView]) -> tuple[str | None, SessionStatus]:
     """The session a message is for (None = any, or parked) and the status to triage against.
 
@@ -96,12 +93,22 @@ def claimant(
         live: the live sessions, as :func:`live_sessions` orders them.
     """
     if session is not None:
-        status = next((s.status for s in live if s.name == session), SessionStatus.UNKNOWN)
-        return status, session
-    for candidate in live:
-        if candidate.status is SessionStatus.IDLE and _matches(target, candidate):
+        routed = next((s for s in live if s.name == session), None)
+        if routed is not None:
+            return routed.status, session
+        # The session it was routed to is gone: held for the next one, as if parked.
+    for candidate in _candidates(target, live):
+        if candidate.status is SessionStatus.IDLE:
             return SessionStatus.IDLE, candidate.name
     return SessionStatus.BUSY, None
+
+
+def _candidates(target: str | None, live: Sequence[S]) -> list[S]:
+    """The live sessions a parked notice for ``target`` may go to, as :func:`route` ranks them:
+    sessions of that name if any is live, else sessions in that project."""
+    if target is None:
+        return list(live)
+    return [s for s in live if s.name == target] or [s for s in live if s.project == target]
 
 
 def due(decision: Decision, intent: Intent) -> str:

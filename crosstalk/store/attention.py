@@ -203,9 +203,10 @@ def held_notices(
 def mark_surfaced(
     conn: sqlite3.Connection, message_id: str, session: str | None, batch: str, now: float
 ) -> None:
-    """A held notice surfaced at ``now`` (to ``session``, which claims a notice for anyone)."""
+    """A held notice surfaced at ``now`` to ``session``: the claimant the gate chose, which is
+    the routed session while it lives, else the next matching one, or None for any match."""
     conn.execute(
-        "UPDATE notices SET surfaced_at = ?, batch = ?, session = coalesce(session, ?) "
+        "UPDATE notices SET surfaced_at = ?, batch = ?, session = ? "
         "WHERE message_id = ? AND surfaced_at IS NULL",
         (now, batch, session, message_id),
     )

@@ -23,7 +23,7 @@ from crosstalk.actors.gate import (
 )
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.attention import summarize
-from crosstalk.core.gate_routing import REFUSED
+from crosstalk.core.gate_routing import REFUSED, SESSION_TTL
 from crosstalk.core.levels import Level, TrustSettings
 from crosstalk.core.mute import MuteState
 from crosstalk.core.triage import Decision, Intent, Kind, SessionStatus
@@ -196,6 +196,22 @@ async def test_a_message_for_one_session_waits_for_that_session(
         assert await world.turn("s1", SessionStatus.IDLE) == ()
         [batch] = await world.turn("s2", SessionStatus.IDLE)
         assert batch.items == ("m1",)
+
+
+async def test_a_message_for_a_project_outlives_the_session_it_was_routed_to(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Routed to the busy session in project api, which then expires: the next session in api
+    takes it when it goes idle (held for the next one), not the dead session."""
+    async with gate_world() as world:
+        _session(world.store, "first", SessionStatus.BUSY, project="api")
+        await world.arrive(message("m1", BEN, ROOM_BEN, to="api"))
+        assert world.notice("m1").session == "first"
+        await trio.sleep(SESSION_TTL + 1)
+        _session(world.store, "second", SessionStatus.BUSY, project="api")
+        [batch] = await world.turn("second", SessionStatus.IDLE)
+        assert batch.items == ("m1",)
+        assert world.notice("m1").session == "second"
 
 
 async def test_the_mute_level_drops_and_hides_the_message_from_read(

@@ -222,10 +222,19 @@ def test_a_routed_notice_waits_on_its_session_with_that_status(status: SessionSt
     assert claimant("alpha", "alpha", live) == (status, "alpha")
 
 
-def test_a_routed_notice_whose_session_is_gone_stays_with_it_as_unknown() -> None:
-    """The routed session expired: status unknown, still claimed by the named session."""
+def test_a_routed_notice_whose_session_is_gone_waits_busy_for_nobody() -> None:
+    """The routed session expired and nothing else matches: held, busy, for nobody."""
     live = live_sessions([sess("alpha", status=IDLE, seen=NOW - SESSION_TTL)], NOW)
-    assert claimant("alpha", "alpha", live) == (UNKNOWN, "alpha")
+    assert claimant("alpha", "alpha", live) == (BUSY, None)
+
+
+def test_a_routed_notice_whose_session_is_gone_goes_to_a_new_session_of_that_name() -> None:
+    """A session with the same name seen again later (a resumed session) takes it when idle."""
+    table = [sess("alpha", status=IDLE, seen=NOW)]
+    assert claimant("alpha", "alpha", live_sessions(table, NOW + 1)) == (IDLE, "alpha")
+    later = NOW + SESSION_TTL + 5
+    table.append(sess("other", project="alpha", status=IDLE, seen=later))
+    assert claimant("alpha", "alpha", live_sessions(table, later)) == (IDLE, "other")
 
 
 def test_a_routed_notice_ignores_other_idle_sessions() -> None:
@@ -279,12 +288,6 @@ def test_a_parked_notice_is_not_claimed_by_an_expired_idle_session() -> None:
     assert claimant(None, "alpha", live_sessions(table, NOW)) == (BUSY, None)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="claimant() picks the newest idle session matching by name OR project, so a parked "
-    "notice addressed to session 'x' goes to a newer idle session working in project 'x' "
-    "instead of the idle session named 'x'; route() lets a name match beat a project match",
-)
 def test_a_parked_notice_prefers_a_name_match_over_a_project_match_as_route_does() -> None:
     """Parked for ``x``: an idle session named ``x`` claims it before one in project ``x``."""
     live = [
@@ -295,13 +298,6 @@ def test_a_parked_notice_prefers_a_name_match_over_a_project_match_as_route_does
     assert claimant(None, "x", live) == (IDLE, "x")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a message for project 'api' is pinned at arrival to the newest session in it; once "
-    "that session expires claimant() still returns (UNKNOWN, that session) forever, so a "
-    "held fyi never reaches a later live idle session in 'api' (DESIGN: person/project is "
-    "'held for the next one if none is live')",
-)
 def test_a_project_notice_whose_session_is_gone_goes_to_the_next_session_in_the_project() -> None:
     """Routed via project ``api`` to a session now expired: a new idle one in ``api`` claims it."""
     arrival = [sess("first", project="api", status=BUSY, seen=NOW)]
@@ -316,11 +312,12 @@ def test_a_project_notice_whose_session_is_gone_goes_to_the_next_session_in_the_
 def test_a_parked_notice_is_only_ever_claimed_by_a_live_idle_matching_session(
     table: list[Session], target: str | None
 ) -> None:
-    """The claimant is live, idle and matches the target; none exactly when no such session."""
+    """The claimant is live, idle and matches the target (by name if any live session has that
+    name, else by project); none exactly when no such session."""
     live = live_sessions(table, NOW)
-    eligible = [
-        s for s in live if s.status is IDLE and (target is None or target in (s.name, s.project))
-    ]
+    named = [s for s in live if s.name == target]
+    matching = live if target is None else named or [s for s in live if s.project == target]
+    eligible = [s for s in matching if s.status is IDLE]
     status, claim = claimant(None, target, live)
     if not eligible:
         assert (status, claim) == (BUSY, None)

@@ -120,6 +120,18 @@ def test_marking_surfaced_claims_a_notice_for_anyone_once(conn: sqlite3.Connecti
     assert db.held_notices(conn) == []
 
 
+def test_marking_surfaced_hands_a_notice_to_the_claimant_the_gate_chose(
+    conn: sqlite3.Connection,
+) -> None:
+    """A notice routed to a session that has gone goes to the new claimant, or to any match."""
+    db.add_notice(conn, _notice("to-new", session="gone", target="repo"))
+    db.add_notice(conn, _notice("to-any", session="gone", target="repo"))
+    db.mark_surfaced(conn, "to-new", "s2", "b1", now=5.0)
+    db.mark_surfaced(conn, "to-any", None, "b2", now=5.0)
+    sessions = {n.message_id: n.session for n in db.list_notices(conn)}
+    assert sessions == {"to-new": "s2", "to-any": None}
+
+
 def test_only_surfaced_notices_can_be_marked_shown_and_only_once(conn: sqlite3.Connection) -> None:
     """A held notice is not shown; a surfaced one is shown once, by the session that showed it."""
     db.add_notice(conn, _notice("held"))
