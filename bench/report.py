@@ -305,6 +305,49 @@ def scaling(runs: dict[str, Any], figures: Path) -> str:
     ])
 
 
+NATS_SETUPS = (
+    ("sqlite", "latency", "one relay, embedded SQLite (baseline)"),
+    ("nats-1", "latency", "one relay node on NATS JetStream"),
+    ("nats-2", "latency", "two nodes on one NATS: sender and receiver on different nodes"),
+    ("nats-2", "latency_both_on_follower", "two nodes: both clients on the follower"),
+)
+
+
+def nats_relay(runs: dict[str, Any]) -> str:
+    """Relay nodes on NATS against the single SQLite relay, measured in the same run."""
+    head = "## Relay nodes on NATS JetStream (`bench/nats_relay.py`)\n\n"
+    run = runs.get("nats_relay", {})
+    if _failed("nats_relay", run):
+        return head + str(_failed("nats_relay", run))
+    r = run["result"]["nats_relay"]
+    base = r["sqlite"]
+    rows = []
+    for kind, key, label in NATS_SETUPS:
+        entry = r[kind]
+        posted, push = entry[key]["post_to_posted"], entry[key]["post_to_push"]
+        thrpt = key == "latency"  # the throughput run covers each setup once
+        rows.append([
+            label,
+            f"{entry['ops_per_s']:,.0f}" if thrpt else "",
+            _ratio(entry["ops_per_s"], base["ops_per_s"]) if thrpt else "",
+            _ms(posted["p50_ms"]), _ms(push["p50_ms"]), _ms(push["p99_ms"]),
+            _ratio(push["p50_ms"], base["latency"]["post_to_push"]["p50_ms"]),
+        ])
+    return head + "\n".join([
+        _table(["setup", "ops/s", "÷ SQLite", "post → posted p50", "post → push p50",
+                "post → push p99", "push p50 ÷ SQLite"], rows), "",
+        "Each setup on a fresh nats-server (JetStream, file storage, loopback) or data directory. "
+        "Throughput: sender/receiver pairs of fake clients (real handshakes and frames), each "
+        "sender with up to 16 posts in flight, pairs split across the nodes; ops/s counts "
+        "`posted` replies. Latency: one pair, one op at a time. The leader commits every op to "
+        "JetStream (the commit round trip is *posted*); a client on the follower adds the hop "
+        "from its node to the leader and back, which is the cost of a second node. "
+        "Durability differs: the SQLite relay fsyncs every commit, while JetStream on one "
+        "server (R1, as here) does not fsync each write by default; a cluster relies on three "
+        "replicas instead (docs/deploy.md).", "",
+    ])
+
+
 def render(results: dict[str, Any], figures: Path) -> str:
     """The whole page; draws the plots into ``figures`` as a side effect."""
     runs = results["runs"]
@@ -314,7 +357,7 @@ def render(results: dict[str, Any], figures: Path) -> str:
     sections = [
         INTRO.format(machine=_machine(results["machine"]), minutes=minutes),
         side_by_side(runs, figures), daemon(runs), relay(runs, figures),
-        pairing_and_catchup(runs), hook(runs), scaling(runs, figures),
+        pairing_and_catchup(runs), hook(runs), scaling(runs, figures), nats_relay(runs),
         *(other(name, run) for name, run in runs.items() if name not in KNOWN_SECTIONS),
         "## Not measured yet\n\n" + not_measured(runs),
     ]
@@ -322,7 +365,7 @@ def render(results: dict[str, Any], figures: Path) -> str:
 
 
 KNOWN_SECTIONS = {"daemon", "latency", "peers", "relay_throughput", "pairing", "catchup",
-                  "hook", "scaling"}
+                  "hook", "scaling", "nats_relay"}
 
 
 def _flatten(value: Any, prefix: str = "") -> list[tuple[str, str]]:

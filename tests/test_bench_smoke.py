@@ -31,7 +31,8 @@ def test_quick_bench_writes_every_section_plot_and_figure(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr[-3000:]
     page = (tmp_path / "performance.md").read_text()
     for heading in ("## Side by side", "## Daemon", "## Relay throughput", "## Pairing", "## Hook",
-                    "### Members per room", "### Rooms per daemon", "### Connections per relay"):
+                    "### Members per room", "### Rooms per daemon", "### Connections per relay",
+                    "## Relay nodes on NATS JetStream"):
         assert heading in page, heading
     images = re.findall(r"!\[[^]]*\]\((performance/[^)]+\.png)\)", page)
     assert len(images) == 5, images
