@@ -297,6 +297,8 @@ class RelayLink:
         self._fed = 0  # frames fed to the machine since the processor last took its events
         self._input = trio.Event()  # set by the reader: the machine has new events
         self._taken = trio.Event()  # set by the processor each time it takes them
+        # One task at a time carries out the machine's events (see _after_input).
+        self._carrying_out = trio.Lock()
 
     def statistics(self) -> LinkStatus:
         """Where the link stands (connected, last error, outbox depth)."""
@@ -519,18 +521,25 @@ class RelayLink:
 
         A run of consecutive arrivals is committed in one transaction, then each is handed on
         and acknowledged, in order; the order relative to other events is kept.
+
+        The processor, the commands task, the timer and the connection loop all call this, and
+        the reader keeps feeding frames while they wait on the store. So the events are taken
+        and carried out under one (fair) lock: without it a second caller could take later ops
+        and commit them while the first still commits earlier ones, and the room actor, which
+        applies whatever follows its cursor, would step over the earlier ops for good.
         """
-        arrived: list[w.Op] = []
-        for event in self._m.events_received():
-            if isinstance(event, core.OpArrived):
-                arrived.append(event.op)
-                continue
+        async with self._carrying_out:
+            arrived: list[w.Op] = []
+            for event in self._m.events_received():
+                if isinstance(event, core.OpArrived):
+                    arrived.append(event.op)
+                    continue
+                if arrived:
+                    await self._arrived(arrived)
+                    arrived = []
+                await self._handle(event)
             if arrived:
                 await self._arrived(arrived)
-                arrived = []
-            await self._handle(event)
-        if arrived:
-            await self._arrived(arrived)
         self._send_wake.set()
         self._timer_kick.set()
 

@@ -309,3 +309,35 @@ async def test_ops_that_arrive_during_a_commit_share_the_next_one(
         assert [(h.at, h.frame.seq) for h in acks if isinstance(h.frame, w.Ack)] == [
             (started + 1.5, 1), (started + 3.0, 2), (started + 3.0, 3), (started + 3.0, 4),
         ]
+
+
+async def test_ops_stay_in_order_when_another_task_carries_out_events_during_a_commit(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A request made while a slow commit of op 1 runs must not commit ops 2 and 3 (which arrived
+    meanwhile) ahead of it: inbound commits run one after another and ops are handed on in seq
+    order (the room actor applies whatever follows its cursor, so a later op handed on first
+    would make it step over the earlier one for good)."""
+    relay = FakeRelay()
+    store_a, store_b = MemoryLinkStore(), MemoryLinkStore(inbound_delays=[2.0, 0.1])
+    async with (
+        run_link(relay, store_a, ALICE, device="dev-a") as a,
+        run_link(relay, store_b, ALICE, device="dev-b") as b,
+    ):
+        await next_event(a, LinkUp)
+        await next_event(b, LinkUp)
+        await create_room(a, ALICE, "room-1")
+        started = trio.current_time()
+        assert await post(a, "room-1", "op-1", b"one") == Queued("op-1")
+        await trio.sleep(0.5)  # op 1's commit at dev-b is under way
+        for n in (2, 3):
+            assert await post(a, "room-1", f"op-{n}", b"more") == Queued(f"op-{n}")
+        await trio.sleep(0.1)
+        assert isinstance(await ask(b, w.ListRooms(0)), w.RoomList)
+        arrived = [await next_event(b, InboundOp) for _ in range(3)]
+        assert [op.seq for op in arrived] == [1, 2, 3]
+        inbound = [(t, what) for t, what in store_b.commits if what.startswith("inbound")]
+        assert inbound == [
+            (started + 2.0, "inbound room-1 1"),
+            (started + 2.1, "inbound room-1 2, room-1 3"),
+        ]

@@ -150,8 +150,13 @@ class Row:
 class MemoryLinkStore:
     """An in-memory :class:`~crosstalk.actors.relay_link_store.LinkStore` with timed commits."""
 
-    def __init__(self, *, commit_delay: float = 0.0, pinned: dict[str, bytes] | None = None):
+    def __init__(
+        self, *, commit_delay: float = 0.0, pinned: dict[str, bytes] | None = None,
+        inbound_delays: Sequence[float] = (),
+    ) -> None:
         self.commit_delay = commit_delay
+        # Delays for the first inbound commits, in order (then commit_delay).
+        self.inbound_delays = list(inbound_delays)
         self.pins = dict(pinned or {})
         self.cursors: dict[str, int] = {}
         self.outbox: dict[str, Row] = {}
@@ -182,6 +187,8 @@ class MemoryLinkStore:
         return new
 
     async def commit_inbound_many(self, ops: Sequence[w.Op], received_at: float) -> None:
+        if self.inbound_delays:
+            await trio.sleep(self.inbound_delays.pop(0))
         await self._commit("inbound " + ", ".join(f"{op.room} {op.seq}" for op in ops))
         for op in ops:
             self.inbound.setdefault((op.room, op.op_id), op)
