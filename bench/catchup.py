@@ -4,7 +4,7 @@ Run: ``python -m bench.catchup [--ops N] [--facts N] [--json]``.
 
 *Missed ops*: N memory ops (adds, confirms, claims) sealed by another member, then, timed: open
 each seal and check its signature, decode it, and apply it through the memory applier into a real
-``state.db``, in transactions of 200 ops as the room actor does. Bytes: what the relay would
+``state.db``, in transactions of 200 ops inside the memory apply scope, as the room actor does. Bytes: what the relay would
 deliver (framed sealed bodies).
 
 *Snapshot*: a room with N facts (about 250 characters of varied words each). Timed on the
@@ -85,12 +85,14 @@ def missed_ops(count: int, workdir: Path) -> dict[str, float]:
     started = time.perf_counter()
     for first in range(0, count, BATCH):
         conn.execute("BEGIN")
-        for n in range(first, min(first + BATCH, count)):
-            epoch, sealed = unframe_body(bodies[n])
-            plaintext = crypto.open_op(KEY, sealed, sender_ed_pub=PEER.ed_pub, room_id=ROOM,
-                                       epoch=epoch, op_id=f"op{n}")
-            entry = Applied(ROOM, n + 1, f"op{n}", PEER.fingerprint, 0.0, decode_op(plaintext))
-            follower.applied(conn, entry)
+        with follower.batch(conn):  # the apply scope the room actor enters around each batch
+            for n in range(first, min(first + BATCH, count)):
+                epoch, sealed = unframe_body(bodies[n])
+                plaintext = crypto.open_op(KEY, sealed, sender_ed_pub=PEER.ed_pub, room_id=ROOM,
+                                           epoch=epoch, op_id=f"op{n}")
+                entry = Applied(ROOM, n + 1, f"op{n}", PEER.fingerprint, 0.0,
+                                decode_op(plaintext))
+                follower.applied(conn, entry)
         conn.execute("COMMIT")
     elapsed = time.perf_counter() - started
     assert m.cursor(conn, ROOM).last_seq == count

@@ -28,6 +28,7 @@ Every byte string that is hashed, signed or bound as associated data is built wi
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import struct
@@ -59,6 +60,7 @@ class BadSignature(OpenFailed):
     """A signature did not match the key of the sender it claims to come from. It was dropped."""
 
 
+@functools.lru_cache(maxsize=4096)  # every op opened computes its sender's: a few keys, often
 def fingerprint(ed25519_public: bytes) -> str:
     """First 64 bits of SHA-256 of an Ed25519 public key, shown ``xxxx-xxxx-xxxx-xxxx``."""
     digest = hashlib.sha256(ed25519_public).hexdigest()[:16]
