@@ -4,8 +4,8 @@ Run: ``python -m bench.catchup [--ops N] [--facts N] [--json]``.
 
 *Missed ops*: N memory ops (adds, confirms, claims) sealed by another member, then, timed: open
 each seal and check its signature, decode it, and apply it through the memory applier into a real
-``state.db``, in transactions of 200 ops inside the memory apply scope, as the room actor does. Bytes: what the relay would
-deliver (framed sealed bodies).
+``state.db``, in transactions of 200 ops inside the memory apply scope, as the room actor does.
+Bytes: what the relay would deliver (framed sealed bodies).
 
 *Snapshot*: a room with N facts (about 250 characters of varied words each). Timed on the
 sender: canonical bytes, compress, split, sign. Timed on the receiver: the pieces go through the

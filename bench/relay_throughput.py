@@ -4,7 +4,8 @@
     python -m bench.relay_throughput             # 2, 50 and 500 clients, 5,000 idle connections
 
 Each client posts 200-byte ops into its room with up to ``--window`` posts in flight (a new one
-as each ``posted`` comes back; ``--window 1`` is strict request/reply); every other member
+as each ``posted`` comes back; ``--window 1`` is strict request/reply, the pattern a daemon keeps
+per room, and the full run adds window-1 rows for 500 clients); every other member
 receives each op as a push and acknowledges every 64. "ops/s" counts ``posted`` replies
 (committed ops); "deliveries/s" counts pushed ops received. The ceiling is a trio-websocket echo
 server in its own process, driven the same way (200-byte messages, the same window, a new one as
@@ -274,8 +275,13 @@ async def _idle_memory(relay: RelayProcess, count: int) -> float:
 
 
 async def _bench(quick: bool, seconds: float, window: int) -> dict[str, object]:
-    # Quick sizes only walk every path (one room of two, several rooms of three, idle sockets).
-    loads = [(2, 2), (6, 3)] if quick else [(2, 2), (50, 2), (50, 20), (500, 2), (500, 20)]
+    # (clients, room size, posts in flight per client). Quick sizes only walk every path (one
+    # room of two, several rooms of three, idle sockets). The window-1 rows are the pattern a
+    # daemon's link keeps (one post in flight per room); deeper windows load the relay harder.
+    loads = [(2, 2, window), (6, 3, 1)] if quick else [
+        (2, 2, window), (50, 2, window), (50, 20, window), (500, 2, window), (500, 20, window),
+        (500, 2, 1), (500, 20, 1),
+    ]
     idle = 20 if quick else 5000
     warm_up = 0.2 if quick else 1.0
     results: dict[str, object] = {
@@ -283,31 +289,32 @@ async def _bench(quick: bool, seconds: float, window: int) -> dict[str, object]:
         "load_avg_1m_at_start": round(os.getloadavg()[0], 2), "runs": [],
     }
     echo_proc, echo_port = _start_echo()
-    echo: dict[int, float] = {}
+    echo: dict[tuple[int, int], float] = {}
     try:
-        for clients in sorted({c for c, _ in loads}):
-            progress(f"echo ceiling, {clients} clients")
-            echo[clients] = await _echo_rate(echo_port, clients, seconds, window, warm_up)
+        for clients, depth in sorted({(c, d) for c, _, d in loads}):
+            progress(f"echo ceiling, {clients} clients, {depth} in flight each")
+            echo[clients, depth] = await _echo_rate(echo_port, clients, seconds, depth, warm_up)
     finally:
         echo_proc.send_signal(signal.SIGTERM)
         echo_proc.wait(timeout=10)
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
-        for clients, room_size in loads:
-            relay = RelayProcess(base / f"data-{clients}-{room_size}", base / "relay.stderr",
-                                 "--op-rate", "1000000")
+        for clients, room_size, depth in loads:
+            relay = RelayProcess(base / f"data-{clients}-{room_size}-{depth}",
+                                 base / "relay.stderr", "--op-rate", "1000000")
             relay.start()
             try:
-                progress(f"relay, {clients} clients in rooms of {room_size}")
+                progress(f"relay, {clients} clients in rooms of {room_size}, {depth} in flight")
                 ops, deliveries = await _relay_rate(
-                    relay.port, clients, room_size, seconds, window, warm_up
+                    relay.port, clients, room_size, seconds, depth, warm_up
                 )
             finally:
                 relay.kill(signal.SIGTERM)
+            ceiling = echo[clients, depth]
             run = {
-                "clients": clients, "room_size": room_size, "ops_per_s": round(ops),
-                "deliveries_per_s": round(deliveries), "echo_rt_per_s": round(echo[clients]),
-                "ops_vs_echo": round(ops / echo[clients], 2),
+                "clients": clients, "room_size": room_size, "window": depth,
+                "ops_per_s": round(ops), "deliveries_per_s": round(deliveries),
+                "echo_rt_per_s": round(ceiling), "ops_vs_echo": round(ops / ceiling, 2),
             }
             print(json.dumps(run), file=sys.stderr, flush=True)
             results["runs"].append(run)  # type: ignore[attr-defined]
