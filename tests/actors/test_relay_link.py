@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import trio
 import trio.testing
 
@@ -51,6 +54,22 @@ async def create_room(running: Running, keys: crypto.Keys, room: str) -> None:
 
 def restarts(running: Running) -> int:
     return running.supervisor.statistics()[0].restarts
+
+
+@asynccontextmanager
+async def two_devices(
+    store_b: MemoryLinkStore,
+) -> AsyncIterator[tuple[FakeRelay, Running, Running]]:
+    """ALICE's devices dev-a and dev-b (with ``store_b``) up on one fake relay, in room-1."""
+    relay = FakeRelay()
+    async with (
+        run_link(relay, MemoryLinkStore(), ALICE, device="dev-a") as a,
+        run_link(relay, store_b, ALICE, device="dev-b") as b,
+    ):
+        await next_event(a, LinkUp)
+        await next_event(b, LinkUp)
+        await create_room(a, ALICE, "room-1")
+        yield relay, a, b
 
 
 async def test_link_authenticates_and_pins_the_relay_key_on_first_use(
@@ -130,15 +149,8 @@ async def test_an_inbound_op_is_acknowledged_only_after_its_commit(
 ) -> None:
     """The relay hears the ack at the instant the commit finished, never before; resume then
     carries the committed cursor."""
-    relay = FakeRelay()
-    store_a, store_b = MemoryLinkStore(), MemoryLinkStore(commit_delay=1.5)
-    async with (
-        run_link(relay, store_a, ALICE, device="dev-a") as a,
-        run_link(relay, store_b, ALICE, device="dev-b") as b,
-    ):
-        await next_event(a, LinkUp)
-        await next_event(b, LinkUp)
-        await create_room(a, ALICE, "room-1")
+    store_b = MemoryLinkStore(commit_delay=1.5)
+    async with two_devices(store_b) as (relay, a, b):
         started = trio.current_time()
         assert await post(a, "room-1", "op-1", b"sealed") == Queued("op-1")
         op = await next_event(b, InboundOp)
@@ -283,15 +295,8 @@ async def test_ops_that_arrive_during_a_commit_share_the_next_one(
 ) -> None:
     """Group commit: three ops pushed while the first one's commit runs are committed together
     in one transaction, and each is acknowledged at the instant that commit finished."""
-    relay = FakeRelay()
-    store_a, store_b = MemoryLinkStore(), MemoryLinkStore(commit_delay=1.5)
-    async with (
-        run_link(relay, store_a, ALICE, device="dev-a") as a,
-        run_link(relay, store_b, ALICE, device="dev-b") as b,
-    ):
-        await next_event(a, LinkUp)
-        await next_event(b, LinkUp)
-        await create_room(a, ALICE, "room-1")
+    store_b = MemoryLinkStore(commit_delay=1.5)
+    async with two_devices(store_b) as (relay, a, b):
         started = trio.current_time()
         assert await post(a, "room-1", "op-1", b"one") == Queued("op-1")
         await trio.sleep(0.5)  # the scenario: the others come while op-1's commit runs
@@ -318,15 +323,8 @@ async def test_ops_stay_in_order_when_another_task_carries_out_events_during_a_c
     meanwhile) ahead of it: inbound commits run one after another and ops are handed on in seq
     order (the room actor applies whatever follows its cursor, so a later op handed on first
     would make it step over the earlier one for good)."""
-    relay = FakeRelay()
-    store_a, store_b = MemoryLinkStore(), MemoryLinkStore(inbound_delays=[2.0, 0.1])
-    async with (
-        run_link(relay, store_a, ALICE, device="dev-a") as a,
-        run_link(relay, store_b, ALICE, device="dev-b") as b,
-    ):
-        await next_event(a, LinkUp)
-        await next_event(b, LinkUp)
-        await create_room(a, ALICE, "room-1")
+    store_b = MemoryLinkStore(inbound_delays=[2.0, 0.1])
+    async with two_devices(store_b) as (_, a, b):
         started = trio.current_time()
         assert await post(a, "room-1", "op-1", b"one") == Queued("op-1")
         await trio.sleep(0.5)  # op 1's commit at dev-b is under way
