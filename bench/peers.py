@@ -145,12 +145,16 @@ def nats_core(binary: str, count: int, burst: int) -> dict[str, Any]:
 
 
 def _python_312() -> str | None:
-    for name in ("python3.13", "python3.12"):
-        found = shutil.which(name)
-        if found:
-            return found
+    """A Python ≥ 3.12 that runs. A name on PATH may be a pyenv shim for a version that is
+    installed but not selected, which exits with an error, so each candidate is tried."""
+    found = [shutil.which(name) for name in ("python3.13", "python3.12")]
     pyenv = sorted(glob.glob(str(Path.home() / ".pyenv/versions/3.1[2-9]*/bin/python")))
-    return pyenv[-1] if pyenv else None
+    for candidate in [*(f for f in found if f), *reversed(pyenv)]:
+        probe = subprocess.run([candidate, "-c", "import sys; print(sys.version_info >= (3, 12))"],
+                               capture_output=True, text=True, timeout=60)
+        if probe.returncode == 0 and probe.stdout.strip() == "True":
+            return candidate
+    return None
 
 
 def crosschat_python(create: bool) -> tuple[str | None, str]:
