@@ -18,7 +18,8 @@ in the same run on the same machine: the machines we run on are shared and noisy
 ratios travel. Machine for the figures below: {machine}.
 
 Reproduce everything: `python -m bench` (or `bench/run`) regenerates this page, the plots in
-`docs/performance/` and the raw figures in `docs/performance/results.json`; {minutes}.
+`docs/performance/` and the raw figures in `docs/performance/results.json`;
+{minutes}.
 `python -m bench --quick --out /tmp/perf` is the smoke run (tests/test_bench_smoke.py; about thirty
 seconds, tiny sizes). Needs the `bench` extra (`pip install -e '.[bench]'`) and `nats-server`
 (`apt-get install -y nats-server`). crosschat needs Python ≥ 3.12 while crosstalk runs on 3.11:
@@ -188,11 +189,10 @@ def relay(runs: dict[str, Any], figures: Path) -> str:
         "raw trio-websocket echo server the same way, with the same window.",
         "- A daemon's relay link keeps one post in flight per room, so the rows with 1 in "
         "flight are the pattern real clients make; the deeper windows are an overload test. "
-        "All clients run in one process beside the relay: at 500 clients in rooms of 20 with "
-        "16 in flight each (8,000 posts outstanding, 19 pushes per op) throughput collapses "
-        "far below the window-1 figure, with neither process saturating a core; the cause is "
-        "not yet understood (queueing between the relay's per-connection outboxes and the "
-        "clients' readers is the suspect).", nats_line,
+        "Timing starts once every client has had its first window confirmed (the opening burst "
+        "of 500 clients 16 deep in rooms of 20 is 150,000 pushes), then a warm-up. All clients "
+        "run in one process beside the relay, and at 500 clients both processes keep a core "
+        "busy, so those rows are bounded by the client side as much as by the relay.", nats_line,
         f"- Memory per idle authenticated connection: {r['kib_per_idle_connection']} KiB "
         f"(relay RSS growth over {r['idle_connections']:,} connections).", "",
         "![relay throughput](performance/relay_throughput.png)", "",
