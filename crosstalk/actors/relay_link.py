@@ -529,17 +529,27 @@ class RelayLink:
         applies whatever follows its cursor, would step over the earlier ops for good.
         """
         async with self._carrying_out:
-            arrived: list[w.Op] = []
-            for event in self._m.events_received():
-                if isinstance(event, core.OpArrived):
-                    arrived.append(event.op)
-                    continue
-                if arrived:
-                    await self._arrived(arrived)
-                    arrived = []
-                await self._handle(event)
-            if arrived:
-                await self._arrived(arrived)
+            events = self._m.events_received()
+            done = 0  # events[:done] are carried out
+            try:
+                while done < len(events):
+                    arrived: list[w.Op] = []  # the run of arrivals from here: one commit
+                    for event in events[done:]:
+                        if not isinstance(event, core.OpArrived):
+                            break
+                        arrived.append(event.op)
+                    if arrived:
+                        await self._arrived(arrived)
+                        done += len(arrived)
+                    else:
+                        await self._handle(events[done])
+                        done += 1
+            except BaseException:
+                # Cancelled (the connection ended under us) or failed part-way: the rest goes
+                # back to the machine, first in line, for the next caller. Dropping taken ops
+                # here would let later ones be committed first and the earlier ones be skipped.
+                self._m.events_returned(events[done:])
+                raise
         self._send_wake.set()
         self._timer_kick.set()
 

@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import NoReturn
 
 import attrs
@@ -340,6 +340,14 @@ class LinkMachine:
         """Drain what happened, in order."""
         events, self._events = self._events, []
         return events
+
+    def events_returned(self, events: Sequence[LinkEvent]) -> None:
+        """Put back drained events the shell could not carry out, ahead of any newer ones.
+
+        The shell's handling of every event is idempotent, so an event it was half-way through
+        is simply carried out again by the next drain.
+        """
+        self._events[:0] = events
 
     def next_deadline(self) -> float:
         """When :meth:`tick` next has work: a request deadline or a paused room (or inf)."""

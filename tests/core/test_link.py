@@ -259,6 +259,21 @@ def test_an_op_is_acknowledged_only_after_it_is_committed() -> None:
     assert m.cursors == {"r1": 3}
 
 
+def test_returned_events_come_back_first_and_in_order() -> None:
+    """Events the shell could not carry out are drained again ahead of those that came since."""
+    m = machine(cursors={"r1": 2})
+    to_ready(m)
+    m.events_received()
+    ops = [w.Op("r1", seq, "aaaa-bbbb-cccc-dddd", f"o{seq}", b"x", 1.0) for seq in (3, 4, 5)]
+    for op in ops[:2]:
+        m.frame_received(relay_says(op), 0.0)
+    taken = m.events_received()
+    m.frame_received(relay_says(ops[2]), 0.0)
+    m.events_returned(taken)
+    assert m.events_received() == [OpArrived(op) for op in ops]
+    assert m.events_received() == []
+
+
 def test_an_op_at_or_below_the_cursor_is_acknowledged_again_and_not_reported() -> None:
     """Re-delivery of a committed op acks it at once and emits nothing."""
     m = machine(cursors={"r1": 5})
