@@ -548,7 +548,11 @@ class RelayLink:
                 # Cancelled (the connection ended under us) or failed part-way: the rest goes
                 # back to the machine, first in line, for the next caller. Dropping taken ops
                 # here would let later ones be committed first and the earlier ones be skipped.
-                self._m.events_returned(events[done:])
+                # A key seen in a handshake belongs to that connection (the next handshake
+                # shows it again), and pinning it out of turn would fault the machine.
+                self._m.events_returned(
+                    [e for e in events[done:] if not isinstance(e, core.RelayKeySeen)]
+                )
                 raise
         self._send_wake.set()
         self._timer_kick.set()
