@@ -183,9 +183,6 @@ def main() -> None:
     progress = Progress()
     results["runs"].update(run_all(chosen, args.quick, progress))
     results["wall_s"] = round(time.monotonic() - progress.started, 1)
-    # What a full run costs: the benchmarks' own times added up (with --only, the figures kept
-    # from earlier runs count with the times they took then).
-    results["bench_s"] = round(sum(float(r.get("wall_s", 0)) for r in results["runs"].values()), 1)
     write(results, args.out)
     progress.say(f"wrote {args.out / 'performance.md'}")
     if any("error" in r for r in results["runs"].values()):

@@ -36,7 +36,7 @@ def latency_cdf(series: list[tuple[str, list[float]]], path: Path) -> None:
 def relay_bars(runs: list[dict[str, Any]], path: Path) -> None:
     """Relay ops/s against the echo ceiling, one pair of bars per load."""
     fig, ax = plt.subplots(figsize=(9, 4))
-    labels = [f"{r['clients']} clients\nrooms of {r['room_size']}\n{r.get('window', '')} in flight"
+    labels = [f"{r['clients']} clients\nrooms of {r['room_size']}\n{r['window']} in flight"
               for r in runs]
     xs = range(len(runs))
     ax.bar([x - 0.2 for x in xs], [r["echo_rt_per_s"] for r in runs], 0.4,

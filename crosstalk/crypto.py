@@ -60,7 +60,7 @@ class BadSignature(OpenFailed):
     """A signature did not match the key of the sender it claims to come from. It was dropped."""
 
 
-@functools.lru_cache(maxsize=4096)  # every op opened computes its sender's: a few keys, often
+@functools.lru_cache(maxsize=4096)  # opening any op computes its sender's; senders are few
 def fingerprint(ed25519_public: bytes) -> str:
     """First 64 bits of SHA-256 of an Ed25519 public key, shown ``xxxx-xxxx-xxxx-xxxx``."""
     digest = hashlib.sha256(ed25519_public).hexdigest()[:16]

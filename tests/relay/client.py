@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import trio
@@ -131,22 +131,17 @@ async def open_ws(
                     await ws.aclose()
                 nursery.cancel_scope.cancel()
     except* LocalProtocolError as group:
-        if not all(_pong_while_closing(exc) for exc in _leaves(group)):
+        if group.subgroup(_not_a_late_pong) is not None:
             raise
     finally:
         await stream.aclose()
 
 
-def _leaves(exc: BaseException) -> Iterator[BaseException]:
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            yield from _leaves(inner)
-    else:
-        yield exc
-
-
-def _pong_while_closing(exc: BaseException) -> bool:
-    return "Pong" in str(exc) and "LOCAL_CLOSING" in str(exc)
+def _not_a_late_pong(exc: BaseException) -> bool:
+    """For ``subgroup``: a leaf error other than the pong refused while closing (False for a
+    nested group, so that ``subgroup`` looks inside it)."""
+    late_pong = "Pong" in str(exc) and "LOCAL_CLOSING" in str(exc)
+    return isinstance(exc, LocalProtocolError) and not late_pong
 
 
 @asynccontextmanager
