@@ -160,6 +160,17 @@ _V2 = (
 
 _V6 = ("ALTER TABLE sessions ADD COLUMN transcript_path TEXT",)
 
+# Version 7: membership follows the relay's roster (crosstalk/features/membership/). A member who
+# left or was removed stays as a `gone` row, so the ops they signed before going still verify;
+# `named` says where a member's label came from (0: a placeholder, 1: whoever added them, 2: the
+# member themselves); a room we were removed from keeps who removed us and when.
+_V7 = (
+    "ALTER TABLE room_members ADD COLUMN gone INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE room_members ADD COLUMN named INTEGER NOT NULL DEFAULT 1",
+    "ALTER TABLE rooms ADD COLUMN removed_by TEXT",
+    "ALTER TABLE rooms ADD COLUMN removed_at REAL",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "relay link cursors and inbound ops", _V2),
@@ -168,6 +179,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "messages: sessions, delivery states, slices", schema_messages.STATEMENTS),
     # Sessions remember their client's transcript (from the hook), for `--slice turns`.
     Migration(6, "sessions: transcript path", _V6),
+    Migration(7, "membership: gone members, label sources, removed rooms", _V7),
 )
 LATEST_VERSION = len(MIGRATIONS)
 
