@@ -119,7 +119,10 @@ def test_steps_out_of_order_are_a_bug(conn: sqlite3.Connection) -> None:
 def test_v1_schema_checks_key_sizes(conn: sqlite3.Connection) -> None:
     """The version-1 tables refuse a room key that is not 32 bytes."""
     migrate(conn)
-    conn.execute("INSERT INTO rooms VALUES ('r1', 'room', 'shared', 'joined', 0, 0.0)")
+    conn.execute(
+        "INSERT INTO rooms (room_id, name, kind, state, epoch, created_at) "
+        "VALUES ('r1', 'room', 'shared', 'joined', 0, 0.0)"
+    )
     conn.execute("INSERT INTO room_keys VALUES ('r1', 0, ?)", (bytes(32),))
     with pytest.raises(sqlite3.IntegrityError):
         conn.execute("INSERT INTO room_keys VALUES ('r1', 1, ?)", (bytes(31),))
