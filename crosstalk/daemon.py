@@ -27,7 +27,14 @@ import trio
 from crosstalk import crypto
 from crosstalk.actors.control import ControlServer, OpTable
 from crosstalk.actors.relay_client import RelayClient
-from crosstalk.actors.relay_link import LinkCommand, LinkStatus, LinkTimings, RelayLink
+from crosstalk.actors.relay_link import (
+    Connector,
+    LinkCommand,
+    LinkStatus,
+    LinkTimings,
+    RelayLink,
+    open_relay_socket,
+)
 from crosstalk.actors.relay_link_store import device_id
 from crosstalk.actors.room import (
     Applied,
@@ -77,8 +84,19 @@ def default_label() -> str:
 class Daemon:
     """The running daemon's state and the handles its ops use."""
 
-    def __init__(self, home: Home, store: Store, supervisor: Supervisor, heartbeat: float) -> None:
+    def __init__(
+        self,
+        home: Home,
+        store: Store,
+        supervisor: Supervisor,
+        heartbeat: float,
+        *,
+        connect: Connector | None = None,
+    ) -> None:
         self.home = home
+        # How the relay link opens its socket; the simulation (tests/sim) passes an in-memory
+        # relay, and then no local relay process is started either.
+        self._connect = connect
         self.store = store
         self.supervisor = supervisor
         self.heartbeat = heartbeat
@@ -191,7 +209,7 @@ class Daemon:
     async def _start_link(self, keys: crypto.Keys) -> None:
         assert self.router is not None
         url = configured_relay(await self.store.read(_saved_relay))
-        if is_local_default(url):
+        if is_local_default(url) and self._connect is None:
             await trio.to_thread.run_sync(ensure_local_relay)
         link = RelayLink(
             url=url,
@@ -200,6 +218,7 @@ class Daemon:
             store=self.store,
             events=self.router.clone(),
             timings=self.timings,
+            connect=self._connect or open_relay_socket,
         )
         inbox: trio.MemorySendChannel[LinkCommand] = await self.supervisor.start_actor(
             "relay_link", link
@@ -288,6 +307,7 @@ async def run_daemon(
     heartbeat: float,
     register_ops: Callable[[OpTable, Daemon], None],
     on_ready: Callable[[], None] = lambda: None,
+    connect: Connector | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run the daemon until SIGTERM/SIGINT or cancellation.
@@ -302,7 +322,7 @@ async def run_daemon(
         async with trio.open_nursery() as nursery:
             supervisor = Supervisor(heartbeat=heartbeat)
             await nursery.start(supervisor.run)
-            daemon = Daemon(home, store, supervisor, heartbeat)
+            daemon = Daemon(home, store, supervisor, heartbeat, connect=connect)
             ops = OpTable()
             register_ops(ops, daemon)
             await daemon.start()

@@ -46,3 +46,9 @@ def test_actors_are_not_imported_by_cores() -> None:
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module:
                 assert not node.module.startswith("crosstalk.actors"), path
+
+
+def test_sim_hooks_is_a_leaf() -> None:
+    """``crosstalk/sim_hooks.py`` imports nothing, so every layer (cores too) may call it."""
+    path = ROOT / "crosstalk" / "sim_hooks.py"
+    assert _imported_top_levels(path) <= {"__future__", "collections"}

@@ -21,13 +21,14 @@ from __future__ import annotations
 import inspect
 import os
 import sqlite3
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import trio
 
+from crosstalk import sim_hooks
 from crosstalk.errors import DamagedState, LocalProtocolError, StorageFull
 from crosstalk.store.files import PRIVATE_FILE_MODE, damaged
 from crosstalk.store.migrations import LATEST_VERSION, migrate, newer_than_known
@@ -37,6 +38,11 @@ R = TypeVar("R")
 SQLITE_MAGIC = b"SQLite format 3\x00"
 SQLITE_HEADER_SIZE = 100
 BUSY_TIMEOUT_S = 10.0
+
+# How a blocking SQLite call is run: ``run_sync(fn, *args, limiter=...)``. Production uses a worker
+# thread; the deterministic simulation (tests/sim) passes an inline runner, because a thread's
+# completion order is wall-clock dependent and lets the mock clock jump while it runs.
+RunSync = Callable[..., Awaitable[Any]]
 
 
 def _side_files(path: Path) -> tuple[Path, Path]:
@@ -198,18 +204,26 @@ class Store:
     """
 
     def __init__(
-        self, conn: sqlite3.Connection, path: Path, reader: sqlite3.Connection | None = None
+        self,
+        conn: sqlite3.Connection,
+        path: Path,
+        reader: sqlite3.Connection | None = None,
+        *,
+        run_sync: RunSync = trio.to_thread.run_sync,
     ) -> None:
         self._conn: sqlite3.Connection | None = conn
         self.path = path
+        self._run_sync = run_sync
         self._limiter = trio.CapacityLimiter(1)
         # Without a reader connection, reads share the writer's connection and limiter.
         self._reader: sqlite3.Connection | None = reader
         self._read_limiter = trio.CapacityLimiter(1) if reader is not None else self._limiter
 
     @classmethod
-    async def open(cls, path: Path) -> Store:
+    async def open(cls, path: Path, *, run_sync: RunSync = trio.to_thread.run_sync) -> Store:
         """Check, open and migrate ``path``; refuse a damaged or too-new file without writing it.
+
+        ``run_sync`` runs each blocking SQLite call (a worker thread unless a test says otherwise).
 
         Raises:
             DamagedState: the file does not parse or is newer than this code.
@@ -224,8 +238,8 @@ class Store:
                 conn.close()
                 raise
 
-        conn, reader = await trio.to_thread.run_sync(opening)
-        return cls(conn, path, reader)
+        conn, reader = await run_sync(opening)
+        return cls(conn, path, reader, run_sync=run_sync)
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -246,7 +260,11 @@ class Store:
         """
         conn = self._connection()
         try:
-            return await trio.to_thread.run_sync(_run_write, conn, fn, limiter=self._limiter)
+            result: R = await self._run_sync(_run_write, conn, fn, limiter=self._limiter)
+            if sim_hooks.buggify("store.after_commit"):
+                # Only in the simulation: the process may die after COMMIT, before anyone hears.
+                await sim_hooks.fire("store.after_commit")
+            return result
         except sqlite3.OperationalError as exc:
             if "full" not in str(exc) and "I/O" not in str(exc):
                 raise
@@ -265,7 +283,8 @@ class Store:
         """
         conn = self._connection()
         reader = self._reader if self._reader is not None else conn
-        return await trio.to_thread.run_sync(_run_read, reader, fn, limiter=self._read_limiter)
+        result: R = await self._run_sync(_run_read, reader, fn, limiter=self._read_limiter)
+        return result
 
     async def close(self) -> None:
         """Close the connection once any running transaction has finished. Idempotent."""
@@ -276,8 +295,8 @@ class Store:
         # Shielded: the connections must be closed even if our caller is being cancelled.
         with trio.CancelScope(shield=True):
             if reader is not None:
-                await trio.to_thread.run_sync(reader.close, limiter=self._read_limiter)
-            await trio.to_thread.run_sync(conn.close, limiter=self._limiter)
+                await self._run_sync(reader.close, limiter=self._read_limiter)
+            await self._run_sync(conn.close, limiter=self._limiter)
 
 
 @asynccontextmanager
