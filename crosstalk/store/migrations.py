@@ -180,6 +180,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     # Sessions remember their client's transcript (from the hook), for `--slice turns`.
     Migration(6, "sessions: transcript path", _V6),
     Migration(7, "membership: gone members, label sources, removed rooms", _V7),
+    # Refused posts keep the relay's reason; notices are withdrawn once their message is read.
+    Migration(8, "messages: refused posts, withdrawn notices", schema_messages.STATEMENTS_V8),
 )
 LATEST_VERSION = len(MIGRATIONS)
 

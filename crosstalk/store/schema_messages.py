@@ -3,6 +3,11 @@
 ``sent_messages`` records each message we sent and the furthest delivery state any recipient
 reported (``delivered``: their daemon committed it; ``read``: an agent read it). ``queued`` and
 ``sent`` come from the outbox.
+
+Migration step 8 adds ``refused_ops`` (a post the relay will never take: the outbox row goes, the
+relay's code and sentence stay, so ``sent`` can say ``refused`` and why) and
+``notices.withdrawn_at`` (the message was read, answered or its ask ended: the notice about it
+no longer surfaces or shows).
 """
 
 from __future__ import annotations
@@ -17,4 +22,15 @@ STATEMENTS: tuple[str, ...] = (
         chars INTEGER NOT NULL DEFAULT 0,
         created_at REAL NOT NULL
     )""",
+)
+
+STATEMENTS_V8: tuple[str, ...] = (
+    """CREATE TABLE refused_ops (
+        op_id TEXT PRIMARY KEY,
+        room_id TEXT NOT NULL,
+        code TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        refused_at REAL NOT NULL
+    )""",
+    "ALTER TABLE notices ADD COLUMN withdrawn_at REAL",
 )
