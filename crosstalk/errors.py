@@ -194,3 +194,24 @@ class StorageFull(CrosstalkError):
     """The state directory's disk is full (or failing); nothing was stored or acknowledged."""
 
     code = "storage_full"
+
+
+class InvalidSlice(CrosstalkError):
+    """A ``--slice`` spec was refused before anything ran: an option where a revision or path goes,
+    a revision that does not exist, or a path outside the project."""
+
+    code = "invalid_slice"
+
+
+class CredentialRefused(CrosstalkError):
+    """A slice would have carried a credential (a key file, a token, a git config); it was not
+    attached. The sentence says which file or pattern."""
+
+    code = "credential_refused"
+
+
+class UnknownMessage(CrosstalkError):
+    """No message here has that id (or id prefix), or it is not what the command needs: ``answer``
+    takes only a question someone asked you, ``--reply-to`` only a message this home has seen."""
+
+    code = "unknown_message"

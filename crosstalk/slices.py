@@ -11,39 +11,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import subprocess
 from pathlib import Path
 
-from crosstalk.errors import Refused, UsageError
+from crosstalk.credentials import credential_content, credential_name
+from crosstalk.errors import CredentialRefused, InvalidSlice, Refused, UsageError
 from crosstalk.wire.room_ops import MAX_SLICE, Slice
 
-_SECRET_NAMES = {
-    ".env",
-    ".netrc",
-    ".npmrc",
-    ".pypirc",
-    ".git-credentials",
-    "credentials",
-    "id_rsa",
-    "id_dsa",
-    "id_ecdsa",
-    "id_ed25519",
-    "known_hosts",
-    "authorized_keys",
-    ".htpasswd",
-}
-_SECRET_SUFFIXES = (".pem", ".key", ".p12", ".pfx", ".jks", ".keystore", ".kdbx", ".asc", ".gpg")
-_SECRET_DIRS = {".ssh", ".aws", ".gnupg", ".kube", ".docker", ".azure", ".gcloud", ".crosstalk"}
+_REVISION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./~^@{}+-]*")
+_RANGE = re.compile(r"\.\.\.?")
+_DIFF_FILE = re.compile(r"^diff --git a/(.*) b/(.*)$", re.MULTILINE)
 
 
 def is_credential(path: Path) -> bool:
     """Whether ``path`` looks like a secret: key files, env files, credential folders."""
-    name = path.name.lower()
-    if name in _SECRET_NAMES or name.startswith(".env.") or name.endswith(_SECRET_SUFFIXES):
-        return True
-    if name.startswith(("id_rsa", "id_ed25519", "id_ecdsa")):
-        return True
-    return any(part.lower() in _SECRET_DIRS for part in path.parts)
+    return credential_name(path) is not None
 
 
 def project_root(cwd: Path) -> Path:
@@ -71,26 +54,113 @@ def _cap(kind: str, label: str, content: str) -> Slice:
     return Slice(kind, label, text, hashlib.sha256(text.encode()).hexdigest(), truncated)
 
 
-def _file(spec: str, root: Path) -> Slice:
+def _refuse_secrets(what: str, path: Path | None, content: str) -> None:
+    reason = (credential_name(path) if path is not None else None) or credential_content(content)
+    if reason is not None:
+        raise CredentialRefused(f"{what} was not attached: {reason}.")
+
+
+def _inside(spec: str, root: Path) -> Path:
+    """``spec`` as a path relative to ``root``, refusing anything that resolves outside it."""
     path = (root / spec).resolve()
     if not path.is_relative_to(root):
         raise Refused(f"{spec} is outside the project ({root}); only project files can be sliced.")
-    if is_credential(path.relative_to(root)) or is_credential(Path(path.name)):
-        raise Refused(f"{spec} looks like a credential file; it was not attached.")
+    return path
+
+
+def _file(spec: str, root: Path) -> Slice:
+    path = _inside(spec, root)
+    for named in (path.relative_to(root), Path(spec), Path(path.name)):
+        if (reason := credential_name(named)) is not None:
+            raise CredentialRefused(f"{spec} was not attached: {reason}.")
     if not path.is_file():
         raise UsageError(f"There is no file {spec} in the project.")
-    return _cap("file", str(path.relative_to(root)), path.read_text(errors="replace"))
+    content = path.read_text(errors="replace")
+    _refuse_secrets(spec, None, content)
+    return _cap("file", str(path.relative_to(root)), content)
 
 
-def _diff(ref: str | None, root: Path) -> Slice:
-    args = ["git", "-C", str(root), "diff", "--no-color", "--no-ext-diff"] + ([ref] if ref else [])
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``git`` in ``root`` with pathspecs taken literally; callers put user text after ``--``."""
+    argv = ["git", "-C", str(root), "--literal-pathspecs", *args]
     try:
-        out = subprocess.run(args, capture_output=True, text=True, timeout=30, check=False)
+        return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise UsageError(f"git diff failed: {exc}") from None
+        raise UsageError(f"git {args[0]} failed: {exc}") from None
+
+
+def _is_revision(word: str, root: Path) -> bool:
+    """Whether ``word`` names a commit, or a range ``A..B`` / ``A...B`` (a side may be empty)."""
+    sides = _RANGE.split(word, maxsplit=1)
+    if len(sides) == 2 and not any(sides):
+        return False
+    for side in sides:
+        if not side:
+            continue
+        if not _REVISION.fullmatch(side):
+            return False
+        found = _git(
+            root, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{side}^{{commit}}"
+        )
+        if found.returncode != 0:
+            return False
+    return True
+
+
+def parse_diff_spec(spec: str, root: Path) -> tuple[list[str], list[str]]:
+    """Split a ``diff:`` argument into revisions and project paths, refusing anything else.
+
+    Words are separated by spaces. A word that starts with ``-`` is refused before git sees it
+    (``--output=FILE`` would truncate a file), as is one with control characters; a word that is
+    not a commit or range must be a path inside the project, and not a credential file.
+    """
+    revisions: list[str] = []
+    paths: list[str] = []
+    for word in spec.split():
+        if word.startswith("-") or any(ord(ch) < 32 or ord(ch) == 127 for ch in word):
+            raise InvalidSlice(
+                f"diff:{spec} was refused: {word!r} is not a revision or a path "
+                "(a diff slice takes revisions like HEAD~2 or main..topic, and project paths)."
+            )
+        if not paths and _is_revision(word, root):
+            revisions.append(word)
+            continue
+        try:
+            path = _inside(word, root)
+        except Refused:
+            raise InvalidSlice(
+                f"diff:{spec} was refused: {word} is neither a revision nor a project path."
+            ) from None
+        relative = path.relative_to(root)
+        if (reason := credential_name(relative)) is not None:
+            raise CredentialRefused(f"diff of {word} was not attached: {reason}.")
+        paths.append(str(relative) if relative.parts else ".")
+    return revisions, paths
+
+
+def _diff(spec: str | None, root: Path) -> Slice:
+    revisions, paths = parse_diff_spec(spec or "", root)
+    out = _git(
+        root,
+        "diff",
+        "--no-color",
+        "--no-ext-diff",
+        "--no-textconv",
+        "--end-of-options",
+        *revisions,
+        "--",
+        *paths,
+    )
     if out.returncode != 0:
         raise UsageError(f"git diff failed: {out.stderr.strip() or 'not a git repository'}")
-    return _cap("diff", f"diff {ref}" if ref else "diff", out.stdout)
+    for left, right in _DIFF_FILE.findall(out.stdout):
+        for name in (left, right):
+            if (reason := credential_name(Path(name))) is not None:
+                raise CredentialRefused(
+                    f"the diff was not attached: it touches {name}, and {reason}."
+                )
+    _refuse_secrets("the diff", None, out.stdout)
+    return _cap("diff", f"diff {spec}" if spec else "diff", out.stdout)
 
 
 def needs_transcript(specs: list[str]) -> bool:
@@ -118,7 +188,9 @@ def _turns(count: int, transcript: str | None) -> Slice:
             continue
         if isinstance(entry, dict) and entry.get("type") in {"user", "assistant"}:
             turns.append(json.dumps(entry.get("message", entry), ensure_ascii=False))
-    return _cap("turns", f"last {count} turns", "\n".join(turns[-count:]))
+    content = "\n".join(turns[-count:])
+    _refuse_secrets(f"the last {count} turns", None, content)
+    return _cap("turns", f"last {count} turns", content)
 
 
 def build_slice(spec: str, *, cwd: Path, transcript: str | None = None) -> Slice:
