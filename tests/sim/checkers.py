@@ -1,0 +1,245 @@
+"""The invariants, checked against the relay's own order of events (its committed writes).
+
+Ground truth: every join, drop and post the relay committed, in commit order (``SimRelay.truth``).
+A member's *interval* in a room runs from a join step to the next drop step. Each checker is
+linear in the history; each names the invariant of issue #18 it guards:
+
+1. ``delivery``: a message posted while M was a member reaches M's store, and M's reader gets
+   it exactly once after dropping duplicates by id: ``read_lost`` when no read that reached the
+   reader handed it out, ``read_dup`` when a read hands out again what the reader acknowledged.
+   Checked for members still in the room at the end (leaving deletes the evidence).
+2. ``claims``: per task, at most one claimant told ``won``; all replicas agree on the holder.
+3. ``removed``: a node never applies an op posted while it was not a member (after removal).
+4. ``roster``: after healing, each member's roster equals the relay's; a removed node does not
+   still think it is joined.
+5. ``state``: a sent message's delivery state only moves forward, and its final state is true.
+Also ``link`` (every op posted after M joined is in M's ``relay_inbound``: the lead of #18) and
+``bug`` (an op raised something that is not a CrosstalkError).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from typing import Any
+
+import attrs
+
+from tests.sim.world import World
+
+RANK = {"queued": 0, "sent": 1, "delivered": 2, "read": 3}
+INF = 10**12
+
+
+@attrs.frozen
+class Failure:
+    checker: str
+    detail: str
+
+
+class Truth:
+    """Intervals and posts from the relay's commit log."""
+
+    def __init__(self, world: World) -> None:
+        self.intervals: dict[tuple[str, str], list[list[int]]] = defaultdict(list)
+        self.posts: list[Any] = []
+        for t in world.relay.truth:
+            spans = self.intervals[(t.room, t.fp)]
+            if t.kind == "join" and (not spans or spans[-1][1] != INF):
+                spans.append([t.step, INF])
+            elif t.kind == "drop" and spans and spans[-1][1] == INF:
+                spans[-1][1] = t.step
+            elif t.kind == "gone":
+                for (room, _), sp in self.intervals.items():
+                    if room == t.room and sp and sp[-1][1] == INF:
+                        sp[-1][1] = t.step
+            elif t.kind == "post":
+                self.posts.append(t)
+
+    def member_at(self, room: str, fp: str, step: int) -> bool:
+        return any(a < step < b for a, b in self.intervals.get((room, fp), []))
+
+    def member_now(self, room: str, fp: str) -> bool:
+        spans = self.intervals.get((room, fp), [])
+        return bool(spans) and spans[-1][1] == INF
+
+    def ever_before(self, room: str, fp: str, step: int) -> bool:
+        return any(a < step for a, _ in self.intervals.get((room, fp), []))
+
+
+def _reads(world: World) -> tuple[dict[str, set[str]], list[Failure]]:
+    """Per node, every id an ok read handed out; and ids handed out again after an ok ack."""
+    shown: dict[str, set[str]] = defaultdict(set)
+    leases: dict[str, list[str]] = {}
+    acked: dict[str, set[str]] = defaultdict(set)
+    dups: list[Failure] = []
+    for e in world.history.events:
+        if e.phase != "ok":
+            continue
+        if e.op == "read":
+            again = [i for i in e.result["ids"] if i in acked[e.node]]
+            dups += [Failure("read_dup", f"{e.node} was handed {i[:8]} again after acking it")
+                     for i in again]
+            shown[e.node].update(e.result["ids"])
+            if e.result.get("lease"):
+                leases[e.result["lease"]] = e.result["ids"]
+        elif e.op == "ack" and e.args.get("lease") in leases:
+            acked[e.node].update(leases[e.args["lease"]])
+    return shown, dups
+
+
+def check_delivery(world: World, truth: Truth, states: dict[str, Any]) -> list[Failure]:
+    message_ids = {m for s in states.values() for m in s["sent"]}
+    message_ids |= {e.result["id"] for e in world.history.events
+                    if e.op in ("send", "answer") and e.phase == "ok" and e.result.get("id")}
+    shown, out = _reads(world)
+    for p in truth.posts:
+        if p.op_id not in message_ids:
+            continue
+        for name, node in world.nodes.items():
+            if node.fp == p.fp or not truth.member_at(p.room, node.fp, p.step):
+                continue
+            if not truth.member_now(p.room, node.fp):
+                continue
+            held = states[name]["held"].get(p.op_id)
+            sender = world.by_fp(p.fp)
+            where = f"{p.op_id[:8]} ({sender}→{name}, room {p.room[:6]} seq {p.seq})"
+            if held is None:
+                out.append(Failure("delivery", f"never reached {name}: {where}"))
+            elif p.op_id not in shown[name]:
+                out.append(Failure("read_lost", f"held (read={held['read']}) but no read "
+                                                f"handed it out: {where}"))
+    return out
+
+
+def check_claims(world: World, truth: Truth, states: dict[str, Any]) -> list[Failure]:
+    out: list[Failure] = []
+    winners: dict[str, set[str]] = defaultdict(set)
+    for e in world.history.ok("task_claim"):
+        if e.result.get("outcome") == "won":
+            winners[e.args["id"]].add(e.node)
+    for task, who in sorted(winners.items()):
+        if len(who) > 1:
+            out.append(Failure("claims", f"task {task}: {sorted(who)} were all told won"))
+    holders: dict[str, dict[str, str | None]] = defaultdict(dict)
+    for name, s in states.items():
+        for task, rec in s["tasks"].items():
+            if truth.member_now(rec["room"], world.nodes[name].fp):
+                holders[task][name] = rec["claimer"]
+    for task, seen in sorted(holders.items()):
+        distinct = {v for v in seen.values()}
+        if len(distinct) > 1:
+            named = {n: world.by_fp(v) if v else None for n, v in sorted(seen.items())}
+            out.append(Failure("claims", f"task {task}: replicas disagree on holder {named}"))
+        elif winners.get(task) and len(winners[task]) == 1:
+            (winner,) = winners[task]
+            (held,) = distinct
+            if held is not None and held != world.nodes[winner].fp:
+                out.append(Failure("claims", f"task {task}: {winner} won, replicas say "
+                                             f"{world.by_fp(held)}"))
+    return out
+
+
+def check_removed(world: World, truth: Truth, states: dict[str, Any]) -> list[Failure]:
+    out: list[Failure] = []
+    for p in truth.posts:
+        for name, node in world.nodes.items():
+            if node.fp == p.fp or truth.member_at(p.room, node.fp, p.step):
+                continue
+            if not truth.ever_before(p.room, node.fp, p.step):
+                continue
+            s = states[name]
+            if p.op_id in s["held"] or p.op_id in s["applied"]:
+                out.append(Failure("removed", f"{name} opened {p.op_id[:8]} (room {p.room[:6]} "
+                                              f"seq {p.seq}) posted after it was out"))
+    return out
+
+
+def check_roster(world: World, truth: Truth, states: dict[str, Any]) -> list[Failure]:
+    out: list[Failure] = []
+    snapshot = world.relay.storage.load()
+    relay_rooms = {r.room: {m.fingerprint: m.state for m in r.members} for r in snapshot.rooms}
+    for room, members in sorted(relay_rooms.items()):
+        want = {fp: ("member" if st == "joined" else "invited") for fp, st in members.items()}
+        for name, node in world.nodes.items():
+            if members.get(node.fp) != "joined":
+                continue
+            have = states[name]["roster"].get(room, {})
+            if have != want:
+                labels = {world.by_fp(f): v for f, v in sorted(have.items())}
+                wanted = {world.by_fp(f): v for f, v in sorted(want.items())}
+                out.append(Failure("roster", f"{name} in room {room[:6]} sees {labels}, "
+                                             f"relay says {wanted}"))
+    for name, node in world.nodes.items():
+        for room, r in sorted(states[name]["rooms"].items()):
+            if r["state"] == "joined" and relay_rooms.get(room, {}).get(node.fp) != "joined":
+                out.append(Failure("roster", f"{name} still thinks it is in room {room[:6]} "
+                                             f"({r['name']}); the relay does not"))
+    return out
+
+
+def check_states(world: World, truth: Truth, states: dict[str, Any]) -> list[Failure]:
+    out: list[Failure] = []
+    seen: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for e in world.history.events:
+        if e.phase != "ok":
+            continue
+        if e.op in ("send", "answer") and e.result.get("id"):
+            seen[(e.node, e.result["id"])].append(e.result["state"])
+        elif e.op == "sent":
+            for msg, state in sorted(e.result["states"].items()):
+                seen[(e.node, msg)].append(state)
+    for (name, msg), trail in sorted(seen.items()):
+        ranks = [RANK.get(s, -1) for s in trail]
+        if any(b < a for a, b in itertools.pairwise(ranks)):
+            out.append(Failure("state", f"{msg[:8]} at {name} went {' → '.join(trail)}"))
+    posted = {p.op_id: p for p in truth.posts}
+    for name, s in states.items():
+        for msg, row in sorted(s["sent"].items()):
+            want = _true_state(world, truth, states, posted.get(msg), msg)
+            if row["state"] != want:
+                out.append(Failure("state", f"{msg[:8]} from {name} ends {row['state']}, "
+                                            f"truth is {want}"))
+    return out
+
+
+def _true_state(world: World, truth: Truth, states: dict[str, Any], post: Any, msg: str) -> str:
+    if post is None:
+        return "queued"
+    best = "sent"
+    for name, node in world.nodes.items():
+        if node.fp == post.fp or not truth.member_at(post.room, node.fp, post.step):
+            continue
+        held = states[name]["held"].get(msg)
+        if held is not None:
+            best = max(best, "read" if held["read"] else "delivered", key=RANK.__getitem__)
+    return best
+
+
+def check_link(world: World, truth: Truth, states: dict[str, Any]) -> list[Failure]:
+    out: list[Failure] = []
+    for name, node in world.nodes.items():
+        inbound = states[name]["inbound"]
+        for p in truth.posts:
+            if node.fp == p.fp or not truth.member_now(p.room, node.fp):
+                continue
+            if truth.member_at(p.room, node.fp, p.step) and p.op_id not in inbound.get(p.room, []):
+                out.append(Failure("link", f"{name} never committed seq {p.seq} of room "
+                                           f"{p.room[:6]} ({world.by_fp(p.fp)}'s op)"))
+    return out
+
+
+def check_bugs(world: World) -> list[Failure]:
+    return [Failure("bug", f"{e.node} {e.op}: {e.result['error']}") for e in world.history.events
+            if e.phase == "fail" and isinstance(e.result, dict) and e.result.get("bug")]
+
+
+CHECKERS = (check_delivery, check_claims, check_removed, check_roster, check_states, check_link)
+
+
+def check_all(world: World, states: dict[str, Any]) -> list[Failure]:
+    truth = Truth(world)
+    out = check_bugs(world)
+    for checker in CHECKERS:
+        out += checker(world, truth, states)
+    return out

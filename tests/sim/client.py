@@ -1,0 +1,187 @@
+"""Clients: run each node's actions through its OpTable, one at a time, like a CLI would.
+
+Every op is recorded as ``invoke`` then ``ok`` (with a compact observation), ``fail`` (a
+CrosstalkError: the daemon said no) or ``info`` (the node crashed under it, or it ran past
+``OP_TIMEOUT``: its outcome is unknown). An exception that is not a CrosstalkError is a product
+bug and is recorded as ``fail`` with ``bug: True`` (a checker flags it).
+
+Pairings are set up directly, not through SPAKE2 (four round trips of key agreement per pair
+would cost more than the rest of a run): the relay part runs the real frames (slot open and join,
+which grants the add, then create, add and accept), the store part writes what ``room_new`` and
+``room_join`` adopt (contact, room of two, both members, its key).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+import trio
+
+from crosstalk import crypto
+from crosstalk.errors import CrosstalkError
+from crosstalk.store.rooms import Contact, Room, RoomMember, add_member, add_room, upsert_contact
+from crosstalk.wire import relay as w
+from crosstalk.wire.control import ControlRequest
+from tests.sim.determinism import NODE
+from tests.sim.workload import Action
+from tests.sim.world import Node, World
+
+OP_TIMEOUT = 120.0
+
+
+def _adopt(conn: sqlite3.Connection, me: Node, them: Node, room_id: str, key: bytes) -> None:
+    contact = upsert_contact(conn, Contact(them.fp, them.name, them.name, them.keys.ed_pub,
+                                           them.keys.x_pub, added_at=0.0))
+    add_room(conn, Room(room_id, contact.label, "direct", "joined", 0, 0.0), key)
+    add_member(conn, RoomMember(room_id, them.fp, them.name, them.keys.ed_pub, them.keys.x_pub))
+    add_member(conn, RoomMember(room_id, me.fp, me.name, me.keys.ed_pub, me.keys.x_pub))
+
+
+async def pair(world: World, a: Node, b: Node) -> None:
+    """``a`` and ``b`` end up paired, as after ``room new`` / ``room join`` (see module doc)."""
+    rng = world.entropy.stream("pairing", "world")
+    room_id, key = rng.randbytes(16).hex(), rng.randbytes(32)
+    da, _ = await world.up(a)
+    db, _ = await world.up(b)
+    ra, rb = await da.relay(), await db.relay()
+    slot = await ra.request(w.SlotOpen(0), w.Slot)
+    await rb.request(w.SlotJoin(0, slot.slot), w.SlotJoined)
+    ka, kb = a.keys, b.keys
+    sig = crypto.sign(ka, w.member_transcript(room_id, ka.ed_pub, ka.x_pub))
+    await ra.request(w.Create(0, room_id, sig), w.Ok)
+    sig = crypto.sign(ka, w.member_transcript(room_id, kb.ed_pub, kb.x_pub))
+    await ra.request(w.Add(0, room_id, kb.ed_pub, kb.x_pub, sig), w.Ok)
+    await rb.request(w.Accept(0, room_id), w.Ok)
+    await da.store.write(lambda c: _adopt(c, a, b, room_id, key))
+    await db.store.write(lambda c: _adopt(c, b, a, room_id, key))
+    await da.room_inbox(room_id)
+    await db.room_inbox(room_id)
+    world.history.add("world", "pair", "ok", {"a": a.name, "b": b.name}, room_id)
+
+
+def _observe(op: str, records: list[dict[str, Any]]) -> Any:
+    """The part of a reply the checkers need (kept small: it is hashed and written out)."""
+    last = records[-1] if records else {}
+    if op == "read":
+        msgs = last.get("messages", [])
+        return {
+            "ids": [m["id"] for m in msgs], "lease": last.get("lease"),
+            "asks": [[m["id"], m.get("correlation"), m.get("from")] for m in msgs
+                     if m.get("kind") == "ask"],
+        }
+    if op == "sent":
+        return {"states": {s["id"]: s["state"] for s in last.get("sent", [])}}
+    if op in ("send", "answer"):
+        return {"id": last.get("id"), "state": last.get("state")}
+    if op == "rooms":
+        return last
+    if op in ("task_add", "fact_add"):
+        return {"id": last.get("id"), "outcome": last.get("outcome")}
+    if op == "task_claim":
+        return {"outcome": last.get("outcome"), "claimed_by": last.get("claimed_by")}
+    return {k: v for k, v in last.items() if isinstance(v, str | int | float | bool | None)}
+
+
+def resolve(world: World, action: Action) -> tuple[str, dict[str, Any]] | None:
+    """The op name and params for ``action``; None when a symbolic reference has no value."""
+    a, k = action.args, action.kind
+    room = a.get("room")
+    if k == "create":
+        return "room_create", {"name": room}
+    if k == "invite":
+        return "room_invite", {"room": room, "peers": [a["peer"]]}
+    if k in ("accept", "decline", "leave"):
+        return f"room_{k}", {"room": room}
+    if k == "kick":
+        return "room_kick", {"room": room, "peer": a["peer"]}
+    if k == "send":
+        return "send", {"to": a["to"], "text": f"m{action.index}"}
+    if k in ("read", "sent"):
+        return k, ({} if k == "read" else {"limit": 1000})
+    if k in ("task_add", "fact_add"):
+        return k, {"text": f"{k[0]}{action.index}", "room": room}
+    if k == "claim":
+        made = [e for e in world.history.events
+                if e.index == a["task"] and e.phase == "ok" and e.op == "task_add"]
+        if not made:
+            return None
+        return "task_claim", {"id": made[0].result["id"], "room": room}
+    if k == "ask":
+        return "ask", {"to": a["to"], "text": f"q{action.index}", "timeout": 30.0}
+    if k == "answer":
+        return _answer(world, action)
+    raise AssertionError(f"unknown action kind {k}")
+
+
+def _answer(world: World, action: Action) -> tuple[str, dict[str, Any]] | None:
+    asker = next((e.node for e in world.history.events
+                  if e.index == action.args["ask"] and e.phase == "invoke"), None)
+    seen = [q for e in world.history.ok("read", action.node) for q in e.result["asks"]
+            if q[2] == asker and q[1]]
+    if asker is None or not seen:
+        return None
+    return "answer", {"to": asker, "correlation": seen[-1][1], "text": f"a{action.index}"}
+
+
+async def run_op(world: World, node: Node, op: str, params: dict[str, Any], index: int) -> None:
+    """Run one op on ``node`` and record it; a read is acknowledged (its lease) once it returned.
+
+    That is what the CLI does: print what ``read`` returned, then ``ack`` its lease. A crash in
+    between hands the same messages out again; the reader drops them by id.
+    """
+    result = await _run_one(world, node, op, params, index)
+    if op == "read" and result[0] == "ok" and result[1].get("lease"):
+        await _run_one(world, node, "ack", {"lease": result[1]["lease"]}, index)
+
+
+async def _run_one(
+    world: World, node: Node, op: str, params: dict[str, Any], index: int
+) -> tuple[str, Any]:
+    _, ops = await world.up(node)
+    world.history.add(node.name, op, "invoke", params, None, index)
+    outcome: tuple[str, Any] = ("info", "cancelled")
+    with trio.CancelScope() as scope:
+        node.op_scopes.add(scope)
+        try:
+            with trio.move_on_after(OP_TIMEOUT):
+                records = [r async for r in ops.replies(ControlRequest(op, params))]
+                outcome = ("ok", _observe(op, records))
+            if outcome[0] == "info":
+                outcome = ("info", "timeout")
+        except CrosstalkError as exc:
+            outcome = ("fail", {"code": exc.code, "message": exc.message})
+        except Exception as exc:  # a product bug: record it, keep the run going
+            outcome = ("fail", {"bug": True, "error": f"{type(exc).__name__}: {exc}"})
+        finally:
+            node.op_scopes.discard(scope)
+    world.history.add(node.name, op, outcome[0], params, outcome[1], index)
+    return outcome
+
+
+async def _await_invitation(world: World, node: Node, room: str) -> None:
+    """Wait (bounded) until ``node`` holds an invitation to ``room``, as a user would."""
+    for _ in range(60):
+        daemon, _ = await world.up(node)
+        pending = await daemon.store.read(
+            lambda c: c.execute("SELECT 1 FROM rooms WHERE name = ? AND state = 'invited'",
+                                (room,)).fetchone()
+        )
+        if pending is not None:
+            return
+        await trio.sleep(1.0)
+
+
+async def client(world: World, node: Node, actions: list[Action], start: float) -> None:
+    """Run ``node``'s actions in order, each no earlier than its scheduled time."""
+    NODE.set(node.name)
+    for action in actions:
+        await trio.sleep_until(max(trio.current_time(), start + action.at))
+        if action.kind in ("accept", "decline"):
+            await _await_invitation(world, node, action.args["room"])
+        resolved = resolve(world, action)
+        if resolved is None:
+            world.history.add(node.name, action.kind, "fail", action.args,
+                              {"code": "unresolved"}, action.index)
+            continue
+        await run_op(world, node, resolved[0], resolved[1], action.index)

@@ -1,0 +1,159 @@
+"""Seams that make one ``trio.run`` replay bit for bit: time, randomness, threads, scheduling.
+
+Installed once per process, before the product is imported (see the package docstring). Each
+seam dispatches to the running simulation when there is one and to the real thing otherwise, so
+importing this module outside a run changes nothing observable.
+
+* ``time.time``: ``EPOCH + trio.current_time() + skew`` of the node whose task asks (``NODE``,
+  a context variable set where each node's tasks start; Trio tasks inherit it).
+* ``nacl.utils.random``, ``secrets.token_hex``, ``uuid.uuid4``, ``random``'s module functions:
+  one seeded stream per node and purpose, so one node's extra draw does not reshuffle the rest.
+* ``trio.to_thread.run_sync``: inline (a thread's completion order is wall-clock dependent, and
+  the mock clock jumps while a thread runs). SQLite goes through ``Store(run_sync=...)``.
+* Trio's scheduler: batches sorted by task counter then shuffled with a seeded ``_r``.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import os
+import random
+import secrets
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from contextlib import nullcontext
+from typing import Any
+
+import nacl.utils
+import trio
+import trio._core._run as _trio_run  # private: pinned names asserted below
+
+EPOCH = 1_750_000_000.0
+NODE: contextvars.ContextVar[str] = contextvars.ContextVar("sim_node", default="world")
+
+assert hasattr(_trio_run, "_ALLOW_DETERMINISTIC_SCHEDULING") and hasattr(_trio_run, "_r"), (
+    "trio's private scheduling seams moved; the simulation needs them (simulation.md §2)"
+)
+
+_real_time = time.time
+_real_nacl_random = nacl.utils.random
+_real_token_hex = secrets.token_hex
+_real_uuid4 = uuid.uuid4
+_real_to_thread = trio.to_thread.run_sync
+
+
+class Entropy:
+    """Per-run randomness and wall clocks: streams keyed by (node, purpose), skew per node."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+        self._streams: dict[tuple[str, str], random.Random] = {}
+        self.skew: dict[str, float] = {}
+
+    def stream(self, purpose: str, node: str | None = None) -> random.Random:
+        """The seeded stream for ``purpose`` at ``node`` (the calling task's node by default)."""
+        key = (node if node is not None else NODE.get(), purpose)
+        rng = self._streams.get(key)
+        if rng is None:
+            # Seeding from a str is stable across processes; hash() is not.
+            rng = self._streams[key] = random.Random(f"{self.seed}/{key[0]}/{key[1]}")
+        return rng
+
+    def now(self) -> float:
+        try:
+            virtual = trio.current_time()
+        except RuntimeError:
+            virtual = 0.0
+        return EPOCH + virtual + self.skew.get(NODE.get(), 0.0)
+
+
+_active: Entropy | None = None
+
+
+def _time() -> float:
+    return _active.now() if _active is not None else _real_time()
+
+
+def _nacl_random(size: int = 32) -> bytes:
+    if _active is None:
+        return _real_nacl_random(size)
+    return _active.stream("bytes").randbytes(size)
+
+
+def _token_hex(nbytes: int | None = None) -> str:
+    if _active is None:
+        return _real_token_hex(nbytes)
+    return _active.stream("token").randbytes(32 if nbytes is None else nbytes).hex()
+
+
+def _uuid4() -> uuid.UUID:
+    if _active is None:
+        return _real_uuid4()
+    return uuid.UUID(int=_active.stream("uuid").getrandbits(128), version=4)
+
+
+async def inline_run_sync(
+    fn: Callable[..., Any], *args: Any, limiter: trio.CapacityLimiter | None = None,
+    abandon_on_cancel: bool = False, **_: Any,
+) -> Any:
+    """``trio.to_thread.run_sync`` without the thread: hold the limiter, yield once, call."""
+    del abandon_on_cancel
+    async with limiter if limiter is not None else nullcontext():
+        await trio.lowlevel.checkpoint()
+        return fn(*args)
+
+
+async def _to_thread(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    if _active is None:
+        return await _real_to_thread(fn, *args, **kwargs)
+    return await inline_run_sync(fn, *args, **kwargs)
+
+
+def install() -> None:
+    """Put the dispatching seams in place (idempotent; call before importing the product)."""
+    time.time = _time
+    nacl.utils.random = _nacl_random
+    secrets.token_hex = _token_hex
+    uuid.uuid4 = _uuid4
+    trio.to_thread.run_sync = _to_thread
+
+
+def activate(seed: int) -> Entropy:
+    """Start a run: seed the scheduler and the module ``random``, route the seams to the run."""
+    global _active
+    _active = Entropy(seed)
+    _trio_run._ALLOW_DETERMINISTIC_SCHEDULING = True
+    _trio_run._r.seed(seed)
+    random.seed(f"{seed}/module-random")
+    return _active
+
+
+def deactivate() -> None:
+    global _active
+    _active = None
+
+
+def ensure_hashseed(argv: list[str]) -> None:
+    """Re-exec under PYTHONHASHSEED=0 (set iteration order must not vary between processes)."""
+    if os.environ.get("PYTHONHASHSEED") != "0":
+        env = dict(os.environ, PYTHONHASHSEED="0")
+        os.execve(sys.executable, [sys.executable, "-m", "tests.sim", *argv], env)
+
+
+class Canary(trio.abc.Instrument):
+    """Hashes every task step (by name) and counts steps: the determinism canary, livelock guard."""
+
+    def __init__(self) -> None:
+        self.digest = hashlib.sha256()
+        self.steps = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self.steps += 1
+        self.digest.update(task.name.encode())
+
+
+
+install()

@@ -1,0 +1,104 @@
+"""Faults: a profile (which kinds are on) and a schedule, both drawn from the seed.
+
+Kinds: ``drop`` (the relay ends a node's connections, or everyone's), ``delay`` (a node's link
+gets slow for a while, FIFO), ``cut`` (a node's link goes half-open: pings hang, reconnects are
+refused), ``freeze`` (the relay stops processing; frames wait), ``relay_crash`` (the relay dies
+and restarts from its storage), ``daemon_crash`` (kill -9 of a node; it restarts from its SQLite
+file), ``clock_jump`` (the whole world sleeps and wakes: every timer fires at once) and ``skew``
+(one node's wall clock steps, possibly backwards). BUGGIFY points add crashes after a commit.
+"""
+
+from __future__ import annotations
+
+import random
+
+import attrs
+import trio
+import trio.testing
+
+from tests.sim.world import World
+
+KINDS = ("drop", "delay", "cut", "freeze", "relay_crash", "daemon_crash", "clock_jump", "skew")
+
+
+@attrs.frozen
+class Fault:
+    index: int
+    at: float
+    kind: str
+    target: str | None
+    size: float  # seconds (span, delay, jump) or skew
+
+
+def schedule(seed: int, nodes: tuple[str, ...], horizon: float) -> tuple[set[str], list[Fault]]:
+    """The seed's fault profile and its faults over ``[0, horizon]`` virtual seconds."""
+    rng = random.Random(f"{seed}/faults")
+    profile = {k for k in KINDS if rng.random() < 0.5}
+    faults: list[Fault] = []
+    for kind in sorted(profile):
+        for _ in range(rng.randint(1, 4)):
+            target = rng.choice(nodes) if kind != "freeze" and rng.random() < 0.8 else None
+            size = {
+                "delay": rng.uniform(0.01, 1.5), "cut": rng.uniform(1, 30),
+                "freeze": rng.uniform(0.5, 15), "relay_crash": rng.uniform(0.1, 8),
+                "clock_jump": rng.uniform(5, 120), "skew": rng.uniform(-60, 60),
+            }.get(kind, 0.0)
+            faults.append(Fault(0, round(rng.uniform(0, horizon), 3), kind, target, size))
+    faults.sort(key=lambda f: (f.at, f.kind))
+    return profile, [attrs.evolve(f, index=i) for i, f in enumerate(faults)]
+
+
+async def _for_a_while(world: World, fault: Fault) -> None:
+    relay = world.relay
+    if fault.kind == "delay" and fault.target:
+        relay.delays[fault.target] = fault.size
+        await trio.sleep(20)
+        relay.delays.pop(fault.target, None)
+    elif fault.kind == "cut" and fault.target:
+        relay.cuts.add(fault.target)
+        relay.drop(fault.target)
+        await trio.sleep(fault.size)
+        relay.cuts.discard(fault.target)
+    elif fault.kind == "freeze":
+        relay.freeze()
+        await trio.sleep(fault.size)
+        relay.thaw()
+    elif fault.kind == "relay_crash":
+        relay.crash()
+        await trio.sleep(fault.size)
+        relay.restart()
+
+
+async def run_faults(
+    world: World, faults: list[Fault], start: float, clock: trio.testing.MockClock
+) -> None:
+    """Carry out ``faults`` at their times (the caller cancels this when the safety phase ends)."""
+    async with trio.open_nursery() as nursery:
+        for fault in faults:
+            await trio.sleep_until(start + fault.at)
+            world.count(f"fault:{fault.kind}")
+            world.history.add("world", f"fault:{fault.kind}", "info",
+                              {"target": fault.target, "size": round(fault.size, 3)}, None)
+            if fault.kind == "drop":
+                world.relay.drop(fault.target)
+            elif fault.kind == "daemon_crash" and fault.target:
+                world.crash(world.nodes[fault.target], why="scheduled")
+            elif fault.kind == "clock_jump":
+                clock.jump(fault.size)
+            elif fault.kind == "skew" and fault.target:
+                skew = world.entropy.skew
+                skew[fault.target] = skew.get(fault.target, 0.0) + fault.size
+            else:
+                nursery.start_soon(_for_a_while, world, fault)
+
+
+def heal(world: World) -> None:
+    """Every fault stops: links fast and open, the relay thawed and up, no more BUGGIFY."""
+    relay = world.relay
+    world.faults_on = False
+    relay.delays.clear()
+    relay.cuts.clear()
+    if relay.frozen:
+        relay.thaw()
+    if relay.core is None:
+        relay.restart()

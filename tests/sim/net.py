@@ -1,0 +1,220 @@
+"""The relay in the simulation: the real ``RelayCore`` and its storage behind in-memory sockets.
+
+Frame tier (simulation.md §2): each client connection is a :class:`SimSocket` handed to the
+relay link through its ``connect`` seam. The relay shell here does what ``relay/server.py`` does
+with effects (every ``Write`` of a batch committed to storage before any ``Send`` of it leaves) and
+records, in that one commit order, the ground truth the checkers use: joins, drops and posts.
+
+Faults: per-connection delays (FIFO: a frame is never delivered before the one sent before it),
+dropping a connection, freezing the relay (frames wait, pings hang) and crashing it (every socket
+dies, the core is rebuilt from ``storage.load()``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+
+import attrs
+import trio
+from nacl.signing import SigningKey
+from trio_websocket import ConnectionClosed
+
+from crosstalk.actors.relay_link import LinkTimings, RelaySocket
+from crosstalk.wire import relay as w
+from relay.core import RelayCore
+from relay.effects import Close, Send
+from relay.storage import MemberDeleted, MemberPut, MemoryStorage, OpAppended, RoomDeleted
+from tests.sim.determinism import NODE, _time
+
+
+@attrs.frozen
+class Truth:
+    """One change the relay committed: ``kind`` is join, drop or post (with seq and op id)."""
+
+    step: int
+    t: float
+    kind: str
+    room: str
+    fp: str
+    seq: int = 0
+    op_id: str = ""
+
+
+class SimSocket:
+    """One client connection: FIFO, optionally delayed, both ways."""
+
+    def __init__(self, relay: SimRelay, conn: int, node: str) -> None:
+        self.relay = relay
+        self.conn = conn
+        self.node = node
+        self.closed = False
+        self._send, self._receive = trio.open_memory_channel[tuple[float, str | None]](10_000)
+        self._due = 0.0  # when the last queued frame is delivered (FIFO floor)
+
+    def deliver(self, text: str | None) -> None:
+        """Queue a frame (None: end of stream) from the relay; it arrives after the link delay."""
+        if self.closed:
+            return
+        due = max(self._due, trio.current_time() + self.relay.delay_for(self.node))
+        self._due = due
+        self._send.send_nowait((due, text))
+
+    async def get_message(self) -> str:
+        due, text = await self._receive.receive()
+        await trio.sleep_until(due)
+        if text is None or self.closed:
+            self.closed = True
+            raise ConnectionClosed(None)
+        return text
+
+    async def send_message(self, message: str) -> None:
+        delay = self.relay.delay_for(self.node)
+        if delay:
+            await trio.sleep(delay)
+        else:
+            await trio.lowlevel.checkpoint()
+        if self.closed:
+            raise ConnectionClosed(None)
+        self.relay.received(self.conn, message)
+
+    async def ping(self) -> None:
+        if self.relay.frozen or self.relay.cut(self.node):
+            await trio.sleep_forever()
+        await trio.sleep(2 * self.relay.delay_for(self.node))
+        if self.closed:
+            raise ConnectionClosed(None)
+
+
+class SimRelay:
+    """The relay core, its storage, its sockets and the fault knobs the world turns."""
+
+    def __init__(self, seed: int) -> None:
+        self.key = SigningKey(random.Random(f"{seed}/relay-key").randbytes(32))
+        self._draw = random.Random(f"{seed}/relay-draw")
+        self.storage = MemoryStorage(clock=_time)
+        self.core: RelayCore | None = self._new_core()
+        self.sockets: dict[int, SimSocket] = {}
+        self.truth: list[Truth] = []
+        self.frozen = False
+        self._parked: list[tuple[int, str]] = []
+        self.delays: dict[str, float] = {}  # node -> one-way delay now
+        self.cuts: set[str] = set()  # nodes whose links are frozen (half-open)
+        self._next = 0
+        self._step = 0
+        self.digest = hashlib.sha256()  # every frame, both ways: part of the canary
+        self.crashes = 0
+
+    def _new_core(self) -> RelayCore:
+        return RelayCore(
+            signing_key=self.key, draw=self._draw.randbytes, snapshot=self.storage.load()
+        )
+
+    def delay_for(self, node: str) -> float:
+        return self.delays.get(node, 0.0)
+
+    def cut(self, node: str) -> bool:
+        return node in self.cuts
+
+    # --- the shell ---------------------------------------------------------------------------
+
+    def received(self, conn: int, text: str) -> None:
+        if self.frozen:
+            self._parked.append((conn, text))
+            return
+        self.digest.update(b"<" + text.encode())
+        if self.core is not None:
+            self._apply(self.core.frame_received(conn, text, _relay_now()))
+
+    def _apply(self, effects: Sequence[object]) -> None:
+        writes = [e for e in effects if not isinstance(e, Send | Close)]
+        if writes:
+            self.storage.commit(writes)  # type: ignore[arg-type]  # Write is a Union alias
+            self._record(writes)
+        for effect in effects:
+            if isinstance(effect, Send) and effect.conn in self.sockets:
+                text = w.encode_frame(effect.frame)
+                self.digest.update(b">" + text.encode())
+                self.sockets[effect.conn].deliver(text)
+            elif isinstance(effect, Close) and effect.conn in self.sockets:
+                self.sockets[effect.conn].deliver(None)
+
+    def _record(self, writes: Sequence[object]) -> None:
+        self._step += 1
+        now = trio.current_time()
+        for e in writes:
+            if isinstance(e, MemberPut) and e.member.state == "joined":
+                self.truth.append(Truth(self._step, now, "join", e.room, e.member.fingerprint))
+            elif isinstance(e, MemberDeleted):
+                self.truth.append(Truth(self._step, now, "drop", e.room, e.fingerprint))
+            elif isinstance(e, RoomDeleted):
+                self.truth.append(Truth(self._step, now, "gone", e.room, ""))
+            elif isinstance(e, OpAppended):
+                self.truth.append(
+                    Truth(self._step, now, "post", e.room, e.op.sender, e.op.seq, e.op.op_id)
+                )
+
+    # --- faults ------------------------------------------------------------------------------
+
+    def drop(self, node: str | None = None) -> None:
+        """End ``node``'s connections (every connection with None) from the relay's side."""
+        for sock in list(self.sockets.values()):
+            if node is None or sock.node == node:
+                sock.deliver(None)
+
+    def freeze(self) -> None:
+        self.frozen = True
+
+    def thaw(self) -> None:
+        self.frozen = False
+        parked, self._parked = self._parked, []
+        for conn, text in parked:
+            if conn in self.sockets:
+                self.received(conn, text)
+
+    def crash(self) -> None:
+        """The relay process dies: sockets go dead at once, the core's memory is lost."""
+        self.crashes += 1
+        self.core = None
+        self._parked.clear()
+        self.frozen = False
+        for sock in list(self.sockets.values()):
+            sock.deliver(None)
+            sock.closed = True
+
+    def restart(self) -> None:
+        """A new relay process, from what its storage committed."""
+        self.core = self._new_core()
+
+    # --- the connect seam --------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def connect(self, url: str, timings: LinkTimings) -> AsyncIterator[RelaySocket]:
+        """The relay link's ``connect``: a new connection from the calling node."""
+        del url, timings
+        node = NODE.get()
+        await trio.lowlevel.checkpoint()
+        core = self.core
+        if core is None or node in self.cuts:
+            raise OSError("connection refused")
+        self._next += 1
+        conn = self._next
+        sock = self.sockets[conn] = SimSocket(self, conn, node)
+        self._apply(core.connection_opened(conn, node, _relay_now()))
+        try:
+            yield sock
+        finally:
+            sock.closed = True
+            del self.sockets[conn]
+            if self.core is core:  # a crashed core's connections died with it
+                self._apply(core.connection_closed(conn, _relay_now()))
+
+
+def _relay_now() -> float:
+    token = NODE.set("relay")
+    try:
+        return _time()
+    finally:
+        NODE.reset(token)

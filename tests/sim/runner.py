@@ -1,0 +1,118 @@
+"""One seed, start to end: setup, safety phase (faults on), heal, liveness phase, checkers."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+import trio.testing
+
+from crosstalk import sim_hooks
+from tests.sim import checkers, determinism
+from tests.sim.client import client, pair, run_op
+from tests.sim.faults import heal, run_faults, schedule
+from tests.sim.plants import PLANTS
+from tests.sim.snapshot import read_state
+from tests.sim.workload import Scenario, generate, subset
+from tests.sim.world import World
+
+VIRTUAL_CAP = 4 * 3600.0  # a run that has not ended by then hangs: reported, not waited for
+QUIET = 150.0  # healed virtual seconds before the final reads (link backoff caps at 30 s)
+
+
+@attrs.define
+class Outcome:
+    seed: int
+    digest: str
+    failures: list[checkers.Failure]
+    coverage: dict[str, int]
+    profile: list[str]
+    history: list[str] = attrs.field(repr=False)
+    steps: int = 0
+
+
+async def _main(world: World, scenario: Scenario, faults: list[Any],
+                clock: trio.testing.MockClock, out: dict[str, Any]) -> None:
+    world.install_hooks()
+    rng = world.entropy.stream("downtime", "world")
+    async with trio.open_nursery() as nursery:
+        for node in world.nodes.values():
+            nursery.start_soon(world.keep, node, lambda: rng.uniform(0.5, 20.0))
+        for a, b in scenario.pairs:
+            await pair(world, world.nodes[a], world.nodes[b])
+        world.faults_on = True
+        start = trio.current_time()
+        async with trio.open_nursery() as safety:
+            safety.start_soon(run_faults, world, faults, start, clock)
+            async with trio.open_nursery() as clients:
+                for name, node in world.nodes.items():
+                    mine = [a for a in scenario.actions if a.node == name]
+                    clients.start_soon(client, world, node, mine, start)
+            safety.cancel_scope.cancel()
+        heal(world)
+        world.history.add("world", "heal", "info", {}, None)
+        await _liveness(world, out)
+        nursery.cancel_scope.cancel()
+
+
+async def _liveness(world: World, out: dict[str, Any]) -> None:
+    """Healed: wait, read everything once more, let receipts travel, then look at every store."""
+    await trio.sleep(QUIET)
+    for node in world.nodes.values():
+        determinism.NODE.set(node.name)
+        await run_op(world, node, "read", {}, -1)
+    await trio.sleep(30.0)
+    for node in world.nodes.values():
+        determinism.NODE.set(node.name)
+        await run_op(world, node, "sent", {"limit": 1000}, -1)
+        daemon, _ = await world.up(node)
+        out[node.name] = await daemon.store.read(read_state)
+    determinism.NODE.set("world")
+
+
+def run_seed(seed: int, *, keep: set[int] | None = None, plant: str | None = None,
+             faults_keep: set[int] | None = None) -> Outcome:
+    """Run ``seed`` (only the actions in ``keep``, if given) and check it."""
+    scenario = subset(generate(seed), keep)
+    horizon = max((a.at for a in scenario.actions), default=0.0)
+    profile, faults = schedule(seed, scenario.nodes, horizon)
+    if faults_keep is not None:
+        faults = [f for f in faults if f.index in faults_keep]
+    entropy = determinism.activate(seed)
+    canary = determinism.Canary()
+    logging.disable(logging.CRITICAL)  # the daemons' logs would cost more than the run
+    try:
+        with tempfile.TemporaryDirectory(prefix=f"sim{seed}-") as tmp:
+            plants = PLANTS[plant](scenario) if plant else {}
+            world = World(seed, len(scenario.nodes), Path(tmp), entropy, plants=plants)
+            clock = trio.testing.MockClock(autojump_threshold=0)
+            states: dict[str, Any] = {}
+            failures: list[checkers.Failure] = []
+            try:
+                trio.run(_bounded, world, scenario, faults, clock, states,
+                         clock=clock, instruments=[canary])
+            except trio.TooSlowError:
+                failures.append(checkers.Failure("stuck", "the run did not end in virtual time"))
+    finally:
+        sim_hooks.install(None, None)
+        determinism.deactivate()
+        logging.disable(logging.NOTSET)
+    if states:
+        failures += checkers.check_all(world, states)
+    digest = hashlib.sha256(
+        (world.history.digest() + canary.digest.hexdigest() + world.relay.digest.hexdigest())
+        .encode()
+    ).hexdigest()[:16]
+    return Outcome(seed, digest, failures, world.coverage, sorted(profile),
+                   world.history.lines(), canary.steps)
+
+
+async def _bounded(world: World, scenario: Scenario, faults: list[Any],
+                   clock: trio.testing.MockClock, out: dict[str, Any]) -> None:
+    with trio.fail_after(VIRTUAL_CAP):
+        await _main(world, scenario, faults, clock, out)

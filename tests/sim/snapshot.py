@@ -1,0 +1,52 @@
+"""What each node's store says at the end of a run (read through its own Store, inline)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from crosstalk.ops.message_ops import delivery_state
+
+
+def _rows(conn: sqlite3.Connection, sql: str) -> list[dict[str, Any]]:
+    cur = conn.execute(sql)
+    names = [d[0] for d in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def read_state(conn: sqlite3.Connection) -> dict[str, Any]:
+    """Rooms, rosters, held messages, sent messages' states, tasks and applied op ids."""
+    rooms = {r["room_id"]: r for r in _rows(conn, "SELECT room_id, name, kind, state FROM rooms")}
+    roster: dict[str, dict[str, str]] = {}
+    for m in _rows(conn, "SELECT * FROM room_members"):
+        if not m.get("gone", 0):
+            roster.setdefault(m["room_id"], {})[m["fingerprint"]] = m["state"]
+    held = {
+        r["message_id"]: {"room": r["room_id"], "read": r["read_at"] is not None}
+        for r in _rows(conn, "SELECT message_id, room_id, read_at FROM held_messages")
+    }
+    sent = {}
+    for r in _rows(conn, "SELECT msg_id, room_id FROM sent_messages"):
+        state: Any = delivery_state(conn, r["msg_id"])
+        # (state, reason) once refusals carry a reason; a bare state before that.
+        sent[r["msg_id"]] = {"room": r["room_id"], "state": state[0] if isinstance(state, tuple)
+                             else state}
+    tasks: dict[str, dict[str, Any]] = {}
+    for r in _rows(conn, "SELECT room_id, record_id, body FROM memory_records WHERE kind='task'"):
+        body = json.loads(r["body"])
+        claimer = body.get("claimer")
+        tasks[r["record_id"]] = {
+            "room": r["room_id"], "state": body.get("state"),
+            "claimer": claimer.get("fingerprint") if isinstance(claimer, dict) else None,
+        }
+    outcomes = [r["op_id"] for r in _rows(conn, "SELECT op_id FROM memory_outcomes")]
+    cursors = {r["room_id"]: r["seq"] for r in _rows(conn, "SELECT * FROM relay_cursors")}
+    inbound: dict[str, list[str]] = {}
+    for r in _rows(conn, "SELECT room_id, op_id FROM relay_inbound ORDER BY seq"):
+        inbound.setdefault(r["room_id"], []).append(r["op_id"])
+    return {
+        "rooms": rooms, "roster": roster, "held": held, "sent": sent, "tasks": tasks,
+        "applied": outcomes, "cursors": cursors,
+        "inbound": inbound,
+    }

@@ -1,0 +1,142 @@
+"""The workload: a list of user actions drawn from the seed, up front, so it can be shrunk.
+
+Generation keeps a rough model of who is in which room so that most actions make sense (invite
+someone you paired with, accept an invitation you were sent), but it never looks at what really
+happened: an action whose precondition failed at run time is simply a ``fail`` in the history.
+Task and question references are symbolic (the index of the action that made them) and resolved
+by the client when it runs.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import attrs
+
+ROOMS = ("r0", "r1")
+
+
+@attrs.frozen
+class Action:
+    index: int
+    at: float  # virtual seconds after the safety phase starts
+    node: str
+    kind: str
+    args: dict[str, Any] = attrs.field(hash=False)
+
+
+@attrs.frozen
+class Scenario:
+    nodes: tuple[str, ...]
+    pairs: tuple[tuple[str, str], ...]  # set up directly in stores and relay (no SPAKE2 in-sim)
+    actions: tuple[Action, ...]
+
+
+class _Model:
+    """Who we think is where; only used to make plausible actions."""
+
+    def __init__(self, nodes: list[str], pairs: set[frozenset[str]]) -> None:
+        self.nodes = nodes
+        self.pairs = pairs
+        self.members: dict[str, set[str]] = {}
+        self.invited: dict[str, set[str]] = {}
+        self.tasks: dict[str, list[int]] = {}
+        self.questions: dict[str, list[int]] = {}  # asked node -> ask action indexes
+
+    def paired(self, a: str, b: str) -> bool:
+        return frozenset((a, b)) in self.pairs
+
+
+def _pairs(rng: random.Random, nodes: list[str]) -> set[frozenset[str]]:
+    pairs = {frozenset((nodes[i], nodes[i + 1])) for i in range(len(nodes) - 1)}
+    for i, a in enumerate(nodes):
+        for b in nodes[i + 1:]:
+            if rng.random() < 0.5:
+                pairs.add(frozenset((a, b)))
+    return pairs
+
+
+def _choices(m: _Model, rng: random.Random) -> list[tuple[float, str, str, dict[str, Any]]]:
+    """(weight, node, kind, args) for every action that makes sense now."""
+    out: list[tuple[float, str, str, dict[str, Any]]] = []
+    for room in ROOMS:
+        mem, inv = m.members.get(room), m.invited.get(room, set())
+        if mem is None:
+            out.append((1.0, rng.choice(m.nodes), "create", {"room": room}))
+            continue
+        for a in sorted(mem):
+            for b in m.nodes:
+                if b not in mem and b not in inv and m.paired(a, b):
+                    out.append((3.0, a, "invite", {"room": room, "peer": b}))
+            out.append((5.0, a, "send", {"to": f"#{room}"}))
+            out.append((1.0, a, "task_add", {"room": room}))
+            out.append((1.0, a, "fact_add", {"room": room}))
+            for task in m.tasks.get(room, []):
+                out.append((2.0, a, "claim", {"room": room, "task": task}))
+            if len(mem) > 1:
+                out.append((0.4, a, "leave", {"room": room}))
+                out.append((0.4, a, "kick", {"room": room, "peer": rng.choice(sorted(mem - {a}))}))
+        for b in sorted(inv):
+            out.append((4.0, b, "accept", {"room": room}))
+            out.append((0.5, b, "decline", {"room": room}))
+    for a in m.nodes:
+        out.append((3.0, a, "read", {}))
+        out.append((1.0, a, "sent", {}))
+        for b in m.nodes:
+            if a != b and m.paired(a, b):
+                out.append((0.5, a, "send", {"to": b}))
+                out.append((0.3, a, "ask", {"to": b}))
+        if m.questions.get(a):
+            out.append((1.0, a, "answer", {"ask": m.questions[a][-1]}))
+    return out
+
+
+def _update(m: _Model, index: int, node: str, kind: str, args: dict[str, Any]) -> None:
+    room = args.get("room", "")
+    if kind == "create":
+        m.members[room], m.invited[room] = {node}, set()
+    elif kind == "invite":
+        m.invited[room].add(args["peer"])
+    elif kind == "accept":
+        m.invited[room].discard(node)
+        m.members[room].add(node)
+    elif kind == "decline":
+        m.invited[room].discard(node)
+    elif kind == "leave":
+        m.members[room].discard(node)
+    elif kind == "kick":
+        m.members[room].discard(args["peer"])
+    elif kind == "task_add":
+        m.tasks.setdefault(room, []).append(index)
+    elif kind == "ask":
+        m.questions.setdefault(args["to"], []).append(index)
+
+
+def generate(seed: int) -> Scenario:
+    """The seed's scenario: 3 to 5 nodes, their pairings, and 25 to 45 timed actions."""
+    rng = random.Random(f"{seed}/workload")
+    nodes = [f"n{i}" for i in range(rng.randint(3, 5))]
+    pairs = _pairs(rng, nodes)
+    model = _Model(nodes, pairs)
+    actions: list[Action] = []
+    t = 0.0
+    for _ in range(rng.randint(25, 45)):
+        t += round(rng.expovariate(1 / 3.0), 3)
+        options = _choices(model, rng)
+        _, node, kind, args = rng.choices(options, weights=[o[0] for o in options])[0]
+        _update(model, len(actions), node, kind, args)
+        actions.append(Action(len(actions), t, node, kind, args))
+        if kind == "claim" and rng.random() < 0.5:
+            # A claim race: everyone else in the room claims the same task at the same moment.
+            for other in sorted(model.members.get(args["room"], set()) - {node}):
+                actions.append(Action(len(actions), t, other, "claim", dict(args)))
+    pair_list = tuple(sorted((min(p), max(p)) for p in pairs))
+    return Scenario(tuple(nodes), pair_list, tuple(actions))
+
+
+def subset(scenario: Scenario, keep: set[int] | None) -> Scenario:
+    """The scenario with only the actions whose index is in ``keep`` (all with None)."""
+    if keep is None:
+        return scenario
+    return attrs.evolve(scenario, actions=tuple(a for a in scenario.actions if a.index in keep))

@@ -1,0 +1,187 @@
+"""The simulated world: N real daemons and the relay in one ``trio.run``, faults from the seed.
+
+Each node is a real :class:`~crosstalk.daemon.Daemon` with every control op registered
+(``register_all``) into its own :class:`OpTable`, its own ``state.db`` in a temp dir (SQLite run
+inline through ``Store(run_sync=...)``), and its relay link connected to :class:`SimRelay` through
+the ``connect`` seam. A crash cancels the node's nursery and every op a client has in flight on it
+(their replies are lost: ``info``); the restart reopens the same SQLite file. Planted bugs are
+world composition: ``plants`` edit a daemon's appliers/listeners lists before it starts.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from crosstalk import crypto, sim_hooks
+from crosstalk.actors.control import OpTable
+from crosstalk.actors.supervisor import Supervisor
+from crosstalk.daemon import Daemon
+from crosstalk.ops import register_all
+from crosstalk.paths import Home
+from crosstalk.store.db import Store
+from crosstalk.store.identity import IdentityRecord, save_identity
+from tests.sim.determinism import EPOCH, NODE, Entropy, inline_run_sync
+from tests.sim.history import History
+from tests.sim.net import SimRelay
+
+HEARTBEAT = 5.0
+MAX_INCARNATIONS = 8  # bounds the keeper loop: crashes per node per run are capped below this
+
+Plant = Callable[[Daemon], None]
+
+
+class Node:
+    """One home: its files, keys, and the daemon of its current incarnation (if up)."""
+
+    def __init__(self, name: str, root: Path, rng: random.Random) -> None:
+        self.name = name
+        self.home = Home(root / name)
+        self.home.root.mkdir(parents=True)
+        self.keys = crypto.Keys(rng.randbytes(32), rng.randbytes(32))
+        record = IdentityRecord(
+            label=name, machine=name, signing_seed=self.keys.ed_seed,
+            box_secret=self.keys.x_secret, created_at=EPOCH,
+        )
+        save_identity(self.home.identity, record, keyring=False)
+        self.daemon: Daemon | None = None
+        self.ops: OpTable | None = None
+        self.ready = trio.Event()
+        self.crashed = trio.Event()
+        self.op_scopes: set[trio.CancelScope] = set()
+        self.incarnation = 0
+        self.crashes = 0
+
+    @property
+    def fp(self) -> str:
+        return self.keys.fingerprint
+
+    def is_up(self) -> bool:
+        return self.daemon is not None and not self.crashed.is_set()
+
+
+class World:
+    """Nodes, relay, clocks, BUGGIFY, history: everything one seed runs."""
+
+    def __init__(
+        self, seed: int, n: int, root: Path, entropy: Entropy, *,
+        plants: dict[str, list[Plant]] | None = None, max_crashes: int = 3,
+    ) -> None:
+        self.seed = seed
+        self.entropy = entropy
+        self.relay = SimRelay(seed)
+        rng = random.Random(f"{seed}/keys")
+        self.nodes = {f"n{i}": Node(f"n{i}", root, rng) for i in range(n)}
+        self.history = History()
+        self.plants = plants or {}
+        self.crash_budget = max_crashes
+        self.faults_on = False
+        self._bug_rng = random.Random(f"{seed}/buggify")
+        # FoundationDB's scheme: each point is on or off for the whole run, then fires by chance.
+        self._bug_on = {
+            name: self._bug_rng.random() < 0.5
+            for name in ("store.after_commit", "store.slow")
+        }
+        self.coverage: dict[str, int] = {}
+
+    def by_fp(self, fp: str) -> str | None:
+        return next((n.name for n in self.nodes.values() if n.fp == fp), None)
+
+    def count(self, what: str) -> None:
+        self.coverage[what] = self.coverage.get(what, 0) + 1
+
+    # --- BUGGIFY -----------------------------------------------------------------------------
+
+    def _choose(self, name: str) -> bool:
+        if not self.faults_on or not self._bug_on.get(name, False):
+            return False
+        node = self.nodes.get(NODE.get())
+        if node is None or not node.is_up():
+            return False
+        if name == "store.after_commit":
+            return self.crash_budget > 0 and self._bug_rng.random() < 0.01
+        return self._bug_rng.random() < 0.05
+
+    async def _fire(self, name: str) -> None:
+        self.count(f"buggify:{name}")
+        node = self.nodes.get(NODE.get())
+        if node is not None and name == "store.after_commit":
+            self.crash(node, why=name)
+        await trio.lowlevel.checkpoint()
+
+    async def run_sync(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
+        """The stores' runner: inline SQLite, sometimes slow (virtual time) when BUGGIFY says."""
+        if self._choose("store.slow"):
+            self.count("buggify:store.slow")
+            await trio.sleep(self._bug_rng.uniform(0.001, 0.2))
+        return await inline_run_sync(fn, *args, **kw)
+
+    def install_hooks(self) -> None:
+        sim_hooks.install(self._choose, self._fire)
+
+    # --- nodes -------------------------------------------------------------------------------
+
+    def crash(self, node: Node, *, why: str) -> bool:
+        """Kill ``node`` now (like kill -9); its keeper restarts it after a seeded downtime."""
+        if not node.is_up() or self.crash_budget <= 0:
+            return False
+        self.crash_budget -= 1
+        node.crashes += 1
+        self.count(f"crash:{why}")
+        self.history.add(node.name, "crash", "info", {"why": why}, None)
+        node.crashed.set()
+        # Waiters on the dead incarnation wake up and wait for the next one.
+        dead, node.ready = node.ready, trio.Event()
+        dead.set()
+        for scope in list(node.op_scopes):
+            scope.cancel()
+        return True
+
+    async def keep(self, node: Node, downtime: Callable[[], float]) -> None:
+        """Run ``node``'s incarnations until the world ends (restart after each crash)."""
+        NODE.set(node.name)
+        for incarnation in range(MAX_INCARNATIONS):
+            node.incarnation = incarnation
+            node.crashed = trio.Event()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._run_node, node)
+                await node.crashed.wait()
+                nursery.cancel_scope.cancel()
+            await trio.sleep(downtime())
+            if incarnation:
+                self.history.add(node.name, "restart", "info", {"n": incarnation}, None)
+        await trio.sleep_forever()
+
+    async def _run_node(self, node: Node) -> None:
+        store = await Store.open(node.home.database, run_sync=self.run_sync)
+        try:
+            async with trio.open_nursery() as nursery:
+                supervisor = Supervisor(heartbeat=HEARTBEAT)
+                await nursery.start(supervisor.run)
+                daemon = Daemon(node.home, store, supervisor, HEARTBEAT, connect=self.relay.connect)
+                ops = OpTable()
+                register_all(ops, daemon)
+                for plant in self.plants.get(node.name, []):
+                    plant(daemon)
+                await daemon.start()
+                node.daemon, node.ops = daemon, ops
+                node.ready.set()
+                await trio.sleep_forever()
+        finally:
+            node.daemon = node.ops = None
+            with trio.CancelScope(shield=True):
+                await store.close()
+
+    async def up(self, node: Node) -> tuple[Daemon, OpTable]:
+        """The node's daemon and ops once it is up (waits through a restart)."""
+        # Bounded: a node restarts at most MAX_INCARNATIONS times.
+        for _ in range(MAX_INCARNATIONS + 1):
+            if node.daemon is not None and node.ops is not None and not node.crashed.is_set():
+                break
+            await node.ready.wait()
+        assert node.daemon is not None and node.ops is not None, f"{node.name} never came up"
+        return node.daemon, node.ops
