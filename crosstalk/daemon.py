@@ -44,10 +44,12 @@ from crosstalk.actors.room import (
     RoomActor,
     RoomInput,
     SendOp,
+    Wake,
 )
 from crosstalk.actors.router import Router, RouterInput
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.errors import CrosstalkError, NotSetUp, UnknownRoom
+from crosstalk.features.membership.actor import MembershipActor, MembershipInput
 from crosstalk.local_relay import configured_relay, ensure_local_relay, is_local_default
 from crosstalk.paths import RELAY_ENV, Home
 from crosstalk.store import check_state_files
@@ -106,6 +108,7 @@ class Daemon:
         ping = min(LinkTimings().ping_interval, heartbeat / 4)
         self.timings = LinkTimings(ping_interval=ping, ping_timeout=ping)
         self.router: trio.MemorySendChannel[RouterInput] | None = None
+        self.membership: trio.MemorySendChannel[MembershipInput] | None = None
         self._link: RelayLink | None = None
         self._relay: RelayClient | None = None
         self._rooms: dict[str, trio.MemorySendChannel[RoomInput]] = {}
@@ -114,6 +117,8 @@ class Daemon:
         self.appliers: list[Applier] = []  # apply a room op inside the room's transaction
         self.apply_scopes: list[ApplyScope] = []  # around each batch of appliers (per-batch work)
         self.applied_listeners: list[AppliedListener] = []  # told after each commit
+        # Told after a message that crossed no relay (a post, a me/SESSION) is held.
+        self.local_listeners: list[AppliedListener] = []
         self.on_start: list[Callable[[], Awaitable[None]]] = []  # start feature actors
         self._link_lock = trio.Lock()
         # Processes the daemon started for others to reach it (``--public`` tunnels).
@@ -282,9 +287,23 @@ class Daemon:
             raise answer
         return answer
 
+    async def wake_room(self, room_id: str) -> None:
+        """Make a room's actor look at the store again (its roster or keys changed)."""
+        inbox = await self.room_inbox(room_id)
+        if inbox is not None:
+            await inbox.send(Wake())
+
     async def start(self) -> None:
-        """Start the router, the feature actors, then (with an identity) link and rooms."""
-        router = Router(room_inbox=self.room_inbox)
+        """Start membership and the router, the feature actors, then (with an identity) link
+        and rooms."""
+        self.membership = await self.supervisor.start_actor(
+            "membership",
+            MembershipActor(
+                store=self.store, keys=lambda: self.keys, relay=self.relay, wake=self.wake_room
+            ),
+            inbox_size=64,
+        )
+        router = Router(room_inbox=self.room_inbox, membership=self.membership.clone())
         self.router = await self.supervisor.start_actor("router", router, inbox_size=64)
         for hook in self.on_start:
             await hook()

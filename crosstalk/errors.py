@@ -130,6 +130,12 @@ class NotAMember(CrosstalkError):
     code = "not_a_member"
 
 
+class DirectRoom(CrosstalkError):
+    """A room of two cannot lose a member: it is the pairing itself."""
+
+    code = "direct_room"
+
+
 class NotInvited(CrosstalkError):
     """There is no invitation to accept or decline."""
 

@@ -301,10 +301,12 @@ class RelayCore:
             raise refuse("not_a_member", "that person is not in the room")
         out.extend(self._rooms.drop_member(state, f.fingerprint))
         out.append(Send(c.id, w.Ok(f.req)))
-        self._after_drop(state, f.fingerprint, "removed", out)
+        self._after_drop(state, f.fingerprint, "removed", out, by=c.fp)
 
-    def _after_drop(self, state: RoomState, gone: str, reason: str, out: list[Effect]) -> None:
-        self._push([gone], w.RoomGone(state.room, reason), out)
+    def _after_drop(
+        self, state: RoomState, gone: str, reason: str, out: list[Effect], *, by: str | None = None
+    ) -> None:
+        self._push([gone], w.RoomGone(state.room, reason, by), out)
         if state.room in self._rooms.rooms:
             self._push_roster(state, out)
         else:  # the last joined member went: pending invitations die with the room

@@ -31,7 +31,8 @@ import trio
 from crosstalk import crypto
 from crosstalk.actors.context import ActorContext
 from crosstalk.actors.relay_client import RelayClient
-from crosstalk.errors import CrosstalkError, RemoteProtocolError, UnknownRoom
+from crosstalk.errors import CrosstalkError, NotAMember, RemoteProtocolError, UnknownRoom
+from crosstalk.features.membership.queries import removal
 from crosstalk.store.db import Store
 from crosstalk.store.rooms import get_room, members, room_key
 from crosstalk.wire.room_ops import (
@@ -105,6 +106,18 @@ class _Wakeup:
         self._event = trio.Event()
 
 
+class _Held:
+    """The type of :data:`HOLD`: an op that may open later, so the batch stops before it."""
+
+
+HOLD = _Held()
+
+
+def _newest_epoch(conn: sqlite3.Connection, room_id: str) -> int:
+    row = conn.execute("SELECT max(epoch) FROM room_keys WHERE room_id = ?", (room_id,)).fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
+
+
 @attrs.frozen
 class _Inbound:
     op_id: str
@@ -137,6 +150,7 @@ class RoomActor:
         self._keys = keys
         self._relay = relay
         self._random = randomness
+        self._held_at: int | None = None
 
     async def run(
         self,
@@ -188,7 +202,7 @@ class RoomActor:
         return opened
 
     def _open_pending(self, conn: sqlite3.Connection) -> list[Applied]:
-        """Open the next batch after the applied cursor."""
+        """Open the next batch after the applied cursor, up to the first op we must hold."""
         row = conn.execute(
             "SELECT seq FROM room_cursors WHERE room_id = ?", (self._room,)
         ).fetchone()
@@ -198,13 +212,19 @@ class RoomActor:
             "WHERE room_id = ? AND seq > ? ORDER BY seq LIMIT ?",
             (self._room, applied, BATCH),
         ).fetchall()
-        signers = {m.fingerprint: m.signing_key for m in members(conn, self._room)}
+        # Gone members' keys stay: what they signed before they left must still verify.
+        signers = {
+            m.fingerprint: m.signing_key for m in members(conn, self._room, with_gone=True)
+        }
         signers[self._keys.fingerprint] = self._keys.ed_pub  # our own other devices
         keys: dict[int, bytes | None] = {}
+        newest = _newest_epoch(conn, self._room)
         opened = []
         for r in rows:
             item = _Inbound(str(r[0]), int(r[1]), str(r[2]), bytes(r[3]), float(r[4]))
-            op = self._open(conn, item, signers, keys)
+            op = self._open(conn, item, signers, keys, newest)
+            if isinstance(op, _Held):
+                break  # later ops wait behind it: memory and claims need the log in order
             opened.append(Applied(self._room, item.seq, item.op_id, item.sender, item.relay_ts, op))
         return opened
 
@@ -214,14 +234,24 @@ class RoomActor:
         item: _Inbound,
         signers: dict[str, bytes],
         keys: dict[int, bytes | None],
-    ) -> RoomOp | None:
+        newest: int,
+    ) -> RoomOp | _Held | None:
+        """The opened op; None for one that will never open (rejected); HOLD for one that may
+        open once we know more: a sender the roster has not brought yet, or an epoch whose key
+        no rekey has brought yet. Holding never drops: the op waits for the next wake."""
         try:
             epoch, sealed = unframe_body(item.body)
             if epoch not in keys:
                 keys[epoch] = room_key(conn, self._room, epoch)
             key, signer = keys[epoch], signers.get(item.sender)
-            if key is None or signer is None:
-                raise RemoteProtocolError("no key for its epoch, or its sender is not a member")
+            if signer is None or (key is None and epoch > newest):
+                why = "its sender is not in our roster yet" if signer is None else (
+                    f"we have no key for epoch {epoch} yet"
+                )
+                self._note_hold(item, why)
+                return HOLD
+            if key is None:
+                raise RemoteProtocolError(f"it is sealed under epoch {epoch}, before we joined")
             plaintext = crypto.open_op(
                 key,
                 sealed,
@@ -241,6 +271,14 @@ class RoomActor:
                 exc.message,
             )
             return None
+
+    def _note_hold(self, item: _Inbound, why: str) -> None:
+        if self._held_at != item.seq:  # once per held op, not once per wake
+            self._held_at = item.seq
+            log.warning(
+                "room %s: holding op %s (seq %d) from %s: %s",
+                self._room, item.op_id, item.seq, item.sender, why,
+            )
 
     def _apply(self, conn: sqlite3.Connection, *, opened: list[Applied]) -> None:
         with ExitStack() as scopes:
@@ -278,6 +316,10 @@ class RoomActor:
 
     def _current_key(self, conn: sqlite3.Connection) -> tuple[int, bytes]:
         room = get_room(conn, self._room)
+        removed = removal(conn, self._room)
+        if removed is not None:
+            name, by = removed
+            raise NotAMember(f"You were removed from #{name}" + (f" by {by}." if by else "."))
         key = room_key(conn, self._room, room.epoch)
         if key is None:
             raise UnknownRoom(f"There is no key for room {room.name!r} here.")

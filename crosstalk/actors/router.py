@@ -28,6 +28,7 @@ from crosstalk.actors.relay_link import (
     RelayPush,
 )
 from crosstalk.actors.room import RoomInput, Wake
+from crosstalk.features.membership.actor import MembershipInput, Refresh, RoomLost, RosterSeen
 from crosstalk.wire import relay as w
 
 log = logging.getLogger(__name__)
@@ -80,8 +81,14 @@ def _tell(channel: trio.MemorySendChannel[T], value: T) -> None:
 class Router:
     """Routes link output. ``room_inbox(room_id)`` finds (or starts) a room's actor."""
 
-    def __init__(self, *, room_inbox: RoomInbox) -> None:
+    def __init__(
+        self,
+        *,
+        room_inbox: RoomInbox,
+        membership: trio.MemorySendChannel[MembershipInput] | None = None,
+    ) -> None:
         self._room_inbox = room_inbox
+        self._membership = membership
         self._pairings: dict[str, trio.MemorySendChannel[PairingInput]] = {}
         # Slot pushes that arrive before their pairing registered (a join is answered together
         # with the other side's first messages): kept, bounded, until the route appears.
@@ -141,6 +148,8 @@ class Router:
     async def _link_up(self, up: LinkUp) -> None:
         for inbox in list(self._pairings.values()):
             _tell(inbox, Reattach())
+        # Roster pushes made while we were away are lost: one fetch per room replaces them.
+        await self._to_membership(Refresh())
         for room in up.rooms:
             await self._wake(room.room)
 
@@ -164,3 +173,11 @@ class Router:
                 _tell(reply, None)
         elif isinstance(frame, w.Presence):
             self._presence[frame.fingerprint] = frame.online
+        elif isinstance(frame, w.Roster):
+            await self._to_membership(RosterSeen(frame.room, tuple(frame.members)))
+        elif isinstance(frame, w.RoomGone):
+            await self._to_membership(RoomLost(frame.room, frame.reason, frame.by))
+
+    async def _to_membership(self, item: MembershipInput) -> None:
+        if self._membership is not None:
+            await self._membership.send(item)

@@ -142,16 +142,30 @@ def link(
 link = reports_errors(link)
 
 
+def _member_text(member: dict[str, Any]) -> str:
+    """``carl``, ``carl (via #r3)`` for someone you never paired with, ``(invited)`` if pending."""
+    text = str(member["label"])
+    if member.get("via"):
+        text += f" (via #{member['via']})"
+    if member.get("state") == "invited":
+        text += " (invited)"
+    return text
+
+
 def _room_lines(rooms: list[dict[str, Any]]) -> str:
     if not rooms:
         return "No rooms yet. `crosstalk room new` pairs you with someone."
     lines = []
     for room in rooms:
+        name = room["name"] if room["kind"] == "direct" else f"#{room['name']}"
+        if room.get("state") == "removed":
+            by = f" by {room['removed_by']}" if room.get("removed_by") else ""
+            lines.append(f"  {name:<16} removed from {name}{by}")
+            continue
         if room["kind"] == "direct":
             what = "just the two of you"
         else:
-            what = ", ".join(m["label"] for m in room["members"])
-        name = room["name"] if room["kind"] == "direct" else f"#{room['name']}"
+            what = ", ".join(_member_text(m) for m in room["members"])
         pending = "  (invitation: `crosstalk room accept` or `decline`)" if room["pending"] else ""
         lines.append(f"  {name:<16} {what}{pending}")
     return "\n".join(lines)

@@ -20,6 +20,7 @@ from crosstalk.actors.router import PresenceQuery
 from crosstalk.core.levels import resolve_level
 from crosstalk.daemon import Daemon
 from crosstalk.errors import UsageError
+from crosstalk.features.membership.queries import room_members_not_contacts
 from crosstalk.store.attention import load_mutes, load_trust
 from crosstalk.store.identity import save_identity
 from crosstalk.store.rooms import contact_named, list_contacts
@@ -59,6 +60,7 @@ class PeerView:
     unread: int
     agent: bool
     sessions: list[SessionView]
+    via: str | None = None  # the room we know them through, if we never paired with them
 
 
 @attrs.frozen
@@ -94,7 +96,9 @@ class CostReply:
     rows: list[CostRow]
 
 
-def _peers(conn: sqlite3.Connection, online: dict[str, bool], now: float) -> list[PeerView]:
+def _peers(
+    conn: sqlite3.Connection, online: dict[str, bool], now: float, me: str = ""
+) -> list[PeerView]:
     settings, mutes = load_trust(conn), load_mutes(conn)
     unread = dict(
         conn.execute(
@@ -116,6 +120,12 @@ def _peers(conn: sqlite3.Connection, online: dict[str, bool], now: float) -> lis
                 c.is_agent,
                 [],
             )
+        )
+    for fp, label, room in room_members_not_contacts(conn, me):
+        level = resolve_level(settings, source_of(conn, fp), None).level
+        views.append(
+            PeerView(label, fp, online.get(fp, False), "", level.value, mutes.is_muted(fp, now),
+                     int(unread.get(fp, 0)), False, [], room)
         )
     return views
 
@@ -175,7 +185,8 @@ def register(ops: OpTable, daemon: Daemon) -> None:
             with trio.move_on_after(PRESENCE_WAIT):
                 online = await receive.receive()
         now = time.time()
-        views = await daemon.store.read(lambda c: _peers(c, online, now))
+        own = daemon.keys.fingerprint
+        views = await daemon.store.read(lambda c: _peers(c, online, now, own))
         sessions = await daemon.store.read(list_sessions)
         mine = [SessionView(s.name, s.project, s.status.value) for s in sessions]
         return PeersReply(Me(me.label, daemon.keys.fingerprint, mine), views)

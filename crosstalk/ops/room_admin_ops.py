@@ -20,7 +20,17 @@ from crosstalk import crypto
 from crosstalk.actors.control import OpTable
 from crosstalk.actors.room import Applied
 from crosstalk.daemon import Daemon
-from crosstalk.errors import CrosstalkError, NotAMember, NotInvited, UnknownRoom, UsageError
+from crosstalk.errors import (
+    CrosstalkError,
+    DirectRoom,
+    NotAMember,
+    NotInvited,
+    UnknownRoom,
+    UsageError,
+)
+from crosstalk.features.membership import queries as mq
+from crosstalk.features.membership.actor import fetch_roster
+from crosstalk.features.membership.names import apply_names
 from crosstalk.store.rooms import (
     Contact,
     Room,
@@ -36,7 +46,7 @@ from crosstalk.store.rooms import (
     set_room_state,
 )
 from crosstalk.wire import relay as w
-from crosstalk.wire.room_ops import InvitedMember, Rekey, RoomInvite
+from crosstalk.wire.room_ops import InvitedMember, MemberNamed, Rekey, RoomInvite
 
 
 def key_context(room_id: str, epoch: int) -> bytes:
@@ -96,6 +106,7 @@ class MemberView:
     label: str
     fingerprint: str
     state: str
+    via: str | None = None  # the room we know them through, if we never paired with them
 
 
 @attrs.frozen
@@ -105,6 +116,8 @@ class RoomView:
     kind: str
     pending: bool
     members: list[MemberView]
+    state: str = "joined"  # "joined", "invited" or "removed"
+    removed_by: str | None = None
 
 
 @attrs.frozen
@@ -121,11 +134,21 @@ def find_room(conn: sqlite3.Connection, name_or_id: str) -> Room:
     raise UnknownRoom(f"You are in no room called {name_or_id!r}; `crosstalk room` lists them.")
 
 
-def _views(conn: sqlite3.Connection) -> RoomsReply:
+def _views(conn: sqlite3.Connection, me: str) -> RoomsReply:
     views = []
     for room in list_rooms(conn):
-        roster = [MemberView(m.label, m.fingerprint, m.state) for m in members(conn, room.room_id)]
-        views.append(RoomView(room.name, room.room_id, room.kind, room.state == "invited", roster))
+        roster = []
+        for m in members(conn, room.room_id):
+            contact = find_contact(conn, m.fingerprint)
+            known = contact is not None or m.fingerprint == me
+            label = contact.label if contact is not None else m.label
+            roster.append(MemberView(label, m.fingerprint, m.state, None if known else room.name))
+        removal = mq.removal(conn, room.room_id)
+        state = "removed" if removal else room.state
+        views.append(
+            RoomView(room.name, room.room_id, room.kind, room.state == "invited", roster, state,
+                     removal[1] if removal else None)
+        )
     return RoomsReply(views)
 
 
@@ -170,8 +193,9 @@ def apply_rekey(conn: sqlite3.Connection, applied: Applied, keys: crypto.Keys) -
     op = applied.op
     if not isinstance(op, Rekey):
         return
+    # Gone, not deleted: what they signed before the removal must still verify here.
     conn.execute(
-        "DELETE FROM room_members WHERE room_id = ? AND fingerprint = ?",
+        "UPDATE room_members SET gone = 1 WHERE room_id = ? AND fingerprint = ?",
         (applied.room_id, op.removed),
     )
     sealed = op.sealed.get(keys.fingerprint)
@@ -225,7 +249,8 @@ def _invitation(conn: sqlite3.Connection, room: Room, contact: Contact, inviter:
 
 
 async def _invite_one(daemon: Daemon, room: Room, who: str) -> str:
-    """Add ``who`` on the relay, then send them the invitation in our room of two."""
+    """Add ``who`` on the relay, name them in the room, then send them the invitation in our
+    room of two. Inviting someone already invited sends the invitation again."""
     keys = daemon.keys
     contact = await daemon.store.read(lambda c: contact_named(c, who))
     direct = await daemon.store.read(lambda c: direct_room_with(c, contact.fingerprint))
@@ -235,18 +260,72 @@ async def _invite_one(daemon: Daemon, room: Room, who: str) -> str:
     add = w.Add(
         0, room.room_id, contact.signing_key, contact.box_key, crypto.sign(keys, transcript)
     )
-    await (await daemon.relay()).request(add, w.Ok)
+    relay = await daemon.relay()
+    try:
+        await relay.request(add, w.Ok)
+    except CrosstalkError as exc:
+        if exc.code != "already_member":
+            raise
+        roster = await daemon.store.read(lambda c: members(c, room.room_id))
+        if any(m.fingerprint == contact.fingerprint and m.state == "member" for m in roster):
+            raise UsageError(f"{contact.label} is already in {room.name}.") from None
     op = await daemon.store.write(lambda c: _invitation(c, room, contact, keys.fingerprint))
+    # Members who never paired with them learn their name from us (the roster has none).
+    await daemon.send_op(room.room_id, MemberNamed(contact.fingerprint, contact.label))
     await daemon.send_op(direct.room_id, op)
     return contact.label
+
+
+async def _kick(daemon: Daemon, room_name: str, peer: str) -> KickReply:
+    """Take ``peer`` out of a named room on the relay, then rekey for everyone left."""
+    keys = daemon.keys
+    room = await daemon.store.read(lambda c: find_room(c, room_name))
+    if room.kind == "direct":
+        raise DirectRoom(
+            f"{room.name} is a room of two: it is your pairing with them, and nobody can be "
+            "removed from it."
+        )
+    views = await daemon.store.read(lambda c: _views(c, keys.fingerprint))
+    view = next(v for v in views.rooms if v.id == room.room_id)
+    target = next((m for m in view.members if peer in (m.label, m.fingerprint)), None)
+    if target is None or target.fingerprint == keys.fingerprint:
+        raise UsageError(f"{peer!r} is not someone else in {room.name}.")
+    relay = await daemon.relay()
+    await relay.request(w.Remove(0, room.room_id, target.fingerprint), w.Ok)
+    # Seal the next key to the roster as the relay has it now, checked by signature: whoever
+    # is in it (joined or invited) must be able to read what comes next, and nobody else.
+    await fetch_roster(daemon.store, keys, relay, room.room_id)
+    roster = await daemon.store.read(lambda c: members(c, room.room_id))
+    remaining = [m for m in roster if m.fingerprint != target.fingerprint]
+    epoch, key = room.epoch + 1, nacl.utils.random(32)
+    sealed = {m.fingerprint: _seal_key(m.box_key, key, room.room_id, epoch) for m in remaining}
+    # Sealed under the old epoch (everyone remaining can open it); the removed member is
+    # already off the relay's roster, so it never receives this op.
+    await daemon.send_op(room.room_id, Rekey(epoch, target.fingerprint, sealed))
+
+    def rotate(conn: sqlite3.Connection) -> None:
+        conn.execute(
+            "INSERT OR IGNORE INTO room_keys (room_id, epoch, key) VALUES (?, ?, ?)",
+            (room.room_id, epoch, key),
+        )
+        conn.execute("UPDATE rooms SET epoch = ? WHERE room_id = ?", (epoch, room.room_id))
+        conn.execute(
+            "UPDATE room_members SET gone = 1 WHERE room_id = ? AND fingerprint = ?",
+            (room.room_id, target.fingerprint),
+        )
+
+    await daemon.store.write(rotate)
+    return KickReply(room.name, target.label, epoch)
 
 
 def register(ops: OpTable, daemon: Daemon) -> None:
     daemon.appliers.append(lambda conn, applied: adopt_invitation(conn, applied, daemon.keys))
     daemon.appliers.append(lambda conn, applied: apply_rekey(conn, applied, daemon.keys))
+    daemon.appliers.append(apply_names)
 
     async def rooms(_: NoParams) -> RoomsReply:
-        return await daemon.store.read(_views)
+        me = daemon.keys.fingerprint if daemon.identity is not None else ""
+        return await daemon.store.read(lambda c: _views(c, me))
 
     async def create(params: CreateParams) -> RoomReply:
         name = params.name.strip().removeprefix("#")
@@ -303,7 +382,11 @@ def register(ops: OpTable, daemon: Daemon) -> None:
             )
 
         await daemon.store.write(joined)
+        # The invitation named the roster as the inviter knew it; the relay's is newer.
+        await fetch_roster(daemon.store, keys, await daemon.relay(), room.room_id)
         await daemon.room_inbox(room.room_id)
+        me = daemon.require_identity()
+        await daemon.send_op(room.room_id, MemberNamed(keys.fingerprint, me.label))
         return RoomReply(room.name, room.room_id, "joined")
 
     async def decline(params: RoomParams) -> RoomReply:
@@ -326,33 +409,7 @@ def register(ops: OpTable, daemon: Daemon) -> None:
         return RoomReply(room.name, room.room_id, "left")
 
     async def kick(params: KickParams) -> KickReply:
-        keys = daemon.keys
-        room = await daemon.store.read(lambda c: find_room(c, params.room))
-        roster = await daemon.store.read(lambda c: members(c, room.room_id))
-        target = next((m for m in roster if params.peer in (m.label, m.fingerprint)), None)
-        if target is None or target.fingerprint == keys.fingerprint:
-            raise UsageError(f"{params.peer!r} is not someone else in {room.name}.")
-        await (await daemon.relay()).request(w.Remove(0, room.room_id, target.fingerprint), w.Ok)
-        epoch, key = room.epoch + 1, nacl.utils.random(32)
-        remaining = [m for m in roster if m.fingerprint != target.fingerprint]
-        sealed = {m.fingerprint: _seal_key(m.box_key, key, room.room_id, epoch) for m in remaining}
-        # Sealed under the old epoch (everyone remaining can open it); the removed member is
-        # already off the relay's roster, so it never receives this op.
-        await daemon.send_op(room.room_id, Rekey(epoch, target.fingerprint, sealed))
-
-        def rotate(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "INSERT OR IGNORE INTO room_keys (room_id, epoch, key) VALUES (?, ?, ?)",
-                (room.room_id, epoch, key),
-            )
-            conn.execute("UPDATE rooms SET epoch = ? WHERE room_id = ?", (epoch, room.room_id))
-            conn.execute(
-                "DELETE FROM room_members WHERE room_id = ? AND fingerprint = ?",
-                (room.room_id, target.fingerprint),
-            )
-
-        await daemon.store.write(rotate)
-        return KickReply(room.name, target.label, epoch)
+        return await _kick(daemon, params.room, params.peer)
 
     ops.add("rooms", NoParams, rooms)
     ops.add("room_create", CreateParams, create)

@@ -23,6 +23,7 @@ from crosstalk.core.levels import LOCAL_PREFIX, Level, TrustSettings, resolve_le
 from crosstalk.core.mute import EVERYONE
 from crosstalk.daemon import Daemon
 from crosstalk.errors import CrosstalkError, UnknownPeer, UnknownRoom
+from crosstalk.features.membership.queries import member_named, room_members_not_contacts
 from crosstalk.ops import session_ops
 from crosstalk.store import attention as db
 from crosstalk.store.rooms import Contact, list_contacts, list_rooms
@@ -110,12 +111,18 @@ def _person_key(conn: sqlite3.Connection, who: str) -> str | None:
     if who.startswith(LOCAL_PREFIX):
         return who
     contact = _contact(conn, who)
-    return None if contact is None else contact.fingerprint
+    if contact is not None:
+        return contact.fingerprint
+    try:  # someone we know only through a room
+        return member_named(conn, who)[0]
+    except UnknownPeer:
+        return None
 
 
 def _names(conn: sqlite3.Connection) -> tuple[dict[str, str], dict[str, str]]:
     """(fingerprint -> label, room id -> name)."""
-    people = {c.fingerprint: c.label for c in list_contacts(conn)}
+    people = {fp: label for fp, label, _room in room_members_not_contacts(conn)}
+    people.update({c.fingerprint: c.label for c in list_contacts(conn)})
     rooms = {r.room_id: r.name for r in list_rooms(conn)}
     return people, rooms
 
@@ -264,6 +271,7 @@ def _wire_gate(daemon: Daemon, gate: _GateHandle) -> None:
 
     daemon.on_start.append(start_gate)
     daemon.applied_listeners.append(on_applied)
+    daemon.local_listeners.append(on_applied)  # posts and me/SESSION are arrivals too
 
 
 def register(ops: OpTable, daemon: Daemon) -> None:

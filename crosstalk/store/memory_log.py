@@ -290,7 +290,8 @@ class MemoryFollower:
         ):
             raise RemoteProtocolError("its pieces disagree with each other")
         key = next(
-            (x.signing_key for x in members(conn, entry.room_id) if x.fingerprint == entry.sender),
+            (x.signing_key for x in members(conn, entry.room_id, with_gone=True)
+             if x.fingerprint == entry.sender),
             None,
         )
         if key is None:

@@ -148,7 +148,10 @@ def add_member(conn: sqlite3.Connection, member: RoomMember) -> None:
     conn.execute(
         "INSERT INTO room_members (room_id, fingerprint, label, signing_key, box_key, state, "
         "added_by) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (room_id, fingerprint) "
-        "DO UPDATE SET state = excluded.state",
+        # A row the relay's roster made first has only a placeholder name: ours replaces it.
+        "DO UPDATE SET state = excluded.state, gone = 0, "
+        "label = CASE WHEN named = 0 THEN excluded.label ELSE label END, "
+        "named = max(named, 1)",
         (member.room_id, member.fingerprint, member.label, member.signing_key, member.box_key,
          member.state, member.added_by),
     )
@@ -172,11 +175,15 @@ def list_rooms(conn: sqlite3.Connection) -> list[Room]:
     return [Room(*r) for r in rows]
 
 
-def members(conn: sqlite3.Connection, room_id: str) -> list[RoomMember]:
+def members(
+    conn: sqlite3.Connection, room_id: str, *, with_gone: bool = False
+) -> list[RoomMember]:
+    """A room's roster; ``with_gone`` adds those who left or were removed (their keys still
+    verify what they signed before)."""
     rows = conn.execute(
         "SELECT room_id, fingerprint, label, signing_key, box_key, state, added_by "
-        "FROM room_members WHERE room_id = ? ORDER BY label",
-        (room_id,),
+        "FROM room_members WHERE room_id = ? AND (gone = 0 OR ?) ORDER BY label",
+        (room_id, int(with_gone)),
     ).fetchall()
     return [RoomMember(str(r[0]), str(r[1]), str(r[2]), bytes(r[3]), bytes(r[4]), str(r[5]), r[6])
             for r in rows]

@@ -124,10 +124,14 @@ class Invited:
 
 @attrs.frozen
 class RoomGone:
-    """Pushed to a member's devices when it is no longer in the room (removed, left, deleted)."""
+    """Pushed to a member's devices when it is no longer in the room (removed, left, deleted).
+
+    ``by`` is the fingerprint of whoever removed them (None for any other reason).
+    """
 
     room: str
     reason: str
+    by: str | None = None
 
 
 @attrs.frozen

@@ -140,6 +140,18 @@ class Rekey:
 
 
 @attrs.frozen
+class MemberNamed:
+    """``fingerprint`` is called ``label`` in this room: said by the member or by their adder.
+
+    The relay's roster carries keys but never names; this op is how members who never paired
+    with someone learn what to call them.
+    """
+
+    fingerprint: str
+    label: str
+
+
+@attrs.frozen
 class Receipt:
     """The recipient's daemon has the messages (``delivered``) or an agent read them."""
 
@@ -147,8 +159,12 @@ class Receipt:
     msg_ids: tuple[str, ...]
 
 
-RoomOp = MessageOp | MemoryEnvelope | SyncRequest | SyncChunk | RoomInvite | Rekey | Receipt
+RoomOp = (
+    MessageOp | MemoryEnvelope | SyncRequest | SyncChunk | RoomInvite | Rekey | Receipt
+    | MemberNamed
+)
 _TAGS: dict[type, str] = {
+    MemberNamed: "member_named",
     SyncRequest: "sync_request",
     SyncChunk: "sync_chunk",
     RoomInvite: "room_invite",

@@ -144,7 +144,7 @@ def test_any_member_may_remove_another_who_then_loses_access() -> None:
     world = World()
     a, b = _two(world)
     world.ok(b, w.Remove(world.req(), "ab", ALICE.fp))  # no owner: Bob removes the creator
-    assert w.RoomGone("ab", "removed") in world.take(a)
+    assert w.RoomGone("ab", "removed", BOB.fp) in world.take(a)  # says who removed them
     assert world.error(a, w.Post(world.req(), "ab", "x", b"x")) == "not_a_member"
     assert world.error(a, w.GetRoster(world.req(), "ab")) == "not_a_member"
     assert world.error(b, w.Remove(world.req(), "ab", BOB.fp)) == "bad_frame"

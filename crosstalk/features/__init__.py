@@ -1,0 +1,1 @@
+"""One package per feature: its sans-IO rules (``core``), its SQL (``queries``), its actors."""

@@ -1,0 +1,166 @@
+"""The membership actor: keeps every room's local roster at the relay's, checked by signature.
+
+Its inbox gets the relay's roster pushes and ``room_gone`` pushes (from the router), and a
+``Refresh`` whenever the link is (re)established: the pushes missed while away are replaced by
+one ``roster`` request per joined room. A room the relay no longer lets us into is marked
+removed. After any change the room's actor is woken, because ops it held from a sender it could
+not verify may now open. The rules are in :mod:`crosstalk.features.membership.core`.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import time
+from collections.abc import Awaitable, Callable
+
+import attrs
+import trio
+
+from crosstalk import crypto
+from crosstalk.actors.context import ActorContext
+from crosstalk.actors.relay_client import RelayClient
+from crosstalk.errors import CrosstalkError
+from crosstalk.features.membership import queries as q
+from crosstalk.features.membership.core import RosterChange, reconcile
+from crosstalk.store.db import Store
+from crosstalk.wire import relay as w
+
+log = logging.getLogger(__name__)
+
+GONE_FROM_RELAY = {"unknown_room", "not_a_member"}
+
+
+@attrs.frozen
+class RosterSeen:
+    """The relay's roster of ``room`` (a push, or the answer to a request)."""
+
+    room: str
+    members: tuple[w.Member, ...]
+
+
+@attrs.frozen
+class RoomLost:
+    """The relay says we are out of ``room`` (``reason``: removed, left, declined, deleted)."""
+
+    room: str
+    reason: str
+    by: str | None = None
+
+
+@attrs.frozen
+class Refresh:
+    """Fetch the roster of every joined room (the link came up)."""
+
+
+MembershipInput = RosterSeen | RoomLost | Refresh
+Keys = Callable[[], crypto.Keys]
+Wake = Callable[[str], Awaitable[None]]
+
+
+def _joined_rooms(conn: sqlite3.Connection) -> list[str]:
+    rows = conn.execute(
+        "SELECT room_id FROM rooms WHERE state = 'joined' AND removed_at IS NULL ORDER BY room_id"
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+async def apply_roster(
+    store: Store, keys: crypto.Keys, room: str, members: tuple[w.Member, ...]
+) -> RosterChange | None:
+    """Reconcile a room's local roster with the relay's; None if the room is not ours."""
+    own = (keys.fingerprint, keys.ed_pub, keys.x_pub)
+
+    def write(conn: sqlite3.Connection) -> RosterChange | None:
+        if not q.room_exists(conn, room):
+            return None
+        change = reconcile(room, q.roster(conn, room), members, q.trusted_keys(conn, own))
+        q.write_roster(conn, room, change.rows)
+        return change
+
+    change = await store.write(write)
+    if change is not None and change.unverified:
+        log.warning(
+            "room %s: the relay lists %s, whom no signature we trust vouches for; left out",
+            room, ", ".join(change.unverified),
+        )
+    return change
+
+
+async def fetch_roster(
+    store: Store, keys: crypto.Keys, relay: RelayClient, room: str, *, within: float | None = None
+) -> RosterChange | None:
+    """Ask the relay for a room's roster and reconcile; a room it no longer lets us into is
+    marked removed (returns None)."""
+    try:
+        reply = await relay.request(w.GetRoster(0, room), w.Roster, within=within)
+    except CrosstalkError as exc:
+        if exc.code not in GONE_FROM_RELAY:
+            raise
+        await store.write(lambda conn: q.mark_removed(conn, room, None, time.time()))
+        return None
+    return await apply_roster(store, keys, room, tuple(reply.members))
+
+
+class MembershipActor:
+    """Follows the relay's rosters into the store; wakes rooms whose roster changed."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        keys: Keys,
+        relay: Callable[[], Awaitable[RelayClient]],
+        wake: Wake,
+    ) -> None:
+        self._store = store
+        self._keys = keys
+        self._relay = relay
+        self._wake = wake
+
+    async def run(
+        self,
+        ctx: ActorContext[MembershipInput],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        task_status.started()
+        async for item in ctx:
+            if isinstance(item, RosterSeen):
+                await self._roster(item.room, item.members)
+            elif isinstance(item, RoomLost):
+                await self._lost(item)
+            else:
+                await self._refresh(ctx)
+
+    async def _roster(self, room: str, members: tuple[w.Member, ...]) -> None:
+        change = await apply_roster(self._store, self._keys(), room, members)
+        if change is not None:
+            if change.changed:
+                log.info("room %s: joined %s, gone %s", room, change.joined, change.gone)
+            await self._wake(room)
+
+    async def _lost(self, item: RoomLost) -> None:
+        # "left" and "declined" are our own doing; the op that did it forgets the room.
+        if item.reason not in ("removed", "deleted"):
+            return
+        if await self._store.write(
+            lambda conn: q.mark_removed(conn, item.room, item.by, time.time())
+        ):
+            log.info("room %s: removed by %s (%s)", item.room, item.by, item.reason)
+
+    async def _refresh(self, ctx: ActorContext[MembershipInput]) -> None:
+        relay = await self._relay()
+        keys = self._keys()
+        for room in await self._store.read(_joined_rooms):
+            ctx.beat()
+            try:
+                change = await fetch_roster(
+                    self._store, keys, relay, room, within=ctx.heartbeat / 2
+                )
+            except CrosstalkError as exc:
+                log.info("room %s: roster not fetched (%s); the next link-up tries again",
+                         room, exc.message)
+                return
+            if change is not None:
+                await self._wake(room)

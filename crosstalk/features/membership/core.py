@@ -1,0 +1,184 @@
+"""Who is in a room, as every member agrees: the relay's roster, checked against signatures.
+
+Theory of operation
+-------------------
+The relay orders every membership change (create, add, accept, decline, leave, remove) in the
+same one order as the room's ops, and pushes the whole roster to every joined member after each
+change (``roster``), answering ``roster {room}`` at any time. That order is the truth about *who*
+receives a room's ops, so every member's roster converges to the relay's: after each push, after
+each reconnect (the pushes missed while away are replaced by one fetch) and after accepting.
+
+The relay is not trusted with *keys*. A roster entry carries the member's Ed25519 and X25519 keys
+and the signature of whoever added them over ``member_transcript(room, ed, x)``; the creator's own
+entry is self-signed. :func:`verify_entries` accepts an entry only through a chain of such
+signatures that starts at a key we already hold for that fingerprint (our own, a contact's, a
+member we verified before, or one the inviter's sealed invitation named). An entry that does not
+chain is left out, so a relay that invents a member or swaps a key gets nobody into our roster
+and no room key sealed to it.
+
+:func:`reconcile` turns a verified roster into the new local rows. A member missing from the
+relay's roster becomes ``gone`` rather than deleted: the ops they signed before leaving may still
+be waiting to be applied here, and must still verify. A name comes from the member's own signed
+ops (``named`` 2), else from whoever added them (1), else it is a placeholder made from the
+fingerprint (0) until one of those arrives.
+
+Nothing here does I/O; the membership actor feeds it and writes what it returns.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+
+import attrs
+
+from crosstalk import crypto
+from crosstalk.wire.relay import Member, member_transcript
+
+MAX_LABEL = 64
+PLACEHOLDER, BY_ADDER, BY_SELF = 0, 1, 2
+
+
+@attrs.frozen
+class KnownMember:
+    """One local roster row. ``state`` is ``member`` (joined) or ``invited``."""
+
+    fingerprint: str
+    label: str
+    ed_pub: bytes = attrs.field(repr=False)
+    x_pub: bytes = attrs.field(repr=False)
+    state: str = "member"
+    added_by: str | None = None
+    gone: bool = False
+    named: int = BY_ADDER
+
+
+@attrs.frozen
+class RosterChange:
+    """What one reconcile did: the rows to write and who came and went."""
+
+    rows: tuple[KnownMember, ...]
+    joined: tuple[str, ...] = ()  # fingerprints that are now joined and were not before
+    gone: tuple[str, ...] = ()  # fingerprints that were in the roster and are not now
+    unverified: tuple[str, ...] = ()  # relay entries no signature chain vouches for
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.joined or self.gone)
+
+
+def placeholder_label(fingerprint: str) -> str:
+    """What a member is called until they or their adder name them."""
+    return fingerprint[:9]
+
+
+def clean_label(text: str) -> str:
+    """A peer-chosen name made safe to show and to use in an address.
+
+    Control and format characters go, ``/`` and ``#`` (address syntax) become ``-``, runs of
+    whitespace become one space, and the result is cut to ``MAX_LABEL`` characters. An empty
+    result means "no usable name".
+    """
+    kept = []
+    for ch in text:
+        category = unicodedata.category(ch)
+        if category.startswith("C"):
+            continue
+        kept.append("-" if ch in "/#" else " " if category.startswith("Z") else ch)
+    return " ".join("".join(kept).split())[:MAX_LABEL].strip()
+
+
+def verify_entries(
+    room: str, entries: Iterable[Member], trusted: Mapping[str, tuple[bytes, bytes]]
+) -> dict[str, Member]:
+    """The relay roster entries a signature chain vouches for, by fingerprint.
+
+    Args:
+        room: the room id the signatures must be bound to.
+        entries: the relay's roster.
+        trusted: keys we already hold, ``fingerprint -> (ed_pub, x_pub)``; an entry for such a
+            fingerprint must carry exactly these keys.
+    """
+    pending = {}
+    accepted: dict[str, Member] = {}
+    for entry in entries:
+        if crypto.fingerprint(entry.ed_pub) != entry.fingerprint:
+            continue  # keys that do not hash to the fingerprint: never ours to believe
+        known = trusted.get(entry.fingerprint)
+        if known is not None:
+            if known == (entry.ed_pub, entry.x_pub):
+                accepted[entry.fingerprint] = entry
+            continue  # a known member with other keys: a swap, refused
+        pending[entry.fingerprint] = entry
+    progress = True
+    while pending and progress:  # each round accepts at least one entry, or stops
+        progress = False
+        for fp, entry in list(pending.items()):
+            adder = accepted.get(entry.added_by)
+            if adder is None or entry.added_by == fp:
+                continue
+            try:
+                transcript = member_transcript(room, entry.ed_pub, entry.x_pub)
+                crypto.verify(adder.ed_pub, transcript, entry.sig)
+            except crypto.BadSignature:
+                del pending[fp]
+                continue
+            accepted[fp] = entry
+            del pending[fp]
+            progress = True
+    return accepted
+
+
+def reconcile(
+    room: str,
+    local: Sequence[KnownMember],
+    entries: Sequence[Member],
+    trusted: Mapping[str, tuple[bytes, bytes]],
+) -> RosterChange:
+    """The local roster after the relay's roster ``entries``.
+
+    ``trusted`` holds the keys that anchor the signature chains (ours and our contacts'); the
+    live local rows anchor them too.
+    """
+    roots = dict(trusted)
+    for row in local:
+        if not row.gone:
+            roots.setdefault(row.fingerprint, (row.ed_pub, row.x_pub))
+    verified = verify_entries(room, entries, roots)
+    before = {row.fingerprint: row for row in local}
+    rows: list[KnownMember] = []
+    joined: list[str] = []
+    for fp, entry in sorted(verified.items()):
+        state = "member" if entry.state == "joined" else "invited"
+        old = before.get(fp)
+        if old is None:
+            row = KnownMember(fp, placeholder_label(fp), entry.ed_pub, entry.x_pub, state,
+                              entry.added_by, named=PLACEHOLDER)
+        else:
+            row = attrs.evolve(old, state=state, gone=False, ed_pub=entry.ed_pub,
+                               x_pub=entry.x_pub)
+        if state == "member" and (old is None or old.gone or old.state != "member"):
+            joined.append(fp)
+        rows.append(row)
+    gone = []
+    for fp, old in sorted(before.items()):
+        if fp in verified:
+            continue
+        if not old.gone:
+            gone.append(fp)
+        rows.append(attrs.evolve(old, gone=True))
+    unverified = tuple(sorted({e.fingerprint for e in entries} - verified.keys()))
+    return RosterChange(tuple(rows), tuple(joined), tuple(gone), unverified)
+
+
+def name_member(row: KnownMember, label: str, *, by_self: bool) -> KnownMember | None:
+    """``row`` with the name someone gave it, or None when that name does not replace the old.
+
+    A member's own word beats their adder's, which beats the placeholder; a later word from the
+    same source replaces an earlier one (a rename).
+    """
+    cleaned = clean_label(label)
+    source = BY_SELF if by_self else BY_ADDER
+    if not cleaned or source < row.named or (cleaned == row.label and source == row.named):
+        return None
+    return attrs.evolve(row, label=cleaned, named=source)

@@ -1,0 +1,151 @@
+"""The membership feature's SQL: local roster rows, the keys that anchor trust, removed rooms.
+
+Every function takes a connection so that it composes inside one ``store.write`` transaction.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from typing import Any
+
+from crosstalk.errors import UnknownPeer
+from crosstalk.features.membership.core import KnownMember
+
+_COLUMNS = "fingerprint, label, signing_key, box_key, state, added_by, gone, named"
+
+
+def _row(r: tuple[Any, ...]) -> KnownMember:
+    fp, label, ed, x, state, added_by, gone, named = r
+    return KnownMember(
+        str(fp), str(label), bytes(ed), bytes(x), str(state),
+        None if added_by is None else str(added_by), bool(gone), int(named),
+    )
+
+
+def roster(conn: sqlite3.Connection, room_id: str) -> list[KnownMember]:
+    """Every row of a room's local roster, gone members included."""
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM room_members WHERE room_id = ? ORDER BY fingerprint", (room_id,)
+    ).fetchall()
+    return [_row(r) for r in rows]
+
+
+def trusted_keys(
+    conn: sqlite3.Connection, own: tuple[str, bytes, bytes]
+) -> dict[str, tuple[bytes, bytes]]:
+    """The keys that anchor signature chains: ours and every contact's."""
+    fp, ed, x = own
+    keys = {fp: (ed, x)}
+    for cfp, ced, cx in conn.execute("SELECT fingerprint, signing_key, box_key FROM contacts"):
+        keys[str(cfp)] = (bytes(ced), bytes(cx))
+    return keys
+
+
+def write_roster(conn: sqlite3.Connection, room_id: str, rows: tuple[KnownMember, ...]) -> None:
+    """Replace the room's roster rows with ``rows`` (the room must exist here)."""
+    for m in rows:
+        conn.execute(
+            f"INSERT INTO room_members (room_id, {_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (room_id, fingerprint) DO UPDATE SET label = excluded.label, "
+            "signing_key = excluded.signing_key, box_key = excluded.box_key, "
+            "state = excluded.state, added_by = excluded.added_by, gone = excluded.gone, "
+            "named = excluded.named",
+            (room_id, m.fingerprint, m.label, m.ed_pub, m.x_pub, m.state, m.added_by,
+             int(m.gone), m.named),
+        )
+
+
+def room_exists(conn: sqlite3.Connection, room_id: str) -> bool:
+    return conn.execute("SELECT 1 FROM rooms WHERE room_id = ?", (room_id,)).fetchone() is not None
+
+
+def mark_removed(conn: sqlite3.Connection, room_id: str, by: str | None, now: float) -> bool:
+    """Record that the relay took us out of a joined room; True if this is news."""
+    cur = conn.execute(
+        "UPDATE rooms SET removed_by = ?, removed_at = ? "
+        "WHERE room_id = ? AND state = 'joined' AND removed_at IS NULL",
+        (by or "", now, room_id),
+    )
+    return cur.rowcount > 0
+
+
+def removal(conn: sqlite3.Connection, room_id: str) -> tuple[str, str | None] | None:
+    """``(room name, remover's name or None)`` if we were removed from the room."""
+    row = conn.execute(
+        "SELECT name, removed_by FROM rooms WHERE room_id = ? AND removed_at IS NOT NULL",
+        (room_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    return str(row[0]), display_name(conn, room_id, str(row[1])) if row[1] else None
+
+
+def display_name(conn: sqlite3.Connection, room_id: str | None, fingerprint: str) -> str:
+    """What we call ``fingerprint``: our contact's label, else the name a room gave them."""
+    row = conn.execute(
+        "SELECT label FROM contacts WHERE fingerprint = ?", (fingerprint,)
+    ).fetchone()
+    if row is not None:
+        return str(row[0])
+    where = "" if room_id is None else "AND room_id = ? "
+    args: tuple[str, ...] = (fingerprint,) if room_id is None else (fingerprint, room_id)
+    row = conn.execute(
+        f"SELECT label FROM room_members WHERE fingerprint = ? {where}ORDER BY named DESC LIMIT 1",
+        args,
+    ).fetchone()
+    return str(row[0]) if row is not None else fingerprint
+
+
+def member_named(conn: sqlite3.Connection, who: str, me: str = "") -> tuple[str, str, str]:
+    """A room member we never paired with, by name or fingerprint: ``(fp, label, room name)``.
+
+    Raises UnknownPeer when nobody, or more than one person, has that name.
+    """
+    rows = conn.execute(
+        "SELECT DISTINCT m.fingerprint, m.label, r.name FROM room_members m "
+        "JOIN rooms r ON r.room_id = m.room_id "
+        "WHERE (m.label = ? OR m.fingerprint = ?) AND m.gone = 0 AND r.state = 'joined' "
+        "AND m.fingerprint != ? AND m.fingerprint NOT IN (SELECT fingerprint FROM contacts) "
+        "ORDER BY r.name",
+        (who, who, me),
+    ).fetchall()
+    people = {str(r[0]) for r in rows}
+    if not people:
+        raise UnknownPeer(f"You know nobody called {who!r}; `crosstalk peers` lists them.")
+    if len(people) > 1:
+        raise UnknownPeer(
+            f"More than one person in your rooms is called {who!r}; use a fingerprint "
+            "(`crosstalk peers` lists them)."
+        )
+    fp, label, room = rows[0]
+    return str(fp), str(label), str(room)
+
+
+def room_members_not_contacts(
+    conn: sqlite3.Connection, me: str = ""
+) -> list[tuple[str, str, str]]:
+    """``(fingerprint, label, first room name)`` of everyone in our rooms we never paired with."""
+    rows = conn.execute(
+        "SELECT m.fingerprint, m.label, min(r.name) FROM room_members m "
+        "JOIN rooms r ON r.room_id = m.room_id "
+        "WHERE m.gone = 0 AND r.state = 'joined' AND r.removed_at IS NULL "
+        "AND m.fingerprint != ? AND m.fingerprint NOT IN (SELECT fingerprint FROM contacts) "
+        "GROUP BY m.fingerprint ORDER BY m.label",
+        (me,),
+    ).fetchall()
+    return [(str(a), str(b), str(c)) for a, b, c in rows]
+
+
+def member(conn: sqlite3.Connection, room_id: str, fingerprint: str) -> KnownMember | None:
+    row = conn.execute(
+        f"SELECT {_COLUMNS} FROM room_members WHERE room_id = ? AND fingerprint = ?",
+        (room_id, fingerprint),
+    ).fetchone()
+    return None if row is None else _row(row)
+
+
+def rename(conn: sqlite3.Connection, room_id: str, row: KnownMember) -> None:
+    conn.execute(
+        "UPDATE room_members SET label = ?, named = ? WHERE room_id = ? AND fingerprint = ?",
+        (row.label, row.named, room_id, row.fingerprint),
+    )

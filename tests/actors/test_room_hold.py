@@ -1,0 +1,164 @@
+"""The room actor holds what may open later (an unknown sender, a future epoch) and never drops
+it: the ops behind it wait too, so the log is still applied in order."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+import trio
+
+from crosstalk import crypto
+from crosstalk.actors.relay_client import RelayClient
+from crosstalk.actors.relay_link import LinkCommand, LinkTimings
+from crosstalk.actors.room import Applied, RoomActor, Wake
+from crosstalk.actors.supervisor import Supervisor
+from crosstalk.store.db import Store
+from crosstalk.store.rooms import Room, RoomMember, add_member, add_room
+from crosstalk.wire.room_ops import MessageOp, encode_op, frame_body
+
+ROOM = "h" * 32
+KEYS = {0: bytes(range(32)), 1: bytes(range(1, 33))}
+ANA = crypto.Keys(b"\x01" * 32, b"\x02" * 32)
+BEN = crypto.Keys(b"\x03" * 32, b"\x04" * 32)
+CY = crypto.Keys(b"\x05" * 32, b"\x06" * 32)
+
+
+def _sealed(signer: crypto.Keys, op_id: str, epoch: int = 0) -> bytes:
+    op = MessageOp(msg_id=op_id, text=op_id)
+    sealed = crypto.seal_op(
+        signer, KEYS[epoch], encode_op(op), room_id=ROOM, epoch=epoch, op_id=op_id,
+        nonce=op_id.encode().ljust(24, b"\x00")[:24],
+    )
+    return frame_body(epoch, sealed)
+
+
+def _member(keys: crypto.Keys, label: str) -> Callable[[sqlite3.Connection], None]:
+    return lambda conn: add_member(
+        conn, RoomMember(ROOM, keys.fingerprint, label, keys.ed_pub, keys.x_pub)
+    )
+
+
+@pytest.fixture
+async def store() -> AsyncIterator[Store]:
+    root = Path(tempfile.mkdtemp(prefix="ct-"))
+    opened = await Store.open(root / "state.db")
+
+    def setup(conn: sqlite3.Connection) -> None:
+        add_room(conn, Room(ROOM, "team", "shared", "joined", 0, 0.0), KEYS[0])
+        _member(ANA, "ana")(conn)
+        _member(BEN, "ben")(conn)
+
+    await opened.write(setup)
+    yield opened
+    await opened.close()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _inbound(*ops: tuple[int, str, crypto.Keys, bytes]) -> Callable[[sqlite3.Connection], None]:
+    def load(conn: sqlite3.Connection) -> None:
+        for seq, op_id, sender, body in ops:
+            conn.execute(
+                "INSERT INTO relay_inbound (room_id, op_id, seq, sender, body, relay_ts, "
+                "received_at) VALUES (?, ?, ?, ?, ?, 0, 0)",
+                (ROOM, op_id, seq, sender.fingerprint, body),
+            )
+    return load
+
+
+class _Room:
+    """A running room actor over ``store`` that records what it applied."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.seen: list[Applied] = []
+        self.changed = trio.Event()
+
+    def record(self, _conn: sqlite3.Connection, applied: Applied) -> None:
+        self.seen.append(applied)
+
+    async def listener(self, _applied: list[Applied]) -> None:
+        self.changed.set()
+
+    async def wait_for(self, count: int, inbox: trio.MemorySendChannel[Wake]) -> None:
+        with trio.fail_after(10):
+            while len(self.seen) < count:
+                self.changed = trio.Event()
+                await inbox.send(Wake())
+                await self.changed.wait()
+
+
+async def _run(store: Store, test: Callable[[_Room, trio.MemorySendChannel[Wake]], object]) -> None:
+    world = _Room(store)
+    link_send, link_receive = trio.open_memory_channel[LinkCommand](1)
+    async with link_receive, trio.open_nursery() as nursery:
+        supervisor = Supervisor(heartbeat=5.0)
+        await nursery.start(supervisor.run)
+        actor = RoomActor(
+            room_id=ROOM, store=store, keys=ANA, relay=RelayClient(link_send, LinkTimings()),
+            appliers=[world.record], on_applied=world.listener,
+        )
+        inbox = await supervisor.start_actor("room", actor)
+        await test(world, inbox)  # type: ignore[misc]
+        nursery.cancel_scope.cancel()
+
+
+async def test_an_op_from_a_sender_not_yet_in_the_roster_waits_with_everything_after_it(
+    store: Store,
+) -> None:
+    """cy's op (seq 2) and ben's after it wait until cy's keys arrive; then all apply in order.
+
+    The batch that held them is the one that applied seq 1, so seeing only seq 1 after it
+    shows the hold (and a second wake still finds nothing to apply: the listener stays quiet
+    until cy is known).
+    """
+    await store.write(_inbound(
+        (1, "b1", BEN, _sealed(BEN, "b1")),
+        (2, "c1", CY, _sealed(CY, "c1")),
+        (3, "b2", BEN, _sealed(BEN, "b2")),
+    ))
+    seen: list[Applied] = []
+
+    async def test(world: _Room, inbox: trio.MemorySendChannel[Wake]) -> None:
+        await world.wait_for(1, inbox)
+        assert [a.op_id for a in world.seen] == ["b1"]
+        await store.write(_member(CY, "cy"))
+        await world.wait_for(3, inbox)
+        seen.extend(world.seen)
+
+    await _run(store, test)
+    assert [(a.seq, a.op_id) for a in seen] == [(1, "b1"), (2, "c1"), (3, "b2")]
+    assert all(isinstance(a.op, MessageOp) for a in seen)  # nothing rejected
+
+
+async def test_a_future_epoch_waits_for_its_key_and_a_past_one_without_key_is_rejected(
+    store: Store,
+) -> None:
+    """Epoch 1 before its rekey arrived is held (the batch that applied seq 1 stops there);
+    once the key is here it opens. An op under an epoch older than every key we hold will
+    never open: it is rejected (applied as None), not held."""
+    await store.write(_inbound(
+        (1, "b1", BEN, _sealed(BEN, "b1", epoch=0)),
+        (2, "b2", BEN, _sealed(BEN, "b2", epoch=1)),
+    ))
+    seen: list[Applied] = []
+
+    async def test(world: _Room, inbox: trio.MemorySendChannel[Wake]) -> None:
+        await world.wait_for(1, inbox)
+        assert [a.seq for a in world.seen] == [1]
+
+        def rekeyed(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT INTO room_keys VALUES (?, 1, ?)", (ROOM, KEYS[1]))
+            conn.execute("DELETE FROM room_keys WHERE room_id = ? AND epoch = 0", (ROOM,))
+            _inbound((3, "b0", BEN, _sealed(BEN, "b0", epoch=0)))(conn)
+
+        await store.write(rekeyed)
+        await world.wait_for(3, inbox)
+        seen.extend(world.seen)
+
+    await _run(store, test)
+    assert [(a.seq, a.op is not None) for a in seen] == [(1, True), (2, True), (3, False)]
