@@ -20,13 +20,17 @@ project directory from ``CLAUDE_PROJECT_DIR`` or the working directory.
 from __future__ import annotations
 
 import functools
+import io
 import json
 import os
-from collections.abc import Mapping
-from typing import Any
+import re
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, cast
 
+import anyio
 import trio
 from mcp.server.mcpserver import MCPServer
+from mcp.server.stdio import stdio_server
 from mcp.types import CallToolResult, TextContent
 
 from crosstalk.client import ensure_daemon
@@ -181,10 +185,93 @@ def build_server(bridge: Caller) -> MCPServer:
     return server
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_REQUEST_ID = re.compile(r'"id"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+)')
+#: Deepest JSON nesting passed on to the SDK (tool arguments are at depth 3; the SDK's own
+#: parser gives up somewhere past 200 levels and then never answers the request).
+MAX_DEPTH = 32
+TOO_DEEP_METHOD = "crosstalk/request_nested_too_deeply"
+
+
+def _without_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [_without_surrogates(v) for v in value]
+    if isinstance(value, dict):
+        return {_without_surrogates(k): _without_surrogates(v) for k, v in value.items()}
+    return value
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth > limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def repair_line(line: str) -> str:
+    """``line`` made into a message the MCP SDK parses and therefore answers.
+
+    JSON allows lone surrogate escapes (``"\\ud800"``) and JavaScript clients send them, and
+    JSON may nest arbitrarily deep, but the SDK's parser rejects such a message whole, and a
+    request it cannot parse is never answered: the call would hang. So each lone surrogate
+    becomes U+FFFD, and a request nested deeper than :data:`MAX_DEPTH` becomes a call of the
+    method :data:`TOO_DEEP_METHOD`, which the SDK answers with "method not found" under the
+    request's own id. Other lines pass unchanged.
+    """
+    end = "\n" if line.endswith("\n") else ""
+    if not _SURROGATE_ESCAPE.search(line) and line.count("[") + line.count("{") <= MAX_DEPTH:
+        return line
+    try:
+        data: Any = json.loads(line)
+    except RecursionError:
+        data = None
+    except ValueError:
+        return line
+    if data is not None and not _deeper_than(data, MAX_DEPTH):
+        return json.dumps(_without_surrogates(data)) + end
+    if isinstance(data, dict):
+        request_id = data.get("id")
+    else:  # too deep even to parse here: take the id from the text
+        found = _REQUEST_ID.search(line)
+        request_id = json.loads(found.group(1)) if found else None
+    if not isinstance(request_id, str | int):
+        return line  # a notification: nobody waits for an answer
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": TOO_DEEP_METHOD}) + end
+
+
+class _RepairedLines:
+    """The client's stdin as the SDK reads it (``async for line``), each line repaired."""
+
+    def __init__(self, source: anyio.AsyncFile[str]) -> None:
+        self._source = source
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        async for line in self._source:
+            yield repair_line(line)
+
+
+async def _run_stdio(server: MCPServer) -> None:
+    # A private duplicate of fd 0, so closing our reader never closes the process's stdin.
+    raw = io.TextIOWrapper(os.fdopen(os.dup(0), "rb"), encoding="utf-8", errors="replace")
+    lines = cast("anyio.AsyncFile[str]", _RepairedLines(anyio.wrap_file(raw)))  # iterated only
+    async with stdio_server(stdin=lines) as (read_stream, write_stream):
+        # MCPServer.run_stdio_async takes no streams; this is its body with our stdin.
+        lowlevel = server._lowlevel_server
+        await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+
+
 def serve(home: Home) -> None:
     """Run the server on stdio until the client hangs up."""
     server = build_server(DaemonBridge.from_env(os.environ, home))
-    trio.run(server.run_stdio_async)
+    trio.run(_run_stdio, server)
 
 
 # --- docs/tools.md --------------------------------------------------------------------------------

@@ -196,13 +196,22 @@ def _turns(count: int, transcript: str | None) -> Slice:
 def build_slice(spec: str, *, cwd: Path, transcript: str | None = None) -> Slice:
     """One slice from its ``--slice`` spec, refusing secrets and paths outside the project."""
     kind, _, arg = spec.partition(":")
-    root = project_root(cwd)
     if kind == "note":
         return _cap("note", "note", arg)
-    if kind == "file":
-        return _file(arg, root)
-    if kind == "diff":
-        return _diff(arg or None, root)
-    if kind == "turns":
-        return _turns(int(arg) if arg.isdigit() else 5, transcript)
-    raise UsageError(f"Unknown slice {spec!r}: use diff[:REF], file:PATH, turns[:N] or note:TEXT.")
+    if kind not in {"file", "diff", "turns"}:
+        raise UsageError(
+            f"Unknown slice {spec[:80]!r}: use diff[:REF], file:PATH, turns[:N] or note:TEXT."
+        )
+    if "\x00" in spec or "\x00" in str(cwd):
+        raise InvalidSlice("A slice names no file or revision with a NUL character in it.")
+    try:
+        root = project_root(cwd)
+        if kind == "file":
+            return _file(arg, root)
+        if kind == "diff":
+            return _diff(arg or None, root)
+        return _turns(int(arg) if arg.isdigit() and len(arg) < 6 else 5, transcript)
+    except OSError as exc:  # a name too long for the file system, a folder we may not read…
+        raise InvalidSlice(
+            f"The slice {spec[:80]!r} could not be read ({exc.strerror or exc})."
+        ) from None

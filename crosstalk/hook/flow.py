@@ -82,8 +82,11 @@ def project_of(cwd: str) -> str:
     """The git root above ``cwd`` (a ``.git`` file or directory), else ``cwd`` itself."""
     here = Path(cwd)
     for candidate in (here, *here.parents):
-        if (candidate / ".git").exists():
-            return str(candidate)
+        try:
+            if (candidate / ".git").exists():
+                return str(candidate)
+        except (OSError, ValueError):  # too long for the OS, or a NUL: not a place on disk
+            continue
     return str(here)
 
 

@@ -9,7 +9,9 @@ Exit status (documented for the installers and ``doctor``):
 - ``0``: answered. When the daemon could not be reached in time the answer is the client's empty
   one and stderr says why; that is a normal state (the daemon is started for the next event),
   not a failure of the agent's turn.
-- ``1``: crosstalk itself failed (a bug). stdout still carries a valid empty answer.
+- ``1``: only when the client closed our stdout, so no answer could be written. Whatever the
+  input, and even when crosstalk itself fails (a bug, said on stderr), the status is ``0`` with
+  a valid empty answer: clients log any non-zero exit as a failed hook.
 - ``3``: the command line was wrong (an unknown ``--client``). stdout carries ``{}``.
 
 Never ``2``: Claude Code treats exit 2 from a prompt hook as "block this prompt".
@@ -234,9 +236,9 @@ def run(
     except CrosstalkError as exc:
         warn(exc.message)
         return dialect.render(event, None), EXIT_OK
-    except Exception as exc:  # the promise is a valid answer, whatever broke
-        warn(f"internal error: {type(exc).__name__}: {exc}")
-        return dialect.render(event, None), EXIT_BUG
+    except Exception as exc:  # the promise is a valid answer and status 0, whatever broke
+        warn(f"internal error: {type(exc).__name__}: {str(exc)[:300]}")
+        return dialect.render(event, None), EXIT_OK
 
 
 def main(argv: Sequence[str] | None = None) -> None:

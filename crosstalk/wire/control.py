@@ -33,6 +33,15 @@ class ControlRequest:
             raise TooLarge("Control requests are limited to 1 MiB.")
         try:
             data = json.loads(line)
+            # Text that cannot be stored or re-sent (a lone surrogate such as "\ud800") is
+            # refused here, with a sentence, rather than failing deep inside an op.
+            json.dumps(data, ensure_ascii=False).encode()
+        except RecursionError:
+            raise InvalidRequest("The request is nested too deeply.") from None
+        except UnicodeEncodeError:
+            raise InvalidRequest(
+                "The request holds text that is not valid Unicode (a lone surrogate)."
+            ) from None
         except (ValueError, UnicodeDecodeError):
             raise InvalidRequest("The request is not valid JSON.") from None
         if not isinstance(data, dict):
