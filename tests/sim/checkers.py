@@ -13,7 +13,7 @@ linear in the history; each names the invariant of issue #18 it guards:
 4. ``roster``: after healing, each member's roster equals the relay's; a removed node does not
    still think it is joined.
 5. ``state``: a sent message's delivery state only moves forward, and its final state is true.
-Also ``link`` (every op posted after M joined is in M's ``relay_inbound``: the lead of #18) and
+Also ``link`` (M's relay cursor covers every op posted while M was a member: the lead of #18) and
 ``bug`` (an op raised something that is not a CrosstalkError).
 """
 
@@ -217,15 +217,17 @@ def _true_state(world: World, truth: Truth, states: dict[str, Any], post: Any, m
 
 
 def check_link(world: World, truth: Truth, states: dict[str, Any]) -> list[Failure]:
+    """Every op others posted while a node was (and still is) a member is under its cursor."""
     out: list[Failure] = []
     for name, node in world.nodes.items():
-        inbound = states[name]["inbound"]
+        cursors = states[name]["cursors"]
         for p in truth.posts:
             if node.fp == p.fp or not truth.member_now(p.room, node.fp):
                 continue
-            if truth.member_at(p.room, node.fp, p.step) and p.op_id not in inbound.get(p.room, []):
+            if truth.member_at(p.room, node.fp, p.step) and cursors.get(p.room, 0) < p.seq:
                 out.append(Failure("link", f"{name} never committed seq {p.seq} of room "
-                                           f"{p.room[:6]} ({world.by_fp(p.fp)}'s op)"))
+                                           f"{p.room[:6]} ({world.by_fp(p.fp)}'s op; cursor "
+                                           f"{cursors.get(p.room, 0)})"))
     return out
 
 

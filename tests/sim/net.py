@@ -91,7 +91,7 @@ class SimSocket:
 class SimRelay:
     """The relay core, its storage, its sockets and the fault knobs the world turns."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, *, leak: bool = False) -> None:
         self.key = SigningKey(random.Random(f"{seed}/relay-key").randbytes(32))
         self._draw = random.Random(f"{seed}/relay-draw")
         self.storage = MemoryStorage(clock=_time)
@@ -106,6 +106,10 @@ class SimRelay:
         self._step = 0
         self.digest = hashlib.sha256()  # every frame, both ways: part of the canary
         self.crashes = 0
+        # Planted bug (tests only): keep pushing a room's ops to members the relay dropped.
+        self.leak = leak
+        self._dropped: dict[str, set[str]] = {}
+        self.fps: dict[str, str] = {}  # node -> fingerprint (for the leak)
 
     def _new_core(self) -> RelayCore:
         return RelayCore(
@@ -138,16 +142,26 @@ class SimRelay:
                 text = w.encode_frame(effect.frame)
                 self.digest.update(b">" + text.encode())
                 self.sockets[effect.conn].deliver(text)
+                if self.leak and isinstance(effect.frame, w.Op):
+                    self._leak(effect.frame.room, text)
             elif isinstance(effect, Close) and effect.conn in self.sockets:
                 self.sockets[effect.conn].deliver(None)
+
+    def _leak(self, room: str, text: str) -> None:
+        gone = self._dropped.get(room, set())
+        for sock in list(self.sockets.values()):
+            if self.fps.get(sock.node) in gone:
+                sock.deliver(text)
 
     def _record(self, writes: Sequence[object]) -> None:
         self._step += 1
         now = trio.current_time()
         for e in writes:
             if isinstance(e, MemberPut) and e.member.state == "joined":
+                self._dropped.get(e.room, set()).discard(e.member.fingerprint)
                 self.truth.append(Truth(self._step, now, "join", e.room, e.member.fingerprint))
             elif isinstance(e, MemberDeleted):
+                self._dropped.setdefault(e.room, set()).add(e.fingerprint)
                 self.truth.append(Truth(self._step, now, "drop", e.room, e.fingerprint))
             elif isinstance(e, RoomDeleted):
                 self.truth.append(Truth(self._step, now, "gone", e.room, ""))
@@ -176,6 +190,8 @@ class SimRelay:
 
     def crash(self) -> None:
         """The relay process dies: sockets go dead at once, the core's memory is lost."""
+        if self.core is None:
+            return  # already down (overlapping crash faults)
         self.crashes += 1
         self.core = None
         self._parked.clear()
@@ -185,8 +201,9 @@ class SimRelay:
             sock.closed = True
 
     def restart(self) -> None:
-        """A new relay process, from what its storage committed."""
-        self.core = self._new_core()
+        """A new relay process, from what its storage committed (if it is down)."""
+        if self.core is None:
+            self.core = self._new_core()
 
     # --- the connect seam --------------------------------------------------------------------
 

@@ -1,14 +1,88 @@
 """Planted bugs: the world built with one deliberately broken piece, to prove a checker bites.
 
-Each is world composition (a daemon's appliers or listeners list edited before it starts),
-never a patch of a product global. ``PLANTS[name](scenario)`` gives the plants per node.
+Each is world composition: a daemon's ``appliers`` / ``applied_listeners`` lists edited before it
+starts, or a sim-only option of the relay shell; never a patch of a product global.
+``PLANTS[name](scenario)`` gives the plants per node (key ``"relay"``: options for SimRelay).
+
+* ``drop_sender`` (delivery): every node's appliers skip the messages ``n0`` sends.
+* ``claim_flip`` (claims): ``n1`` applies every claim as if ``n1`` had made it.
+* ``leaky_relay`` (removed): the relay keeps pushing a room's ops to members it dropped.
+* ``roster_ignores`` (roster): ``n1`` forgets ``n0`` in every named room after each batch.
+* ``state_regress`` (state): a sender's ``read`` receipts fall back to ``delivered``.
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 
-from tests.sim.workload import Scenario
-from tests.sim.world import Plant
+import attrs
 
-PLANTS: dict[str, Callable[[Scenario], dict[str, list[Plant]]]] = {}
+from crosstalk.actors.room import Applied, Applier
+from crosstalk.daemon import Daemon
+from crosstalk.wire.memory import TaskClaim
+from crosstalk.wire.room_ops import MemoryEnvelope, MessageOp
+from tests.sim.workload import Scenario
+from tests.sim.world import Plant, keys_for
+
+
+def _wrap_appliers(daemon: Daemon, change: Callable[[Applied], Applied | None]) -> None:
+    """Every applier sees ``change(applied)`` instead (None: the op is skipped)."""
+
+    def wrap(inner: Applier) -> Applier:
+        def applier(conn: sqlite3.Connection, applied: Applied) -> None:
+            changed = change(applied)
+            if changed is not None:
+                inner(conn, changed)
+        return applier
+
+    daemon.appliers[:] = [wrap(a) for a in daemon.appliers]
+
+
+def _drop_sender(victim: str) -> Plant:
+    def plant(daemon: Daemon) -> None:
+        _wrap_appliers(daemon, lambda a: None if isinstance(a.op, MessageOp)
+                       and a.sender == victim else a)
+    return plant
+
+
+def _claim_flip(daemon: Daemon) -> None:
+    me = daemon.keys.fingerprint
+
+    def change(a: Applied) -> Applied:
+        if isinstance(a.op, MemoryEnvelope) and isinstance(a.op.op, TaskClaim):
+            return attrs.evolve(a, sender=me)
+        return a
+    _wrap_appliers(daemon, change)
+
+
+def _forget(victim: str) -> Plant:
+    def plant(daemon: Daemon) -> None:
+        async def listener(applied: list[Applied]) -> None:
+            del applied
+            await daemon.store.write(lambda c: c.execute(
+                "DELETE FROM room_members WHERE fingerprint = ? AND room_id IN "
+                "(SELECT room_id FROM rooms WHERE kind = 'shared')", (victim,)))
+        daemon.applied_listeners.append(listener)
+    return plant
+
+
+def _regress(daemon: Daemon) -> None:
+    async def listener(applied: list[Applied]) -> None:
+        del applied
+        await daemon.store.write(lambda c: c.execute(
+            "UPDATE sent_messages SET receipt = 'delivered' WHERE receipt = 'read'"))
+    daemon.applied_listeners.append(listener)
+
+
+PLANTS: dict[str, Callable[[Scenario, int], dict[str, list[Plant]]]] = {
+    "drop_sender": lambda sc, seed: {n: [_drop_sender(_fp_of(seed, sc, "n0"))] for n in sc.nodes},
+    "claim_flip": lambda sc, seed: {"n1": [_claim_flip]},
+    "leaky_relay": lambda sc, seed: {},
+    "roster_ignores": lambda sc, seed: {"n1": [_forget(_fp_of(seed, sc, "n0"))]},
+    "state_regress": lambda sc, seed: {n: [_regress] for n in sc.nodes},
+}
+
+
+def _fp_of(seed: int, scenario: Scenario, node: str) -> str:
+    return keys_for(seed, scenario.nodes)[node].fingerprint

@@ -22,7 +22,7 @@ from tests.sim.workload import Scenario, generate, subset
 from tests.sim.world import World
 
 VIRTUAL_CAP = 4 * 3600.0  # a run that has not ended by then hangs: reported, not waited for
-QUIET = 150.0  # healed virtual seconds before the final reads (link backoff caps at 30 s)
+QUIET = 100.0  # healed virtual seconds before the final reads (link backoff caps at 30 s)
 
 
 @attrs.define
@@ -88,8 +88,9 @@ def run_seed(seed: int, *, keep: set[int] | None = None, plant: str | None = Non
     logging.disable(logging.CRITICAL)  # the daemons' logs would cost more than the run
     try:
         with tempfile.TemporaryDirectory(prefix=f"sim{seed}-") as tmp:
-            plants = PLANTS[plant](scenario) if plant else {}
-            world = World(seed, len(scenario.nodes), Path(tmp), entropy, plants=plants)
+            plants = PLANTS[plant](scenario, seed) if plant else {}
+            world = World(seed, len(scenario.nodes), Path(tmp), entropy, plants=plants,
+                          leaky_relay=plant == "leaky_relay")
             clock = trio.testing.MockClock(autojump_threshold=0)
             states: dict[str, Any] = {}
             failures: list[checkers.Failure] = []

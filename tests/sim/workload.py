@@ -114,14 +114,14 @@ def _update(m: _Model, index: int, node: str, kind: str, args: dict[str, Any]) -
 
 
 def generate(seed: int) -> Scenario:
-    """The seed's scenario: 3 to 5 nodes, their pairings, and 25 to 45 timed actions."""
+    """The seed's scenario: 3 to 5 nodes, their pairings, and 15 to 30 timed actions."""
     rng = random.Random(f"{seed}/workload")
     nodes = [f"n{i}" for i in range(rng.randint(3, 5))]
     pairs = _pairs(rng, nodes)
     model = _Model(nodes, pairs)
     actions: list[Action] = []
     t = 0.0
-    for _ in range(rng.randint(25, 45)):
+    for _ in range(rng.randint(15, 30)):
         t += round(rng.expovariate(1 / 3.0), 3)
         options = _choices(model, rng)
         _, node, kind, args = rng.choices(options, weights=[o[0] for o in options])[0]

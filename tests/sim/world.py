@@ -35,14 +35,20 @@ MAX_INCARNATIONS = 8  # bounds the keeper loop: crashes per node per run are cap
 Plant = Callable[[Daemon], None]
 
 
+def keys_for(seed: int, names: tuple[str, ...] | list[str]) -> dict[str, crypto.Keys]:
+    """Each node's identity keys, derived from the seed."""
+    rng = random.Random(f"{seed}/keys")
+    return {name: crypto.Keys(rng.randbytes(32), rng.randbytes(32)) for name in names}
+
+
 class Node:
     """One home: its files, keys, and the daemon of its current incarnation (if up)."""
 
-    def __init__(self, name: str, root: Path, rng: random.Random) -> None:
+    def __init__(self, name: str, root: Path, keys: crypto.Keys) -> None:
         self.name = name
         self.home = Home(root / name)
         self.home.root.mkdir(parents=True)
-        self.keys = crypto.Keys(rng.randbytes(32), rng.randbytes(32))
+        self.keys = keys
         record = IdentityRecord(
             label=name, machine=name, signing_seed=self.keys.ed_seed,
             box_secret=self.keys.x_secret, created_at=EPOCH,
@@ -70,12 +76,15 @@ class World:
     def __init__(
         self, seed: int, n: int, root: Path, entropy: Entropy, *,
         plants: dict[str, list[Plant]] | None = None, max_crashes: int = 3,
+        leaky_relay: bool = False,
     ) -> None:
         self.seed = seed
         self.entropy = entropy
-        self.relay = SimRelay(seed)
-        rng = random.Random(f"{seed}/keys")
-        self.nodes = {f"n{i}": Node(f"n{i}", root, rng) for i in range(n)}
+        self.relay = SimRelay(seed, leak=leaky_relay)
+        names = [f"n{i}" for i in range(n)]
+        keys = keys_for(seed, names)
+        self.nodes = {name: Node(name, root, keys[name]) for name in names}
+        self.relay.fps = {name: k.fingerprint for name, k in keys.items()}
         self.history = History()
         self.plants = plants or {}
         self.crash_budget = max_crashes

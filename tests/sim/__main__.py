@@ -1,0 +1,118 @@
+"""``python -m tests.sim``: replay one seed, run many (a pool), shrink failures.
+
+    python -m tests.sim --seed 42                 # one seed: its hash, failures, history (--out)
+    python -m tests.sim --seed 42 --ops 0,3,7-9   # only those actions
+    python -m tests.sim --seeds 300 --jobs 2      # many; a failing seed prints its replay line
+    python -m tests.sim --seeds 100000 --start N  # the soak
+    python -m tests.sim --seeds 300 --plant drop_sender --json   # a planted bug (tests)
+
+Re-execs itself under PYTHONHASHSEED=0 so a seed replays identically in any process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.sim.determinism import ensure_hashseed
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=False).stdout.strip() or "?"
+    except OSError:
+        return "?"
+
+
+def _one(job: tuple[int, str | None]) -> dict[str, Any]:
+    from tests.sim.runner import run_seed
+
+    seed, plant = job
+    started = time.perf_counter()
+    try:
+        o = run_seed(seed, plant=plant)
+    except Exception as exc:  # the harness itself broke: report the seed, keep going
+        return {"seed": seed, "digest": "", "failures": [["harness", repr(exc)]], "s": 0.0}
+    return {"seed": seed, "digest": o.digest, "s": round(time.perf_counter() - started, 3),
+            "failures": [[f.checker, f.detail] for f in o.failures], "profile": o.profile,
+            "coverage": o.coverage}
+
+
+def _replay_line(seed: int, plant: str | None, ops: str | None = None) -> str:
+    extra = f" --plant {plant}" if plant else ""
+    extra += f" --ops {ops}" if ops else ""
+    return f"PYTHONHASHSEED=0 python -m tests.sim --seed {seed}{extra}  # commit {_commit()}"
+
+
+def _many(args: argparse.Namespace) -> int:
+    seeds = range(args.start, args.start + args.seeds)
+    jobs = [(s, args.plant) for s in seeds]
+    started = time.perf_counter()
+    results: list[dict[str, Any]] = []
+    with multiprocessing.get_context("fork").Pool(args.jobs, maxtasksperchild=50) as pool:
+        for r in pool.imap(_one, jobs):
+            results.append(r)
+            if r["failures"] and not args.json:
+                kinds = sorted({f[0] for f in r["failures"]})
+                print(f"FAIL seed {r['seed']} {kinds}: {_replay_line(r['seed'], args.plant)}",
+                      flush=True)
+    elapsed = time.perf_counter() - started
+    failed = [r for r in results if r["failures"]]
+    if args.json:
+        print(json.dumps({"elapsed": elapsed, "results": results}))
+    else:
+        print(f"{len(results)} seeds, {len(failed)} failed, {elapsed:.1f} s "
+              f"({len(results) / elapsed:.2f} seeds/s)")
+    return 1 if failed else 0
+
+
+def _single(args: argparse.Namespace) -> int:
+    from tests.sim.runner import run_seed
+    from tests.sim.shrink import parse_ranges, ranges, shrink
+
+    keep = parse_ranges(args.ops) if args.ops else None
+    o = run_seed(args.seed, keep=keep, plant=args.plant)
+    print(f"seed {args.seed} hash {o.digest} steps {o.steps} profile {','.join(o.profile)}")
+    print(f"coverage {json.dumps(o.coverage, sort_keys=True)}")
+    if args.out:
+        Path(args.out).write_text("\n".join(o.history) + "\n")
+    for f in o.failures:
+        print(f"  {f.checker}: {f.detail}")
+    if not o.failures:
+        return 0
+    print(_replay_line(args.seed, args.plant, args.ops))
+    if args.shrink:
+        small = shrink(args.seed, o.failures[0].checker, args.plant)
+        line = _replay_line(args.seed, args.plant, ranges(small))
+        print(f"shrunk ({o.failures[0].checker}): {line}")
+    return 1
+
+
+def main(argv: list[str]) -> int:
+    ensure_hashseed(argv)
+    p = argparse.ArgumentParser(prog="python -m tests.sim")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--ops", help="only these action indexes, e.g. 0,3,7-9")
+    p.add_argument("--seeds", type=int, default=0)
+    p.add_argument("--start", type=int, default=1)
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--plant", default=None)
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--out", help="write the history (JSON lines) here")
+    p.add_argument("--shrink", action="store_true", help="delta-debug the failing action list")
+    p.add_argument("--commit", help="ignored: the commit the replay line was printed at")
+    args = p.parse_args(argv)
+    if args.seed is not None:
+        return _single(args)
+    return _many(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
