@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Awaitable, Callable
 
 import attrs
 import nacl.utils
@@ -30,6 +31,12 @@ from crosstalk.errors import (
 )
 from crosstalk.features.membership import queries as mq
 from crosstalk.features.membership.actor import fetch_roster
+from crosstalk.features.membership.keys import invitation as invitation_op
+from crosstalk.features.membership.keys import (
+    key_context,
+    seal_key,
+    share_with_stranded,
+)
 from crosstalk.features.membership.names import apply_names
 from crosstalk.store.rooms import (
     Contact,
@@ -42,16 +49,10 @@ from crosstalk.store.rooms import (
     find_contact,
     list_rooms,
     members,
-    room_key,
     set_room_state,
 )
 from crosstalk.wire import relay as w
-from crosstalk.wire.room_ops import InvitedMember, MemberNamed, Rekey, RoomInvite
-
-
-def key_context(room_id: str, epoch: int) -> bytes:
-    """What a sealed room key is bound to: the room and the epoch it opens."""
-    return b"crosstalk-room-key\x00" + room_id.encode() + b"\x00" + str(epoch).encode()
+from crosstalk.wire.room_ops import MemberNamed, Rekey, RoomInvite
 
 
 @attrs.frozen
@@ -168,13 +169,23 @@ def adopt_invitation(conn: sqlite3.Connection, applied: Applied, keys: crypto.Ke
     inviter = find_contact(conn, applied.sender)
     if inviter is None:
         return  # invitations come only from people we paired with
-    existing = conn.execute("SELECT 1 FROM rooms WHERE room_id = ?", (op.room_id,)).fetchone()
-    if existing is not None:
-        return
     try:
         key = crypto.open_sealed(keys, op.sealed_key, context=key_context(op.room_id, op.epoch))
     except crypto.OpenFailed:
         return  # not sealed to us: ignore it
+    existing = conn.execute("SELECT 1 FROM rooms WHERE room_id = ?", (op.room_id,)).fetchone()
+    if existing is not None:
+        # Sent again with a newer key (a rekey we could not read): take it, if the sender is in
+        # the room (any member could post a rekey there as well).
+        if any(m.fingerprint == applied.sender for m in members(conn, op.room_id)):
+            conn.execute(
+                "INSERT OR IGNORE INTO room_keys (room_id, epoch, key) VALUES (?, ?, ?)",
+                (op.room_id, op.epoch, key),
+            )
+            conn.execute(
+                "UPDATE rooms SET epoch = max(epoch, ?) WHERE room_id = ?", (op.epoch, op.room_id)
+            )
+        return
     names = {r.name for r in list_rooms(conn)}
     name = op.name if op.name not in names else f"{op.name}-{op.room_id[:6]}"
     add_room(conn, Room(op.room_id, name, "shared", "invited", op.epoch, time.time()), key)
@@ -214,16 +225,6 @@ def apply_rekey(conn: sqlite3.Connection, applied: Applied, keys: crypto.Keys) -
     )
 
 
-def _seal_key(member_x: bytes, key: bytes, room_id: str, epoch: int) -> bytes:
-    return crypto.seal_to(
-        member_x,
-        key,
-        ephemeral_secret=nacl.utils.random(32),
-        nonce=nacl.utils.random(24),
-        context=key_context(room_id, epoch),
-    )
-
-
 def _invitation(conn: sqlite3.Connection, room: Room, contact: Contact, inviter: str) -> RoomInvite:
     """Record the invitee as invited and build the op that tells them (with the sealed key)."""
     add_member(
@@ -238,14 +239,7 @@ def _invitation(conn: sqlite3.Connection, room: Room, contact: Contact, inviter:
             inviter,
         ),
     )
-    key = room_key(conn, room.room_id, room.epoch)
-    assert key is not None
-    roster = tuple(
-        InvitedMember(m.fingerprint, m.label, m.signing_key, m.box_key)
-        for m in members(conn, room.room_id)
-    )
-    sealed = _seal_key(contact.box_key, key, room.room_id, room.epoch)
-    return RoomInvite(room.room_id, room.name, room.epoch, sealed, roster)
+    return invitation_op(conn, room.room_id, contact.fingerprint)
 
 
 async def _invite_one(daemon: Daemon, room: Room, who: str) -> str:
@@ -298,7 +292,7 @@ async def _kick(daemon: Daemon, room_name: str, peer: str) -> KickReply:
     roster = await daemon.store.read(lambda c: members(c, room.room_id))
     remaining = [m for m in roster if m.fingerprint != target.fingerprint]
     epoch, key = room.epoch + 1, nacl.utils.random(32)
-    sealed = {m.fingerprint: _seal_key(m.box_key, key, room.room_id, epoch) for m in remaining}
+    sealed = {m.fingerprint: seal_key(m.box_key, key, room.room_id, epoch) for m in remaining}
     # Sealed under the old epoch (everyone remaining can open it); the removed member is
     # already off the relay's roster, so it never receives this op.
     await daemon.send_op(room.room_id, Rekey(epoch, target.fingerprint, sealed))
@@ -315,13 +309,33 @@ async def _kick(daemon: Daemon, room_name: str, peer: str) -> KickReply:
         )
 
     await daemon.store.write(rotate)
+    # Invited members cannot read the rekey op (their cursor starts when they accept).
+    await share_with_stranded(daemon.store, daemon.send_op, room.room_id, keys.fingerprint, sealed)
     return KickReply(room.name, target.label, epoch)
+
+
+def _key_listener(daemon: Daemon) -> Callable[[list[Applied]], Awaitable[None]]:
+    """After a commit: wake a room whose key came by invitation; pass a rekey on to the members
+    we added who cannot read it."""
+
+    async def listener(applied: list[Applied]) -> None:
+        for entry in applied:
+            if isinstance(entry.op, RoomInvite):
+                await daemon.wake_room(entry.op.room_id)
+            elif isinstance(entry.op, Rekey):
+                await share_with_stranded(
+                    daemon.store, daemon.send_op, entry.room_id, daemon.keys.fingerprint,
+                    entry.op.sealed,
+                )
+
+    return listener
 
 
 def register(ops: OpTable, daemon: Daemon) -> None:
     daemon.appliers.append(lambda conn, applied: adopt_invitation(conn, applied, daemon.keys))
     daemon.appliers.append(lambda conn, applied: apply_rekey(conn, applied, daemon.keys))
     daemon.appliers.append(apply_names)
+    daemon.applied_listeners.append(_key_listener(daemon))
 
     async def rooms(_: NoParams) -> RoomsReply:
         me = daemon.keys.fingerprint if daemon.identity is not None else ""

@@ -119,3 +119,19 @@ def test_kicked_member_cannot_open_what_is_sent_after(trio_of: list[Person]) -> 
                 epoch=epoch,
                 op_id=raw[0],
             )
+
+
+def test_an_invitee_who_accepts_after_a_rekey_reads_what_follows(trio_of: list[Person]) -> None:
+    """cy is still only invited when ana removes ben: the rekey op never reaches cy (a cursor
+    starts at accept), so ana sends cy the new key through their room of two; after accepting,
+    cy opens what ana sends under the new epoch."""
+    ana, ben, cy = trio_of
+    ana.json("room", "create", "moving")
+    ana.json("room", "invite", "moving", "ben", "cy")
+    wait_until(lambda: _room(ben, "moving") is not None, timeout=30, what="ben's invitation")
+    wait_until(lambda: _room(cy, "moving") is not None, timeout=30, what="cy's invitation")
+    ben.json("room", "accept", "moving")
+    assert ana.json("room", "kick", "moving", "ben")["epoch"] == 1
+    cy.json("room", "accept", "moving")
+    ana.json("send", "#moving", "after the rekey")
+    assert [m["text"] for m in wait_for_messages(cy, 1)] == ["after the rekey"]
