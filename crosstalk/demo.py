@@ -215,9 +215,10 @@ def _flow(say: Callable[[str], None], ana: Home, ben: Home) -> dict[str, Any]:
 def _wait_for_messages(home: Home) -> list[dict[str, Any]]:
     deadline = time.monotonic() + STEP_TIMEOUT
     while time.monotonic() < deadline:
-        messages = call(home, "read", {})["messages"]
-        if messages:
-            return list(messages)
+        reply = call(home, "read", {})
+        if reply["messages"]:
+            call(home, "ack", {"lease": reply["lease"]})  # shown: now they are read
+            return list(reply["messages"])
         time.sleep(0.05)
     raise CrosstalkError("The demo message did not arrive in time.", code="no_answer")
 

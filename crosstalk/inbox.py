@@ -171,7 +171,8 @@ def load_pending(conn: sqlite3.Connection, now: float) -> tuple[list[Pending], l
     rows = conn.execute(
         "SELECT n.message_id, n.session, n.target, n.label, n.from_session, n.kind, n.decision, "
         "n.batch, h.body FROM notices n LEFT JOIN held_messages h ON h.message_id = n.message_id "
-        "WHERE n.surfaced_at IS NOT NULL AND n.shown_at IS NULL AND n.surfaced_at > ? "
+        "WHERE n.surfaced_at IS NOT NULL AND n.shown_at IS NULL AND n.withdrawn_at IS NULL "
+        "AND n.surfaced_at > ? "
         "ORDER BY n.created_at, n.id",
         (now - HORIZON,),
     ).fetchall()
@@ -300,3 +301,4 @@ def register(ops: OpTable, daemon: Daemon) -> None:
 
     daemon.on_start.append(start)
     daemon.applied_listeners.append(on_applied)
+    daemon.local_listeners.append(on_applied)

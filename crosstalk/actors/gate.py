@@ -49,8 +49,10 @@ import trio
 
 from crosstalk.actors.context import ActorContext
 from crosstalk.actors.gate_records import (
+    LOCAL_ROOM,
     held_item,
     live,
+    local_source,
     mark_batch,
     record,
     source_of,
@@ -184,7 +186,8 @@ class GateActor:
         mine = [
             a
             for a in items
-            if isinstance(a.op, MessageOp) and (me is None or a.sender != me.fingerprint)
+            if isinstance(a.op, MessageOp)
+            and (a.room_id == LOCAL_ROOM or me is None or a.sender != me.fingerprint)
         ]
         if not mine:
             return
@@ -206,16 +209,17 @@ class GateActor:
             if db.has_notice(conn, applied.op_id):
                 continue  # re-delivery, or the catch-up already decided it
             now = self._clock()
-            source = source_of(conn, applied.sender)
+            local = applied.room_id == LOCAL_ROOM
+            source = local_source(applied.sender) if local else source_of(conn, applied.sender)
             session, status = route(op.to, live(conn, now))
-            arrival = Arrival(source, applied.room_id, op.intent, op.kind)
+            arrival = Arrival(source, None if local else applied.room_id, op.intent, op.kind)
             verdict = decide(settings, mutes, arrival, status, now)
             record(conn, applied, op, source, session, verdict, now)
             log.debug(
                 "gate: %s from %s in %s -> %s (%s)", applied.op_id, source.label,
                 applied.room_id, verdict.decision.value, verdict.resolution.explain(source.label),
             )
-            if verdict.decision is Decision.REFUSE:
+            if verdict.decision is Decision.REFUSE and not local:  # a post has nobody to answer
                 answer = refusal(
                     op, applied.op_id, msg_id=secrets.token_hex(16),
                     my_label=me.label if me is not None else "", now=now,

@@ -19,7 +19,7 @@ from crosstalk.core.attention import AttentionEntry
 from crosstalk.core.gate import Verdict
 from crosstalk.core.gate_routing import due, live_sessions
 from crosstalk.core.held import HeldBatch, HeldItem
-from crosstalk.core.levels import Source
+from crosstalk.core.levels import LOCAL_PREFIX, Source
 from crosstalk.core.triage import Decision
 from crosstalk.errors import RemoteProtocolError
 from crosstalk.store import attention as db
@@ -30,6 +30,9 @@ from crosstalk.wire.room_ops import MessageOp
 
 log = logging.getLogger(__name__)
 
+LOCAL_ROOM = "local"
+"""The ``room_id`` of held messages that never crossed a relay: posts and ``me/SESSION``."""
+
 
 def source_of(conn: sqlite3.Connection, fingerprint: str) -> Source:
     """The sender as we know them: our name for their key, a room of two, the bot flag."""
@@ -38,7 +41,8 @@ def source_of(conn: sqlite3.Connection, fingerprint: str) -> Source:
         label = contact.label
     else:
         row = conn.execute(
-            "SELECT label FROM room_members WHERE fingerprint = ? LIMIT 1", (fingerprint,)
+            "SELECT label FROM room_members WHERE fingerprint = ? ORDER BY named DESC LIMIT 1",
+            (fingerprint,),
         ).fetchone()
         label = str(row[0]) if row else fingerprint
     return Source(
@@ -47,6 +51,13 @@ def source_of(conn: sqlite3.Connection, fingerprint: str) -> Source:
         direct=direct_room_with(conn, fingerprint) is not None,
         bot=contact is not None and contact.is_agent,
     )
+
+
+def local_source(sender: str) -> Source:
+    """The source of a message that crossed no relay: a post, or another of our own sessions."""
+    if sender.startswith(LOCAL_PREFIX):
+        return Source.local_post(sender.removeprefix(LOCAL_PREFIX))
+    return Source(person=sender, label="me", local=True)
 
 
 def live(conn: sqlite3.Connection, now: float) -> list[Session]:

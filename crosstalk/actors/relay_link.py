@@ -575,7 +575,7 @@ class RelayLink:
                 self._m.op_committed(event.item.room, event.seq)  # acknowledge our own post
             await self._events.send(OpSent(event.item.room, event.item.op_id, event.seq))
         elif isinstance(event, core.PostRejected):
-            await store.drop_post(event.item)
+            await store.drop_post(event.item, event.error)
             await self._events.send(OpRefused(event.item.room, event.item.op_id, event.error))
         elif isinstance(event, core.RoomJoined):
             await store.track_room(event.room)

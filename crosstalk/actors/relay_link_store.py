@@ -14,13 +14,14 @@ from __future__ import annotations
 import base64
 import secrets
 import sqlite3
+import time
 from collections.abc import Sequence
 from typing import Protocol
 
 import attrs
 
 from crosstalk.core.link import OutboxItem
-from crosstalk.errors import DamagedState, RelayKeyMismatch, UnknownRoom
+from crosstalk.errors import CrosstalkError, DamagedState, RelayKeyMismatch, UnknownRoom
 from crosstalk.store.db import Store
 from crosstalk.store.settings import RELAY_KEYS, get_setting, set_setting
 from crosstalk.wire import relay as w
@@ -57,7 +58,9 @@ class LinkStore(Protocol):
     async def mark_sent(self, item: OutboxItem, seq: int) -> bool:
         """Record the relay's seq for our post; ``True`` if it also moved the room's cursor."""
 
-    async def drop_post(self, item: OutboxItem) -> None: ...
+    async def drop_post(self, item: OutboxItem, error: CrosstalkError) -> None:
+        """The relay will never take ``item``: it leaves the outbox, and ``error`` is kept."""
+        ...
 
     async def track_room(self, room: str) -> None: ...
 
@@ -158,6 +161,18 @@ def _pin(conn: sqlite3.Connection, url: str, key: bytes) -> None:
     set_setting(conn, RELAY_KEYS, dict(sorted(pins.items())))
 
 
+def _drop_post(
+    conn: sqlite3.Connection, item: OutboxItem, error: CrosstalkError, now: float
+) -> None:
+    """Out of the outbox, and the refusal kept (``refused_ops``) so ``sent`` can say why."""
+    conn.execute("DELETE FROM outbox WHERE id = ?", (item.id,))
+    conn.execute(
+        "INSERT OR IGNORE INTO refused_ops (op_id, room_id, code, reason, refused_at) "
+        "VALUES (?, ?, ?, ?, ?)",
+        (item.op_id, item.room, error.code, error.message, now),
+    )
+
+
 class SqliteLinkStore:
     """:class:`LinkStore` over the daemon's :class:`Store`."""
 
@@ -181,10 +196,8 @@ class SqliteLinkStore:
     async def mark_sent(self, item: OutboxItem, seq: int) -> bool:
         return await self._store.write(lambda conn: _mark_sent(conn, item, seq))
 
-    async def drop_post(self, item: OutboxItem) -> None:
-        await self._store.write(
-            lambda conn: conn.execute("DELETE FROM outbox WHERE id = ?", (item.id,))
-        )
+    async def drop_post(self, item: OutboxItem, error: CrosstalkError) -> None:
+        await self._store.write(lambda conn: _drop_post(conn, item, error, time.time()))
 
     async def track_room(self, room: str) -> None:
         await self._store.write(

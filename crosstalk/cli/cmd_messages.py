@@ -11,7 +11,8 @@ import typer
 
 from crosstalk.cli.options import HomeOption, JsonOption
 from crosstalk.cli.output import Output, reports_errors
-from crosstalk.client import ask_daemon, ensure_daemon
+from crosstalk.client import ask_daemon, call, ensure_daemon
+from crosstalk.errors import CrosstalkError
 from crosstalk.hook.control import ControlConnection
 from crosstalk.paths import Home
 
@@ -60,19 +61,30 @@ def send(
         "because": because,
     }
     reply = ask_daemon(home, "send", params, timeout=SEND_TIMEOUT)
-    out.emit(reply, f"{reply['state']}: to {', '.join(reply['to'])} ({reply['id']})")
+    if not reply.get("truncated"):
+        reply.pop("truncated", None)
+    cut = "".join(f"; slice {i} was cut to its cap" for i in reply.get("truncated", []))
+    out.emit(reply, f"{reply['state']}: to {', '.join(reply['to'])} ({reply['id'][:8]}){cut}")
 
 
 def _render(message: dict[str, Any]) -> str:
+    """One message for a person: who, what, its short id (which `answer` and `slice` take)."""
+    short = message.get("short") or message["id"][:8]
     head = f"{message['from']}" + (f" ({message['session']})" if message.get("session") else "")
-    lines = [
-        f"{head} · {message['kind']} · {message['intent']}  [{message['id']}]",
-        f"  {message['text']}",
-    ]
+    lines = [f"{head} · {message['kind']} · {message['intent']}  [{short}]"]
+    if message.get("reply_to") or message.get("thread"):
+        where = [f"reply to {message['reply_to'][:8]}"] if message.get("reply_to") else []
+        where += [f"thread {message['thread']}"] if message.get("thread") else []
+        lines.append(f"  ({', '.join(where)})")
+    lines.append(f"  {message['text']}")
     lines += [
-        f"  [slice {s['index']}] {s['kind']}: {s['label']} ({s['bytes']} bytes)"
+        f"  [slice {s['index']}] {s['kind']}: {s['label']} ({s['bytes']} bytes"
+        + (", cut to the cap)" if s.get("truncated") else ")")
+        + f" · crosstalk slice {short} {s['index']}"
         for s in message.get("slices", [])
     ]
+    if message.get("kind") == "ask":
+        lines.append(f"  answer with: crosstalk answer {message['from']} {short} \"…\"")
     return "\n".join(lines)
 
 
@@ -85,12 +97,17 @@ def read(
     json_output: JsonOption = False,
     home: HomeOption = None,
 ) -> None:
-    """Show the messages waiting for you, and mark them read."""
+    """Show the messages waiting for you; once shown, they are marked read."""
     out = Output(json_mode=json_output)
     reply = ask_daemon(home, "read", {"all": all_messages, "session": session})
     messages = reply["messages"]
     human = "\n\n".join(_render(m) for m in messages) if messages else "No messages."
     out.emit({"messages": messages}, human)
+    if reply.get("lease"):  # printed: only now are they read (and the senders told)
+        try:
+            call(Home.resolve(home), "ack", {"lease": reply["lease"]}, timeout=SEND_TIMEOUT)
+        except CrosstalkError as exc:
+            sys.stderr.write(f"crosstalk: not marked read ({exc.message}); they show again.\n")
 
 
 @reports_errors
@@ -121,7 +138,9 @@ def ask(
 @reports_errors
 def answer(
     to: Annotated[str, typer.Argument(help="Who asked.")],
-    correlation: Annotated[str, typer.Argument(help="The question's correlation id.")],
+    correlation: Annotated[
+        str, typer.Argument(metavar="ID", help="The question's id as `read` shows it.")
+    ],
     text: Annotated[str, typer.Argument(help="Your answer.")],
     json_output: JsonOption = False,
     home: HomeOption = None,
@@ -185,7 +204,11 @@ def sent(json_output: JsonOption = False, home: HomeOption = None) -> None:
     """What you sent lately and how far each got: queued, sent, delivered, read."""
     out = Output(json_mode=json_output)
     rows = ask_daemon(home, "sent", {})["sent"]
-    human = "\n".join(f"  {r['state']:<9} {r['to']:<16} {r['kind']:<8} {r['id']}" for r in rows)
+    human = "\n".join(
+        f"  {r['state']:<9} {r['to']:<16} {r['kind']:<8} {r['id'][:8]}"
+        + (f"  ({r['reason']})" if r.get("reason") else "")
+        for r in rows
+    )
     out.emit({"sent": rows}, human or "Nothing sent yet.")
 
 

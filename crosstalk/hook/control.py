@@ -15,10 +15,14 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from crosstalk.errors import CrosstalkError, DaemonUnreachable
+from crosstalk.errors import CrosstalkError, DaemonUnreachable, TooLarge
 
 PROTOCOL_VERSION = 1
 MAX_REPLY = 16 * 1024 * 1024
+#: The daemon refuses a longer request line (``crosstalk.wire.control.MAX_REQUEST_BYTES``; a
+#: test keeps the two equal). Checked here so an oversized request is ``too_large`` before any
+#: byte is written, not a broken pipe when the daemon hangs up mid-line.
+MAX_REQUEST = 1024 * 1024
 
 
 class ControlConnection:
@@ -61,6 +65,11 @@ class ControlConnection:
     def send(self, op: str, params: Mapping[str, Any] | None = None) -> None:
         """Send one request line."""
         line = json.dumps({"v": PROTOCOL_VERSION, "op": op, **(params or {})}) + "\n"
+        if len(line.encode("utf-8", "surrogatepass")) > MAX_REQUEST:
+            raise TooLarge(
+                f"The request is larger than {MAX_REQUEST // 1024} KiB: send less text, or "
+                "attach what is large as a slice (file:PATH, diff)."
+            )
         try:
             self._sock.settimeout(self._remaining())
             self._sock.sendall(line.encode())

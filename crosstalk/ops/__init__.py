@@ -14,6 +14,7 @@ from crosstalk.ops import (
     message_ops,
     pairing_ops,
     peers_ops,
+    read_ops,
     room_admin_ops,
     trust_ops,
 )
@@ -27,6 +28,7 @@ def register_all(ops: OpTable, daemon: Daemon) -> None:
     link_ops.register(ops, daemon)
     room_admin_ops.register(ops, daemon)
     message_ops.register(ops, daemon)
+    read_ops.register(ops, daemon)
     ask_ops.register(ops, daemon)
     peers_ops.register(ops, daemon)
     trust_ops.register(ops, daemon)

@@ -111,6 +111,8 @@ class Mailroom:
             op = entry.op
             assert isinstance(op, MessageOp)
             label = labels.get(entry.sender) or entry.sender
+            if entry.sender == self._daemon.keys.fingerprint:
+                label = "me"  # another of our own sessions (me/SESSION)
             if op.kind is Kind.ANSWER and op.correlation in self.asks:
                 _, waiter = self.asks[op.correlation]
                 _tell(waiter, op)
@@ -175,6 +177,7 @@ for _cls in (AskReply, Arrival):
 def register(ops: OpTable, daemon: Daemon) -> None:
     mailroom = Mailroom(daemon)
     daemon.applied_listeners.append(mailroom.applied)
+    daemon.local_listeners.append(mailroom.applied)  # watch and wait see posts and me/SESSION
 
     async def ask(params: AskParams) -> AsyncGenerator[AskReply | MutualWait, None]:
         if not 0 < params.timeout <= 24 * 3600:

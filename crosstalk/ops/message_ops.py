@@ -1,9 +1,13 @@
-"""``send`` and ``read``: a message to a person, and what is waiting for us.
+"""``send``, ``answer``, ``post`` and ``sent``: a message to a person, and how far it got.
 
 ``send`` resolves the address to a room, has that room's actor seal the op and commit it to the
-outbox (``queued``), then waits briefly for the relay to sequence it (``sent``). ``read`` hands
-out held messages, marking them read; the sender shown is *our* name for the signing key, never
-a name the sender wrote.
+outbox (``queued``), then waits briefly for the relay to sequence it (``sent``). Limits are
+checked before anything is queued (``too_large``), and the reply names any slice that was cut to
+its cap (``truncated``). A post the relay refuses for good is ``refused`` with the relay's
+reason. Messages that cross no relay (``post``, ``me/SESSION``) are held and then told to the
+``local_listeners`` (the gate, ``watch``, the inbox push) exactly as a room's arrivals are.
+``answer`` answers only a question someone asked us (``unknown_message`` otherwise). Reading is
+:mod:`crosstalk.ops.read_ops`.
 """
 
 from __future__ import annotations
@@ -13,33 +17,43 @@ import logging
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any
 
 import attrs
 import nacl.utils
 import trio
-from cattrs.gen import make_dict_unstructure_fn, override
 
 from crosstalk.actors.control import OpTable
+from crosstalk.actors.gate_records import LOCAL_ROOM
 from crosstalk.actors.room import Applied
 from crosstalk.actors.router import WatchSent
+from crosstalk.core.levels import local_key
 from crosstalk.core.ration import Ration
 from crosstalk.core.triage import Intent, Kind
 from crosstalk.daemon import Daemon
-from crosstalk.errors import CrosstalkError, NotAMember, UnknownPeer, UsageError
+from crosstalk.errors import (
+    NotAMember,
+    TooLarge,
+    UnknownMessage,
+    UnknownPeer,
+    UsageError,
+)
+from crosstalk.ops.read_ops import find_held, send_receipts, withdraw_notices
 from crosstalk.ops.room_admin_ops import find_room
 from crosstalk.slices import build_slice, needs_transcript
 from crosstalk.store.attention import load_ration_stamps, save_ration_stamps
 from crosstalk.store.rooms import contact_named, direct_room_with
 from crosstalk.store.sessions import current_transcript
-from crosstalk.wire.converter import converter, unstructure
-from crosstalk.wire.room_ops import MAX_TEXT, MessageOp, Receipt, Slice
+from crosstalk.wire.converter import unstructure
+from crosstalk.wire.relay_log import MAX_OP_BODY
+from crosstalk.wire.room_ops import MAX_TEXT, MessageOp, Receipt, Slice, encode_op
 
 log = logging.getLogger(__name__)
 
 SENT_WAIT = 2.0
-LOCAL_ROOM = "local"  # held messages that never crossed a relay: posts and me/session
-STATES = ("queued", "sent", "delivered", "read")
+STATES = ("queued", "sent", "delivered", "read", "refused")
+#: What sealing adds to an op's JSON on its way to the relay: framing header (7), nonce (24),
+#: signature (64) and AEAD tag (16), rounded up.
+SEAL_OVERHEAD = 128
 
 
 @attrs.frozen
@@ -67,22 +81,6 @@ class AnswerParams:
 
 
 @attrs.frozen
-class SliceParams:
-    id: str
-    index: int = 0
-
-
-@attrs.frozen
-class SliceReply:
-    kind: str
-    label: str
-    bytes: int
-    sha256: str
-    content: str
-    truncated: bool
-
-
-@attrs.frozen
 class SentParams:
     limit: int = 50
 
@@ -94,6 +92,7 @@ class SentView:
     kind: str
     state: str
     ts: float
+    reason: str | None = None  # why the relay refused it (state "refused")
 
 
 @attrs.frozen
@@ -119,48 +118,7 @@ class SendReply:
     id: str
     state: str
     to: list[str]
-
-
-@attrs.frozen
-class ReadParams:
-    all: bool = False
-    session: str | None = None
-
-
-@attrs.frozen
-class SliceView:
-    index: int
-    kind: str
-    label: str
-    bytes: int
-
-
-@attrs.frozen
-class MessageView:
-    id: str
-    from_: str
-    session: str | None
-    room: str
-    intent: str
-    kind: str
-    text: str
-    thread: str | None
-    reply_to: str | None
-    correlation: str | None
-    ts: float
-    slices: list[SliceView]
-
-
-# "from" is a keyword in Python: the field is ``from_`` and travels as "from".
-converter.register_unstructure_hook(
-    MessageView,
-    make_dict_unstructure_fn(MessageView, converter, from_=override(rename="from")),
-)
-
-
-@attrs.frozen
-class ReadReply:
-    messages: list[MessageView]
+    truncated: list[int] = attrs.Factory(list)  # slices cut to their cap, by index
 
 
 @attrs.frozen
@@ -186,65 +144,6 @@ def _resolve(conn: sqlite3.Connection, to: str) -> Address:
         raise UnknownPeer(f"You share no room with {contact.label} yet.")
     label = f"{contact.label}/{where}" if where else contact.label
     return Address(direct.room_id, label, where or None)
-
-
-def _for_session(conn: sqlite3.Connection, session: str | None) -> tuple[str, list[str]]:
-    """A WHERE clause picking the messages a session may read (all of them without one)."""
-    if session is None:
-        return "", []
-    row = conn.execute("SELECT project FROM sessions WHERE name = ?", (session,)).fetchone()
-    names = [session] + ([Path(row[0]).name] if row and row[0] else [])
-    marks = ", ".join("?" for _ in names)
-    return f" AND (h.target_session IS NULL OR h.target_session IN ({marks}))", names
-
-
-def take_messages(
-    conn: sqlite3.Connection, *, include_read: bool, session: str | None = None
-) -> tuple[list[MessageView], dict[str, list[str]]]:
-    """Held messages (marked read now) and, per room, the ids to send read receipts for."""
-    where, args = _for_session(conn, session)
-    rows = conn.execute(
-        "SELECT h.message_id, h.sender, h.body, h.received_at, r.name, c.label, h.room_id, "
-        "h.read_at FROM held_messages h LEFT JOIN rooms r ON r.room_id = h.room_id "
-        "LEFT JOIN contacts c ON c.fingerprint = h.sender WHERE 1 = 1"
-        + ("" if include_read else " AND h.read_at IS NULL")
-        + where
-        + " ORDER BY h.received_at, h.rowid",
-        args,
-    ).fetchall()
-    now = time.time()
-    conn.executemany(
-        "UPDATE held_messages SET read_at = ? WHERE message_id = ? AND read_at IS NULL",
-        [(now, r[0]) for r in rows],
-    )
-    receipts: dict[str, list[str]] = {}
-    for r in rows:
-        if r[7] is None and r[6] != LOCAL_ROOM:
-            receipts.setdefault(r[6], []).append(r[0])
-    return [_view(*r[:6]) for r in rows], receipts
-
-
-def _view(
-    msg_id: str, sender: str, body: str, received: float, room: str | None, label: str | None
-) -> MessageView:
-    op: dict[str, Any] = json.loads(body)
-    return MessageView(
-        id=msg_id,
-        from_=label or sender,  # our name for the verified signer, never the sender's own
-        session=op.get("from_session"),
-        room=room or "",
-        intent=op.get("intent", "fyi"),
-        kind=op.get("kind", "message"),
-        text=op.get("text", ""),
-        thread=op.get("thread"),
-        reply_to=op.get("reply_to"),
-        correlation=op.get("correlation"),
-        ts=float(op.get("relay_ts", received)),
-        slices=[
-            SliceView(i, str(sl["kind"]), str(sl["label"]), len(str(sl["content"]).encode()))
-            for i, sl in enumerate(op.get("slices", []))
-        ],
-    )
 
 
 def hold_message(conn: sqlite3.Connection, applied: Applied, *, me: str) -> None:
@@ -277,13 +176,21 @@ def apply_receipt(conn: sqlite3.Connection, applied: Applied) -> None:
         )
 
 
-def delivery_state(conn: sqlite3.Connection, msg_id: str) -> str:
-    """queued → sent (the relay sequenced it) → delivered → read, never backwards."""
+def delivery_state(conn: sqlite3.Connection, msg_id: str) -> tuple[str, str | None]:
+    """queued → sent (the relay sequenced it) → delivered → read, never backwards; or refused.
+
+    Returns the state and, for ``refused``, the relay's reason (``code: sentence``).
+    """
+    refused = conn.execute(
+        "SELECT code, reason FROM refused_ops WHERE op_id = ?", (msg_id,)
+    ).fetchone()
+    if refused is not None:
+        return "refused", f"{refused[0]}: {refused[1]}"
     row = conn.execute("SELECT receipt FROM sent_messages WHERE msg_id = ?", (msg_id,)).fetchone()
     if row and row[0]:
-        return str(row[0])
+        return str(row[0]), None
     out = conn.execute("SELECT state FROM outbox WHERE op_id = ?", (msg_id,)).fetchone()
-    return "sent" if out and out[0] == "sent" else "queued"
+    return ("sent" if out and out[0] == "sent" else "queued"), None
 
 
 def hold_local(
@@ -304,26 +211,56 @@ def sent_views(conn: sqlite3.Connection, limit: int) -> SentReply:
         "ORDER BY created_at DESC LIMIT ?",
         (max(1, min(limit, 1000)),),
     ).fetchall()
-    return SentReply([SentView(r[0], r[1], r[2], delivery_state(conn, r[0]), r[3]) for r in rows])
+    views = []
+    for msg_id, to, kind, created in rows:
+        state, reason = delivery_state(conn, msg_id)
+        views.append(SentView(msg_id, to, kind, state, created, reason))
+    return SentReply(views)
 
 
-def take_slice(conn: sqlite3.Connection, msg_id: str, index: int) -> SliceReply:
-    row = conn.execute("SELECT body FROM held_messages WHERE message_id = ?", (msg_id,)).fetchone()
-    if row is None:
-        raise UsageError(f"There is no message {msg_id!r} here.")
-    slices = json.loads(row[0]).get("slices", [])
-    if not 0 <= index < len(slices):
-        raise UsageError(f"Message {msg_id} has {len(slices)} slice(s); there is no {index}.")
-    sl = slices[index]
-    content = str(sl["content"])
-    return SliceReply(
-        str(sl["kind"]),
-        str(sl["label"]),
-        len(content.encode()),
-        str(sl["sha256"]),
-        content,
-        bool(sl.get("truncated", False)),
+async def arrive_locally(
+    daemon: Daemon, *, msg_id: str, sender: str, op: MessageOp, now: float
+) -> None:
+    """Hold a message that crossed no relay, then tell the local listeners (gate, watch, inbox)."""
+    await daemon.store.write(
+        lambda c: hold_local(c, msg_id=msg_id, sender=sender, op=op, now=now)
     )
+    arrived = [Applied(LOCAL_ROOM, 0, msg_id, sender, now, op)]
+    for listener in daemon.local_listeners:
+        await listener(arrived)
+
+
+def _check_size(op: MessageOp) -> None:
+    """``too_large`` before anything is queued: the sealed op must fit the relay's limit."""
+    size = len(encode_op(op)) + SEAL_OVERHEAD
+    if size > MAX_OP_BODY:
+        raise TooLarge(
+            f"The message with its slices is {size // 1024} KiB; a message is at most "
+            f"{MAX_OP_BODY // 1024} KiB. Attach fewer or smaller slices."
+        )
+
+
+def _asked_us(conn: sqlite3.Connection, ref: str, asker: str) -> tuple[str, str]:
+    """The held ask ``ref`` names (its id, a prefix, or its correlation) if ``asker`` asked it.
+
+    Returns ``(message id, correlation)``; UnknownMessage when it is no ask of theirs to us.
+    """
+    row = conn.execute(
+        "SELECT message_id FROM held_messages WHERE json_extract(body, '$.correlation') = ? "
+        "AND json_extract(body, '$.kind') = 'ask'",
+        (ref,),
+    ).fetchone()
+    msg_id = str(row[0]) if row else find_held(conn, ref)
+    sender, body = conn.execute(
+        "SELECT sender, body FROM held_messages WHERE message_id = ?", (msg_id,)
+    ).fetchone()
+    held = json.loads(body)
+    if held.get("kind") != "ask" or not held.get("correlation"):
+        raise UnknownMessage(f"Message {msg_id[:8]} is not a question; only an ask is answered.")
+    contact = contact_named(conn, asker.partition("/")[0])
+    if contact.fingerprint != sender:
+        raise UnknownMessage(f"{contact.label} did not ask {msg_id[:8]}; someone else did.")
+    return msg_id, str(held["correlation"])
 
 
 async def _build_slices(daemon: Daemon, params: SendParams) -> tuple[Slice, ...]:
@@ -356,7 +293,7 @@ async def deliver(
     if not params.text.strip():
         raise UsageError("There is nothing to send: the message is empty.")
     if len(params.text) > MAX_TEXT:
-        raise UsageError(f"The message is longer than {MAX_TEXT} characters; attach it as a slice.")
+        raise TooLarge(f"The message is longer than {MAX_TEXT} characters; attach it as a slice.")
     intent = Intent.parse(params.intent)
     me = daemon.require_identity()
     slices = await _build_slices(daemon, params)
@@ -376,12 +313,13 @@ async def deliver(
         slices=slices,
         unprompted_because=params.because if params.unprompted else None,
     )
+    _check_size(op)
+    truncated = [i for i, sl in enumerate(slices) if sl.truncated]
     if params.to.startswith("me/"):  # our own other session: no relay at all
         local = attrs.evolve(op, to=params.to.removeprefix("me/") or None)
-        await daemon.store.write(
-            lambda c: hold_local(c, msg_id=op_id, sender=daemon.keys.fingerprint, op=local, now=now)
-        )
-        return SendReply(id=op_id, state="delivered", to=[params.to])
+        mine = daemon.keys.fingerprint
+        await arrive_locally(daemon, msg_id=op_id, sender=mine, op=local, now=now)
+        return SendReply(id=op_id, state="delivered", to=[params.to], truncated=truncated)
     address = await daemon.store.read(lambda c: _resolve(c, params.to))
     if params.unprompted:
         await daemon.store.write(lambda c: _spend_ration(c, address.label, params.because, now))
@@ -398,17 +336,8 @@ async def deliver(
     )
     with trio.move_on_after(SENT_WAIT):
         await sent_receive.receive()
-    state = await daemon.store.read(lambda c: delivery_state(c, op_id))
-    return SendReply(id=op_id, state=state, to=[address.label])
-
-
-async def send_receipts(daemon: Daemon, state: str, by_room: dict[str, list[str]]) -> None:
-    """Tell senders their messages were delivered or read (one op per room)."""
-    for room_id, ids in by_room.items():
-        try:
-            await daemon.send_op(room_id, Receipt(state, tuple(ids)))
-        except CrosstalkError as exc:  # a room we have since left: the receipt has nowhere to go
-            log.info("no %s receipt for room %s: %s", state, room_id, exc.message)
+    state, _ = await daemon.store.read(lambda c: delivery_state(c, op_id))
+    return SendReply(id=op_id, state=state, to=[address.label], truncated=truncated)
 
 
 def register(ops: OpTable, daemon: Daemon) -> None:
@@ -432,24 +361,23 @@ def register(ops: OpTable, daemon: Daemon) -> None:
         return await deliver(daemon, params, kind=kind)
 
     async def answer(params: AnswerParams) -> SendReply:
+        msg_id, correlation = await daemon.store.read(
+            lambda c: _asked_us(c, params.correlation, params.to)
+        )
         message = SendParams(
             to=params.to, text=params.text, intent="question", session=params.session
         )
-        return await deliver(daemon, message, kind=Kind.ANSWER, correlation=params.correlation)
-
-    async def read(params: ReadParams) -> ReadReply:
-        messages, receipts = await daemon.store.write(
-            lambda c: take_messages(c, include_read=params.all, session=params.session)
-        )
-        await send_receipts(daemon, "read", receipts)
-        return ReadReply(messages)
-
-    async def read_slice(params: SliceParams) -> SliceReply:
-        return await daemon.store.read(lambda c: take_slice(c, params.id, params.index))
+        reply = await deliver(daemon, message, kind=Kind.ANSWER, correlation=correlation)
+        await daemon.store.write(lambda c: withdraw_notices(c, [msg_id], time.time()))
+        return reply
 
     async def post(params: PostParams) -> PostReply:
         intent = Intent.parse(params.intent)
         source = params.source.strip() or "local"
+        if not params.text.strip():
+            raise UsageError("There is nothing to post: the text is empty.")
+        if len(params.text) > MAX_TEXT:
+            raise TooLarge(f"A post is at most {MAX_TEXT} characters.")
         msg_id = nacl.utils.random(16).hex()
         now = time.time()
         op = MessageOp(
@@ -460,15 +388,12 @@ def register(ops: OpTable, daemon: Daemon) -> None:
             from_label=source,
             sent_at=now,
         )
-        await daemon.store.write(
-            lambda c: hold_local(c, msg_id=msg_id, sender=f"post:{source}", op=op, now=now)
-        )
-        return PostReply(posted_as=f"post:{source}", id=msg_id)
+        posted_as = local_key(source)
+        await arrive_locally(daemon, msg_id=msg_id, sender=posted_as, op=op, now=now)
+        return PostReply(posted_as=posted_as, id=msg_id)
 
     ops.add("send", SendParams, send)
     ops.add("answer", AnswerParams, answer)
-    ops.add("read", ReadParams, read)
-    ops.add("read_slice", SliceParams, read_slice)
 
     async def sent(params: SentParams) -> SentReply:
         return await daemon.store.read(lambda c: sent_views(c, params.limit))

@@ -184,13 +184,13 @@ _FOR_SESSION = (
 def held_notices(
     conn: sqlite3.Connection, session: str | None = None, project: str = ""
 ) -> list[Notice]:
-    """Held notices not yet surfaced, oldest first: all of them, or those for one session.
+    """Held notices not yet surfaced nor withdrawn, oldest first: all, or those for one session.
 
     A session's own notices are those addressed to it by name, plus those for any session whose
     target is its name, its project, or nobody in particular.
     """
     params: dict[str, object] = {f"d{n}": d for n, d in enumerate(_HELD)}
-    where = "surfaced_at IS NULL AND decision IN (:d0, :d1, :d2)"
+    where = "surfaced_at IS NULL AND withdrawn_at IS NULL AND decision IN (:d0, :d1, :d2)"
     if session is not None:
         where += " AND " + _FOR_SESSION
         params.update(name=session, project=project)
@@ -227,12 +227,19 @@ def mark_shown(
 
 
 def list_notices(
-    conn: sqlite3.Connection, session: str | None = None, project: str = ""
+    conn: sqlite3.Connection,
+    session: str | None = None,
+    project: str = "",
+    *,
+    current: bool = False,
 ) -> list[Notice]:
-    """Every notice (or those for one session), oldest first."""
+    """Every notice (or those for one session), oldest first; ``current``: not withdrawn (its
+    message is still unread and its ask still open)."""
     where, params = "1", dict[str, object]()
     if session is not None:
         where, params = _FOR_SESSION, {"name": session, "project": project}
+    if current:
+        where += " AND withdrawn_at IS NULL"
     rows = conn.execute(
         f"SELECT {_NOTICE_COLUMNS} FROM notices WHERE {where} ORDER BY created_at, id", params
     ).fetchall()

@@ -32,6 +32,7 @@ from crosstalk.actors.relay_link import (
 from crosstalk.actors.relay_link_store import LinkSnapshot
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.link import OutboxItem
+from crosstalk.errors import CrosstalkError
 from crosstalk.wire import relay as w
 from relay.core import RelayCore
 from relay.effects import Close, Send
@@ -199,7 +200,7 @@ class MemoryLinkStore:
         row = self.outbox[item.op_id]
         row.state, row.seq = "sent", seq
 
-    async def drop_post(self, item: OutboxItem) -> None:
+    async def drop_post(self, item: OutboxItem, error: CrosstalkError) -> None:
         await self._commit(f"drop {item.op_id}")
         del self.outbox[item.op_id]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from crosstalk.actors.relay_link_store import SqliteLinkStore, device_id
-from crosstalk.errors import RelayKeyMismatch, UnknownRoom
+from crosstalk.errors import NotAMember, RelayKeyMismatch, UnknownRoom
 from crosstalk.store.db import Store, open_store
 from crosstalk.store.settings import RELAY_KEYS, get_setting
 from crosstalk.wire import relay as w
@@ -45,8 +45,20 @@ async def test_posts_are_queued_once_in_order_and_reload_until_sent(store: Store
     row = await store.read(lambda c: c.execute(
         "SELECT state, seq FROM outbox WHERE op_id = 'op-1'").fetchone())
     assert tuple(row) == ("sent", 7)
-    await db.drop_post(second)
+    await db.drop_post(second, NotAMember("You are not a member of that room."))
     assert (await db.load(URL)).outbox == []
+
+
+async def test_a_refused_post_leaves_the_outbox_and_keeps_the_relays_reason(store: Store) -> None:
+    """drop_post deletes the outbox row and records the code and sentence in refused_ops."""
+    db = SqliteLinkStore(store)
+    item = await db.queue_post("r1", "op-9", b"nine", 1.0)
+    assert item is not None
+    await db.drop_post(item, NotAMember("You are not a member of that room."))
+    assert (await db.load(URL)).outbox == []
+    row = await store.read(lambda c: c.execute(
+        "SELECT room_id, code, reason FROM refused_ops WHERE op_id = 'op-9'").fetchone())
+    assert tuple(row) == ("r1", "not_a_member", "You are not a member of that room.")
 
 
 async def test_a_post_to_an_unknown_room_or_a_reused_op_id_is_refused(store: Store) -> None:

@@ -11,8 +11,11 @@ scenario reports and asserts:
   or may not arrive, and neither outcome is a loss;
 * **delivered** - distinct message ids the receiver's ``read`` returned;
 * **lost** - answered sends never delivered (must be 0);
-* **duplicated at the agent** - ids a receiver's ``read`` returned more than once (must be 0;
-  each read marks what it returns as read, so a second sighting is a duplicate the agent sees);
+* **duplicated at the agent** - ids a receiver's ``read`` returned again after it had
+  acknowledged them (must be 0). Reading is at least once: a read whose ``ack`` did not get
+  through (a kill between the reply and the ack) hands the same ids out again, and the reader
+  drops ids it already showed, as the CLI and MCP readers do; those are **redelivered**, counted
+  apart, never shown twice;
 * **echoed to sender** - the sender's own ``read`` returning a message it sent (a known bug,
   asserted on its own in test_echo.py; reported here, not counted as a delivery or duplicate);
 * **restarts** - per person, per actor, from ``crosstalk doctor --json``, at the end.
@@ -116,6 +119,8 @@ class Tally:
     refusals: Counter[str] = attrs.Factory(Counter)  # unanswered sends by error code
     refusal_messages: dict[str, str] = attrs.Factory(dict)  # the first message for each code
     seen: Counter[str] = attrs.Factory(Counter)
+    acked: set[str] = attrs.Factory(set)  # ids whose ack the daemon confirmed
+    redelivered: int = 0  # ids handed out again because their ack never got through
     restarts: dict[str, dict[str, int]] = attrs.Factory(dict)
     notes: dict[str, Any] = attrs.Factory(dict)
     oddities: list[dict[str, Any]] = attrs.Factory(list)  # duplicates and misaddressed reads
@@ -145,13 +150,31 @@ class Tally:
             list(pool.map(lambda text: self.send(sender, to, text), texts))
 
     def read(self, peer: Peer) -> int:
-        """One read by ``peer``; counts every id it returns. Returns how many it returned."""
+        """One read by ``peer``, then its ack; counts every id it shows. Returns how many."""
         try:
-            messages = peer.call("read", {})["messages"]
+            reply = peer.call("read", {})
         except (CrosstalkError, OSError) as exc:
-            # A read that failed may still have marked messages read (then `lost` shows it).
             self.read_errors.append(f"{peer.name}: {exc}")
             return 0
+        messages = reply["messages"]
+        fresh = []
+        for message in messages:
+            if message["id"] in self.seen and message["id"] not in self.acked:
+                self.redelivered += 1  # its ack never got through: the reader drops it by id
+                continue
+            fresh.append(message)
+        self._show(peer, fresh)
+        if reply.get("lease"):
+            try:
+                peer.call("ack", {"lease": reply["lease"]})
+            except (CrosstalkError, OSError) as exc:
+                self.read_errors.append(f"{peer.name} ack: {exc}")
+                return len(fresh)
+            self.acked.update(m["id"] for m in messages)
+        return len(fresh)
+
+    def _show(self, peer: Peer, messages: list[dict[str, Any]]) -> None:
+        """What the reader puts in front of its agent: a second sighting is a duplicate."""
         for message in messages:
             key = message["id"]
             addressee = self.sent.get(key) or self.attempted.get(message["text"])
@@ -210,6 +233,7 @@ class Tally:
             "delivered": self.delivered,
             "lost": self.lost,
             "duplicated_at_agent": self.duplicated,
+            "redelivered_unacked": self.redelivered,
             "echoed_to_sender": self.echoed,
             "restarts": self.restarts,
             **({"oddities": self.oddities} if self.oddities else {}),

@@ -1,0 +1,307 @@
+"""``read``, ``ack`` and ``read_slice``: what is waiting for us, handed out at least once.
+
+Theory of operation
+-------------------
+``read`` changes nothing. It returns the held messages (unread ones; with ``all`` the read ones
+too) and a ``lease`` naming the unread ones it handed out. A message becomes ``read`` only when
+the reader acknowledges it with ``ack {"lease"}`` (or ``ack {"ids"}``), after it has put the
+message in front of its agent or person: the CLI after printing, the MCP server once the tool
+result is built. The ack marks the messages read, withdraws the gate's notices about them and
+sends the ``read`` receipts, in that order, the first two in one transaction.
+
+So a reader that goes away before acknowledging (a client that hangs up, a timeout, a daemon
+killed between the reply and the ack) loses nothing: the next ``read`` hands the same messages
+out again under the same ids, and a reader that already showed one drops it by id. Leases live
+in memory only and a bounded number of them: a daemon restart forgets them, and an ack by a
+forgotten lease is ``unknown_message`` (read again, or acknowledge by ids).
+
+Ids: every message has a 32-hex-digit id; anything that takes one (``ack``, ``read_slice``,
+``answer``) also takes a unique prefix of at least :data:`MIN_PREFIX` digits, and human output
+shows the first :data:`SHORT_ID` digits.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import sqlite3
+import time
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any
+
+import attrs
+from cattrs.gen import make_dict_unstructure_fn, override
+
+from crosstalk.actors.control import OpTable
+from crosstalk.actors.gate_records import LOCAL_ROOM
+from crosstalk.daemon import Daemon
+from crosstalk.errors import CrosstalkError, UnknownMessage, UsageError
+from crosstalk.wire.converter import converter
+from crosstalk.wire.room_ops import Receipt
+
+log = logging.getLogger(__name__)
+
+SHORT_ID = 8
+MIN_PREFIX = 6
+MAX_LEASES = 256
+ME = "me"  # how a message from another of our own sessions (``me/SESSION``) names its sender
+
+
+@attrs.frozen
+class ReadParams:
+    all: bool = False
+    session: str | None = None
+
+
+@attrs.frozen
+class SliceView:
+    index: int
+    kind: str
+    label: str
+    bytes: int
+    truncated: bool = False
+
+
+@attrs.frozen
+class MessageView:
+    id: str
+    from_: str
+    session: str | None
+    room: str
+    intent: str
+    kind: str
+    text: str
+    thread: str | None
+    reply_to: str | None
+    correlation: str | None
+    ts: float
+    slices: list[SliceView]
+    short: str = ""  # the id as human output shows it; ``answer`` and ``slice`` take it
+
+
+# "from" is a keyword in Python: the field is ``from_`` and travels as "from".
+converter.register_unstructure_hook(
+    MessageView,
+    make_dict_unstructure_fn(MessageView, converter, from_=override(rename="from")),
+)
+
+
+@attrs.frozen
+class ReadReply:
+    messages: list[MessageView]
+    lease: str | None  # acknowledge it once the messages are in front of the reader
+
+
+@attrs.frozen
+class AckParams:
+    lease: str | None = None
+    ids: list[str] = attrs.Factory(list)
+
+
+@attrs.frozen
+class AckReply:
+    acked: int  # messages that became read now (already-read ones are not counted)
+
+
+@attrs.frozen
+class SliceParams:
+    id: str
+    index: int = 0
+
+
+@attrs.frozen
+class SliceReply:
+    kind: str
+    label: str
+    bytes: int
+    sha256: str
+    content: str
+    truncated: bool
+
+
+class Leases:
+    """Which unread message ids each recent ``read`` handed out (bounded, oldest forgotten)."""
+
+    def __init__(self, limit: int = MAX_LEASES) -> None:
+        self._limit = limit
+        self._leases: OrderedDict[str, tuple[str, ...]] = OrderedDict()
+
+    def grant(self, ids: tuple[str, ...]) -> str | None:
+        """A new lease over ``ids``; None when there is nothing to acknowledge."""
+        if not ids:
+            return None
+        lease = secrets.token_hex(8)
+        self._leases[lease] = ids
+        while len(self._leases) > self._limit:
+            self._leases.popitem(last=False)
+        return lease
+
+    def take(self, lease: str) -> tuple[str, ...]:
+        """The ids a lease covers (the lease is spent); UnknownMessage when it is not known."""
+        ids = self._leases.pop(lease, None)
+        if ids is None:
+            raise UnknownMessage(
+                f"There is no read lease {lease!r} here (the daemon may have restarted); "
+                "read again and acknowledge that read."
+            )
+        return ids
+
+
+def find_held(conn: sqlite3.Connection, ref: str) -> str:
+    """The id of the held message ``ref`` names: its id, or a unique prefix of it."""
+    ref = ref.strip().lower()
+    if len(ref) < MIN_PREFIX or not all(c in "0123456789abcdef" for c in ref):
+        raise UnknownMessage(f"{ref!r} is not a message id (ids are hexadecimal, 8 digits shown).")
+    rows = conn.execute(
+        "SELECT message_id FROM held_messages WHERE message_id >= ? AND message_id < ? LIMIT 2",
+        (ref, ref + "g"),  # every id with this prefix sorts between the two
+    ).fetchall()
+    if len(rows) != 1:
+        several = "several messages" if rows else "no message"
+        raise UnknownMessage(f"{ref!r} names {several} here; `crosstalk read --all` shows ids.")
+    return str(rows[0][0])
+
+
+def _for_session(conn: sqlite3.Connection, session: str | None) -> tuple[str, list[str]]:
+    """A WHERE clause picking the messages a session may read (all of them without one)."""
+    if session is None:
+        return "", []
+    row = conn.execute("SELECT project FROM sessions WHERE name = ?", (session,)).fetchone()
+    names = [session] + ([Path(row[0]).name] if row and row[0] else [])
+    marks = ", ".join("?" for _ in names)
+    return f" AND (h.target_session IS NULL OR h.target_session IN ({marks}))", names
+
+
+def held_views(
+    conn: sqlite3.Connection, *, include_read: bool, session: str | None, me: str
+) -> tuple[list[MessageView], tuple[str, ...]]:
+    """Held messages for a reader, oldest first, and the ids among them still unread."""
+    where, args = _for_session(conn, session)
+    rows = conn.execute(
+        "SELECT h.message_id, h.sender, h.body, h.received_at, r.name, "
+        # A contact's name, else the name the room gave someone we never paired with.
+        "coalesce(c.label, (SELECT m.label FROM room_members m "
+        "WHERE m.room_id = h.room_id AND m.fingerprint = h.sender)), h.read_at "
+        "FROM held_messages h LEFT JOIN rooms r ON r.room_id = h.room_id "
+        "LEFT JOIN contacts c ON c.fingerprint = h.sender WHERE 1 = 1"
+        + ("" if include_read else " AND h.read_at IS NULL")
+        + where
+        + " ORDER BY h.received_at, h.rowid",
+        args,
+    ).fetchall()
+    views = [_view(*r[:4], room=r[4], label=ME if r[1] == me else r[5]) for r in rows]
+    return views, tuple(r[0] for r in rows if r[6] is None)
+
+
+def _view(
+    msg_id: str, sender: str, body: str, received: float, *, room: str | None, label: str | None
+) -> MessageView:
+    op: dict[str, Any] = json.loads(body)
+    return MessageView(
+        id=msg_id,
+        from_=label or sender,  # our name for the verified signer, never the sender's own
+        session=op.get("from_session"),
+        room=room or "",
+        intent=op.get("intent", "fyi"),
+        kind=op.get("kind", "message"),
+        text=op.get("text", ""),
+        thread=op.get("thread"),
+        reply_to=op.get("reply_to"),
+        correlation=op.get("correlation"),
+        ts=float(op.get("relay_ts", received)),
+        slices=[
+            SliceView(
+                i,
+                str(sl["kind"]),
+                str(sl["label"]),
+                len(str(sl["content"]).encode()),
+                bool(sl.get("truncated", False)),
+            )
+            for i, sl in enumerate(op.get("slices", []))
+        ],
+        short=msg_id[:SHORT_ID],
+    )
+
+
+def mark_read(conn: sqlite3.Connection, ids: list[str], now: float) -> dict[str, list[str]]:
+    """Mark ``ids`` read and withdraw their notices; per room, the ids that became read now."""
+    receipts: dict[str, list[str]] = {}
+    for msg_id in dict.fromkeys(ids):
+        row = conn.execute(
+            "SELECT room_id FROM held_messages WHERE message_id = ? AND read_at IS NULL", (msg_id,)
+        ).fetchone()
+        if row is not None:
+            conn.execute("UPDATE held_messages SET read_at = ? WHERE message_id = ?", (now, msg_id))
+            receipts.setdefault(str(row[0]), []).append(msg_id)
+    withdraw_notices(conn, ids, now)
+    return receipts
+
+
+def withdraw_notices(conn: sqlite3.Connection, ids: list[str], now: float) -> None:
+    """The gate's notices about ``ids`` no longer surface or show (read, answered, ended)."""
+    conn.executemany(
+        "UPDATE notices SET withdrawn_at = ? WHERE message_id = ? AND withdrawn_at IS NULL",
+        [(now, msg_id) for msg_id in ids],
+    )
+
+
+def take_slice(conn: sqlite3.Connection, ref: str, index: int) -> SliceReply:
+    msg_id = find_held(conn, ref)
+    row = conn.execute("SELECT body FROM held_messages WHERE message_id = ?", (msg_id,)).fetchone()
+    slices = json.loads(row[0]).get("slices", [])
+    if not 0 <= index < len(slices):
+        raise UsageError(f"Message {msg_id[:SHORT_ID]} has {len(slices)} slice(s); no {index}.")
+    sl = slices[index]
+    content = str(sl["content"])
+    return SliceReply(
+        str(sl["kind"]),
+        str(sl["label"]),
+        len(content.encode()),
+        str(sl["sha256"]),
+        content,
+        bool(sl.get("truncated", False)),
+    )
+
+
+async def send_receipts(daemon: Daemon, state: str, by_room: dict[str, list[str]]) -> None:
+    """Tell senders their messages were delivered or read (one op per room; none for local)."""
+    for room_id, ids in by_room.items():
+        if room_id == LOCAL_ROOM:
+            continue  # a post or a message between our own sessions: nobody to tell
+        try:
+            await daemon.send_op(room_id, Receipt(state, tuple(ids)))
+        except CrosstalkError as exc:  # a room we have since left: the receipt has nowhere to go
+            log.info("no %s receipt for room %s: %s", state, room_id, exc.message)
+
+
+def register(ops: OpTable, daemon: Daemon) -> None:
+    leases = Leases()
+
+    async def read(params: ReadParams) -> ReadReply:
+        me = daemon.keys.fingerprint if daemon.identity is not None else ""
+        views, unread = await daemon.store.read(
+            lambda c: held_views(c, include_read=params.all, session=params.session, me=me)
+        )
+        return ReadReply(views, leases.grant(unread))
+
+    async def ack(params: AckParams) -> AckReply:
+        if params.lease is None and not params.ids:
+            raise UsageError('Acknowledge a read by its "lease", or messages by their "ids".')
+        wanted = list(leases.take(params.lease)) if params.lease is not None else []
+
+        def write(conn: sqlite3.Connection) -> dict[str, list[str]]:
+            named = [find_held(conn, ref) for ref in params.ids]
+            return mark_read(conn, wanted + named, time.time())
+
+        receipts = await daemon.store.write(write)
+        await send_receipts(daemon, "read", receipts)
+        return AckReply(sum(len(ids) for ids in receipts.values()))
+
+    async def read_slice(params: SliceParams) -> SliceReply:
+        return await daemon.store.read(lambda c: take_slice(c, params.id, params.index))
+
+    ops.add("read", ReadParams, read)
+    ops.add("ack", AckParams, ack)
+    ops.add("read_slice", SliceParams, read_slice)
