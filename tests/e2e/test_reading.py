@@ -17,7 +17,15 @@ from typing import Any
 
 from crosstalk.errors import CrosstalkError
 from crosstalk.hook import control
-from tests.e2e.conftest import Person, pair, pid_alive, read_json_line, wait_until
+from tests.e2e.conftest import (
+    Person,
+    pair,
+    pid_alive,
+    read_json_line,
+    wait_for_messages,
+    wait_until,
+)
+from tests.e2e.test_attention import notice, op, send, session
 from tests.e2e.test_sessions import run_hook
 
 
@@ -200,3 +208,37 @@ def test_ten_megabytes_is_too_large_before_anything_is_sent(people: list[Person]
     error = ana.json("send", "ben", over_text, expect=1)["error"]
     assert error["code"] == "too_large"
     assert ana.json("sent")["sent"] == []
+
+
+def test_a_notice_about_a_message_already_read_does_not_surface_again(
+    people: list[Person],
+) -> None:
+    """An fyi held for a busy session and then read through the CLI never surfaces at idle, and
+    a blocking one already surfaced is no longer pending for the hook once read."""
+    ana, ben, _ = people
+    pair(ana, ben)
+    session(ana, "s1", "busy")
+    fyi = notice(ana, send(ben, "ana", "fyi: renamed the config key"))
+    blocking = notice(ana, send(ben, "ana", "prod is down", "--intent", "blocking"))
+    assert fyi["surfaced_at"] is None and blocking["surfaced_at"] is not None
+    assert {m["id"] for m in ana.json("read")["messages"]} == {fyi["id"], blocking["id"]}
+    assert op(ana, "session_status", name="s1", status="idle")["surfaced"] == []
+    assert op(ana, "notices", session="s1", pending=True)["notices"] == []
+
+
+def test_a_slice_cut_to_its_cap_is_reported_to_the_sender_and_marked_at_the_receiver(
+    people: list[Person], short_tmp: Path
+) -> None:
+    """A 300 KiB file slice: send says truncated [0]; the reader sees the slice marked cut."""
+    ana, ben, _ = people
+    pair(ana, ben)
+    project = short_tmp / "project"
+    project.mkdir()
+    (project / "big.log").write_text("line of log\n" * 25_000)
+    proc = ana.run("send", "ben", "see the log", "--slice", "file:big.log", "--json", cwd=project)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    sent = json.loads(proc.stdout.splitlines()[-1])
+    assert sent["truncated"] == [0]
+    (message,) = wait_for_messages(ben, 1)
+    assert message["slices"][0]["truncated"] is True
+    assert "cut to the cap" in ben.run("read", "--all").stdout
