@@ -69,8 +69,14 @@ def ensure_local_relay(data_dir: Path | None = None) -> None:
     ensure_relay_at("127.0.0.1", LOCAL_PORT, data_dir)
 
 
-def ensure_relay_at(host: str, port: int, data_dir: Path | None = None) -> None:
-    """Start a relay listening on ``host:port`` unless one already answers there."""
+def ensure_relay_at(
+    host: str, port: int, data_dir: Path | None = None, *, behind_tunnel: bool = False
+) -> None:
+    """Start a relay listening on ``host:port`` unless one already answers there.
+
+    ``behind_tunnel``: the relay is for the tunnel this machine starts in front of it, so it
+    takes clients' addresses from the tunnel's header (``relay serve --behind-tunnel``).
+    """
     from crosstalk.cli.cmd_relay import check_health
     from relay.main import default_data_dir
 
@@ -98,6 +104,7 @@ def ensure_relay_at(host: str, port: int, data_dir: Path | None = None) -> None:
             str(port),
             "--data",
             str(data),
+            *(["--behind-tunnel"] if behind_tunnel else []),
         ],
         os.environ,
         file_actions=[

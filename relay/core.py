@@ -65,6 +65,7 @@ class Conn:
     device: str = ""
     bad: int = 0
     live: bool = False
+    opened_at: float = 0.0
 
     @property
     def fp(self) -> str:
@@ -114,6 +115,11 @@ class RelayCore:
         self._ops_in = 0
         self._ops_out = 0
         self._errors: dict[str, int] = {}
+        # Connections still owing a hello, oldest first (dicts keep insertion order), overall
+        # and per source address: the shedding order of ``_admit``.
+        self._waiting: dict[int, Conn] = {}
+        self._waiting_by_source: dict[str, dict[int, None]] = {}
+        self.shed = 0
         self._handlers: dict[type, Callable[[Conn, Any, float, list[Effect]], None]] = {
             w.Create: self._create, w.Add: self._add, w.Accept: self._accept,
             w.Decline: self._decline, w.Leave: self._leave, w.Remove: self._remove,
@@ -128,8 +134,38 @@ class RelayCore:
     def connection_opened(self, conn: int, source: str, now: float) -> list[Effect]:
         """A socket was accepted from ``source`` (its address); greet it with a challenge."""
         nonce = self._draw(w.NONCE_SIZE)
-        self._conns[conn] = Conn(conn, source, nonce)
-        return [Send(conn, w.Challenge(nonce, self._relay_pub, w.PROTOCOL_VERSION))]
+        c = self._conns[conn] = Conn(conn, source, nonce, opened_at=now)
+        out: list[Effect] = [Send(conn, w.Challenge(nonce, self._relay_pub, w.PROTOCOL_VERSION))]
+        self._admit(c, out)
+        return out
+
+    def _admit(self, c: Conn, out: list[Effect]) -> None:
+        """Count ``c`` as waiting for its hello; shed the oldest waiting one past a cap."""
+        cfg = self.config
+        self._waiting[c.id] = c
+        mine = self._waiting_by_source.setdefault(c.source, {})
+        mine[c.id] = None
+        if len(mine) > cfg.max_unauthenticated_per_source:
+            reason = "too many connections from your address have not authenticated"
+            self._shed(self._waiting[next(iter(mine))], reason, out)
+        if len(self._waiting) > cfg.max_unauthenticated:
+            reason = "the relay holds too many connections that have not authenticated"
+            self._shed(next(iter(self._waiting.values())), reason, out)
+
+    def _stop_waiting(self, c: Conn) -> None:
+        if self._waiting.pop(c.id, None) is None:
+            return
+        mine = self._waiting_by_source.get(c.source)
+        if mine is not None:
+            mine.pop(c.id, None)
+            if not mine:
+                del self._waiting_by_source[c.source]
+
+    def _shed(self, c: Conn, reason: str, out: list[Effect]) -> None:
+        self._stop_waiting(c)
+        c.state = ConnState.CLOSING
+        self.shed += 1
+        out.append(Close(c.id, reason))
 
     def frame_received(self, conn: int, text: str | bytes, now: float) -> list[Effect]:
         """One WebSocket message arrived on ``conn``."""
@@ -159,6 +195,7 @@ class RelayCore:
         out: list[Effect] = []
         if c is None:
             return out
+        self._stop_waiting(c)
         self._pairing.detach(conn)
         if c.peer is not None:
             conns = self._by_identity.get(c.fp, set())
@@ -171,6 +208,12 @@ class RelayCore:
     def tick(self, now: float) -> list[Effect]:
         """Periodic upkeep: retention, slot expiry, forgetting idle rate buckets."""
         out: list[Effect] = list(self._rooms.expire(now - self.config.retention))
+        while self._waiting:  # oldest first: stop at the first still within its deadline
+            oldest = next(iter(self._waiting.values()))
+            if now - oldest.opened_at < self.config.hello_timeout:
+                break
+            limit = f"{self.config.hello_timeout:g}"
+            self._shed(oldest, f"no authenticated hello within {limit} s", out)
         self._pairing.tick(now, out)
         self._op_buckets.sweep(now)
         return out
@@ -194,6 +237,7 @@ class RelayCore:
         if code in MISBEHAVIOUR:
             c.bad += 1
             if c.bad >= self.config.max_bad_frames:
+                self._stop_waiting(c)
                 c.state = ConnState.CLOSING
                 out.append(Close(c.id, "too many malformed or unauthenticated frames"))
 
@@ -230,6 +274,7 @@ class RelayCore:
         c.peer = Peer(fingerprint(f.ed_pub), f.ed_pub, f.x_pub)
         c.device = f.device
         c.state = ConnState.READY
+        self._stop_waiting(c)
         ready = w.ready_transcript(c.nonce, self._relay_pub, f.ed_pub, f.x_pub)
         out.append(Send(c.id, w.Ready(c.fp, self._key.sign(ready).signature)))
         out.extend(self._rooms.device_seen(c.fp, c.device))

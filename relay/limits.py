@@ -22,6 +22,12 @@ class RelayConfig:
     max_open_slots: int = 3  # per identity
     max_bad_frames: int = 20  # misbehaviour allowed on one connection before it is closed
     grant_ttl: float = 15 * 60.0  # how long a completed pairing counts as "shares a room"
+    # Connections that have not authenticated (no valid hello yet). Each is closed after
+    # hello_timeout; past either cap the oldest such connection is shed, so a newcomer (maybe
+    # the real client) always gets its turn. The shell lowers the total to fit its fd limit.
+    hello_timeout: float = 10.0
+    max_unauthenticated_per_source: int = 64
+    max_unauthenticated: int = 1024
 
 
 @attrs.define

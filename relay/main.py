@@ -22,6 +22,8 @@ from relay.sqlite_store import SqliteStorage
 from relay.storage import RelayStorage
 
 DEFAULTS = RelayConfig()
+#: What a Cloudflare tunnel reports as the client's own address.
+TUNNEL_ADDRESS_HEADER = "Cf-Connecting-Ip"
 
 
 @attrs.frozen
@@ -35,6 +37,7 @@ class ServeOptions:
     tls_key: Path | None = None
     nats: str | None = None  # NATS URL(s), comma-separated: a cluster node (relay/cluster.py)
     nats_replicas: int = 1
+    behind_tunnel: bool = False  # trust the local tunnel's client-address header
 
 
 def default_data_dir() -> Path:
@@ -78,7 +81,10 @@ def serve(opts: ServeOptions, on_listening: Callable[[str, str], None]) -> None:
         server: RelayServer = ClusterServer(storage, bytes(key), config=config)
     else:
         storage = SqliteStorage(data / "relay.db")
-        server = RelayServer(storage, bytes(key), config=config)
+        server = RelayServer(
+            storage, bytes(key), config=config,
+            client_address_header=TUNNEL_ADDRESS_HEADER if opts.behind_tunnel else None,
+        )
     scheme = "wss" if context else "ws"
     pubkey = base64.b64encode(bytes(key.verify_key)).decode()
 

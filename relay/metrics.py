@@ -18,6 +18,7 @@ class ShellCounters:
     commits: int = 0
     committed_writes: int = 0
     dropped_slow: int = 0
+    shed_handshakes: int = 0  # accepted streams cancelled before their upgrade (fd headroom)
 
 
 def health_body(stats: RelayStats) -> bytes:

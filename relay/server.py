@@ -64,6 +64,50 @@ class _Link:
     outbox: trio.MemorySendChannel[str | None]
     scope: trio.CancelScope
     last_inbound: float
+    close_reason: str | None = None
+
+
+#: File descriptors kept free for authenticated clients, storage and logs: connections that have
+#: not authenticated (before or after the WebSocket upgrade) may use at most what is left.
+FD_RESERVE_FRACTION = 0.25
+FD_RESERVE_MIN = 128
+#: The most accepted streams that may sit before their WebSocket upgrade at once.
+MAX_HANDSHAKING = 512
+#: Close code for a connection the relay sheds (RFC 6455 1008: policy violation).
+SHED_CODE = 1008
+
+
+def fd_budget() -> int:
+    """Descriptors unauthenticated connections may hold: the soft limit (raised to the hard
+    limit first) less a reserve, halved (each connection costs one here and its peer one
+    elsewhere on a shared machine; halving also leaves authenticated clients the rest)."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError):
+            pass
+    if soft == resource.RLIM_INFINITY:
+        soft = 1 << 20
+    reserve = max(FD_RESERVE_MIN, int(soft * FD_RESERVE_FRACTION))
+    return max(16, (soft - reserve) // 2)
+
+
+def _tunnel_source(head: RequestHead, peer: str, header: str | None) -> str:
+    """The client address a tunnel reports in ``header``, trusted only from a loopback peer
+    (the tunnel runs on this machine), else the peer's own address."""
+    if header is None or peer not in {"127.0.0.1", "::1"}:
+        return peer
+    import ipaddress
+
+    reported = head.headers.get(header.lower(), "").split(",")[0].strip()
+    try:
+        return str(ipaddress.ip_address(reported))
+    except ValueError:
+        return peer
 
 
 class RelayServer:
@@ -78,15 +122,27 @@ class RelayServer:
         timings: ShellTimings | None = None,
         wall_clock: Callable[[], float] = time.time,
         commit_in_thread: bool = False,
+        client_address_header: str | None = None,
     ) -> None:
         self._storage = storage
         self._commit_in_thread = commit_in_thread
         self._clock = wall_clock
+        self._address_header = client_address_header
         self.timings = timings or ShellTimings()
+        config = config or RelayConfig()
+        budget = fd_budget()
+        self._max_handshaking = min(MAX_HANDSHAKING, budget // 4)
+        config = attrs.evolve(
+            config, max_unauthenticated=min(config.max_unauthenticated, budget - budget // 4)
+        )
         self.core = RelayCore(
             signing_key=SigningKey(signing_key_seed), draw=random, config=config,
             snapshot=storage.load(),
         )
+        # Accepted streams not yet handed to the core, oldest first: past the cap the oldest
+        # is cancelled, so a flood of silent sockets cannot fill the fd table.
+        self._handshaking: dict[int, trio.CancelScope] = {}
+        self._next_stream = 0
         self.counters = ShellCounters()
         self._pending: list[Effect] = []
         self._wake = trio.Event()
@@ -207,6 +263,7 @@ class RelayServer:
             elif isinstance(effect, Close):
                 link = self._links.get(effect.conn)
                 if link is not None:
+                    link.close_reason = effect.reason
                     self._enqueue(effect.conn, link, None)
 
     def _enqueue(self, conn: int, link: _Link, item: str | None) -> None:
@@ -229,17 +286,26 @@ class RelayServer:
     async def handle_stream(self, stream: trio.abc.Stream) -> None:
         """Serve one accepted byte stream (HTTP or WebSocket) until it ends; closes it."""
         t = self.timings
+        self._next_stream += 1
+        token = self._next_stream
         try:
-            head: RequestHead | None = None
-            with trio.move_on_after(t.connect_timeout) as reading:
-                head, data = await read_head(stream)
-            if reading.cancelled_caught:
-                return
-            if head is not None and head.is_upgrade and head.path == "/ws":
-                await self._websocket(ReplayStream(stream, data), _source(stream))
-                return
-            with trio.move_on_after(t.close_timeout):
-                await stream.send_all(self._http_answer(head))
+            with trio.CancelScope() as shed:
+                self._handshaking[token] = shed
+                if len(self._handshaking) > self._max_handshaking:
+                    self._handshaking.pop(next(iter(self._handshaking))).cancel()
+                    self.counters.shed_handshakes += 1
+                head: RequestHead | None = None
+                with trio.move_on_after(t.connect_timeout) as reading:
+                    head, data = await read_head(stream)
+                if reading.cancelled_caught:
+                    return
+                if head is not None and head.is_upgrade and head.path == "/ws":
+                    source = _tunnel_source(head, _source(stream), self._address_header)
+                    await self._websocket(ReplayStream(stream, data), source, token)
+                    return
+                self._handshaking.pop(token, None)
+                with trio.move_on_after(t.close_timeout):
+                    await stream.send_all(self._http_answer(head))
         except (trio.BrokenResourceError, trio.ClosedResourceError, HeadTooLarge):
             pass
         except Exception:
@@ -247,6 +313,7 @@ class RelayServer:
             # (ERROR is for bugs) and drop only this connection; its state was already released.
             log.error("relay: connection handler failed", exc_info=True)
         finally:
+            self._handshaking.pop(token, None)
             with trio.move_on_after(t.close_timeout) as scope:
                 scope.shield = True
                 await stream.aclose()
@@ -263,7 +330,7 @@ class RelayServer:
             return response(426, "Upgrade Required", "text/plain", b"connect with WebSocket\n")
         return response(404, "Not Found", "text/plain", b"crosstalk relay\n")
 
-    async def _websocket(self, stream: trio.abc.Stream, source: str) -> None:
+    async def _websocket(self, stream: trio.abc.Stream, source: str, token: int) -> None:
         t = self.timings
         async with trio.open_nursery() as nursery:
             with trio.move_on_after(t.connect_timeout) as handshake:
@@ -277,18 +344,25 @@ class RelayServer:
                 return
             self._next_conn += 1
             conn = self._next_conn
+            self._handshaking.pop(token, None)  # the core counts it from here on
+            reason: list[str | None] = [None]
             try:
-                await self._run_link(ws, conn, source)
+                await self._run_link(ws, conn, source, reason)
             finally:
                 # When the relay is stopping, trio-websocket's reader is cancelled with us, so
                 # the peer's close reply can never be read: send our close frame and go.
                 stopping = trio.current_effective_deadline() == -math.inf
                 with trio.move_on_after(STOP_CLOSE if stopping else t.close_timeout) as scope:
                     scope.shield = True
-                    await ws.aclose()
+                    if reason[0] is None:
+                        await ws.aclose()
+                    else:  # the core closed it: say why in the close frame
+                        await ws.aclose(code=SHED_CODE, reason=reason[0][:120])
                 nursery.cancel_scope.cancel()
 
-    async def _run_link(self, ws: WebSocketConnection, conn: int, source: str) -> None:
+    async def _run_link(
+        self, ws: WebSocketConnection, conn: int, source: str, reason: list[str | None]
+    ) -> None:
         send, receive = trio.open_memory_channel[str | None](OUTBOX)
         with trio.CancelScope() as scope:
             link = self._links[conn] = _Link(send, scope, trio.current_time())
@@ -300,6 +374,7 @@ class RelayServer:
                     await self._reader(ws, conn, link)
                     nursery.cancel_scope.cancel()
             finally:
+                reason[0] = link.close_reason
                 del self._links[conn]
                 receive.close()
                 self._feed(self.core.connection_closed(conn, self._clock()))

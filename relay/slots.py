@@ -9,9 +9,12 @@ expires; a closed or expired slot is forgotten and its number may be handed out 
 * The slot admits one join attempt. The first ``join`` binds the joiner; a join by anyone else
   afterwards is ``slot_taken`` (the joiner itself joining again, say after its reply was lost
   in a failover, is answered again: it gains nothing, since its parts are write-once). Wrong
-  pairing words are noticed by the two clients, which then ``close`` (burn) the slot. Failed join
-  attempts are the only guesses: the core rate-limits them per source address around
-  :meth:`SlotTable.join`; a successful join and anything the owner does are not counted.
+  pairing words are noticed by the two clients, which then ``close`` (burn) the slot. Joins at a
+  number with no live slot are the only guesses: the core rate-limits them per source address
+  (the tunnel's reported client address behind our own tunnel, see ``relay.server``). A join at
+  a live slot is never limited, since its single attempt already bounds it and a stranger's
+  misses from a shared address must not lock out the holder of the right code; nothing the
+  owner does is counted.
 * Parts are write-once per (side, index). Each part is delivered to the other side's attached
   connections and kept, so a side that reconnects and ``attach``-es gets every part again.
 
@@ -106,7 +109,13 @@ class SlotTable:
         self, owner: Peer, conn: int, now: float, draw: Callable[[int], bytes]
     ) -> tuple[PairingSlot, list[Write]]:
         """A new slot for ``owner``, attached to ``conn``; ``draw(n)`` gives n random bytes."""
-        mine = sum(1 for s in self.slots.values() if s.owner.fingerprint == owner.fingerprint)
+        # Only slots still waiting for their joiner count: a joined (finished) slot may stay
+        # until it expires, and counting it locked people out after three pairings.
+        mine = sum(
+            1
+            for s in self.slots.values()
+            if s.owner.fingerprint == owner.fingerprint and s.joiner is None and now < s.expires_at
+        )
         if mine >= self._max_open:
             raise refuse("rate_limited", "you already have the most pairing slots open at once")
         start = int.from_bytes(draw(4), "big") % 10_000
@@ -239,12 +248,14 @@ class PairingDesk:
     def _join(
         self, conn: int, peer: Peer, source: str, f: w.SlotJoin, now: float, out: list[Effect]
     ) -> None:
-        # Only a join that misses is a guess; a right number costs nothing, so busy places
-        # (many pairings behind one address) are never throttled for succeeding.
-        if not self._guesses.take(source, now):
-            raise refuse("rate_limited", "too many pairing attempts from here; wait a minute")
+        # Only a join that misses is a guess. A join at a slot that exists is never limited:
+        # the slot's one attempt already bounds it, and behind a shared address (a tunnel, a
+        # NAT) strangers' misses must not lock out the person holding the right code.
+        live = self.table.slots.get(f.slot)
+        if live is None or now >= live.expires_at:
+            if not self._guesses.take(source, now):
+                raise refuse("rate_limited", "too many pairing attempts from here; wait a minute")
         slot, writes = self.table.join(f.slot, peer, conn, now)
-        self._guesses.refund(source)
         out.extend(writes)
         owner = slot.owner
         reply = w.SlotJoined(f.req, slot.number, owner.fingerprint, owner.ed_pub, owner.x_pub)

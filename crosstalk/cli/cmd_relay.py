@@ -36,6 +36,13 @@ def serve(
     nats_replicas: Annotated[
         int, typer.Option(help="JetStream replicas for the relay's streams (3 on a 3-node NATS).")
     ] = 1,
+    behind_tunnel: Annotated[
+        bool,
+        typer.Option(
+            help="A tunnel on this machine fronts the relay: take each client's address from "
+            "its Cf-Connecting-Ip header (only on loopback connections) for pairing limits.",
+        ),
+    ] = False,
     json_output: JsonOption = False,
 ) -> None:
     """Run a relay in the foreground until SIGTERM or Ctrl-C."""
@@ -44,7 +51,7 @@ def serve(
 
     out = Output(json_mode=json_output)
     opts = ServeOptions(host, port, data, retention, op_rate, tls_cert, tls_key, nats=nats,
-                        nats_replicas=nats_replicas)
+                        nats_replicas=nats_replicas, behind_tunnel=behind_tunnel)
 
     def listening(url: str, pubkey: str) -> None:
         out.emit({"listening": url, "pubkey": pubkey}, f"relay listening on {url} (key {pubkey})")

@@ -10,6 +10,7 @@ Nothing is adopted unless the words matched; every write happens in one transact
 
 from __future__ import annotations
 
+import functools
 import socket
 import sqlite3
 import time
@@ -171,7 +172,8 @@ async def _host_relay(daemon: Daemon, *, public: bool) -> tuple[str, int]:
     port = hosted_port()
     if public:
         require_cloudflared()
-        await trio.to_thread.run_sync(ensure_relay_at, "127.0.0.1", port)
+        start = functools.partial(ensure_relay_at, "127.0.0.1", port, behind_tunnel=True)
+        await trio.to_thread.run_sync(start)
         await daemon.use_relay(f"ws://127.0.0.1:{port}")
         host, tunnel = await trio.to_thread.run_sync(open_tunnel, port)
         daemon.tunnels.append(tunnel)

@@ -91,15 +91,15 @@ def test_closing_writes_the_removal_before_the_ok() -> None:
 
 def test_refused_joins_write_nothing() -> None:
     """Unknown, taken, own, expired and rate-limited joins leave no write behind."""
-    world = fresh(WallClock(), RelayConfig(guess_burst=4.0, guess_rate=0.0001))
+    world = fresh(WallClock(), RelayConfig(guess_burst=2.0, guess_rate=0.0001))
     a, b, c = world.login(ALICE), world.login(BOB), world.login(CAROL)
     number = open_slot(world, a)
     world.ok(b, w.SlotJoin(world.req(), number))
     other = open_slot(world, a)
+    free = [n for n in ("9999", "9998", "9997") if n not in {number, other}]
     refusals = [(c, number, 0.0, "slot_taken"), (a, other, 0.0, "forbidden"),
-                (c, other, TTL, "slot_expired"), (c, "9999" if other != "9999" else "9998",
-                                                  0.0, "slot_not_found"),
-                (c, number, 0.0, "rate_limited")]
+                (c, other, TTL, "slot_expired"), (c, free[0], 0.0, "slot_not_found"),
+                (c, free[1], 0.0, "rate_limited")]
     for conn, slot, now, code in refusals:
         assert world.error(conn, w.SlotJoin(world.req(), slot), now=now) == code
         assert world.writes() == [], code
