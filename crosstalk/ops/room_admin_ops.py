@@ -10,6 +10,7 @@ new key sealed to each remaining member, so nothing sent afterwards opens for th
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable
@@ -37,7 +38,7 @@ from crosstalk.features.membership.keys import (
     seal_key,
     share_with_stranded,
 )
-from crosstalk.features.membership.names import apply_names
+from crosstalk.features.membership.names import apply_names, welcome
 from crosstalk.store.rooms import (
     Contact,
     Room,
@@ -265,7 +266,7 @@ async def _invite_one(daemon: Daemon, room: Room, who: str) -> str:
             raise UsageError(f"{contact.label} is already in {room.name}.") from None
     op = await daemon.store.write(lambda c: _invitation(c, room, contact, keys.fingerprint))
     # Members who never paired with them learn their name from us (the roster has none).
-    await daemon.send_op(room.room_id, MemberNamed(contact.fingerprint, contact.label))
+    await daemon.send_op(room.room_id, MemberNamed({contact.fingerprint: contact.label}))
     await daemon.send_op(direct.room_id, op)
     return contact.label
 
@@ -322,6 +323,12 @@ def _key_listener(daemon: Daemon) -> Callable[[list[Applied]], Awaitable[None]]:
         for entry in applied:
             if isinstance(entry.op, RoomInvite):
                 await daemon.wake_room(entry.op.room_id)
+            elif isinstance(entry.op, MemberNamed):
+                names = await daemon.store.read(
+                    functools.partial(welcome, applied=entry, me=daemon.keys.fingerprint)
+                )
+                if names is not None:
+                    await daemon.send_op(entry.room_id, names)
             elif isinstance(entry.op, Rekey):
                 await share_with_stranded(
                     daemon.store, daemon.send_op, entry.room_id, daemon.keys.fingerprint,
@@ -400,7 +407,7 @@ def register(ops: OpTable, daemon: Daemon) -> None:
         await fetch_roster(daemon.store, keys, await daemon.relay(), room.room_id)
         await daemon.room_inbox(room.room_id)
         me = daemon.require_identity()
-        await daemon.send_op(room.room_id, MemberNamed(keys.fingerprint, me.label))
+        await daemon.send_op(room.room_id, MemberNamed({keys.fingerprint: me.label}))
         return RoomReply(room.name, room.room_id, "joined")
 
     async def decline(params: RoomParams) -> RoomReply:

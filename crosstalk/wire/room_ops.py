@@ -141,14 +141,15 @@ class Rekey:
 
 @attrs.frozen
 class MemberNamed:
-    """``fingerprint`` is called ``label`` in this room: said by the member or by their adder.
+    """What members of this room are called, ``fingerprint -> label``.
 
     The relay's roster carries keys but never names; this op is how members who never paired
-    with someone learn what to call them.
+    with someone learn what to call them. Posted by an inviter for the invitee, by a joiner for
+    themselves, and by a joiner's inviter for everyone it knows (a welcome: the joiner missed
+    the ops that named those before it).
     """
 
-    fingerprint: str
-    label: str
+    names: dict[str, str]
 
 
 @attrs.frozen

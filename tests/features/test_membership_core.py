@@ -155,3 +155,20 @@ def test_own_word_beats_the_adders_which_beats_the_placeholder() -> None:
     renamed = name_member(own, "cyrus", by_self=True)
     assert renamed is not None and renamed.label == "cyrus"
     assert name_member(own, "\x00", by_self=True) is None  # nothing usable
+
+
+def test_a_member_added_by_someone_who_then_left_still_counts() -> None:
+    """Away while cy added eve and then left: cy (known before) still vouches for eve."""
+    local = [known(ANA, "ana"), known(BEN, "ben"), known(CY, "cy")]
+    relay = [entry(ANA, ANA), entry(BEN, ANA), entry(EVE, CY), entry(DAN, EVE)]
+    change = reconcile(ROOM, local, relay, trusted(ANA))
+    live = {r.fingerprint for r in change.rows if not r.gone}
+    assert live == {ANA.fingerprint, BEN.fingerprint, EVE.fingerprint, DAN.fingerprint}
+    assert change.gone == (CY.fingerprint,)
+
+
+def test_a_key_outside_roster_and_local_rows_vouches_for_nobody() -> None:
+    """Without having ever known dan, an entry dan signed stays out."""
+    relay = [entry(ANA, ANA), entry(EVE, DAN)]
+    change = reconcile(ROOM, [known(ANA, "ana")], relay, trusted(ANA))
+    assert change.unverified == (EVE.fingerprint,)

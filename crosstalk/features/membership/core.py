@@ -89,7 +89,10 @@ def clean_label(text: str) -> str:
 
 
 def verify_entries(
-    room: str, entries: Iterable[Member], trusted: Mapping[str, tuple[bytes, bytes]]
+    room: str,
+    entries: Iterable[Member],
+    trusted: Mapping[str, tuple[bytes, bytes]],
+    signers: Mapping[str, bytes] | None = None,
 ) -> dict[str, Member]:
     """The relay roster entries a signature chain vouches for, by fingerprint.
 
@@ -98,6 +101,9 @@ def verify_entries(
         entries: the relay's roster.
         trusted: keys we already hold, ``fingerprint -> (ed_pub, x_pub)``; an entry for such a
             fingerprint must carry exactly these keys.
+        signers: more keys whose signature vouches (``fingerprint -> ed_pub``) though they are
+            not in the roster any more: someone who added a member and then left still vouched
+            for them.
     """
     pending = {}
     accepted: dict[str, Member] = {}
@@ -115,11 +121,12 @@ def verify_entries(
         progress = False
         for fp, entry in list(pending.items()):
             adder = accepted.get(entry.added_by)
-            if adder is None or entry.added_by == fp:
+            adder_key = adder.ed_pub if adder is not None else (signers or {}).get(entry.added_by)
+            if adder_key is None or entry.added_by == fp:
                 continue
             try:
                 transcript = member_transcript(room, entry.ed_pub, entry.x_pub)
-                crypto.verify(adder.ed_pub, transcript, entry.sig)
+                crypto.verify(adder_key, transcript, entry.sig)
             except crypto.BadSignature:
                 del pending[fp]
                 continue
@@ -144,7 +151,11 @@ def reconcile(
     for row in local:
         if not row.gone:
             roots.setdefault(row.fingerprint, (row.ed_pub, row.x_pub))
-    verified = verify_entries(room, entries, roots)
+    # Everyone we ever verified here vouches, gone or not: a member added by someone who left
+    # while we were away is still theirs to vouch for.
+    signers = {fp: keys[0] for fp, keys in roots.items()}
+    signers.update({row.fingerprint: row.ed_pub for row in local})
+    verified = verify_entries(room, entries, roots, signers)
     before = {row.fingerprint: row for row in local}
     rows: list[KnownMember] = []
     joined: list[str] = []
