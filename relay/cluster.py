@@ -228,8 +228,8 @@ class Switchboard:
             recorded = await js.get_last_msg(f"KV_{self.ns}_state", subject)
             if recorded.data != mine:
                 raise UsageError(
-                    "this node's relay key differs from the cluster's; copy relay.key from a "
-                    "node of the cluster into --data") from None
+                    "This node's relay key differs from the cluster's; copy relay.key from a "
+                    "node of the cluster into --data.") from None
 
     def _reconnected(self) -> None:
         """On the asyncio thread: NATS came back, and messages in between may be lost."""

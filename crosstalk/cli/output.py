@@ -57,5 +57,37 @@ def reports_errors(fn: Callable[P, R]) -> Callable[P, R]:
         except CrosstalkError as exc:
             Output(json_mode=bool(kwargs.get("json_output"))).fail(exc)
             raise AssertionError("unreachable") from None
+        except Exception as exc:
+            error = startup_error(exc)
+            if error is None:
+                raise
+            Output(json_mode=bool(kwargs.get("json_output"))).fail(error)
+            raise AssertionError("unreachable") from None
 
     return wrapper
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+def startup_error(exc: Exception) -> CrosstalkError | None:
+    """The one sentence for an error that escaped a command wrapped in task groups.
+
+    A CrosstalkError inside an exception group (a relay or cluster node failing while it
+    starts) is that error; an OS error (a port in use, a folder we may not write) becomes one
+    sentence with the code ``cannot_start``. Anything else is a bug and stays a traceback.
+    """
+    leaves = _leaves(exc)
+    for leaf in leaves:
+        if isinstance(leaf, CrosstalkError):
+            return leaf
+    for leaf in leaves:
+        if isinstance(leaf, OSError):
+            where = f" ({leaf.filename})" if leaf.filename else ""
+            return CrosstalkError(
+                f"Could not start: {leaf.strerror or leaf}{where}.", code="cannot_start"
+            )
+    return None

@@ -37,6 +37,9 @@ class RelayProcess:
             stderr.close()
         line = self._first_line(timeout)
         info = json.loads(line)
+        if "error" in info:  # it said why in one sentence, and exited
+            self.kill()
+            raise RuntimeError(f"relay did not start: {info['error']['message']}")
         self.url = str(info["listening"])
         self.port = int(self.url.rsplit(":", 1)[1])
         self.pubkey = info["pubkey"]

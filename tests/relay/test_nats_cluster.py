@@ -169,9 +169,8 @@ def test_a_node_with_another_relay_key_refuses_to_join(
     other = RelayProcess(tmp_path / "n3", tmp_path / "n3.stderr", "--nats", nats_server.url)
     one.start()
     try:
-        with pytest.raises(RuntimeError, match="did not start"):
+        with pytest.raises(RuntimeError, match=r"did not start: .*relay key differs"):
             other.start()
-        assert "relay key differs" in (tmp_path / "n3.stderr").read_text()
     finally:
         other.kill()
         one.kill(signal.SIGTERM)
