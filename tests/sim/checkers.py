@@ -201,7 +201,8 @@ def check_states(world: World, truth: Truth, states: dict[str, Any]) -> list[Fai
             # A recipient that left since took its evidence (held rows) along: truth is then only
             # a lower bound.
             left = post is not None and any(
-                truth.member_at(post.room, n.fp, post.step) and not truth.member_now(post.room, n.fp)
+                truth.member_at(post.room, n.fp, post.step)
+                and not truth.member_now(post.room, n.fp)
                 for n in world.nodes.values() if n.fp != post.fp)
             if row["state"] != want and not (left and RANK[row["state"]] >= RANK[want]):
                 out.append(Failure("state", f"{msg[:8]} from {name} ends {row['state']}, "
