@@ -168,22 +168,42 @@ def _actors_row(home: Home, actors: list[dict[str, Any]]) -> Check:
     )
 
 
+def _link_history(relay: dict[str, Any]) -> str:
+    """``; lost 3 times, last 42 s ago (reason), back after 1.2 s`` or empty."""
+    losses = int(relay.get("losses") or 0)
+    if not losses:
+        return ""
+    text = f"; lost {losses} time{'s' if losses != 1 else ''}"
+    if relay.get("lost_ago_s") is not None:
+        text += f", last {float(relay['lost_ago_s']):.0f} s ago"
+    if relay.get("last_loss"):
+        text += f" ({str(relay['last_loss']).rstrip('.')})"
+    if relay.get("reconnect_s") is not None:
+        text += f", back after {float(relay['reconnect_s']):.1f} s"
+    return text
+
+
 def relay_row(status: dict[str, Any]) -> Check:
-    """The relay link: fine while it is up, starting, or not needed yet; else what to check."""
+    """The relay link: passes only while it is up (or not needed yet); down or reconnecting
+    fails, with the link's losses, the last reason and what to check."""
     relay = status.get("relay") or {}
     url, error = relay.get("url"), relay.get("last_error")
     if url is None:
         return Check("relay", True, "not started yet (it starts once you pair)")
+    history = _link_history(relay)
     if relay.get("connected"):
-        return Check("relay", True, f"connected to {url}")
-    if not error:
-        return Check("relay", True, f"connecting to {url}")
+        return Check("relay", True, f"connected to {url}{history}")
     probe = f"crosstalk relay status --relay {shlex.quote(str(url))}"
+    attempts = int(relay.get("attempts") or 0)
+    state = str(relay.get("state") or "connecting")
+    why = str(error or relay.get("last_loss") or "").rstrip(".")
+    doing = f"{state}, attempt {attempts}" if attempts else state
     return Check(
         "relay",
         False,
-        f"cannot reach {url} ({str(error).rstrip('.')}); messages wait until it is back. "
-        f"Check it with `{probe}`; start that relay, or set CROSSTALK_RELAY to the right one.",
+        f"not connected to {url} ({doing}{': ' + why if why else ''}){history}; messages "
+        f"wait until it is back. Check it with `{probe}`; start that relay, or set "
+        "CROSSTALK_RELAY to the right one.",
     )
 
 

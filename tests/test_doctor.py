@@ -181,19 +181,41 @@ def test_a_failed_actor_is_named_with_its_error_the_log_and_the_restart(home: Ho
     )
 
 
-def test_the_relay_row_fails_only_when_the_link_reports_an_error() -> None:
-    """Not started, connected or still connecting pass; an unreachable relay names the probe."""
+def test_the_relay_row_passes_only_while_the_link_is_up() -> None:
+    """Not started or connected pass (with the link's losses); connecting or unreachable fail,
+    naming the state, the reason, the losses and the probe."""
     assert relay_row({"relay": {"url": None}}).ok
-    assert relay_row({"relay": {"url": "ws://r:1", "connected": True}}).ok
-    assert relay_row({"relay": {"url": "ws://r:1", "connected": False, "last_error": None}}).ok
+    up = relay_row(
+        {"relay": {"url": "ws://r:1", "connected": True, "losses": 2, "lost_ago_s": 42.0,
+                   "last_loss": "no pong within 20 s", "reconnect_s": 1.5}}
+    )
+    assert up.ok
+    assert up.detail == (
+        "connected to ws://r:1; lost 2 times, last 42 s ago (no pong within 20 s), "
+        "back after 1.5 s"
+    )
+    reconnecting = relay_row(
+        {"relay": {"url": "ws://r:1", "connected": False, "state": "connecting", "attempts": 3,
+                   "last_error": None, "losses": 1, "lost_ago_s": 5.0,
+                   "last_loss": "no pong within 20 s"}}
+    )
+    assert not reconnecting.ok
+    assert reconnecting.detail.startswith(
+        "not connected to ws://r:1 (connecting, attempt 3: no pong within 20 s); lost 1 time, "
+        "last 5 s ago (no pong within 20 s); messages wait until it is back."
+    )
+    assert not relay_row(
+        {"relay": {"url": "ws://r:1", "connected": False, "last_error": None}}
+    ).ok
     down = relay_row(
-        {"relay": {"url": "ws://r:1", "connected": False, "last_error": "connection refused"}}
+        {"relay": {"url": "ws://r:1", "connected": False, "state": "connecting",
+                   "last_error": "connection refused"}}
     )
     assert not down.ok
     assert down.detail == (
-        "cannot reach ws://r:1 (connection refused); messages wait until it is back. Check it "
-        "with `crosstalk relay status --relay ws://r:1`; start that relay, or set "
-        "CROSSTALK_RELAY to the right one."
+        "not connected to ws://r:1 (connecting: connection refused); messages wait until it "
+        "is back. Check it with `crosstalk relay status --relay ws://r:1`; start that relay, "
+        "or set CROSSTALK_RELAY to the right one."
     )
 
 

@@ -179,6 +179,30 @@ class LinkStatus:
     relay_key: str | None
     queued: int
     attempts: int
+    losses: int = 0  # connections lost since the daemon started
+    lost_ago_s: float | None = None  # how long ago the last one was lost
+    last_loss: str | None = None  # why it was lost
+    reconnect_s: float | None = None  # how long the last loss took to heal (None: not yet)
+
+
+@attrs.define
+class LinkHistory:
+    """Losses and recoveries of the link, for ``doctor`` (trio time, seconds)."""
+
+    losses: int = 0
+    lost_at: float | None = None
+    reason: str | None = None
+    reconnect_s: float | None = None
+
+    def lost(self, now: float, reason: str) -> None:
+        if self.lost_at is None or self.reconnect_s is not None:  # a new outage begins
+            self.lost_at, self.reconnect_s = now, None
+        self.losses += 1
+        self.reason = reason
+
+    def ready(self, now: float) -> None:
+        if self.lost_at is not None and self.reconnect_s is None:
+            self.reconnect_s = now - self.lost_at
 
 
 # --- the socket seam -----------------------------------------------------------------------------
@@ -290,6 +314,7 @@ class RelayLink:
         self._connect = connect
         self._fraction = fraction
         self._machine: LinkMachine | None = None
+        self.history = LinkHistory()
         self._bounded_until = -1.0
         self._send_wake = trio.Event()
         self._timer_kick = trio.Event()
@@ -313,6 +338,15 @@ class RelayLink:
             relay_key=key.hex() if key is not None else None,
             queued=m.queued if m is not None else 0,
             attempts=m.attempts if m is not None else 0,
+            losses=self.history.losses,
+            lost_ago_s=(
+                None if self.history.lost_at is None
+                else round(trio.current_time() - self.history.lost_at, 3)
+            ),
+            last_loss=self.history.reason,
+            reconnect_s=(
+                None if self.history.reconnect_s is None else round(self.history.reconnect_s, 3)
+            ),
         )
 
     async def run(
@@ -360,6 +394,7 @@ class RelayLink:
             self._transition("connecting", self._m.connecting)
             reason = await self._one_connection(ctx)
             self._transition("lost", functools.partial(self._m.connection_lost, reason))
+            self.history.lost(trio.current_time(), reason)
             await self._after_input()
             delay = self._m.retry_delay(self._fraction())
             log.info("relay link: %s lost (%s); retrying in %.2f s", self._url, reason, delay)
@@ -592,6 +627,7 @@ class RelayLink:
             await self._events.send(RelayPush(event.frame))
         elif isinstance(event, core.LinkReady):
             self._ready.set()
+            self.history.ready(trio.current_time())
             self._bounded_until = -1.0  # from now on, frames and pongs prove we are alive
             log.info("relay link: ready on %s", url)
             await self._events.send(LinkUp(url, event.relay_key, event.rooms, event.missing))

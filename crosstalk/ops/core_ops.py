@@ -24,6 +24,11 @@ class RelayView:
     connected: bool
     state: str
     last_error: str | None
+    attempts: int = 0
+    losses: int = 0
+    lost_ago_s: float | None = None
+    last_loss: str | None = None
+    reconnect_s: float | None = None
 
 
 @attrs.frozen
@@ -79,6 +84,11 @@ def register(ops: OpTable, daemon: Daemon) -> None:
                 connected=link.connected if link else False,
                 state=link.state if link else "not started",
                 last_error=link.last_error if link else None,
+                attempts=link.attempts if link else 0,
+                losses=link.losses if link else 0,
+                lost_ago_s=link.lost_ago_s if link else None,
+                last_loss=link.last_loss if link else None,
+                reconnect_s=link.reconnect_s if link else None,
             ),
         )
 
