@@ -26,6 +26,7 @@ import trio
 
 from crosstalk import crypto
 from crosstalk.actors.control import ControlServer, OpTable
+from crosstalk.actors.local_relay_keeper import LocalRelayKeeper
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.actors.relay_link import (
     Connector,
@@ -110,6 +111,7 @@ class Daemon:
         self.router: trio.MemorySendChannel[RouterInput] | None = None
         self.membership: trio.MemorySendChannel[MembershipInput] | None = None
         self._link: RelayLink | None = None
+        self._keeping_relay = False  # a LocalRelayKeeper actor runs (see _start_link)
         self._relay: RelayClient | None = None
         self._rooms: dict[str, trio.MemorySendChannel[RoomInput]] = {}
         self._rooms_lock = trio.Lock()
@@ -230,6 +232,9 @@ class Daemon:
         )
         self._link = link
         self._relay = RelayClient(inbox, self.timings)
+        if is_local_default(url) and self._connect is None and not self._keeping_relay:
+            self._keeping_relay = True  # one keeper, whatever restarts the link
+            await self.supervisor.start_actor("local_relay", LocalRelayKeeper(self.link_status))
 
     def link_status(self) -> LinkStatus | None:
         return self._link.statistics() if self._link is not None else None

@@ -8,10 +8,12 @@ directory, so every identity on this machine meets on the same one, and it outli
 
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from crosstalk.errors import CrosstalkError, RelayUnreachable
@@ -87,6 +89,19 @@ def ensure_relay_at(
         default_data_dir() if port == LOCAL_PORT else default_data_dir().with_name(f"relay-{port}")
     )
     data.mkdir(mode=0o700, parents=True, exist_ok=True)
+    # One starter at a time: every daemon on the machine may find the relay gone at once; the
+    # first to take the lock starts it, the others then find it answering.
+    with open(data / "relay.start.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if check_health(url, timeout=1.0):
+            return
+        _spawn_relay(host, port, data, behind_tunnel, check_health)
+
+
+def _spawn_relay(
+    host: str, port: int, data: Path, behind_tunnel: bool, check_health: Callable[..., bool]
+) -> None:
+    url = f"ws://{host}:{port}"
     log = str(data / "relay.log")
     # Its own session, so it outlives this daemon and ignores our terminal's signals. (Were it to
     # exit first it would linger as a zombie until we exit: harmless, and it should not exit.)
