@@ -51,6 +51,7 @@ from crosstalk.actors.router import Router, RouterInput
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.errors import CrosstalkError, NotSetUp, UnknownRoom
 from crosstalk.features.membership.actor import MembershipActor, MembershipInput
+from crosstalk.features.membership.lifecycle import reconcile_with_relay
 from crosstalk.local_relay import configured_relay, ensure_local_relay, is_local_default
 from crosstalk.paths import RELAY_ENV, Home
 from crosstalk.store import check_state_files
@@ -119,7 +120,8 @@ class Daemon:
         self.appliers: list[Applier] = []  # apply a room op inside the room's transaction
         self.apply_scopes: list[ApplyScope] = []  # around each batch of appliers (per-batch work)
         self.applied_listeners: list[AppliedListener] = []  # told after each commit
-        # Told after a message that crossed no relay (a post, a me/SESSION) is held.
+        # Told after a message that crossed no relay (a post, a me/SESSION) is held, and after
+        # one the daemon made itself from a room op (a decision's announcement).
         self.local_listeners: list[AppliedListener] = []
         self.on_start: list[Callable[[], Awaitable[None]]] = []  # start feature actors
         self._link_lock = trio.Lock()
@@ -136,6 +138,10 @@ class Daemon:
                 "There is no identity here yet; pair with someone: `crosstalk room new`."
             )
         return self.identity
+
+    def own_label(self) -> str:
+        """The name we go by (the identity's label)."""
+        return self.require_identity().label
 
     @property
     def keys(self) -> crypto.Keys:
@@ -304,7 +310,11 @@ class Daemon:
         self.membership = await self.supervisor.start_actor(
             "membership",
             MembershipActor(
-                store=self.store, keys=lambda: self.keys, relay=self.relay, wake=self.wake_room
+                store=self.store,
+                keys=lambda: self.keys,
+                relay=self.relay,
+                wake=self.wake_room,
+                reconcile=lambda beat, within: reconcile_with_relay(self, beat, within),
             ),
             inbox_size=64,
         )

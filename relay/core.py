@@ -423,6 +423,18 @@ class RelayCore:
                 self._ops_out += 1
             rooms.append(w.ResumedRoom(room, state.first(), state.head))
             out.extend(self._rooms.acknowledge(c.fp, c.device, room, cursor))
+        # A room the device did not name but is joined in (an accept or create whose answer was
+        # lost): replay it from the device's cursor here, or a later live push would move the
+        # device's cursor past what it never got.
+        for room in sorted(self._rooms.member_of.get(c.fp, set()) - f.cursors.keys()):
+            state = self._rooms.rooms[room]
+            if state.members[c.fp].state != "joined":
+                continue
+            cursor = self._rooms.cursors.get((c.fp, c.device, room), state.head)
+            for op in list(state.after(cursor)):
+                out.append(Send(c.id, w.Op(room, op.seq, op.sender, op.op_id, op.body, op.ts)))
+                self._ops_out += 1
+            rooms.append(w.ResumedRoom(room, state.first(), state.head))
         c.live = True
         out.append(Send(c.id, w.Resumed(f.req, rooms, missing)))
 

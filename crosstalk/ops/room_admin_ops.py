@@ -38,6 +38,11 @@ from crosstalk.features.membership.keys import (
     seal_key,
     share_with_stranded,
 )
+from crosstalk.features.membership.lifecycle import (
+    create_on_relay,
+    finish_join,
+    relay_says_joined,
+)
 from crosstalk.features.membership.names import apply_names, welcome
 from crosstalk.store.rooms import (
     Contact,
@@ -50,7 +55,6 @@ from crosstalk.store.rooms import (
     find_contact,
     list_rooms,
     members,
-    set_room_state,
 )
 from crosstalk.wire import relay as w
 from crosstalk.wire.room_ops import MemberNamed, Rekey, RoomInvite
@@ -356,9 +360,6 @@ def register(ops: OpTable, daemon: Daemon) -> None:
         if name in {r.name for r in await daemon.store.read(list_rooms)}:
             raise UsageError(f"You already have a room called {name!r}.")
         room_id = nacl.utils.random(16).hex()
-        relay = await daemon.relay()
-        sig = crypto.sign(keys, w.member_transcript(room_id, keys.ed_pub, keys.x_pub))
-        await relay.request(w.Create(0, room_id, sig), w.Ok)
 
         def record(conn: sqlite3.Connection) -> None:
             add_room(
@@ -377,7 +378,15 @@ def register(ops: OpTable, daemon: Daemon) -> None:
                 ),
             )
 
+        # Here first, then at the relay: an answer lost on the way back leaves a room that the
+        # next link-up creates at the relay again, never a relay room with no key anywhere.
         await daemon.store.write(record)
+        try:
+            await create_on_relay(await daemon.relay(), keys, room_id)
+        except CrosstalkError as exc:
+            if exc.code != "relay_unreachable":
+                await daemon.store.write(lambda c: _forget_room(c, room_id))
+            raise
         await daemon.room_inbox(room_id)
         return RoomReply(name, room_id, "joined")
 
@@ -392,22 +401,14 @@ def register(ops: OpTable, daemon: Daemon) -> None:
         room = await daemon.store.read(lambda c: find_room(c, params.room))
         if room.state != "invited":
             raise NotInvited(f"There is no pending invitation to {room.name}.")
-        await (await daemon.relay()).request(w.Accept(0, room.room_id), w.Ok)
-        keys = daemon.keys
-
-        def joined(conn: sqlite3.Connection) -> None:
-            set_room_state(conn, room.room_id, "joined")
-            conn.execute(
-                "UPDATE room_members SET state = 'member' WHERE room_id = ? AND fingerprint = ?",
-                (room.room_id, keys.fingerprint),
-            )
-
-        await daemon.store.write(joined)
-        # The invitation named the roster as the inviter knew it; the relay's is newer.
-        await fetch_roster(daemon.store, keys, await daemon.relay(), room.room_id)
-        await daemon.room_inbox(room.room_id)
-        me = daemon.require_identity()
-        await daemon.send_op(room.room_id, MemberNamed({keys.fingerprint: me.label}))
+        relay = await daemon.relay()
+        try:
+            await relay.request(w.Accept(0, room.room_id), w.Ok)
+        except CrosstalkError as exc:
+            # An earlier accept whose answer was lost: the relay has us joined already.
+            if exc.code != "not_invited" or not await relay_says_joined(relay, room.room_id):
+                raise
+        await finish_join(daemon, room.room_id)
         return RoomReply(room.name, room.room_id, "joined")
 
     async def decline(params: RoomParams) -> RoomReply:

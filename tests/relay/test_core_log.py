@@ -87,6 +87,23 @@ def test_no_live_ops_before_resume_then_replay_after_cursor_in_order() -> None:
     assert _seqs(world.take(b2)) == [6]
 
 
+def test_resume_replays_a_joined_room_the_device_did_not_name() -> None:
+    """A device that never heard the answer to its accept does not name the room when it
+    resumes; the relay replays it from that device's cursor anyway, so a later live op cannot
+    carry the device past ops it never got."""
+    world = World()
+    a, b = _two(world)
+    world.ok(b, w.Ack("ab", 0))
+    world.close(b)
+    for i in range(3):
+        world.ok(a, w.Post(world.req(), "ab", f"o{i}", b"x"))
+    b2 = world.login(BOB, resume=False)
+    req = world.req()
+    got = world.ok(b2, w.Resume(req, {}))
+    assert _seqs(got) == [1, 2, 3]
+    assert got[-1] == w.Resumed(req, [w.ResumedRoom("ab", 1, 3)], [])
+
+
 def test_resume_of_rooms_you_are_not_in_reveals_nothing() -> None:
     """A stranger resuming someone's room gets no ops, only 'missing'."""
     world = World()

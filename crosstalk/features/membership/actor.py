@@ -54,15 +54,11 @@ class Refresh:
 
 
 MembershipInput = RosterSeen | RoomLost | Refresh
+# Brings each room's own state in line with the relay's list (given a beat and a time bound);
+# returns the joined rooms whose rosters to fetch. See lifecycle.reconcile_with_relay.
+Reconcile = Callable[[Callable[[], None], float], Awaitable[list[str]]]
 Keys = Callable[[], crypto.Keys]
 Wake = Callable[[str], Awaitable[None]]
-
-
-def _joined_rooms(conn: sqlite3.Connection) -> list[str]:
-    rows = conn.execute(
-        "SELECT room_id FROM rooms WHERE state = 'joined' AND removed_at IS NULL ORDER BY room_id"
-    ).fetchall()
-    return [str(r[0]) for r in rows]
 
 
 async def apply_roster(
@@ -112,11 +108,13 @@ class MembershipActor:
         keys: Keys,
         relay: Callable[[], Awaitable[RelayClient]],
         wake: Wake,
+        reconcile: Reconcile,
     ) -> None:
         self._store = store
         self._keys = keys
         self._relay = relay
         self._wake = wake
+        self._reconcile = reconcile
 
     async def run(
         self,
@@ -150,17 +148,16 @@ class MembershipActor:
             log.info("room %s: removed by %s (%s)", item.room, item.by, item.reason)
 
     async def _refresh(self, ctx: ActorContext[MembershipInput]) -> None:
-        relay = await self._relay()
-        keys = self._keys()
-        for room in await self._store.read(_joined_rooms):
-            ctx.beat()
-            try:
-                change = await fetch_roster(
-                    self._store, keys, relay, room, within=ctx.heartbeat / 2
-                )
-            except CrosstalkError as exc:
-                log.info("room %s: roster not fetched (%s); the next link-up tries again",
-                         room, exc.message)
-                return
-            if change is not None:
-                await self._wake(room)
+        within = ctx.heartbeat / 2
+        try:
+            # First our own state in each room as the relay has it (finishing an accept or a
+            # create whose answer was lost), then each joined room's roster.
+            rooms = await self._reconcile(ctx.beat, within)
+            relay, keys = await self._relay(), self._keys()
+            for room in rooms:
+                ctx.beat()
+                if await fetch_roster(self._store, keys, relay, room, within=within):
+                    await self._wake(room)
+        except CrosstalkError as exc:
+            log.info("rooms not brought up to date with the relay (%s); the next link-up tries "
+                     "again", exc.message)

@@ -149,3 +149,25 @@ def rename(conn: sqlite3.Connection, room_id: str, row: KnownMember) -> None:
         "UPDATE room_members SET label = ?, named = ? WHERE room_id = ? AND fingerprint = ?",
         (row.label, row.named, room_id, row.fingerprint),
     )
+
+
+def mark_joined(conn: sqlite3.Connection, room_id: str, me: str) -> None:
+    """We are a joined member now (the relay said so)."""
+    conn.execute("UPDATE rooms SET state = 'joined' WHERE room_id = ?", (room_id,))
+    conn.execute(
+        "UPDATE room_members SET state = 'member' WHERE room_id = ? AND fingerprint = ?",
+        (room_id, me),
+    )
+
+
+def forget_invitation(conn: sqlite3.Connection, room_id: str) -> None:
+    """An invitation the relay no longer has (declined elsewhere, or the room is gone)."""
+    conn.execute("DELETE FROM rooms WHERE room_id = ? AND state = 'invited'", (room_id,))
+
+
+def made_by_us_alone(conn: sqlite3.Connection, room_id: str, me: str) -> bool:
+    """Whether we made the room and nobody else was ever in its roster here."""
+    rows = conn.execute(
+        "SELECT fingerprint, added_by FROM room_members WHERE room_id = ?", (room_id,)
+    ).fetchall()
+    return [(str(fp), added_by) for fp, added_by in rows] == [(me, me)]

@@ -1,0 +1,120 @@
+"""Creating and joining a room so that a lost answer never leaves us and the relay apart.
+
+A request to the relay can be committed there and its answer lost (a dropped connection, a
+crash). So the local side of a change is made so that it can be finished later from what the
+relay says:
+
+* **create** writes the room (id, key, ourselves) here first, then asks the relay. Asking again
+  is harmless: ``room_exists`` for a room whose roster lists us means an earlier try got there.
+  A room the relay does not know, that only we are in and that we made, is created again at the
+  next link-up (:func:`reconcile_with_relay`).
+* **accept** asks the relay first (the invitation's key is already here). If the relay says we
+  are joined while we still say invited, whether on a retried ``accept`` or at the next link-up,
+  :func:`finish_join` does the local half.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sqlite3
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+from crosstalk import crypto
+from crosstalk.actors.relay_client import RelayClient
+from crosstalk.errors import CrosstalkError
+from crosstalk.features.membership import queries as q
+from crosstalk.features.membership.actor import fetch_roster
+from crosstalk.store.db import Store
+from crosstalk.wire import relay as w
+from crosstalk.wire.room_ops import MemberNamed, RoomOp
+
+log = logging.getLogger(__name__)
+
+
+class RoomHost(Protocol):
+    """What joining needs of the daemon: the store, the relay, our name, and the room actors."""
+
+    store: Store
+
+    @property
+    def keys(self) -> crypto.Keys: ...
+
+    def own_label(self) -> str: ...
+
+    async def relay(self) -> RelayClient: ...
+
+    async def wake_room(self, room_id: str) -> None: ...
+
+    async def send_op(self, room_id: str, op: RoomOp, *, op_id: str | None = None) -> str: ...
+
+
+async def create_on_relay(relay: RelayClient, keys: crypto.Keys, room_id: str) -> None:
+    """Create ``room_id`` on the relay with us as its only member; a retry is harmless."""
+    sig = crypto.sign(keys, w.member_transcript(room_id, keys.ed_pub, keys.x_pub))
+    try:
+        await relay.request(w.Create(0, room_id, sig), w.Ok)
+    except CrosstalkError as exc:
+        if exc.code != "room_exists":
+            raise
+        # Made by an earlier try whose answer was lost, if the relay lists us in it (the id is
+        # 16 random bytes: nobody else picks it). Raises not_a_member otherwise.
+        await relay.request(w.GetRoster(0, room_id), w.Roster)
+
+
+async def relay_says_joined(relay: RelayClient, room_id: str) -> bool:
+    """Whether the relay lists us as a joined member of ``room_id``."""
+    listed = await relay.request(w.ListRooms(0), w.RoomList)
+    return any(e.room == room_id and e.state == "joined" for e in listed.rooms)
+
+
+async def finish_join(host: RoomHost, room_id: str) -> None:
+    """The local half of accepting, once the relay has us as joined: take the relay's roster,
+    start the room and tell the room our name (the relay's roster carries none)."""
+    keys = host.keys
+    await host.store.write(lambda conn: q.mark_joined(conn, room_id, keys.fingerprint))
+    await fetch_roster(host.store, keys, await host.relay(), room_id)
+    await host.wake_room(room_id)
+    await host.send_op(room_id, MemberNamed({keys.fingerprint: host.own_label()}))
+
+
+def _local_rooms(conn: sqlite3.Connection, me: str) -> list[tuple[str, str, bool]]:
+    """``(room id, state, made by us and only us in it)`` for every room not left or removed."""
+    rows = conn.execute(
+        "SELECT room_id, state FROM rooms WHERE state IN ('joined', 'invited') "
+        "AND kind = 'shared' AND removed_at IS NULL ORDER BY room_id"
+    ).fetchall()
+    return [(str(r), str(s), q.made_by_us_alone(conn, str(r), me)) for r, s in rows]
+
+
+async def reconcile_with_relay(
+    host: RoomHost, beat: Callable[[], None], within: float
+) -> list[str]:
+    """Bring every named room's state in line with the relay's list; returns the joined rooms
+    whose roster should be fetched now."""
+    relay = await host.relay()
+    listed = await relay.request(w.ListRooms(0), w.RoomList, within=within)
+    at_relay = {e.room: e.state for e in listed.rooms}
+    keys = host.keys
+    joined = []
+    for room_id, state, ours_alone in await host.store.read(
+        lambda conn: _local_rooms(conn, keys.fingerprint)
+    ):
+        beat()
+        there = at_relay.get(room_id)
+        if state == "invited" and there == "joined":
+            await finish_join(host, room_id)  # an accept whose answer was lost
+        elif state == "invited" and there is None:
+            await host.store.write(functools.partial(q.forget_invitation, room_id=room_id))
+        elif state == "joined" and there is None and ours_alone:
+            await create_on_relay(relay, keys, room_id)  # a create whose request was lost
+        elif state == "joined" and there is None:
+            await host.store.write(
+                functools.partial(q.mark_removed, room_id=room_id, by=None, now=time.time())
+            )
+        elif state == "joined":
+            joined.append(room_id)
+    return joined
+
