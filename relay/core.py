@@ -412,12 +412,15 @@ class RelayCore:
             raise refuse("bad_frame", "cursors must not be negative")
         rooms: list[w.ResumedRoom] = []
         missing: list[str] = []
-        for room, cursor in f.cursors.items():
+        for room, named in f.cursors.items():
             state = self._rooms.rooms.get(room)
             member = state.members.get(c.fp) if state else None
             if state is None or member is None or member.state != "joined":
                 missing.append(room)
                 continue
+            # Never from before the device's cursor here: a device that left and came back may
+            # still name its old cursor, and what was posted while it was out is not its to read.
+            cursor = max(named, self._rooms.cursors.get((c.fp, c.device, room), 0))
             for op in list(state.after(cursor)):
                 out.append(Send(c.id, w.Op(room, op.seq, op.sender, op.op_id, op.body, op.ts)))
                 self._ops_out += 1

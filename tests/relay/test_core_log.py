@@ -104,6 +104,23 @@ def test_resume_replays_a_joined_room_the_device_did_not_name() -> None:
     assert got[-1] == w.Resumed(req, [w.ResumedRoom("ab", 1, 3)], [])
 
 
+def test_resume_never_replays_what_was_posted_while_the_device_was_out() -> None:
+    """Bob leaves, ops are posted, Bob is added again and accepts; a device that still names
+    its old cursor gets only what came after it rejoined."""
+    world = World()
+    a, b = _two(world)
+    world.room_of(a, ALICE, "cd", (b, BOB))  # so that Alice may add Bob again
+    world.ok(b, w.Leave(world.req(), "ab"))
+    world.ok(a, w.Post(world.req(), "ab", "while-out", b"secret"))
+    world.ok(a, w.Add(world.req(), "ab", BOB.ed_pub, BOB.x_pub, ALICE.vouch("ab", BOB)))
+    world.ok(b, w.Accept(world.req(), "ab"))
+    world.ok(a, w.Post(world.req(), "ab", "after", b"x"))
+    world.close(b)
+    b2 = world.login(BOB, resume=False)
+    got = world.ok(b2, w.Resume(world.req(), {"ab": 0}))
+    assert _seqs(got) == [2]
+
+
 def test_resume_of_rooms_you_are_not_in_reveals_nothing() -> None:
     """A stranger resuming someone's room gets no ops, only 'missing'."""
     world = World()
