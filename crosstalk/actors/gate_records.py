@@ -20,8 +20,9 @@ from crosstalk.core.gate import Verdict
 from crosstalk.core.gate_routing import due, live_sessions
 from crosstalk.core.held import HeldBatch, HeldItem
 from crosstalk.core.levels import LOCAL_PREFIX, Source
-from crosstalk.core.triage import Decision
+from crosstalk.core.triage import Decision, Kind
 from crosstalk.errors import RemoteProtocolError
+from crosstalk.features.asks.queries import withdraw_if_ended
 from crosstalk.store import attention as db
 from crosstalk.store.rooms import direct_room_with, find_contact
 from crosstalk.store.sessions import Session, list_sessions
@@ -113,12 +114,45 @@ def record(
         ),
     )
     db.append_attention(conn, [AttentionEntry(applied.op_id, source.label, now, decision)])
+    if op.kind is Kind.ASK:  # its asker may have stopped waiting before we decided it
+        withdraw_if_ended(conn, applied.op_id, now)
     if decision is Decision.DROP:
         # The `mute` level: nothing reaches you. Kept for `read --all`, hidden from `read`.
         conn.execute(
             "UPDATE held_messages SET read_at = ? WHERE message_id = ? AND read_at IS NULL",
             (now, applied.op_id),
         )
+    elif decision is Decision.REFUSE:
+        keep_only_the_refusal(conn, applied.op_id, op, source.label, now)
+
+
+REFUSED_KEY = "refused_here"
+"""Marks a held body whose words and slices were dropped because we refused it."""
+
+
+def keep_only_the_refusal(
+    conn: sqlite3.Connection, message_id: str, op: MessageOp, label: str, now: float
+) -> None:
+    """A refused ask or handoff leaves nothing readable but its refusal (issue 19 item 7).
+
+    Its words and slices are replaced by one line saying what was refused; it is marked read, so
+    plain ``read`` does not show it, ``read --all`` shows the refusal, and ``slice`` is refused.
+    """
+    row = conn.execute(
+        "SELECT body FROM held_messages WHERE message_id = ?", (message_id,)
+    ).fetchone()
+    if row is None:
+        return
+    body = json.loads(row[0])
+    body.update(
+        text=f"(you refused this {op.kind.value} from {label}; its words and slices were not kept)",
+        slices=[],
+        **{REFUSED_KEY: True},
+    )
+    conn.execute(
+        "UPDATE held_messages SET body = ?, read_at = coalesce(read_at, ?) WHERE message_id = ?",
+        (json.dumps(body, sort_keys=True), now, message_id),
+    )
 
 
 def held_item(notice: db.Notice) -> HeldItem:

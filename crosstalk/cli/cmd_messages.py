@@ -209,7 +209,8 @@ def sent(json_output: JsonOption = False, home: HomeOption = None) -> None:
         + (f"  ({r['reason']})" if r.get("reason") else "")
         for r in rows
     )
-    out.emit({"sent": rows}, human or "Nothing sent yet.")
+    # CLI.md names the list "messages"; "sent" is the name it had first (scripts and tests read it).
+    out.emit({"messages": rows, "sent": rows}, human or "Nothing sent yet.")
 
 
 @reports_errors

@@ -35,9 +35,9 @@ import attrs
 from cattrs.gen import make_dict_unstructure_fn, override
 
 from crosstalk.actors.control import OpTable
-from crosstalk.actors.gate_records import LOCAL_ROOM
+from crosstalk.actors.gate_records import LOCAL_ROOM, REFUSED_KEY
 from crosstalk.daemon import Daemon
-from crosstalk.errors import CrosstalkError, UnknownMessage, UsageError
+from crosstalk.errors import CrosstalkError, Refused, UnknownMessage, UsageError
 from crosstalk.wire.converter import converter
 from crosstalk.wire.room_ops import Receipt
 
@@ -250,7 +250,10 @@ def withdraw_notices(conn: sqlite3.Connection, ids: list[str], now: float) -> No
 def take_slice(conn: sqlite3.Connection, ref: str, index: int) -> SliceReply:
     msg_id = find_held(conn, ref)
     row = conn.execute("SELECT body FROM held_messages WHERE message_id = ?", (msg_id,)).fetchone()
-    slices = json.loads(row[0]).get("slices", [])
+    body = json.loads(row[0])
+    if body.get(REFUSED_KEY):
+        raise Refused(f"You refused message {msg_id[:SHORT_ID]}; its slices were not kept.")
+    slices = body.get("slices", [])
     if not 0 <= index < len(slices):
         raise UsageError(f"Message {msg_id[:SHORT_ID]} has {len(slices)} slice(s); no {index}.")
     sl = slices[index]
