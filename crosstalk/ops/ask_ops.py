@@ -23,16 +23,18 @@ from crosstalk.actors.control import OpTable
 from crosstalk.actors.room import Applied
 from crosstalk.core.triage import Kind
 from crosstalk.daemon import Daemon
-from crosstalk.errors import NoAnswer, Refused, UsageError
-from crosstalk.ops.message_ops import SendParams, deliver
+from crosstalk.errors import CrosstalkError, NoAnswer, Refused, UsageError
+from crosstalk.features.asks.queries import apply_ask_ended
+from crosstalk.ops.message_ops import SendParams, deliver, resolve
 from crosstalk.store.rooms import contact_named, find_contact
 from crosstalk.wire.converter import converter
-from crosstalk.wire.room_ops import MessageOp
+from crosstalk.wire.room_ops import AskEnded, MessageOp
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 MAX_WAIT = 600.0
+ENDED_WAIT = 5.0
 WATCH_BUFFER = 1000
 
 
@@ -176,6 +178,7 @@ for _cls in (AskReply, Arrival):
 
 def register(ops: OpTable, daemon: Daemon) -> None:
     mailroom = Mailroom(daemon)
+    daemon.appliers.append(apply_ask_ended)
     daemon.applied_listeners.append(mailroom.applied)
     daemon.local_listeners.append(mailroom.applied)  # watch and wait see posts and me/SESSION
 
@@ -187,16 +190,20 @@ def register(ops: OpTable, daemon: Daemon) -> None:
         question = SendParams(
             to=params.to, text=params.text, intent="question", session=params.session
         )
+        asked_in: str | None = None  # the room the ask went to, once it was sent
+        answered = False
         async with receive:
             try:
                 asked = await daemon.store.read(lambda c: _recipient(c, params.to))
                 mailroom.asks[correlation] = (asked, send)
                 await deliver(daemon, question, kind=Kind.ASK, correlation=correlation)
+                asked_in = (await daemon.store.read(lambda c: resolve(c, params.to))).room_id
                 with trio.move_on_after(params.timeout):
                     async for reply in receive:
                         if reply.correlation == "mutual-wait":
                             yield MutualWait(reply.from_label)
                             continue
+                        answered = True  # an answer or a refusal: the ask is over for both
                         if reply.refused:
                             raise Refused(
                                 f"{params.to} does not take questions from you right now."
@@ -207,6 +214,8 @@ def register(ops: OpTable, daemon: Daemon) -> None:
                 raise NoAnswer(f"No answer from {params.to} within {params.timeout:g} s.")
             finally:
                 mailroom.asks.pop(correlation, None)
+                if asked_in is not None and not answered:
+                    await _tell_ended(daemon, asked_in, correlation)
 
     async def wait(params: WaitParams) -> WaitReply:
         timeout = min(max(params.timeout, 0.0), MAX_WAIT)
@@ -233,6 +242,20 @@ def register(ops: OpTable, daemon: Daemon) -> None:
     ops.add("asks", NoParams, asks)
     ops.add("wait", WaitParams, wait)
     ops.add_stream("watch", WatchParams, watch)
+
+
+async def _tell_ended(daemon: Daemon, room_id: str, correlation: str) -> None:
+    """Tell the room the ask ended unanswered, so the receiver withdraws its notice.
+
+    Runs while the ask is being cancelled (a client that hung up), so it is shielded, and
+    bounded: queuing the op is a local commit, and the outbox carries it from there.
+    """
+    with trio.move_on_after(ENDED_WAIT) as scope:
+        scope.shield = True
+        try:
+            await daemon.send_op(room_id, AskEnded(correlation))
+        except CrosstalkError as exc:  # a room we have since left: nobody to tell
+            log.info("ask %s ended; not told: %s", correlation, exc.message)
 
 
 def _recipient(conn: sqlite3.Connection, to: str) -> str:

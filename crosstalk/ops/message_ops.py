@@ -130,7 +130,7 @@ class Address:
     to: str | None = None  # their session or project name
 
 
-def _resolve(conn: sqlite3.Connection, to: str) -> Address:
+def resolve(conn: sqlite3.Connection, to: str) -> Address:
     """``person``, ``person/session``, ``person/project`` or ``#room``."""
     if to.startswith("#"):
         named = find_room(conn, to)
@@ -320,7 +320,7 @@ async def deliver(
         mine = daemon.keys.fingerprint
         await arrive_locally(daemon, msg_id=op_id, sender=mine, op=local, now=now)
         return SendReply(id=op_id, state="delivered", to=[params.to], truncated=truncated)
-    address = await daemon.store.read(lambda c: _resolve(c, params.to))
+    address = await daemon.store.read(lambda c: resolve(c, params.to))
     if params.unprompted:
         await daemon.store.write(lambda c: _spend_ration(c, address.label, params.because, now))
     assert daemon.router is not None

@@ -160,11 +160,23 @@ class Receipt:
     msg_ids: tuple[str, ...]
 
 
+@attrs.frozen
+class AskEnded:
+    """The asker stopped waiting (timeout or cancel) for the ask with this correlation.
+
+    The receiver withdraws its notice about that ask; the ask itself stays readable. Only the
+    asker's own ``AskEnded`` counts: the receiver matches it against the ask's verified sender.
+    """
+
+    correlation: str
+
+
 RoomOp = (
     MessageOp | MemoryEnvelope | SyncRequest | SyncChunk | RoomInvite | Rekey | Receipt
-    | MemberNamed
+    | MemberNamed | AskEnded
 )
 _TAGS: dict[type, str] = {
+    AskEnded: "ask_ended",
     MemberNamed: "member_named",
     SyncRequest: "sync_request",
     SyncChunk: "sync_chunk",
