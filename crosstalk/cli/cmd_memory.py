@@ -233,8 +233,27 @@ def decide(
     Output(json_mode=json_output).emit(reply, f"Recorded in {reply['file']}.")
 
 
+@reports_errors
+def decisions(
+    room: Annotated[
+        str | None, typer.Option("--room", help="Only this room (name or id); default: all.")
+    ] = None,
+    json_output: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """List the decisions of your rooms, oldest first."""
+    reply = _run("decisions", {"room": room}, home)
+    lines = [
+        f"{d['id']}  {d['text']}  ({d['by']}, #{d['room']})" + (f"\n    why: {d['why']}"
+                                                               if d["why"] else "")
+        for d in reply["decisions"]
+    ]
+    Output(json_mode=json_output).emit(reply, "\n".join(lines) or "No decisions yet.")
+
+
 def mount(app: typer.Typer) -> None:
-    """Add `facts`, `tasks` and `decide` to the top-level app."""
+    """Add `facts`, `tasks`, `decide` and `decisions` to the top-level app."""
     app.add_typer(facts_app, name="facts")
     app.add_typer(tasks_app, name="tasks")
     app.command("decide")(decide)
+    app.command("decisions")(decisions)

@@ -83,6 +83,7 @@ class NoticeKind(enum.Enum):
     HANDOFF = "handoff"
     ANSWER = "answer"
     INVITATION = "invitation"
+    DECISION = "decision"
 
 
 class Origin(enum.Enum):
@@ -108,6 +109,11 @@ _PHRASES = {
         "invited you to a room",
         "invited you to {n} rooms",
         "crosstalk_rooms",
+    ),
+    NoticeKind.DECISION: (
+        "announced a decision",
+        "announced {n} decisions",
+        "crosstalk_read",
     ),
 }
 
@@ -276,6 +282,7 @@ RECORDED_KINDS = {
     "handoff": NoticeKind.HANDOFF,
     "answer": NoticeKind.ANSWER,
     "invitation": NoticeKind.INVITATION,
+    "decision": NoticeKind.DECISION,
 }
 
 

@@ -16,15 +16,16 @@ The rules, in order (the first that applies decides):
 ====  ============================================  ==========================================
 step  when                                          decision
 ====  ============================================  ==========================================
-1     kind is fact, task or decision                RECORD_ONLY (any member; never interrupts)
+1     kind is fact or task                          RECORD_ONLY (any member; never interrupts)
 2     level is mute                                 DROP (not held, not readable)
 3     kind ask below ``ask``, handoff below         REFUSE (the sender gets ``refused`` back)
       ``handoff``
 4     muted and intent blocking                     NOTICE_NOW (blocking lifts a held message
                                                     to a notice, never to words)
 5     muted                                         HOLD_QUIET (surfaced when the mute ends)
-6     kind answer                                   DELIVER_NOW at deliver, else NOTICE_NOW
-                                                    (answers always earn a line, at once)
+6     kind answer or decision                       DELIVER_NOW at deliver, else NOTICE_NOW
+                                                    (answers and decisions always earn a line,
+                                                    at once)
 7     intent fyi and session not idle               DELIVER_WHEN_IDLE at deliver, else
                                                     NOTICE_WHEN_IDLE
 8     otherwise (question, blocking, or idle)       DELIVER_NOW at deliver, else NOTICE_NOW
@@ -41,6 +42,9 @@ Consequences worth stating (the tests pin every combination):
 * Memory writes are accepted from any room member at any level (they are signed and
   attributed); trust governs only what reaches an agent's turn and when. This avoids the
   original's silently ignored facts in named rooms (behaviour doc §9 item 4).
+* A decision is a memory write that is also announced to every member (issue 19 item 6): its
+  announcement is triaged like an answer, a line at the member's next event, unless the
+  decider's level is mute or a timed mute holds it.
 """
 
 from __future__ import annotations
@@ -154,7 +158,7 @@ def triage(
         status: the receiving session's status (unknown counts as busy).
         muted: a timed mute covers the source right now.
     """
-    if kind.is_memory:
+    if kind.is_memory and kind is not Kind.DECISION:
         return Decision.RECORD_ONLY
     if level is Level.MUTE:
         return Decision.DROP
@@ -164,7 +168,7 @@ def triage(
     if muted:
         return Decision.NOTICE_NOW if intent is Intent.BLOCKING else Decision.HOLD_QUIET
     words = level is Level.DELIVER
-    if kind is Kind.ANSWER:
+    if kind in (Kind.ANSWER, Kind.DECISION):
         return Decision.DELIVER_NOW if words else Decision.NOTICE_NOW
     if intent is Intent.FYI and status is not SessionStatus.IDLE:
         return Decision.DELIVER_WHEN_IDLE if words else Decision.NOTICE_WHEN_IDLE

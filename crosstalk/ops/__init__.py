@@ -5,6 +5,7 @@ from __future__ import annotations
 from crosstalk import inbox
 from crosstalk.actors.control import OpTable
 from crosstalk.daemon import Daemon
+from crosstalk.features.decisions import ops as decisions
 from crosstalk.ops import (
     ask_ops,
     core_ops,
@@ -34,3 +35,4 @@ def register_all(ops: OpTable, daemon: Daemon) -> None:
     trust_ops.register(ops, daemon)
     inbox.register(ops, daemon)  # Claude Code inbox-socket push of what the gate surfaced
     memory_ops.register(ops, daemon)
+    decisions.register(ops, daemon)  # others' decisions announced through the gate

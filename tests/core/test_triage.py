@@ -55,11 +55,13 @@ TABLE: dict[tuple[Kind, Level], str] = {
     (Kind.ANSWER, Level.ASK): "nnn nnn nnn | QQQ QQQ nnn",
     (Kind.ANSWER, Level.HANDOFF): "nnn nnn nnn | QQQ QQQ nnn",
     (Kind.ANSWER, Level.DELIVER): "www www www | QQQ QQQ nnn",
-    **{
-        (kind, level): ALL_RECORD
-        for kind in (Kind.FACT, Kind.TASK, Kind.DECISION)
-        for level in Level
-    },
+    **{(kind, level): ALL_RECORD for kind in (Kind.FACT, Kind.TASK) for level in Level},
+    # A decision is announced like an answer: a line at once, words only at deliver.
+    (Kind.DECISION, Level.MUTE): ALL_DROP,
+    (Kind.DECISION, Level.NOTIFY): "nnn nnn nnn | QQQ QQQ nnn",
+    (Kind.DECISION, Level.ASK): "nnn nnn nnn | QQQ QQQ nnn",
+    (Kind.DECISION, Level.HANDOFF): "nnn nnn nnn | QQQ QQQ nnn",
+    (Kind.DECISION, Level.DELIVER): "www www www | QQQ QQQ nnn",
 }
 
 INTENTS = (Intent.FYI, Intent.QUESTION, Intent.BLOCKING)

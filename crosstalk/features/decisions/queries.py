@@ -1,0 +1,69 @@
+"""The decisions feature's SQL: hold an announcement, list the decisions of some rooms."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+
+import attrs
+
+from crosstalk.actors.room import Applied
+from crosstalk.features.decisions.core import announcement
+from crosstalk.store.memory import load_state
+from crosstalk.store.rooms import Room
+from crosstalk.wire.converter import unstructure
+from crosstalk.wire.memory import DecisionMade
+from crosstalk.wire.room_ops import MemoryEnvelope, MessageOp
+
+
+@attrs.frozen
+class DecisionView:
+    """One decision as ``crosstalk decisions`` lists it (CLI.md)."""
+
+    id: str
+    text: str
+    why: str
+    by: str
+    room: str
+    ts: float
+    repo: str
+
+
+def announced(applied: Applied, *, me: str) -> MessageOp | None:
+    """The announcement for ``applied`` if it is someone else's decision, else None."""
+    envelope = applied.op
+    if not isinstance(envelope, MemoryEnvelope) or not isinstance(envelope.op, DecisionMade):
+        return None
+    if applied.sender == me:
+        return None  # our own (from another of our machines): nobody to tell
+    at = envelope.at or applied.relay_ts
+    return announcement(envelope.op, op_id=applied.op_id, label=envelope.label, at=at)
+
+
+def hold_announcement(conn: sqlite3.Connection, applied: Applied, *, me: str) -> None:
+    """Applier: hold the announcement of someone's decision for our sessions (once, by op id)."""
+    op = announced(applied, me=me)
+    if op is None:
+        return
+    body = json.dumps({**unstructure(op), "relay_ts": applied.relay_ts}, sort_keys=True)
+    conn.execute(
+        "INSERT OR IGNORE INTO held_messages (message_id, room_id, sender, target_session, "
+        "target_project, intent, body, received_at) VALUES (?, ?, ?, NULL, NULL, ?, ?, ?)",
+        (applied.op_id, applied.room_id, applied.sender, op.intent.value, body, time.time()),
+    )
+
+
+def list_decisions(
+    conn: sqlite3.Connection, rooms: list[Room], names: dict[str, str]
+) -> list[DecisionView]:
+    """Every decision of ``rooms``, oldest first (by when it was decided)."""
+    views = [
+        DecisionView(
+            d.decision_id, d.text, d.why, names.get(d.by.fingerprint, d.by.label), room.name,
+            d.at, d.repo,
+        )
+        for room in rooms
+        for d in load_state(conn, room.room_id).decisions()
+    ]
+    return sorted(views, key=lambda d: d.ts)
