@@ -17,9 +17,13 @@ One :func:`converse` call per hook run, over one control connection with one dea
 4. On an event that can carry text, waiting notices (``notices {session, pending, words}``),
    rendered exactly as the inbox push renders them (``crosstalk.core.notice.render_arrivals``):
    no peer words, except that a sender the receiver raised to ``deliver`` has each message
-   quoted between fresh random markers. Then ``notice_shown`` for what was rendered, as the push
-   does. Clients cut long hook output, so a quote is cut at :data:`QUOTE_LIMIT` characters
-   inside its markers, and notices past :data:`ANSWER_LIMIT` characters wait for the next event.
+   quoted between fresh random markers. The ids rendered are kept in ``Outcome.shown``, and
+   ``notice_shown`` (:func:`mark_shown`) is sent for them only once the answer was printed
+   (``crosstalk.hook.main``): a hook killed or cut off before printing leaves them pending for
+   the next event. At a session start every sender's notices are one summary (how many of what,
+   from whom), however many messages wait and however many batches they surfaced in. Clients
+   cut long hook output, so a quote is cut at :data:`QUOTE_LIMIT` characters inside its
+   markers, and notices past :data:`ANSWER_LIMIT` characters wait for the next event.
    A session with an inbox socket gets its notices pushed by the daemon; the hook takes only
    those the push left waiting longer than :data:`PUSH_GRACE` (the socket was missing or
    refused), so the two paths do not double up.
@@ -72,6 +76,8 @@ class Outcome:
 
     parts: list[str] = field(default_factory=list)
     error: CrosstalkError | None = None
+    #: Notice ids the text shows: marked shown only after the answer is printed.
+    shown: list[str] = field(default_factory=list)
 
     @property
     def text(self) -> str:
@@ -122,8 +128,17 @@ def _text(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def arrivals_of(rows: Sequence[Mapping[str, Any]]) -> list[Arrival]:
-    """The ``notices`` op's rows as arrivals (rows without an id are skipped)."""
+#: The one batch every notice shown at a session start falls in: one summary per sender.
+SUMMARY_BATCH = "session-start"
+
+
+def arrivals_of(rows: Sequence[Mapping[str, Any]], *, summary: bool = False) -> list[Arrival]:
+    """The ``notices`` op's rows as arrivals (rows without an id are skipped).
+
+    With ``summary`` (a session start) every row counts in one batch, so each sender gets one
+    notice saying how many of what they sent, not one line per message (a sender raised to
+    ``deliver`` still has each message quoted: the receiver asked for their words).
+    """
     return [
         Arrival(
             message_id=str(row["id"]),
@@ -131,7 +146,7 @@ def arrivals_of(rows: Sequence[Mapping[str, Any]]) -> list[Arrival]:
             from_session=_text(row.get("from_session")),
             kind=str(row.get("kind", "")),
             words=row["words"] if isinstance(row.get("words"), str) else None,
-            batch=_text(row.get("batch")),
+            batch=SUMMARY_BATCH if summary else _text(row.get("batch")),
         )
         for row in rows
         if "id" in row
@@ -139,7 +154,7 @@ def arrivals_of(rows: Sequence[Mapping[str, Any]]) -> list[Arrival]:
 
 
 def notices_text(
-    rows: Sequence[Mapping[str, Any]], *, marker: Callable[[], str]
+    rows: Sequence[Mapping[str, Any]], *, marker: Callable[[], str], summary: bool = False
 ) -> tuple[str, list[str]]:
     """Render pending notice rows as the push path does, within :data:`ANSWER_LIMIT`.
 
@@ -149,7 +164,8 @@ def notices_text(
     taken: list[str] = []
     ids: list[str] = []
     size = 0
-    for part in render_arrivals(arrivals_of(rows), marker=marker, limit=QUOTE_LIMIT):
+    arrivals = arrivals_of(rows, summary=summary)
+    for part in render_arrivals(arrivals, marker=marker, limit=QUOTE_LIMIT):
         if taken and size + len(part.text) > ANSWER_LIMIT:
             break
         taken.append(part.text)
@@ -215,7 +231,14 @@ def _converse(
     if info.inbox_socket:
         cutoff = time.time() - PUSH_GRACE
         rows = [r for r in rows if float(r.get("surfaced_at") or 0.0) < cutoff]
-    text, ids = notices_text(rows, marker=marker)
+    start = event.kind is EventKind.SESSION_START
+    text, ids = notices_text(rows, marker=marker, summary=start)
     if ids:
         outcome.parts.append(text)
-        _ask(conn, "notice_shown", {"session": info.name, "ids": ids})
+        outcome.shown = ids
+
+
+def mark_shown(conn: ControlConnection, info: SessionInfo, ids: Sequence[str]) -> None:
+    """Tell the daemon the session was shown ``ids`` (call only once the answer is printed)."""
+    if ids:
+        _ask(conn, "notice_shown", {"session": info.name, "ids": list(ids)})

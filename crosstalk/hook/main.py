@@ -35,7 +35,7 @@ from typing import Protocol
 from crosstalk.core.dialects import Dialect, HookEvent, detect_client, dialect_for
 from crosstalk.errors import CrosstalkError, DaemonUnreachable, LocalProtocolError
 from crosstalk.hook.control import ControlConnection
-from crosstalk.hook.flow import SessionInfo, converse, project_of
+from crosstalk.hook.flow import SessionInfo, converse, mark_shown, project_of
 from crosstalk.paths import Home
 
 #: Seconds from start within which the daemon must have answered everything.
@@ -68,6 +68,28 @@ class Spawn(Protocol):
 
 class Usage(Exception):
     """The command line could not be understood."""
+
+
+#: Writes the answer where the client reads it; False when it could not be written.
+Emit = Callable[[str], bool]
+
+
+def returned(_text: str) -> bool:
+    """The default :data:`Emit`: the caller prints what :func:`run` returns (tests do)."""
+    return True
+
+
+class _Once:
+    """An :data:`Emit` that writes at most once and remembers whether it did."""
+
+    def __init__(self, emit: Emit) -> None:
+        self._emit = emit
+        self.done: bool | None = None  # None: nothing written yet
+
+    def __call__(self, text: str) -> bool:
+        if self.done is None:
+            self.done = self._emit(text)
+        return self.done
 
 
 def parse_argv(argv: Sequence[str]) -> tuple[str | None, str | None]:
@@ -187,8 +209,14 @@ def answer(
     home: Home,
     started: float,
     marker: Callable[[], str] = new_marker,
+    emit: Emit = returned,
 ) -> str:
-    """The text to print for one parsed event, talking to the daemon if it makes sense."""
+    """The text for one parsed event, talking to the daemon if it makes sense.
+
+    The answer is handed to ``emit`` while the daemon connection is still open; notices it
+    shows are marked shown only when ``emit`` says it was written, so an answer that never
+    reached the client leaves them pending for the next event.
+    """
     info = session_info(event, dialect.client)
     if info is None or not home.identity.exists():
         return dialect.render(event, None)  # not set up, or no session: nothing to say
@@ -205,9 +233,15 @@ def answer(
         outcome = converse(
             conn, info, event, carries_text=carries, state_dir=home.root, marker=marker
         )
+        text = dialect.render(event, outcome.text or None)
+        if emit(text) and outcome.error is None and outcome.shown:
+            try:
+                mark_shown(conn, info, outcome.shown)
+            except CrosstalkError as exc:  # shown but not marked: they come again, not lost
+                outcome.error = exc
     if outcome.error is not None:
         warn(outcome.error.message)
-    return dialect.render(event, outcome.text or None)
+    return text
 
 
 def run(
@@ -216,12 +250,29 @@ def run(
     stdin: str | None = None,
     *,
     marker: Callable[[], str] = new_marker,
+    emit: Emit = returned,
 ) -> tuple[str, int]:
     """``(stdout text, exit status)`` for one invocation; never raises.
 
     ``stdin`` is the client's payload; None reads it from the process's stdin. ``marker`` draws
-    quote markers (tests pass a fixed one for exact answers).
+    quote markers (tests pass a fixed one for exact answers). ``emit`` writes the answer, once,
+    before notices are marked shown (``main`` writes to stdout; by default the caller prints
+    the text returned).
     """
+    once = _Once(emit)
+    text, status = _run(argv, started, stdin, marker, once)
+    if not once(text):  # a no-op when the answer was already written
+        status = EXIT_BUG  # the client closed our stdout; nothing more we can do
+    return text, status
+
+
+def _run(
+    argv: Sequence[str],
+    started: float,
+    stdin: str | None,
+    marker: Callable[[], str],
+    emit: Emit,
+) -> tuple[str, int]:
     try:
         argv_event, client = parse_argv(argv)
         if stdin is None:
@@ -232,7 +283,7 @@ def run(
         return "{}", EXIT_USAGE
     event = dialect.parse(argv_event, stdin)
     try:
-        return answer(dialect, event, Home.resolve(), started, marker), EXIT_OK
+        return answer(dialect, event, Home.resolve(), started, marker, emit), EXIT_OK
     except CrosstalkError as exc:
         warn(exc.message)
         return dialect.render(event, None), EXIT_OK
@@ -241,15 +292,20 @@ def run(
         return dialect.render(event, None), EXIT_OK
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    """Console-script entry point: print the answer, exit with the documented status."""
-    started = time.monotonic()
-    text, status = run(sys.argv[1:] if argv is None else argv, started)
+def write_stdout(text: str) -> bool:
+    """The program's :data:`Emit`: the answer on stdout, flushed; False if stdout is closed."""
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
     except (OSError, ValueError):
-        status = EXIT_BUG  # the client closed our stdout; nothing more we can do
+        return False
+    return True
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point: print the answer, exit with the documented status."""
+    started = time.monotonic()
+    _, status = run(sys.argv[1:] if argv is None else argv, started, emit=write_stdout)
     raise SystemExit(status)
 
 
