@@ -224,6 +224,11 @@ def peers(json_output: JsonOption = False, home: HomeOption = None) -> None:
         extra = (" · muted" if p["muted"] else "") + (" · bot" if p["agent"] else "")
         unread = f" · {p['unread']} unread" if p["unread"] else ""
         lines.append(f"  {p['label']:<16} {state:<8} {p['level']}{extra}{unread}")
+        lines += [  # what they published: `send LABEL/NAME` reaches that session
+            f"    {p['label']}/{s['name']}" + (f" in {s['project']}" if s["project"] else "")
+            + f" ({s['status']})"
+            for s in p.get("sessions", [])
+        ]
     out.emit(reply, "\n".join(lines))
 
 

@@ -6,6 +6,7 @@ from crosstalk import inbox
 from crosstalk.actors.control import OpTable
 from crosstalk.daemon import Daemon
 from crosstalk.features.decisions import ops as decisions
+from crosstalk.features.presence import ops as presence
 from crosstalk.ops import (
     ask_ops,
     core_ops,
@@ -36,3 +37,4 @@ def register_all(ops: OpTable, daemon: Daemon) -> None:
     inbox.register(ops, daemon)  # Claude Code inbox-socket push of what the gate surfaced
     memory_ops.register(ops, daemon)
     decisions.register(ops, daemon)  # others' decisions announced through the gate
+    presence.register(ops, daemon)  # our sessions told to roommates, theirs kept for peers

@@ -11,6 +11,7 @@ from crosstalk import __version__
 from crosstalk.actors.control import OpTable
 from crosstalk.actors.supervisor import ActorHealth
 from crosstalk.daemon import Daemon
+from crosstalk.store.sessions import list_sessions
 
 
 @attrs.frozen
@@ -32,6 +33,15 @@ class RelayView:
 
 
 @attrs.frozen
+class OwnSession:
+    name: str
+    client: str
+    project: str
+    status: str
+    last_seen: float
+
+
+@attrs.frozen
 class StatusReply:
     pid: int
     version: str
@@ -40,6 +50,7 @@ class StatusReply:
     label: str | None
     fingerprint: str | None
     relay: RelayView
+    sessions: list[OwnSession] = attrs.Factory(list)  # this identity's agent sessions here
 
 
 @attrs.frozen
@@ -72,6 +83,10 @@ def register(ops: OpTable, daemon: Daemon) -> None:
     async def status(_: NoParams) -> StatusReply:
         link = daemon.link_status()
         identity = daemon.identity
+        own = [
+            OwnSession(s.name, s.client, s.project, s.status.value, s.last_seen)
+            for s in await daemon.store.read(list_sessions)
+        ]
         return StatusReply(
             pid=os.getpid(),
             version=__version__,
@@ -90,6 +105,7 @@ def register(ops: OpTable, daemon: Daemon) -> None:
                 last_loss=link.last_loss if link else None,
                 reconnect_s=link.reconnect_s if link else None,
             ),
+            sessions=own,
         )
 
     async def health(_: NoParams) -> HealthReply:

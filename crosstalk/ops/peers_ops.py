@@ -2,8 +2,8 @@
 
 ``peers`` is built from what this daemon knows first-hand: contacts from pairing, presence from
 the relay (pushed only for people you share a room with), each person's attention level as the
-gate would resolve it, and unread counts. A peer's own sessions are not shared with us, so the
-list of their sessions stays empty until peers publish them.
+gate would resolve it, and unread counts. A peer's sessions are what they published to a room we
+share with them (``crosstalk.features.presence``), never anything the relay saw.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from crosstalk.core.levels import resolve_level
 from crosstalk.daemon import Daemon
 from crosstalk.errors import UsageError
 from crosstalk.features.membership.queries import room_members_not_contacts
+from crosstalk.features.presence.queries import peer_sessions
 from crosstalk.store.attention import load_mutes, load_trust
 from crosstalk.store.identity import save_identity
 from crosstalk.store.rooms import contact_named, list_contacts
@@ -40,6 +41,7 @@ class SessionView:
     name: str
     project: str
     status: str
+    last_seen: float | None = None
 
 
 @attrs.frozen
@@ -105,6 +107,14 @@ def _peers(
             "SELECT sender, count(*) FROM held_messages WHERE read_at IS NULL GROUP BY sender"
         ).fetchall()
     )
+    published = peer_sessions(conn)
+
+    def sessions(fingerprint: str) -> list[SessionView]:
+        return [
+            SessionView(s.name, s.project, s.status, s.last_seen)
+            for s in published.get(fingerprint, [])
+        ]
+
     views = []
     for c in list_contacts(conn):
         level = resolve_level(settings, source_of(conn, c.fingerprint), None).level
@@ -118,14 +128,14 @@ def _peers(
                 mutes.is_muted(c.fingerprint, now),
                 int(unread.get(c.fingerprint, 0)),
                 c.is_agent,
-                [],
+                sessions(c.fingerprint),
             )
         )
     for fp, label, room in room_members_not_contacts(conn, me):
         level = resolve_level(settings, source_of(conn, fp), None).level
         views.append(
             PeerView(label, fp, online.get(fp, False), "", level.value, mutes.is_muted(fp, now),
-                     int(unread.get(fp, 0)), False, [], room)
+                     int(unread.get(fp, 0)), False, sessions(fp), room)
         )
     return views
 
@@ -188,7 +198,7 @@ def register(ops: OpTable, daemon: Daemon) -> None:
         own = daemon.keys.fingerprint
         views = await daemon.store.read(lambda c: _peers(c, online, now, own))
         sessions = await daemon.store.read(list_sessions)
-        mine = [SessionView(s.name, s.project, s.status.value) for s in sessions]
+        mine = [SessionView(s.name, s.project, s.status.value, s.last_seen) for s in sessions]
         return PeersReply(Me(me.label, daemon.keys.fingerprint, mine), views)
 
     async def rename(params: RenameParams) -> RenameReply:

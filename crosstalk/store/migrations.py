@@ -20,6 +20,7 @@ from collections.abc import Sequence
 import attrs
 
 from crosstalk.errors import DamagedState, LocalProtocolError
+from crosstalk.features.presence import schema as presence_schema
 from crosstalk.store import schema_attention, schema_memory, schema_messages
 
 
@@ -182,6 +183,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "membership: gone members, label sources, removed rooms", _V7),
     # Refused posts keep the relay's reason; notices are withdrawn once their message is read.
     Migration(8, "messages: refused posts, withdrawn notices", schema_messages.STATEMENTS_V8),
+    # What roommates published about their agent sessions (crosstalk/features/presence/).
+    Migration(9, "presence: peer sessions", presence_schema.STATEMENTS),
 )
 LATEST_VERSION = len(MIGRATIONS)
 

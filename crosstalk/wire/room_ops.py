@@ -171,12 +171,34 @@ class AskEnded:
     correlation: str
 
 
+@attrs.frozen
+class PublishedSession:
+    """One of the sender's agent sessions as roommates see it (the project is a bare name)."""
+
+    name: str
+    project: str
+    status: str  # busy | idle | unknown
+    last_seen: float
+
+
+@attrs.frozen
+class SessionsPublished:
+    """The sender's live agent sessions, all of them (it replaces what they published before).
+
+    Posted into each room the sender is in, so only people who share a room with them ever see
+    it, and sealed like every op: the relay never learns a session's name or project.
+    """
+
+    sessions: tuple[PublishedSession, ...]
+
+
 RoomOp = (
     MessageOp | MemoryEnvelope | SyncRequest | SyncChunk | RoomInvite | Rekey | Receipt
-    | MemberNamed | AskEnded
+    | MemberNamed | AskEnded | SessionsPublished
 )
 _TAGS: dict[type, str] = {
     AskEnded: "ask_ended",
+    SessionsPublished: "sessions_published",
     MemberNamed: "member_named",
     SyncRequest: "sync_request",
     SyncChunk: "sync_chunk",
