@@ -40,11 +40,12 @@ from nacl.signing import SigningKey, VerifyKey
 from crosstalk.crypto import fingerprint
 from crosstalk.errors import RemoteProtocolError
 from crosstalk.wire import relay as w
+from relay import replica
 from relay.effects import Close, Effect, Send
 from relay.limits import Buckets, RelayConfig
 from relay.rooms import RoomBook, RoomState, check_id, refuse
 from relay.slots import PairingDesk, Peer
-from relay.storage import OpAppended, Snapshot
+from relay.storage import OpAppended, Snapshot, Write
 
 MISBEHAVIOUR = frozenset({"bad_frame", "unauthenticated", "version"})
 
@@ -106,6 +107,8 @@ class RelayCore:
         self._draw = draw
         self._conns: dict[int, Conn] = {}
         self._by_identity: dict[str, set[int]] = {}
+        # Identities online on other relay nodes (a stateless node learns them over NATS).
+        self._elsewhere: set[str] = set()
         self._rooms = RoomBook()
         if snapshot is not None:
             self._rooms.load(snapshot)
@@ -202,7 +205,8 @@ class RelayCore:
             conns.discard(conn)
             if not conns:
                 self._by_identity.pop(c.fp, None)
-                self._announce(c.fp, False, out)
+                if c.fp not in self._elsewhere:
+                    self._announce(c.fp, False, out)
         return out
 
     def tick(self, now: float) -> list[Effect]:
@@ -227,6 +231,53 @@ class RelayCore:
             slots=len(self._pairing.table.slots), ops_in=self._ops_in, ops_out=self._ops_out,
             errors=dict(self._errors),
         )
+
+    # --- a stateless node (relay.node): what other nodes did --------------------------------
+
+    def presence_elsewhere(self, fp: str, online: bool) -> list[Effect]:
+        """``fp`` came online (or went offline) on another relay node."""
+        out: list[Effect] = []
+        was = self._online(fp)
+        if online:
+            self._elsewhere.add(fp)
+        else:
+            self._elsewhere.discard(fp)
+        if was != self._online(fp):
+            self._announce(fp, online, out)
+        return out
+
+    def stored_elsewhere(self, writes: list[Write], by: str) -> list[Effect]:
+        """Another node stored ``writes`` (one message); raises ``replica.Gap`` if this node
+        missed something before it."""
+        out: list[Effect] = []
+        replica.apply_stored(self._rooms, self._pairing.table, writes, by, self._push,
+                             self._push_live, out)
+        return out
+
+    def reload(self, unit: str, snapshot: Snapshot) -> list[Effect]:
+        """Replace the cached state of ``unit`` with ``snapshot``, freshly loaded."""
+        out: list[Effect] = []
+        replica.replace_unit(self._rooms, self._pairing.table, unit, snapshot, self._push,
+                             self._push_live, out)
+        return out
+
+    def identities(self) -> set[str]:
+        """The identities with an authenticated connection here."""
+        return set(self._by_identity)
+
+    def identity_of(self, conn: int) -> str | None:
+        c = self._conns.get(conn)
+        return c.fp if c is not None and c.peer is not None else None
+
+    def _online(self, fp: str) -> bool:
+        return fp in self._by_identity or fp in self._elsewhere
+
+    def _push_live(self, fps: Iterable[str], frame: w.RelayFrame, out: list[Effect]) -> None:
+        for fp in fps:
+            for cid in self._by_identity.get(fp, ()):
+                if self._conns[cid].live:
+                    out.append(Send(cid, frame))
+                    self._ops_out += 1
 
     # --- helpers -------------------------------------------------------------------------------
 
@@ -255,7 +306,7 @@ class RelayCore:
     def _introduce(self, fp: str, others: Iterable[str], out: list[Effect]) -> None:
         """Exchange presence between ``fp`` (online) and each online identity in ``others``."""
         for peer in others:
-            if peer in self._by_identity:
+            if self._online(peer):
                 self._push([fp], w.Presence(peer, True), out)
                 self._push([peer], w.Presence(fp, True), out)
 
@@ -278,12 +329,12 @@ class RelayCore:
         ready = w.ready_transcript(c.nonce, self._relay_pub, f.ed_pub, f.x_pub)
         out.append(Send(c.id, w.Ready(c.fp, self._key.sign(ready).signature)))
         out.extend(self._rooms.device_seen(c.fp, c.device))
-        first = c.fp not in self._by_identity
+        first = not self._online(c.fp)
         self._by_identity.setdefault(c.fp, set()).add(c.id)
         peers = self._rooms.peers(c.fp)
         if first:
             self._push(peers, w.Presence(c.fp, True), out)
-        out.extend(Send(c.id, w.Presence(p, True)) for p in sorted(peers) if p in self._by_identity)
+        out.extend(Send(c.id, w.Presence(p, True)) for p in sorted(peers) if self._online(p))
 
     # --- rooms ---------------------------------------------------------------------------------
 

@@ -35,7 +35,7 @@ class ServeOptions:
     op_rate: float = DEFAULTS.op_rate
     tls_cert: Path | None = None
     tls_key: Path | None = None
-    nats: str | None = None  # NATS URL(s), comma-separated: a cluster node (relay/cluster.py)
+    nats: str | None = None  # NATS URL(s), comma-separated: a stateless node (relay/node.py)
     nats_replicas: int = 1
     behind_tunnel: bool = False  # trust the local tunnel's client-address header
 
@@ -74,11 +74,16 @@ def serve(opts: ServeOptions, on_listening: Callable[[str, str], None]) -> None:
     )
     storage: RelayStorage
     if opts.nats:
-        from relay.cluster import ClusterServer
         from relay.nats_store import NatsStorage
+        from relay.node import NodeServer
 
-        storage = NatsStorage(opts.nats, replicas=opts.nats_replicas)
-        server: RelayServer = ClusterServer(storage, bytes(key), config=config)
+        nats_storage = NatsStorage(opts.nats, replicas=opts.nats_replicas)
+        storage = nats_storage
+        try:
+            server: RelayServer = NodeServer(nats_storage, bytes(key), config=config)
+        except BaseException:
+            nats_storage.close()
+            raise
     else:
         storage = SqliteStorage(data / "relay.db")
         server = RelayServer(

@@ -271,6 +271,20 @@ class RoomBook:
         state.log_bytes += len(body)
         return op
 
+    # --- for a stateless node (relay.replica): the same steps, for writes stored elsewhere ---
+
+    def put_member(self, state: RoomState, member: Member) -> None:
+        self._put_member(state, member)
+
+    def prune_acknowledged(self, state: RoomState) -> None:
+        self._prune_acknowledged(state)
+
+    def drop_through(self, state: RoomState, through: int) -> None:
+        self._drop_through(state, through)
+
+    def delete(self, state: RoomState) -> None:
+        self._delete(state)
+
     def held_ops(self) -> int:
         return sum(len(s.log) for s in self.rooms.values())
 

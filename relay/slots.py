@@ -172,6 +172,14 @@ class SlotTable:
         slot.parts[(side, index)] = data
         return [SlotPartPut(slot.number, side, index, data)]
 
+    def put(self, number: str, owner: Peer, expires_at: float) -> None:
+        """Take a slot another relay node opened (no writes: it is stored already)."""
+        self.slots[number] = PairingSlot(number, owner, expires_at)
+
+    def forget(self, number: str) -> None:
+        """Drop a slot from this table only (another node closed it, or it is being reloaded)."""
+        self.slots.pop(number, None)
+
     def close(self, number: str) -> tuple[PairingSlot | None, list[Write]]:
         slot = self.slots.pop(number, None)
         return slot, ([] if slot is None else [SlotRemoved(number)])

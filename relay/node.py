@@ -1,0 +1,394 @@
+"""A stateless relay node on NATS JetStream: any number of them, no leader, no lease.
+
+Theory of operation
+-------------------
+Every node runs the same code: the ordinary shell (:class:`~relay.server.RelayServer`) with one
+:class:`~relay.core.RelayCore` whose rooms, slots and grants are a *cache* of the stream (see
+:mod:`relay.nats_store`). A request that writes a unit (a room's membership or log, a slot, a
+grant) is handled under that unit's lock on this node:
+
+1. the core decides against the cache (every rule as with SQLite) and changes it;
+2. the writes are published by compare-and-set against the unit's last sequence as this node saw
+   it; JetStream's stream leader orders all nodes' writes to the unit;
+3. won: the replies and this node's pushes go out (durable before sent). Lost
+   (:class:`~relay.nats_store.WriteConflict`): the unit is reloaded from the stream and the
+   request decided again, so it may now be refused (``not_a_member`` after a removal: kick then
+   rekey holds across nodes).
+
+Writes of other nodes reach this node through the stream's RePublish (``N.p.>``), which sends
+only what was stored. A message for a unit carries the sequence it was checked against; if that
+is not what this node last saw of the unit, something was missed and the unit is reloaded;
+otherwise the core applies it and pushes it to its own connections (:mod:`relay.replica`).
+While a unit is being written or reloaded here, its messages wait in a buffer.
+
+Requests that write no unit (hello, resume, ack, reads) take the shell's ordinary path: cursors
+and devices are newest-wins messages, not compare-and-set. A refusal decided on the cache is
+checked once against a fresh load of the unit before it is sent, so a client that moved to this
+node right after a change elsewhere is not refused on stale state.
+
+Presence: each node publishes the identities it has online on ``N.presence.<node>`` when that
+set changes and every ``beat``; an identity counts as online elsewhere while some other node
+listed it within ``presence_timeout``. Rate limits are per node. A node that dies takes nothing
+with it but its connections: its clients reconnect to any node and resume from their cursors.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import secrets
+import time
+from functools import partial
+from typing import Any
+
+import attrs
+import trio
+from nacl.signing import SigningKey
+from nats.aio.msg import Msg
+from trio_websocket import ConnectionClosed, WebSocketConnection
+
+from crosstalk.errors import CrosstalkError, RemoteProtocolError, StorageUnavailable, UsageError
+from crosstalk.wire import relay as w
+from relay.effects import Close, Effect, Send
+from relay.limits import RelayConfig
+from relay.nats_store import NatsStorage, WriteConflict
+from relay.replica import Gap
+from relay.server import RelayServer, ShellTimings, _Link
+from relay.storage import Write
+
+log = logging.getLogger(__name__)
+
+MAX_TRIES = 64  # compare-and-set rounds for one request before its connection is dropped
+ROOM_WRITERS = (w.Create, w.Add, w.Accept, w.Decline, w.Leave, w.Remove, w.Post)
+SLOT_WRITERS = (w.SlotJoin, w.SlotSend, w.SlotClose)
+# Refusals that no fresher state would change: not worth a reload.
+FINAL = frozenset({"rate_limited", "backlog_full", "too_large", "bad_frame", "unauthenticated",
+                   "version", "forbidden"})
+
+
+@attrs.frozen
+class NodeTimings:
+    beat: float = 5.0  # seconds between presence announcements
+    presence_timeout: float = 15.0  # a node not heard from this long has nobody online
+
+
+@attrs.frozen
+class _Feed:
+    seq: int
+    subject: str
+    headers: dict[str, str]
+    data: bytes
+
+
+class NodeServer(RelayServer):
+    """A relay node: the ordinary shell, deciding against a cache and writing by CAS."""
+
+    def __init__(
+        self, storage: NatsStorage, signing_key_seed: bytes, *, config: RelayConfig | None = None,
+        timings: ShellTimings | None = None, node_timings: NodeTimings | None = None,
+        node: str | None = None, client_address_header: str | None = None,
+    ) -> None:
+        public = bytes(SigningKey(signing_key_seed).verify_key)
+        if storage.ensure_key(public) != public:
+            raise UsageError("this node's relay key differs from the one the cluster recorded; "
+                             "copy relay.key from a running node")
+        self.nats = storage
+        self.node = node or secrets.token_hex(4)
+        self.node_timings = node_timings or NodeTimings()
+        self._inbox: collections.deque[_Feed] = collections.deque()
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._arrived = trio.Event()
+        self._busy: dict[str, list[_Feed]] = {}
+        self._locks: dict[str, trio.Lock] = {}
+        self._remote: dict[str, tuple[set[str], float]] = {}  # node -> (identities, heard at)
+        self._announced: set[str] = set()
+        self._nursery: trio.Nursery | None = None
+        self.conflicts = 0
+        storage._call(self._subscribe)  # before the load below, so nothing falls in between
+        super().__init__(storage, signing_key_seed, config=config, timings=timings,
+                         client_address_header=client_address_header)
+
+    # --- the feed -------------------------------------------------------------------------------
+
+    async def _subscribe(self) -> None:
+        lay = self.nats.layout
+        prefix = f"{lay.republished}."
+
+        async def stored(msg: Msg) -> None:
+            headers = dict(msg.headers or {})
+            subject = f"{lay.root}.{msg.subject[len(prefix):]}"
+            self._inbox.append(_Feed(int(headers.get("Nats-Sequence", 0)), subject, headers,
+                                     msg.data))
+            self._poke()
+
+        async def presence(msg: Msg) -> None:
+            self._inbox.append(_Feed(-1, msg.subject, {}, msg.data))
+            self._poke()
+
+        await self.nats.nc.subscribe(f"{lay.republished}.>", cb=stored)
+        await self.nats.nc.subscribe(f"{lay.ns}.presence.*", cb=presence)
+
+    def _poke(self) -> None:
+        """On the NATS thread: wake the feeder in Trio (never blocks)."""
+        token = self._token
+        if token is not None:
+            try:
+                token.run_sync_soon(self._wake_feeder)
+            except trio.RunFinishedError:
+                pass
+
+    def _wake_feeder(self) -> None:
+        self._arrived.set()  # in Trio: the event current now, not when the NATS thread asked
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            await nursery.start(super().run)
+            self._token = trio.lowlevel.current_trio_token()
+            nursery.start_soon(self._feeder)
+            nursery.start_soon(self._presence)
+            task_status.started()
+
+    async def _feeder(self) -> None:
+        while True:
+            await self._arrived.wait()
+            self._arrived = trio.Event()
+            while self._inbox:
+                item = self._inbox.popleft()
+                if item.seq < 0:
+                    self._heard(item)
+                else:
+                    self._stored(item)
+            await trio.lowlevel.checkpoint()
+
+    def _stored(self, item: _Feed) -> None:
+        try:
+            stored = self.nats.layout.decode(item.subject, item.headers, item.data)
+        except (KeyError, ValueError, TypeError, RemoteProtocolError):
+            log.warning("relay node %s: dropped a malformed stored message %s", self.node,
+                        item.subject)
+            return
+        if stored is None:
+            return
+        if stored.unit is None:  # a cursor, device or prune floor: newest wins
+            self._feed(self.core.stored_elsewhere(stored.writes, stored.by))
+            return
+        if stored.unit in self._busy:
+            self._busy[stored.unit].append(item)
+            return
+        last = self.nats.tails.last.get(stored.unit, 0)
+        if item.seq <= last:
+            return  # this node's own write, or one it reloaded already
+        if item.headers.get("Nats-Expected-Last-Subject-Sequence") != str(last):
+            self._start_reload(stored.unit)
+            return
+        try:
+            effects = self.core.stored_elsewhere(stored.writes, stored.by)
+        except Gap:
+            self._start_reload(stored.unit)
+            return
+        self.nats.tails.saw(item.seq, stored)
+        self._feed(effects)
+
+    def _start_reload(self, unit: str) -> None:
+        self._busy.setdefault(unit, [])
+        assert self._nursery is not None
+        self._nursery.start_soon(self._reload_task, unit)
+
+    async def _reload_task(self, unit: str) -> None:
+        async with self._lock(unit):
+            try:
+                await self._reload(unit)
+            except StorageUnavailable as exc:
+                log.warning("relay node %s: cannot reload %s: %s", self.node, unit, exc)
+            finally:
+                self._release([unit])
+
+    async def _reload(self, unit: str) -> None:
+        """Replace the cache of ``unit`` with what the stream holds now (caller holds it busy)."""
+        snapshot, tails = await self.nats.acall(lambda: self.nats.areload(unit))
+        self.nats.tails.last[unit] = tails.last.get(unit, 0)
+        if unit.startswith("r."):
+            self.nats.tails.ops[unit[2:]] = tails.ops.get(unit[2:], {})
+        self._feed(self.core.reload(unit, snapshot))
+
+    def _release(self, units: list[str]) -> None:
+        """Stop buffering ``units``' stored messages and apply what waited."""
+        waiting: list[_Feed] = []
+        for unit in units:
+            waiting.extend(self._busy.pop(unit, []))
+        for item in sorted(waiting, key=lambda i: i.seq):
+            self._stored(item)
+
+    def _lock(self, unit: str) -> trio.Lock:
+        lock = self._locks.get(unit)
+        if lock is None:
+            lock = self._locks[unit] = trio.Lock()
+        return lock
+
+    # --- requests that write a unit -----------------------------------------------------------
+
+    async def _reader(self, ws: WebSocketConnection, conn: int, link: _Link) -> None:
+        while True:
+            try:
+                message = await ws.get_message()
+            except ConnectionClosed:
+                return
+            link.last_inbound = trio.current_time()
+            self.counters.frames_in += 1
+            await self._wait_for_room()
+            unit = _unit_of(message)
+            if unit is None:
+                self._feed(self.core.frame_received(conn, message, self._clock()))
+                continue
+            while self._pending:  # what this connection sent before goes out first
+                await self._drained.wait()
+            async with self._lock(unit):
+                if not await self._decide(conn, message, unit):
+                    link.close_reason = "the relay's storage did not answer; reconnect"
+                    self._enqueue(conn, link, None)
+
+    async def _decide(self, conn: int, message: str | bytes, lock: str) -> bool:
+        """Handle one request that writes a unit; False if storage failed."""
+        checked = False
+        for _ in range(MAX_TRIES):
+            effects = self.core.frame_received(conn, message, self._clock())
+            writes: list[Write] = [e for e in effects if not isinstance(e, Send | Close)]
+            if not writes:
+                if not checked and _refused(effects) and lock.startswith(("r.", "slot.")):
+                    checked = True  # decided on a cache that may be stale: check once
+                    before = self.nats.tails.last.get(lock, 0)
+                    if await self._reload_busy(lock) and self.nats.tails.last.get(lock) != before:
+                        continue
+                self._dispatch(effects)
+                return True
+            units = self.nats.layout.units_of(writes)
+            for unit in units:
+                self._busy.setdefault(unit, [])
+            try:
+                by = _by(self, conn)
+                await self.nats.acall(partial(self.nats.acommit, writes, by))
+            except WriteConflict:
+                self.conflicts += 1
+                await self._reload_all(units)
+                continue
+            except (StorageUnavailable, CrosstalkError) as exc:
+                log.warning("relay node %s: a write failed: %s", self.node, exc)
+                await self._reload_all(units)
+                return False
+            finally:
+                self._release(units)
+            self._dispatch(effects)
+            return True
+        return False
+
+    async def _reload_busy(self, unit: str) -> bool:
+        self._busy.setdefault(unit, [])
+        try:
+            await self._reload(unit)
+            return True
+        except StorageUnavailable:
+            return False
+        finally:
+            self._release([unit])
+
+    async def _reload_all(self, units: list[str]) -> None:
+        for unit in units:
+            try:
+                await self._reload(unit)
+            except StorageUnavailable as exc:
+                log.warning("relay node %s: cannot reload %s: %s", self.node, unit, exc)
+
+    async def _commit(self, writes: list[Write]) -> None:
+        """Writes of the ordinary path (cursors, devices, prunes, expiries): no request waits
+        on a unit here, so a lost compare-and-set (another node expired the slot first) only
+        reloads the unit."""
+        units = self.nats.layout.units_of(writes)
+        for unit in units:
+            self._busy.setdefault(unit, [])
+        try:
+            await self.nats.acall(lambda: self.nats.acommit(writes))
+        except WriteConflict:
+            await self._reload_all(units)
+        finally:
+            self._release(units)
+        self.counters.commits += 1
+        self.counters.committed_writes += len(writes)
+
+    # --- presence -----------------------------------------------------------------------------
+
+    async def _presence(self) -> None:
+        t = self.node_timings
+        subject = f"{self.nats.layout.ns}.presence.{self.node}"
+        sent_at = -1e9
+        while True:
+            here = self.core.identities()
+            now = time.monotonic()
+            if here != self._announced or now - sent_at >= t.beat:
+                body = json.dumps({"node": self.node, "fps": sorted(here)}).encode()
+                try:
+                    await self.nats.acall(partial(self.nats.nc.publish, subject, body))
+                    self._announced, sent_at = here, now
+                except StorageUnavailable:
+                    pass
+            self._expire_presence(now)
+            with trio.move_on_after(0.2):
+                await trio.sleep_forever()
+
+    def _heard(self, item: _Feed) -> None:
+        try:
+            body: Any = json.loads(item.data)
+            node, fps = str(body["node"]), {str(fp) for fp in body["fps"]}
+        except (ValueError, KeyError, TypeError):
+            return
+        if node == self.node:
+            return
+        before = self._elsewhere()
+        self._remote[node] = (fps, time.monotonic())
+        self._changed(before)
+
+    def _expire_presence(self, now: float) -> None:
+        before = self._elsewhere()
+        limit = self.node_timings.presence_timeout
+        self._remote = {n: v for n, v in self._remote.items() if now - v[1] < limit}
+        self._changed(before)
+
+    def _elsewhere(self) -> set[str]:
+        out: set[str] = set()
+        for fps, _ in self._remote.values():
+            out |= fps
+        return out
+
+    def _changed(self, before: set[str]) -> None:
+        after = self._elsewhere()
+        effects: list[Effect] = []
+        for fp in sorted(after - before):
+            effects += self.core.presence_elsewhere(fp, True)
+        for fp in sorted(before - after):
+            effects += self.core.presence_elsewhere(fp, False)
+        self._feed(effects)
+
+
+def _unit_of(message: str | bytes) -> str | None:
+    """The lock a request needs: its room or slot (``slot-open`` for a new slot)."""
+    try:
+        frame = w.decode_client_frame(message)
+    except RemoteProtocolError:
+        return None
+    if isinstance(frame, ROOM_WRITERS):
+        return f"r.{frame.room}"
+    if isinstance(frame, SLOT_WRITERS):
+        return f"slot.{frame.slot}"
+    if isinstance(frame, w.SlotOpen):
+        return "slot-open"
+    return None
+
+
+def _refused(effects: list[Effect]) -> bool:
+    return any(isinstance(e, Send) and isinstance(e.frame, w.Error) and e.frame.code not in FINAL
+               for e in effects)
+
+
+def _by(server: NodeServer, conn: int) -> str:
+    return server.core.identity_of(conn) or ""

@@ -1,0 +1,200 @@
+"""Keeping a node's relay core in step with what other nodes stored (sans-IO).
+
+Theory of operation
+-------------------
+On a stateless node (:mod:`relay.node`) the core's rooms, slots and grants are a cache of the
+stream. A node's own writes reach its core the ordinary way (the handler changes the cache, the
+write wins its compare-and-set). Writes of other nodes arrive as stored messages, decoded into
+the same :data:`~relay.storage.Write` records; :func:`apply_stored` applies them to the cache and
+returns the frames this node's own connections must get, the same frames the core sends when it
+makes the change itself:
+
+* an op: pushed to every *live* connection here of a joined member (the poster is elsewhere);
+* membership: the roster to joined members, ``invited`` to a new invitee, ``room_gone`` to whoever
+  left, declined or was removed (``by`` tells who made the change), and ``room_gone deleted`` to
+  the rest when the room went with its last joined member;
+* a cursor: the cache's cursor moves forward and acknowledged ops are dropped from the cache (the
+  writer purged them from the stream); a prune floor drops them too;
+* slots: the owner's attached connections here learn of a join, each side's attached connections
+  here get the other side's parts, and all get ``slot_closed`` when the slot is closed.
+
+:func:`replace_unit` swaps one unit's cached state for a freshly loaded one (after a lost
+compare-and-set, or a gap in what this node saw) and returns what local connections missed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from crosstalk.wire import relay as w
+from relay.effects import Effect, Send
+from relay.rooms import RoomBook, RoomState
+from relay.slots import SlotTable, other
+from relay.storage import (
+    CursorPut,
+    DevicePut,
+    GrantDeleted,
+    GrantPut,
+    MemberDeleted,
+    MemberPut,
+    OpAppended,
+    OpsPruned,
+    RoomDeleted,
+    RoomPut,
+    SlotFilled,
+    SlotOpened,
+    SlotPartPut,
+    SlotRemoved,
+    Snapshot,
+    Write,
+)
+
+Push = Callable[[Iterable[str], w.RelayFrame, list[Effect]], None]
+
+
+class Gap(Exception):
+    """A stored op does not follow the cached head: this node missed something; reload."""
+
+
+def apply_stored(
+    book: RoomBook, table: SlotTable, writes: list[Write], by: str, push: Push,
+    push_live: Push, out: list[Effect],
+) -> None:
+    """Apply another node's stored writes (one message) to the cache; frames go to ``out``."""
+    first = writes[0] if writes else None
+    if isinstance(first, RoomPut | MemberPut | MemberDeleted | RoomDeleted):
+        _membership(book, first.room, writes, by, push, out)
+        return
+    for x in writes:
+        if isinstance(x, OpAppended):
+            state = book.rooms.get(x.room)
+            if state is None or state.head + 1 != x.op.seq:
+                raise Gap(x.room)
+            op = book.append(state, x.op.sender, x.op.op_id, x.op.body, x.op.ts)
+            push_live(state.joined(), w.Op(x.room, op.seq, op.sender, op.op_id, op.body, op.ts),
+                      out)
+        elif isinstance(x, CursorPut):
+            _cursor(book, x)
+        elif isinstance(x, OpsPruned):
+            state = book.rooms.get(x.room)
+            if state is not None:
+                book.drop_through(state, x.through)
+        elif isinstance(x, DevicePut):
+            book.devices.setdefault(x.fingerprint, set()).add(x.device)
+        else:
+            _slot(table, x, out)
+
+
+def _cursor(book: RoomBook, x: CursorPut) -> None:
+    state = book.rooms.get(x.room)
+    if state is None or x.fingerprint not in state.members:
+        return
+    book.devices.setdefault(x.fingerprint, set()).add(x.device)
+    key = (x.fingerprint, x.device, x.room)
+    if x.seq > book.cursors.get(key, -1):
+        book.cursors[key] = min(x.seq, state.head)
+        book.prune_acknowledged(state)
+
+
+def _membership(book: RoomBook, room: str, writes: list[Write], by: str, push: Push,
+                out: list[Effect]) -> None:
+    old = book.rooms.get(room)
+    before = dict(old.members) if old is not None else {}
+    for x in writes:
+        if isinstance(x, RoomPut):
+            if room not in book.rooms:
+                book.rooms[room] = RoomState(room)
+        elif isinstance(x, MemberPut):
+            state = book.rooms[room]
+            new = x.member.fingerprint not in state.members
+            book.put_member(state, x.member)
+            if new and x.member.state == "invited":
+                push([x.member.fingerprint], w.Invited(room, x.member.added_by), out)
+        elif isinstance(x, MemberDeleted):
+            state = book.rooms[room]
+            if x.fingerprint in state.members:
+                was = state.members[x.fingerprint].state
+                book.drop_member(state, x.fingerprint)
+                push([x.fingerprint], _gone(room, x.fingerprint, was, by), out)
+        elif isinstance(x, RoomDeleted) and room in book.rooms:
+            book.delete(book.rooms[room])
+    after = book.rooms.get(room)
+    if after is not None:
+        push(after.joined(), w.Roster(None, room, list(after.members.values())), out)
+    elif before:  # deleted with its last joined member, who left (or declined)
+        if by in before:
+            push([by], _gone(room, by, before[by].state, by), out)
+        push([fp for fp in before if fp != by], w.RoomGone(room, "deleted"), out)
+
+
+def _gone(room: str, fp: str, was: str, by: str) -> w.RoomGone:
+    if fp != by:
+        return w.RoomGone(room, "removed", by)
+    return w.RoomGone(room, "left" if was == "joined" else "declined")
+
+
+def _slot(table: SlotTable, x: Write, out: list[Effect]) -> None:
+    if isinstance(x, SlotOpened):
+        table.forget(x.number)
+        table.put(x.number, x.owner, x.expires_at)
+        return
+    if isinstance(x, GrantPut):
+        table.grants[(x.a, x.b)] = x.expires_at
+        return
+    if isinstance(x, GrantDeleted):
+        table.grants.pop((x.a, x.b), None)
+        return
+    if not isinstance(x, SlotFilled | SlotPartPut | SlotRemoved):
+        return
+    slot = table.slots.get(x.number)
+    if slot is None:
+        return
+    if isinstance(x, SlotFilled):
+        slot.joiner = x.joiner
+        j = x.joiner
+        frame = w.SlotJoined(None, slot.number, j.fingerprint, j.ed_pub, j.x_pub)
+        out.extend(Send(cid, frame) for cid in slot.attached["owner"])
+    elif isinstance(x, SlotPartPut):
+        slot.parts[(x.side, x.index)] = x.data
+        msg = w.SlotMsg(slot.number, x.side, x.index, x.data)
+        out.extend(Send(cid, msg) for cid in slot.attached[other(x.side)])
+    else:
+        table.forget(x.number)
+        closed = w.SlotClosed(slot.number, "closed")
+        for conns in slot.attached.values():
+            out.extend(Send(cid, closed) for cid in conns)
+
+
+def replace_unit(
+    book: RoomBook, table: SlotTable, unit: str, snapshot: Snapshot, push: Push, push_live: Push,
+    out: list[Effect],
+) -> None:
+    """Swap the cached state of ``unit`` for ``snapshot`` (its freshly loaded state)."""
+    kind, _, key = unit.partition(".")
+    if kind == "r":
+        old = book.rooms.get(key)
+        head = old.head if old is not None else 0
+        members = dict(old.members) if old is not None else {}
+        if old is not None:
+            book.delete(old)
+        book.load(snapshot)
+        state = book.rooms.get(key)
+        if state is None:
+            return
+        for op in state.after(head):  # what this node's connections missed
+            push_live(state.joined(), w.Op(key, op.seq, op.sender, op.op_id, op.body, op.ts),
+                      out)
+        if state.members != members:
+            push(state.joined(), w.Roster(None, key, list(state.members.values())), out)
+    elif kind == "slot":
+        slot = table.slots.get(key)
+        attached = slot.attached if slot is not None else None
+        table.forget(key)
+        table.load(snapshot)
+        fresh = table.slots.get(key)
+        if fresh is not None and attached is not None:
+            fresh.attached = attached
+    else:
+        a, _, b = key.partition(".")
+        table.grants.pop((a, b), None)
+        table.load(snapshot)
