@@ -12,7 +12,7 @@ import typer
 from crosstalk.cli.options import HomeOption, JsonOption
 from crosstalk.cli.output import Output, reports_errors
 from crosstalk.client import ask_daemon, call, ensure_daemon
-from crosstalk.errors import CrosstalkError
+from crosstalk.errors import CrosstalkError, UsageError
 from crosstalk.hook.control import ControlConnection
 from crosstalk.paths import Home
 
@@ -211,6 +211,38 @@ def sent(json_output: JsonOption = False, home: HomeOption = None) -> None:
     )
     # CLI.md names the list "messages"; "sent" is the name it had first (scripts and tests read it).
     out.emit({"messages": rows, "sent": rows}, human or "Nothing sent yet.")
+
+
+@reports_errors
+def thread(
+    words: Annotated[
+        list[str], typer.Argument(metavar="ID | close ID", help="A thread, or a message in one.")
+    ],
+    summary: Annotated[
+        str | None, typer.Option("--summary", help="With close: how it ended.")
+    ] = None,
+    json_output: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """Show a thread in order; `thread close ID --summary TEXT` closes it and tells everyone."""
+    out = Output(json_mode=json_output)
+    if len(words) == 2 and words[0] == "close":
+        if summary is None:
+            raise UsageError("Say how the thread ended: --summary TEXT.")
+        params = {"id": words[1], "summary": summary}
+        reply = ask_daemon(home, "thread_close", params, timeout=SEND_TIMEOUT)
+    elif len(words) == 1:
+        reply = ask_daemon(home, "thread", {"id": words[0]})
+    else:
+        raise UsageError("Usage: crosstalk thread ID | thread close ID --summary TEXT.")
+    lines = [f"thread {reply['thread']}" + (" (closed)" if reply["closed"] else "")]
+    for m in reply["messages"]:
+        who = f"{m['from']} → {m['to']}" if m.get("to") else m["from"]
+        reply_to = f" (reply to {m['reply_to'][:8]})" if m.get("reply_to") else ""
+        lines.append(f"  [{m['id'][:8]}] {who}{reply_to}: {m['text']}")
+    if reply["closed"]:
+        lines.append(f"  summary ({reply.get('closed_by') or '?'}): {reply['summary']}")
+    out.emit(reply, "\n".join(lines))
 
 
 @reports_errors

@@ -7,6 +7,7 @@ from crosstalk.actors.control import OpTable
 from crosstalk.daemon import Daemon
 from crosstalk.features.decisions import ops as decisions
 from crosstalk.features.presence import ops as presence
+from crosstalk.features.threads import ops as threads
 from crosstalk.ops import (
     ask_ops,
     core_ops,
@@ -38,3 +39,4 @@ def register_all(ops: OpTable, daemon: Daemon) -> None:
     memory_ops.register(ops, daemon)
     decisions.register(ops, daemon)  # others' decisions announced through the gate
     presence.register(ops, daemon)  # our sessions told to roommates, theirs kept for peers
+    threads.register(ops, daemon)  # thread ID, thread close ID --summary

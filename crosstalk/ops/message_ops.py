@@ -37,6 +37,7 @@ from crosstalk.errors import (
     UnknownPeer,
     UsageError,
 )
+from crosstalk.features.threads.queries import reply_target
 from crosstalk.ops.read_ops import find_held, send_receipts, withdraw_notices
 from crosstalk.ops.room_admin_ops import find_room
 from crosstalk.slices import build_slice, needs_transcript
@@ -296,6 +297,10 @@ async def deliver(
         raise TooLarge(f"The message is longer than {MAX_TEXT} characters; attach it as a slice.")
     intent = Intent.parse(params.intent)
     me = daemon.require_identity()
+    thread, reply_to = params.thread, params.reply_to
+    if reply_to is not None:  # an unknown id is unknown_message; a reply joins its thread
+        reply_to, joined = await daemon.store.read(lambda c: reply_target(c, params.reply_to or ""))
+        thread = thread or joined
     slices = await _build_slices(daemon, params)
     op_id = nacl.utils.random(16).hex()
     now = time.time()
@@ -306,8 +311,8 @@ async def deliver(
         kind=kind,
         from_label=me.label,
         from_session=params.session,
-        thread=params.thread,
-        reply_to=params.reply_to,
+        thread=thread,
+        reply_to=reply_to,
         correlation=correlation,
         sent_at=now,
         slices=slices,
@@ -329,9 +334,10 @@ async def deliver(
     await daemon.send_op(address.room_id, attrs.evolve(op, to=address.to), op_id=op_id)
     await daemon.store.write(
         lambda c: c.execute(
-            "INSERT INTO sent_messages (msg_id, room_id, to_label, kind, chars, created_at) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            (op_id, address.room_id, address.label, kind.value, len(params.text), now),
+            "INSERT INTO sent_messages (msg_id, room_id, to_label, kind, chars, created_at, "
+            "thread, reply_to, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (op_id, address.room_id, address.label, kind.value, len(params.text), now, thread,
+             reply_to, params.text),
         )
     )
     with trio.move_on_after(SENT_WAIT):

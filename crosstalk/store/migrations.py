@@ -21,6 +21,7 @@ import attrs
 
 from crosstalk.errors import DamagedState, LocalProtocolError
 from crosstalk.features.presence import schema as presence_schema
+from crosstalk.features.threads import schema as threads_schema
 from crosstalk.store import schema_attention, schema_memory, schema_messages
 
 
@@ -185,6 +186,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(8, "messages: refused posts, withdrawn notices", schema_messages.STATEMENTS_V8),
     # What roommates published about their agent sessions (crosstalk/features/presence/).
     Migration(9, "presence: peer sessions", presence_schema.STATEMENTS),
+    # Threads: our side of each thread, and closed threads' summaries (crosstalk/features/threads/).
+    Migration(10, "threads: sent thread and text, closed threads", threads_schema.STATEMENTS),
 )
 LATEST_VERSION = len(MIGRATIONS)
 

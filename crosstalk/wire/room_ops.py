@@ -65,6 +65,7 @@ class MessageOp:
     slices: tuple[Slice, ...] = ()
     refused: bool = False  # an automatic answer: the receiver's attention settings refused
     unprompted_because: str | None = None  # a self-initiated message says why it matters
+    closes_thread: bool = False  # ``text`` is the summary closing ``thread``
 
 
 @attrs.frozen

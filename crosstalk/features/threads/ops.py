@@ -1,0 +1,118 @@
+"""The threads feature's daemon side: ``thread`` and ``thread_close``, and the applier."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sqlite3
+import time
+
+import attrs
+import nacl.utils
+from cattrs.gen import make_dict_unstructure_fn, override
+
+from crosstalk.actors.control import OpTable
+from crosstalk.core.triage import Intent, Kind
+from crosstalk.daemon import Daemon
+from crosstalk.errors import CrosstalkError, TooLarge, UsageError
+from crosstalk.features.threads.queries import (
+    ThreadMessage,
+    ThreadView,
+    apply_closing,
+    record_closing,
+    thread_key,
+    thread_rooms,
+    thread_view,
+)
+from crosstalk.store.rooms import list_rooms
+from crosstalk.wire.converter import converter
+from crosstalk.wire.room_ops import MAX_TEXT, MessageOp
+
+log = logging.getLogger(__name__)
+
+# "from" is a keyword in Python: the field is ``from_`` and travels as "from".
+converter.register_unstructure_hook(
+    ThreadMessage,
+    make_dict_unstructure_fn(ThreadMessage, converter, from_=override(rename="from")),
+)
+
+
+@attrs.frozen
+class ThreadParams:
+    id: str
+
+
+@attrs.frozen
+class CloseParams:
+    id: str
+    summary: str
+
+
+@attrs.frozen
+class CloseReply(ThreadView):
+    told: list[str] = attrs.Factory(list)  # the rooms the summary was posted to
+
+
+def _me(daemon: Daemon) -> str:
+    return daemon.keys.fingerprint if daemon.identity is not None else ""
+
+
+async def _tell(daemon: Daemon, key: str, summary: str) -> list[str]:
+    """Post the closing summary into every room the thread went through; the rooms told."""
+    label = daemon.require_identity().label
+
+    def rooms(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+        names = {r.room_id: r.name for r in list_rooms(conn) if r.state == "joined"}
+        return [(r, names[r]) for r in thread_rooms(conn, key) if r in names]
+
+    told = []
+    for room_id, name in await daemon.store.read(rooms):
+        op_id, now = nacl.utils.random(16).hex(), time.time()
+        op = MessageOp(
+            msg_id=op_id, text=summary, intent=Intent.FYI, kind=Kind.MESSAGE, from_label=label,
+            thread=key, sent_at=now, closes_thread=True,
+        )
+        try:
+            await daemon.send_op(room_id, op, op_id=op_id)
+        except CrosstalkError as exc:
+            log.info("thread %s: summary not posted to %s: %s", key, room_id, exc.message)
+            continue
+        row = (op_id, room_id, name, len(summary), now, key, summary)
+        await daemon.store.write(functools.partial(_record_sent, row=row))
+        told.append(name)
+    return told
+
+
+def _record_sent(conn: sqlite3.Connection, row: tuple[object, ...]) -> None:
+    conn.execute(
+        "INSERT INTO sent_messages (msg_id, room_id, to_label, kind, chars, created_at, "
+        "thread, text) VALUES (?, ?, ?, 'message', ?, ?, ?, ?)",
+        row,
+    )
+
+
+def register(ops: OpTable, daemon: Daemon) -> None:
+    """Add the closing applier and the ``thread`` and ``thread_close`` ops."""
+    daemon.appliers.append(apply_closing)
+
+    async def thread(params: ThreadParams) -> ThreadView:
+        def view(conn: sqlite3.Connection) -> ThreadView:
+            return thread_view(conn, thread_key(conn, params.id), me=_me(daemon))
+
+        return await daemon.store.read(view)
+
+    async def thread_close(params: CloseParams) -> CloseReply:
+        summary = params.summary.strip()
+        if not summary:
+            raise UsageError("Say how the thread ended: --summary TEXT.")
+        if len(summary) > MAX_TEXT:
+            raise TooLarge(f"A summary is at most {MAX_TEXT} characters.")
+        key = await daemon.store.read(lambda c: thread_key(c, params.id))
+        label = daemon.require_identity().label
+        await daemon.store.write(lambda c: record_closing(c, key, summary, label, time.time()))
+        told = await _tell(daemon, key, summary)
+        view = await daemon.store.read(lambda c: thread_view(c, key, me=_me(daemon)))
+        return CloseReply(**attrs.asdict(view, recurse=False), told=told)
+
+    ops.add("thread", ThreadParams, thread)
+    ops.add("thread_close", CloseParams, thread_close)
