@@ -196,6 +196,12 @@ class StorageUnavailable(CrosstalkError):
     code = "storage_unavailable"
 
 
+class NatsServerTooOld(StorageUnavailable):
+    """A relay node found a nats-server too old for per-room compare-and-set; it does not start."""
+
+    code = "nats_server_too_old"
+
+
 class StorageFull(CrosstalkError):
     """The state directory's disk is full (or failing); nothing was stored or acknowledged."""
 

