@@ -11,6 +11,17 @@ the edits whose text changed: each changed file that existed is first copied to 
 backup beside it (``settings.json.crosstalk-bak-20260101T120000Z``), then replaced atomically
 (write a temporary file in the same directory, then rename over), keeping the file's mode.
 
+One backup per file: it holds the text before crosstalk's latest change, and making it removes
+the ones before it. A file we remove (it held nothing but ours) keeps no backup at all.
+
+Round trips. Each format edits in place (:mod:`~crosstalk.install.jsondoc` keeps the file's own
+indentation and key order, :mod:`~crosstalk.install.yamldoc` keeps comments, anchors and merge
+keys, :mod:`~crosstalk.install.tomlblock` touches only its marked block). On top of that,
+:func:`settle`: when a planned text means exactly what the backup means (the usual uninstall,
+where nothing else changed since the install), the backup's own bytes are written instead, so
+uninstall gives back the file byte for byte. :func:`keep_emptied` keeps a section the user had
+empty (Hermes's ``hooks: {}``) that removing ours would otherwise prune.
+
 Idempotence follows from planning: installing again computes the same text, so nothing changes,
 nothing is written and no second backup appears. Our entries are recognised by their command
 (:func:`is_ours`: a ``crosstalk-hook``/``crosstalk hook`` command carrying ``--client NAME``) or by
@@ -21,13 +32,15 @@ still found and replaced rather than duplicated.
 from __future__ import annotations
 
 import datetime as dt
+import glob
 import os
 import shlex
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from pathlib import Path
+from typing import Any, cast
 
 import attrs
 
@@ -36,6 +49,8 @@ from crosstalk.errors import InvalidConfig
 #: The name under which crosstalk registers itself wherever a client names its MCP servers.
 SERVER_NAME = "crosstalk"
 BACKUP_TAG = ".crosstalk-bak-"
+#: A format's parser for :func:`settle`: text to comparable data, InvalidConfig if it fails.
+Parse = Callable[[str], object]
 
 
 @attrs.frozen
@@ -201,6 +216,71 @@ def backup_path(path: Path, now: dt.datetime) -> Path:
     return candidate
 
 
+def backups_of(path: Path) -> list[Path]:
+    """Crosstalk's backups of ``path``, oldest first (stamps sort by time)."""
+    if not path.parent.is_dir():
+        return []
+    return sorted(path.parent.glob(glob.escape(path.name + BACKUP_TAG) + "*"))
+
+
+def previous_text(path: Path) -> str | None:
+    """The text before crosstalk's latest change to ``path`` (its backup), if there is one."""
+    found = backups_of(path)
+    if not found:
+        return None
+    try:
+        return read_text(found[-1])
+    except InvalidConfig:
+        return None
+
+
+def settle(path: Path, before: str | None, after: str | None, parse: Parse) -> str | None:
+    """``after``, or the backup's exact text when that means the same (see the module docstring).
+
+    ``after`` None (the file emptied) becomes the backup's text when the backup itself holds an
+    empty document: the user's file was there before we were, so it stays.
+    """
+    if after == before:
+        return after
+    earlier = previous_text(path)
+    if earlier is None or earlier == after:
+        return after
+    try:
+        same = parse(earlier) == (parse(after) if after is not None else parse(""))
+    except InvalidConfig:
+        return after
+    return earlier if same else after
+
+
+def keep_emptied(
+    old: MutableMapping[str, Any], new: MutableMapping[str, Any], earlier: object
+) -> None:
+    """Put back into ``new`` the top-level keys it lost whose value was empty in ``old`` (nothing
+    of ours was in them) or is empty in ``earlier`` (the parsed backup: the user had it empty
+    before we filled it), each at its old position."""
+    lost = [key for key in old if key not in new]
+    keep = [
+        key
+        for key in lost
+        if _empty(old[key]) or (isinstance(earlier, Mapping) and _empty(earlier.get(key, 1)))
+    ]
+    for key in keep:
+        at = sum(1 for k in list(old)[: list(old).index(key)] if k in new)
+        value = old[key] if _empty(old[key]) else cast(Mapping[str, Any], earlier)[key]
+        insert = getattr(new, "insert", None)
+        if insert is not None:
+            insert(at, key, value)
+            continue
+        items = list(new.items())
+        items.insert(at, (key, value))
+        new.clear()
+        new.update(items)
+
+
+def _empty(value: object) -> bool:
+    return value is None or (isinstance(value, dict | list) and not value)
+
+
 def _write_atomically(path: Path, text: str) -> None:
     if path.is_symlink():
         # A config kept in a dotfiles repository and linked into place: write through the
@@ -234,7 +314,8 @@ def apply_edits(edits: list[Edit], now: dt.datetime) -> tuple[list[str], list[st
     for edit in edits:
         if not edit.changes:
             continue
-        if edit.before is not None:
+        stale = backups_of(edit.path)
+        if edit.before is not None and edit.after is not None:
             backup = backup_path(edit.path, now)
             shutil.copy2(edit.path, backup)
             backups.append(str(backup))
@@ -242,6 +323,8 @@ def apply_edits(edits: list[Edit], now: dt.datetime) -> tuple[list[str], list[st
             edit.path.unlink(missing_ok=True)
         else:
             _write_atomically(edit.path, edit.after)
+        for old in stale:
+            old.unlink(missing_ok=True)
         files.append(str(edit.path))
     return files, backups
 

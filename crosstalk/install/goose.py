@@ -87,7 +87,10 @@ def next_step(places: Places, installing: bool) -> str:
 
 
 def cleanup(places: Places) -> None:
-    """After uninstalling: remove the plugin's directories if nothing else is in them."""
-    for folder in (_plugin(places) / "hooks", _plugin(places)):
-        if folder.is_dir() and not any(folder.iterdir()):
+    """After uninstalling: remove the plugin's directories if nothing else is in them, and the
+    ``~/.agents/plugins`` and ``~/.agents`` above them when they are left empty too (install
+    made them when they were missing)."""
+    plugin = _plugin(places)
+    for folder in (plugin / "hooks", plugin, plugin.parent, plugin.parent.parent):
+        if folder.is_dir() and not folder.is_symlink() and not any(folder.iterdir()):
             folder.rmdir()

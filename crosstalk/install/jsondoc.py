@@ -8,18 +8,33 @@ first such item (so a reinstall keeps positions, which matters for Codex trust r
 group index); events with none of ours get ours appended. Items that held only ours disappear;
 items that also held others' handlers stay with the others' handlers. Uninstalling is the same
 splice with nothing of ours to put back, followed by pruning the containers it emptied.
+
+A changed file is written back in its own style (:class:`Style`: indentation, separators, line
+ending, final newline), with its keys in their order; see :func:`crosstalk.install.base.settle`
+for how uninstall gives back the exact bytes. A key that appears twice in one object is refused
+(``invalid_config``): rewriting would silently keep only the last one.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
+import attrs
+
 from crosstalk.errors import InvalidConfig
-from crosstalk.install.base import Edit, is_ours, read_text
+from crosstalk.install.base import (
+    Edit,
+    is_ours,
+    keep_emptied,
+    previous_text,
+    read_text,
+    settle,
+)
 
 JsonObject = dict[str, object]
 
@@ -33,7 +48,12 @@ def parse_object(path: Path, text: str | None) -> JsonObject:
     if text is None or not text.strip():
         return {}
     try:
-        value = json.loads(text)
+        value = json.loads(text, object_pairs_hook=_unique_pairs)
+    except _DuplicateKey as dup:
+        raise InvalidConfig(
+            f"{path} has the key `{dup.key}` twice in one object, so crosstalk will not edit it "
+            "(rewriting it would keep only one of them); it was left untouched."
+        ) from None
     except (ValueError, RecursionError) as exc:
         raise InvalidConfig(
             f"{path} is not valid JSON ({exc}); fix it, then install again. It was left untouched."
@@ -43,8 +63,76 @@ def parse_object(path: Path, text: str | None) -> JsonObject:
     return value
 
 
-def dump(data: JsonObject) -> str:
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+class _DuplicateKey(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _unique_pairs(pairs: list[tuple[str, object]]) -> JsonObject:
+    out: JsonObject = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+@attrs.frozen
+class Style:
+    """How a JSON file is laid out, so a rewrite looks like the file it replaces."""
+
+    #: None: all on one line; else the indentation of one level ("" when levels are not indented).
+    indent: str | None = "  "
+    colon: str = ": "
+    comma: str = ", "
+    newline: str = "\n"
+    final_newline: bool = True
+    ascii_only: bool = False
+
+    @classmethod
+    def of(cls, text: str | None) -> Style:
+        """The style of ``text``; two-space indentation for a new or blank file."""
+        if text is None or not text.strip():
+            return cls()
+        newline = "\r\n" if "\r\n" in text else "\n"
+        body = text.strip()
+        final = text.endswith(("\n", "\r"))
+        ascii_only = text.isascii() and _WIDE_ESCAPE.search(text) is not None
+        colon = _COLON.search(body)
+        colon_text = colon.group(1) if colon else ": "
+        if "\n" not in body:
+            comma = ", " if ", " in body or colon_text.endswith(" ") else ","
+            return cls(None, colon_text, comma, newline, final, ascii_only)
+        lines = body.splitlines()
+        indent = "  "
+        for line in lines[1:]:
+            if line.strip():
+                indent = line[: len(line) - len(line.lstrip())]
+                break
+        return cls(indent, colon_text, ",", newline, final, ascii_only)
+
+    def dump(self, data: JsonObject) -> str:
+        indent: str | None = self.indent
+        if indent is not None and not data:
+            indent = None
+        separators = (self.comma if indent is None else ",", self.colon)
+        text = json.dumps(
+            data, indent=indent, separators=separators, ensure_ascii=self.ascii_only
+        )
+        if self.newline != "\n":
+            text = text.replace("\n", self.newline)
+        return text + (self.newline if self.final_newline else "")
+
+
+#: A ``\\uXXXX`` escape json writes only when asked for ASCII (controls are escaped anyway).
+_WIDE_ESCAPE = re.compile(r"\\u(?!00[01][0-9a-fA-F])[0-9a-fA-F]{4}")
+#: The text between the first key and its value (``": "``, ``":"``, ``" : "``).
+_COLON = re.compile(r'^\{\s*"(?:[^"\\]|\\.)*"(\s*:\s*)')
+
+
+def dump(data: JsonObject, style: Style | None = None) -> str:
+    return (style or Style()).dump(data)
 
 
 def json_edit(path: Path, change: Callable[[JsonObject], None]) -> Edit:
@@ -52,6 +140,8 @@ def json_edit(path: Path, change: Callable[[JsonObject], None]) -> Edit:
 
     Unchanged data leaves the text alone (the user's formatting survives a no-op install). A file
     the change leaves empty is removed (or not created): an empty object holds nobody's entries.
+    A changed file keeps its style (:class:`Style`), and a top-level section the user had empty
+    stays (:func:`~crosstalk.install.base.keep_emptied`).
     """
     before = read_text(path)
     data = parse_object(path, before)
@@ -59,10 +149,18 @@ def json_edit(path: Path, change: Callable[[JsonObject], None]) -> Edit:
     change(new)
     if new == data:
         return Edit(path, before, before)
-    if not new:
-        # Emptied (or never needed): nothing in it is anyone's, so it goes.
-        return Edit(path, before, None)
-    return Edit(path, before, dump(new))
+    keep_emptied(data, new, None if before is None else _earlier(path))
+    # Emptied (or never needed): nothing in it is anyone's, so it goes.
+    after = Style.of(before).dump(new) if new else None
+    return Edit(path, before, settle(path, before, after, lambda t: parse_object(path, t)))
+
+
+def _earlier(path: Path) -> JsonObject | None:
+    """The parsed backup (what the file held before our latest change), if it parses."""
+    try:
+        return parse_object(path, previous_text(path))
+    except InvalidConfig:
+        return None
 
 
 def child_object(path: Path, data: JsonObject, key: str) -> JsonObject:
@@ -138,10 +236,12 @@ def splice_hooks(
             )
         wanted = ours.get(event, [])
         new = _splice_list(current, list(cast(list[object], wanted)), client, grouped)
-        if new:
+        if not new:
+            section.pop(event, None)
+        elif event not in section:
             section[event] = new
-        elif event in section:
-            del section[event]
+        elif new != current:
+            current[:] = new  # in place: a YAML list keeps its comments and style
 
 
 def our_commands(section: object, client: str, *, grouped: bool = True) -> dict[str, list[str]]:

@@ -6,7 +6,8 @@ The standard library reads TOML (``tomllib``) but cannot write it, and rewriting
 from parsed data would lose their comments and layout. So we never rewrite: our tables live
 between two comment lines, :data:`BEGIN` and :data:`END`, appended at the end of the file. To
 install, strip any block of ours and append the fresh one; to uninstall, only strip. Everything
-outside the markers is kept byte for byte.
+outside the markers is kept byte for byte, and an uninstall with nothing else changed since the
+install gives back the file's exact bytes (:func:`crosstalk.install.base.settle`).
 
 A client may itself append tables to the file after ours (Codex records hook trust that way), and
 its writer may put them before our end marker. Stripping therefore removes only the tables whose
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from crosstalk.errors import InvalidConfig
-from crosstalk.install.base import Edit, read_text
+from crosstalk.install.base import Edit, read_text, settle
 
 BEGIN = "# >>> crosstalk: added by `crosstalk install`; `crosstalk uninstall` removes this block"
 END = "# <<< crosstalk"
@@ -148,6 +149,9 @@ def toml_block_edit(
             f"{path} already defines what crosstalk would add, in a way it cannot merge; "
             f"remove that, or add this by hand:\n{snippet}\nThe file was left untouched."
         )
+    planned: str | None = after
     if not after.strip() and (before is None or after != before):
-        return Edit(path, before, None)
-    return Edit(path, before, after)
+        planned = None
+    # An uninstall that leaves the data as it was before the install gives back the backup's
+    # bytes (our block may have added a final newline the file did not have).
+    return Edit(path, before, settle(path, before, planned, lambda t: parse(path, t)))

@@ -24,7 +24,8 @@ def crosstalk(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_install_and_uninstall_print_client_files_backups_next(tmp_path: Path) -> None:
-    """install --json reports what it wrote and the human step; uninstall backs up and reverts."""
+    """install --json reports what it wrote and the human step; uninstall reverts, removing the
+    files it created without keeping backups of them (they held nothing but ours)."""
     done = crosstalk(tmp_path, "install", "codex", "--json")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
@@ -35,8 +36,9 @@ def test_install_and_uninstall_print_client_files_backups_next(tmp_path: Path) -
     )
     assert "/hooks" in result["next"]
     gone = json.loads(crosstalk(tmp_path, "uninstall", "codex", "--json").stdout)
-    assert len(gone["backups"]) == 2
+    assert gone["backups"] == []
     assert not (tmp_path / ".codex" / "hooks.json").exists()
+    assert not list((tmp_path / ".codex").glob("*.crosstalk-bak-*"))
 
 
 def test_install_refuses_an_unparseable_config_with_invalid_config(tmp_path: Path) -> None:
