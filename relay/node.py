@@ -91,8 +91,10 @@ class NodeServer(RelayServer):
     ) -> None:
         public = bytes(SigningKey(signing_key_seed).verify_key)
         if storage.ensure_key(public) != public:
-            raise UsageError("this node's relay key differs from the one the cluster recorded; "
-                             "copy relay.key from a running node")
+            raise UsageError(
+                "This node's relay key differs from the one the cluster recorded; copy relay.key "
+                "from a running node."
+            )
         self.nats = storage
         self.node = node or secrets.token_hex(4)
         self.node_timings = node_timings or NodeTimings()
