@@ -26,6 +26,7 @@ import trio
 
 from crosstalk import crypto
 from crosstalk.actors.control import ControlServer, OpTable
+from crosstalk.actors.doorbell import Doorbell
 from crosstalk.actors.local_relay_keeper import LocalRelayKeeper
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.actors.relay_link import (
@@ -45,7 +46,6 @@ from crosstalk.actors.room import (
     RoomActor,
     RoomInput,
     SendOp,
-    Wake,
 )
 from crosstalk.actors.router import Router, RouterInput
 from crosstalk.actors.supervisor import Supervisor
@@ -115,6 +115,7 @@ class Daemon:
         self._keeping_relay = False  # a LocalRelayKeeper actor runs (see _start_link)
         self._relay: RelayClient | None = None
         self._rooms: dict[str, trio.MemorySendChannel[RoomInput]] = {}
+        self._doorbells: dict[str, Doorbell] = {}
         self._rooms_lock = trio.Lock()
         # Feature seams, filled by the ops modules at registration, before start():
         self.appliers: list[Applier] = []  # apply a room op inside the room's transaction
@@ -124,6 +125,9 @@ class Daemon:
         # one the daemon made itself from a room op (a decision's announcement).
         self.local_listeners: list[AppliedListener] = []
         self.on_start: list[Callable[[], Awaitable[None]]] = []  # start feature actors
+        # Told after each op we sent is committed to the outbox (room, op id, op): the page
+        # keeps the words of what we send (features/ui), which the relay never echoes back.
+        self.sent_listeners: list[Callable[[str, str, RoomOp], Awaitable[None]]] = []
         self._link_lock = trio.Lock()
         # Processes the daemon started for others to reach it (``--public`` tunnels).
         self.tunnels: list[subprocess.Popen[bytes]] = []
@@ -262,7 +266,10 @@ class Daemon:
         state = await self.store.read(lambda conn: _room_state(conn, room_id))
         if state != "joined" or self.identity is None:
             return None  # unknown, or an invitation not yet accepted: nothing reaches us
+        doorbell = self._doorbells.setdefault(room_id, Doorbell())
+        doorbell.ring()  # catch up with whatever is in the store already
         actor = RoomActor(
+            doorbell=doorbell,
             room_id=room_id,
             store=self.store,
             keys=self.keys,
@@ -277,6 +284,7 @@ class Daemon:
 
     async def forget_room(self, room_id: str) -> None:
         """Stop a room's actor (we left it); its rows are the caller's to delete."""
+        self._doorbells.pop(room_id, None)
         if self._rooms.pop(room_id, None) is not None:
             await self.supervisor.stop_actor(f"room-{room_id[:8]}")
 
@@ -296,13 +304,16 @@ class Daemon:
             answer = await receive.receive()
         if isinstance(answer, CrosstalkError):
             raise answer
+        for listener in self.sent_listeners:
+            await listener(room_id, answer, op)
         return answer
 
     async def wake_room(self, room_id: str) -> None:
-        """Make a room's actor look at the store again (its roster or keys changed)."""
-        inbox = await self.room_inbox(room_id)
-        if inbox is not None:
-            await inbox.send(Wake())
+        """Make a room's actor look at the store again (an op was committed for it, or its
+        roster or keys changed). Starts the actor if needed; never blocks on a busy room and is
+        never lost (the room's doorbell is level-triggered and outlives the actor's restarts)."""
+        if await self.room_inbox(room_id) is not None:
+            self._doorbells[room_id].ring()
 
     async def start(self) -> None:
         """Start membership and the router, the feature actors, then (with an identity) link
@@ -318,7 +329,7 @@ class Daemon:
             ),
             inbox_size=64,
         )
-        router = Router(room_inbox=self.room_inbox, membership=self.membership.clone())
+        router = Router(wake_room=self.wake_room, membership=self.membership.clone())
         self.router = await self.supervisor.start_actor("router", router, inbox_size=64)
         for hook in self.on_start:
             await hook()

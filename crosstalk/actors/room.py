@@ -30,6 +30,7 @@ import trio
 
 from crosstalk import crypto
 from crosstalk.actors.context import ActorContext
+from crosstalk.actors.doorbell import Doorbell
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.errors import CrosstalkError, NotAMember, RemoteProtocolError, UnknownRoom
 from crosstalk.features.membership.queries import removal
@@ -92,20 +93,6 @@ AppliedListener = Callable[[list[Applied]], Awaitable[None]]
 ApplyScope = Callable[[sqlite3.Connection], AbstractContextManager[None]]
 
 
-class _Wakeup:
-    """A level-triggered wake-up: any number of ``set`` before ``wait`` count as one."""
-
-    def __init__(self) -> None:
-        self._event = trio.Event()
-
-    def set(self) -> None:
-        self._event.set()
-
-    async def wait(self) -> None:
-        await self._event.wait()
-        self._event = trio.Event()
-
-
 class _Held:
     """The type of :data:`HOLD`: an op that may open later, so the batch stops before it."""
 
@@ -141,7 +128,11 @@ class RoomActor:
         on_applied: AppliedListener | None = None,
         randomness: Callable[[int], bytes] = nacl.utils.random,
         scopes: Sequence[ApplyScope] = (),
+        doorbell: Doorbell | None = None,
     ) -> None:
+        # Rung by whoever committed something for this room; owned by the daemon, so a ring
+        # during a restart is still pending when the actor is back (a Wake message rings it too).
+        self._doorbell = doorbell if doorbell is not None else Doorbell()
         self._appliers = tuple(appliers)
         self._scopes = tuple(scopes)
         self._on_applied = on_applied
@@ -162,22 +153,21 @@ class RoomActor:
         # itself send into this room (a receipt, an automatic refusal) and wait for it; with one
         # loop that wait would be on ourselves.
         outbound_send, outbound_receive = trio.open_memory_channel[SendOp](OUTBOUND_BUFFER)
-        wake = _Wakeup()
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._inbound, ctx, wake)
+            nursery.start_soon(self._inbound, ctx)
             nursery.start_soon(self._outbound, outbound_receive)
             task_status.started()
             while True:
                 item = await ctx.receive()
                 if isinstance(item, Wake):
-                    wake.set()
+                    self._doorbell.ring()
                 else:
                     await outbound_send.send(item)
 
-    async def _inbound(self, ctx: ActorContext[RoomInput], wake: _Wakeup) -> None:
+    async def _inbound(self, ctx: ActorContext[RoomInput]) -> None:
         while True:
             await self._catch_up(ctx)
-            await wake.wait()
+            await self._doorbell.wait()  # the main task beats while it waits on the inbox
 
     async def _outbound(self, items: trio.MemoryReceiveChannel[SendOp]) -> None:
         async for item in items:

@@ -27,7 +27,6 @@ from crosstalk.actors.relay_link import (
     OpSent,
     RelayPush,
 )
-from crosstalk.actors.room import RoomInput, Wake
 from crosstalk.features.membership.actor import MembershipInput, Refresh, RoomLost, RosterSeen
 from crosstalk.wire import relay as w
 
@@ -68,7 +67,8 @@ class PresenceQuery:
 
 
 RouterInput = LinkOutput | RoutePairing | WatchInvitation | WatchSent | PresenceQuery
-RoomInbox = Callable[[str], Awaitable[trio.MemorySendChannel[RoomInput] | None]]
+# Starts a room's actor if needed and rings its doorbell (crosstalk.actors.doorbell).
+WakeRoom = Callable[[str], Awaitable[None]]
 
 
 def _tell(channel: trio.MemorySendChannel[T], value: T) -> None:
@@ -79,15 +79,15 @@ def _tell(channel: trio.MemorySendChannel[T], value: T) -> None:
 
 
 class Router:
-    """Routes link output. ``room_inbox(room_id)`` finds (or starts) a room's actor."""
+    """Routes link output. ``wake_room(room_id)`` (starts and) wakes a room's actor."""
 
     def __init__(
         self,
         *,
-        room_inbox: RoomInbox,
+        wake_room: WakeRoom,
         membership: trio.MemorySendChannel[MembershipInput] | None = None,
     ) -> None:
-        self._room_inbox = room_inbox
+        self._wake_room = wake_room
         self._membership = membership
         self._pairings: dict[str, trio.MemorySendChannel[PairingInput]] = {}
         # Slot pushes that arrive before their pairing registered (a join is answered together
@@ -154,9 +154,7 @@ class Router:
             await self._wake(room.room)
 
     async def _wake(self, room: str) -> None:
-        inbox = await self._room_inbox(room)
-        if inbox is not None:
-            _tell(inbox, Wake())  # a full inbox already has a Wake queued
+        await self._wake_room(room)  # level-triggered: never blocks, never dropped
 
     async def _push(self, frame: w.RelayFrame) -> None:
         if isinstance(frame, w.SlotJoined | w.SlotMsg | w.SlotClosed):

@@ -7,6 +7,7 @@ import shutil
 import sqlite3
 import tempfile
 from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,13 @@ def _member(keys: crypto.Keys, label: str) -> Callable[[sqlite3.Connection], Non
 
 @pytest.fixture
 async def store() -> AsyncIterator[Store]:
+    """A store with room ``ROOM`` (epoch 0) whose roster is ana and ben."""
+    async with room_store() as opened:
+        yield opened
+
+
+@asynccontextmanager
+async def room_store() -> AsyncIterator[Store]:
     root = Path(tempfile.mkdtemp(prefix="ct-"))
     opened = await Store.open(root / "state.db")
 
@@ -54,9 +62,11 @@ async def store() -> AsyncIterator[Store]:
         _member(BEN, "ben")(conn)
 
     await opened.write(setup)
-    yield opened
-    await opened.close()
-    shutil.rmtree(root, ignore_errors=True)
+    try:
+        yield opened
+    finally:
+        await opened.close()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def _inbound(*ops: tuple[int, str, crypto.Keys, bytes]) -> Callable[[sqlite3.Connection], None]:
