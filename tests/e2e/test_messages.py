@@ -69,7 +69,7 @@ def test_slices_refuse_secrets_and_arrive_intact(people: list[Person], short_tmp
         assert proc.returncode == expect, proc.stdout + proc.stderr
         return dict(json.loads(proc.stdout.splitlines()[-1]))
 
-    assert send("--slice", "file:.env", expect=1)["error"]["code"] == "refused"  # type: ignore[index]
+    assert send("--slice", "file:.env", expect=1)["error"]["code"] == "credential_refused"  # type: ignore[index]
     assert send("--slice", "file:../outside.txt", expect=1)["error"]["code"] == "refused"  # type: ignore[index]
     send("--slice", "file:notes.md", "--slice", "note:remember the rename")
     (message,) = wait_for_messages(ben, 1)
