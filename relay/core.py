@@ -251,14 +251,14 @@ class RelayCore:
         missed something before it."""
         out: list[Effect] = []
         replica.apply_stored(self._rooms, self._pairing.table, writes, by, self._push,
-                             self._push_live, out)
+                             self._push_live, self._introduce_elsewhere, out)
         return out
 
     def reload(self, unit: str, snapshot: Snapshot) -> list[Effect]:
         """Replace the cached state of ``unit`` with ``snapshot``, freshly loaded."""
         out: list[Effect] = []
         replica.replace_unit(self._rooms, self._pairing.table, unit, snapshot, self._push,
-                             self._push_live, out)
+                             self._push_live, self._introduce_elsewhere, out)
         return out
 
     def identities(self) -> set[str]:
@@ -302,6 +302,12 @@ class RelayCore:
 
     def _announce(self, fp: str, online: bool, out: list[Effect]) -> None:
         self._push(self._rooms.peers(fp), w.Presence(fp, online), out)
+
+    def _introduce_elsewhere(self, fp: str, others: Iterable[str], out: list[Effect]) -> None:
+        """``fp`` newly shares a room with ``others`` by another node's change: introduce them
+        if ``fp`` is online (here or on another node)."""
+        if self._online(fp):
+            self._introduce(fp, others, out)
 
     def _introduce(self, fp: str, others: Iterable[str], out: list[Effect]) -> None:
         """Exchange presence between ``fp`` (online) and each online identity in ``others``."""

@@ -105,6 +105,7 @@ class NodeServer(RelayServer):
         self._locks: dict[str, trio.Lock] = {}
         self._remote: dict[str, tuple[set[str], float]] = {}  # node -> (identities, heard at)
         self._announced: set[str] = set()
+        self._identities_changed = trio.Event()  # an identity came or went here: announce now
         self._nursery: trio.Nursery | None = None
         self.conflicts = 0
         storage._call(self._subscribe)  # before the load below, so nothing falls in between
@@ -242,7 +243,10 @@ class NodeServer(RelayServer):
             await self._wait_for_room()
             unit = _unit_of(message)
             if unit is None:
+                known = self.core.identity_of(conn)
                 self._feed(self.core.frame_received(conn, message, self._clock()))
+                if known is None and self.core.identity_of(conn) is not None:
+                    self._identities_changed.set()
                 continue
             while self._pending:  # what this connection sent before goes out first
                 await self._drained.wait()
@@ -318,13 +322,24 @@ class NodeServer(RelayServer):
         self.counters.commits += 1
         self.counters.committed_writes += len(writes)
 
+    async def _run_link(
+        self, ws: WebSocketConnection, conn: int, source: str, reason: list[str | None]
+    ) -> None:
+        try:
+            await super()._run_link(ws, conn, source, reason)
+        finally:
+            self._identities_changed.set()
+
     # --- presence -----------------------------------------------------------------------------
 
     async def _presence(self) -> None:
+        """Announce this node's identities when they change (at once: a node may die any
+        moment after a client said hello) and every ``beat``; expire silent nodes."""
         t = self.node_timings
         subject = f"{self.nats.layout.ns}.presence.{self.node}"
         sent_at = -1e9
         while True:
+            self._identities_changed = trio.Event()
             here = self.core.identities()
             now = time.monotonic()
             if here != self._announced or now - sent_at >= t.beat:
@@ -335,8 +350,8 @@ class NodeServer(RelayServer):
                 except StorageUnavailable:
                     pass
             self._expire_presence(now)
-            with trio.move_on_after(0.2):
-                await trio.sleep_forever()
+            with trio.move_on_after(min(t.beat, t.presence_timeout) / 4):
+                await self._identities_changed.wait()
 
     def _heard(self, item: _Feed) -> None:
         try:

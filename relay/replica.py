@@ -12,7 +12,9 @@ makes the change itself:
 * an op: pushed to every *live* connection here of a joined member (the poster is elsewhere);
 * membership: the roster to joined members, ``invited`` to a new invitee, ``room_gone`` to whoever
   left, declined or was removed (``by`` tells who made the change), and ``room_gone deleted`` to
-  the rest when the room went with its last joined member;
+  the rest when the room went with its last joined member; a member who became joined and now
+  shares a room with someone new is introduced (presence both ways, for whoever is online), as
+  the core does on its own ``accept``;
 * a cursor: the cache's cursor moves forward and acknowledged ops are dropped from the cache (the
   writer purged them from the stream); a prune floor drops them too;
 * slots: the owner's attached connections here learn of a join, each side's attached connections
@@ -50,6 +52,8 @@ from relay.storage import (
 )
 
 Push = Callable[[Iterable[str], w.RelayFrame, list[Effect]], None]
+# introduce(fp, others, out): presence between ``fp`` and each of ``others``, both online.
+Introduce = Callable[[str, Iterable[str], list[Effect]], None]
 
 
 class Gap(Exception):
@@ -58,12 +62,12 @@ class Gap(Exception):
 
 def apply_stored(
     book: RoomBook, table: SlotTable, writes: list[Write], by: str, push: Push,
-    push_live: Push, out: list[Effect],
+    push_live: Push, introduce: Introduce, out: list[Effect],
 ) -> None:
     """Apply another node's stored writes (one message) to the cache; frames go to ``out``."""
     first = writes[0] if writes else None
     if isinstance(first, RoomPut | MemberPut | MemberDeleted | RoomDeleted):
-        _membership(book, first.room, writes, by, push, out)
+        _membership(book, first.room, writes, by, push, introduce, out)
         return
     for x in writes:
         if isinstance(x, OpAppended):
@@ -97,9 +101,10 @@ def _cursor(book: RoomBook, x: CursorPut) -> None:
 
 
 def _membership(book: RoomBook, room: str, writes: list[Write], by: str, push: Push,
-                out: list[Effect]) -> None:
+                introduce: Introduce, out: list[Effect]) -> None:
     old = book.rooms.get(room)
     before = dict(old.members) if old is not None else {}
+    joining = _joining(book, room, writes)
     for x in writes:
         if isinstance(x, RoomPut):
             if room not in book.rooms:
@@ -121,10 +126,31 @@ def _membership(book: RoomBook, room: str, writes: list[Write], by: str, push: P
     after = book.rooms.get(room)
     if after is not None:
         push(after.joined(), w.Roster(None, room, list(after.members.values())), out)
+        _introduce_joined(book, joining, introduce, out)
     elif before:  # deleted with its last joined member, who left (or declined)
         if by in before:
             push([by], _gone(room, by, before[by].state, by), out)
         push([fp for fp in before if fp != by], w.RoomGone(room, "deleted"), out)
+
+
+def _joining(book: RoomBook, room: str, writes: list[Write]) -> dict[str, set[str]]:
+    """Members ``writes`` make joined who were not, each with the peers they had before."""
+    state = book.rooms.get(room)
+    out: dict[str, set[str]] = {}
+    for x in writes:
+        if not isinstance(x, MemberPut) or x.member.state != "joined":
+            continue
+        fp = x.member.fingerprint
+        was = state.members.get(fp) if state is not None else None
+        if was is None or was.state != "joined":
+            out[fp] = book.peers(fp)
+    return out
+
+
+def _introduce_joined(book: RoomBook, joining: dict[str, set[str]], introduce: Introduce,
+                      out: list[Effect]) -> None:
+    for fp, before in joining.items():
+        introduce(fp, sorted(book.peers(fp) - before), out)
 
 
 def _gone(room: str, fp: str, was: str, by: str) -> w.RoomGone:
@@ -167,7 +193,7 @@ def _slot(table: SlotTable, x: Write, out: list[Effect]) -> None:
 
 def replace_unit(
     book: RoomBook, table: SlotTable, unit: str, snapshot: Snapshot, push: Push, push_live: Push,
-    out: list[Effect],
+    introduce: Introduce, out: list[Effect],
 ) -> None:
     """Swap the cached state of ``unit`` for ``snapshot`` (its freshly loaded state)."""
     kind, _, key = unit.partition(".")
@@ -175,6 +201,9 @@ def replace_unit(
         old = book.rooms.get(key)
         head = old.head if old is not None else 0
         members = dict(old.members) if old is not None else {}
+        record = next((r for r in snapshot.rooms if r.room == key), None)
+        joining = _joining(book, key, [MemberPut(key, m) for m in record.members]
+                           if record is not None else [])
         if old is not None:
             book.delete(old)
         book.load(snapshot)
@@ -186,6 +215,7 @@ def replace_unit(
                       out)
         if state.members != members:
             push(state.joined(), w.Roster(None, key, list(state.members.values())), out)
+        _introduce_joined(book, joining, introduce, out)
     elif kind == "slot":
         slot = table.slots.get(key)
         attached = slot.attached if slot is not None else None

@@ -13,7 +13,7 @@ import trio
 from trio_websocket import ConnectionClosed, HandshakeError
 
 from crosstalk.wire import relay as w
-from tests.relay.client import Identity, open_client, pair_and_room
+from tests.relay.client import Identity, RelayClient, open_client, pair_and_room
 from tests.relay.nats_process import NatsServer, running_nats
 from tests.relay.process import RelayProcess
 
@@ -140,19 +140,28 @@ async def test_kill_9_of_a_node_mid_stream_loses_and_duplicates_nothing(
     assert reposted == list(range(21, 31))
 
 
-@pytest.mark.xfail(strict=False, reason="issue #23: cross-node presence stalls on the second "
-                   "node in this scenario (its announcements stop); not yet found")
+async def online(client: RelayClient, who: Identity) -> None:
+    """Until ``client`` is told ``who`` is online."""
+    while True:
+        presence = await client.push(w.Presence)
+        assert isinstance(presence, w.Presence)
+        if presence.fingerprint == who.fp and presence.online:
+            return
+
+
 async def test_a_dead_node_s_clients_go_offline_for_their_peers(
     nodes: tuple[RelayProcess, RelayProcess],
 ) -> None:
-    """kill -9 of node 2: its announcements stop and Bob's presence goes offline at node 1."""
+    """kill -9 of node 2 once Bob's presence reached Alice: node 2's announcements stop and Bob
+    goes offline at node 1 (after the node's presence timeout)."""
     one, two = nodes
     alice, bob = Identity(), Identity()
-    with trio.fail_after(30):
+    with trio.fail_after(45):
         async with open_client(one.port, alice) as a:
             try:
                 async with open_client(two.port, bob) as b:
                     await pair_and_room(a, b, ROOM)
+                    await online(a, bob)
                     two.kill(signal.SIGKILL)
             except* DROPPED:
                 pass
@@ -161,6 +170,22 @@ async def test_a_dead_node_s_clients_go_offline_for_their_peers(
                 assert isinstance(presence, w.Presence)
                 if presence.fingerprint == bob.fp and not presence.online:
                     break
+
+
+async def test_members_newly_sharing_a_room_through_another_node_see_each_other_online(
+    nodes: tuple[RelayProcess, RelayProcess],
+) -> None:
+    """Node 1 knows Bob (node 2) is online before Alice (node 1) shares a room with him; when
+    Bob accepts on node 2, node 1 tells Alice he is online without anyone reconnecting."""
+    one, two = nodes
+    alice, bob, carol = Identity(), Identity(), Identity()
+    with trio.fail_after(30):
+        async with open_client(one.port, carol) as c, open_client(two.port, bob) as b:
+            await pair_and_room(c, b, "first")
+            await online(c, bob)  # node 1 has heard node 2 announce Bob
+            async with open_client(one.port, alice) as a:
+                await pair_and_room(a, b, ROOM)
+                await online(a, bob)
 
 
 def test_a_node_with_another_relay_key_refuses_to_join(
