@@ -1,10 +1,13 @@
 """``python -m tests.sim``: replay one seed, run many (a pool), shrink failures.
 
     python -m tests.sim --seed 42                 # one seed: its hash, failures, history (--out)
-    python -m tests.sim --seed 42 --ops 0,3,7-9   # only those actions
+    python -m tests.sim --seed 42 --ops 0,3,7-9   # only those actions (--faults: those faults)
+    python -m tests.sim --seed 42 --shrink        # a failing seed: the smallest actions/faults
     python -m tests.sim --seeds 300 --jobs 2      # many; a failing seed prints its replay line
+    python -m tests.sim --seeds 300 --regressions tests/sim/regressions.txt   # those first
     python -m tests.sim --seeds 100000 --start N  # the soak
-    python -m tests.sim --seeds 300 --plant drop_sender --json   # a planted bug (tests)
+    python -m tests.sim --seeds 300 --plant drop_sender --until delivery --json   # a planted
+                                                  # bug: stop at the first seed that catches it
 
 Re-execs itself under PYTHONHASHSEED=0 so a seed replays identically in any process.
 """
@@ -17,6 +20,7 @@ import multiprocessing
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -39,46 +43,81 @@ def _one(job: tuple[int, str | None]) -> dict[str, Any]:
     try:
         o = run_seed(seed, plant=plant)
     except Exception as exc:  # the harness itself broke: report the seed, keep going
-        return {"seed": seed, "digest": "", "failures": [["harness", repr(exc)]], "s": 0.0}
+        return {"seed": seed, "digest": "", "failures": [["harness", repr(exc)]], "s": 0.0,
+                "coverage": {}, "profile": []}
     return {"seed": seed, "digest": o.digest, "s": round(time.perf_counter() - started, 3),
             "failures": [[f.checker, f.detail] for f in o.failures], "profile": o.profile,
             "coverage": o.coverage}
 
 
-def _replay_line(seed: int, plant: str | None, ops: str | None = None) -> str:
+def replay_line(seed: int, plant: str | None = None, ops: str | None = None,
+                faults: str | None = None) -> str:
+    """The one line that replays a seed (at this commit)."""
     extra = f" --plant {plant}" if plant else ""
     extra += f" --ops {ops}" if ops else ""
+    extra += f" --faults={faults}" if faults is not None else ""  # may be empty: no faults
     return f"PYTHONHASHSEED=0 python -m tests.sim --seed {seed}{extra}  # commit {_commit()}"
 
 
+def regression_seeds(path: str | None) -> list[int]:
+    """Seeds listed in ``path`` (one per line; ``#`` starts a comment)."""
+    if not path:
+        return []
+    seeds = []
+    for line in Path(path).read_text().splitlines():
+        word = line.split("#", 1)[0].strip()
+        if word:
+            seeds.append(int(word))
+    return seeds
+
+
+def coverage_summary(results: list[dict[str, Any]]) -> dict[str, int]:
+    """For each fault kind, BUGGIFY point and checker: in how many runs it fired or had work."""
+    runs: Counter[str] = Counter()
+    for r in results:
+        runs.update(r["coverage"].keys())
+    return dict(sorted(runs.items()))
+
+
 def _many(args: argparse.Namespace) -> int:
-    seeds = range(args.start, args.start + args.seeds)
+    first = regression_seeds(args.regressions)
+    seeds = first + [s for s in range(args.start, args.start + args.seeds) if s not in first]
     jobs = [(s, args.plant) for s in seeds]
     started = time.perf_counter()
     results: list[dict[str, Any]] = []
+    caught: int | None = None
     with multiprocessing.get_context("fork").Pool(args.jobs, maxtasksperchild=50) as pool:
         for r in pool.imap(_one, jobs):
             results.append(r)
             if r["failures"] and not args.json:
                 kinds = sorted({f[0] for f in r["failures"]})
-                print(f"FAIL seed {r['seed']} {kinds}: {_replay_line(r['seed'], args.plant)}",
+                print(f"FAIL seed {r['seed']} {kinds}: {replay_line(r['seed'], args.plant)}",
                       flush=True)
+            if args.until and any(f[0] == args.until for f in r["failures"]):
+                caught = r["seed"]
+                break  # leaving the pool's block terminates the seeds still running
     elapsed = time.perf_counter() - started
     failed = [r for r in results if r["failures"]]
+    coverage = coverage_summary(results)
     if args.json:
-        print(json.dumps({"elapsed": elapsed, "results": results}))
+        print(json.dumps({"elapsed": elapsed, "results": results, "caught": caught,
+                          "coverage": coverage}))
     else:
         print(f"{len(results)} seeds, {len(failed)} failed, {elapsed:.1f} s "
               f"({len(results) / elapsed:.2f} seeds/s)")
+        print("coverage (runs): " + ", ".join(f"{k} {v}" for k, v in coverage.items()))
+    if args.until:
+        return 0 if caught is not None else 1
     return 1 if failed else 0
 
 
 def _single(args: argparse.Namespace) -> int:
     from tests.sim.runner import run_seed
-    from tests.sim.shrink import parse_ranges, ranges, shrink
+    from tests.sim.shrink import describe, parse_ranges, ranges, shrink
 
     keep = parse_ranges(args.ops) if args.ops else None
-    o = run_seed(args.seed, keep=keep, plant=args.plant)
+    faults = parse_ranges(args.faults) if args.faults is not None else None
+    o = run_seed(args.seed, keep=keep, plant=args.plant, faults_keep=faults)
     print(f"seed {args.seed} hash {o.digest} steps {o.steps} profile {','.join(o.profile)}")
     print(f"coverage {json.dumps(o.coverage, sort_keys=True)}")
     if args.out:
@@ -87,11 +126,14 @@ def _single(args: argparse.Namespace) -> int:
         print(f"  {f.checker}: {f.detail}")
     if not o.failures:
         return 0
-    print(_replay_line(args.seed, args.plant, args.ops))
+    print(replay_line(args.seed, args.plant, args.ops, args.faults))
     if args.shrink:
-        small = shrink(args.seed, o.failures[0].checker, args.plant)
-        line = _replay_line(args.seed, args.plant, ranges(small))
-        print(f"shrunk ({o.failures[0].checker}): {line}")
+        checker = args.checker or o.failures[0].checker
+        small, few = shrink(args.seed, checker, args.plant, keep=keep, faults=faults)
+        line = replay_line(args.seed, args.plant, ranges(small), ranges(few))
+        print(f"shrunk ({checker}, {len(small)} actions, {len(few)} faults): {line}")
+        for line in describe(args.seed, small, few):
+            print(f"  {line}")
     return 1
 
 
@@ -100,13 +142,17 @@ def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m tests.sim")
     p.add_argument("--seed", type=int)
     p.add_argument("--ops", help="only these action indexes, e.g. 0,3,7-9")
+    p.add_argument("--faults", help="only these fault indexes (empty: none)")
     p.add_argument("--seeds", type=int, default=0)
     p.add_argument("--start", type=int, default=1)
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--plant", default=None)
+    p.add_argument("--until", help="with --seeds: stop at the first seed this checker fails")
+    p.add_argument("--regressions", help="a file of seeds to run before the others")
     p.add_argument("--json", action="store_true")
     p.add_argument("--out", help="write the history (JSON lines) here")
     p.add_argument("--shrink", action="store_true", help="delta-debug the failing action list")
+    p.add_argument("--checker", help="with --shrink: the failure to keep (default: the first)")
     p.add_argument("--commit", help="ignored: the commit the replay line was printed at")
     args = p.parse_args(argv)
     if args.seed is not None:

@@ -118,14 +118,14 @@ def install() -> None:
     nacl.utils.random = _nacl_random
     secrets.token_hex = _token_hex
     uuid.uuid4 = _uuid4
-    trio.to_thread.run_sync = _to_thread
+    trio.to_thread.run_sync = _to_thread  # type: ignore[assignment]  # same call, inline in a run
 
 
 def activate(seed: int) -> Entropy:
     """Start a run: seed the scheduler and the module ``random``, route the seams to the run."""
     global _active
     _active = Entropy(seed)
-    _trio_run._ALLOW_DETERMINISTIC_SCHEDULING = True
+    _trio_run._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[misc]  # trio's own test switch
     _trio_run._r.seed(seed)
     random.seed(f"{seed}/module-random")
     return _active

@@ -32,7 +32,8 @@ from tests.sim.determinism import NODE, _time
 
 @attrs.frozen
 class Truth:
-    """One change the relay committed: ``kind`` is join, drop or post (with seq and op id)."""
+    """One change the relay committed: ``kind`` is invite, join, drop, gone (the room) or post
+    (with seq and op id)."""
 
     step: int
     t: float
@@ -98,6 +99,8 @@ class SimRelay:
         self.core: RelayCore | None = self._new_core()
         self.sockets: dict[int, SimSocket] = {}
         self.truth: list[Truth] = []
+        # Posts the relay answered with an error and never appended: op id -> error code.
+        self.refused: dict[str, str] = {}
         self.frozen = False
         self._parked: list[tuple[int, str]] = []
         self.delays: dict[str, float] = {}  # node -> one-way delay now
@@ -130,7 +133,20 @@ class SimRelay:
             return
         self.digest.update(b"<" + text.encode())
         if self.core is not None:
-            self._apply(self.core.frame_received(conn, text, _relay_now()))
+            effects = self.core.frame_received(conn, text, _relay_now())
+            if text.endswith('"t":"post"}'):  # cheap test first: most frames are not posts
+                self._note_refusal(conn, text, effects)
+            self._apply(effects)
+
+    def _note_refusal(self, conn: int, text: str, effects: Sequence[object]) -> None:
+        """Record a post the relay refused (ground truth for a sender's ``refused`` state)."""
+        post = w.decode_client_frame(text)
+        if not isinstance(post, w.Post):
+            return
+        for e in effects:
+            if (isinstance(e, Send) and e.conn == conn and isinstance(e.frame, w.Error)
+                    and e.frame.req == post.req):
+                self.refused.setdefault(post.op_id, e.frame.code)
 
     def _apply(self, effects: Sequence[object]) -> None:
         writes = [e for e in effects if not isinstance(e, Send | Close)]
@@ -160,6 +176,8 @@ class SimRelay:
             if isinstance(e, MemberPut) and e.member.state == "joined":
                 self._dropped.get(e.room, set()).discard(e.member.fingerprint)
                 self.truth.append(Truth(self._step, now, "join", e.room, e.member.fingerprint))
+            elif isinstance(e, MemberPut):
+                self.truth.append(Truth(self._step, now, "invite", e.room, e.member.fingerprint))
             elif isinstance(e, MemberDeleted):
                 self._dropped.setdefault(e.room, set()).add(e.fingerprint)
                 self.truth.append(Truth(self._step, now, "drop", e.room, e.fingerprint))

@@ -78,8 +78,11 @@ async def _liveness(world: World, out: dict[str, Any]) -> None:
 def run_seed(seed: int, *, keep: set[int] | None = None, plant: str | None = None,
              faults_keep: set[int] | None = None) -> Outcome:
     """Run ``seed`` (only the actions in ``keep``, if given) and check it."""
-    scenario = subset(generate(seed), keep)
-    horizon = max((a.at for a in scenario.actions), default=0.0)
+    full = generate(seed)
+    scenario = subset(full, keep)
+    # The horizon comes from the whole scenario: a shrunk action list keeps the seed's faults
+    # where they were (dropping the last action must not move every fault).
+    horizon = max((a.at for a in full.actions), default=0.0)
     profile, faults = schedule(seed, scenario.nodes, horizon)
     if faults_keep is not None:
         faults = [f for f in faults if f.index in faults_keep]

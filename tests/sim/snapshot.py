@@ -17,7 +17,10 @@ def _rows(conn: sqlite3.Connection, sql: str) -> list[dict[str, Any]]:
 
 def read_state(conn: sqlite3.Connection) -> dict[str, Any]:
     """Rooms, rosters, held messages, sent messages' states, tasks and applied op ids."""
-    rooms = {r["room_id"]: r for r in _rows(conn, "SELECT room_id, name, kind, state FROM rooms")}
+    # ``removed_at``: we were removed (the row stays, ``state`` still says joined, so the
+    # ``room`` view can say "removed from #r by ana"); the roster checker counts it as out.
+    rooms = {r["room_id"]: r for r in _rows(
+        conn, "SELECT room_id, name, kind, state, removed_at FROM rooms")}
     roster: dict[str, dict[str, str]] = {}
     for m in _rows(conn, "SELECT * FROM room_members"):
         if not m.get("gone", 0):

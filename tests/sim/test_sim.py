@@ -1,7 +1,8 @@
 """CI entry for the simulation: many seeds, a determinism canary, and one planted bug per invariant.
 
 Seeds run in a subprocess (``python -m tests.sim``, PYTHONHASHSEED=0, a pool of 2) so a seed
-replays there exactly as it does from the printed line. ``SIM_SEEDS`` overrides the count.
+replays there exactly as it does from the printed line. ``SIM_SEEDS`` overrides the count. The
+seeds in ``regressions.txt`` (each once failed) run first, on top of the CI seeds.
 """
 
 from __future__ import annotations
@@ -16,8 +17,20 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+REGRESSIONS = Path(__file__).with_name("regressions.txt")
 CI_SEEDS = int(os.environ.get("SIM_SEEDS", "300"))
 PLANT_SEEDS = 40  # a planted bug must be caught within the first PLANT_SEEDS CI seeds
+CANARY_SEEDS = ("7", "3")  # --start, --seeds: run twice, every hash must match
+
+# What a CI run must have exercised (in at least one seed), or its passing proves little.
+FAULT_KINDS = ("drop", "delay", "cut", "freeze", "relay_crash", "daemon_crash", "clock_jump",
+               "skew")
+MUST_COVER = (
+    *(f"fault:{k}" for k in FAULT_KINDS),
+    "buggify:store.after_commit", "buggify:store.slow",
+    "check:delivery", "check:claims", "check:removed", "check:roster", "check:link",
+    "check:state:sent", "check:state:delivered", "check:state:read", "check:state:refused",
+)
 
 
 def _sim(*args: str, timeout: float = 900) -> dict[str, Any]:
@@ -34,25 +47,30 @@ def _summary(results: list[dict[str, Any]]) -> str:
     for r in results:
         if r["failures"]:
             kinds = sorted({f[0] for f in r["failures"]})
-            lines.append(f"seed {r['seed']} {kinds}: {r['failures'][0][1]}  "
-                         f"(replay: PYTHONHASHSEED=0 python -m tests.sim --seed {r['seed']})")
+            details = "\n    ".join(f"{c}: {d}" for c, d in r["failures"][:4])
+            lines.append(f"seed {r['seed']} {kinds}  replay: PYTHONHASHSEED=0 python -m "
+                         f"tests.sim --seed {r['seed']} --shrink\n    {details}")
     return "\n".join(lines)
 
 
 def test_ci_seeds_pass() -> None:
-    """CI_SEEDS seeds, every invariant checked; a failure names each seed and its replay line."""
-    out = _sim("--seeds", str(CI_SEEDS), "--jobs", "2")
+    """The regression seeds, then CI_SEEDS seeds, all pass; every fault and checker was used."""
+    out = _sim("--seeds", str(CI_SEEDS), "--jobs", "2", "--regressions", str(REGRESSIONS))
+    coverage = out["coverage"]
+    print(f"{len(out['results'])} seeds in {out['elapsed']:.0f} s; runs with each: {coverage}")
     failed = [r for r in out["results"] if r["failures"]]
     assert not failed, f"{len(failed)}/{len(out['results'])} seeds failed:\n{_summary(failed)}"
+    if CI_SEEDS >= 300:
+        missing = [k for k in MUST_COVER if not coverage.get(k)]
+        assert not missing, f"never exercised in {CI_SEEDS} seeds: {missing}"
 
 
 def test_same_seed_same_run() -> None:
-    """The determinism canary: a seed run twice (two processes) gives the same hash."""
-    hashes = set()
-    for _ in range(2):
-        out = _sim("--seeds", "3", "--start", "7", "--jobs", "1")
-        hashes.add(tuple(r["digest"] for r in out["results"]))
-    assert len(hashes) == 1, hashes
+    """The determinism canary: seeds run twice (two processes) give the same hashes."""
+    start, count = CANARY_SEEDS
+    runs = [_sim("--seeds", count, "--start", start, "--jobs", "2") for _ in range(2)]
+    hashes = [tuple((r["seed"], r["digest"]) for r in out["results"]) for out in runs]
+    assert hashes[0] == hashes[1], hashes
 
 
 @pytest.mark.parametrize(
@@ -67,6 +85,5 @@ def test_same_seed_same_run() -> None:
 )
 def test_planted_bug_is_caught(plant: str, checker: str) -> None:
     """Each invariant's checker catches its planted bug within the first PLANT_SEEDS seeds."""
-    out = _sim("--seeds", str(PLANT_SEEDS), "--jobs", "2", "--plant", plant)
-    caught = [r["seed"] for r in out["results"] if any(f[0] == checker for f in r["failures"])]
-    assert caught, f"{plant}: {checker} never failed in {PLANT_SEEDS} seeds"
+    out = _sim("--seeds", str(PLANT_SEEDS), "--jobs", "2", "--plant", plant, "--until", checker)
+    assert out["caught"] is not None, f"{plant}: {checker} never failed in {PLANT_SEEDS} seeds"

@@ -75,13 +75,13 @@ def _choices(m: _Model, rng: random.Random) -> list[tuple[float, str, str, dict[
             for task in m.tasks.get(room, []):
                 out.append((2.0, a, "claim", {"room": room, "task": task}))
             if len(mem) > 1:
-                out.append((0.4, a, "leave", {"room": room}))
-                out.append((0.4, a, "kick", {"room": room, "peer": rng.choice(sorted(mem - {a}))}))
+                out.append((0.5, a, "leave", {"room": room}))
+                out.append((0.8, a, "kick", {"room": room, "peer": rng.choice(sorted(mem - {a}))}))
         for b in sorted(inv):
             out.append((4.0, b, "accept", {"room": room}))
             out.append((0.5, b, "decline", {"room": room}))
     for a in m.nodes:
-        out.append((3.0, a, "read", {}))
+        out.append((2.0, a, "read", {}))
         out.append((1.0, a, "sent", {}))
         for b in m.nodes:
             if a != b and m.paired(a, b):
@@ -131,6 +131,30 @@ def generate(seed: int) -> Scenario:
             # A claim race: everyone else in the room claims the same task at the same moment.
             for other in sorted(model.members.get(args["room"], set()) - {node}):
                 actions.append(Action(len(actions), t, other, "claim", dict(args)))
+        if kind == "create" and rng.random() < 0.7:
+            # A team forms: the creator invites everyone it paired with, and they accept.
+            room = args["room"]
+            peers = [b for b in nodes if b != node and model.paired(node, b)]
+            for b in peers:
+                _update(model, len(actions), node, "invite", {"room": room, "peer": b})
+                actions.append(Action(len(actions), round(t + 0.5, 3), node, "invite",
+                                      {"room": room, "peer": b}))
+            for b in peers:
+                _update(model, len(actions), b, "accept", {"room": room})
+                actions.append(Action(len(actions), round(t + 2.0, 3), b, "accept", {"room": room}))
+        if kind == "task_add" and rng.random() < 0.6:
+            # A new task draws a race soon: every member claims it at the same moment.
+            claim = {"room": args["room"], "task": len(actions) - 1}
+            for other in sorted(model.members.get(args["room"], set())):
+                actions.append(Action(len(actions), round(t + 2.0, 3), other, "claim", dict(claim)))
+        if kind in ("kick", "leave") and rng.random() < 0.7:
+            # A removal followed by posts: the one who is out tries to send (it must end
+            # refused, and nobody may open it), and those still in post soon after (the one
+            # who is out must not open that).
+            gone = args["peer"] if kind == "kick" else node
+            room = args["room"]
+            for at, who in [(t + 0.5, gone)] + [(t + 1.0, m) for m in sorted(model.members[room])]:
+                actions.append(Action(len(actions), round(at, 3), who, "send", {"to": f"#{room}"}))
     pair_list = tuple(sorted((min(p), max(p)) for p in pairs))
     return Scenario(tuple(nodes), pair_list, tuple(actions))
 
