@@ -1,4 +1,4 @@
-"""`crosstalk daemon run|start|stop|status`."""
+"""`crosstalk daemon run|start|stop|restart|status`."""
 
 from __future__ import annotations
 
@@ -62,6 +62,11 @@ def stop(json_output: JsonOption = False, home: HomeOption = None) -> None:
     if pid is None:
         out.emit({"stopped": False, "running": False}, "the daemon is not running")
         return
+    _stop_and_wait(h, pid)
+    out.emit({"stopped": True, "pid": pid}, f"daemon stopped (pid {pid})")
+
+
+def _stop_and_wait(h: Home, pid: int) -> None:
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
@@ -76,7 +81,20 @@ def stop(json_output: JsonOption = False, home: HomeOption = None) -> None:
                 f"`kill -9 {pid}` is safe, nothing acknowledged is lost."
             )
         time.sleep(0.05)
-    out.emit({"stopped": True, "pid": pid}, f"daemon stopped (pid {pid})")
+
+
+@app.command("restart")
+@reports_errors
+def restart(json_output: JsonOption = False, home: HomeOption = None) -> None:
+    """Stop the daemon if it runs, then start it again and wait until it answers."""
+    out = Output(json_mode=json_output)
+    h = Home.resolve(home)
+    old = daemon_pid(h)
+    if old is not None:
+        _stop_and_wait(h, old)
+    reply = start_daemon(h)
+    out.emit({**reply, "restarted": old is not None, "was": old},
+             f"daemon up (pid {reply['pid']})")
 
 
 def _alive(pid: int) -> bool:

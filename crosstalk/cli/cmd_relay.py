@@ -1,4 +1,5 @@
-"""`crosstalk relay serve|status`: run a relay in the foreground, or check one."""
+"""`crosstalk relay serve|status|start|stop`: run a relay in the foreground, check one, or
+start and stop the local relay on loopback that every home on this machine shares."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from crosstalk.cli.options import JsonOption
+from crosstalk.cli.options import HomeOption, JsonOption
 from crosstalk.cli.output import Output, reports_errors
 
 app = typer.Typer(help="Run or check a relay.", no_args_is_help=True)
@@ -87,11 +88,64 @@ def status(
         str | None, typer.Option("--relay", help="Relay URL (default: CROSSTALK_RELAY).")
     ] = None,
     json_output: JsonOption = False,
+    home: HomeOption = None,
 ) -> None:
     """Say whether a relay answers its health check."""
+    del home  # accepted like on every command; the relay is named by --relay
     url = relay or os.environ.get("CROSSTALK_RELAY") or DEFAULT_RELAY
     reachable = check_health(url)
     Output(json_mode=json_output).emit(
         {"url": url, "reachable": reachable},
         f"{url} is {'reachable' if reachable else 'not reachable'}",
     )
+
+
+def _local_relay_pid() -> int | None:
+    """The pid of the local relay a daemon (or `relay start`) started, if it still runs."""
+    from crosstalk.cli.cmd_daemon import _alive
+    from relay.main import default_data_dir
+
+    try:
+        pid = int((default_data_dir() / "relay.pid").read_text().strip() or 0)
+    except (OSError, ValueError):
+        return None
+    return pid if pid and _alive(pid) else None
+
+
+@app.command()
+@reports_errors
+def start(json_output: JsonOption = False, home: HomeOption = None) -> None:
+    """Start the local relay on loopback (the one every home here shares) unless it runs."""
+    del home  # the local relay is the machine's, not one home's; accepted like everywhere
+    from crosstalk.local_relay import LOCAL_RELAY, ensure_local_relay
+
+    ensure_local_relay()
+    pid = _local_relay_pid()
+    Output(json_mode=json_output).emit(
+        {"url": LOCAL_RELAY, "running": True, "pid": pid},
+        f"local relay running at {LOCAL_RELAY}" + (f" (pid {pid})" if pid else ""),
+    )
+
+
+@app.command()
+@reports_errors
+def stop(json_output: JsonOption = False, home: HomeOption = None) -> None:
+    """Stop the local relay (SIGTERM, by the pid it was started with) and wait until it is gone."""
+    del home
+    import signal
+    import time
+
+    from crosstalk.cli.cmd_daemon import _alive
+    from crosstalk.local_relay import LOCAL_RELAY
+
+    pid = _local_relay_pid()
+    if pid is not None:
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 15.0
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    running = check_health(LOCAL_RELAY, timeout=1.0)
+    human = "the local relay is not running" if pid is None else f"local relay stopped (pid {pid})"
+    if running:
+        human = f"a relay still answers at {LOCAL_RELAY} (not one this machine's daemons started)"
+    Output(json_mode=json_output).emit({"url": LOCAL_RELAY, "running": running, "pid": pid}, human)

@@ -25,6 +25,7 @@ from crosstalk.cli import (
     cmd_room,
     cmd_status,
     cmd_trust,
+    cmd_ui,
 )
 
 HELP = "Put several people's coding agents in shared, end-to-end encrypted rooms."
@@ -61,6 +62,7 @@ app.command("status")(cmd_status.status)
 app.command("doctor")(cmd_status.doctor)
 app.command("secure")(cmd_status.secure)
 app.command("demo")(cmd_status.demo)
+app.command("ui")(cmd_ui.ui)
 app.command("server")(cmd_agent.server)
 app.command("hook")(cmd_agent.hook)
 cmd_trust.mount(app)
@@ -92,6 +94,15 @@ def app_for(args: list[str]) -> typer.Typer:
     return lean
 
 
+def with_default_command(args: list[str]) -> list[str]:
+    """``args`` with ``status`` put first when they name no command (CLI.md: bare ``crosstalk``
+    is ``crosstalk status``; ``crosstalk --json`` and ``--home H`` too). ``--help`` stays help."""
+    if not args or args[0] in ("--json", "--home") or args[0].startswith("--home="):
+        return ["status", *args]
+    return args
+
+
 def main() -> None:
     """Console-script entry point."""
-    app_for(sys.argv[1:])()
+    args = with_default_command(sys.argv[1:])
+    app_for(args)(args=args)

@@ -1,0 +1,163 @@
+"""The page's daemon side: ``ui_open`` (start the web server, mint a token), and read-only
+queries the page needs that no other op answers (``ui_room``: a room's conversation and claim
+history; ``ui_marks``: a digest per room that changes when its conversation does).
+
+Everything the person does from the page is an existing op, called in-process through the
+daemon's own :class:`~crosstalk.actors.control.OpTable` (:func:`call_op`), so the page and the
+CLI can never disagree about what an action means.
+"""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+import sqlite3
+import time
+from collections import deque
+from contextlib import aclosing
+from typing import Any
+
+import attrs
+import trio
+
+from crosstalk.actors.control import OpTable
+from crosstalk.actors.room import Applied
+from crosstalk.daemon import Daemon
+from crosstalk.errors import CrosstalkError
+from crosstalk.features.ui import queries as q
+from crosstalk.wire.control import ControlRequest
+from crosstalk.wire.converter import unstructure
+from crosstalk.wire.room_ops import MessageOp, RoomOp
+
+#: Tokens stay valid while the daemon runs; only the latest few (tabs left open) are kept.
+MAX_TOKENS = 16
+
+
+class UiHub:
+    """The page's shared state: its tokens, its port, and a change counter for live updates."""
+
+    def __init__(self) -> None:
+        self._tokens: deque[str] = deque(maxlen=MAX_TOKENS)
+        self.port: int | None = None
+        self.version = 0
+        self._changed = trio.Event()
+
+    def mint(self) -> str:
+        """A fresh random token (256 bits), valid from now on."""
+        token = secrets.token_urlsafe(32)
+        self._tokens.append(token)
+        return token
+
+    def valid(self, token: str | None) -> bool:
+        """Whether ``token`` is one we minted (compared in constant time)."""
+        if not token:
+            return False
+        given = token.encode()
+        return any(hmac.compare_digest(given, t.encode()) for t in self._tokens)
+
+    def changed(self) -> None:
+        """Something the page shows may have changed: wake every live stream."""
+        self.version += 1
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def wait_changed(self, seen: int) -> None:
+        """Return once the version moved past ``seen`` (the caller bounds the wait)."""
+        if self.version != seen:
+            return
+        await self._changed.wait()
+
+
+async def call_op(ops: OpTable, name: str, params: dict[str, Any]) -> dict[str, Any]:
+    """One request/reply op, run in-process exactly as the control socket runs it."""
+    async with aclosing(ops.replies(ControlRequest(name, params))) as replies:
+        async for reply in replies:
+            return reply
+    raise CrosstalkError(f"The daemon's {name!r} gave no answer.")
+
+
+@attrs.frozen
+class NoParams:
+    """An op that takes no parameters."""
+
+
+@attrs.frozen
+class UiOpenReply:
+    url: str
+
+
+@attrs.frozen
+class RoomParams:
+    room: str
+
+
+@attrs.frozen
+class RoomReply:
+    room: str
+    messages: list[q.ConversationEntry]
+    claims: list[q.ClaimEvent]
+
+
+@attrs.frozen
+class MarksReply:
+    marks: dict[str, str]
+
+
+def register(ops: OpTable, daemon: Daemon) -> None:
+    """Add the page's ops, keep the words of what we send, and nudge live pages on changes."""
+    from crosstalk.features.ui.actor import UiServer  # hypercorn only once the page is used
+    from crosstalk.features.ui.web import build_app
+
+    hub = UiHub()
+    start_lock = trio.Lock()
+
+    def me() -> str:
+        return daemon.keys.fingerprint if daemon.identity is not None else ""
+
+    async def keep_words(room_id: str, op_id: str, op: RoomOp) -> None:
+        if isinstance(op, MessageOp):
+            body = unstructure(op)
+            await daemon.store.write(
+                lambda c: q.record_sent(c, msg_id=op_id, room_id=room_id, body=body,
+                                        now=time.time())
+            )
+        hub.changed()
+
+    async def nudge(applied: list[Applied]) -> None:
+        hub.changed()
+
+    daemon.sent_listeners.append(keep_words)
+    daemon.applied_listeners.append(nudge)
+    daemon.local_listeners.append(nudge)
+
+    async def ui_open(_: NoParams) -> UiOpenReply:
+        async with start_lock:
+            if hub.port is None:
+                await daemon.store.write(q.ensure_table)
+                app = build_app(hub, lambda name, params: call_op(ops, name, params))
+                server = UiServer(app, port=0, on_bound=lambda port: setattr(hub, "port", port))
+                await daemon.supervisor.start_actor("ui", server)
+        if hub.port is None:
+            raise CrosstalkError(
+                "The page's web server did not start; `crosstalk doctor` says why.",
+                code="unavailable",
+            )
+        return UiOpenReply(f"http://127.0.0.1:{hub.port}/?t={hub.mint()}")
+
+    async def ui_room(params: RoomParams) -> RoomReply:
+        def gather(conn: sqlite3.Connection) -> RoomReply:
+            return RoomReply(params.room, q.conversation(conn, params.room, me()),
+                             q.claim_history(conn, params.room))
+
+        return await daemon.store.read(gather)
+
+    async def ui_marks(_: NoParams) -> MarksReply:
+        def gather(conn: sqlite3.Connection) -> MarksReply:
+            rooms = [r[0] for r in conn.execute("SELECT room_id FROM rooms")]
+            return MarksReply(q.room_marks(conn, rooms))
+
+        return await daemon.store.read(gather)
+
+    ops.add("ui_open", NoParams, ui_open)
+    ops.add("ui_room", RoomParams, ui_room)
+    ops.add("ui_marks", NoParams, ui_marks)

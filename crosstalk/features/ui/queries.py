@@ -1,0 +1,177 @@
+"""The page's SQL: a room's conversation in order, what we sent (our own words), claim history.
+
+The relay never echoes our own ops back, and ``sent_messages`` keeps only who a message went to
+and how far it got, so the page keeps the words of what we send in ``ui_sent_words`` (written
+after the op is committed to the outbox; see :func:`record_sent`). The table is the page's own
+and nothing else reads it; it is created when the page is first opened or a message is first
+sent (the queries below read it only once it exists).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from typing import Any
+
+import attrs
+
+from crosstalk.ops.message_ops import delivery_state
+
+SENT_TABLE = """CREATE TABLE IF NOT EXISTS ui_sent_words (
+    msg_id TEXT PRIMARY KEY,
+    room_id TEXT NOT NULL,
+    body TEXT NOT NULL,
+    created_at REAL NOT NULL
+)"""
+
+#: A room's conversation shows at most this many of the latest messages.
+MAX_MESSAGES = 2000
+
+
+@attrs.frozen
+class SliceRef:
+    index: int
+    kind: str
+    label: str
+    bytes: int
+
+
+@attrs.frozen
+class ConversationEntry:
+    """One message in a room, ours or theirs; every string in it is the sender's, untrusted."""
+
+    id: str
+    mine: bool
+    sender: str
+    from_label: str
+    from_session: str | None
+    text: str
+    intent: str
+    kind: str
+    thread: str | None
+    reply_to: str | None
+    correlation: str | None
+    ts: float
+    slices: list[SliceRef]
+    #: For ours: queued, sent, delivered, read or refused; for theirs: unread or read.
+    state: str
+    reason: str | None = None
+
+
+@attrs.frozen
+class ClaimEvent:
+    seq: int
+    outcome: str
+    holder: str | None
+
+
+def ensure_table(conn: sqlite3.Connection) -> None:
+    conn.execute(SENT_TABLE)
+
+
+def _has_sent_table(conn: sqlite3.Connection) -> bool:
+    found = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'ui_sent_words'"
+    ).fetchone()
+    return found is not None
+
+
+def record_sent(
+    conn: sqlite3.Connection, *, msg_id: str, room_id: str, body: dict[str, Any], now: float
+) -> None:
+    """Keep the words of a message we sent (once per id)."""
+    ensure_table(conn)
+    conn.execute(
+        "INSERT OR IGNORE INTO ui_sent_words (msg_id, room_id, body, created_at) "
+        "VALUES (?, ?, ?, ?)",
+        (msg_id, room_id, json.dumps(body, sort_keys=True), now),
+    )
+
+
+def _slices(body: dict[str, Any]) -> list[SliceRef]:
+    return [
+        SliceRef(i, str(s.get("kind", "")), str(s.get("label", "")),
+                 len(str(s.get("content", "")).encode()))
+        for i, s in enumerate(body.get("slices") or [])
+        if isinstance(s, dict)
+    ]
+
+
+def _entry(msg_id: str, mine: bool, sender: str, body: dict[str, Any], ts: float,
+           state: str, reason: str | None) -> ConversationEntry:
+    def opt(key: str) -> str | None:
+        value = body.get(key)
+        return None if value is None else str(value)
+
+    return ConversationEntry(
+        id=msg_id, mine=mine, sender=sender, from_label=str(body.get("from_label", "")),
+        from_session=opt("from_session"), text=str(body.get("text", "")),
+        intent=str(body.get("intent", "fyi")), kind=str(body.get("kind", "message")),
+        thread=opt("thread"), reply_to=opt("reply_to"), correlation=opt("correlation"),
+        ts=ts, slices=_slices(body), state=state, reason=reason,
+    )
+
+
+def conversation(conn: sqlite3.Connection, room_id: str, me: str) -> list[ConversationEntry]:
+    """Every message in ``room_id`` we hold or sent, oldest first (the latest MAX_MESSAGES)."""
+    entries: list[ConversationEntry] = []
+    for msg_id, sender, body, received, read_at in conn.execute(
+        "SELECT message_id, sender, body, received_at, read_at FROM held_messages "
+        "WHERE room_id = ? ORDER BY received_at DESC LIMIT ?", (room_id, MAX_MESSAGES)
+    ):
+        data = _loads(body)
+        ts = float(data.get("relay_ts") or received)
+        state = "read" if read_at is not None else "unread"
+        entries.append(_entry(msg_id, False, sender, data, ts, state, None))
+    sent = conn.execute(
+        "SELECT msg_id, body, created_at FROM ui_sent_words WHERE room_id = ? "
+        "ORDER BY created_at DESC LIMIT ?", (room_id, MAX_MESSAGES)
+    ) if _has_sent_table(conn) else []
+    for msg_id, body, created in sent:
+        state, reason = delivery_state(conn, msg_id)
+        entries.append(_entry(msg_id, True, me, _loads(body), float(created), state, reason))
+    entries.sort(key=lambda e: (e.ts, e.id))
+    return entries[-MAX_MESSAGES:]
+
+
+def room_marks(conn: sqlite3.Connection, room_ids: list[str]) -> dict[str, str]:
+    """A short digest per room that changes whenever its conversation view would."""
+    marks: dict[str, str] = {}
+    for room_id in room_ids:
+        held = conn.execute(
+            "SELECT count(*), max(received_at), count(read_at) FROM held_messages "
+            "WHERE room_id = ?", (room_id,)
+        ).fetchone()
+        sent = [] if not _has_sent_table(conn) else conn.execute(
+            "SELECT count(*), group_concat(coalesce(s.receipt, '') || coalesce(o.state, '') "
+            "|| coalesce(r.code, ''), ',') FROM ui_sent_words w "
+            "LEFT JOIN sent_messages s ON s.msg_id = w.msg_id "
+            "LEFT JOIN outbox o ON o.op_id = w.msg_id "
+            "LEFT JOIN refused_ops r ON r.op_id = w.msg_id WHERE w.room_id = ?", (room_id,)
+        ).fetchone()
+        raw = json.dumps([list(held), list(sent or [])], default=str).encode()
+        marks[room_id] = hashlib.sha256(raw).hexdigest()[:16]
+    return marks
+
+
+def claim_history(conn: sqlite3.Connection, room_id: str) -> list[ClaimEvent]:
+    """Every claim's outcome in the room, in the room's order (who won, who lost to whom)."""
+    events = []
+    for (body,) in conn.execute(
+        "SELECT body FROM memory_outcomes WHERE room_id = ? ORDER BY seq, op_id", (room_id,)
+    ):
+        data = _loads(body)
+        if data.get("code") in ("won", "lost"):
+            winner = data.get("winner")
+            holder = str(winner.get("label")) if isinstance(winner, dict) else None
+            events.append(ClaimEvent(int(data.get("seq", 0)), str(data["code"]), holder))
+    return events
+
+
+def _loads(body: str) -> dict[str, Any]:
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
