@@ -112,6 +112,7 @@ class Daemon:
         self.router: trio.MemorySendChannel[RouterInput] | None = None
         self.membership: trio.MemorySendChannel[MembershipInput] | None = None
         self._link: RelayLink | None = None
+        self._relays_started: list[int] = []  # embedded relays this daemon spawned (children)
         self._keeping_relay = False  # a LocalRelayKeeper actor runs (see _start_link)
         self._relay: RelayClient | None = None
         self._rooms: dict[str, trio.MemorySendChannel[RoomInput]] = {}
@@ -227,7 +228,9 @@ class Daemon:
         assert self.router is not None
         url = configured_relay(await self.store.read(_saved_relay))
         if is_local_default(url) and self._connect is None:
-            await trio.to_thread.run_sync(ensure_local_relay)
+            spawned = await trio.to_thread.run_sync(ensure_local_relay)
+            if spawned is not None:
+                self._relays_started.append(spawned)
         link = RelayLink(
             url=url,
             keys=keys,
@@ -244,7 +247,14 @@ class Daemon:
         self._relay = RelayClient(inbox, self.timings)
         if is_local_default(url) and self._connect is None and not self._keeping_relay:
             self._keeping_relay = True  # one keeper, whatever restarts the link
-            await self.supervisor.start_actor("local_relay", LocalRelayKeeper(self.link_status))
+            keeper = LocalRelayKeeper(
+                self.link_status, retry_now=self._retry_link_now, started=self._relays_started
+            )
+            await self.supervisor.start_actor("local_relay", keeper)
+
+    def _retry_link_now(self) -> None:
+        if self._relay is not None:
+            self._relay.retry_now()
 
     def link_status(self) -> LinkStatus | None:
         return self._link.statistics() if self._link is not None else None

@@ -63,17 +63,18 @@ def hosted_port() -> int:
     return int(raw) if raw and raw.isdigit() else HOSTED_PORT
 
 
-def ensure_local_relay(data_dir: Path | None = None) -> None:
+def ensure_local_relay(data_dir: Path | None = None) -> int | None:
     """Start the local relay on loopback unless something already answers on its port.
 
-    Blocking (a subprocess and a bounded health poll): call it from a worker thread.
+    Blocking (a subprocess and a bounded health poll): call it from a worker thread. Returns
+    the pid of the relay it started (our child, for :func:`reap` once it exits), or None.
     """
-    ensure_relay_at("127.0.0.1", LOCAL_PORT, data_dir)
+    return ensure_relay_at("127.0.0.1", LOCAL_PORT, data_dir)
 
 
 def ensure_relay_at(
     host: str, port: int, data_dir: Path | None = None, *, behind_tunnel: bool = False
-) -> None:
+) -> int | None:
     """Start a relay listening on ``host:port`` unless one already answers there.
 
     ``behind_tunnel``: the relay is for the tunnel this machine starts in front of it, so it
@@ -84,7 +85,7 @@ def ensure_relay_at(
 
     url = f"ws://{host}:{port}"
     if check_health(url, timeout=1.0):
-        return
+        return None
     data = data_dir or (
         default_data_dir() if port == LOCAL_PORT else default_data_dir().with_name(f"relay-{port}")
     )
@@ -94,13 +95,13 @@ def ensure_relay_at(
     with open(data / "relay.start.lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if check_health(url, timeout=1.0):
-            return
-        _spawn_relay(host, port, data, behind_tunnel, check_health)
+            return None
+        return _spawn_relay(host, port, data, behind_tunnel, check_health)
 
 
 def _spawn_relay(
     host: str, port: int, data: Path, behind_tunnel: bool, check_health: Callable[..., bool]
-) -> None:
+) -> int:
     url = f"ws://{host}:{port}"
     log = str(data / "relay.log")
     # Its own session, so it outlives this daemon and ignores our terminal's signals. (Were it to
@@ -137,3 +138,14 @@ def _spawn_relay(
                 f"The relay did not start on {host}:{port}; see {data / 'relay.log'}."
             )
         time.sleep(0.1)
+    return pid
+
+
+def reap(pid: int) -> bool:
+    """Collect the exit status of a relay we started, if it has exited (until then a dead child
+    lingers as a zombie for as long as this daemon runs). True once it is collected."""
+    try:
+        done, _status = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True  # not (or no longer) ours to collect
+    return done == pid

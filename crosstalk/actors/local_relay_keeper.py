@@ -5,20 +5,22 @@ With no relay configured, daemons share one relay on loopback that the first of 
 against a closed port. This actor watches its daemon's link: while the link is to the local
 default relay and is down after a loss, it probes the relay's health and starts it again.
 ``ensure_local_relay`` takes a file lock, so of all the daemons noticing at once exactly one
-starts it; the others find it answering. The link's own retries then reconnect.
+starts it; the others find it answering. Once it answers the keeper tells the link to connect
+at once instead of waiting out its backoff, and a relay this daemon started and that died is
+reaped.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import trio
 
 from crosstalk.actors.context import ActorContext
 from crosstalk.actors.relay_link import LinkStatus
 from crosstalk.errors import CrosstalkError
-from crosstalk.local_relay import ensure_local_relay, is_local_default
+from crosstalk.local_relay import ensure_local_relay, is_local_default, reap
 
 log = logging.getLogger(__name__)
 
@@ -29,10 +31,16 @@ class LocalRelayKeeper:
     def __init__(
         self,
         status: Callable[[], LinkStatus | None],
-        ensure: Callable[[], None] = ensure_local_relay,
+        ensure: Callable[[], int | None] = ensure_local_relay,
+        *,
+        retry_now: Callable[[], None] = lambda: None,
+        started: Iterable[int] = (),
     ) -> None:
         self._status = status
         self._ensure = ensure
+        self._retry_now = retry_now
+        # Relays this daemon started (our children): collected once they exit.
+        self._children = set(started)
 
     async def run(
         self,
@@ -45,6 +53,7 @@ class LocalRelayKeeper:
             task_status.started()
             while True:
                 await trio.sleep(ctx.heartbeat / 3)
+                self._children = {pid for pid in self._children if not reap(pid)}
                 if self._wanted():
                     await self._restart()
 
@@ -59,9 +68,14 @@ class LocalRelayKeeper:
 
     async def _restart(self) -> None:
         try:
-            await trio.to_thread.run_sync(self._ensure, abandon_on_cancel=True)
+            pid = await trio.to_thread.run_sync(self._ensure, abandon_on_cancel=True)
         except CrosstalkError as exc:
             log.warning("local relay: could not start it again: %s", exc.message)
+            return
+        if pid is not None:
+            self._children.add(pid)
+        # It answers: connect now rather than when the link's backoff runs out (up to 30 s).
+        self._retry_now()
 
     async def _beat(self, ctx: ActorContext[None]) -> None:
         while True:

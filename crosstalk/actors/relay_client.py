@@ -10,7 +10,14 @@ from typing import TypeVar
 
 import trio
 
-from crosstalk.actors.relay_link import LinkCommand, LinkTimings, Post, Queued, Request
+from crosstalk.actors.relay_link import (
+    LinkCommand,
+    LinkTimings,
+    Post,
+    Queued,
+    Request,
+    RetryNow,
+)
 from crosstalk.core.link import RequestFrame
 from crosstalk.errors import CrosstalkError, RelayUnreachable, RemoteProtocolError
 from crosstalk.wire import relay as w
@@ -49,6 +56,14 @@ class RelayClient:
                     )
                 return answer
         raise RelayUnreachable("The relay did not answer in time.")
+
+    def retry_now(self) -> None:
+        """Tell the link to stop backing off and connect (the relay is back). Best effort: a
+        full inbox means the link is busy anyway."""
+        try:
+            self._inbox.send_nowait(RetryNow())
+        except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
 
     async def post(self, room: str, op_id: str, body: bytes) -> None:
         """Commit an op to the durable outbox; returns once it is queued (sent later)."""

@@ -108,7 +108,12 @@ class Request:
     timeout: float | None = None
 
 
-LinkCommand = Post | Request
+@attrs.frozen
+class RetryNow:
+    """Skip what is left of the backoff: the relay is known to be back (we just restarted it)."""
+
+
+LinkCommand = Post | Request | RetryNow
 
 
 # --- events for the rest of the daemon -----------------------------------------------------------
@@ -319,6 +324,7 @@ class RelayLink:
         self._send_wake = trio.Event()
         self._timer_kick = trio.Event()
         self._ready = trio.Event()
+        self._retry_now = trio.Event()  # set by RetryNow: cut the current backoff short
         self._fed = 0  # frames fed to the machine since the processor last took its events
         self._input = trio.Event()  # set by the reader: the machine has new events
         self._taken = trio.Event()  # set by the processor each time it takes them
@@ -399,7 +405,9 @@ class RelayLink:
             delay = self._m.retry_delay(self._fraction())
             log.info("relay link: %s lost (%s); retrying in %.2f s", self._url, reason, delay)
             self._bound(ctx, delay)
-            await trio.sleep(delay)
+            with trio.move_on_after(delay):
+                await self._retry_now.wait()
+            self._retry_now = trio.Event()
 
     async def _one_connection(self, ctx: ActorContext[LinkCommand]) -> str:
         """Connect, serve one connection until it fails, close it; return why it ended."""
@@ -520,6 +528,8 @@ class RelayLink:
                 return
             if isinstance(command, Post):
                 await self._post(command)
+            elif isinstance(command, RetryNow):
+                self._retry_now.set()
             else:
                 timeout = command.timeout
                 self._m.request(

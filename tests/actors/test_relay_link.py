@@ -18,6 +18,7 @@ from crosstalk.actors.relay_link import (
     Queued,
     RelayPush,
     Request,
+    RetryNow,
 )
 from crosstalk.errors import CrosstalkError, RelayUnreachable
 from crosstalk.wire import relay as w
@@ -119,6 +120,22 @@ async def test_reconnects_follow_the_jittered_backoff_at_exact_times(
         relay.accepting = True
         await next_event(running, LinkUp)
         assert trio.current_time() == 121.0
+        assert restarts(running) == 0
+
+
+async def test_retry_now_connects_at_once_instead_of_waiting_out_the_backoff(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """In the middle of a 30 s wait, RetryNow (the relay is back) connects at that instant."""
+    relay, store = FakeRelay(), MemoryLinkStore()
+    relay.accepting = False
+    async with run_link(relay, store, ALICE, fraction=1.0) as running:
+        await trio.sleep(70)  # the attempt at 61 s failed; the next would be at 91 s
+        relay.accepting = True
+        await running.inbox.send(RetryNow())
+        await next_event(running, LinkUp)
+        assert relay.connects[-2:] == [61.0, 70.0]
+        assert trio.current_time() == 70.0
         assert restarts(running) == 0
 
 

@@ -84,3 +84,40 @@ def test_a_killed_embedded_relay_is_started_again(
             pid = person.daemon_pid()
             if pid:
                 stop_pid(pid)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False  # gone: reaped
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def test_the_dead_relay_is_reaped_by_the_daemon_that_started_it(
+    short_tmp: Path, embedded: tuple[Path, str]
+) -> None:
+    """The daemon that had started the killed relay collects it (no zombie left behind), and
+    both links come back. (That a link connects the moment the keeper has the relay back,
+    rather than when its backoff runs out, is shown at exact virtual times in
+    tests/actors/test_relay_link.py::test_retry_now_connects_at_once_instead_of_waiting_out_the_backoff.)
+    """
+    data, url = embedded
+    ana, ben = Person(short_tmp / "ana", url), Person(short_tmp / "ben", url)
+    try:
+        pair(ana, ben)
+        eventually(lambda: connected(ana) and connected(ben), "both links up")
+        first = int((data / "relay.pid").read_text())
+        os.kill(first, signal.SIGKILL)
+        eventually(lambda: not connected(ana) and not connected(ben), "both links to notice")
+        eventually(
+            lambda: (data / "relay.pid").read_text().strip() != str(first),
+            "a daemon to start the relay again",
+        )
+        eventually(lambda: connected(ana) and connected(ben), "both links back")
+        eventually(lambda: not _zombie(first), "the dead relay to be reaped", timeout=30.0)
+    finally:
+        for person in (ana, ben):
+            pid = person.daemon_pid()
+            if pid:
+                stop_pid(pid)
