@@ -36,6 +36,7 @@ from mcp.types import CallToolResult, TextContent
 from crosstalk.client import ensure_daemon
 from crosstalk.errors import CrosstalkError, DaemonUnreachable
 from crosstalk.hook import control
+from crosstalk.mcp_channel import experimental_capabilities, push_notices
 from crosstalk.mcp_tools import TOOLS, TRANSCRIPT_ENV, Caller, ToolFn, ToolSpec
 from crosstalk.paths import Home
 
@@ -248,30 +249,48 @@ def repair_line(line: str) -> str:
 
 
 class _RepairedLines:
-    """The client's stdin as the SDK reads it (``async for line``), each line repaired."""
+    """The client's stdin as the SDK reads it (``async for line``), each line repaired.
+
+    ``initialized`` is set once the client sent ``notifications/initialized``: only then may
+    the server send notifications of its own (channel pushes).
+    """
 
     def __init__(self, source: anyio.AsyncFile[str]) -> None:
         self._source = source
+        self.initialized = trio.Event()
 
     async def __aiter__(self) -> AsyncIterator[str]:
         async for line in self._source:
+            if not self.initialized.is_set() and '"notifications/initialized"' in line:
+                self.initialized.set()
             yield repair_line(line)
 
 
-async def _run_stdio(server: MCPServer) -> None:
+async def _run_stdio(server: MCPServer, bridge: Caller | None = None) -> None:
     # A private duplicate of fd 0, so closing our reader never closes the process's stdin.
     raw = io.TextIOWrapper(os.fdopen(os.dup(0), "rb"), encoding="utf-8", errors="replace")
-    lines = cast("anyio.AsyncFile[str]", _RepairedLines(anyio.wrap_file(raw)))  # iterated only
-    async with stdio_server(stdin=lines) as (read_stream, write_stream):
+    repaired = _RepairedLines(anyio.wrap_file(raw))
+    lines = cast("anyio.AsyncFile[str]", repaired)  # iterated only
+    experimental = experimental_capabilities()
+    async with stdio_server(stdin=lines) as (read_stream, write_stream), trio.open_nursery() as n:
+        if bridge is not None and experimental:  # Claude Code channels (crosstalk/mcp_channel.py)
+
+            async def push() -> None:
+                await repaired.initialized.wait()
+                await push_notices(bridge, write_stream)
+
+            n.start_soon(push)
         # MCPServer.run_stdio_async takes no streams; this is its body with our stdin.
         lowlevel = server._lowlevel_server
-        await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+        options = lowlevel.create_initialization_options(experimental_capabilities=experimental)
+        await lowlevel.run(read_stream, write_stream, options)
+        n.cancel_scope.cancel()
 
 
 def serve(home: Home) -> None:
     """Run the server on stdio until the client hangs up."""
-    server = build_server(DaemonBridge.from_env(os.environ, home))
-    trio.run(_run_stdio, server)
+    bridge = DaemonBridge.from_env(os.environ, home)
+    trio.run(_run_stdio, build_server(bridge), bridge)
 
 
 # --- docs/tools.md --------------------------------------------------------------------------------
