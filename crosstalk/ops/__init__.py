@@ -8,6 +8,7 @@ from crosstalk.daemon import Daemon
 from crosstalk.features.decisions import ops as decisions
 from crosstalk.features.presence import ops as presence
 from crosstalk.features.threads import ops as threads
+from crosstalk.features.ui import ops as ui
 from crosstalk.ops import (
     ask_ops,
     core_ops,
@@ -38,5 +39,6 @@ def register_all(ops: OpTable, daemon: Daemon) -> None:
     inbox.register(ops, daemon)  # Claude Code inbox-socket push of what the gate surfaced
     memory_ops.register(ops, daemon)
     decisions.register(ops, daemon)  # others' decisions announced through the gate
+    ui.register(ops, daemon)  # the local web page (`crosstalk ui`)
     presence.register(ops, daemon)  # our sessions told to roommates, theirs kept for peers
     threads.register(ops, daemon)  # thread ID, thread close ID --summary
