@@ -21,6 +21,7 @@ from crosstalk.cli import (
     cmd_install,
     cmd_memory,
     cmd_messages,
+    cmd_prune,
     cmd_relay,
     cmd_room,
     cmd_status,
@@ -58,6 +59,7 @@ app.command("thread")(cmd_messages.thread)
 app.command("peers")(cmd_messages.peers)
 app.command("rename")(cmd_messages.rename)
 app.command("cost")(cmd_messages.cost)
+app.command("prune")(cmd_prune.prune)
 app.command("status")(cmd_status.status)
 app.command("doctor")(cmd_status.doctor)
 app.command("secure")(cmd_status.secure)

@@ -7,6 +7,7 @@ from crosstalk.actors.control import OpTable
 from crosstalk.daemon import Daemon
 from crosstalk.features.decisions import ops as decisions
 from crosstalk.features.presence import ops as presence
+from crosstalk.features.retention import ops as retention
 from crosstalk.features.threads import ops as threads
 from crosstalk.features.ui import ops as ui
 from crosstalk.ops import (
@@ -42,3 +43,4 @@ def register_all(ops: OpTable, daemon: Daemon) -> None:
     ui.register(ops, daemon)  # the local web page (`crosstalk ui`)
     presence.register(ops, daemon)  # our sessions told to roommates, theirs kept for peers
     threads.register(ops, daemon)  # thread ID, thread close ID --summary
+    retention.register(ops, daemon)  # `prune`, and the daily default retention

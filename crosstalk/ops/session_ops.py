@@ -106,9 +106,7 @@ def _notices(conn: sqlite3.Connection, params: NoticesParams) -> NoticesReply:
     if params.session is not None:
         found = get_session(conn, params.session)
         project = found.project if found is not None else ""
-    rows = db.list_notices(conn, params.session, project, current=params.pending)
-    if params.pending:
-        rows = [n for n in rows if n.surfaced_at is not None and n.shown_at is None]
+    rows = db.list_notices(conn, params.session, project, pending=params.pending)
     words = _words(conn, [n.message_id for n in rows if n.decision.words]) if params.words else {}
     return NoticesReply([
         NoticeView(

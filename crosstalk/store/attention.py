@@ -232,14 +232,19 @@ def list_notices(
     project: str = "",
     *,
     current: bool = False,
+    pending: bool = False,
 ) -> list[Notice]:
     """Every notice (or those for one session), oldest first; ``current``: not withdrawn (its
-    message is still unread and its ask still open)."""
+    message is still unread and its ask still open); ``pending``: current, surfaced and not yet
+    shown (what a hook may show now; found through the ``notices_to_show`` partial index, so its
+    cost is what is pending, not the history)."""
     where, params = "1", dict[str, object]()
     if session is not None:
         where, params = _FOR_SESSION, {"name": session, "project": project}
-    if current:
+    if current or pending:
         where += " AND withdrawn_at IS NULL"
+    if pending:
+        where += " AND surfaced_at IS NOT NULL AND shown_at IS NULL"
     rows = conn.execute(
         f"SELECT {_NOTICE_COLUMNS} FROM notices WHERE {where} ORDER BY created_at, id", params
     ).fetchall()

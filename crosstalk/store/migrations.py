@@ -22,7 +22,7 @@ import attrs
 from crosstalk.errors import DamagedState, LocalProtocolError
 from crosstalk.features.presence import schema as presence_schema
 from crosstalk.features.threads import schema as threads_schema
-from crosstalk.store import schema_attention, schema_memory, schema_messages
+from crosstalk.store import schema_attention, schema_hot, schema_memory, schema_messages
 
 
 @attrs.frozen
@@ -188,6 +188,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(9, "presence: peer sessions", presence_schema.STATEMENTS),
     # Threads: our side of each thread, and closed threads' summaries (crosstalk/features/threads/).
     Migration(10, "threads: sent thread and text, closed threads", threads_schema.STATEMENTS),
+    # Every per-event query bounded by pending work, not history (crosstalk/store/schema_hot.py).
+    Migration(11, "indexes for the per-event paths and retention", schema_hot.STATEMENTS),
 )
 LATEST_VERSION = len(MIGRATIONS)
 

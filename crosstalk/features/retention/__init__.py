@@ -1,0 +1,1 @@
+"""Retention: finished history leaves ``state.db`` after a while (``crosstalk prune``)."""

@@ -1,0 +1,162 @@
+"""Flat in history: every query on a per-event path is indexed and bounded.
+
+A daemon runs for months, so a hook event, a ``read``, an ``ack``, ``status``, ``peers``, the
+gate's surfacing, a receipt or an arriving op must not cost more as history grows. Each case
+below calls the real query function on a migrated, empty ``state.db`` with SQLite's trace hook
+on, then asks ``EXPLAIN QUERY PLAN`` about every statement it ran. A plan fails when it walks a
+growing table (or one of its indexes) from end to end: a ``SCAN`` is allowed only through a
+partial index that holds unfinished rows alone (its size is the pending work), or when the
+statement has a ``LIMIT``. No timing here: the plan is the whole claim.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from crosstalk.actors import gate_records, relay_link_store, room
+from crosstalk.actors.relay_link_store import OutboxItem
+from crosstalk.features.retention import queries as retention
+from crosstalk.inbox import load_pending
+from crosstalk.ops import message_ops, peers_ops, read_ops, session_ops
+from crosstalk.store import attention as db
+from crosstalk.store import memory, sessions
+from crosstalk.store.db import connect
+
+#: Tables that grow with every message (or op) over a daemon's life. ``sessions`` is not one:
+#: a session not seen for the retention period is pruned, and ``status`` lists them all.
+GROWING = {
+    "held_messages", "notices", "attention_record", "relay_inbound", "outbox", "sent_messages",
+    "refused_ops", "memory_outcomes", "room_ops", "ui_sent_words",
+}
+#: Partial indexes holding only unfinished rows (crosstalk/store/schema_hot.py).
+BOUNDED = {"notices_to_show", "notices_held", "outbox_queued"}
+
+#: The room actor's batch query, inline in a method (checked to be there, word for word).
+ROOM_BATCH = (
+    "SELECT op_id, seq, sender, body, relay_ts FROM relay_inbound "
+    "WHERE room_id = ? AND seq > ? ORDER BY seq LIMIT ?"
+)
+NOW = 1_000_000.0
+
+
+def _hot_paths(conn: sqlite3.Connection) -> dict[str, Callable[[], object]]:
+    """Each per-event path, as the real function the daemon calls for it."""
+    sessions.register_session(
+        conn, name="s1", client="claude", project="p", inbox_socket="/tmp/x", now=NOW
+    )
+    return {
+        "hook: session_register": lambda: sessions.register_session(
+            conn, name="s1", client="claude", project="p", inbox_socket=None, now=NOW
+        ),
+        "hook: session_status": lambda: sessions.set_status(
+            conn, "s1", sessions.SessionStatus.BUSY, NOW
+        ),
+        "hook: notices pending": lambda: session_ops._notices(
+            conn, session_ops.NoticesParams(session="s1", pending=True, words=True)
+        ),
+        "hook: notice_shown": lambda: db.mark_shown(conn, ["m1", "m2"], "s1", NOW),
+        "status: sessions": lambda: sessions.list_sessions(conn),
+        "read": lambda: read_ops.held_views(conn, include_read=False, session="s1", me="me"),
+        "read: mark read": lambda: read_ops.mark_read(conn, ["m1"], NOW),
+        "ack: find by prefix": lambda: _quiet(lambda: read_ops.find_held(conn, "abcd1234")),
+        "peers": lambda: peers_ops._peers(conn, {}, NOW, "me"),
+        "gate: decided?": lambda: db.has_notice(conn, "m1"),
+        "gate: held notices": lambda: db.held_notices(conn),
+        "gate: held notices for a session": lambda: db.held_notices(conn, "s1", "p"),
+        "gate: surface": lambda: db.mark_surfaced(conn, "m1", "s1", "b1", NOW),
+        "gate: undecided since": lambda: gate_records.undecided(conn, NOW - 60),
+        "inbox: pending pushes": lambda: load_pending(conn, NOW),
+        "receipt: delivery state": lambda: message_ops.delivery_state(conn, "m1"),
+        "send: sent list": lambda: message_ops.sent_views(conn, 20),
+        "link: load": lambda: relay_link_store._load(conn, "ws://relay"),
+        "link: mark sent": lambda: relay_link_store._mark_sent(
+            conn, OutboxItem(1, "r1", "m1", b"x"), 5
+        ),
+        "apply: own op at seq": lambda: memory.own_op_at(conn, "r1", 5),
+        "apply: own ops after": lambda: memory.own_ops_from(conn, "r1", 5),
+        "apply: inbound at seq": lambda: memory.inbound_at(conn, "r1", 5),
+        "apply: room batch": lambda: conn.execute(ROOM_BATCH, ("r1", 0, 500)).fetchall(),
+        "retention: prune": lambda: retention.prune(conn, NOW - 86400),
+    }
+
+
+def _quiet(fn: Callable[[], object]) -> object:
+    try:
+        return fn()
+    except Exception:  # an empty store names no message; the query still ran
+        return None
+
+
+@pytest.fixture
+def conn(tmp_path: Path) -> Iterator[sqlite3.Connection]:
+    connection = connect(tmp_path / "state.db")
+    yield connection
+    connection.close()
+
+
+def _traced(conn: sqlite3.Connection, fn: Callable[[], object]) -> list[str]:
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    try:
+        fn()
+    finally:
+        conn.set_trace_callback(None)
+    return [s for s in statements if s.lstrip().upper().startswith(("SELECT", "UPDATE", "DELETE",
+                                                                     "INSERT", "WITH"))]
+
+
+def _full_scans(conn: sqlite3.Connection, statement: str) -> list[str]:
+    """The plan lines that walk a growing table whole."""
+    plan = [str(row[3]) for row in conn.execute("EXPLAIN QUERY PLAN " + statement)]
+    bad = []
+    for line in plan:
+        found = re.match(r"SCAN (\w+)(?: AS \w+)?(?: USING (?:COVERING )?INDEX (\w+))?", line)
+        if found is None:
+            continue
+        table, index = found.group(1), found.group(2)
+        aliases = re.findall(r"\b(?:FROM|JOIN)\s+(\w+)(?:\s+AS)?\s+(\w+)", statement, re.I)
+        table = next((t for t, alias in aliases if alias == table), table)
+        if table not in GROWING or index in BOUNDED:
+            continue
+        if index is not None and re.search(r"\bLIMIT\b", statement, re.IGNORECASE):
+            continue
+        bad.append(line)
+    return bad
+
+
+def test_the_room_batch_query_is_the_one_the_room_actor_runs() -> None:
+    source = " ".join(re.findall(r'"([^"]*)"', inspect.getsource(room)))
+    assert ROOM_BATCH in re.sub(r"\s+", " ", source)
+
+
+def test_every_hot_path_runs_some_sql(conn: sqlite3.Connection) -> None:
+    for name, path in _hot_paths(conn).items():
+        assert _traced(conn, path), f"{name} ran no SQL: the case tests nothing"
+
+
+def test_no_hot_query_scans_a_growing_table(conn: sqlite3.Connection) -> None:
+    failures = {}
+    for case, path in _hot_paths(conn).items():
+        conn.execute("BEGIN")
+        try:
+            for statement in _traced(conn, path):
+                bad = _full_scans(conn, statement)
+                if bad:
+                    failures.setdefault(case, []).append((statement, bad))
+        finally:
+            conn.execute("ROLLBACK")
+    assert not failures, "\n".join(
+        f"{case}: {stmt!r} -> {lines}" for case, found in failures.items() for stmt, lines in found
+    )
+
+
+def test_the_checker_catches_a_full_scan(conn: sqlite3.Connection) -> None:
+    assert _full_scans(conn, "SELECT * FROM held_messages WHERE body LIKE '%x%'")
+    assert _full_scans(conn, "SELECT * FROM notices n WHERE n.label = 'x'")
+    assert not _full_scans(conn, "SELECT * FROM held_messages WHERE message_id = 'm'")
