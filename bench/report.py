@@ -370,7 +370,8 @@ def render(results: dict[str, Any], figures: Path) -> str:
     sections = [
         INTRO.format(machine=_machine(results["machine"]), minutes=minutes),
         side_by_side(runs, figures), daemon(runs), relay(runs, figures),
-        pairing_and_catchup(runs), hook(runs), scaling(runs, figures), nats_relay(runs),
+        pairing_and_catchup(runs), hook(runs), history(runs), scaling(runs, figures),
+        nats_relay(runs),
         *(other(name, run) for name, run in runs.items() if name not in KNOWN_SECTIONS),
         "## Not measured yet\n\n" + not_measured(runs),
     ]
@@ -378,7 +379,36 @@ def render(results: dict[str, Any], figures: Path) -> str:
 
 
 KNOWN_SECTIONS = {"daemon", "latency", "peers", "relay_throughput", "pairing", "catchup",
-                  "hook", "scaling", "nats_relay"}
+                  "hook", "scaling", "nats_relay", "history"}
+
+
+def history(runs: dict[str, Any]) -> str:
+    """Send, read, hook and status as history grows, each ÷ the same path at 0 messages."""
+    head = "## Flat in history (`bench/history.py`)\n\n"
+    run = runs.get("history")
+    if run is None:
+        return head + "Not measured in this run.\n"
+    failed = _failed("history", run)
+    if failed:
+        return head + failed
+    paths = ("send", "read", "hook", "status")
+    rows = []
+    for point in run["result"]["points"]:
+        per = point.get("disk_bytes_per_message")
+        rows.append([
+            f"{point['messages']:,}",
+            *(f"{point[p]['p50_ms']:.1f} ms ({point['ratio'][p]:.2f}×)" for p in paths),
+            f"{point['rss_mib']} MiB", f"{per:,} B" if per else "—", f"{point['db_mib']} MiB",
+        ])
+    table = _table(["messages held", "send", "read + ack", "hook (UserPromptSubmit)", "status",
+                    "daemon RSS", "disk per message", "state.db"], rows)
+    return head + table + (
+        "\n\n- p50 of each path, and in brackets ÷ the same path at 0 messages, same run "
+        "(goal: ≤ 1.2×). Two real daemons on a real relay; the recipient's store (and the "
+        "sender's) is given history between points by copying the rows real messages left, "
+        "read and finished, then both daemons restart. The hook is the conversation of one "
+        "`UserPromptSubmit` run in-process (start-up excluded: it does not grow). Disk per "
+        "message is the recipient's `state.db` growth over the copies.\n")
 
 
 def _flatten(value: Any, prefix: str = "") -> list[tuple[str, str]]:
