@@ -22,6 +22,7 @@ import attrs
 from crosstalk.errors import DamagedState, LocalProtocolError
 from crosstalk.features.presence import schema as presence_schema
 from crosstalk.features.threads import schema as threads_schema
+from crosstalk.features.ui import schema as ui_schema
 from crosstalk.store import schema_attention, schema_hot, schema_memory, schema_messages
 
 
@@ -190,6 +191,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(10, "threads: sent thread and text, closed threads", threads_schema.STATEMENTS),
     # Every per-event query bounded by pending work, not history (crosstalk/store/schema_hot.py).
     Migration(11, "indexes for the per-event paths and retention", schema_hot.STATEMENTS),
+    # The local page keeps the ops we send, which the relay never echoes (crosstalk/features/ui/).
+    Migration(12, "ui: the ops we sent", ui_schema.STATEMENTS),
 )
 LATEST_VERSION = len(MIGRATIONS)
 

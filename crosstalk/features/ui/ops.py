@@ -133,7 +133,6 @@ def register(ops: OpTable, daemon: Daemon) -> None:
     async def ui_open(_: NoParams) -> UiOpenReply:
         async with start_lock:
             if hub.port is None:
-                await daemon.store.write(q.ensure_table)
                 app = build_app(hub, lambda name, params: call_op(ops, name, params))
                 server = UiServer(app, port=0, on_bound=lambda port: setattr(hub, "port", port))
                 await daemon.supervisor.start_actor("ui", server)

@@ -1,10 +1,8 @@
 """The page's SQL: a room's conversation in order, what we sent (our own words), claim history.
 
-The relay never echoes our own ops back, and ``sent_messages`` keeps only who a message went to
-and how far it got, so the page keeps the words of what we send in ``ui_sent_words`` (written
-after the op is committed to the outbox; see :func:`record_sent`). The table is the page's own
-and nothing else reads it; it is created when the page is first opened or a message is first
-sent (the queries below read it only once it exists).
+The relay never echoes our own ops back, so the page keeps the op of what we send in
+``ui_sent_words`` (written after the op is committed to the outbox; see :func:`record_sent`;
+the table is the page's own, migration 12 in ``features/ui/schema.py``).
 """
 
 from __future__ import annotations
@@ -17,13 +15,6 @@ from typing import Any
 import attrs
 
 from crosstalk.ops.message_ops import delivery_state
-
-SENT_TABLE = """CREATE TABLE IF NOT EXISTS ui_sent_words (
-    msg_id TEXT PRIMARY KEY,
-    room_id TEXT NOT NULL,
-    body TEXT NOT NULL,
-    created_at REAL NOT NULL
-)"""
 
 #: A room's conversation shows at most this many of the latest messages.
 MAX_MESSAGES = 2000
@@ -66,22 +57,10 @@ class ClaimEvent:
     holder: str | None
 
 
-def ensure_table(conn: sqlite3.Connection) -> None:
-    conn.execute(SENT_TABLE)
-
-
-def _has_sent_table(conn: sqlite3.Connection) -> bool:
-    found = conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'ui_sent_words'"
-    ).fetchone()
-    return found is not None
-
-
 def record_sent(
     conn: sqlite3.Connection, *, msg_id: str, room_id: str, body: dict[str, Any], now: float
 ) -> None:
     """Keep the words of a message we sent (once per id)."""
-    ensure_table(conn)
     conn.execute(
         "INSERT OR IGNORE INTO ui_sent_words (msg_id, room_id, body, created_at) "
         "VALUES (?, ?, ?, ?)",
@@ -127,7 +106,7 @@ def conversation(conn: sqlite3.Connection, room_id: str, me: str) -> list[Conver
     sent = conn.execute(
         "SELECT msg_id, body, created_at FROM ui_sent_words WHERE room_id = ? "
         "ORDER BY created_at DESC LIMIT ?", (room_id, MAX_MESSAGES)
-    ) if _has_sent_table(conn) else []
+    )
     for msg_id, body, created in sent:
         state, reason = delivery_state(conn, msg_id)
         entries.append(_entry(msg_id, True, me, _loads(body), float(created), state, reason))
@@ -143,7 +122,7 @@ def room_marks(conn: sqlite3.Connection, room_ids: list[str]) -> dict[str, str]:
             "SELECT count(*), max(received_at), count(read_at) FROM held_messages "
             "WHERE room_id = ?", (room_id,)
         ).fetchone()
-        sent = [] if not _has_sent_table(conn) else conn.execute(
+        sent = conn.execute(
             "SELECT count(*), group_concat(coalesce(s.receipt, '') || coalesce(o.state, '') "
             "|| coalesce(r.code, ''), ',') FROM ui_sent_words w "
             "LEFT JOIN sent_messages s ON s.msg_id = w.msg_id "
