@@ -73,7 +73,16 @@ FETCH_BATCH = 512
 MAX_MESSAGE = 8 * 1024 * 1024  # the server's max_payload must allow a 1 MiB op plus headers
 MIN_SERVER = (2, 11, 0)
 WRONG_LAST_SEQUENCE = 10071
+# The same refusal without the sequence in its text: what nats-server 2.11+ answers when the
+# ``...-Subject`` check (a room's wildcard subject) fails. Both are a lost compare-and-set.
+WRONG_LAST_SEQUENCE_CONSTANT = 10164
+LOST_CAS = frozenset({WRONG_LAST_SEQUENCE, WRONG_LAST_SEQUENCE_CONSTANT})
 DUPLICATE_WINDOW = 120.0  # seconds JetStream remembers a Nats-Msg-Id
+# A server that stops answering (frozen, or cut off without a reset) is left after this many
+# seconds times MAX_OUTSTANDING_PINGS; nats-py's default (two minutes per ping) would keep a node
+# on a frozen server, failing every write, for minutes.
+PING_INTERVAL = 2.0
+MAX_OUTSTANDING_PINGS = 2
 
 
 class WriteConflict(Exception):
@@ -133,6 +142,8 @@ class NatsStorage:
         self.bridge = bridge or AsyncioThread()
         self._clock = clock  # wall-clock seconds: slots and grants expired by it are not loaded
         self.tails = Tails()
+        # Called on the NATS thread after a reconnect: what was republished meanwhile is lost.
+        self.on_reconnect: Callable[[], None] | None = None
         self._nc: Client | None = None
         self._js: JetStreamContext | None = None
         try:
@@ -169,7 +180,8 @@ class NatsStorage:
     async def _connect(self) -> None:
         self._nc = await nats.connect(
             [u.strip() for u in self.url.split(",")], connect_timeout=self.timeout,
-            max_reconnect_attempts=-1, allow_reconnect=True,
+            max_reconnect_attempts=-1, allow_reconnect=True, ping_interval=PING_INTERVAL,
+            max_outstanding_pings=MAX_OUTSTANDING_PINGS, reconnected_cb=self._reconnected,
         )
         version = self._nc.connected_server_version
         try:
@@ -187,6 +199,10 @@ class NatsStorage:
             republish=RePublish(src=f"{lay.root}.>", dest=f"{lay.republished}.>"),
         ))
 
+    async def _reconnected(self) -> None:
+        if self.on_reconnect is not None:
+            self.on_reconnect()
+
     # --- the relay key --------------------------------------------------------------------------
 
     def ensure_key(self, public: bytes) -> bytes:
@@ -199,7 +215,7 @@ class NatsStorage:
                                       headers={"Nats-Expected-Last-Subject-Sequence": "0"})
                 return public
             except APIError as exc:
-                if exc.err_code != WRONG_LAST_SEQUENCE:
+                if exc.err_code not in LOST_CAS:
                     raise
             msg = await self.js.get_last_msg(self.layout.stream, subject)
             return bytes(msg.data or b"")
@@ -298,7 +314,7 @@ class NatsStorage:
                 ack = await self.js.publish(out.subject, out.payload, stream=lay.stream,
                                             headers=headers, msg_ttl=out.ttl)
             except APIError as exc:
-                if exc.err_code == WRONG_LAST_SEQUENCE and out.unit is not None:
+                if exc.err_code in LOST_CAS and out.unit is not None:
                     raise WriteConflict(out.unit) from None
                 raise
             if ack.duplicate and out.unit is not None:

@@ -60,6 +60,8 @@ from relay.storage import Write
 log = logging.getLogger(__name__)
 
 MAX_TRIES = 64  # compare-and-set rounds for one request before its connection is dropped
+RELOAD_BACKOFF = 0.25  # seconds before retrying a failed reload, doubling ...
+RELOAD_BACKOFF_MAX = 4.0  # ... up to this
 ROOM_WRITERS = (w.Create, w.Add, w.Accept, w.Decline, w.Leave, w.Remove, w.Post)
 SLOT_WRITERS = (w.SlotJoin, w.SlotSend, w.SlotClose)
 # Refusals that no fresher state would change: not worth a reload.
@@ -103,12 +105,16 @@ class NodeServer(RelayServer):
         self._arrived = trio.Event()
         self._busy: dict[str, list[_Feed]] = {}
         self._locks: dict[str, trio.Lock] = {}
+        # Units whose cache may hold what the stream does not (a write whose outcome is unknown)
+        # or miss what it does (a failed reload): reloaded before anything is decided on them.
+        self._stale: set[str] = set()
         self._remote: dict[str, tuple[set[str], float]] = {}  # node -> (identities, heard at)
         self._announced: set[str] = set()
         self._identities_changed = trio.Event()  # an identity came or went here: announce now
         self._nursery: trio.Nursery | None = None
         self.conflicts = 0
         storage._call(self._subscribe)  # before the load below, so nothing falls in between
+        storage.on_reconnect = self._poke_resync
         super().__init__(storage, signing_key_seed, config=config, timings=timings,
                          client_address_header=client_address_header)
 
@@ -141,6 +147,13 @@ class NodeServer(RelayServer):
             except trio.RunFinishedError:
                 pass
 
+    def _poke_resync(self) -> None:
+        """On the NATS thread, after a reconnect: what was republished while this node was
+        away is lost (core NATS), and a unit written last in that time would show no gap, so
+        every unit this node knows is reloaded."""
+        self._inbox.append(_Feed(-2, "", {}, b""))
+        self._poke()
+
     def _wake_feeder(self) -> None:
         self._arrived.set()  # in Trio: the event current now, not when the NATS thread asked
 
@@ -159,7 +172,9 @@ class NodeServer(RelayServer):
             self._arrived = trio.Event()
             while self._inbox:
                 item = self._inbox.popleft()
-                if item.seq < 0:
+                if item.seq == -2:
+                    self._resync()
+                elif item.seq < 0:
                     self._heard(item)
                 else:
                     self._stored(item)
@@ -194,23 +209,40 @@ class NodeServer(RelayServer):
         self.nats.tails.saw(item.seq, stored)
         self._feed(effects)
 
+    def _resync(self) -> None:
+        log.info("relay node %s: reconnected to NATS; reloading what it caches", self.node)
+        for unit in list(self.nats.tails.last):
+            if unit not in self._busy:
+                self._start_reload(unit)
+
     def _start_reload(self, unit: str) -> None:
         self._busy.setdefault(unit, [])
         assert self._nursery is not None
         self._nursery.start_soon(self._reload_task, unit)
 
     async def _reload_task(self, unit: str) -> None:
-        async with self._lock(unit):
-            try:
-                await self._reload(unit)
-            except StorageUnavailable as exc:
-                log.warning("relay node %s: cannot reload %s: %s", self.node, unit, exc)
-            finally:
-                self._release([unit])
+        """Reload ``unit`` until it works (NATS may be electing a leader), its stored messages
+        waiting meanwhile; a unit left stale would push nothing until its next write."""
+        delay = RELOAD_BACKOFF
+        while True:
+            async with self._lock(unit):
+                self._busy.setdefault(unit, [])
+                try:
+                    await self._reload(unit)
+                    return
+                except StorageUnavailable as exc:
+                    log.warning("relay node %s: cannot reload %s: %s", self.node, unit, exc)
+                finally:
+                    if unit not in self._stale:
+                        self._release([unit])
+            await trio.sleep(delay)  # back off while NATS cannot answer
+            delay = min(delay * 2, RELOAD_BACKOFF_MAX)
 
     async def _reload(self, unit: str) -> None:
         """Replace the cache of ``unit`` with what the stream holds now (caller holds it busy)."""
+        self._stale.add(unit)
         snapshot, tails = await self.nats.acall(lambda: self.nats.areload(unit))
+        self._stale.discard(unit)
         self.nats.tails.last[unit] = tails.last.get(unit, 0)
         if unit.startswith("r."):
             self.nats.tails.ops[unit[2:]] = tails.ops.get(unit[2:], {})
@@ -259,6 +291,8 @@ class NodeServer(RelayServer):
         """Handle one request that writes a unit; False if storage failed."""
         checked = False
         for _ in range(MAX_TRIES):
+            if lock in self._stale and not await self._reload_busy(lock):
+                return False
             effects = self.core.frame_received(conn, message, self._clock())
             writes: list[Write] = [e for e in effects if not isinstance(e, Send | Close)]
             if not writes:
@@ -270,6 +304,10 @@ class NodeServer(RelayServer):
                 self._dispatch(effects)
                 return True
             units = self.nats.layout.units_of(writes)
+            if self._stale.intersection(units):  # decided on a cache that may be wrong
+                if not await self._reload_all(units):
+                    return False
+                continue
             for unit in units:
                 self._busy.setdefault(unit, [])
             try:
@@ -299,12 +337,17 @@ class NodeServer(RelayServer):
         finally:
             self._release([unit])
 
-    async def _reload_all(self, units: list[str]) -> None:
+    async def _reload_all(self, units: list[str]) -> bool:
+        """Reload ``units``; a unit that fails stays stale and is retried in the background."""
+        done = True
         for unit in units:
             try:
                 await self._reload(unit)
             except StorageUnavailable as exc:
                 log.warning("relay node %s: cannot reload %s: %s", self.node, unit, exc)
+                self._start_reload(unit)
+                done = False
+        return done
 
     async def _commit(self, writes: list[Write]) -> None:
         """Writes of the ordinary path (cursors, devices, prunes, expiries): no request waits
@@ -316,6 +359,11 @@ class NodeServer(RelayServer):
         try:
             await self.nats.acall(lambda: self.nats.acommit(writes))
         except WriteConflict:
+            await self._reload_all(units)
+        except StorageUnavailable as exc:
+            # Not fatal as with SQLite: a lost cursor only re-delivers, a lost device record is
+            # written again at its next hello, and the units are reloaded (an expiry is redone).
+            log.warning("relay node %s: %d writes not stored: %s", self.node, len(writes), exc)
             await self._reload_all(units)
         finally:
             self._release(units)
