@@ -9,6 +9,7 @@ directory, so every identity on this machine meets on the same one, and it outli
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import socket
 import sys
@@ -17,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from crosstalk.errors import CrosstalkError, RelayUnreachable
-from crosstalk.paths import RELAY_ENV
+from crosstalk.paths import RELAY_ENV, relay_data_dir
 
 # The well-known port every identity on this machine meets on (CROSSTALK_LOCAL_PORT moves it,
 # so tests never touch a relay someone is using).
@@ -80,14 +81,11 @@ def ensure_relay_at(
     ``behind_tunnel``: the relay is for the tunnel this machine starts in front of it, so it
     takes clients' addresses from the tunnel's header (``relay serve --behind-tunnel``).
     """
-    from crosstalk.cli.cmd_relay import check_health
-    from relay.main import default_data_dir
-
     url = f"ws://{host}:{port}"
     if check_health(url, timeout=1.0):
         return None
     data = data_dir or (
-        default_data_dir() if port == LOCAL_PORT else default_data_dir().with_name(f"relay-{port}")
+        relay_data_dir() if port == LOCAL_PORT else relay_data_dir().with_name(f"relay-{port}")
     )
     data.mkdir(mode=0o700, parents=True, exist_ok=True)
     # One starter at a time: every daemon on the machine may find the relay gone at once; the
@@ -149,3 +147,24 @@ def reap(pid: int) -> bool:
     except ChildProcessError:
         return True  # not (or no longer) ours to collect
     return done == pid
+
+
+def _health_url(relay: str) -> str:
+    base = relay.rstrip("/")
+    for ws, http in (("wss://", "https://"), ("ws://", "http://")):
+        if base.startswith(ws):
+            base = http + base[len(ws) :]
+    if base.endswith("/ws"):
+        base = base[: -len("/ws")]
+    return base + "/health"
+
+
+def check_health(relay: str, timeout: float = 3.0) -> bool:
+    """True when ``GET /health`` answers ``{"ok": true}`` within ``timeout`` seconds."""
+    import urllib.request  # http.client, email, ssl: only for this command
+
+    try:
+        with urllib.request.urlopen(_health_url(relay), timeout=timeout) as resp:
+            return bool(json.loads(resp.read(65536)).get("ok"))
+    except (OSError, ValueError, AttributeError):
+        return False

@@ -82,3 +82,10 @@ def heartbeat_from_env() -> float:
     except ValueError:
         return DEFAULT_HEARTBEAT
     return value if value > 0 else DEFAULT_HEARTBEAT
+
+
+def relay_data_dir() -> Path:
+    """Where a relay on this machine keeps its data unless told otherwise: per user,
+    ``$XDG_DATA_HOME/crosstalk/relay`` (``~/.local/share/crosstalk/relay``)."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "crosstalk" / "relay"

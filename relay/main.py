@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import os
 import signal
 import ssl
 import sys
@@ -15,6 +14,7 @@ import attrs
 import trio
 
 from crosstalk.errors import UsageError
+from crosstalk.paths import relay_data_dir
 from relay.keys import load_or_create_key, prepare_data_dir
 from relay.limits import RelayConfig
 from relay.server import RelayServer
@@ -40,12 +40,6 @@ class ServeOptions:
     behind_tunnel: bool = False  # trust the local tunnel's client-address header
 
 
-def default_data_dir() -> Path:
-    """Per user: ``$XDG_DATA_HOME/crosstalk/relay`` (``~/.local/share/crosstalk/relay``)."""
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "crosstalk" / "relay"
-
-
 def _ssl_context(opts: ServeOptions) -> ssl.SSLContext | None:
     if (opts.tls_cert is None) != (opts.tls_key is None):
         raise UsageError("--tls-cert and --tls-key go together")
@@ -64,7 +58,7 @@ def serve(opts: ServeOptions, on_listening: Callable[[str, str], None]) -> None:
     logging.basicConfig(
         stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(message)s"
     )
-    data = (opts.data or default_data_dir()).expanduser().absolute()
+    data = (opts.data or relay_data_dir()).expanduser().absolute()
     context = _ssl_context(opts)
     prepare_data_dir(data)
     key = load_or_create_key(data)

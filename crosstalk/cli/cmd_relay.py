@@ -3,7 +3,6 @@ start and stop the local relay on loopback that every home on this machine share
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Annotated
@@ -60,27 +59,6 @@ def serve(
     run_relay(opts, listening)
 
 
-def _health_url(relay: str) -> str:
-    base = relay.rstrip("/")
-    for ws, http in (("wss://", "https://"), ("ws://", "http://")):
-        if base.startswith(ws):
-            base = http + base[len(ws) :]
-    if base.endswith("/ws"):
-        base = base[: -len("/ws")]
-    return base + "/health"
-
-
-def check_health(relay: str, timeout: float = 3.0) -> bool:
-    """True when ``GET /health`` answers ``{"ok": true}`` within ``timeout`` seconds."""
-    import urllib.request  # http.client, email, ssl: only for this command
-
-    try:
-        with urllib.request.urlopen(_health_url(relay), timeout=timeout) as resp:
-            return bool(json.loads(resp.read(65536)).get("ok"))
-    except (OSError, ValueError, AttributeError):
-        return False
-
-
 @app.command()
 @reports_errors
 def status(
@@ -93,6 +71,8 @@ def status(
     """Say whether a relay answers its health check."""
     del home  # accepted like on every command; the relay is named by --relay
     url = relay or os.environ.get("CROSSTALK_RELAY") or DEFAULT_RELAY
+    from crosstalk.local_relay import check_health
+
     reachable = check_health(url)
     Output(json_mode=json_output).emit(
         {"url": url, "reachable": reachable},
@@ -103,10 +83,10 @@ def status(
 def _local_relay_pid() -> int | None:
     """The pid of the local relay a daemon (or `relay start`) started, if it still runs."""
     from crosstalk.cli.cmd_daemon import _alive
-    from relay.main import default_data_dir
+    from crosstalk.paths import relay_data_dir
 
     try:
-        pid = int((default_data_dir() / "relay.pid").read_text().strip() or 0)
+        pid = int((relay_data_dir() / "relay.pid").read_text().strip() or 0)
     except (OSError, ValueError):
         return None
     return pid if pid and _alive(pid) else None
@@ -136,7 +116,7 @@ def stop(json_output: JsonOption = False, home: HomeOption = None) -> None:
     import time
 
     from crosstalk.cli.cmd_daemon import _alive
-    from crosstalk.local_relay import LOCAL_RELAY
+    from crosstalk.local_relay import LOCAL_RELAY, check_health
 
     pid = _local_relay_pid()
     if pid is not None:
