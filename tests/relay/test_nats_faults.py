@@ -22,7 +22,7 @@ import trio
 
 from crosstalk.wire import relay as w
 from tests.relay.client import Identity, RelayClient, open_client, pair_and_room
-from tests.relay.nats_process import NatsCluster, running_cluster
+from tests.relay.nats_process import NatsCluster, NatsServer, running_cluster, running_nats
 from tests.relay.process import RelayProcess
 from tests.relay.test_nats_cluster import DROPPED, retry
 
@@ -37,6 +37,11 @@ FAULT_AT = 15  # the fault comes once the first poster has this many posts answe
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[NatsCluster]:
     yield from running_cluster(tmp_path / "nats")
+
+
+@pytest.fixture
+def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
+    yield from running_nats(tmp_path / "single")
 
 
 async def on_nats(url: str, work: Callable[[nats.NATS], Awaitable[str]]) -> str:
@@ -85,8 +90,8 @@ async def jetstream_ready(url: str) -> str:
     return await on_nats(url, ready)
 
 
-def start_nodes(tmp_path: Path, url: str, count: int) -> list[RelayProcess]:
-    """``count`` relay nodes sharing one key, on every server of the cluster, streams at R3."""
+def start_nodes(tmp_path: Path, url: str, count: int, replicas: int = 3) -> list[RelayProcess]:
+    """``count`` relay nodes sharing one key, on every server of ``url``."""
     nodes = []
     for i in range(count):
         data = tmp_path / f"relay{i + 1}"
@@ -94,7 +99,7 @@ def start_nodes(tmp_path: Path, url: str, count: int) -> list[RelayProcess]:
             data.mkdir(mode=0o700)
             shutil.copy2(tmp_path / "relay1" / "relay.key", data / "relay.key")
         node = RelayProcess(data, tmp_path / f"relay{i + 1}.stderr", "--nats", url,
-                            "--nats-replicas", "3")
+                            "--nats-replicas", str(replicas))
         nodes.append(node)
         node.start(timeout=60)
     return nodes
@@ -272,3 +277,30 @@ async def test_sigstop_of_the_stream_leader_under_load_loses_and_repeats_nothing
         cluster.member(stopped[0]).signal(signal.SIGCONT)
 
     await run_fault(tmp_path, cluster, fault, recover)
+
+
+async def test_kill_9_of_a_relay_node_under_load_moves_its_clients_and_leaves_the_others_be(
+    tmp_path: Path, nats_server: NatsServer
+) -> None:
+    """Node 1 dies mid-load: Alice's poster moves to node 2 and re-sends; Bob, on node 2 all
+    along, never loses his connection nor has a post refused; every op is in the log once."""
+    nodes = start_nodes(tmp_path, nats_server.url, 2, replicas=1)
+    try:
+        ports = [n.port for n in nodes]
+        alice, bob, reader = Identity(), Identity(), Identity()
+        with trio.fail_after(30):
+            await prepare_room(ports[0], [alice, bob], reader)
+        moving = Poster(alice, "a", lambda: ports)
+        staying = Poster(bob, "b", lambda: ports[1:])
+        with trio.fail_after(120):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(moving.run)
+                nursery.start_soon(staying.run)
+                await wait_answered(moving, FAULT_AT)
+                nodes[0].kill(signal.SIGKILL)
+            await check_log(ports[1:], reader, [moving, staying])
+        assert moving.reconnects >= 1
+        assert staying.reconnects == 0
+    finally:
+        for node in nodes:
+            node.kill(signal.SIGTERM)
