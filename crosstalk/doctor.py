@@ -22,19 +22,13 @@ from typing import Any
 import attrs
 
 from crosstalk.client import call, daemon_pid
+from crosstalk.doctor_check import Check
 from crosstalk.errors import CrosstalkError
 from crosstalk.paths import Home
 from crosstalk.store.checks import inspect_state_files
 from crosstalk.store.migrations import LATEST_VERSION
 
 UPGRADE = "in your crosstalk clone, run `git pull`, then `python3 -m pip install -e .`"
-
-
-@attrs.frozen
-class Check:
-    name: str
-    ok: bool
-    detail: str
 
 
 @attrs.frozen
@@ -228,7 +222,6 @@ def run_checks(home: Home) -> Report:
     """Run every check, in order."""
     checks = check_state_dir(home) + check_files_parse(home)
     daemon_checks, actors = check_daemon(home)
-    # Imported here: doctor_clients builds its rows from this module's Check.
-    from crosstalk.doctor_clients import client_rows
+    from crosstalk.doctor_clients import client_rows  # only when the clients are checked
 
     return Report(checks=checks + daemon_checks + client_rows(), actors=actors)

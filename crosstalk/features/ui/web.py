@@ -33,7 +33,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from crosstalk.errors import CrosstalkError
-from crosstalk.features.ui.ops import UiHub
+from crosstalk.features.ui.hub import UiHub
 from crosstalk.features.ui.state import snapshot
 
 log = logging.getLogger(__name__)

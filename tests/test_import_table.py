@@ -1,0 +1,192 @@
+"""Every package imports only what its row of the table allows, and no module imports itself
+back through others (no cycles), in crosstalk/ and relay/ alike.
+
+The table is the layering written down: a lower layer never reaches up. Imports under
+``if TYPE_CHECKING:`` do not count (they never run). ``from pkg import module`` counts as an
+import of that module, not of the package's ``__init__``.
+
+``DEBTS`` lists the upward imports that exist today, each with why; the redesign (issue 21)
+removes them one by one. A debt that is paid must be taken off the list (the test says so), and
+a new upward import fails until it is fixed or, with a reason, listed.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# What each area may import (besides itself, the standard library and third-party packages).
+BASE = {"crosstalk", "crosstalk.errors", "crosstalk.sim_hooks"}  # "crosstalk": __version__
+ALLOWED: dict[str, set[str]] = {
+    "crosstalk.errors": set(),
+    "crosstalk.sim_hooks": set(),
+    "crosstalk.paths": BASE,
+    "crosstalk.crypto": BASE,
+    "crosstalk.credentials": BASE,
+    "crosstalk.tunnel": BASE,
+    "crosstalk.lock": BASE | {"crosstalk.paths"},
+    "crosstalk.logs": BASE | {"crosstalk.paths"},
+    "crosstalk.local_relay": BASE | {"crosstalk.paths"},
+    "crosstalk.mcp_tools": BASE,
+    "crosstalk.core": BASE | {"crosstalk.crypto", "crosstalk.wire"},
+    "crosstalk.wire": BASE | {"crosstalk.crypto", "crosstalk.core"},
+    "crosstalk.project": BASE | {"crosstalk.core"},
+    "crosstalk.slices": BASE | {"crosstalk.credentials", "crosstalk.wire"},
+    "crosstalk.hook": BASE | {"crosstalk.core", "crosstalk.paths"},
+    "crosstalk.install": BASE | {"crosstalk.core", "crosstalk.paths"},
+    "crosstalk.client": BASE | {"crosstalk.hook", "crosstalk.lock", "crosstalk.paths"},
+    "crosstalk.demo": BASE | {"crosstalk.client", "crosstalk.hook", "crosstalk.paths"},
+    "crosstalk.mcp_channel": BASE | {"crosstalk.core", "crosstalk.mcp_tools"},
+    "crosstalk.mcp_server": BASE | {
+        "crosstalk.client", "crosstalk.hook", "crosstalk.mcp_channel", "crosstalk.mcp_tools",
+        "crosstalk.paths",
+    },
+    "crosstalk.store": BASE | {"crosstalk.core", "crosstalk.crypto", "crosstalk.wire",
+                               "crosstalk.paths"},
+    "crosstalk.actors": BASE | {"crosstalk.core", "crosstalk.crypto", "crosstalk.wire",
+                                "crosstalk.store", "crosstalk.local_relay", "crosstalk.paths"},
+    "crosstalk.features": BASE | {"crosstalk.core", "crosstalk.crypto", "crosstalk.wire",
+                                  "crosstalk.store", "crosstalk.actors", "crosstalk.paths",
+                                  "crosstalk.project", "crosstalk.slices"},
+    "crosstalk.daemon": BASE | {"crosstalk.core", "crosstalk.crypto", "crosstalk.wire",
+                                "crosstalk.store", "crosstalk.actors", "crosstalk.features",
+                                "crosstalk.local_relay", "crosstalk.paths"},
+    "crosstalk.inbox": BASE | {"crosstalk.core", "crosstalk.store", "crosstalk.actors",
+                               "crosstalk.daemon"},
+    "crosstalk.ops": BASE | {"crosstalk.core", "crosstalk.crypto", "crosstalk.wire",
+                             "crosstalk.store", "crosstalk.actors", "crosstalk.features",
+                             "crosstalk.daemon", "crosstalk.inbox", "crosstalk.local_relay",
+                             "crosstalk.project", "crosstalk.slices", "crosstalk.tunnel",
+                             "crosstalk.paths"},
+    "crosstalk.doctor_check": set(),
+    "crosstalk.doctor": BASE | {"crosstalk.client", "crosstalk.doctor_check",
+                                "crosstalk.doctor_clients", "crosstalk.paths",
+                                "crosstalk.store"},
+    "crosstalk.doctor_clients": BASE | {"crosstalk.doctor_check", "crosstalk.install"},
+    "crosstalk.cli": BASE | {
+        "crosstalk.client", "crosstalk.core", "crosstalk.crypto", "crosstalk.daemon",
+        "crosstalk.demo", "crosstalk.doctor", "crosstalk.hook", "crosstalk.install",
+        "crosstalk.local_relay", "crosstalk.lock", "crosstalk.logs", "crosstalk.mcp_server",
+        "crosstalk.ops", "crosstalk.paths", "crosstalk.store", "crosstalk.wire", "relay",
+    },
+    "crosstalk.__main__": {"crosstalk.cli"},
+    # The relay is its own program: it shares only the wire formats, crypto and errors.
+    "relay": BASE | {"crosstalk.crypto", "crosstalk.wire", "crosstalk.paths"},
+}
+
+# Upward imports that exist today: (importer area, imported area) -> why. Issue 21 pays them.
+DEBTS: dict[tuple[str, str], str] = {
+    ("crosstalk.core", "crosstalk.wire"): "cores take wire models as inputs; wire/room_ops "
+    "imports core/triage's Intent and Kind",
+    ("crosstalk.store", "crosstalk.actors"): "store/memory_log.py takes the room actor's "
+    "Applied; it belongs with the memory feature",
+    ("crosstalk.store", "crosstalk.features"): "migrations name each feature's schema module",
+    ("crosstalk.actors", "crosstalk.features"): "the router hands roster pushes to the "
+    "membership actor; the room actor reads removals",
+    ("crosstalk.features", "crosstalk.daemon"): "feature ops still take the Daemon, not a "
+    "narrow capability",
+    ("crosstalk.features", "crosstalk.ops"): "features reuse helpers still living in ops/",
+}
+
+
+def _area(module: str) -> str:
+    parts = module.split(".")
+    if parts[0] == "relay":
+        return "relay"
+    return ".".join(parts[:2]) if len(parts) > 1 else module
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for top in ("crosstalk", "relay"):
+        for path in (ROOT / top).rglob("*.py"):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            found[name.removesuffix(".__init__")] = path
+    return found
+
+
+def _runtime_imports(path: Path, known: dict[str, Path]) -> Iterator[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    typing_only: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            typing_only.update(id(n) for n in ast.walk(node))
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names if a.name in known)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            subs = [f"{node.module}.{a.name}" for a in node.names
+                    if f"{node.module}.{a.name}" in known]
+            yield from subs
+            if len(subs) < len(node.names) and node.module in known:
+                yield node.module
+
+
+def _graph() -> dict[str, set[str]]:
+    known = _modules()
+    return {name: set(_runtime_imports(path, known)) for name, path in known.items()}
+
+
+def _area_edges(graph: dict[str, set[str]]) -> set[tuple[str, str]]:
+    return {(_area(m), _area(d)) for m, deps in graph.items() for d in deps
+            if _area(m) != _area(d)}
+
+
+def test_every_package_imports_only_what_its_row_allows() -> None:
+    """Each cross-package import is in the table or a listed debt."""
+    edges = _area_edges(_graph())
+    unknown = sorted({a for a, _ in edges} - ALLOWED.keys())
+    assert not unknown, f"add a row to ALLOWED for {unknown}"
+    bad = sorted((a, b) for a, b in edges if b not in ALLOWED[a] and (a, b) not in DEBTS)
+    assert not bad, f"imports the table does not allow: {bad}"
+
+
+def test_paid_debts_come_off_the_list() -> None:
+    """A debt nobody owes any more is deleted from DEBTS, so the list only shrinks."""
+    edges = _area_edges(_graph())
+    paid = sorted(debt for debt in DEBTS if debt not in edges)
+    assert not paid, f"these no longer happen; remove them from DEBTS: {paid}"
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle between modules, or None (iterative depth-first search)."""
+    state: dict[str, int] = {}  # 1 on the current path, 2 done
+    for start in sorted(graph):
+        if state.get(start):
+            continue
+        path, stack = [start], [iter(sorted(graph[start]))]
+        state[start] = 1
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                stack.pop()
+            elif state.get(nxt) == 1:
+                return [*path[path.index(nxt):], nxt]
+            elif not state.get(nxt):
+                state[nxt] = 1
+                path.append(nxt)
+                stack.append(iter(sorted(graph[nxt])))
+    return None
+
+
+def test_no_module_imports_itself_back() -> None:
+    """No import cycles between modules (those that run, not type-only ones)."""
+    assert _cycle(_graph()) is None, " -> ".join(_cycle(_graph()) or [])
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    """The check can fail: a planted a -> b -> c -> a is found."""
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_the_table_check_catches_an_upward_import() -> None:
+    """The check can fail: a core importing the store is not in its row."""
+    assert "crosstalk.store" not in ALLOWED["crosstalk.core"]
+    assert ("crosstalk.core", "crosstalk.store") not in DEBTS
