@@ -29,9 +29,10 @@ from typing import Any
 import nacl.utils
 
 from crosstalk import crypto
-from crosstalk.actors.room import BATCH, Applied
+from crosstalk.actors.room import BATCH
 from crosstalk.core.memory import MemoryState, canonical_bytes
 from crosstalk.core.memory_transfer import pack_snapshot, signed_message
+from crosstalk.core.room import Applied
 from crosstalk.core.words import WORDS
 from crosstalk.store import memory as m
 from crosstalk.store.db import connect

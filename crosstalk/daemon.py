@@ -39,7 +39,6 @@ from crosstalk.actors.relay_link import (
 )
 from crosstalk.actors.relay_link_store import device_id
 from crosstalk.actors.room import (
-    Applied,
     AppliedListener,
     Applier,
     ApplyScope,
@@ -49,6 +48,7 @@ from crosstalk.actors.room import (
 )
 from crosstalk.actors.router import Router, RouterInput
 from crosstalk.actors.supervisor import Supervisor
+from crosstalk.core.room import Applied
 from crosstalk.errors import CrosstalkError, NotSetUp, UnknownRoom
 from crosstalk.features.membership.actor import MembershipActor, MembershipInput
 from crosstalk.features.membership.lifecycle import reconcile_with_relay

@@ -43,8 +43,8 @@ import trio
 from crosstalk.actors.context import ActorContext
 from crosstalk.actors.control import OpTable
 from crosstalk.actors.gate import StoreLike
-from crosstalk.actors.room import Applied
 from crosstalk.core.notice import Arrival, escape_text, render_arrivals
+from crosstalk.core.room import Applied
 from crosstalk.core.triage import Decision, SessionStatus
 from crosstalk.daemon import Daemon
 from crosstalk.store import attention as db

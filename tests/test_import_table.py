@@ -81,8 +81,6 @@ ALLOWED: dict[str, set[str]] = {
 DEBTS: dict[tuple[str, str], str] = {
     ("crosstalk.core", "crosstalk.wire"): "cores take wire models as inputs; wire/room_ops "
     "imports core/triage's Intent and Kind",
-    ("crosstalk.store", "crosstalk.actors"): "store/memory_log.py takes the room actor's "
-    "Applied; it belongs with the memory feature",
     ("crosstalk.store", "crosstalk.features"): "migrations name each feature's schema module",
     ("crosstalk.actors", "crosstalk.features"): "the router hands roster pushes to the "
     "membership actor; the room actor reads removals",

@@ -60,10 +60,10 @@ from crosstalk.actors.gate_records import (
     source_of,
     undecided,
 )
-from crosstalk.actors.room import Applied
 from crosstalk.core.gate import Arrival, decide
 from crosstalk.core.gate_routing import claimant, refusal, route
 from crosstalk.core.held import HeldBatch, HeldItem, next_release, surface_held
+from crosstalk.core.room import Applied
 from crosstalk.core.triage import Decision, SessionStatus
 from crosstalk.errors import CrosstalkError
 from crosstalk.store import attention as db

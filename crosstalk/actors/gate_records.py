@@ -14,12 +14,12 @@ import json
 import logging
 import sqlite3
 
-from crosstalk.actors.room import Applied
 from crosstalk.core.attention import AttentionEntry
 from crosstalk.core.gate import Verdict
 from crosstalk.core.gate_routing import due, live_sessions
 from crosstalk.core.held import HeldBatch, HeldItem
 from crosstalk.core.levels import LOCAL_PREFIX, Source
+from crosstalk.core.room import Applied
 from crosstalk.core.triage import Decision, Kind
 from crosstalk.errors import RemoteProtocolError
 from crosstalk.features.asks.queries import withdraw_if_ended

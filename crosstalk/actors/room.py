@@ -32,6 +32,7 @@ from crosstalk import crypto
 from crosstalk.actors.context import ActorContext
 from crosstalk.actors.doorbell import Doorbell
 from crosstalk.actors.relay_client import RelayClient
+from crosstalk.core.room import Applied, Verdict, decide
 from crosstalk.errors import CrosstalkError, NotAMember, RemoteProtocolError, UnknownRoom
 from crosstalk.features.membership.queries import removal
 from crosstalk.store.db import Store
@@ -66,22 +67,6 @@ class SendOp:
 
 
 RoomInput = Wake | SendOp
-
-
-@attrs.frozen
-class Applied:
-    """One op of the room log as this room applies it: where it sits, who signed it, what it is.
-
-    ``op`` is None for an op that was rejected (did not open or verify); appliers that track
-    the log's sequence (room memory) still see its ``seq``.
-    """
-
-    room_id: str
-    seq: int
-    op_id: str
-    sender: str  # the fingerprint whose roster key verified the signature
-    relay_ts: float
-    op: RoomOp | None
 
 
 # Applies one op inside the room's transaction; each feature (messages, memory) brings one.
@@ -234,14 +219,15 @@ class RoomActor:
             if epoch not in keys:
                 keys[epoch] = room_key(conn, self._room, epoch)
             key, signer = keys[epoch], signers.get(item.sender)
-            if signer is None or (key is None and epoch > newest):
-                why = "its sender is not in our roster yet" if signer is None else (
-                    f"we have no key for epoch {epoch} yet"
-                )
-                self._note_hold(item, why)
+            decision = decide(
+                epoch=epoch, key_known=key is not None, newest_epoch=newest,
+                sender_known=signer is not None,
+            )
+            if decision.verdict is Verdict.HOLD:
+                self._note_hold(item, decision.why)
                 return HOLD
-            if key is None:
-                raise RemoteProtocolError(f"it is sealed under epoch {epoch}, before we joined")
+            if key is None or signer is None:
+                raise RemoteProtocolError(decision.why)
             plaintext = crypto.open_op(
                 key,
                 sealed,

@@ -20,7 +20,7 @@ import trio
 from cattrs.gen import make_dict_unstructure_fn, override
 
 from crosstalk.actors.control import OpTable
-from crosstalk.actors.room import Applied
+from crosstalk.core.room import Applied
 from crosstalk.core.triage import Kind
 from crosstalk.daemon import Daemon
 from crosstalk.errors import CrosstalkError, NoAnswer, Refused, UsageError

@@ -30,8 +30,8 @@ from crosstalk.actors.memory_sync import (
     WatchOwn,
     probe,
 )
-from crosstalk.actors.room import Applied
 from crosstalk.actors.router import PresenceQuery, WatchSent
+from crosstalk.core.room import Applied
 from crosstalk.core.working_set import RoomMemory, build_working_set
 from crosstalk.daemon import Daemon
 from crosstalk.errors import NeedsReason, NotSetUp, UsageError

@@ -24,10 +24,10 @@ import trio
 
 from crosstalk.actors.control import OpTable
 from crosstalk.actors.gate_records import LOCAL_ROOM
-from crosstalk.actors.room import Applied
 from crosstalk.actors.router import WatchSent
 from crosstalk.core.levels import local_key
 from crosstalk.core.ration import Ration
+from crosstalk.core.room import Applied
 from crosstalk.core.triage import Intent, Kind
 from crosstalk.daemon import Daemon
 from crosstalk.errors import (

@@ -20,7 +20,7 @@ import nacl.utils
 
 from crosstalk import crypto
 from crosstalk.actors.control import OpTable
-from crosstalk.actors.room import Applied
+from crosstalk.core.room import Applied
 from crosstalk.daemon import Daemon
 from crosstalk.errors import (
     CrosstalkError,

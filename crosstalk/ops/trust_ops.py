@@ -17,10 +17,10 @@ import trio
 from crosstalk.actors.control import OpTable
 from crosstalk.actors.gate import Arrived, GateActor, GateInput, Me, Recheck
 from crosstalk.actors.gate_records import source_of
-from crosstalk.actors.room import Applied
 from crosstalk.core.attention import WINDOW, summarize
 from crosstalk.core.levels import LOCAL_PREFIX, Level, TrustSettings, resolve_level
 from crosstalk.core.mute import EVERYONE
+from crosstalk.core.room import Applied
 from crosstalk.daemon import Daemon
 from crosstalk.errors import CrosstalkError, UnknownPeer, UnknownRoom
 from crosstalk.features.membership.queries import member_named, room_members_not_contacts

@@ -45,9 +45,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from crosstalk import crypto
-from crosstalk.actors.room import Applied
 from crosstalk.core.memory import MemoryState
 from crosstalk.core.memory_transfer import MAX_CHUNKS, signed_message, unpack_snapshot
+from crosstalk.core.room import Applied
 from crosstalk.errors import LocalProtocolError, RemoteProtocolError
 from crosstalk.store import memory as m
 from crosstalk.store.rooms import members

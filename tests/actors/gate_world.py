@@ -12,7 +12,7 @@ from typing import TypeVar
 import attrs
 import trio
 
-from crosstalk.actors.room import Applied
+from crosstalk.core.room import Applied
 from crosstalk.core.triage import Intent, Kind
 from crosstalk.store.migrations import migrate
 from crosstalk.store.rooms import Contact, Room, RoomMember, add_member, add_room, upsert_contact

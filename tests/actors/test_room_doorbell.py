@@ -9,8 +9,9 @@ import trio
 from crosstalk.actors.doorbell import Doorbell
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.actors.relay_link import LinkCommand, LinkTimings
-from crosstalk.actors.room import Applied, RoomActor, SendOp
+from crosstalk.actors.room import RoomActor, SendOp
 from crosstalk.actors.supervisor import Supervisor
+from crosstalk.core.room import Applied
 from crosstalk.errors import CrosstalkError
 from crosstalk.store.db import Store
 from crosstalk.wire.room_ops import MessageOp

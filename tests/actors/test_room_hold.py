@@ -16,8 +16,9 @@ import trio
 from crosstalk import crypto
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.actors.relay_link import LinkCommand, LinkTimings
-from crosstalk.actors.room import Applied, RoomActor, Wake
+from crosstalk.actors.room import RoomActor, Wake
 from crosstalk.actors.supervisor import Supervisor
+from crosstalk.core.room import Applied
 from crosstalk.store.db import Store
 from crosstalk.store.rooms import Room, RoomMember, add_member, add_room
 from crosstalk.wire.room_ops import MessageOp, encode_op, frame_body

@@ -20,7 +20,8 @@ from collections.abc import Callable
 
 import attrs
 
-from crosstalk.actors.room import Applied, Applier
+from crosstalk.actors.room import Applier
+from crosstalk.core.room import Applied
 from crosstalk.daemon import Daemon
 from crosstalk.wire.memory import TaskClaim
 from crosstalk.wire.room_ops import MemoryEnvelope, MessageOp, Rekey

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from crosstalk import crypto
-from crosstalk.actors.room import Applied
+from crosstalk.core.room import Applied
 from crosstalk.store import memory as m
 from crosstalk.store.db import connect
 from crosstalk.store.memory_log import MemoryFollower

@@ -19,7 +19,7 @@ from __future__ import annotations
 import sqlite3
 import time
 
-from crosstalk.actors.room import Applied
+from crosstalk.core.room import Applied
 from crosstalk.wire.room_ops import AskEnded
 
 ENDED_KEY = "ask_ended"

@@ -14,7 +14,7 @@ import sqlite3
 import attrs
 
 from crosstalk.actors.control import OpTable
-from crosstalk.actors.room import Applied
+from crosstalk.core.room import Applied
 from crosstalk.daemon import Daemon
 from crosstalk.features.decisions.queries import (
     DecisionView,

@@ -8,7 +8,7 @@ import time
 
 import attrs
 
-from crosstalk.actors.room import Applied
+from crosstalk.core.room import Applied
 from crosstalk.features.decisions.core import announcement
 from crosstalk.store.memory import load_state
 from crosstalk.store.rooms import Room

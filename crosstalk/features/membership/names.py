@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 
-from crosstalk.actors.room import Applied
+from crosstalk.core.room import Applied
 from crosstalk.features.membership import queries as q
 from crosstalk.features.membership.core import PLACEHOLDER, name_member
 from crosstalk.wire.room_ops import MemberNamed, MemoryEnvelope, MessageOp

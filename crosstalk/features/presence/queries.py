@@ -6,7 +6,7 @@ import sqlite3
 
 import attrs
 
-from crosstalk.actors.room import Applied
+from crosstalk.core.room import Applied
 from crosstalk.features.presence.core import MAX_NAME, MAX_SESSIONS
 from crosstalk.wire.room_ops import SessionsPublished
 

@@ -22,7 +22,7 @@ from typing import Any
 import attrs
 
 from crosstalk.actors.gate_records import source_of
-from crosstalk.actors.room import Applied
+from crosstalk.core.room import Applied
 from crosstalk.errors import UnknownMessage
 from crosstalk.wire.room_ops import MessageOp
 

@@ -18,7 +18,7 @@ import attrs
 import trio
 
 from crosstalk.actors.control import OpTable
-from crosstalk.actors.room import Applied
+from crosstalk.core.room import Applied
 from crosstalk.daemon import Daemon
 from crosstalk.errors import CrosstalkError
 from crosstalk.features.ui import queries as q
