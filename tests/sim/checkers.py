@@ -255,16 +255,18 @@ def _bounded(world: World, truth: Truth, states: dict[str, Any], post: Any, have
     """Whether ``have`` is true although it is not what every recipient's store says now.
 
     A recipient that has since left or been removed makes its store unreliable evidence either
-    way: leaving deletes its held rows (the truth looks too low), and a removed member keeps them
-    and may read after its removal, when its receipt has no room to go to (too high). So the
-    truth is then a range: from what the recipients still in the room say, up to what all say.
+    way: leaving deletes its held rows (the truth looks too low, so there is no upper bound), and
+    a removed member keeps them and may read after its removal, when its receipt has no room to
+    go to (too high). So the truth is then at least what the recipients still in the room say.
     A sender that left (or was removed) since hears no more receipts: its state lies anywhere
     from ``sent`` up to the truth. (The old check demanded an exact truth in both cases, and
     flagged e.g. seed 16: "from n2 ends read, truth is sent", and seeds 6, 14, 78 of the richer
     workload: "ends delivered, truth is read" where only the removed member had read it.)
     """
     low = _true_state(world, truth, states, post, post.op_id, still_in=True)
-    high = _true_state(world, truth, states, post, post.op_id)
+    gone = any(truth.member_at(post.room, n.fp, post.step) and not truth.member_now(post.room, n.fp)
+               for n in world.nodes.values() if n.fp != post.fp)
+    high = "read" if gone else _true_state(world, truth, states, post, post.op_id)
     if not truth.member_now(post.room, post.fp):
         low = "sent"
     return RANK[low] <= RANK[have] <= RANK[high]
