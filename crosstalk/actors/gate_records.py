@@ -22,8 +22,8 @@ from crosstalk.core.levels import LOCAL_PREFIX, Source
 from crosstalk.core.room import Applied
 from crosstalk.core.triage import Decision, Kind
 from crosstalk.errors import RemoteProtocolError
-from crosstalk.features.asks.queries import withdraw_if_ended
 from crosstalk.store import attention as db
+from crosstalk.store.asks import withdraw_if_ended
 from crosstalk.store.rooms import direct_room_with, find_contact
 from crosstalk.store.sessions import Session, list_sessions
 from crosstalk.wire.converter import structure_remote

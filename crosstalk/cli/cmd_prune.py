@@ -10,7 +10,7 @@ from crosstalk.cli.options import HomeOption, JsonOption
 from crosstalk.cli.output import Output, reports_errors
 from crosstalk.client import ask_daemon
 
-#: The daemon's default (crosstalk/features/retention/queries.py DEFAULT_DAYS), for the help.
+#: The daemon's default (crosstalk/store/retention.py DEFAULT_DAYS), for the help.
 DEFAULT_DAYS_HELP = 30
 #: Seconds to wait: a first prune of a large store is many short transactions.
 PRUNE_TIMEOUT = 600.0

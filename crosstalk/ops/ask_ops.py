@@ -24,8 +24,8 @@ from crosstalk.core.room import Applied
 from crosstalk.core.triage import Kind
 from crosstalk.daemon import Daemon
 from crosstalk.errors import CrosstalkError, NoAnswer, Refused, UsageError
-from crosstalk.features.asks.queries import apply_ask_ended
 from crosstalk.ops.message_ops import SendParams, deliver, resolve
+from crosstalk.store.asks import apply_ask_ended
 from crosstalk.store.rooms import contact_named, find_contact
 from crosstalk.wire.converter import converter
 from crosstalk.wire.room_ops import AskEnded, MessageOp

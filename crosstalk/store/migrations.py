@@ -20,10 +20,15 @@ from collections.abc import Sequence
 import attrs
 
 from crosstalk.errors import DamagedState, LocalProtocolError
-from crosstalk.features.presence import schema as presence_schema
-from crosstalk.features.threads import schema as threads_schema
-from crosstalk.features.ui import schema as ui_schema
-from crosstalk.store import schema_attention, schema_hot, schema_memory, schema_messages
+from crosstalk.store import (
+    schema_attention,
+    schema_hot,
+    schema_memory,
+    schema_messages,
+    schema_presence,
+    schema_threads,
+    schema_ui,
+)
 
 
 @attrs.frozen
@@ -186,13 +191,13 @@ MIGRATIONS: tuple[Migration, ...] = (
     # Refused posts keep the relay's reason; notices are withdrawn once their message is read.
     Migration(8, "messages: refused posts, withdrawn notices", schema_messages.STATEMENTS_V8),
     # What roommates published about their agent sessions (crosstalk/features/presence/).
-    Migration(9, "presence: peer sessions", presence_schema.STATEMENTS),
+    Migration(9, "presence: peer sessions", schema_presence.STATEMENTS),
     # Threads: our side of each thread, and closed threads' summaries (crosstalk/features/threads/).
-    Migration(10, "threads: sent thread and text, closed threads", threads_schema.STATEMENTS),
+    Migration(10, "threads: sent thread and text, closed threads", schema_threads.STATEMENTS),
     # Every per-event query bounded by pending work, not history (crosstalk/store/schema_hot.py).
     Migration(11, "indexes for the per-event paths and retention", schema_hot.STATEMENTS),
     # The local page keeps the ops we send, which the relay never echoes (crosstalk/features/ui/).
-    Migration(12, "ui: the ops we sent", ui_schema.STATEMENTS),
+    Migration(12, "ui: the ops we sent", schema_ui.STATEMENTS),
 )
 LATEST_VERSION = len(MIGRATIONS)
 

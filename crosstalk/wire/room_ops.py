@@ -172,6 +172,12 @@ class AskEnded:
     correlation: str
 
 
+#: At most this many of a sender's sessions are published, and kept by a receiver.
+MAX_SESSIONS = 32
+#: A published session's name and project are cut to this many characters.
+MAX_NAME = 120
+
+
 @attrs.frozen
 class PublishedSession:
     """One of the sender's agent sessions as roommates see it (the project is a bare name)."""

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from crosstalk.features.retention.queries import more_to_do, prune
 from crosstalk.store.db import connect
+from crosstalk.store.retention import more_to_do, prune
 
 OLD, RECENT, CUTOFF = 1_000.0, 9_000.0, 5_000.0
 

@@ -21,11 +21,10 @@ import pytest
 
 from crosstalk.actors import gate_records, relay_link_store, room
 from crosstalk.actors.relay_link_store import OutboxItem
-from crosstalk.features.retention import queries as retention
 from crosstalk.inbox import load_pending
 from crosstalk.ops import message_ops, peers_ops, read_ops, session_ops
 from crosstalk.store import attention as db
-from crosstalk.store import memory, sessions
+from crosstalk.store import memory, retention, sessions
 from crosstalk.store.db import connect
 
 #: Tables that grow with every message (or op) over a daemon's life. ``sessions`` is not one:

@@ -29,12 +29,10 @@ import attrs
 
 from crosstalk.core.gate_routing import live_sessions
 from crosstalk.core.triage import SessionStatus
-from crosstalk.wire.room_ops import PublishedSession, SessionsPublished
+from crosstalk.wire.room_ops import MAX_NAME, MAX_SESSIONS, PublishedSession, SessionsPublished
 
 CHECK_EVERY = 1.0
 REFRESH = 300.0
-MAX_SESSIONS = 32
-MAX_NAME = 120
 
 
 class LocalSession(Protocol):

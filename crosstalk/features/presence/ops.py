@@ -5,12 +5,12 @@ from __future__ import annotations
 from crosstalk.actors.control import OpTable
 from crosstalk.daemon import Daemon
 from crosstalk.features.presence.actor import PresenceActor
-from crosstalk.features.presence.queries import apply_published
+from crosstalk.store.presence import apply_published
 
 
 def register(ops: OpTable, daemon: Daemon) -> None:
     """Keep roommates' published sessions; publish ours (no control ops of its own: ``peers``
-    and ``status`` read :func:`~crosstalk.features.presence.queries.peer_sessions`)."""
+    and ``status`` read :func:`~crosstalk.store.presence.peer_sessions`)."""
     del ops
 
     def me() -> str:

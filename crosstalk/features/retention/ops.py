@@ -1,9 +1,10 @@
 """Retention's daemon side: the ``prune`` op, and the actor that applies the default daily.
 
 ``prune {older_than_days}`` deletes finished history older than that many days (default
-:data:`~crosstalk.features.retention.queries.DEFAULT_DAYS`; see ``queries`` for exactly what) in
-transactions of a bounded size, and answers how many rows went from each table. The daemon does
-the same with the default every :data:`PRUNE_EVERY` seconds, first a minute after it starts.
+:data:`~crosstalk.store.retention.DEFAULT_DAYS`; :mod:`crosstalk.store.retention` says exactly
+what) in transactions of a bounded size, and answers how many rows went from each table. The
+daemon does the same with the default every :data:`PRUNE_EVERY` seconds, first a minute after it
+starts.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from crosstalk.actors.context import ActorContext
 from crosstalk.actors.control import OpTable
 from crosstalk.daemon import Daemon
 from crosstalk.errors import UsageError
-from crosstalk.features.retention.queries import DEFAULT_DAYS, more_to_do, prune
 from crosstalk.store.db import Store
+from crosstalk.store.retention import DEFAULT_DAYS, more_to_do, prune
 
 log = logging.getLogger(__name__)
 

@@ -7,8 +7,7 @@ import sqlite3
 import attrs
 
 from crosstalk.core.room import Applied
-from crosstalk.features.presence.core import MAX_NAME, MAX_SESSIONS
-from crosstalk.wire.room_ops import SessionsPublished
+from crosstalk.wire.room_ops import MAX_NAME, MAX_SESSIONS, SessionsPublished
 
 STATUSES = ("busy", "idle", "unknown")
 
