@@ -32,7 +32,7 @@ the listener), so nothing committed goes undecided.
 
 Where the rest lives: which session a message is for and the refusal's shape are pure
 (:mod:`crosstalk.core.gate_routing`); the reads and writes inside each transaction are in
-:mod:`crosstalk.actors.gate_records`. This module is the loop and the transactions.
+:mod:`crosstalk.store.gate`. This module is the loop and the transactions.
 """
 
 from __future__ import annotations
@@ -50,7 +50,14 @@ import attrs
 import trio
 
 from crosstalk.actors.context import ActorContext
-from crosstalk.actors.gate_records import (
+from crosstalk.core.gate import Arrival, decide
+from crosstalk.core.gate_routing import claimant, refusal, route
+from crosstalk.core.held import HeldBatch, HeldItem, next_release, surface_held
+from crosstalk.core.room import Applied
+from crosstalk.core.triage import Decision, SessionStatus
+from crosstalk.errors import CrosstalkError
+from crosstalk.store import attention as db
+from crosstalk.store.gate import (
     LOCAL_ROOM,
     held_item,
     live,
@@ -60,13 +67,6 @@ from crosstalk.actors.gate_records import (
     source_of,
     undecided,
 )
-from crosstalk.core.gate import Arrival, decide
-from crosstalk.core.gate_routing import claimant, refusal, route
-from crosstalk.core.held import HeldBatch, HeldItem, next_release, surface_held
-from crosstalk.core.room import Applied
-from crosstalk.core.triage import Decision, SessionStatus
-from crosstalk.errors import CrosstalkError
-from crosstalk.store import attention as db
 from crosstalk.store.sessions import list_sessions, register_session, set_status
 from crosstalk.wire.room_ops import MessageOp, RoomOp
 

@@ -23,7 +23,6 @@ import nacl.utils
 import trio
 
 from crosstalk.actors.control import OpTable
-from crosstalk.actors.gate_records import LOCAL_ROOM
 from crosstalk.actors.router import WatchSent
 from crosstalk.core.levels import local_key
 from crosstalk.core.ration import Ration
@@ -37,13 +36,14 @@ from crosstalk.errors import (
     UnknownPeer,
     UsageError,
 )
-from crosstalk.features.threads.queries import reply_target
 from crosstalk.ops.read_ops import find_held, send_receipts, withdraw_notices
 from crosstalk.ops.room_admin_ops import find_room
 from crosstalk.slices import build_slice, needs_transcript
 from crosstalk.store.attention import load_ration_stamps, save_ration_stamps
+from crosstalk.store.gate import LOCAL_ROOM
 from crosstalk.store.rooms import contact_named, direct_room_with
 from crosstalk.store.sessions import current_transcript
+from crosstalk.store.threads import reply_target
 from crosstalk.wire.converter import unstructure
 from crosstalk.wire.relay_log import MAX_OP_BODY
 from crosstalk.wire.room_ops import MAX_TEXT, MessageOp, Receipt, Slice, encode_op

@@ -15,13 +15,13 @@ import attrs
 import trio
 
 from crosstalk.actors.control import OpTable
-from crosstalk.actors.gate_records import source_of
 from crosstalk.actors.router import PresenceQuery
 from crosstalk.core.levels import resolve_level
 from crosstalk.daemon import Daemon
 from crosstalk.errors import UsageError
 from crosstalk.features.membership.queries import room_members_not_contacts
 from crosstalk.store.attention import load_mutes, load_trust
+from crosstalk.store.gate import source_of
 from crosstalk.store.identity import save_identity
 from crosstalk.store.presence import peer_sessions
 from crosstalk.store.rooms import contact_named, list_contacts

@@ -35,9 +35,9 @@ import attrs
 from cattrs.gen import make_dict_unstructure_fn, override
 
 from crosstalk.actors.control import OpTable
-from crosstalk.actors.gate_records import LOCAL_ROOM, REFUSED_KEY
 from crosstalk.daemon import Daemon
 from crosstalk.errors import CrosstalkError, Refused, UnknownMessage, UsageError
+from crosstalk.store.gate import LOCAL_ROOM, REFUSED_KEY
 from crosstalk.wire.converter import converter
 from crosstalk.wire.room_ops import Receipt
 

@@ -16,7 +16,6 @@ import trio
 
 from crosstalk.actors.control import OpTable
 from crosstalk.actors.gate import Arrived, GateActor, GateInput, Me, Recheck
-from crosstalk.actors.gate_records import source_of
 from crosstalk.core.attention import WINDOW, summarize
 from crosstalk.core.levels import LOCAL_PREFIX, Level, TrustSettings, resolve_level
 from crosstalk.core.mute import EVERYONE
@@ -26,6 +25,7 @@ from crosstalk.errors import CrosstalkError, UnknownPeer, UnknownRoom
 from crosstalk.features.membership.queries import member_named, room_members_not_contacts
 from crosstalk.ops import session_ops
 from crosstalk.store import attention as db
+from crosstalk.store.gate import source_of
 from crosstalk.store.rooms import Contact, list_contacts, list_rooms
 from crosstalk.wire.room_ops import MessageOp
 

@@ -19,11 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from crosstalk.actors import gate_records, relay_link_store, room
+from crosstalk.actors import relay_link_store, room
 from crosstalk.actors.relay_link_store import OutboxItem
 from crosstalk.inbox import load_pending
 from crosstalk.ops import message_ops, peers_ops, read_ops, session_ops
 from crosstalk.store import attention as db
+from crosstalk.store import gate as gate_records
 from crosstalk.store import memory, retention, sessions
 from crosstalk.store.db import connect
 

@@ -15,16 +15,17 @@ from crosstalk.actors.control import OpTable
 from crosstalk.core.triage import Intent, Kind
 from crosstalk.daemon import Daemon
 from crosstalk.errors import CrosstalkError, TooLarge, UsageError
-from crosstalk.features.threads.queries import (
+from crosstalk.store.rooms import list_rooms
+from crosstalk.store.threads import (
     ThreadMessage,
     ThreadView,
     apply_closing,
     record_closing,
+    record_sent_summary,
     thread_key,
     thread_rooms,
     thread_view,
 )
-from crosstalk.store.rooms import list_rooms
 from crosstalk.wire.converter import converter
 from crosstalk.wire.room_ops import MAX_TEXT, MessageOp
 
@@ -77,18 +78,12 @@ async def _tell(daemon: Daemon, key: str, summary: str) -> list[str]:
         except CrosstalkError as exc:
             log.info("thread %s: summary not posted to %s: %s", key, room_id, exc.message)
             continue
-        row = (op_id, room_id, name, len(summary), now, key, summary)
-        await daemon.store.write(functools.partial(_record_sent, row=row))
+        await daemon.store.write(functools.partial(
+            record_sent_summary, msg_id=op_id, room_id=room_id, to_label=name, now=now,
+            thread=key, summary=summary,
+        ))
         told.append(name)
     return told
-
-
-def _record_sent(conn: sqlite3.Connection, row: tuple[object, ...]) -> None:
-    conn.execute(
-        "INSERT INTO sent_messages (msg_id, room_id, to_label, kind, chars, created_at, "
-        "thread, text) VALUES (?, ?, ?, 'message', ?, ?, ?, ?)",
-        row,
-    )
 
 
 def register(ops: OpTable, daemon: Daemon) -> None:

@@ -21,9 +21,9 @@ from typing import Any
 
 import attrs
 
-from crosstalk.actors.gate_records import source_of
 from crosstalk.core.room import Applied
 from crosstalk.errors import UnknownMessage
+from crosstalk.store.gate import source_of
 from crosstalk.wire.room_ops import MessageOp
 
 MIN_PREFIX = 6
@@ -163,3 +163,15 @@ def apply_closing(conn: sqlite3.Connection, applied: Applied) -> None:
     if isinstance(op, MessageOp) and op.closes_thread and op.thread:
         label = source_of(conn, applied.sender).label  # our name for them, not theirs
         record_closing(conn, op.thread, op.text, label, applied.relay_ts)
+
+
+def record_sent_summary(
+    conn: sqlite3.Connection, msg_id: str, room_id: str, to_label: str, now: float, *,
+    thread: str, summary: str,
+) -> None:
+    """Keep our side of a closing summary posted into ``room_id`` (``to_label``: its name)."""
+    conn.execute(
+        "INSERT INTO sent_messages (msg_id, room_id, to_label, kind, chars, created_at, "
+        "thread, text) VALUES (?, ?, ?, 'message', ?, ?, ?, ?)",
+        (msg_id, room_id, to_label, len(summary), now, thread, summary),
+    )
