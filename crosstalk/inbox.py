@@ -2,10 +2,13 @@
 
 How it fits: the attention gate decides what reaches which session and marks it *surfaced* in
 the ``notices`` table (at once for ``question``/``blocking``, when the session goes idle for
-``fyi``). This actor delivers what is surfaced and not yet shown to sessions that registered a
-Claude Code inbox socket, then marks it *shown*. Everything else, and anything whose push failed,
-stays waiting for the session's hook to pull (``crosstalk.hook.flow``, which leaves a push
-session's notices to this actor for a short grace period). So the two paths meet only through
+``fyi``). Each session that registered a Claude Code inbox socket has its own actor,
+``session-<name>`` (:class:`SessionActor`), which delivers what is surfaced for it and not yet
+shown, then marks it *shown*; :class:`SessionKeeper` (the ``inbox`` actor) starts and stops them
+as sessions come and go. A socket that freezes costs its own session's actor one restart (the
+heartbeat watchdog) and delays no other session's push. Everything else, and anything whose
+push failed, stays waiting for the session's hook to pull (``crosstalk.hook.flow``, which leaves
+a push session's notices to its actor for a short grace period). So the two paths meet only through
 the table, and a missing, stale or refusing socket costs nothing but a log line.
 
 The wire format (crosstalk-behaviour.md §6.4, captured from Claude Code): one JSON line
@@ -22,8 +25,10 @@ raised the sender to ``deliver``) one delivery per message, quoted between fresh
 Every sender-controlled string is escaped. The push quotes the words whole; the hook, whose
 clients cut long output, cuts long quotes inside the markers.
 
-When: after every room commit (a nudge from ``daemon.applied_listeners``) and every
-:data:`SWEEP` seconds, which also catches what the gate surfaces when a session goes idle.
+When: after every room commit (a nudge from ``daemon.applied_listeners``, passed on by the
+keeper to every session's actor) and every :data:`SWEEP` seconds, which also catches what the
+gate surfaces when a session goes idle. The keeper looks for new and gone sessions at the same
+moments, so a new session's actor is there before the first nudge it is due.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ import secrets
 import sqlite3
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import trio
@@ -54,8 +59,6 @@ log = logging.getLogger(__name__)
 
 SWEEP = 1.0
 """Seconds between looks at the notices table when nothing nudges the actor."""
-WRITE_TIMEOUT = 2.0
-"""Seconds to connect and write one message; Claude Code closes idle connections after 30."""
 BACKOFF = 30.0
 """Seconds a socket that failed is left alone (its notices go to the hook meanwhile)."""
 HORIZON = 24 * 3600.0
@@ -159,13 +162,18 @@ def _session_for(item: Pending, sessions: list[Session]) -> Session | None:
 # --- store ---------------------------------------------------------------------------------------
 
 
-def load_pending(conn: sqlite3.Connection, now: float) -> tuple[list[Pending], list[Session]]:
-    """Surfaced, unshown notices, and the live sessions that have an inbox socket."""
-    sessions = [
+def pushable_sessions(conn: sqlite3.Connection, now: float) -> list[Session]:
+    """The live sessions that have an inbox socket, most recently seen first."""
+    return [
         s
         for s in sorted(list_sessions(conn), key=lambda s: s.last_seen, reverse=True)
         if s.inbox_socket and now - s.last_seen < SESSION_TTL
     ]
+
+
+def load_pending(conn: sqlite3.Connection, now: float) -> tuple[list[Pending], list[Session]]:
+    """Surfaced, unshown notices, and the live sessions that have an inbox socket."""
+    sessions = pushable_sessions(conn, now)
     if not sessions:
         return [], []
     rows = conn.execute(
@@ -214,7 +222,7 @@ def held_text(body: str | None) -> str | None:
         return None
 
 
-# --- the actor -----------------------------------------------------------------------------------
+# --- the actors ----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -222,13 +230,126 @@ class Nudge:
     """Something was committed: look at the notices table now."""
 
 
-class InboxActor:
-    """Delivers surfaced notices to inbox sockets (see the module docstring)."""
+def _nudge(inbox: trio.MemorySendChannel[Nudge]) -> None:
+    """Wake an actor whose inbox carries only nudges; a full inbox already holds one, so
+    dropping this one loses nothing (the inbox is level-triggered by construction)."""
+    try:
+        inbox.send_nowait(Nudge())
+    except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+        pass
 
-    def __init__(self, store: StoreLike, *, clock: Callable[[], float] = time.time) -> None:
+
+Connect = Callable[[str], Awaitable[trio.abc.SendStream]]
+
+
+async def _open_unix(path: str) -> trio.abc.SendStream:
+    return await trio.open_unix_socket(path)
+
+
+class SessionActor:
+    """One attached session's push (``session-<name>``): delivers what is surfaced for it.
+
+    Each instance plans over every live session (so a notice for a project goes to the same one
+    session whichever actor looks) and pushes only its own session's share. A push is bounded by
+    the heartbeat, not by a timer of its own: the actor does not beat between connecting and the
+    end of the write, so a socket that accepts but never reads gets this actor (and nothing
+    else) cancelled by the watchdog and restarted. The actor object outlives its instances, so
+    the next instance knows which socket froze and backs it off like one that refused.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        store: StoreLike,
+        *,
+        clock: Callable[[], float] = time.time,
+        connect: Connect = _open_unix,
+    ) -> None:
+        self.name = name
         self._store = store
         self._clock = clock
+        self._connect = connect
         self._failed: dict[str, float] = {}  # socket -> when it last failed
+        self._writing: tuple[str, float] | None = None  # a push in flight: socket, since
+
+    async def run(
+        self,
+        ctx: ActorContext[Nudge],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        if self._writing is not None:  # the last instance froze in a push and was cancelled
+            socket, since = self._writing
+            self._failed[socket], self._writing = since, None
+            log.warning("inbox: %s froze while pushing; the hook will pull", self.name)
+        task_status.started()
+        while True:
+            await self.sweep(beat=ctx.beat)
+            ctx.beat()
+            with trio.move_on_after(SWEEP):
+                await ctx.receive()
+
+    async def sweep(self, *, beat: Callable[[], None] = lambda: None) -> int:
+        """Push everything due now to this session; returns how many notices were shown."""
+        now = self._clock()
+        pending, sessions = await self._store.read(lambda conn: load_pending(conn, now))
+        usable = [s for s in sessions if s.name != self.name or not self._backing_off(s, now)]
+        mine = [
+            push for push in plan(pending, usable, marker=lambda: secrets.token_hex(8))
+            if push.session == self.name
+        ]
+        shown = 0
+        for push in mine:
+            if not await self._write(push, now):
+                self._failed[push.socket] = now
+                break  # the rest wait for the hook, or for the socket's backoff to end
+            shown += await self._store.write(functools.partial(self._mark, push))
+            beat()
+        return shown
+
+    def _mark(self, push: Push, conn: sqlite3.Connection) -> int:
+        return db.mark_shown(conn, push.ids, push.session, self._clock())
+
+    def _backing_off(self, session: Session, now: float) -> bool:
+        failed = self._failed.get(session.inbox_socket or "")
+        return failed is not None and now - failed < BACKOFF
+
+    async def _write(self, push: Push, now: float) -> bool:
+        line = inbox_line(push, msg_id=str(uuid.uuid4()))  # built before connecting (§6.4)
+        # Kept if the watchdog cancels us mid-push (no finally), for the next instance to see.
+        self._writing = (push.socket, now)
+        try:
+            stream = await self._connect(push.socket)
+            async with stream:
+                await stream.send_all(line)
+        except (OSError, trio.BrokenResourceError) as exc:
+            self._writing = None
+            log.warning("inbox: %s unreachable (%s); the hook will pull", push.session, exc)
+            return False
+        self._writing = None
+        log.debug("inbox: pushed %d notice(s) to %s", len(push.ids), push.session)
+        return True
+
+
+class SessionKeeper:
+    """Keeps one :class:`SessionActor` per live session with an inbox socket (the ``inbox``
+    actor): starts one when such a session appears, stops it when the session ends or expires,
+    and passes every nudge on. ``start`` and ``stop`` are the supervisor's, handed over in the
+    one sanctioned place (STYLE rule 9: sessions spawning into the daemon)."""
+
+    def __init__(
+        self,
+        store: StoreLike,
+        *,
+        start: Callable[[str], Awaitable[trio.MemorySendChannel[Nudge]]],
+        stop: Callable[[str], Awaitable[None]],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._start = start
+        self._stop = stop
+        self._clock = clock
+        self._running: dict[str, trio.MemorySendChannel[Nudge]] = {}  # outlives instances
 
     async def run(
         self,
@@ -238,66 +359,42 @@ class InboxActor:
     ) -> None:
         task_status.started()
         while True:
-            await self.sweep(beat=ctx.beat)
+            await self._keep()
+            for inbox in self._running.values():
+                _nudge(inbox)
             ctx.beat()
             with trio.move_on_after(SWEEP):
                 await ctx.receive()
 
-    async def sweep(self, *, beat: Callable[[], None] = lambda: None) -> int:
-        """Push everything due now; returns how many notices were shown.
-
-        ``beat`` is called after each push, so a sweep through several slow sockets (each
-        bounded by :data:`WRITE_TIMEOUT`) never looks like a stuck actor to the watchdog.
-        """
+    async def _keep(self) -> None:
         now = self._clock()
-        pending, sessions = await self._store.read(lambda conn: load_pending(conn, now))
-        usable = [s for s in sessions if not self._backing_off(s.inbox_socket, now)]
-        shown = 0
-        for push in plan(pending, usable, marker=lambda: secrets.token_hex(8)):
-            if self._backing_off(push.socket, now):
-                continue  # failed earlier in this sweep
-            if await self._write(push):
-                shown += await self._store.write(functools.partial(self._mark, push))
-            else:
-                self._failed[push.socket] = now
-            beat()
-        return shown
-
-    def _mark(self, push: Push, conn: sqlite3.Connection) -> int:
-        return db.mark_shown(conn, push.ids, push.session, self._clock())
-
-    def _backing_off(self, socket: str | None, now: float) -> bool:
-        failed = self._failed.get(socket or "")
-        return failed is not None and now - failed < BACKOFF
-
-    async def _write(self, push: Push) -> bool:
-        line = inbox_line(push, msg_id=str(uuid.uuid4()))  # built before connecting (§6.4)
-        try:
-            with trio.fail_after(WRITE_TIMEOUT):
-                stream = await trio.open_unix_socket(push.socket)
-                async with stream:
-                    await stream.send_all(line)
-        except (OSError, trio.TooSlowError, trio.BrokenResourceError) as exc:
-            log.warning("inbox: %s unreachable (%s); the hook will pull", push.session, exc)
-            return False
-        log.debug("inbox: pushed %d notice(s) to %s", len(push.ids), push.session)
-        return True
+        live = {s.name for s in await self._store.read(lambda c: pushable_sessions(c, now))}
+        for name in [n for n in self._running if n not in live]:
+            del self._running[name]
+            await self._stop(name)
+        for name in sorted(live - self._running.keys()):
+            self._running[name] = await self._start(name)
 
 
 def register(ops: OpTable, daemon: Daemon) -> None:
-    """Start the inbox actor with the daemon and nudge it after every room commit (no ops)."""
-    del ops  # nothing to serve: the hook and the gate meet this actor through the table
-    inbox: list[trio.MemorySendChannel[Nudge]] = []
+    """Start the session keeper with the daemon and nudge it after every commit (no ops)."""
+    del ops  # nothing to serve: the hook and the gate meet these actors through the table
+    keeper: list[trio.MemorySendChannel[Nudge]] = []
+
+    async def start_session(name: str) -> trio.MemorySendChannel[Nudge]:
+        actor = SessionActor(name, daemon.store)
+        return await daemon.supervisor.start_actor(f"session-{name}", actor, inbox_size=1)
+
+    async def stop_session(name: str) -> None:
+        await daemon.supervisor.stop_actor(f"session-{name}")
 
     async def start() -> None:
-        inbox.append(await daemon.supervisor.start_actor("inbox", InboxActor(daemon.store)))
+        actor = SessionKeeper(daemon.store, start=start_session, stop=stop_session)
+        keeper.append(await daemon.supervisor.start_actor("inbox", actor, inbox_size=1))
 
     async def on_applied(applied: list[Applied]) -> None:
-        if inbox:
-            try:
-                inbox[0].send_nowait(Nudge())
-            except trio.WouldBlock:
-                pass  # a nudge is already waiting; one is enough
+        if keeper:
+            _nudge(keeper[0])
 
     daemon.on_start.append(start)
     daemon.applied_listeners.append(on_applied)

@@ -1,7 +1,7 @@
 """Claude Code inbox delivery, captured on a fake inbox socket (a real unix listener in a test).
 
 The store is a real migrated ``state.db``; the gate's work is written straight into the
-``notices`` table (a surfaced, unshown row), and :meth:`InboxActor.sweep` delivers it.
+``notices`` table (a surfaced, unshown row), and :meth:`SessionActor.sweep` delivers it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import pytest
 import trio
 
 from crosstalk.core.triage import Decision, Intent
-from crosstalk.inbox import InboxActor
+from crosstalk.inbox import SessionActor
 from crosstalk.store import attention as db
 from crosstalk.store.db import Store, open_store
 from crosstalk.store.sessions import register_session
@@ -128,7 +128,7 @@ async def arrange(
 async def sweep_into(store: Store, inbox: FakeInbox) -> int:
     async with trio.open_nursery() as nursery:
         await nursery.start(inbox.serve)
-        shown = await InboxActor(store).sweep()
+        shown = await SessionActor("cc-1", store).sweep()
         if shown:
             with trio.fail_after(5):
                 await inbox.received.wait()  # the listener has read what was sent
@@ -227,7 +227,7 @@ async def test_a_missing_socket_leaves_the_notice_for_the_hook_to_pull(
 ) -> None:
     """No listener at the session's socket path: nothing is marked shown, no error escapes."""
     await arrange(store, socket=short_dir / "gone.sock")
-    assert await InboxActor(store).sweep() == 0
+    assert await SessionActor("cc-1", store).sweep() == 0
     assert shown_at(store.path) == [None]
 
 
@@ -242,7 +242,7 @@ async def test_a_refusing_socket_leaves_the_notice_and_is_left_alone_for_a_while
     stale.close()  # the file stays, nobody listens: connect() is refused
     await arrange(store, socket=path)
     clock = [1000.0]
-    actor = InboxActor(store, clock=lambda: clock[0])
+    actor = SessionActor("cc-1", store, clock=lambda: clock[0])
     assert await actor.sweep() == 0
     inbox = FakeInbox(short_dir / "stale2.sock")
     path.unlink()
@@ -291,6 +291,57 @@ async def test_a_question_reaches_a_claude_sessions_inbox_through_real_daemons(
         assert attrs["from-name"].startswith("crosstalk \u25e2 ben")
         assert inner[0].startswith("ben ") and "crosstalk_read" in inner[0]
         assert PEER_WORDS not in json.dumps(inbox.lines)
+    finally:
+        for person in (ana, ben):
+            if (pid := person.daemon_pid()) is not None:
+                stop_pid(pid)
+
+
+async def test_two_claude_sessions_each_get_their_own_actor_and_their_own_push(
+    people: list[Person], short_dir: Path
+) -> None:
+    """Two Claude Code sessions of ana registered by the hook, each with its inbox socket: each
+    gets its own ``session-<name>`` actor in doctor, and a question ben addresses to one of
+    them is pushed into that session's socket only."""
+    ana, ben = people[0], people[1]
+    inboxes = {name: FakeInbox(short_dir / f"{name}.sock") for name in ("cc-1", "cc-2")}
+    hook = [sys.executable, "-m", "crosstalk.hook.main", "--client", "claude", "SessionStart"]
+
+    def start_session(name: str) -> None:
+        env = {
+            **os.environ,
+            "CROSSTALK_HOME": str(ana.home),
+            "CLAUDE_CODE_MESSAGING_SOCKET": str(inboxes[name].path),
+        }
+        stdin = json.dumps({"hook_event_name": "SessionStart", "session_id": name, "cwd": "/"})
+        done = subprocess.run(
+            hook, input=stdin, capture_output=True, text=True, env=env, timeout=30, check=False
+        )
+        assert done.returncode == 0, done.stderr
+
+    try:
+        await trio.to_thread.run_sync(lambda: pair(ana, ben))
+        async with trio.open_nursery() as nursery:
+            for inbox in inboxes.values():
+                await nursery.start(inbox.serve)
+            for name in inboxes:
+                await trio.to_thread.run_sync(start_session, name)
+            for name in inboxes:
+                await trio.to_thread.run_sync(
+                    lambda n=name: ben.json("send", f"ana/{n}", f"for {n}", "--intent", "question")
+                )
+            with trio.fail_after(30):
+                for inbox in inboxes.values():
+                    await inbox.received.wait()
+            nursery.cancel_scope.cancel()
+        for name, inbox in inboxes.items():
+            (line,) = inbox.lines
+            assert line["from"] == f"uds:{inbox.path}"
+            _, inner = content_of(line)
+            assert inner[0].startswith("ben ") and "crosstalk_read" in inner[0], (name, inner)
+        actors = {a["name"]: a for a in ana.json("doctor")["actors"]}
+        assert {"inbox", "session-cc-1", "session-cc-2"} <= actors.keys()
+        assert all(actors[f"session-{name}"]["restarts"] == 0 for name in inboxes)
     finally:
         for person in (ana, ben):
             if (pid := person.daemon_pid()) is not None:
