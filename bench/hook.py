@@ -4,9 +4,15 @@
 load hits both alike:
 
 - ``baseline``: ``python -c 'import json, socket'`` (the floor any Python hook pays);
-- one series per Claude Code event (SessionStart, UserPromptSubmit, PostToolUse, Stop) of
-  ``python -m crosstalk.hook.main`` against a real, paired daemon (a real relay on loopback);
-  a fresh session per SessionStart run, so every one of them fetches the working set;
+- one series per Claude Code event (SessionStart, UserPromptSubmit, PostToolUse, Stop) of the
+  hook as the installers write it into client configs (``crosstalk.install.base.
+  resolve_commands``: the installed ``crosstalk-hook`` console script) against a real, paired
+  daemon (a real relay on loopback); a fresh session per SessionStart run, so every one of them
+  fetches the working set;
+- ``module_prompt``: UserPromptSubmit as ``python -m crosstalk.hook.main`` (runpy on top);
+- ``launcher_prompt``: UserPromptSubmit through a launcher that skips site-packages processing
+  (``#!python -I -S``, the package's directory put on ``sys.path`` by the launcher itself): what
+  the console script's wrapper and the interpreter's ``site`` cost on this machine;
 - ``daemon_down``: the same hook with an identity but no daemon (the promised empty answer);
 - ``cli_read``: ``python -m crosstalk read --json --home H`` against the same running daemon:
   CLI start-up (interpreter, imports, typer) plus one ``read`` request on the control socket;
@@ -57,12 +63,28 @@ def stats(samples: list[float]) -> dict[str, float]:
     }
 
 
+def launcher(path: Path) -> list[str]:
+    """Write the ``-I -S`` launcher at ``path``; its argv."""
+    import crosstalk
+
+    package_parent = Path(crosstalk.__file__).resolve().parents[1]
+    path.write_text(
+        f"import sys\nsys.path.insert(0, {str(package_parent)!r})\n"
+        "from crosstalk.hook.main import main\nmain()\n"
+    )
+    return [sys.executable, "-I", "-S", str(path)]
+
+
 def hook_series(ana: Person, down_home: Path, runs: int, project: Path) -> dict[str, list[float]]:
-    hook = [sys.executable, "-m", "crosstalk.hook.main", "--client", "claude"]
+    from crosstalk.install.base import resolve_commands
+
+    hook = [*resolve_commands().hook, "--client", "claude"]
+    module = [sys.executable, "-m", "crosstalk.hook.main", "--client", "claude"]
+    fast = [*launcher(project.parent / "hook-launcher.py"), "--client", "claude"]
     env = {**os.environ, "CROSSTALK_HOME": str(ana.home)}
     down_env = {**os.environ, "CROSSTALK_HOME": str(down_home)}
     read = [sys.executable, "-m", "crosstalk", "read", "--json", "--home", str(ana.home)]
-    names = ("baseline", *EVENTS, "daemon_down", "cli_read")
+    names = ("baseline", *EVENTS, "module_prompt", "launcher_prompt", "daemon_down", "cli_read")
     series: dict[str, list[float]] = {name: [] for name in names}
     for n in range(runs):
         series["baseline"].append(
@@ -75,6 +97,9 @@ def hook_series(ana: Person, down_home: Path, runs: int, project: Path) -> dict[
                 {"hook_event_name": event, "session_id": session, "cwd": str(project)}
             )
             series[event].append(timed([*hook, event], stdin, env))
+            if event == "UserPromptSubmit":
+                series["module_prompt"].append(timed([*module, event], stdin, env))
+                series["launcher_prompt"].append(timed([*fast, event], stdin, env))
         stdin = json.dumps({"hook_event_name": "SessionStart", "session_id": "x", "cwd": "/tmp"})
         series["daemon_down"].append(timed([*hook, "SessionStart"], stdin, down_env))
     return series
@@ -148,7 +173,7 @@ def main() -> None:
 def report(series: dict[str, list[float]], *, as_json: bool) -> None:
     result: dict[str, Any] = {name: stats(samples) for name, samples in series.items()}
     base = result["baseline"]["p50_ms"]
-    for event in EVENTS:
+    for event in (*EVENTS, "module_prompt", "launcher_prompt"):
         result[event]["x_baseline"] = round(result[event]["p50_ms"] / base, 2)
     if as_json:
         print(json.dumps(result))

@@ -240,6 +240,8 @@ def hook(runs: dict[str, Any]) -> str:
     r = run["result"]
     base = r["baseline"]
     labels = {"daemon_down": "hook, daemon down (empty answer)",
+              "module_prompt": "hook `UserPromptSubmit` as `python -m crosstalk.hook.main`",
+              "launcher_prompt": "hook `UserPromptSubmit` through a `python -I -S` launcher",
               "cli_read": "`crosstalk read --json`: CLI start-up and one request",
               "mcp_initialize": "`crosstalk server`: spawn → `initialize` returns"}
     rows = [[labels.get(name, f"hook `{name}`"), _ms(fig["p50_ms"]), _ms(fig["p95_ms"]),
@@ -248,8 +250,13 @@ def hook(runs: dict[str, Any]) -> str:
     return head + "\n".join([
         _table(["process, wall time", "p50", "p95", "p50 ÷ bare interpreter"], rows), "",
         f"Baseline, same run and interleaved: `python -c 'import json, socket'`, p50 "
-        f"{_ms(base['p50_ms'])}. Each hook is `python -m crosstalk.hook.main` for Claude Code "
-        "against a real paired daemon on a real relay. See `bench/hook.py` for the details.", "",
+        f"{_ms(base['p50_ms'])}. Each hook runs as the installers write it into client configs "
+        "(the installed `crosstalk-hook` console script) for Claude Code, against a real paired "
+        "daemon on a real relay, and sends one request on the control socket (`hook_event`; "
+        "`notice_shown` follows only an answer that showed notices). The launcher row skips "
+        "the console script's wrapper and site-packages processing (`#!python -I -S`, the "
+        "package's directory on `sys.path`): the floor of a Python hook on this machine. See "
+        "`bench/hook.py` for the details.", "",
     ])
 
 

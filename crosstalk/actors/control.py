@@ -76,6 +76,17 @@ class OpTable:
         op = self._ops.get(name)
         return op is not None and op.stream is not None
 
+    def has(self, name: str) -> bool:
+        return name in self._ops
+
+    async def call(self, name: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Run the request/reply op ``name`` from inside the daemon, as a request would (an op
+        that does several ops' work in one round trip calls them through here)."""
+        op = self._ops.get(name)
+        if op is None or op.handler is None:
+            raise UnknownOp(f"The daemon has no request/reply operation called {name!r}.")
+        return _record(name, await op.handler(structure_remote(params, op.params)))
+
     async def replies(self, request: ControlRequest) -> AsyncGenerator[dict[str, Any], None]:
         """Run one request and yield its reply records; raise CrosstalkError on failure."""
         op = self._ops.get(request.op)

@@ -49,8 +49,8 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
+from crosstalk.core.frozen import Frozen
 from crosstalk.errors import LocalProtocolError
 
 #: Longest sender or session name shown; longer ones are cut (before escaping).
@@ -118,15 +118,25 @@ _PHRASES = {
 }
 
 
-@dataclass(frozen=True)
-class Notice:
+class Notice(Frozen):
     """Who sent what: everything a notice may say. There is deliberately no text field."""
 
+    __slots__ = ("count", "kind", "origin", "sender", "session")
     sender: str
-    session: str | None = None
-    kind: NoticeKind = NoticeKind.MESSAGE
-    count: int = 1
-    origin: Origin = Origin.PERSON
+    session: str | None
+    kind: NoticeKind
+    count: int
+    origin: Origin
+
+    def __init__(
+        self,
+        sender: str,
+        session: str | None = None,
+        kind: NoticeKind = NoticeKind.MESSAGE,
+        count: int = 1,
+        origin: Origin = Origin.PERSON,
+    ) -> None:
+        self._init(sender=sender, session=session, kind=kind, count=count, origin=origin)
 
 
 def _escape_table() -> dict[int, str]:
@@ -291,28 +301,45 @@ def kind_of(recorded: str) -> NoticeKind:
     return RECORDED_KINDS.get(recorded, NoticeKind.MESSAGE)
 
 
-@dataclass(frozen=True)
-class Arrival:
+class Arrival(Frozen):
     """One surfaced, not yet shown notice; ``words`` only when the gate decided ``deliver``."""
 
+    __slots__ = ("batch", "from_session", "kind", "label", "message_id", "words")
     message_id: str
     #: Our own name for the verified sender (never a name the sender wrote).
     label: str
     from_session: str | None
     kind: str
-    words: str | None = None
-    batch: str | None = None
+    words: str | None
+    batch: str | None
+
+    def __init__(
+        self,
+        message_id: str,
+        label: str,
+        from_session: str | None,
+        kind: str,
+        words: str | None = None,
+        batch: str | None = None,
+    ) -> None:
+        self._init(
+            message_id=message_id, label=label, from_session=from_session, kind=kind,
+            words=words, batch=batch,
+        )
 
 
-@dataclass(frozen=True)
-class Rendered:
+class Rendered(Frozen):
     """The text for some arrivals from one sender, and the message ids it shows."""
 
+    __slots__ = ("ids", "label", "session", "text")
     text: str
     ids: tuple[str, ...]
     label: str
     #: The sending session, when all these arrivals came from the same one.
     session: str | None
+
+    def __init__(self, text: str, ids: tuple[str, ...], label: str, session: str | None) -> None:
+        self._init(text=text, ids=ids, label=label, session=session)
 
 
 def render_arrivals(

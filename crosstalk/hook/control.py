@@ -9,13 +9,16 @@ object per line; request ``{"v": 1, "op": ...}``, reply ``{"ok": true, ...}`` or
 from __future__ import annotations
 
 import json
+import os
 import socket
 import time
-from collections.abc import Iterator, Mapping
-from pathlib import Path
-from typing import Any
 
 from crosstalk.errors import CrosstalkError, DaemonUnreachable, TooLarge
+
+TYPE_CHECKING = False  # typing costs the hook start-up time; only the type checker reads these
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+    from typing import Any
 
 PROTOCOL_VERSION = 1
 MAX_REPLY = 16 * 1024 * 1024
@@ -28,13 +31,13 @@ MAX_REQUEST = 1024 * 1024
 class ControlConnection:
     """One connection to the daemon, usable for several requests or a subscription."""
 
-    def __init__(self, path: Path, *, timeout: float) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, timeout: float) -> None:
         self._deadline = time.monotonic() + timeout
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._buffer = b""
         try:
             self._sock.settimeout(self._remaining())
-            self._sock.connect(str(path))
+            self._sock.connect(os.fspath(path))
         except OSError as exc:
             self._sock.close()
             raise DaemonUnreachable(
@@ -120,7 +123,11 @@ def _check_reply(line: bytes) -> dict[str, Any]:
 
 
 def request(
-    path: Path, op: str, params: Mapping[str, Any] | None = None, *, timeout: float = 10.0
+    path: str | os.PathLike[str],
+    op: str,
+    params: Mapping[str, Any] | None = None,
+    *,
+    timeout: float = 10.0,
 ) -> dict[str, Any]:
     """Send one request and return its reply, all within ``timeout`` seconds."""
     with ControlConnection(path, timeout=timeout) as conn:

@@ -2,7 +2,11 @@
 
 Theory of operation
 -------------------
-One :func:`converse` call per hook run, over one control connection with one deadline:
+One :func:`converse` call per hook run, over one control connection with one deadline, and one
+request on it: ``hook_event`` (:data:`HOOK_OP`) asks the daemon for steps 1, 2 and 4 and, when
+wanted, 3 in one round trip (a daemon older than that op is asked op by op, as the steps name
+them). The only other request is ``notice_shown``, after the answer was printed, when it showed
+notices:
 
 1. ``session_register`` on every event: it is idempotent by name, keeps ``last_seen`` fresh (the
    attention gate counts a session live by it), and survives a daemon that lost its state.
@@ -37,15 +41,17 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
 from crosstalk.core.dialects import EventKind, HookEvent
+from crosstalk.core.frozen import Frozen
 from crosstalk.core.notice import Arrival, render_arrivals
 from crosstalk.errors import CrosstalkError
 from crosstalk.hook.control import ControlConnection
+
+TYPE_CHECKING = False  # typing costs the hook start-up time; only the type checker reads these
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+    from typing import Any
 
 #: A notice for a push session that is still waiting after this long was not pushed.
 PUSH_GRACE = 5.0
@@ -56,47 +62,78 @@ CLAIMS_DIR = "hook-sessions"
 QUOTE_LIMIT = 4000
 #: Characters of notices one answer carries; what does not fit waits for the next event.
 ANSWER_LIMIT = 8000
+#: The daemon's one op for a whole hook event (``crosstalk.ops.session_ops``).
+HOOK_OP = "hook_event"
 
 
-@dataclass(frozen=True)
-class SessionInfo:
+class SessionInfo(Frozen):
     """Who is calling: the session's name, client, project and (Claude Code) inbox socket."""
 
+    __slots__ = ("client", "cwd", "inbox_socket", "name", "project", "transcript_path")
     name: str
     client: str
     project: str
     cwd: str
-    inbox_socket: str | None = None
-    transcript_path: str | None = None
+    inbox_socket: str | None
+    transcript_path: str | None
+
+    def __init__(
+        self,
+        name: str,
+        client: str,
+        project: str,
+        cwd: str,
+        inbox_socket: str | None = None,
+        transcript_path: str | None = None,
+    ) -> None:
+        self._init(
+            name=name, client=client, project=project, cwd=cwd, inbox_socket=inbox_socket,
+            transcript_path=transcript_path,
+        )
 
 
-@dataclass
 class Outcome:
     """What the conversation produced: text parts in order, and the first error met."""
 
-    parts: list[str] = field(default_factory=list)
-    error: CrosstalkError | None = None
-    #: Notice ids the text shows: marked shown only after the answer is printed.
-    shown: list[str] = field(default_factory=list)
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.error: CrosstalkError | None = None
+        #: Notice ids the text shows: marked shown only after the answer is printed.
+        self.shown: list[str] = []
 
     @property
     def text(self) -> str:
         return "\n\n".join(part.strip("\n") for part in self.parts if part.strip())
 
 
+def pure_path(text: str) -> str:
+    """``str(pathlib.PurePosixPath(text))`` (pathlib costs start-up time)."""
+    return _lineage(text)[0]
+
+
+def _lineage(cwd: str) -> list[str]:
+    """``cwd`` and every directory above it, as ``pathlib.PurePosixPath`` spells them (no
+    ``..`` resolved, no symlink followed), nearest first; pathlib costs start-up time."""
+    root = ""
+    if cwd.startswith("/"):
+        root = "//" if cwd.startswith("//") and not cwd.startswith("///") else "/"
+    parts = [part for part in cwd.split("/") if part and part != "."]
+    return [root + "/".join(parts[:n]) or "." for n in range(len(parts), -1, -1)]
+
+
 def project_of(cwd: str) -> str:
     """The git root above ``cwd`` (a ``.git`` file or directory), else ``cwd`` itself."""
-    here = Path(cwd)
-    for candidate in (here, *here.parents):
+    places = _lineage(cwd)
+    for candidate in places:  # pathlib's walk up: Path(cwd), *Path(cwd).parents
         try:
-            if (candidate / ".git").exists():
-                return str(candidate)
+            if os.path.exists(os.path.join(candidate, ".git")):
+                return candidate
         except (OSError, ValueError):  # too long for the OS, or a NUL: not a place on disk
             continue
-    return str(here)
+    return places[0]
 
 
-def claim_path(state_dir: Path, session: str) -> Path:
+def claim_path(state_dir: str | os.PathLike[str], session: str) -> str:
     """The marker file that says this session already had its working set.
 
     The name is the session id in hex (collision-free, safe on any filesystem); an id too long
@@ -107,14 +144,14 @@ def claim_path(state_dir: Path, session: str) -> Path:
         import hashlib
 
         name = "h" + hashlib.sha256(name.encode()).hexdigest()
-    return state_dir / CLAIMS_DIR / name
+    return os.path.join(state_dir, CLAIMS_DIR, name)
 
 
-def claim_once(state_dir: Path, session: str) -> bool:
+def claim_once(state_dir: str | os.PathLike[str], session: str) -> bool:
     """Create the session's marker; True only for the one caller that created it."""
     path = claim_path(state_dir, session)
     try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
         return False
@@ -180,7 +217,7 @@ def converse(
     event: HookEvent,
     *,
     carries_text: bool,
-    state_dir: Path,
+    state_dir: str | os.PathLike[str],
     marker: Callable[[], str],
 ) -> Outcome:
     """Talk to the daemon for one hook event (see the module docstring); never raises.
@@ -205,7 +242,7 @@ def _converse(
     info: SessionInfo,
     event: HookEvent,
     carries_text: bool,
-    state_dir: Path,
+    state_dir: str | os.PathLike[str],
     outcome: Outcome,
     marker: Callable[[], str],
 ) -> None:
@@ -214,19 +251,26 @@ def _converse(
         register["inbox_socket"] = info.inbox_socket
     if info.transcript_path:
         register["transcript_path"] = info.transcript_path
-    _ask(conn, "session_register", register)
-    if event.kind is EventKind.PROMPT:
-        _ask(conn, "session_status", {"name": info.name, "status": "busy"})
-    elif event.kind is EventKind.STOP:
-        _ask(conn, "session_status", {"name": info.name, "status": "idle"})
+    status = {EventKind.PROMPT: "busy", EventKind.STOP: "idle"}.get(event.kind)
+    wants_set = carries_text and not os.path.exists(claim_path(state_dir, info.name))
+    asked = dict(register)
+    if status is not None:
+        asked["status"] = status
+    if wants_set:
+        asked.update(working_set=True, cwd=info.cwd)
+    if carries_text:
+        asked["notices"] = True
+    try:
+        reply = _ask(conn, HOOK_OP, asked)
+    except CrosstalkError as exc:
+        if exc.code != "unknown_op":
+            raise
+        reply = _one_by_one(conn, info, register, status, wants_set, carries_text)
+    if wants_set and claim_once(state_dir, info.name):
+        outcome.parts.append(str(reply.get("working_set") or ""))
     if not carries_text:
         return
-    if not claim_path(state_dir, info.name).exists():
-        reply = _ask(conn, "working_set", {"session": info.name, "cwd": info.cwd})
-        if claim_once(state_dir, info.name):
-            outcome.parts.append(str(reply.get("text") or ""))
-    asked = {"session": info.name, "pending": True, "words": True}
-    rows = _ask(conn, "notices", asked).get("notices") or []
+    rows = reply.get("notices") or []
     rows = [r for r in rows if isinstance(r, dict)]
     if info.inbox_socket:
         cutoff = time.time() - PUSH_GRACE
@@ -236,6 +280,28 @@ def _converse(
     if ids:
         outcome.parts.append(text)
         outcome.shown = ids
+
+
+def _one_by_one(
+    conn: ControlConnection,
+    info: SessionInfo,
+    register: Mapping[str, Any],
+    status: str | None,
+    wants_set: bool,
+    carries_text: bool,
+) -> dict[str, Any]:
+    """What :data:`HOOK_OP` answers, asked op by op (a daemon older than that op)."""
+    reply: dict[str, Any] = {}
+    _ask(conn, "session_register", register)
+    if status is not None:
+        _ask(conn, "session_status", {"name": info.name, "status": status})
+    if wants_set:
+        asked = {"session": info.name, "cwd": info.cwd}
+        reply["working_set"] = _ask(conn, "working_set", asked).get("text")
+    if carries_text:
+        pending = {"session": info.name, "pending": True, "words": True}
+        reply["notices"] = _ask(conn, "notices", pending).get("notices")
+    return reply
 
 
 def mark_shown(conn: ControlConnection, info: SessionInfo, ids: Sequence[str]) -> None:

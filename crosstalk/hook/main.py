@@ -30,13 +30,36 @@ import select
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol
 
 from crosstalk.core.dialects import Dialect, HookEvent, detect_client, dialect_for
 from crosstalk.errors import CrosstalkError, DaemonUnreachable, LocalProtocolError
 from crosstalk.hook.control import ControlConnection
-from crosstalk.hook.flow import SessionInfo, converse, mark_shown, project_of
-from crosstalk.paths import Home
+from crosstalk.hook.flow import SessionInfo, converse, mark_shown, project_of, pure_path
+
+TYPE_CHECKING = False  # typing costs the hook start-up time; only the type checker reads these
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    class Spawn(Protocol):
+        """``os.posix_spawn``'s shape (tests pass a recorder)."""
+
+        def __call__(
+            self,
+            path: str,
+            argv: list[str],
+            env: dict[str, str],
+            /,
+            *,
+            file_actions: list[tuple[int, int, str, int, int]],
+            setsid: bool,
+        ) -> int: ...
+
+    class Rooted(Protocol):
+        """A state directory: :class:`HookHome`, or ``crosstalk.paths.Home``."""
+
+        @property
+        def root(self) -> str | os.PathLike[str]: ...
+
 
 #: Seconds from start within which the daemon must have answered everything.
 BUDGET = 0.8
@@ -49,21 +72,28 @@ SESSION_ENV = ("CLAUDE_CODE_SESSION_ID", "ANTIGRAVITY_CONVERSATION_ID")
 INBOX_ENV = "CLAUDE_CODE_MESSAGING_SOCKET"
 #: Seconds between two attempts by hooks to start the daemon of one state directory.
 RESTART_EVERY = 10.0
+#: ``crosstalk.paths.HOME_ENV`` (that module imports pathlib; a test keeps the two equal).
+HOME_ENV = "CROSSTALK_HOME"
 
 
-class Spawn(Protocol):
-    """``os.posix_spawn``'s shape (tests pass a recorder)."""
+class HookHome:
+    """The files of the state directory the hook uses: ``crosstalk.paths.Home`` in strings."""
 
-    def __call__(
-        self,
-        path: str,
-        argv: list[str],
-        env: dict[str, str],
-        /,
-        *,
-        file_actions: list[tuple[int, int, str, int, int]],
-        setsid: bool,
-    ) -> int: ...
+    __slots__ = ("identity", "root", "socket")
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.socket = os.path.join(root, "daemon.sock")
+        self.identity = os.path.join(root, "identity.json")
+
+    @classmethod
+    def resolve(cls) -> HookHome:
+        """``Home.resolve()``: ``CROSSTALK_HOME``, else ``~/.crosstalk``, made absolute."""
+        chosen = os.environ.get(HOME_ENV) or os.path.join(os.path.expanduser("~"), ".crosstalk")
+        chosen = os.path.expanduser(chosen)
+        if not chosen.startswith("/"):
+            chosen = os.path.join(os.getcwd(), chosen)
+        return cls(pure_path(chosen))
 
 
 class Usage(Exception):
@@ -160,16 +190,17 @@ def new_marker() -> str:
     return os.urandom(8).hex()
 
 
-def start_daemon_detached(home: Home, *, spawn: Spawn = os.posix_spawn) -> None:
+def start_daemon_detached(home: Rooted, *, spawn: Spawn = os.posix_spawn) -> None:
     """Start the daemon for the next event without waiting for it (a lock keeps it single).
 
     At most once per :data:`RESTART_EVERY` seconds per state directory (a stamp file says when
     a hook last tried), so a burst of events while it starts, or a daemon that keeps refusing
     to start, does not fork one process per event.
     """
-    stamp = home.root / "hook-started-daemon"
+    root = os.fspath(home.root)
+    stamp = os.path.join(root, "hook-started-daemon")
     try:
-        if time.time() - stamp.stat().st_mtime < RESTART_EVERY:
+        if time.time() - os.stat(stamp).st_mtime < RESTART_EVERY:
             return
     except OSError:
         pass  # no stamp yet
@@ -181,13 +212,14 @@ def start_daemon_detached(home: Home, *, spawn: Spawn = os.posix_spawn) -> None:
         "run",
         "--detach",
         "--home",
-        str(home.root),
+        root,
     ]
     quiet = [
         (os.POSIX_SPAWN_OPEN, fd, os.devnull, os.O_RDWR, 0) for fd in (0, 1, 2)
     ]  # stdout is the client's: the daemon must not write there
     try:
-        stamp.touch(mode=0o600)
+        os.close(os.open(stamp, os.O_WRONLY | os.O_CREAT, 0o600))
+        os.utime(stamp)
         # posix_spawn, not subprocess: nothing more to import, no Popen object to outlive us,
         # and setsid detaches the daemon from the client's process group.
         spawn(sys.executable, argv, dict(os.environ), file_actions=quiet, setsid=True)
@@ -206,7 +238,7 @@ def warn(text: str) -> None:
 def answer(
     dialect: Dialect,
     event: HookEvent,
-    home: Home,
+    home: HookHome,
     started: float,
     marker: Callable[[], str] = new_marker,
     emit: Emit = returned,
@@ -218,7 +250,7 @@ def answer(
     reached the client leaves them pending for the next event.
     """
     info = session_info(event, dialect.client)
-    if info is None or not home.identity.exists():
+    if info is None or not os.path.exists(home.identity):
         return dialect.render(event, None)  # not set up, or no session: nothing to say
     carries = dialect.can_carry_text(event)
     try:
@@ -283,7 +315,7 @@ def _run(
         return "{}", EXIT_USAGE
     event = dialect.parse(argv_event, stdin)
     try:
-        return answer(dialect, event, Home.resolve(), started, marker, emit), EXIT_OK
+        return answer(dialect, event, HookHome.resolve(), started, marker, emit), EXIT_OK
     except CrosstalkError as exc:
         warn(exc.message)
         return dialect.render(event, None), EXIT_OK

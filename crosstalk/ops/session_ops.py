@@ -1,6 +1,8 @@
 """The ops the hooks call about sessions: ``session_register``, ``session_status`` (busy/idle;
 the reply lists what surfaced), ``notices`` (what the gate decided, optionally only what is
-surfaced and not yet shown) and ``notice_shown`` (a session showed these).
+surfaced and not yet shown) and ``notice_shown`` (a session showed these); and ``hook_event``,
+all a hook event needs in one round trip: register, then the status, then (when asked) the
+working set and the pending notices with their words, exactly as those ops answer them.
 
 Registered by ``crosstalk.ops.trust_ops.register``, which owns the attention gate actor and hands
 over a way to reach its inbox.
@@ -92,6 +94,32 @@ class NoticesReply:
 
 
 @attrs.frozen
+class HookEventParams:
+    """``session_register``'s fields, then what else the event needs."""
+
+    name: str
+    client: str = "unknown"
+    project: str = ""
+    inbox_socket: str | None = None
+    transcript_path: str | None = None
+    #: ``busy`` (a prompt) or ``idle`` (a stop), as ``session_status`` takes it; None: neither.
+    status: str | None = None
+    #: Ask for the working set (``working_set {session, cwd}``).
+    working_set: bool = False
+    cwd: str | None = None
+    #: Ask for the pending notices with words (``notices {session, pending, words}``).
+    notices: bool = False
+
+
+@attrs.frozen
+class HookEventReply:
+    session: SessionView
+    #: The working set's text, when asked for (None: this daemon has no memory feature).
+    working_set: str | None = None
+    notices: list[NoticeView] | None = None
+
+
+@attrs.frozen
 class NoticeShownParams:
     session: str
     ids: list[str]
@@ -175,6 +203,23 @@ def register(
             raise CrosstalkError("The attention gate did not answer in time; try again.")
         return SessionStatusReply(params.name, status.value, list(surfaced))
 
+    async def hook_event(params: HookEventParams) -> HookEventReply:
+        view = await session_register(SessionRegisterParams(
+            params.name, params.client, params.project, params.inbox_socket,
+            params.transcript_path,
+        ))
+        if params.status is not None:
+            await session_status(SessionStatusParams(params.name, params.status))
+        text: str | None = None
+        if params.working_set and ops.has("working_set"):
+            asked = {"session": params.name, "cwd": params.cwd}
+            text = (await ops.call("working_set", asked)).get("text")
+        rows: list[NoticeView] | None = None
+        if params.notices:
+            rows = (await notices(NoticesParams(params.name, pending=True, words=True))).notices
+        return HookEventReply(view, text, rows)
+
+    ops.add("hook_event", HookEventParams, hook_event)
     ops.add("notices", NoticesParams, notices)
     ops.add("notice_shown", NoticeShownParams, notice_shown)
     ops.add("session_register", SessionRegisterParams, session_register)

@@ -1,7 +1,10 @@
 """A fake daemon for hook tests: a real unix control socket served by a thread.
 
 It answers each request line with ``{"ok": true, **replies[op](request)}`` and records every
-request, or (``stall=True``) accepts and never answers, like a daemon that is stuck.
+request, or (``stall=True``) accepts and never answers, like a daemon that is stuck. A
+``hook_event`` request (the hook's one op per event) is answered as the daemon answers it, from
+the replies of the ops it stands for, and recorded as those ops (``requests``, ``ops()``); the
+lines as sent are in ``lines``.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ class FakeDaemon:
         self.replies = replies
         self.stall = stall
         self.requests: list[dict[str, Any]] = []
+        self.lines: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener.bind(str(path))
@@ -49,14 +53,40 @@ class FakeDaemon:
             for line in stream:
                 request = json.loads(line)
                 with self._lock:
-                    self.requests.append(request)
+                    self.lines.append(request)
                 if self.stall:
                     self._stop.wait(5.0)
                     return
-                handler = self.replies.get(request["op"])
-                answer = handler(request) if handler is not None else {}
+                if request["op"] == "hook_event" and "hook_event" not in self.replies:
+                    answer = self._hook_event(request)
+                else:
+                    answer = self._answer(request)
                 stream.write((json.dumps({"ok": True, **answer}) + "\n").encode())
                 stream.flush()
+
+    def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            self.requests.append(request)
+        handler = self.replies.get(request["op"])
+        return handler(request) if handler is not None else {}
+
+    def _hook_event(self, request: dict[str, Any]) -> dict[str, Any]:
+        """``hook_event`` as ``crosstalk.ops.session_ops`` answers it, op by op."""
+        fields = ("name", "client", "project", "inbox_socket", "transcript_path")
+        register = {"v": 1, "op": "session_register"}
+        register.update({k: request[k] for k in fields if k in request})
+        reply: dict[str, Any] = {"session": self._answer(register)}
+        name = request["name"]
+        if request.get("status") is not None:
+            status = {"v": 1, "op": "session_status", "name": name, "status": request["status"]}
+            self._answer(status)
+        if request.get("working_set"):
+            asked = {"v": 1, "op": "working_set", "session": name, "cwd": request.get("cwd")}
+            reply["working_set"] = self._answer(asked).get("text")
+        if request.get("notices"):
+            asked = {"v": 1, "op": "notices", "session": name, "pending": True, "words": True}
+            reply["notices"] = self._answer(asked).get("notices")
+        return reply
 
     def ops(self) -> list[str]:
         with self._lock:

@@ -468,3 +468,76 @@ def test_import_path_is_standard_library_only() -> None:
     loaded = {line.split("|")[-1].strip().split(".")[0] for line in done.stderr.splitlines()}
     assert not loaded & {"trio", "attrs", "attr", "cattrs", "nacl", "typer", "mcp", "sqlite3"}
     assert "crosstalk" in loaded
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+def test_every_event_is_one_request_on_the_control_socket(client: str, home: Home) -> None:
+    """Each registered event is one ``hook_event`` line (plus ``notice_shown`` after an answer
+    that showed notices), whatever the event needs: register, status, working set, notices."""
+    waiting = [{"id": "m1", "sender": "ana", "label": "ana", "kind": "message", "batch": "b1"}]
+    fake = FakeDaemon(home.socket, default_replies(waiting))
+    try:
+        for event in dialect_for(client).registered:
+            before = len(fake.lines)
+            hook(client, event, payload(client, event))
+            sent = [line["op"] for line in fake.lines[before:]]
+            assert sent[:1] == ["hook_event"] and set(sent[1:]) <= {"notice_shown"}, sent
+            assert len(sent) <= 2
+    finally:
+        fake.close()
+    assert "notice_shown" in fake.ops()  # the waiting notice was shown on a carrying event
+
+
+def test_a_daemon_without_the_combined_op_is_asked_op_by_op(home: Home) -> None:
+    """A daemon older than ``hook_event`` refuses it; the hook asks the ops one by one and
+    prints the same answer."""
+    replies = default_replies()
+    replies["hook_event"] = lambda r: {
+        "ok": False, "error": {"code": "unknown_op", "message": "no such op"}
+    }
+    fake = FakeDaemon(home.socket, replies)
+    try:
+        event, golden = CARRIER_GOLDEN["claude"]
+        out, status = hook("claude", event, payload("claude", event))
+    finally:
+        fake.close()
+    assert (out, status) == (json.dumps(golden, separators=(",", ":")), 0)
+    assert fake.ops() == ["hook_event", "session_register", "working_set", "notices"]
+
+
+def test_the_hooks_state_directory_is_the_one_home_resolves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``HookHome`` (strings, no pathlib) names the same files as ``crosstalk.paths.Home``."""
+    from crosstalk import paths
+    from crosstalk.hook.main import HOME_ENV, HookHome
+
+    assert HOME_ENV == paths.HOME_ENV
+    for chosen in (None, "/tmp//ct-x/./home/", "~/ct-y", "relative/dir", "/a/b/../c"):
+        if chosen is None:
+            monkeypatch.delenv(HOME_ENV, raising=False)
+        else:
+            monkeypatch.setenv(HOME_ENV, chosen)
+        ours, theirs = HookHome.resolve(), Home.resolve()
+        assert ours.root == str(theirs.root)
+        assert (ours.socket, ours.identity) == (str(theirs.socket), str(theirs.identity))
+
+
+def test_hook_import_path_skips_what_a_bare_interpreter_does_not_load() -> None:
+    """Beyond the modules ``import json, socket`` loads, the hook imports only its own: no
+    dataclasses (inspect, ast, dis), pathlib or typing. Run without site-packages processing
+    (``-S``), so what a .pth file imports does not hide what the hook imports."""
+    import crosstalk
+
+    env = {**os.environ, "PYTHONPATH": str(Path(crosstalk.__file__).parents[1])}
+
+    def loaded(code: str) -> set[str]:
+        done = subprocess.run(
+            [sys.executable, "-S", "-X", "importtime", "-c", code],
+            capture_output=True, text=True, timeout=30, check=True, env=env,
+        )
+        return {line.split("|")[-1].strip() for line in done.stderr.splitlines()[1:]}
+
+    bare = loaded("import json, socket")
+    extra = loaded("import crosstalk.hook.main") - bare
+    assert not {m for m in extra if not m.startswith("crosstalk")} - {"__future__"}, extra

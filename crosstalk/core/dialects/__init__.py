@@ -17,7 +17,6 @@ fallback, not the main path.
 
 from __future__ import annotations
 
-import importlib
 import re
 
 from crosstalk.core.dialects.base import (
@@ -68,7 +67,8 @@ def dialect_for(client: str) -> Dialect:
     if name not in CLIENTS:
         known = ", ".join(CLIENTS)
         raise LocalProtocolError(f"crosstalk has no hook dialect for {client!r} ({known}).")
-    module = importlib.import_module(f"crosstalk.core.dialects.{name}")
+    # __import__, not importlib.import_module: importlib costs the hook start-up time.
+    module = __import__(f"crosstalk.core.dialects.{name}", fromlist=["DIALECT"])
     dialect = getattr(module, "DIALECT", None)
     if not isinstance(dialect, Dialect):
         raise LocalProtocolError(f"crosstalk.core.dialects.{name} defines no DIALECT.")

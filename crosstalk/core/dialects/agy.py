@@ -18,7 +18,6 @@ so the timeout is a whole number of seconds.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 
 from crosstalk.core.dialects.base import (
@@ -52,8 +51,8 @@ def _first_invocation(event: HookEvent, payload: Mapping[str, object]) -> HookEv
         return event
     first = number == 0
     if first and event.raw_event == "PreInvocation":
-        return dataclasses.replace(event, kind=EventKind.SESSION_START, first_turn=True)
-    return dataclasses.replace(event, first_turn=first)
+        return event.replace(kind=EventKind.SESSION_START, first_turn=True)
+    return event.replace(first_turn=first)
 
 
 def _answer(event: str, text: str) -> dict[str, object]:

@@ -35,8 +35,9 @@ from __future__ import annotations
 import enum
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from types import MappingProxyType
 
+from crosstalk.core.frozen import Frozen
 from crosstalk.errors import LocalProtocolError
 
 #: A path into a payload: keys of nested objects, or an index into a list.
@@ -63,68 +64,158 @@ class Decision(enum.Enum):
     BLOCK = "block"
 
 
-@dataclass(frozen=True)
-class HookEvent:
+class HookEvent(Frozen):
     """One hook invocation, normalised. Every field but ``client`` and ``kind`` may be missing."""
 
+    __slots__ = (
+        "client",
+        "cwd",
+        "first_turn",
+        "kind",
+        "prompt",
+        "raw_event",
+        "session_id",
+        "session_name",
+        "stop_hook_active",
+        "transcript_path",
+    )
     client: str
     kind: EventKind
-    raw_event: str | None = None
-    session_id: str | None = None
-    cwd: str | None = None
-    transcript_path: str | None = None
-    prompt: str | None = None
+    raw_event: str | None
+    session_id: str | None
+    cwd: str | None
+    transcript_path: str | None
+    prompt: str | None
     #: A name the client gives the session (Codex ``thread_name``, Kimi ``session_title``).
-    session_name: str | None = None
+    session_name: str | None
     #: The client says this is the session's first turn (Antigravity, Hermes), or None.
-    first_turn: bool | None = None
+    first_turn: bool | None
     #: The client is re-running a stop hook after one blocked (Claude Code, Codex, Gemini).
-    stop_hook_active: bool = False
+    stop_hook_active: bool
+
+    def __init__(
+        self,
+        client: str,
+        kind: EventKind,
+        raw_event: str | None = None,
+        session_id: str | None = None,
+        cwd: str | None = None,
+        transcript_path: str | None = None,
+        prompt: str | None = None,
+        session_name: str | None = None,
+        first_turn: bool | None = None,
+        stop_hook_active: bool = False,
+    ) -> None:
+        self._init(
+            client=client, kind=kind, raw_event=raw_event, session_id=session_id, cwd=cwd,
+            transcript_path=transcript_path, prompt=prompt, session_name=session_name,
+            first_turn=first_turn, stop_hook_active=stop_hook_active,
+        )
 
 
-@dataclass(frozen=True)
-class Fields:
+class Fields(Frozen):
     """Where one client's payload keeps each field; the first present, non-empty one wins."""
 
-    event: Sequence[Path] = (("hook_event_name",),)
-    session_id: Sequence[Path] = (("session_id",),)
-    cwd: Sequence[Path] = (("cwd",),)
-    transcript: Sequence[Path] = (("transcript_path",),)
-    prompt: Sequence[Path] = (("prompt",),)
-    session_name: Sequence[Path] = ()
-    first_turn: Sequence[Path] = ()
-    stop_hook_active: Sequence[Path] = (("stop_hook_active",),)
+    __slots__ = (
+        "cwd",
+        "event",
+        "first_turn",
+        "prompt",
+        "session_id",
+        "session_name",
+        "stop_hook_active",
+        "transcript",
+    )
+    event: Sequence[Path]
+    session_id: Sequence[Path]
+    cwd: Sequence[Path]
+    transcript: Sequence[Path]
+    prompt: Sequence[Path]
+    session_name: Sequence[Path]
+    first_turn: Sequence[Path]
+    stop_hook_active: Sequence[Path]
+
+    def __init__(
+        self,
+        event: Sequence[Path] = (("hook_event_name",),),
+        session_id: Sequence[Path] = (("session_id",),),
+        cwd: Sequence[Path] = (("cwd",),),
+        transcript: Sequence[Path] = (("transcript_path",),),
+        prompt: Sequence[Path] = (("prompt",),),
+        session_name: Sequence[Path] = (),
+        first_turn: Sequence[Path] = (),
+        stop_hook_active: Sequence[Path] = (("stop_hook_active",),),
+    ) -> None:
+        self._init(
+            event=event, session_id=session_id, cwd=cwd, transcript=transcript, prompt=prompt,
+            session_name=session_name, first_turn=first_turn, stop_hook_active=stop_hook_active,
+        )
 
 
-@dataclass(frozen=True)
-class EventSpec:
+class EventSpec(Frozen):
     """How crosstalk reads one of the client's events."""
 
+    __slots__ = ("carries_text", "kind")
     kind: EventKind
-    carries_text: bool = False
+    carries_text: bool
+
+    def __init__(self, kind: EventKind, carries_text: bool = False) -> None:
+        self._init(kind=kind, carries_text=carries_text)
 
 
 #: Builds the answer object for an event that carries ``text``: (event name, text) -> object.
 TextAnswer = Callable[[str, str], dict[str, object]]
 
 
-@dataclass(frozen=True)
-class Dialect:
+#: The empty answer of a dialect that names none: ``{}``.
+NO_ANSWER: Mapping[str, object] = MappingProxyType({})
+
+
+class Dialect(Frozen):
     """One client's hook contract (see the module docstring)."""
 
+    __slots__ = (
+        "answer_text",
+        "client",
+        "config",
+        "decisions",
+        "empty",
+        "events",
+        "fields",
+        "refine",
+        "registered",
+    )
     client: str
     events: Mapping[str, EventSpec]
     answer_text: TextAnswer
     #: The events an installer registers, in order.
     registered: tuple[str, ...]
     config: Callable[[str], dict[str, object]]
-    fields: Fields = field(default_factory=Fields)
+    fields: Fields
     #: What to print when there is nothing to say.
-    empty: Mapping[str, object] = field(default_factory=dict)
+    empty: Mapping[str, object]
     #: Events whose answer may carry a decision (only Goose's Stop).
-    decisions: frozenset[str] = frozenset()
+    decisions: frozenset[str]
     #: Hook for client-specific reading of the payload (Antigravity's first invocation).
-    refine: Callable[[HookEvent, Mapping[str, object]], HookEvent] | None = None
+    refine: Callable[[HookEvent, Mapping[str, object]], HookEvent] | None
+
+    def __init__(
+        self,
+        client: str,
+        events: Mapping[str, EventSpec],
+        answer_text: TextAnswer,
+        registered: tuple[str, ...],
+        config: Callable[[str], dict[str, object]],
+        fields: Fields | None = None,
+        empty: Mapping[str, object] = NO_ANSWER,
+        decisions: frozenset[str] = frozenset(),
+        refine: Callable[[HookEvent, Mapping[str, object]], HookEvent] | None = None,
+    ) -> None:
+        self._init(
+            client=client, events=events, answer_text=answer_text, registered=registered,
+            config=config, fields=Fields() if fields is None else fields, empty=empty,
+            decisions=decisions, refine=refine,
+        )
 
     def parse(self, argv_event: str | None, stdin_text: str) -> HookEvent:
         """Read one invocation; never raises (garbage gives an ``OTHER`` event)."""
