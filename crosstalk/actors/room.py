@@ -34,8 +34,8 @@ from crosstalk.actors.doorbell import Doorbell
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.core.room import Applied, Verdict, decide
 from crosstalk.errors import CrosstalkError, NotAMember, RemoteProtocolError, UnknownRoom
-from crosstalk.features.membership.queries import removal
 from crosstalk.store.db import Store
+from crosstalk.store.membership import removal
 from crosstalk.store.rooms import get_room, members, room_key
 from crosstalk.wire.room_ops import (
     RoomOp,

@@ -19,10 +19,10 @@ from crosstalk.actors.router import PresenceQuery
 from crosstalk.core.levels import resolve_level
 from crosstalk.daemon import Daemon
 from crosstalk.errors import UsageError
-from crosstalk.features.membership.queries import room_members_not_contacts
 from crosstalk.store.attention import load_mutes, load_trust
 from crosstalk.store.gate import source_of
 from crosstalk.store.identity import save_identity
+from crosstalk.store.membership import room_members_not_contacts
 from crosstalk.store.presence import peer_sessions
 from crosstalk.store.rooms import contact_named, list_contacts
 from crosstalk.store.sessions import list_sessions

@@ -30,7 +30,6 @@ from crosstalk.errors import (
     UnknownRoom,
     UsageError,
 )
-from crosstalk.features.membership import queries as mq
 from crosstalk.features.membership.actor import fetch_roster
 from crosstalk.features.membership.keys import invitation as invitation_op
 from crosstalk.features.membership.keys import (
@@ -44,6 +43,7 @@ from crosstalk.features.membership.lifecycle import (
     relay_says_joined,
 )
 from crosstalk.features.membership.names import apply_names, welcome
+from crosstalk.store import membership as mq
 from crosstalk.store.rooms import (
     Contact,
     Room,

@@ -22,10 +22,10 @@ from crosstalk.core.mute import EVERYONE
 from crosstalk.core.room import Applied
 from crosstalk.daemon import Daemon
 from crosstalk.errors import CrosstalkError, UnknownPeer, UnknownRoom
-from crosstalk.features.membership.queries import member_named, room_members_not_contacts
 from crosstalk.ops import session_ops
 from crosstalk.store import attention as db
 from crosstalk.store.gate import source_of
+from crosstalk.store.membership import member_named, room_members_not_contacts
 from crosstalk.store.rooms import Contact, list_contacts, list_rooms
 from crosstalk.wire.room_ops import MessageOp
 

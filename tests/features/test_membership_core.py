@@ -9,12 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from crosstalk import crypto
+from crosstalk.core.members import BY_ADDER, BY_SELF, PLACEHOLDER, KnownMember
 from crosstalk.features.membership.core import (
-    BY_ADDER,
-    BY_SELF,
     MAX_LABEL,
-    PLACEHOLDER,
-    KnownMember,
     clean_label,
     name_member,
     placeholder_label,

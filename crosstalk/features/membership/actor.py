@@ -21,8 +21,8 @@ from crosstalk import crypto
 from crosstalk.actors.context import ActorContext
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.errors import CrosstalkError
-from crosstalk.features.membership import queries as q
 from crosstalk.features.membership.core import RosterChange, reconcile
+from crosstalk.store import membership as q
 from crosstalk.store.db import Store
 from crosstalk.wire import relay as w
 

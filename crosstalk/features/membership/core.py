@@ -33,24 +33,10 @@ from collections.abc import Iterable, Mapping, Sequence
 import attrs
 
 from crosstalk import crypto
+from crosstalk.core.members import BY_ADDER, BY_SELF, PLACEHOLDER, KnownMember
 from crosstalk.wire.relay import Member, member_transcript
 
 MAX_LABEL = 64
-PLACEHOLDER, BY_ADDER, BY_SELF = 0, 1, 2
-
-
-@attrs.frozen
-class KnownMember:
-    """One local roster row. ``state`` is ``member`` (joined) or ``invited``."""
-
-    fingerprint: str
-    label: str
-    ed_pub: bytes = attrs.field(repr=False)
-    x_pub: bytes = attrs.field(repr=False)
-    state: str = "member"
-    added_by: str | None = None
-    gone: bool = False
-    named: int = BY_ADDER
 
 
 @attrs.frozen

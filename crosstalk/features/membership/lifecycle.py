@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import sqlite3
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -25,8 +24,8 @@ from typing import Protocol
 from crosstalk import crypto
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.errors import CrosstalkError
-from crosstalk.features.membership import queries as q
 from crosstalk.features.membership.actor import fetch_roster
+from crosstalk.store import membership as q
 from crosstalk.store.db import Store
 from crosstalk.wire import relay as w
 from crosstalk.wire.room_ops import MemberNamed, RoomOp
@@ -80,15 +79,6 @@ async def finish_join(host: RoomHost, room_id: str) -> None:
     await host.send_op(room_id, MemberNamed({keys.fingerprint: host.own_label()}))
 
 
-def _local_rooms(conn: sqlite3.Connection, me: str) -> list[tuple[str, str, bool]]:
-    """``(room id, state, made by us and only us in it)`` for every room not left or removed."""
-    rows = conn.execute(
-        "SELECT room_id, state FROM rooms WHERE state IN ('joined', 'invited') "
-        "AND kind = 'shared' AND removed_at IS NULL ORDER BY room_id"
-    ).fetchall()
-    return [(str(r), str(s), q.made_by_us_alone(conn, str(r), me)) for r, s in rows]
-
-
 async def reconcile_with_relay(
     host: RoomHost, beat: Callable[[], None], within: float
 ) -> list[str]:
@@ -100,7 +90,7 @@ async def reconcile_with_relay(
     keys = host.keys
     joined = []
     for room_id, state, ours_alone in await host.store.read(
-        lambda conn: _local_rooms(conn, keys.fingerprint)
+        lambda conn: q.local_rooms(conn, keys.fingerprint)
     ):
         beat()
         there = at_relay.get(room_id)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import sqlite3
 
+from crosstalk.core.members import PLACEHOLDER
 from crosstalk.core.room import Applied
-from crosstalk.features.membership import queries as q
-from crosstalk.features.membership.core import PLACEHOLDER, name_member
+from crosstalk.features.membership.core import name_member
+from crosstalk.store import membership as q
 from crosstalk.wire.room_ops import MemberNamed, MemoryEnvelope, MessageOp
 
 

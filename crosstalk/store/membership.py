@@ -8,8 +8,8 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from crosstalk.core.members import KnownMember
 from crosstalk.errors import UnknownPeer
-from crosstalk.features.membership.core import KnownMember
 
 _COLUMNS = "fingerprint, label, signing_key, box_key, state, added_by, gone, named"
 
@@ -171,3 +171,12 @@ def made_by_us_alone(conn: sqlite3.Connection, room_id: str, me: str) -> bool:
         "SELECT fingerprint, added_by FROM room_members WHERE room_id = ?", (room_id,)
     ).fetchall()
     return [(str(fp), added_by) for fp, added_by in rows] == [(me, me)]
+
+
+def local_rooms(conn: sqlite3.Connection, me: str) -> list[tuple[str, str, bool]]:
+    """``(room id, state, made by us and only us in it)`` for every room not left or removed."""
+    rows = conn.execute(
+        "SELECT room_id, state FROM rooms WHERE state IN ('joined', 'invited') "
+        "AND kind = 'shared' AND removed_at IS NULL ORDER BY room_id"
+    ).fetchall()
+    return [(str(r), str(s), made_by_us_alone(conn, str(r), me)) for r, s in rows]
