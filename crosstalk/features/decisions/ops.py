@@ -16,13 +16,9 @@ import attrs
 from crosstalk.actors.control import OpTable
 from crosstalk.core.room import Applied
 from crosstalk.daemon import Daemon
-from crosstalk.features.decisions.queries import (
-    DecisionView,
-    announced,
-    hold_announcement,
-    list_decisions,
-)
+from crosstalk.features.decisions.core import announced
 from crosstalk.ops import memory_views as v
+from crosstalk.store.decisions import DecisionView, hold_announcement, list_decisions
 
 
 @attrs.frozen
@@ -42,7 +38,12 @@ def register(ops: OpTable, daemon: Daemon) -> None:
     def me() -> str:
         return daemon.keys.fingerprint if daemon.identity is not None else ""
 
-    daemon.appliers.append(lambda conn, applied: hold_announcement(conn, applied, me=me()))
+    def hold(conn: sqlite3.Connection, applied: Applied) -> None:
+        op = announced(applied, me=me())
+        if op is not None:
+            hold_announcement(conn, applied, op)
+
+    daemon.appliers.append(hold)
 
     async def announce(applied: list[Applied]) -> None:
         told = []

@@ -9,12 +9,10 @@ import time
 import attrs
 
 from crosstalk.core.room import Applied
-from crosstalk.features.decisions.core import announcement
 from crosstalk.store.memory import load_state
 from crosstalk.store.rooms import Room
 from crosstalk.wire.converter import unstructure
-from crosstalk.wire.memory import DecisionMade
-from crosstalk.wire.room_ops import MemoryEnvelope, MessageOp
+from crosstalk.wire.room_ops import MessageOp
 
 
 @attrs.frozen
@@ -30,22 +28,9 @@ class DecisionView:
     repo: str
 
 
-def announced(applied: Applied, *, me: str) -> MessageOp | None:
-    """The announcement for ``applied`` if it is someone else's decision, else None."""
-    envelope = applied.op
-    if not isinstance(envelope, MemoryEnvelope) or not isinstance(envelope.op, DecisionMade):
-        return None
-    if applied.sender == me:
-        return None  # our own (from another of our machines): nobody to tell
-    at = envelope.at or applied.relay_ts
-    return announcement(envelope.op, op_id=applied.op_id, label=envelope.label, at=at)
-
-
-def hold_announcement(conn: sqlite3.Connection, applied: Applied, *, me: str) -> None:
-    """Applier: hold the announcement of someone's decision for our sessions (once, by op id)."""
-    op = announced(applied, me=me)
-    if op is None:
-        return
+def hold_announcement(conn: sqlite3.Connection, applied: Applied, op: MessageOp) -> None:
+    """Hold ``op``, the announcement of the decision ``applied``, for our sessions (once, by op
+    id)."""
     body = json.dumps({**unstructure(op), "relay_ts": applied.relay_ts}, sort_keys=True)
     conn.execute(
         "INSERT OR IGNORE INTO held_messages (message_id, room_id, sender, target_session, "
