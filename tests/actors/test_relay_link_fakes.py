@@ -29,10 +29,10 @@ from crosstalk.actors.relay_link import (
     RelayLink,
     RelaySocket,
 )
-from crosstalk.actors.relay_link_store import LinkSnapshot
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.link import OutboxItem
 from crosstalk.errors import CrosstalkError
+from crosstalk.store.link import LinkSnapshot
 from crosstalk.wire import relay as w
 from relay.core import RelayCore
 from relay.effects import Close, Send

@@ -7,11 +7,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from crosstalk.actors.relay_link_store import _drop_post
 from crosstalk.core.link import OutboxItem
 from crosstalk.errors import NotAMember
 from crosstalk.ops.message_ops import sent_views
 from crosstalk.ops.read_ops import mark_read
+from crosstalk.store.link import drop_post
 from crosstalk.store.migrations import migrate
 
 
@@ -48,7 +48,7 @@ def test_a_post_the_relay_refused_is_refused_with_its_reason_not_queued(
     item = _sent(conn, "m1")
     [before] = sent_views(conn, 10).sent
     assert (before.state, before.reason) == ("queued", None)
-    _drop_post(conn, item, NotAMember("You were removed from #crew."), 2.0)
+    drop_post(conn, item, NotAMember("You were removed from #crew."), 2.0)
     [after] = sent_views(conn, 10).sent
     assert after.state == "refused"
     assert after.reason == "not_a_member: You were removed from #crew."

@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from crosstalk.actors import relay_link_store, room
-from crosstalk.actors.relay_link_store import OutboxItem
+from crosstalk.actors import room
+from crosstalk.core.link import OutboxItem
 from crosstalk.inbox import load_pending
 from crosstalk.ops import message_ops, peers_ops, read_ops, session_ops
 from crosstalk.store import attention as db
 from crosstalk.store import gate as gate_records
-from crosstalk.store import memory, retention, sessions
+from crosstalk.store import link, memory, retention, sessions
 from crosstalk.store.db import connect
 
 #: Tables that grow with every message (or op) over a daemon's life. ``sessions`` is not one:
@@ -74,8 +74,8 @@ def _hot_paths(conn: sqlite3.Connection) -> dict[str, Callable[[], object]]:
         "inbox: pending pushes": lambda: load_pending(conn, NOW),
         "receipt: delivery state": lambda: message_ops.delivery_state(conn, "m1"),
         "send: sent list": lambda: message_ops.sent_views(conn, 20),
-        "link: load": lambda: relay_link_store._load(conn, "ws://relay"),
-        "link: mark sent": lambda: relay_link_store._mark_sent(
+        "link: load": lambda: link.load(conn, "ws://relay"),
+        "link: mark sent": lambda: link.mark_sent(
             conn, OutboxItem(1, "r1", "m1", b"x"), 5
         ),
         "apply: own op at seq": lambda: memory.own_op_at(conn, "r1", 5),

@@ -1,0 +1,168 @@
+"""What the relay link keeps in ``state.db``: its SQL, one function per step, each on an open
+connection (the caller's transaction; :class:`crosstalk.actors.relay_link_store.SqliteLinkStore`
+runs each in its own ``Store.write``/``read``).
+
+Tables: ``relay_cursors`` and ``relay_inbound`` (schema v2), ``outbox`` (v1: a row is ``queued``
+until the relay sequences it, then ``sent`` with its seq), and two settings: the pinned relay keys
+(``relay.pinned_keys``, ``{url: base64 key}``) and this home's device id (``relay.device``).
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import sqlite3
+from collections.abc import Sequence
+
+import attrs
+
+from crosstalk.core.link import OutboxItem
+from crosstalk.errors import CrosstalkError, DamagedState, RelayKeyMismatch, UnknownRoom
+from crosstalk.store.settings import RELAY_KEYS, get_setting, set_setting
+from crosstalk.wire import relay as w
+
+RELAY_DEVICE = "relay.device"
+"""This home's device id for the relay: random, made once, never changed."""
+
+
+@attrs.frozen
+class LinkSnapshot:
+    """What the link loads when an instance starts."""
+
+    pinned_key: bytes | None
+    cursors: dict[str, int]
+    outbox: list[OutboxItem]
+
+
+def pinned_keys(conn: sqlite3.Connection) -> dict[str, str]:
+    """The pinned relay keys, ``{url: base64 key}``."""
+    value = get_setting(conn, RELAY_KEYS)
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise DamagedState(f"the setting {RELAY_KEYS!r} in state.db is not a map of keys.")
+    return {url: str(key) for url, key in value.items()}
+
+
+def load(conn: sqlite3.Connection, url: str) -> LinkSnapshot:
+    """What a link for ``url`` starts from: its pinned key, the cursors, the queued posts."""
+    pinned = pinned_keys(conn).get(url)
+    cursors = dict(conn.execute("SELECT room_id, seq FROM relay_cursors").fetchall())
+    rows = conn.execute(
+        "SELECT id, room_id, op_id, frame FROM outbox WHERE state = 'queued' ORDER BY id"
+    ).fetchall()
+    outbox = [OutboxItem(id, room, op_id, bytes(body)) for id, room, op_id, body in rows]
+    key = base64.b64decode(pinned) if pinned is not None else None
+    return LinkSnapshot(key, cursors, outbox)
+
+
+def queue_post(
+    conn: sqlite3.Connection, room: str, op_id: str, body: bytes, now: float
+) -> OutboxItem | None:
+    """Put a post in the outbox; ``None`` if that op id was already sent (see ``LinkStore``)."""
+    try:
+        conn.execute(
+            "INSERT INTO outbox (op_id, room_id, frame, created_at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (op_id) DO NOTHING",
+            (op_id, room, body, now),
+        )
+    except sqlite3.IntegrityError:
+        raise UnknownRoom(f"There is no room {room!r} here to post to.") from None
+    row = conn.execute(
+        "SELECT id, room_id, frame, state FROM outbox WHERE op_id = ?", (op_id,)
+    ).fetchone()
+    id_, stored_room, stored_body, state = row
+    if stored_room != room or bytes(stored_body) != body:
+        raise UnknownRoom(f"The op id {op_id!r} was already queued with other content.")
+    return OutboxItem(id_, room, op_id, body) if state == "queued" else None
+
+
+def mark_sent(conn: sqlite3.Connection, item: OutboxItem, seq: int) -> bool:
+    """Record the relay's seq for our post; ``True`` if it also moved the room's cursor."""
+    conn.execute("UPDATE outbox SET state = 'sent', seq = ? WHERE id = ?", (seq, item.id))
+    # The relay never pushes our own post back to us, so when it is the next op after our
+    # cursor the cursor moves past it here; otherwise our own ops would sit unacknowledged in
+    # our backlog until someone else spoke. With a gap (others' ops still on their way) the
+    # cursor waits: their arrival moves it past ours.
+    moved = conn.execute(
+        "UPDATE relay_cursors SET seq = ? WHERE room_id = ? AND seq = ?",
+        (seq, item.room, seq - 1),
+    )
+    return moved.rowcount > 0
+
+
+def commit_inbound(conn: sqlite3.Connection, op: w.Op, received_at: float) -> bool:
+    """Keep an inbound op and advance its room's cursor; ``True`` if it is new here."""
+    cursor = conn.execute(
+        "INSERT INTO relay_inbound (room_id, op_id, seq, sender, body, relay_ts, received_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (room_id, op_id) DO NOTHING",
+        (op.room, op.op_id, op.seq, op.sender, op.body, op.ts, received_at),
+    )
+    conn.execute(
+        "INSERT INTO relay_cursors (room_id, seq) VALUES (?, ?) "
+        "ON CONFLICT (room_id) DO UPDATE SET seq = max(seq, excluded.seq)",
+        (op.room, op.seq),
+    )
+    return cursor.rowcount > 0
+
+
+def commit_inbound_many(conn: sqlite3.Connection, ops: Sequence[w.Op], received_at: float) -> None:
+    """Keep several inbound ops (in order) and advance their rooms' cursors."""
+    conn.executemany(
+        "INSERT INTO relay_inbound (room_id, op_id, seq, sender, body, relay_ts, received_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (room_id, op_id) DO NOTHING",
+        [(op.room, op.op_id, op.seq, op.sender, op.body, op.ts, received_at) for op in ops],
+    )
+    top: dict[str, int] = {}
+    for op in ops:
+        top[op.room] = max(op.seq, top.get(op.room, 0))
+    conn.executemany(
+        "INSERT INTO relay_cursors (room_id, seq) VALUES (?, ?) "
+        "ON CONFLICT (room_id) DO UPDATE SET seq = max(seq, excluded.seq)",
+        list(top.items()),
+    )
+
+
+def pin_relay_key(conn: sqlite3.Connection, url: str, key: bytes) -> None:
+    """Pin ``key`` for ``url``; a different key already pinned there is refused."""
+    pins = pinned_keys(conn)
+    encoded = base64.b64encode(key).decode()
+    if pins.get(url, encoded) != encoded:
+        raise RelayKeyMismatch(f"A different relay key is already pinned for {url}.")
+    pins[url] = encoded
+    set_setting(conn, RELAY_KEYS, dict(sorted(pins.items())))
+
+
+def drop_post(
+    conn: sqlite3.Connection, item: OutboxItem, error: CrosstalkError, now: float
+) -> None:
+    """Out of the outbox, and the refusal kept (``refused_ops``) so ``sent`` can say why."""
+    conn.execute("DELETE FROM outbox WHERE id = ?", (item.id,))
+    conn.execute(
+        "INSERT OR IGNORE INTO refused_ops (op_id, room_id, code, reason, refused_at) "
+        "VALUES (?, ?, ?, ?, ?)",
+        (item.op_id, item.room, error.code, error.message, now),
+    )
+
+
+def track_room(conn: sqlite3.Connection, room: str) -> None:
+    """Start a cursor (at 0) for ``room`` unless it has one."""
+    conn.execute(
+        "INSERT INTO relay_cursors (room_id, seq) VALUES (?, 0) ON CONFLICT (room_id) DO NOTHING",
+        (room,),
+    )
+
+
+def forget_room(conn: sqlite3.Connection, room: str) -> None:
+    """Drop ``room``'s cursor."""
+    conn.execute("DELETE FROM relay_cursors WHERE room_id = ?", (room,))
+
+
+def get_or_make_device_id(conn: sqlite3.Connection) -> str:
+    """This home's device id, made (16 hex digits) on first call."""
+    value = get_setting(conn, RELAY_DEVICE)
+    if isinstance(value, str) and value:
+        return value
+    made = secrets.token_hex(8)
+    set_setting(conn, RELAY_DEVICE, made)
+    return made
