@@ -34,6 +34,7 @@ from crosstalk.actors.doorbell import Doorbell
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.core.room import Applied, Verdict, decide
 from crosstalk.errors import CrosstalkError, NotAMember, RemoteProtocolError, UnknownRoom
+from crosstalk.store import room_log
 from crosstalk.store.db import Store
 from crosstalk.store.membership import removal
 from crosstalk.store.rooms import get_room, members, room_key
@@ -83,20 +84,6 @@ class _Held:
 
 
 HOLD = _Held()
-
-
-def _newest_epoch(conn: sqlite3.Connection, room_id: str) -> int:
-    row = conn.execute("SELECT max(epoch) FROM room_keys WHERE room_id = ?", (room_id,)).fetchone()
-    return int(row[0]) if row and row[0] is not None else 0
-
-
-@attrs.frozen
-class _Inbound:
-    op_id: str
-    seq: int
-    sender: str
-    body: bytes
-    relay_ts: float
 
 
 class RoomActor:
@@ -178,25 +165,18 @@ class RoomActor:
 
     def _open_pending(self, conn: sqlite3.Connection) -> list[Applied]:
         """Open the next batch after the applied cursor, up to the first op we must hold."""
-        row = conn.execute(
-            "SELECT seq FROM room_cursors WHERE room_id = ?", (self._room,)
-        ).fetchone()
-        applied = int(row[0]) if row else 0
-        rows = conn.execute(
-            "SELECT op_id, seq, sender, body, relay_ts FROM relay_inbound "
-            "WHERE room_id = ? AND seq > ? ORDER BY seq LIMIT ?",
-            (self._room, applied, BATCH),
-        ).fetchall()
+        items = room_log.inbound_after(
+            conn, self._room, room_log.applied_cursor(conn, self._room), BATCH
+        )
         # Gone members' keys stay: what they signed before they left must still verify.
         signers = {
             m.fingerprint: m.signing_key for m in members(conn, self._room, with_gone=True)
         }
         signers[self._keys.fingerprint] = self._keys.ed_pub  # our own other devices
         keys: dict[int, bytes | None] = {}
-        newest = _newest_epoch(conn, self._room)
+        newest = room_log.newest_epoch(conn, self._room)
         opened = []
-        for r in rows:
-            item = _Inbound(str(r[0]), int(r[1]), str(r[2]), bytes(r[3]), float(r[4]))
+        for item in items:
             op = self._open(conn, item, signers, keys, newest)
             if isinstance(op, _Held):
                 break  # later ops wait behind it: memory and claims need the log in order
@@ -206,7 +186,7 @@ class RoomActor:
     def _open(
         self,
         conn: sqlite3.Connection,
-        item: _Inbound,
+        item: room_log.InboundOp,
         signers: dict[str, bytes],
         keys: dict[int, bytes | None],
         newest: int,
@@ -248,7 +228,7 @@ class RoomActor:
             )
             return None
 
-    def _note_hold(self, item: _Inbound, why: str) -> None:
+    def _note_hold(self, item: room_log.InboundOp, why: str) -> None:
         if self._held_at != item.seq:  # once per held op, not once per wake
             self._held_at = item.seq
             log.warning(
@@ -264,11 +244,7 @@ class RoomActor:
                 for applier in self._appliers:
                     applier(conn, entry)
         last = opened[-1].seq
-        conn.execute(
-            "INSERT INTO room_cursors (room_id, seq) VALUES (?, ?) "
-            "ON CONFLICT (room_id) DO UPDATE SET seq = max(seq, excluded.seq)",
-            (self._room, last),
-        )
+        room_log.advance_applied(conn, self._room, last)
 
     # --- outbound --------------------------------------------------------------------------------
 

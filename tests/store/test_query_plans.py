@@ -19,13 +19,12 @@ from pathlib import Path
 
 import pytest
 
-from crosstalk.actors import room
 from crosstalk.core.link import OutboxItem
 from crosstalk.inbox import load_pending
 from crosstalk.ops import message_ops, peers_ops, read_ops, session_ops
 from crosstalk.store import attention as db
 from crosstalk.store import gate as gate_records
-from crosstalk.store import link, memory, retention, sessions
+from crosstalk.store import link, memory, retention, room_log, sessions
 from crosstalk.store.db import connect
 
 #: Tables that grow with every message (or op) over a daemon's life. ``sessions`` is not one:
@@ -37,7 +36,7 @@ GROWING = {
 #: Partial indexes holding only unfinished rows (crosstalk/store/schema_hot.py).
 BOUNDED = {"notices_to_show", "notices_held", "outbox_queued"}
 
-#: The room actor's batch query, inline in a method (checked to be there, word for word).
+#: The room actor's batch query (crosstalk/store/room_log.py; checked to be there, word for word).
 ROOM_BATCH = (
     "SELECT op_id, seq, sender, body, relay_ts FROM relay_inbound "
     "WHERE room_id = ? AND seq > ? ORDER BY seq LIMIT ?"
@@ -69,6 +68,11 @@ def _hot_paths(conn: sqlite3.Connection) -> dict[str, Callable[[], object]]:
         "gate: decided?": lambda: db.has_notice(conn, "m1"),
         "gate: held notices": lambda: db.held_notices(conn),
         "gate: held notices for a session": lambda: db.held_notices(conn, "s1", "p"),
+        "gate: releasable notices": lambda: db.releasable_notices(conn, [("s1", "p")]),
+        "gate: releasable for a turned session": lambda: db.releasable_notices(
+            conn, [("s1", "p"), ("s2", "")], ("s1", "p")
+        ),
+        "gate: quiet holds by source": lambda: db.quiet_held_sources(conn),
         "gate: surface": lambda: db.mark_surfaced(conn, "m1", "s1", "b1", NOW),
         "gate: undecided since": lambda: gate_records.undecided(conn, NOW - 60),
         "inbox: pending pushes": lambda: load_pending(conn, NOW),
@@ -81,7 +85,7 @@ def _hot_paths(conn: sqlite3.Connection) -> dict[str, Callable[[], object]]:
         "apply: own op at seq": lambda: memory.own_op_at(conn, "r1", 5),
         "apply: own ops after": lambda: memory.own_ops_from(conn, "r1", 5),
         "apply: inbound at seq": lambda: memory.inbound_at(conn, "r1", 5),
-        "apply: room batch": lambda: conn.execute(ROOM_BATCH, ("r1", 0, 500)).fetchall(),
+        "apply: room batch": lambda: room_log.inbound_after(conn, "r1", 0, 500),
         "retention: prune": lambda: retention.prune(conn, NOW - 86400),
     }
 
@@ -131,7 +135,7 @@ def _full_scans(conn: sqlite3.Connection, statement: str) -> list[str]:
 
 
 def test_the_room_batch_query_is_the_one_the_room_actor_runs() -> None:
-    source = " ".join(re.findall(r'"([^"]*)"', inspect.getsource(room)))
+    source = " ".join(re.findall(r'"([^"]*)"', inspect.getsource(room_log)))
     assert ROOM_BATCH in re.sub(r"\s+", " ", source)
 
 
@@ -160,3 +164,21 @@ def test_the_checker_catches_a_full_scan(conn: sqlite3.Connection) -> None:
     assert _full_scans(conn, "SELECT * FROM held_messages WHERE body LIKE '%x%'")
     assert _full_scans(conn, "SELECT * FROM notices n WHERE n.label = 'x'")
     assert not _full_scans(conn, "SELECT * FROM held_messages WHERE message_id = 'm'")
+
+
+#: The gate's reads of held notices, run on every busy/idle turn and after every gate input.
+GATE_HELD = (
+    "gate: held notices", "gate: held notices for a session", "gate: releasable notices",
+    "gate: releasable for a turned session", "gate: quiet holds by source",
+)
+
+
+def test_the_gate_reads_held_notices_through_the_pending_index(conn: sqlite3.Connection) -> None:
+    """A ``SEARCH`` is not enough: ``notices_waiting (surfaced_at IS NULL)`` also holds every
+    notice read, dropped or refused without surfacing, so it grows with history."""
+    paths = _hot_paths(conn)
+    for case in GATE_HELD:
+        for statement in _traced(conn, paths[case]):
+            plan = [str(row[3]) for row in conn.execute("EXPLAIN QUERY PLAN " + statement)]
+            used = [line for line in plan if "notices" in line.split(" USING")[0]]
+            assert used and all("INDEX notices_held" in line for line in used), (case, plan)
