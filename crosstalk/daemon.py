@@ -27,6 +27,7 @@ import trio
 from crosstalk import crypto
 from crosstalk.actors.control import ControlServer, OpTable
 from crosstalk.actors.doorbell import Doorbell
+from crosstalk.actors.fanout import FanOut, Subscriber
 from crosstalk.actors.local_relay_keeper import LocalRelayKeeper
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.actors.relay_link import (
@@ -62,6 +63,9 @@ from crosstalk.store.settings import RELAY_URL, get_setting, set_setting
 from crosstalk.wire.room_ops import RoomOp
 
 log = logging.getLogger(__name__)
+
+FANOUT_INBOX = 64
+"""Committed batches the rooms may be ahead of the fan-out before a room's hand-off waits."""
 
 
 def _saved_relay(conn: sqlite3.Connection) -> str | None:
@@ -121,7 +125,11 @@ class Daemon:
         # Feature seams, filled by the ops modules at registration, before start():
         self.appliers: list[Applier] = []  # apply a room op inside the room's transaction
         self.apply_scopes: list[ApplyScope] = []  # around each batch of appliers (per-batch work)
-        self.applied_listeners: list[AppliedListener] = []  # told after each commit
+        # Told after each commit, through the fan-out actor (actors/fanout.py): every batch, in
+        # order (policy BLOCK); subscribers that re-read the store instead say so (COALESCE).
+        self.applied_listeners: list[AppliedListener] = []
+        self.applied_subscribers: list[Subscriber] = []
+        self._fanout: trio.MemorySendChannel[list[Applied]] | None = None
         # Told after a message that crossed no relay (a post, a me/SESSION) is held, and after
         # one the daemon made itself from a room op (a decision's announcement).
         self.local_listeners: list[AppliedListener] = []
@@ -299,8 +307,19 @@ class Daemon:
             await self.supervisor.stop_actor(f"room-{room_id[:8]}")
 
     async def _applied(self, applied: list[Applied]) -> None:
-        for listener in self.applied_listeners:
-            await listener(applied)
+        """A room committed ``applied``: hand it to the fan-out and go on (waits only while the
+        fan-out's inbox is full, when a BLOCK subscriber is far behind)."""
+        assert self._fanout is not None, "rooms start after the fan-out"
+        await self._fanout.send(applied)
+
+    async def _start_fanout(self) -> None:
+        subscribers = [
+            Subscriber(getattr(listener, "__qualname__", repr(listener)), listener)
+            for listener in self.applied_listeners
+        ] + self.applied_subscribers
+        self._fanout = await self.supervisor.start_actor(
+            "fanout", FanOut(subscribers), inbox_size=FANOUT_INBOX
+        )
 
     async def send_op(self, room_id: str, op: RoomOp, *, op_id: str | None = None) -> str:
         """Seal ``op`` for ``room_id`` and commit it to the outbox; returns its op id."""
@@ -326,8 +345,9 @@ class Daemon:
             self._doorbells[room_id].ring()
 
     async def start(self) -> None:
-        """Start membership and the router, the feature actors, then (with an identity) link
-        and rooms."""
+        """Start the fan-out of applied ops, membership and the router, the feature actors,
+        then (with an identity) link and rooms."""
+        await self._start_fanout()
         self.membership = await self.supervisor.start_actor(
             "membership",
             MembershipActor(

@@ -25,7 +25,7 @@ raised the sender to ``deliver``) one delivery per message, quoted between fresh
 Every sender-controlled string is escaped. The push quotes the words whole; the hook, whose
 clients cut long output, cuts long quotes inside the markers.
 
-When: after every room commit (a nudge from ``daemon.applied_listeners``, passed on by the
+When: after every room commit (a nudge from the fan-out of applied ops, passed on by the
 keeper to every session's actor) and every :data:`SWEEP` seconds, which also catches what the
 gate surfaces when a session goes idle. The keeper looks for new and gone sessions at the same
 moments, so a new session's actor is there before the first nudge it is due.
@@ -47,6 +47,7 @@ import trio
 
 from crosstalk.actors.context import ActorContext
 from crosstalk.actors.control import OpTable
+from crosstalk.actors.fanout import coalescing
 from crosstalk.actors.gate import StoreLike
 from crosstalk.core.notice import Arrival, escape_text, render_arrivals
 from crosstalk.core.room import Applied
@@ -392,10 +393,14 @@ def register(ops: OpTable, daemon: Daemon) -> None:
         actor = SessionKeeper(daemon.store, start=start_session, stop=stop_session)
         keeper.append(await daemon.supervisor.start_actor("inbox", actor, inbox_size=1))
 
-    async def on_applied(applied: list[Applied]) -> None:
+    async def nudged() -> None:
         if keeper:
             _nudge(keeper[0])
 
+    async def on_local(applied: list[Applied]) -> None:
+        await nudged()
+
     daemon.on_start.append(start)
-    daemon.applied_listeners.append(on_applied)
-    daemon.local_listeners.append(on_applied)
+    # The actors re-read the notices table when nudged: a coalescing subscriber.
+    daemon.applied_subscribers.append(coalescing("inbox", nudged))
+    daemon.local_listeners.append(on_local)

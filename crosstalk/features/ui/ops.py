@@ -18,6 +18,7 @@ import attrs
 import trio
 
 from crosstalk.actors.control import OpTable
+from crosstalk.actors.fanout import coalescing
 from crosstalk.core.room import Applied
 from crosstalk.daemon import Daemon
 from crosstalk.errors import CrosstalkError
@@ -87,7 +88,11 @@ def register(ops: OpTable, daemon: Daemon) -> None:
         hub.changed()
 
     daemon.sent_listeners.append(keep_words)
-    daemon.applied_listeners.append(nudge)
+    async def changed() -> None:
+        hub.changed()
+
+    # The page re-reads the store when told something changed: a coalescing subscriber.
+    daemon.applied_subscribers.append(coalescing("ui", changed))
     daemon.local_listeners.append(nudge)
 
     async def ui_open(_: NoParams) -> UiOpenReply:

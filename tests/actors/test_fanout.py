@@ -1,0 +1,116 @@
+"""The fan-out of applied ops: a subscriber that stalls does not stall the room's applying, a
+BLOCK subscriber still gets every batch in order, a COALESCE one is rung and never waited for."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import trio
+import trio.testing
+
+from crosstalk.actors.doorbell import Doorbell
+from crosstalk.actors.fanout import BUFFER, FanOut, Policy, Subscriber, coalescing
+from crosstalk.actors.relay_client import RelayClient
+from crosstalk.actors.relay_link import LinkCommand, LinkTimings
+from crosstalk.actors.room import RoomActor
+from crosstalk.actors.supervisor import Supervisor
+from crosstalk.core.room import Applied
+from crosstalk.wire.room_ops import MessageOp
+from tests.actors.fakes import running
+from tests.actors.test_room_hold import ANA, BEN, ROOM, _inbound, _sealed, room_store
+
+OPS = 5
+
+
+class Stalled:
+    """A BLOCK subscriber that takes its first batch, then waits for ``release``."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[str]] = []
+        self.release = trio.Event()
+        self.took_first = trio.Event()
+
+    async def listener(self, applied: list[Applied]) -> None:
+        self.batches.append([a.op_id for a in applied])
+        self.took_first.set()
+        await self.release.wait()
+
+
+async def test_a_stalled_subscriber_does_not_stall_the_rooms_applying_and_loses_nothing() -> None:
+    """The gate-like subscriber stalls on the first batch; the room applies four more ops
+    meanwhile, a prompt subscriber hears each, and once released the stalled one gets all five
+    batches in order, each once."""
+    stalled, page_rung = Stalled(), trio.Event()
+    prompt_send, prompt_receive = trio.open_memory_channel[list[str]](100)
+
+    async def prompt(applied: list[Applied]) -> None:
+        prompt_send.send_nowait([a.op_id for a in applied])
+
+    async def page() -> None:
+        page_rung.set()
+        await trio.sleep_forever()  # a coalescing subscriber that never comes back
+
+    applied_send, applied_receive = trio.open_memory_channel[str](100)
+
+    def applier(_conn: sqlite3.Connection, entry: Applied) -> None:
+        trio.from_thread.run_sync(applied_send.send_nowait, entry.op_id)
+
+    subscribers = [
+        Subscriber("gate", stalled.listener, Policy.BLOCK),
+        Subscriber("receipts", prompt, Policy.BLOCK),
+        coalescing("page", page),
+    ]
+    link_send, link_receive = trio.open_memory_channel[LinkCommand](0)
+    async with room_store() as store, link_receive, running(Supervisor(heartbeat=5.0)) as sup:
+        fanout = await sup.start_actor("fanout", FanOut(subscribers), inbox_size=4)
+        bell = Doorbell()
+        room = RoomActor(
+            room_id=ROOM, store=store, keys=ANA, relay=RelayClient(link_send, LinkTimings()),
+            appliers=[applier], on_applied=fanout.send, doorbell=bell,
+        )
+        await sup.start_actor("room", room)
+        with trio.fail_after(10):
+            for n in range(1, OPS + 1):
+                op_id = f"b{n}"
+                await store.write(_inbound((n, op_id, BEN, _sealed(BEN, op_id))))
+                bell.ring()
+                assert await applied_receive.receive() == op_id  # the room applied it
+                assert await prompt_receive.receive() == [op_id]
+            await stalled.took_first.wait()
+            await page_rung.wait()
+        assert stalled.batches == [["b1"]]
+        stalled.release.set()
+        await trio.testing.wait_all_tasks_blocked()
+        assert stalled.batches == [[f"b{n}"] for n in range(1, OPS + 1)]
+        assert {h.name: h.restarts for h in sup.statistics()} == {"fanout": 0, "room": 0}
+
+
+async def test_a_full_blocking_lane_makes_the_fanout_wait_not_restart(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A BLOCK subscriber stalled for many heartbeats with its lane full: the fan-out waits
+    (backpressure) but is never cancelled by the watchdog, and a COALESCE subscriber is rung
+    for the batches it waits behind; on release every batch arrives, in order."""
+    stalled = Stalled()
+    rings: list[float] = []
+
+    async def nudged() -> None:
+        rings.append(trio.current_time())
+
+    batches = BUFFER + 3
+    subscribers = [coalescing("page", nudged), Subscriber("gate", stalled.listener)]
+    async with running(Supervisor(heartbeat=1.0)) as sup:
+        fanout = await sup.start_actor("fanout", FanOut(subscribers), inbox_size=1)
+        for n in range(batches):
+            await fanout.send([_applied(n)])
+        await trio.sleep(10.0)  # ten heartbeats with the lane full
+        assert [h.restarts for h in sup.statistics()] == [0]
+        assert rings  # rung while the gate lane is full
+        stalled.release.set()
+        await trio.testing.wait_all_tasks_blocked()
+        assert stalled.batches == [[f"op{n}"] for n in range(batches)]
+        assert [h.restarts for h in sup.statistics()] == [0]
+
+
+def _applied(n: int) -> Applied:
+    return Applied(ROOM, n, f"op{n}", BEN.fingerprint, 0.0, MessageOp(msg_id=f"op{n}", text="x"))
