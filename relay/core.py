@@ -254,6 +254,10 @@ class RelayCore:
                              self._push_live, self._introduce_elsewhere, out)
         return out
 
+    def limit_pruning(self, limit: Callable[[str], int]) -> None:
+        """Prune a room for acknowledgement only through ``limit(room)`` (a relay node)."""
+        self._rooms.prune_limit = limit
+
     def reload(self, unit: str, snapshot: Snapshot) -> list[Effect]:
         """Replace the cached state of ``unit`` with ``snapshot``, freshly loaded."""
         out: list[Effect] = []
@@ -363,12 +367,17 @@ class RelayCore:
         invitee = fingerprint(f.ed_pub)
         if invitee in state.members:
             raise refuse("already_member", "that person is already in the room's roster")
+        # The grant's spending is written after the room's change: on a relay node the room's
+        # write may lose its compare-and-set, and a grant already spent then would refuse the
+        # retry as forbidden (the node settles a grant write that loses after the room won).
+        spent: list[Effect] = []
         if invitee not in self._rooms.peers(c.fp) and not self._pairing.spend_grant(
-            c.fp, invitee, now, out
+            c.fp, invitee, now, spent
         ):
             raise refuse("forbidden", "you can only add someone you already share a room with")
         member = w.Member(invitee, f.ed_pub, f.x_pub, "invited", c.fp, f.sig)
         out.extend(self._rooms.add(state, member))
+        out.extend(spent)
         out.append(Send(c.id, w.Ok(f.req)))
         self._push_roster(state, out)
         self._push([invitee], w.Invited(f.room, c.fp), out)

@@ -142,6 +142,7 @@ class NatsStorage:
         self.bridge = bridge or AsyncioThread()
         self._clock = clock  # wall-clock seconds: slots and grants expired by it are not loaded
         self.tails = Tails()
+        self.loaded_through = 0  # the last stream seq the last full load read
         # Called on the NATS thread after a reconnect: what was republished meanwhile is lost.
         self.on_reconnect: Callable[[], None] | None = None
         self._nc: Client | None = None
@@ -228,6 +229,7 @@ class NatsStorage:
     def load(self) -> Snapshot:
         messages: list[StreamMessage] = self._call(lambda: self._scan(f"{self.layout.root}.>"))
         snapshot, self.tails = self.assemble(messages)
+        self.loaded_through = max((m.seq for m in messages), default=0)
         return snapshot
 
     async def areload(self, unit: str) -> tuple[Snapshot, Tails]:

@@ -55,7 +55,7 @@ from relay.limits import RelayConfig
 from relay.nats_store import NatsStorage, WriteConflict
 from relay.replica import Gap
 from relay.server import RelayServer, ShellTimings, _Link
-from relay.storage import Write
+from relay.storage import GrantDeleted, GrantPut, Write
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +117,9 @@ class NodeServer(RelayServer):
         storage.on_reconnect = self._poke_resync
         super().__init__(storage, signing_key_seed, config=config, timings=timings,
                          client_address_header=client_address_header)
+        # The last stream seq this node has taken in, in order: its load, then its feed.
+        self.fed_through = storage.loaded_through
+        self.core.limit_pruning(self._prunable)
 
     # --- the feed -------------------------------------------------------------------------------
 
@@ -172,6 +175,7 @@ class NodeServer(RelayServer):
             self._arrived = trio.Event()
             while self._inbox:
                 item = self._inbox.popleft()
+                self.fed_through = max(self.fed_through, item.seq)
                 if item.seq == -2:
                     self._resync()
                 elif item.seq < 0:
@@ -256,6 +260,18 @@ class NodeServer(RelayServer):
         for item in sorted(waiting, key=lambda i: i.seq):
             self._stored(item)
 
+    def _prunable(self, room: str) -> int:
+        """The highest seq of ``room`` this node may prune for acknowledgement: ops it has
+        taken in from the feed. A device that said hello on another node before an op was
+        stored is stored before it, so it is known here once the op came through the feed;
+        pruning an op this node only wrote (or reloaded) could drop what that device is owed.
+        What is held back now is pruned at a later acknowledgement."""
+        ops = self.nats.tails.ops.get(room)
+        if not ops:
+            return 1 << 62
+        fed = self.fed_through
+        return max((seq for seq, at in ops.items() if at <= fed), default=min(ops) - 1)
+
     def _lock(self, unit: str) -> trio.Lock:
         lock = self._locks.get(unit)
         if lock is None:
@@ -313,8 +329,13 @@ class NodeServer(RelayServer):
             try:
                 by = _by(self, conn)
                 await self.nats.acall(partial(self.nats.acommit, writes, by))
-            except WriteConflict:
+            except WriteConflict as lost:
                 self.conflicts += 1
+                if _settles(units, lost.unit):  # the request's own unit is stored
+                    if not await self._settle_grants(writes, by):
+                        return False
+                    self._dispatch(effects)
+                    return True
                 await self._reload_all(units)
                 continue
             except (StorageUnavailable, CrosstalkError) as exc:
@@ -324,6 +345,30 @@ class NodeServer(RelayServer):
             finally:
                 self._release(units)
             self._dispatch(effects)
+            return True
+        return False
+
+    async def _settle_grants(self, writes: list[Write], by: str) -> bool:
+        """Store a request's grant writes after its room or slot write won and a grant write
+        lost (another node wrote the grant since this node saw it): the request is done, so
+        deciding it again would refuse it (``already_member``, or a join without its grant).
+        A grant's writes are whole values (put with an expiry, or spent), so they are written
+        again against the grant's fresh sequence; False if storage failed."""
+        grants: list[Write] = [x for x in writes if isinstance(x, GrantPut | GrantDeleted)]
+        units = self.nats.layout.units_of(grants)
+        for _ in range(MAX_TRIES):
+            if not await self._reload_all(units):
+                return False
+            try:
+                await self.nats.acall(partial(self.nats.acommit, grants, by))
+            except WriteConflict:
+                self.conflicts += 1
+                continue
+            except (StorageUnavailable, CrosstalkError) as exc:
+                log.warning("relay node %s: a grant write failed: %s", self.node, exc)
+                await self._reload_all(units)
+                return False
+            self._feed(self.core.stored_elsewhere(grants, by))  # the cache as stored now
             return True
         return False
 
@@ -448,6 +493,14 @@ def _unit_of(message: str | bytes) -> str | None:
     if isinstance(frame, w.SlotOpen):
         return "slot-open"
     return None
+
+
+def _settles(units: list[str], lost: str) -> bool:
+    """Whether a lost compare-and-set of ``lost`` leaves only grant writes to store: every unit
+    before it was stored (writes go out in order) and only grants follow."""
+    if lost not in units or units.index(lost) == 0:
+        return False
+    return all(u.startswith("grant.") for u in units[units.index(lost):])
 
 
 def _refused(effects: list[Effect]) -> bool:

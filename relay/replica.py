@@ -21,7 +21,9 @@ makes the change itself:
   here get the other side's parts, and all get ``slot_closed`` when the slot is closed.
 
 :func:`replace_unit` swaps one unit's cached state for a freshly loaded one (after a lost
-compare-and-set, or a gap in what this node saw) and returns what local connections missed.
+compare-and-set, or a gap in what this node saw) and returns what local connections missed: for
+a room the ops after the cached head and a changed roster; for a slot a join, parts and a close
+that came only through the reload (the stored messages it took in are never fed again).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from collections.abc import Callable, Iterable
 from crosstalk.wire import relay as w
 from relay.effects import Effect, Send
 from relay.rooms import RoomBook, RoomState
-from relay.slots import SlotTable, other
+from relay.slots import PairingSlot, SlotTable, other
 from relay.storage import (
     CursorPut,
     DevicePut,
@@ -200,6 +202,10 @@ def replace_unit(
     if kind == "r":
         old = book.rooms.get(key)
         head = old.head if old is not None else 0
+        # The cache may hold this node's own undecided op (a post that lost its compare-and-set)
+        # at a seq another node's op now has: an op is new here unless the cache held it.
+        held = {op.seq: op.op_id for op in old.log} if old is not None else {}
+        low = min(held, default=head + 1) - 1
         members = dict(old.members) if old is not None else {}
         record = next((r for r in snapshot.rooms if r.room == key), None)
         joining = _joining(book, key, [MemberPut(key, m) for m in record.members]
@@ -210,7 +216,9 @@ def replace_unit(
         state = book.rooms.get(key)
         if state is None:
             return
-        for op in state.after(head):  # what this node's connections missed
+        for op in state.after(low):  # what this node's connections missed
+            if op.seq <= head and held.get(op.seq) == op.op_id:
+                continue
             push_live(state.joined(), w.Op(key, op.seq, op.sender, op.op_id, op.body, op.ts),
                       out)
         if state.members != members:
@@ -218,13 +226,40 @@ def replace_unit(
         _introduce_joined(book, joining, introduce, out)
     elif kind == "slot":
         slot = table.slots.get(key)
-        attached = slot.attached if slot is not None else None
         table.forget(key)
         table.load(snapshot)
         fresh = table.slots.get(key)
-        if fresh is not None and attached is not None:
-            fresh.attached = attached
+        if slot is not None:
+            _slot_missed(slot, fresh, out)
     else:
         a, _, b = key.partition(".")
         table.grants.pop((a, b), None)
         table.load(snapshot)
+
+
+def _slot_missed(old: PairingSlot, fresh: PairingSlot | None, out: list[Effect]) -> None:
+    """What the connections attached to ``old`` here have not been told of ``fresh``: stored
+    messages a reload took in are never fed again, so a join or part that reached this node only
+    through the reload (say the other side's part that made this node's own write lose its
+    compare-and-set) is sent from here, or the side waiting for it waits forever. Parts are
+    write-once, so a part already cached was sent when it came. ``old`` may hold this node's own
+    undecided write; at worst a side hears of a join twice, as it does when it attaches again.
+    An ``old`` that is only this node's undecided ``open`` (lost to another open under the
+    number, or to a close of the slot that had it) is no one's slot yet: nothing is sent."""
+    if fresh is None:
+        if old.joiner is not None or old.parts:
+            closed = w.SlotClosed(old.number, "closed")
+            for conns in old.attached.values():
+                out.extend(Send(cid, closed) for cid in conns)
+        return
+    if (fresh.owner, fresh.expires_at) != (old.owner, old.expires_at):
+        return  # another opening under the number: the connections here are not its sides
+    fresh.attached = old.attached
+    j = fresh.joiner
+    if j is not None and j != old.joiner:
+        joined = w.SlotJoined(None, fresh.number, j.fingerprint, j.ed_pub, j.x_pub)
+        out.extend(Send(cid, joined) for cid in fresh.attached["owner"])
+    for (side, index), data in sorted(fresh.parts.items()):
+        if (side, index) not in old.parts:
+            msg = w.SlotMsg(fresh.number, side, index, data)
+            out.extend(Send(cid, msg) for cid in fresh.attached[other(side)])

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import attrs
 
@@ -88,6 +88,10 @@ class RoomBook:
         self.devices: dict[str, set[str]] = {}
         self.cursors: dict[tuple[str, str, str], int] = {}  # (fingerprint, device, room) -> seq
         self.member_of: dict[str, set[str]] = {}  # fingerprint -> rooms (invited or joined)
+        # The highest seq of a room that may be pruned for acknowledgement (None: any). A relay
+        # node sets it: it must not prune an op before it has seen every device registered
+        # before that op (relay.node).
+        self.prune_limit: Callable[[str], int] | None = None
 
     def load(self, snapshot: Snapshot) -> None:
         for record in snapshot.rooms:
@@ -170,6 +174,8 @@ class RoomBook:
              for fp, dev in self.devices_of(state.joined())),
             default=state.head,
         )
+        if self.prune_limit is not None:
+            floor = min(floor, self.prune_limit(state.room))
         return self._drop_through(state, floor)
 
     def _drop_through(self, state: RoomState, through: int) -> list[Write]:

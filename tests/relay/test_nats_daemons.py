@@ -81,7 +81,7 @@ def test_kill_9_of_a_node_loses_and_repeats_nothing_at_the_agent(
     short_tmp: Path, cluster: tuple[RelayProcess, RelayProcess],  # noqa: F811
     balancer: ProxyProcess, crowd: list[Peer],  # noqa: F811
 ) -> None:
-    """Node 1 (ana's, and the leader) dies mid-exchange; she comes back through node 2."""
+    """Node 1 (ana's) dies mid-exchange; she comes back through node 2."""
     one, two = cluster
     ana, ben = paired(short_tmp, balancer.url, f"ws://127.0.0.1:{two.port}", crowd)
     tally = Tally("cross-node kill")

@@ -92,7 +92,7 @@ def test_pairing_completes_across_a_kill_9_of_the_sqlite_relay(
 
 @pytest.fixture
 def nats_pair(short_tmp: Path) -> Iterator[tuple[NatsServer, RelayProcess, RelayProcess]]:  # noqa: F811
-    """A nats-server and two relay nodes sharing one key (node 1 leads); all stopped by pid."""
+    """A nats-server and two relay nodes sharing one key; all stopped by pid."""
     with contextlib.contextmanager(running_nats)(short_tmp / "nats") as server:
         one = RelayProcess(short_tmp / "n1", short_tmp / "n1.stderr", "--nats", server.url)
         two = RelayProcess(short_tmp / "n2", short_tmp / "n2.stderr", "--nats", server.url)
@@ -110,7 +110,7 @@ def nats_pair(short_tmp: Path) -> Iterator[tuple[NatsServer, RelayProcess, Relay
 
 
 def nats_owner_parts(url: str, slot: str) -> int:
-    """What a newly elected leader would load: the slot's parts from ana's side."""
+    """What any other node would load: the slot's parts from ana's side."""
     store = NatsStorage(url, timeout=5.0)
     try:
         slots = store.load().slots
@@ -120,7 +120,7 @@ def nats_owner_parts(url: str, slot: str) -> int:
 
 
 async def wait_serving(port: int) -> None:
-    """Until the node answers a request (it leads, or follows a live leader)."""
+    """Until the node answers a request."""
 
     async def attempt() -> w.RelayFrame | None:
         async with open_client(port, Identity()) as client:
@@ -129,11 +129,11 @@ async def wait_serving(port: int) -> None:
     await retry(attempt, within=60)
 
 
-def test_pairing_completes_through_node_2_after_kill_9_of_the_leader(
+def test_pairing_completes_through_node_2_after_kill_9_of_node_1(
     short_tmp: Path, nats_pair: tuple[NatsServer, RelayProcess, RelayProcess],  # noqa: F811
     crowd: list[Peer],  # noqa: F811
 ) -> None:
-    """ana opens a slot through node 1 (the leader), node 1 dies, ben joins through node 2."""
+    """ana opens a slot through node 1, node 1 dies, ben joins through node 2."""
     server, one, two = nats_pair
     balancer = ProxyProcess(one.port, short_tmp / "lb.proxy")
     try:

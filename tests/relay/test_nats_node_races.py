@@ -1,0 +1,196 @@
+"""Two stateless relay nodes in this process on one real nats-server, with node 1's view of a
+unit held back (its stored messages wait, as in the RePublish delay), so a request on node 1 is
+decided on a stale cache and loses its compare-and-set: what the client sees must not depend on
+that."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import pytest
+import trio
+
+from crosstalk.wire import relay as w
+from relay.nats_store import NatsStorage
+from relay.node import NodeServer
+from relay.storage import grant_key
+from tests.relay.client import Identity, RelayClient, open_client
+from tests.relay.nats_process import NatsServer, running_nats
+
+pytestmark = pytest.mark.e2e
+
+ROOM = "raced"
+
+
+@pytest.fixture
+def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
+    yield from running_nats(tmp_path / "nats")
+
+
+@asynccontextmanager
+async def two_nodes(url: str) -> AsyncIterator[tuple[NodeServer, int, NodeServer, int]]:
+    seed = os.urandom(32)
+    stores = [NatsStorage(url), NatsStorage(url)]
+    try:
+        one, two = NodeServer(stores[0], seed, node="one"), NodeServer(stores[1], seed, node="two")
+        async with trio.open_nursery() as nursery:
+            port1 = await nursery.start(one.serve, "127.0.0.1", 0)
+            port2 = await nursery.start(two.serve, "127.0.0.1", 0)
+            yield one, port1, two, port2
+            nursery.cancel_scope.cancel()
+    finally:
+        for store in stores:
+            store.close()
+
+
+def hold(node: NodeServer, unit: str) -> None:
+    """From now on ``unit``'s stored messages wait at ``node`` (until it reloads the unit)."""
+    node._busy.setdefault(unit, [])
+
+
+async def wait_known(node: NodeServer, unit: str, seq: int = 1) -> None:
+    """Until ``node`` has seen ``unit`` stored through stream seq ``seq`` (bounded by the
+    test's ``fail_after``)."""
+    while True:
+        if node.nats.tails.last.get(unit, 0) >= seq:
+            return
+        await trio.sleep(0.01)
+
+
+async def open_slot(owner: RelayClient, joiner: RelayClient) -> str:
+    slot = await owner.ok(w.SlotOpen(owner.next_req()))
+    assert isinstance(slot, w.Slot)
+    await joiner.ok(w.SlotJoin(joiner.next_req(), slot.slot))
+    await owner.push(w.SlotJoined)
+    return slot.slot
+
+
+async def test_a_part_that_made_the_owners_write_lose_still_reaches_the_owner(
+    nats_server: NatsServer,
+) -> None:
+    """The joiner's part, stored through node 2, reaches node 1 only through the reload after
+    the owner's own part lost its compare-and-set to it; the owner still gets it (before, it
+    never did, and the inviter's pairing waited forever)."""
+    alice, bob = Identity(), Identity()
+    with trio.fail_after(60):
+        async with two_nodes(nats_server.url) as (one, port1, _, port2):
+            async with open_client(port1, alice) as a, open_client(port2, bob) as b:
+                number = await open_slot(a, b)
+                hold(one, f"slot.{number}")
+                await b.ok(w.SlotSend(b.next_req(), number, 0, b"joiner part 0"))
+                await a.ok(w.SlotSend(a.next_req(), number, 0, b"owner part 0"))
+                got = await a.push(w.SlotMsg)
+                assert isinstance(got, w.SlotMsg)
+                assert (got.from_side, got.index, got.data) == ("joiner", 0, b"joiner part 0")
+                assert one.conflicts >= 1
+                got = await b.push(w.SlotMsg)
+                assert isinstance(got, w.SlotMsg)
+                assert (got.from_side, got.index, got.data) == ("owner", 0, b"owner part 0")
+
+
+async def test_an_add_that_spent_its_grant_and_lost_the_room_is_not_refused(
+    nats_server: NatsServer,
+) -> None:
+    """alice's add of bob (allowed by their pairing grant) is decided on node 1 before it saw
+    her own post through node 2, so the room's write loses; the retry must still find the
+    grant (it was spent before the room's write, and the retry was refused ``forbidden``)."""
+    alice, bob = Identity(), Identity()
+    with trio.fail_after(60):
+        async with two_nodes(nats_server.url) as (one, port1, two, port2):
+            async with (open_client(port1, alice) as a, open_client(port2, bob) as b,
+                        open_client(port2, alice, device="dev-2") as a2):
+                await open_slot(a, b)
+                await a.ok(w.Create(a.next_req(), ROOM, alice.vouch(ROOM, alice)))
+                await wait_known(two, f"r.{ROOM}")
+                hold(one, f"r.{ROOM}")
+                await a2.ok(w.Post(a2.next_req(), ROOM, "op-1", b"sealed"))
+                reply = await a.request(
+                    w.Add(a.next_req(), ROOM, bob.ed_pub, bob.x_pub, alice.vouch(ROOM, bob)))
+                assert not isinstance(reply, w.Error), reply
+                assert one.conflicts >= 1
+                await b.ok(w.Accept(b.next_req(), ROOM))
+
+
+async def test_an_add_whose_room_won_and_whose_grant_lost_is_done_once(
+    nats_server: NatsServer,
+) -> None:
+    """The room's write of alice's add wins on node 1, but its spending of the grant loses (a
+    second pairing through node 2 put the grant again, unseen by node 1): the add is answered
+    ok, not decided again (which said ``already_member``), and the grant is spent."""
+    alice, bob = Identity(), Identity()
+    grant = "grant.{}.{}".format(*grant_key(alice.fp, bob.fp))
+    with trio.fail_after(60):
+        async with two_nodes(nats_server.url) as (one, port1, _, port2):
+            async with (open_client(port1, alice) as a, open_client(port2, bob) as b,
+                        open_client(port2, alice, device="dev-2") as a2):
+                await open_slot(a, b)
+                await wait_known(one, grant)
+                hold(one, grant)
+                await open_slot(a2, b)
+                await a.ok(w.Create(a.next_req(), ROOM, alice.vouch(ROOM, alice)))
+                reply = await a.request(
+                    w.Add(a.next_req(), ROOM, bob.ed_pub, bob.x_pub, alice.vouch(ROOM, bob)))
+                assert not isinstance(reply, w.Error), reply
+                assert one.conflicts >= 1
+    store = NatsStorage(nats_server.url)
+    try:
+        assert store.load().grants == []
+    finally:
+        store.close()
+
+
+async def test_an_op_that_made_a_post_lose_still_reaches_the_poster(
+    nats_server: NatsServer,
+) -> None:
+    """bob's post on node 2 is decided on a cache without alice's op (stored through node 1)
+    and takes its seq; it loses, node 2 reloads the room, and bob must still get alice's op
+    (the reload compared seqs only, so the op at bob's undecided seq was never pushed)."""
+    alice, bob = Identity(), Identity()
+    with trio.fail_after(60):
+        async with two_nodes(nats_server.url) as (_, port1, two, port2):
+            async with open_client(port1, alice) as a, open_client(port2, bob) as b:
+                await open_slot(a, b)
+                await a.ok(w.Create(a.next_req(), ROOM, alice.vouch(ROOM, alice)))
+                await a.ok(w.Add(a.next_req(), ROOM, bob.ed_pub, bob.x_pub,
+                                 alice.vouch(ROOM, bob)))
+                await b.ok(w.Accept(b.next_req(), ROOM))
+                await a.push(w.Roster)
+                hold(two, f"r.{ROOM}")
+                await a.ok(w.Post(a.next_req(), ROOM, "from-a", b"sealed-a"))
+                await b.ok(w.Post(b.next_req(), ROOM, "from-b", b"sealed-b"))
+                [op] = await b.ops(1)
+                assert (op.seq, op.sender, op.body) == (1, alice.fp, b"sealed-a")
+                assert two.conflicts >= 1
+                [op] = await a.ops(1)
+                assert (op.seq, op.sender, op.body) == (2, bob.fp, b"sealed-b")
+
+
+async def test_an_op_owed_to_a_device_new_on_another_node_is_not_pruned(
+    nats_server: NatsServer,
+) -> None:
+    """bob's second device says hello on node 1 (at head 0) and goes; node 2, which has not
+    taken that in yet, stores bob's op 1 and his first device acknowledges it. Node 2 must not
+    prune op 1 on what it knows (only the first device): the second device is owed it."""
+    bob = Identity()
+    with trio.fail_after(60):
+        async with two_nodes(nats_server.url) as (one, port1, two, port2):
+            async with open_client(port2, bob) as b:
+                await b.ok(w.Create(b.next_req(), ROOM, bob.vouch(ROOM, bob)))
+                await wait_known(one, f"r.{ROOM}")
+                poke = two._poke
+                two._poke = lambda: None  # type: ignore[method-assign]  # node 2 hears nothing
+                async with open_client(port1, bob, device="dev-2"):
+                    pass
+                await b.ok(w.Post(b.next_req(), ROOM, "op-1", b"sealed-1"))
+                await b.send(w.Ack(ROOM, 1))
+                await b.ok(w.Post(b.next_req(), ROOM, "op-2", b"sealed-2"))
+                await wait_known(one, f"r.{ROOM}", two.nats.tails.last[f"r.{ROOM}"])
+                two._poke = poke  # type: ignore[method-assign]
+                async with open_client(port1, bob, device="dev-2", resume={ROOM: 0}) as b2:
+                    [room] = b2.resumed.rooms if b2.resumed else []
+                    assert room.first == 1
+                    ops = [f for f in b2.pushes if isinstance(f, w.Op)]
+                    assert [op.seq for op in ops] == [1, 2]
