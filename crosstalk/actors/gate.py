@@ -52,7 +52,7 @@ import trio
 from crosstalk.actors.context import ActorContext
 from crosstalk.core.gate import Arrival, decide
 from crosstalk.core.gate_routing import claimant, refusal, route
-from crosstalk.core.held import HeldBatch, HeldItem, next_release, surface_held
+from crosstalk.core.held import HeldBatch, HeldItem, next_release_of, surface_held
 from crosstalk.core.room import Applied
 from crosstalk.core.triage import Decision, SessionStatus
 from crosstalk.errors import CrosstalkError
@@ -246,11 +246,19 @@ class GateActor:
         return self._release(conn, turned.session)
 
     def _release(self, conn: sqlite3.Connection, session: str | None) -> tuple[Surfaced, ...]:
-        """Surface everything the current statuses and mutes release; return ``session``'s."""
+        """Surface what the current statuses and mutes release; return ``session``'s.
+
+        With ``session`` (its status just turned) only the notices it could take are looked at,
+        plus quiet holds of questions; without (a mute ended, trust or mutes changed) every held
+        notice some live session could take. Either way the store reads held notices only
+        (:func:`crosstalk.store.attention.releasable_notices`), never the history.
+        """
         now, mutes = self._clock(), db.load_mutes(conn)
         sessions = live(conn, now)
+        pairs = [(s.name, s.project) for s in sessions]
+        turned = next((pair for pair in pairs if pair[0] == session), None)
         groups: dict[tuple[SessionStatus, str | None], list[HeldItem]] = {}
-        for notice in db.held_notices(conn):
+        for notice in db.releasable_notices(conn, pairs, turned):
             status, claim = claimant(notice.session, notice.target, sessions)
             groups.setdefault((status, claim), []).append(held_item(notice))
         mine: list[Surfaced] = []
@@ -264,8 +272,12 @@ class GateActor:
         return tuple(mine)
 
     def _next_release(self, conn: sqlite3.Connection) -> float | None:
-        held = [held_item(n) for n in db.held_notices(conn)]
-        return next_release(held, db.load_mutes(conn), self._clock())
+        """When the earliest mute holding something ends; after every input, so it reads the
+        mutes alone unless one is in force, then what they hold by sender and room."""
+        now, mutes = self._clock(), db.load_mutes(conn)
+        if not mutes.active(now):
+            return None
+        return next_release_of(db.quiet_held_sources(conn), mutes, now)
 
 
 def _surfaced(batch: HeldBatch, batch_id: str) -> Surfaced:

@@ -124,10 +124,15 @@ def _batch(items: list[HeldItem]) -> HeldBatch:
 
 def next_release(held: Iterable[HeldItem], mutes: MuteState, now: float) -> float | None:
     """The earliest time a mute holding one of ``held`` ends, or None if no mute holds any."""
+    quiet = ((it.sender, it.room) for it in held if it.decision is Decision.HOLD_QUIET)
+    return next_release_of(quiet, mutes, now)
+
+
+def next_release_of(
+    sources: Iterable[tuple[str, str | None]], mutes: MuteState, now: float
+) -> float | None:
+    """:func:`next_release` given only the ``(sender, room)`` of the quiet holds."""
     ends = [
-        end
-        for item in held
-        if item.decision is Decision.HOLD_QUIET
-        and (end := mutes.ends_at(item.sender, item.room, now)) is not None
+        end for sender, room in sources if (end := mutes.ends_at(sender, room, now)) is not None
     ]
     return min(ends) if ends else None

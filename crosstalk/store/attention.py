@@ -187,7 +187,10 @@ def held_notices(
     """Held notices not yet surfaced nor withdrawn, oldest first: all, or those for one session.
 
     A session's own notices are those addressed to it by name, plus those for any session whose
-    target is its name, its project, or nobody in particular.
+    target is its name, its project, or nobody in particular. The scan is pinned to the partial
+    index of held notices (``notices_held``): left to itself the planner takes
+    ``notices_waiting (surfaced_at IS NULL)``, which also holds every notice read, dropped or
+    refused without surfacing, so its cost grew with history.
     """
     params: dict[str, object] = {f"d{n}": d for n, d in enumerate(_HELD)}
     where = "surfaced_at IS NULL AND withdrawn_at IS NULL AND decision IN (:d0, :d1, :d2)"
@@ -195,9 +198,73 @@ def held_notices(
         where += " AND " + _FOR_SESSION
         params.update(name=session, project=project)
     rows = conn.execute(
-        f"SELECT {_NOTICE_COLUMNS} FROM notices WHERE {where} ORDER BY created_at, id", params
+        f"SELECT {_NOTICE_COLUMNS} FROM notices INDEXED BY notices_held WHERE {where} "
+        "ORDER BY created_at, id",
+        params,
     ).fetchall()
     return [_notice(r) for r in rows]
+
+
+_HELD_NOW = "surfaced_at IS NULL AND withdrawn_at IS NULL AND decision IN (:d0, :d1, :d2)"
+_QUIET_ASK = "(decision = :quiet AND intent <> :fyi)"
+
+
+def _marks(prefix: str, values: Sequence[str], params: dict[str, object]) -> str:
+    """``(:p0, :p1, ...)`` for ``values``, added to ``params``; ``()`` (SQLite: matches nothing)
+    when there are none."""
+    names = []
+    for n, value in enumerate(values):
+        params[f"{prefix}{n}"] = value
+        names.append(f":{prefix}{n}")
+    return "(" + ", ".join(names) + ")"
+
+
+def releasable_notices(
+    conn: sqlite3.Connection,
+    live: Sequence[tuple[str, str]],
+    turned: tuple[str, str] | None = None,
+) -> list[Notice]:
+    """The held notices a release could surface now, oldest first: what the gate looks at.
+
+    ``live`` are the live sessions as ``(name, project)``. A held notice surfaces against the
+    status of the session that would take it (:func:`crosstalk.core.gate_routing.claimant`), so
+    one that no live session could take stays held unless it is a quiet hold of a question
+    (released by a mute's end whatever the status); those are all this skips. With ``turned``
+    (the ``(name, project)`` of a session whose status just changed) it narrows further to what
+    that session could take: notices routed to it, and parked ones (their session gone, or
+    none) whose target is that session, its project or anyone. The scan runs over the partial
+    index of held notices (``notices_held``, pinned as in :func:`held_notices`), so it costs
+    what is pending, never history.
+    """
+    params: dict[str, object] = {f"d{n}": d for n, d in enumerate(_HELD)}
+    params.update(quiet=Decision.HOLD_QUIET.value, fyi=Intent.FYI.value)
+    names = _marks("n", [name for name, _ in live], params)
+    if turned is None:
+        keys = _marks("k", sorted({k for pair in live for k in pair if k}), params)
+        claimable = f"(session IN {names} OR target IS NULL OR target IN {keys})"
+    else:
+        params.update(name=turned[0], project=turned[1])
+        claimable = (
+            f"(session = :name OR ((session IS NULL OR session NOT IN {names}) AND "
+            "(target IS NULL OR target = :name OR target = :project)))"
+        )
+    rows = conn.execute(
+        f"SELECT {_NOTICE_COLUMNS} FROM notices INDEXED BY notices_held WHERE {_HELD_NOW} "
+        f"AND ({claimable} OR {_QUIET_ASK}) ORDER BY created_at, id",
+        params,
+    ).fetchall()
+    return [_notice(r) for r in rows]
+
+
+def quiet_held_sources(conn: sqlite3.Connection) -> list[tuple[str, str | None]]:
+    """The distinct ``(sender, room_id)`` of notices held by a timed mute and not yet surfaced
+    (what a mute's end could release); over the partial index of held notices."""
+    rows = conn.execute(
+        "SELECT DISTINCT sender, room_id FROM notices INDEXED BY notices_held "
+        "WHERE surfaced_at IS NULL AND withdrawn_at IS NULL AND decision = ?",
+        (Decision.HOLD_QUIET.value,),
+    ).fetchall()
+    return [(str(sender), None if room is None else str(room)) for sender, room in rows]
 
 
 def mark_surfaced(

@@ -110,6 +110,30 @@ def test_held_notices_for_a_session_follow_its_name_project_or_nobody(
     assert len(db.held_notices(conn)) == 4
 
 
+def test_releasable_notices_are_those_a_live_session_could_take(
+    conn: sqlite3.Connection,
+) -> None:
+    """Held notices no live session could take are skipped, unless a mute's end could release
+    them (a quiet hold of a question); a turned session narrows to what it could take."""
+    db.add_notice(conn, _notice("anyone"))
+    db.add_notice(conn, _notice("to-s1", session="s1", target="s1"))
+    db.add_notice(conn, _notice("to-s2", session="s2", target="s2"))
+    db.add_notice(conn, _notice("to-gone", session="gone", target=None))
+    db.add_notice(conn, _notice("for-repo", target="repo"))
+    db.add_notice(conn, _notice("for-nobody-live", target="elsewhere"))
+    db.add_notice(conn, _notice(
+        "quiet-ask", target="elsewhere", decision=Decision.HOLD_QUIET, intent=Intent.QUESTION,
+    ))
+    db.add_notice(conn, _notice("read"))
+    conn.execute("UPDATE notices SET withdrawn_at = 2.0 WHERE message_id = 'read'")
+    live = [("s1", "repo"), ("s2", "")]
+    every = [n.message_id for n in db.releasable_notices(conn, live)]
+    assert every == ["anyone", "to-s1", "to-s2", "to-gone", "for-repo", "quiet-ask"]
+    mine = [n.message_id for n in db.releasable_notices(conn, live, ("s1", "repo"))]
+    assert mine == ["anyone", "to-s1", "to-gone", "for-repo", "quiet-ask"]
+    assert db.quiet_held_sources(conn) == [("fp-ben", "r1")]
+
+
 def test_marking_surfaced_claims_a_notice_for_anyone_once(conn: sqlite3.Connection) -> None:
     """The first session to surface a notice for anyone takes it; a second mark changes nothing."""
     db.add_notice(conn, _notice("m1"))
