@@ -25,6 +25,7 @@ from crosstalk.core.words import BYTES_PER_WORD
 from crosstalk.daemon import Daemon
 from crosstalk.errors import CrosstalkError, RelayKeyMismatch
 from crosstalk.ops.pairing_ops import InviteLine, make_offer, run_pairing
+from crosstalk.store import room_keys, room_log
 from crosstalk.store.identity import IdentityRecord, save_identity
 from crosstalk.store.rooms import (
     Contact,
@@ -74,16 +75,10 @@ def _collect(conn: sqlite3.Connection) -> tuple[list[BundleContact], list[Bundle
         BundleContact(c.fingerprint, c.label, c.machine, c.signing_key, c.box_key, c.is_agent)
         for c in list_contacts(conn)
     ]
-    cursors = dict(conn.execute("SELECT room_id, seq FROM relay_cursors").fetchall())
+    cursors = room_log.relay_cursors(conn)
     rooms = []
     for room in list_rooms(conn):
-        keys = [
-            EpochKey(int(epoch), bytes(key))
-            for epoch, key in conn.execute(
-                "SELECT epoch, key FROM room_keys WHERE room_id = ? ORDER BY epoch",
-                (room.room_id,),
-            )
-        ]
+        keys = [EpochKey(epoch, key) for epoch, key in room_keys.epoch_keys(conn, room.room_id)]
         roster = [
             BundleMember(m.fingerprint, m.label, m.signing_key, m.box_key, m.state)
             for m in members(conn, room.room_id)
@@ -97,7 +92,7 @@ def _collect(conn: sqlite3.Connection) -> tuple[list[BundleContact], list[Bundle
                 room.epoch,
                 keys,
                 roster,
-                int(cursors.get(room.room_id, 0)),
+                cursors.get(room.room_id, 0),
             )
         )
     return contacts, rooms
@@ -122,22 +117,14 @@ def _adopt_bundle(conn: sqlite3.Connection, bundle: IdentityBundle) -> None:
         keys = {k.epoch: k.key for k in r.keys}
         add_room(conn, Room(r.room_id, r.name, r.kind, r.state, r.epoch, now), keys[r.epoch])
         for epoch, key in keys.items():
-            conn.execute(
-                "INSERT OR IGNORE INTO room_keys (room_id, epoch, key) VALUES (?, ?, ?)",
-                (r.room_id, epoch, key),
-            )
+            room_keys.keep_key(conn, r.room_id, epoch, key)
         for m in r.members:
             add_member(
                 conn,
                 RoomMember(r.room_id, m.fingerprint, m.label, m.signing_key, m.box_key, m.state),
             )
         # Start where the other machine stands: from now on, both get everything.
-        for table in ("relay_cursors", "room_cursors"):
-            conn.execute(
-                f"INSERT INTO {table} (room_id, seq) VALUES (?, ?) "
-                "ON CONFLICT (room_id) DO UPDATE SET seq = excluded.seq",
-                (r.room_id, r.cursor),
-            )
+        room_log.start_at(conn, r.room_id, r.cursor)
     set_setting(conn, RELAY_URL, bundle.relay_url)
 
 

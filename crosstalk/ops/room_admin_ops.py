@@ -44,6 +44,7 @@ from crosstalk.features.membership.lifecycle import (
 )
 from crosstalk.features.membership.names import apply_names, welcome
 from crosstalk.store import membership as mq
+from crosstalk.store import room_keys
 from crosstalk.store.rooms import (
     Contact,
     Room,
@@ -158,14 +159,6 @@ def _views(conn: sqlite3.Connection, me: str) -> RoomsReply:
     return RoomsReply(views)
 
 
-def _forget_room(conn: sqlite3.Connection, room_id: str) -> None:
-    """Leaving takes what the room knows off this machine (rows cascade from ``rooms``)."""
-    conn.execute("DELETE FROM held_messages WHERE room_id = ?", (room_id,))
-    conn.execute("DELETE FROM relay_inbound WHERE room_id = ?", (room_id,))
-    conn.execute("DELETE FROM relay_cursors WHERE room_id = ?", (room_id,))
-    conn.execute("DELETE FROM rooms WHERE room_id = ?", (room_id,))
-
-
 def adopt_invitation(conn: sqlite3.Connection, applied: Applied, keys: crypto.Keys) -> None:
     """Applier: an invitation that arrived in a room of two becomes a pending room here."""
     op = applied.op
@@ -178,22 +171,18 @@ def adopt_invitation(conn: sqlite3.Connection, applied: Applied, keys: crypto.Ke
         key = crypto.open_sealed(keys, op.sealed_key, context=key_context(op.room_id, op.epoch))
     except crypto.OpenFailed:
         return  # not sealed to us: ignore it
-    existing = conn.execute("SELECT 1 FROM rooms WHERE room_id = ?", (op.room_id,)).fetchone()
-    if existing is not None:
+    if mq.room_is_ours(conn, op.room_id):
         # Sent again with a newer key (a rekey we could not read): take it, if the sender is in
         # the room (any member could post a rekey there as well).
         if any(m.fingerprint == applied.sender for m in members(conn, op.room_id)):
-            conn.execute(
-                "INSERT OR IGNORE INTO room_keys (room_id, epoch, key) VALUES (?, ?, ?)",
-                (op.room_id, op.epoch, key),
-            )
-            conn.execute(
-                "UPDATE rooms SET epoch = max(epoch, ?) WHERE room_id = ?", (op.epoch, op.room_id)
-            )
+            room_keys.take_key(conn, op.room_id, op.epoch, key)
         return
-    names = {r.name for r in list_rooms(conn)}
-    name = op.name if op.name not in names else f"{op.name}-{op.room_id[:6]}"
-    add_room(conn, Room(op.room_id, name, "shared", "invited", op.epoch, time.time()), key)
+    if mq.room_exists(conn, op.room_id):  # left or removed before: invited back
+        room_keys.reopen_room(conn, op.room_id, op.epoch, key)
+    else:
+        names = {r.name for r in list_rooms(conn)}
+        name = op.name if op.name not in names else f"{op.name}-{op.room_id[:6]}"
+        add_room(conn, Room(op.room_id, name, "shared", "invited", op.epoch, time.time()), key)
     for m in op.members:
         known = find_contact(conn, m.fingerprint)
         label = known.label if known else m.label
@@ -210,10 +199,7 @@ def apply_rekey(conn: sqlite3.Connection, applied: Applied, keys: crypto.Keys) -
     if not isinstance(op, Rekey):
         return
     # Gone, not deleted: what they signed before the removal must still verify here.
-    conn.execute(
-        "UPDATE room_members SET gone = 1 WHERE room_id = ? AND fingerprint = ?",
-        (applied.room_id, op.removed),
-    )
+    room_keys.mark_gone(conn, applied.room_id, op.removed)
     sealed = op.sealed.get(keys.fingerprint)
     if sealed is None:
         return
@@ -221,13 +207,7 @@ def apply_rekey(conn: sqlite3.Connection, applied: Applied, keys: crypto.Keys) -
         key = crypto.open_sealed(keys, sealed, context=key_context(applied.room_id, op.epoch))
     except crypto.OpenFailed:
         return
-    conn.execute(
-        "INSERT OR IGNORE INTO room_keys (room_id, epoch, key) VALUES (?, ?, ?)",
-        (applied.room_id, op.epoch, key),
-    )
-    conn.execute(
-        "UPDATE rooms SET epoch = max(epoch, ?) WHERE room_id = ?", (op.epoch, applied.room_id)
-    )
+    room_keys.take_key(conn, applied.room_id, op.epoch, key)
 
 
 def _invitation(conn: sqlite3.Connection, room: Room, contact: Contact, inviter: str) -> RoomInvite:
@@ -301,19 +281,9 @@ async def _kick(daemon: Daemon, room_name: str, peer: str) -> KickReply:
     # Sealed under the old epoch (everyone remaining can open it); the removed member is
     # already off the relay's roster, so it never receives this op.
     await daemon.send_op(room.room_id, Rekey(epoch, target.fingerprint, sealed))
-
-    def rotate(conn: sqlite3.Connection) -> None:
-        conn.execute(
-            "INSERT OR IGNORE INTO room_keys (room_id, epoch, key) VALUES (?, ?, ?)",
-            (room.room_id, epoch, key),
-        )
-        conn.execute("UPDATE rooms SET epoch = ? WHERE room_id = ?", (epoch, room.room_id))
-        conn.execute(
-            "UPDATE room_members SET gone = 1 WHERE room_id = ? AND fingerprint = ?",
-            (room.room_id, target.fingerprint),
-        )
-
-    await daemon.store.write(rotate)
+    await daemon.store.write(
+        lambda c: room_keys.rotate_key(c, room.room_id, epoch, key, target.fingerprint)
+    )
     # Invited members cannot read the rekey op (their cursor starts when they accept).
     await share_with_stranded(daemon.store, daemon.send_op, room.room_id, keys.fingerprint, sealed)
     return KickReply(room.name, target.label, epoch)
@@ -385,7 +355,7 @@ def register(ops: OpTable, daemon: Daemon) -> None:
             await create_on_relay(await daemon.relay(), keys, room_id)
         except CrosstalkError as exc:
             if exc.code != "relay_unreachable":
-                await daemon.store.write(lambda c: _forget_room(c, room_id))
+                await daemon.store.write(lambda c: room_keys.forget_room(c, room_id))
             raise
         await daemon.room_inbox(room_id)
         return RoomReply(name, room_id, "joined")
@@ -416,7 +386,7 @@ def register(ops: OpTable, daemon: Daemon) -> None:
         if room.state != "invited":
             raise NotInvited(f"There is no pending invitation to {room.name}.")
         await (await daemon.relay()).request(w.Decline(0, room.room_id), w.Ok)
-        await daemon.store.write(lambda c: _forget_room(c, room.room_id))
+        await daemon.store.write(lambda c: room_keys.forget_room(c, room.room_id))
         return RoomReply(room.name, room.room_id, "declined")
 
     async def leave(params: RoomParams) -> RoomReply:
@@ -427,7 +397,7 @@ def register(ops: OpTable, daemon: Daemon) -> None:
             if exc.code not in {"unknown_room", "not_a_member"}:
                 raise
         await daemon.forget_room(room.room_id)
-        await daemon.store.write(lambda c: _forget_room(c, room.room_id))
+        await daemon.store.write(lambda c: room_keys.forget_room(c, room.room_id))
         return RoomReply(room.name, room.room_id, "left")
 
     async def kick(params: KickParams) -> KickReply:

@@ -53,3 +53,19 @@ def newest_epoch(conn: sqlite3.Connection, room_id: str) -> int:
     """The newest key epoch we hold for the room (0 when none)."""
     row = conn.execute("SELECT max(epoch) FROM room_keys WHERE room_id = ?", (room_id,)).fetchone()
     return int(row[0]) if row and row[0] is not None else 0
+
+
+def relay_cursors(conn: sqlite3.Connection) -> dict[str, int]:
+    """Each room's relay cursor: the seq up to which the link has committed its ops here."""
+    return {str(r): int(s) for r, s in conn.execute("SELECT room_id, seq FROM relay_cursors")}
+
+
+def start_at(conn: sqlite3.Connection, room_id: str, seq: int) -> None:
+    """Set both of the room's cursors (link and applied) to ``seq``: a linked machine starts
+    where the other one stands, and gets everything after it."""
+    for table in ("relay_cursors", "room_cursors"):
+        conn.execute(
+            f"INSERT INTO {table} (room_id, seq) VALUES (?, ?) "
+            "ON CONFLICT (room_id) DO UPDATE SET seq = excluded.seq",
+            (room_id, seq),
+        )

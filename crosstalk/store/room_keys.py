@@ -1,0 +1,88 @@
+"""A room's keys, epochs and removals, and taking a room off this machine.
+
+A room key belongs to an epoch; ``rooms.epoch`` is the newest epoch we send under. Keys arrive by
+invitation, by a ``Rekey`` sealed to us, by our own kick, or in a linked machine's bundle; none is
+ever replaced (``INSERT OR IGNORE``), and the epoch only moves forward except when we rotate it
+ourselves. A removed member's rows stay, marked gone, so what they signed before still verifies.
+
+Every function takes the open connection, so it composes inside one ``store.write`` transaction.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+
+def keep_key(conn: sqlite3.Connection, room_id: str, epoch: int, key: bytes) -> None:
+    """Hold ``key`` for the room's ``epoch`` (a key we already hold for it is kept)."""
+    conn.execute(
+        "INSERT OR IGNORE INTO room_keys (room_id, epoch, key) VALUES (?, ?, ?)",
+        (room_id, epoch, key),
+    )
+
+
+def take_key(conn: sqlite3.Connection, room_id: str, epoch: int, key: bytes) -> None:
+    """Hold ``key`` for ``epoch`` and send under it from now on, unless we hold a newer epoch."""
+    keep_key(conn, room_id, epoch, key)
+    conn.execute("UPDATE rooms SET epoch = max(epoch, ?) WHERE room_id = ?", (epoch, room_id))
+
+
+def rotate_key(
+    conn: sqlite3.Connection, room_id: str, epoch: int, key: bytes, removed: str
+) -> None:
+    """Our kick: ``removed`` is gone and the room moves to ``epoch`` under ``key``."""
+    keep_key(conn, room_id, epoch, key)
+    conn.execute("UPDATE rooms SET epoch = ? WHERE room_id = ?", (epoch, room_id))
+    mark_gone(conn, room_id, removed)
+
+
+def mark_gone(conn: sqlite3.Connection, room_id: str, fingerprint: str) -> None:
+    """The member left the room's roster; their row stays so their old signatures verify."""
+    conn.execute(
+        "UPDATE room_members SET gone = 1 WHERE room_id = ? AND fingerprint = ?",
+        (room_id, fingerprint),
+    )
+
+
+def epoch_keys(conn: sqlite3.Connection, room_id: str) -> list[tuple[int, bytes]]:
+    """Every ``(epoch, key)`` we hold for the room, oldest first."""
+    rows = conn.execute(
+        "SELECT epoch, key FROM room_keys WHERE room_id = ? ORDER BY epoch", (room_id,)
+    ).fetchall()
+    return [(int(epoch), bytes(key)) for epoch, key in rows]
+
+
+def forget_room(conn: sqlite3.Connection, room_id: str) -> None:
+    """Take what the room knows off this machine (we left or declined it).
+
+    The room's own row stays, marked ``left``: the outbox rows of what we sent hang off it, so
+    ``sent`` keeps saying how far each message got (one still queued is refused by the relay,
+    and ends ``refused``). Everything else that hangs off the room goes, whichever feature made
+    it: every table with a foreign key to ``rooms`` but the outbox.
+    """
+    conn.execute("DELETE FROM held_messages WHERE room_id = ?", (room_id,))
+    conn.execute("DELETE FROM relay_inbound WHERE room_id = ?", (room_id,))
+    conn.execute("DELETE FROM relay_cursors WHERE room_id = ?", (room_id,))
+    for table in _tables_of_rooms(conn):
+        if table != "outbox":
+            conn.execute(f"DELETE FROM {table} WHERE room_id = ?", (room_id,))  # our own names
+    conn.execute("UPDATE rooms SET state = 'left' WHERE room_id = ?", (room_id,))
+
+
+def _tables_of_rooms(conn: sqlite3.Connection) -> list[str]:
+    """Every table whose rows hang off ``rooms`` by a foreign key."""
+    tables = [str(r[0]) for r in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name != 'rooms'"
+    )]
+    return [t for t in tables
+            if any(fk[2] == "rooms" for fk in conn.execute(f"PRAGMA foreign_key_list({t})"))]
+
+
+def reopen_room(conn: sqlite3.Connection, room_id: str, epoch: int, key: bytes) -> None:
+    """A room we left or were removed from, invited to again: pending once more, at ``epoch``."""
+    conn.execute(
+        "UPDATE rooms SET state = 'invited', epoch = ?, removed_at = NULL, removed_by = NULL "
+        "WHERE room_id = ?",
+        (epoch, room_id),
+    )
+    keep_key(conn, room_id, epoch, key)
