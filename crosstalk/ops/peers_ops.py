@@ -19,6 +19,7 @@ from crosstalk.actors.router import PresenceQuery
 from crosstalk.core.levels import resolve_level
 from crosstalk.daemon import Daemon
 from crosstalk.errors import UsageError
+from crosstalk.store import peers as peer_rows
 from crosstalk.store.attention import load_mutes, load_trust
 from crosstalk.store.gate import source_of
 from crosstalk.store.identity import save_identity
@@ -102,11 +103,7 @@ def _peers(
     conn: sqlite3.Connection, online: dict[str, bool], now: float, me: str = ""
 ) -> list[PeerView]:
     settings, mutes = load_trust(conn), load_mutes(conn)
-    unread = dict(
-        conn.execute(
-            "SELECT sender, count(*) FROM held_messages WHERE read_at IS NULL GROUP BY sender"
-        ).fetchall()
-    )
+    unread = peer_rows.unread_by_sender(conn)
     published = peer_sessions(conn)
 
     def sessions(fingerprint: str) -> list[SessionView]:
@@ -126,7 +123,7 @@ def _peers(
                 c.machine,
                 level.value,
                 mutes.is_muted(c.fingerprint, now),
-                int(unread.get(c.fingerprint, 0)),
+                unread.get(c.fingerprint, 0),
                 c.is_agent,
                 sessions(c.fingerprint),
             )
@@ -135,7 +132,7 @@ def _peers(
         level = resolve_level(settings, source_of(conn, fp), None).level
         views.append(
             PeerView(label, fp, online.get(fp, False), "", level.value, mutes.is_muted(fp, now),
-                     int(unread.get(fp, 0)), False, sessions(fp), room)
+                     unread.get(fp, 0), False, sessions(fp), room)
         )
     return views
 
@@ -143,26 +140,15 @@ def _peers(
 def _costs(conn: sqlite3.Connection) -> list[CostRow]:
     rows = []
     for c in list_contacts(conn):
-        sent, out_chars = conn.execute(
-            "SELECT count(*), coalesce(sum(chars), 0) FROM sent_messages WHERE to_label = ?",
-            (c.label,),
-        ).fetchone()
-        received, in_chars = conn.execute(
-            "SELECT count(*), coalesce(sum(length(body)), 0) FROM held_messages WHERE sender = ?",
-            (c.fingerprint,),
-        ).fetchone()
-        shown = conn.execute(
-            "SELECT count(*) FROM notices WHERE sender = ? AND shown_at IS NOT NULL",
-            (c.fingerprint,),
-        ).fetchone()[0]
+        t = peer_rows.traffic_with(conn, c.label, c.fingerprint)
         rows.append(
             CostRow(
                 c.label,
-                int(sent),
-                int(received),
-                int(shown),
-                int(out_chars) // CHARS_PER_TOKEN,
-                int(in_chars) // CHARS_PER_TOKEN,
+                t.sent,
+                t.received,
+                t.shown,
+                t.sent_chars // CHARS_PER_TOKEN,
+                t.received_chars // CHARS_PER_TOKEN,
             )
         )
     return rows
@@ -172,16 +158,7 @@ def _rename_contact(conn: sqlite3.Connection, old: str, new: str) -> str:
     contact = contact_named(conn, old)
     if any(c.label == new for c in list_contacts(conn)):
         raise UsageError(f"You already call someone {new!r}.")
-    conn.execute("UPDATE contacts SET label = ? WHERE fingerprint = ?", (new, contact.fingerprint))
-    conn.execute(
-        "UPDATE room_members SET label = ? WHERE fingerprint = ?", (new, contact.fingerprint)
-    )
-    conn.execute(
-        "UPDATE rooms SET name = ? WHERE kind = 'direct' AND name = ? AND room_id IN "
-        "(SELECT room_id FROM room_members WHERE fingerprint = ?)",
-        (new, contact.label, contact.fingerprint),
-    )
-    conn.execute("UPDATE sent_messages SET to_label = ? WHERE to_label = ?", (new, contact.label))
+    peer_rows.relabel_contact(conn, contact.fingerprint, contact.label, new)
     return contact.label
 
 
