@@ -36,7 +36,7 @@ from crosstalk.errors import (
     UnknownPeer,
     UsageError,
 )
-from crosstalk.ops.read_ops import find_held, send_receipts, withdraw_notices
+from crosstalk.ops.read_ops import find_held, withdraw_notices
 from crosstalk.ops.room_admin_ops import find_room
 from crosstalk.slices import build_slice, needs_transcript
 from crosstalk.store.attention import load_ration_stamps, save_ration_stamps
@@ -351,16 +351,8 @@ def register(ops: OpTable, daemon: Daemon) -> None:
         lambda conn, applied: hold_message(conn, applied, me=daemon.keys.fingerprint)
     )
     daemon.appliers.append(apply_receipt)
-
-    async def delivered(applied: list[Applied]) -> None:
-        by_room: dict[str, list[str]] = {}
-        me = daemon.keys.fingerprint
-        for entry in applied:
-            if isinstance(entry.op, MessageOp) and entry.sender != me:
-                by_room.setdefault(entry.room_id, []).append(entry.op_id)
-        await send_receipts(daemon, "delivered", by_room)
-
-    daemon.applied_listeners.append(delivered)
+    # `delivered` receipts are owed in the apply transaction and posted by the receipts actor
+    # (read_ops.register).
 
     async def send(params: SendParams) -> SendReply:
         kind = Kind.HANDOFF if params.kind == "handoff" else Kind.MESSAGE

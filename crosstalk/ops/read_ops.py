@@ -7,7 +7,10 @@ too) and a ``lease`` naming the unread ones it handed out. A message becomes ``r
 the reader acknowledges it with ``ack {"lease"}`` (or ``ack {"ids"}``), after it has put the
 message in front of its agent or person: the CLI after printing, the MCP server once the tool
 result is built. The ack marks the messages read, withdraws the gate's notices about them and
-sends the ``read`` receipts, in that order, the first two in one transaction.
+records the ``read`` receipts owed to their senders, all in one transaction; the receipts actor
+(crosstalk/actors/receipts.py) posts them after that commit, so an ack cancelled after its commit
+or a daemon killed there still sends them. ``delivered`` receipts are owed the same way, from the
+room's apply transaction that holds the message (crosstalk/store/receipts.py).
 
 So a reader that goes away before acknowledging (a client that hangs up, a timeout, a daemon
 killed between the reply and the ack) loses nothing: the next ``read`` hands the same messages
@@ -32,14 +35,19 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import trio
 from cattrs.gen import make_dict_unstructure_fn, override
 
 from crosstalk.actors.control import OpTable
+from crosstalk.actors.fanout import coalescing
+from crosstalk.actors.receipts import ReceiptsActor, wake
+from crosstalk.core.room import Applied
 from crosstalk.daemon import Daemon
-from crosstalk.errors import CrosstalkError, Refused, UnknownMessage, UsageError
-from crosstalk.store.gate import LOCAL_ROOM, REFUSED_KEY
+from crosstalk.errors import Refused, UnknownMessage, UsageError
+from crosstalk.store.gate import REFUSED_KEY
+from crosstalk.store.receipts import owe
 from crosstalk.wire.converter import converter
-from crosstalk.wire.room_ops import Receipt
+from crosstalk.wire.room_ops import MessageOp
 
 log = logging.getLogger(__name__)
 
@@ -268,19 +276,33 @@ def take_slice(conn: sqlite3.Connection, ref: str, index: int) -> SliceReply:
     )
 
 
-async def send_receipts(daemon: Daemon, state: str, by_room: dict[str, list[str]]) -> None:
-    """Tell senders their messages were delivered or read (one op per room; none for local)."""
-    for room_id, ids in by_room.items():
-        if room_id == LOCAL_ROOM:
-            continue  # a post or a message between our own sessions: nobody to tell
-        try:
-            await daemon.send_op(room_id, Receipt(state, tuple(ids)))
-        except CrosstalkError as exc:  # a room we have since left: the receipt has nowhere to go
-            log.info("no %s receipt for room %s: %s", state, room_id, exc.message)
-
-
 def register(ops: OpTable, daemon: Daemon) -> None:
     leases = Leases()
+    receipts: trio.MemorySendChannel[None] | None = None  # the receipts actor's inbox, once up
+
+    def me() -> str:
+        return daemon.keys.fingerprint if daemon.identity is not None else ""
+
+    def owe_delivered(conn: sqlite3.Connection, applied: Applied) -> None:
+        """Applier: a message someone else sent us is held, so a ``delivered`` receipt is owed
+        (in the same transaction; the receipts actor posts it after the commit)."""
+        if isinstance(applied.op, MessageOp) and applied.sender != me():
+            owe(conn, "delivered", applied.room_id, [applied.op_id], time.time())
+
+    async def post_receipts() -> None:
+        wake(receipts)
+
+    async def start_receipts() -> None:
+        nonlocal receipts
+        actor = ReceiptsActor(
+            store=daemon.store, send_op=daemon.send_op, ready=lambda: daemon.identity is not None
+        )
+        receipts = await daemon.supervisor.start_actor("receipts", actor, inbox_size=1)
+
+    daemon.appliers.append(owe_delivered)
+    # The actor re-reads the owed receipts when told a batch was applied: a coalescing subscriber.
+    daemon.applied_subscribers.append(coalescing("receipts", post_receipts))
+    daemon.on_start.append(start_receipts)
 
     async def read(params: ReadParams) -> ReadReply:
         me = daemon.keys.fingerprint if daemon.identity is not None else ""
@@ -296,11 +318,15 @@ def register(ops: OpTable, daemon: Daemon) -> None:
 
         def write(conn: sqlite3.Connection) -> dict[str, list[str]]:
             named = [find_held(conn, ref) for ref in params.ids]
-            return mark_read(conn, wanted + named, time.time())
+            now = time.time()
+            by_room = mark_read(conn, wanted + named, now)
+            for room_id, ids in by_room.items():  # owed in the same transaction: never lost
+                owe(conn, "read", room_id, ids, now)
+            return by_room
 
-        receipts = await daemon.store.write(write)
-        await send_receipts(daemon, "read", receipts)
-        return AckReply(sum(len(ids) for ids in receipts.values()))
+        read_now = await daemon.store.write(write)
+        wake(receipts)
+        return AckReply(sum(len(ids) for ids in read_now.values()))
 
     async def read_slice(params: SliceParams) -> SliceReply:
         return await daemon.store.read(lambda c: take_slice(c, params.id, params.index))

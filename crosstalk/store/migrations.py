@@ -26,6 +26,7 @@ from crosstalk.store import (
     schema_memory,
     schema_messages,
     schema_presence,
+    schema_receipts,
     schema_threads,
     schema_ui,
 )
@@ -198,6 +199,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(11, "indexes for the per-event paths and retention", schema_hot.STATEMENTS),
     # The local page keeps the ops we send, which the relay never echoes (crosstalk/features/ui/).
     Migration(12, "ui: the ops we sent", schema_ui.STATEMENTS),
+    # Receipts owed to senders, written with the hold or the ack they report (store/receipts.py).
+    Migration(13, "receipts owed to senders", schema_receipts.STATEMENTS),
 )
 LATEST_VERSION = len(MIGRATIONS)
 

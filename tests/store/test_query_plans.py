@@ -24,7 +24,7 @@ from crosstalk.inbox import load_pending
 from crosstalk.ops import message_ops, peers_ops, read_ops, session_ops
 from crosstalk.store import attention as db
 from crosstalk.store import gate as gate_records
-from crosstalk.store import link, memory, retention, room_log, sessions
+from crosstalk.store import link, memory, receipts, retention, room_log, sessions
 from crosstalk.store.db import connect
 
 #: Tables that grow with every message (or op) over a daemon's life. ``sessions`` is not one:
@@ -77,6 +77,9 @@ def _hot_paths(conn: sqlite3.Connection) -> dict[str, Callable[[], object]]:
         "gate: undecided since": lambda: gate_records.undecided(conn, NOW - 60),
         "inbox: pending pushes": lambda: load_pending(conn, NOW),
         "receipt: delivery state": lambda: message_ops.delivery_state(conn, "m1"),
+        "receipt: owe": lambda: receipts.owe(conn, "read", "r1", ["m1"], NOW),
+        "receipt: owed": lambda: receipts.owed(conn),
+        "receipt: settle": lambda: receipts.settle(conn, [1]),
         "send: sent list": lambda: message_ops.sent_views(conn, 20),
         "link: load": lambda: link.load(conn, "ws://relay"),
         "link: mark sent": lambda: link.mark_sent(

@@ -1,0 +1,94 @@
+"""The receipts actor: posts every receipt we owe a sender, until none is owed.
+
+A receipt is owed from the transaction that holds (``delivered``) or marks read (``read``) a
+message (crosstalk/store/receipts.py), so a cancelled ``ack`` or a daemon killed after that
+commit still owes it. This actor drains the owed rows: for each room and state it posts one
+``Receipt`` op and deletes the rows only once the op is committed to the outbox. It drains when
+it starts (whatever a previous daemon left owed), whenever it is woken (a message in its inbox:
+an ack or a hold was committed), and again after :data:`RETRY` seconds while a post fails for a
+reason that may pass (the relay link not up yet). A room we left or were removed from has
+nowhere to send a receipt: its rows are dropped. A crash between the post and the delete posts
+the receipt again, which is harmless: the sender's state only moves forward.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sqlite3
+from collections.abc import Callable
+from functools import partial
+from typing import Protocol, TypeVar
+
+import trio
+
+from crosstalk.actors.context import ActorContext
+from crosstalk.errors import CrosstalkError, NotAMember, UnknownRoom
+from crosstalk.store.receipts import owed, settle
+from crosstalk.wire.room_ops import Receipt, RoomOp
+
+log = logging.getLogger(__name__)
+R = TypeVar("R")
+
+#: Seconds before owed receipts whose post failed for a passing reason are tried again.
+RETRY = 30.0
+
+
+class StoreLike(Protocol):
+    async def read(self, fn: Callable[[sqlite3.Connection], R]) -> R: ...
+
+    async def write(self, fn: Callable[[sqlite3.Connection], R]) -> R: ...
+
+
+class SendOpFn(Protocol):
+    async def __call__(self, room_id: str, op: RoomOp, *, op_id: str | None = None) -> str: ...
+
+
+def wake(inbox: trio.MemorySendChannel[None] | None) -> None:
+    """Tell the actor something may be owed (never blocks; a full inbox is a pending wake)."""
+    if inbox is None:
+        return  # not started yet: it drains everything owed when it starts
+    try:
+        inbox.send_nowait(None)
+    except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
+        pass
+
+
+class ReceiptsActor:
+    """Posts owed receipts; ``ready`` says whether there is an identity to post them with."""
+
+    def __init__(self, *, store: StoreLike, send_op: SendOpFn, ready: Callable[[], bool]) -> None:
+        self._store = store
+        self._send_op = send_op
+        self._ready = ready
+
+    async def run(
+        self,
+        ctx: ActorContext[None],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        task_status.started()
+        while True:
+            again = await self.drain(ctx.beat) if self._ready() else True
+            with trio.move_on_after(RETRY if again else math.inf):
+                await ctx.receive()
+
+    async def drain(self, beat: Callable[[], None] = lambda: None) -> bool:
+        """Post every owed receipt; ``True`` when some are left to try again later."""
+        while True:
+            batch = await self._store.read(owed)
+            if not batch:
+                return False
+            for item in batch:
+                try:
+                    await self._send_op(item.room_id, Receipt(item.state, item.msg_ids))
+                except (UnknownRoom, NotAMember) as exc:  # we left: nowhere to send it
+                    log.info("no %s receipt for room %s: %s", item.state, item.room_id,
+                             exc.message)
+                except CrosstalkError as exc:
+                    log.info("%s receipt for room %s not posted yet: %s", item.state,
+                             item.room_id, exc.message)
+                    return True
+                await self._store.write(partial(settle, rows=item.rows))
+                beat()

@@ -1,0 +1,168 @@
+"""Receipts are owed in the transaction that holds or reads a message, and posted after it.
+
+The ``ack`` marks messages read and records the ``read`` receipts owed in one transaction; the
+receipts actor posts them afterwards and forgets them only once the post is committed to the
+outbox. So a post cancelled after the ack's commit (a client giving up, a timeout, the daemon
+killed) is still made: by the next drain, at the latest when the daemon starts again.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from types import SimpleNamespace
+from typing import cast
+
+import trio
+
+from crosstalk.actors.control import OpTable
+from crosstalk.actors.receipts import ReceiptsActor
+from crosstalk.actors.supervisor import Supervisor
+from crosstalk.core.room import Applied
+from crosstalk.daemon import Daemon
+from crosstalk.errors import CrosstalkError, RelayUnreachable, UnknownRoom
+from crosstalk.ops import read_ops
+from crosstalk.store.db import Store, open_store
+from crosstalk.store.receipts import owe, owed
+from crosstalk.wire.room_ops import MessageOp, Receipt, RoomOp
+from tests.actors.fakes import running
+
+ME, BEN = "me" * 8, "be" * 8
+
+
+class Posts:
+    """A fake ``send_op``: records each op it commits; ``hang`` never commits (a stuck post);
+    ``fail`` raises instead."""
+
+    def __init__(self, *, hang: bool = False, fail: CrosstalkError | None = None) -> None:
+        self.hang, self.fail = hang, fail
+        self.posted: list[tuple[str, RoomOp]] = []
+        self.attempted = trio.Event()
+        self.changed = trio.Event()
+
+    async def __call__(self, room_id: str, op: RoomOp, *, op_id: str | None = None) -> str:
+        self.attempted.set()
+        if self.hang:
+            await trio.sleep_forever()
+        if self.fail is not None:
+            raise self.fail
+        self.posted.append((room_id, op))
+        self.changed.set()
+        self.changed = trio.Event()
+        return op_id or f"op{len(self.posted)}"
+
+
+def _room_with_two_unread(conn: sqlite3.Connection) -> None:
+    for room in ("r1", "r2"):
+        conn.execute(
+            "INSERT INTO rooms (room_id, name, kind, state, created_at) "
+            "VALUES (?, ?, 'shared', 'joined', 0)",
+            (room, room),
+        )
+    conn.executemany(
+        "INSERT INTO held_messages (message_id, room_id, sender, intent, body, received_at) "
+        "VALUES (?, 'r1', ?, 'fyi', '{\"text\": \"hi\"}', ?)",
+        [("a1" * 16, BEN, 1.0), ("a2" * 16, BEN, 2.0)],
+    )
+
+
+async def _daemon(store: Store, supervisor: Supervisor, posts: Posts) -> OpTable:
+    """``read_ops`` registered against a daemon that has a store, a supervisor and ``posts``
+    for its ``send_op``; its start hooks run (the receipts actor starts)."""
+    daemon = SimpleNamespace(
+        store=store, supervisor=supervisor, send_op=posts, identity=object(),
+        keys=SimpleNamespace(fingerprint=ME), appliers=[], applied_subscribers=[], on_start=[],
+    )
+    ops = OpTable()
+    read_ops.register(ops, cast(Daemon, daemon))
+    for start in daemon.on_start:
+        await start()
+    return ops
+
+
+async def test_an_ack_whose_receipt_post_is_cancelled_sends_it_after_a_restart(
+    tmp_path: Path,
+) -> None:
+    """The ack commits; its receipt's post hangs and the daemon dies. The receipt is still owed
+    in the store, and the next daemon's receipts actor posts it and then owes nothing."""
+    path = tmp_path / "state.db"
+    a1, a2 = "a1" * 16, "a2" * 16
+    async with open_store(path) as store:
+        await store.write(_room_with_two_unread)
+        stuck = Posts(hang=True)
+        async with running(Supervisor(heartbeat=5.0)) as supervisor:
+            ops = await _daemon(store, supervisor, stuck)
+            lease = (await ops.call("read", {}))["lease"]
+            assert await ops.call("ack", {"lease": lease}) == {"acked": 2}
+            with trio.fail_after(5):
+                await stuck.attempted.wait()  # posting when the daemon dies
+        assert stuck.posted == []
+        [left] = await store.read(owed)
+        assert (left.room_id, left.state, left.msg_ids) == ("r1", "read", (a1, a2))
+
+    async with open_store(path) as store:  # the daemon starts again
+        posts = Posts()
+        async with running(Supervisor(heartbeat=5.0)) as supervisor:
+            await _daemon(store, supervisor, posts)
+            with trio.fail_after(5):
+                while not posts.posted:
+                    await posts.changed.wait()
+            with trio.fail_after(5):  # the rows go in the store's worker thread: poll them
+                while await store.read(owed):  # noqa: ASYNC110
+                    await trio.sleep(0.01)
+        assert posts.posted == [("r1", Receipt("read", (a1, a2)))]
+
+
+async def test_a_read_and_a_delivered_receipt_are_owed_with_the_change_they_report(
+    tmp_path: Path,
+) -> None:
+    """The applier owes ``delivered`` for someone else's message (not ours); the ack owes
+    ``read``; acknowledging again owes nothing more."""
+    async with open_store(tmp_path / "state.db") as store:
+        await store.write(_room_with_two_unread)
+        posts = Posts(hang=True)  # nothing leaves: we look at what is owed
+        async with running(Supervisor(heartbeat=5.0)) as supervisor:
+            daemon = SimpleNamespace(
+                store=store, supervisor=supervisor, send_op=posts, identity=object(),
+                keys=SimpleNamespace(fingerprint=ME), appliers=[], applied_subscribers=[],
+                on_start=[],
+            )
+            ops = OpTable()
+            read_ops.register(ops, cast(Daemon, daemon))
+            [owe_delivered] = daemon.appliers
+
+            def apply(conn: sqlite3.Connection) -> None:
+                for op_id, sender in (("b1" * 16, BEN), ("b2" * 16, ME)):
+                    op = MessageOp(msg_id=op_id, text="hi")
+                    owe_delivered(conn, Applied("r2", 1, op_id, sender, 1.0, op))
+
+            await store.write(apply)
+            await ops.call("ack", {"ids": ["a1" * 16]})
+            await ops.call("ack", {"ids": ["a1" * 16]})
+            pending = await store.read(owed)
+        assert {(o.room_id, o.state, o.msg_ids) for o in pending} == {
+            ("r2", "delivered", ("b1" * 16,)),
+            ("r1", "read", ("a1" * 16,)),
+        }
+
+
+async def test_a_room_we_left_drops_its_receipt_and_a_passing_failure_keeps_it(
+    tmp_path: Path,
+) -> None:
+    """UnknownRoom: nowhere to send it, forgotten. RelayUnreachable: kept, posted next time."""
+    async with open_store(tmp_path / "state.db") as store:
+        await store.write(lambda c: owe(c, "read", "gone", ["c1" * 16], 1.0))
+        gone = Posts(fail=UnknownRoom("left"))
+        assert await ReceiptsActor(store=store, send_op=gone, ready=lambda: True).drain() is False
+        assert await store.read(owed) == []
+
+        await store.write(lambda c: owe(c, "delivered", "r1", ["d1" * 16], 2.0))
+        down = Posts(fail=RelayUnreachable("not yet"))
+        assert await ReceiptsActor(store=store, send_op=down, ready=lambda: True).drain() is True
+        assert len(await store.read(owed)) == 1
+        up = Posts()
+        assert await ReceiptsActor(store=store, send_op=up, ready=lambda: True).drain() is False
+        assert up.posted == [("r1", Receipt("delivered", ("d1" * 16,)))]
+        assert await store.read(owed) == []
+        await store.write(lambda c: owe(c, "read", "local", ["e1" * 16], 3.0))
+        assert await store.read(owed) == []  # a local message: nobody to tell
