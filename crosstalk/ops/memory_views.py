@@ -232,13 +232,9 @@ def find_record(
     """
     hits: list[tuple[Room, str]] = []
     for room in rooms:
-        rows = conn.execute(
-            "SELECT record_id FROM memory_records WHERE room_id = ? AND kind = ? "
-            "AND substr(record_id, 1, ?) = ?",
-            (room.room_id, kind, len(wanted), wanted),
-        ).fetchall()
-        exact = [r[0] for r in rows if r[0] == wanted]
-        hits += [(room, rid) for rid in (exact or [r[0] for r in rows])]
+        ids = m.record_ids(conn, room.room_id, kind, wanted)
+        exact = [rid for rid in ids if rid == wanted]
+        hits += [(room, rid) for rid in (exact or ids)]
     if len(hits) == 1:
         return hits[0]
     what = "fact" if kind == "fact" else "task"

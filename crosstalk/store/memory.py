@@ -123,6 +123,16 @@ def _records(conn: sqlite3.Connection, room_id: str, kind: str, cls: type[Any]) 
     return tuple(converter.structure(json.loads(r[0]), cls) for r in rows)
 
 
+def record_ids(conn: sqlite3.Connection, room_id: str, kind: str, prefix: str) -> list[str]:
+    """The ids of the room's records of ``kind`` that start with ``prefix``."""
+    rows = conn.execute(
+        "SELECT record_id FROM memory_records WHERE room_id = ? AND kind = ? "
+        "AND substr(record_id, 1, ?) = ?",
+        (room_id, kind, len(prefix), prefix),
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
 def load_snapshot(conn: sqlite3.Connection, room_id: str) -> MemorySnapshot:
     """The room's memory as a snapshot, as of its memory cursor.
 
