@@ -24,6 +24,7 @@ from crosstalk.daemon import Daemon
 from crosstalk.errors import CrosstalkError, UsageError
 from crosstalk.inbox import held_text
 from crosstalk.store import attention as db
+from crosstalk.store.messages import held_body
 from crosstalk.store.sessions import get_session, register_session
 
 GATE_REPLY_TIMEOUT = 10.0
@@ -151,10 +152,7 @@ def _words(conn: sqlite3.Connection, message_ids: list[str]) -> dict[str, str]:
     """The held words of ``deliver``-level notices, read exactly as the inbox push reads them."""
     found: dict[str, str] = {}
     for message_id in message_ids:
-        row = conn.execute(
-            "SELECT body FROM held_messages WHERE message_id = ?", (message_id,)
-        ).fetchone()
-        text = held_text(row[0] if row else None)
+        text = held_text(held_body(conn, message_id))
         if text is not None:
             found[message_id] = text
     return found
