@@ -29,7 +29,15 @@ from crosstalk.core.words import BYTES_PER_WORD
 from crosstalk.daemon import Daemon
 from crosstalk.errors import CrosstalkError, RelayKeyMismatch
 from crosstalk.local_relay import ensure_relay_at, hosted_port, is_local_default, lan_address
-from crosstalk.store.rooms import Contact, Room, RoomMember, add_member, add_room, upsert_contact
+from crosstalk.store.rooms import (
+    Contact,
+    Room,
+    RoomMember,
+    add_member,
+    add_room,
+    set_room_state,
+    upsert_contact,
+)
 from crosstalk.tunnel import open_tunnel, require_cloudflared
 from crosstalk.wire import relay as w
 from crosstalk.wire.pairing import Offer, Purpose, Role, RoomGrant
@@ -285,11 +293,7 @@ def register(ops: OpTable, daemon: Daemon) -> None:
         with trio.move_on_after(INVITATION_WAIT):
             await receive.receive()
         await relay.request(w.Accept(0, grant.room_id), w.Ok)
-        await daemon.store.write(
-            lambda c: c.execute(
-                "UPDATE rooms SET state = 'joined' WHERE room_id = ?", (grant.room_id,)
-            )
-        )
+        await daemon.store.write(lambda c: set_room_state(c, grant.room_id, "joined"))
         await daemon.room_inbox(grant.room_id)
         return JoinedLine(contact.label, grant.room_id, contact.fingerprint, keys.fingerprint)
 
