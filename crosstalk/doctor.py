@@ -26,7 +26,7 @@ from crosstalk.doctor_check import Check
 from crosstalk.errors import CrosstalkError
 from crosstalk.paths import Home
 from crosstalk.store.checks import inspect_state_files
-from crosstalk.store.migrations import LATEST_VERSION
+from crosstalk.store.migrations import LATEST_VERSION, schema_version
 
 UPGRADE = "in your crosstalk clone, run `git pull`, then `python3 -m pip install -e .`"
 
@@ -91,7 +91,7 @@ def _newer_schema(path: Path) -> bool:
     except sqlite3.Error:
         return False
     try:
-        return int(conn.execute("PRAGMA user_version").fetchone()[0]) > LATEST_VERSION
+        return schema_version(conn) > LATEST_VERSION
     except sqlite3.Error:
         return False
     finally:
