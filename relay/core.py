@@ -254,6 +254,9 @@ class RelayCore:
                              self._push_live, self._introduce_elsewhere, out)
         return out
 
+    def knows_device(self, fp: str, device: str) -> bool:
+        return device in self._rooms.devices.get(fp, ())
+
     def limit_pruning(self, limit: Callable[[str], int]) -> None:
         """Prune a room for acknowledgement only through ``limit(room)`` (a relay node)."""
         self._rooms.prune_limit = limit

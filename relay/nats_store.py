@@ -240,6 +240,20 @@ class NatsStorage:
             messages += await self._scan(f"{lay.root}.c.{unit[2:]}.>")
         return self.assemble(messages)
 
+    async def adevice(self, fp: str, device: str) -> list[Write]:
+        """A device as stored (its record and its cursors), or [] if it is not stored."""
+        root = self.layout.root
+        try:
+            await self.js.get_last_msg(self.layout.stream, f"{root}.d.{fp}.{device}")
+        except NotFoundError:
+            return []
+        writes: list[Write] = [DevicePut(fp, device)]
+        for m in await self._scan(f"{root}.c.*.{fp}.{device}"):
+            stored = self.layout.decode(m.subject, m.headers, m.data)
+            if stored is not None:
+                writes.extend(stored.writes)
+        return writes
+
     def assemble(self, messages: list[StreamMessage]) -> tuple[Snapshot, Tails]:
         """Replay stored messages (in stream order) into a snapshot and the tails they give."""
         model = MemoryStorage(self._clock)

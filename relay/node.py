@@ -48,12 +48,14 @@ from nacl.signing import SigningKey
 from nats.aio.msg import Msg
 from trio_websocket import ConnectionClosed, WebSocketConnection
 
+from crosstalk.crypto import fingerprint
 from crosstalk.errors import CrosstalkError, RemoteProtocolError, StorageUnavailable, UsageError
 from crosstalk.wire import relay as w
 from relay.effects import Close, Effect, Send
 from relay.limits import RelayConfig
 from relay.nats_store import NatsStorage, WriteConflict
 from relay.replica import Gap
+from relay.rooms import check_id
 from relay.server import RelayServer, ShellTimings, _Link
 from relay.storage import GrantDeleted, GrantPut, Write
 
@@ -291,6 +293,7 @@ class NodeServer(RelayServer):
             await self._wait_for_room()
             unit = _unit_of(message)
             if unit is None:
+                await self._recall_device(message)
                 known = self.core.identity_of(conn)
                 self._feed(self.core.frame_received(conn, message, self._clock()))
                 if known is None and self.core.identity_of(conn) is not None:
@@ -302,6 +305,31 @@ class NodeServer(RelayServer):
                 if not await self._decide(conn, message, unit):
                     link.close_reason = "the relay's storage did not answer; reconnect"
                     self._enqueue(conn, link, None)
+
+    async def _recall_device(self, message: str | bytes) -> None:
+        """Before a hello from a device this node does not know: take in the device and its
+        cursors if another node stored them (its first hello was there, within the RePublish
+        delay), so it is not registered again at this node's head, skipping ops it is owed.
+        One lookup per unknown device; if NATS does not answer, the device counts as new."""
+        try:
+            frame = w.decode_client_frame(message)
+        except RemoteProtocolError:
+            return
+        if not isinstance(frame, w.Hello) or len(frame.ed_pub) != 32:
+            return
+        fp, device = fingerprint(frame.ed_pub), frame.device
+        try:
+            check_id(device, "device")
+        except RemoteProtocolError:
+            return
+        if self.core.knows_device(fp, device):
+            return
+        try:
+            writes: list[Write] = await self.nats.acall(partial(self.nats.adevice, fp, device))
+        except StorageUnavailable:
+            return
+        if writes and not self.core.knows_device(fp, device):
+            self._feed(self.core.stored_elsewhere(writes, ""))
 
     async def _decide(self, conn: int, message: str | bytes, lock: str) -> bool:
         """Handle one request that writes a unit; False if storage failed."""

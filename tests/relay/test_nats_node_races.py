@@ -194,3 +194,26 @@ async def test_an_op_owed_to_a_device_new_on_another_node_is_not_pruned(
                     assert room.first == 1
                     ops = [f for f in b2.pushes if isinstance(f, w.Op)]
                     assert [op.seq for op in ops] == [1, 2]
+
+
+async def test_a_device_first_seen_on_another_node_keeps_its_cursor(
+    nats_server: NatsServer,
+) -> None:
+    """bob's second device says hello on node 1 (at head 0) and goes; bob posts op 1 through
+    node 2, which has not taken the device in, and the device then comes to node 2. Node 2 must
+    take the device's stored cursor, not register it again at its head (which skipped op 1)."""
+    bob = Identity()
+    with trio.fail_after(60):
+        async with two_nodes(nats_server.url) as (one, port1, two, port2):
+            async with open_client(port2, bob) as b:
+                await b.ok(w.Create(b.next_req(), ROOM, bob.vouch(ROOM, bob)))
+                await wait_known(one, f"r.{ROOM}")
+                poke = two._poke
+                two._poke = lambda: None  # type: ignore[method-assign]  # node 2 hears nothing
+                async with open_client(port1, bob, device="dev-2"):
+                    pass
+                await b.ok(w.Post(b.next_req(), ROOM, "op-1", b"sealed-1"))
+                async with open_client(port2, bob, device="dev-2", resume={ROOM: 0}) as b2:
+                    ops = [f for f in b2.pushes if isinstance(f, w.Op)]
+                    assert [op.seq for op in ops] == [1]
+                two._poke = poke  # type: ignore[method-assign]
