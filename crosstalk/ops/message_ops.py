@@ -36,9 +36,10 @@ from crosstalk.errors import (
     UnknownPeer,
     UsageError,
 )
-from crosstalk.ops.read_ops import find_held, withdraw_notices
+from crosstalk.ops.read_ops import find_held
 from crosstalk.ops.room_admin_ops import find_room
 from crosstalk.slices import build_slice, needs_transcript
+from crosstalk.store import messages
 from crosstalk.store.attention import load_ration_stamps, save_ration_stamps
 from crosstalk.store.gate import LOCAL_ROOM
 from crosstalk.store.rooms import contact_named, direct_room_with
@@ -157,10 +158,9 @@ def hold_message(conn: sqlite3.Connection, applied: Applied, *, me: str) -> None
     if not isinstance(op, MessageOp) or applied.sender == me:
         return
     body = json.dumps({**unstructure(op), "relay_ts": applied.relay_ts}, sort_keys=True)
-    conn.execute(
-        "INSERT OR IGNORE INTO held_messages (message_id, room_id, sender, target_session, "
-        "target_project, intent, body, received_at) VALUES (?, ?, ?, ?, NULL, ?, ?, ?)",
-        (applied.op_id, applied.room_id, applied.sender, op.to, op.intent.value, body, time.time()),
+    messages.hold(
+        conn, message_id=applied.op_id, room_id=applied.room_id, sender=applied.sender,
+        to=op.to, intent=op.intent.value, body=body, received_at=time.time(), once=True,
     )
 
 
@@ -170,28 +170,7 @@ def apply_receipt(conn: sqlite3.Connection, applied: Applied) -> None:
     if not isinstance(op, Receipt) or op.state not in ("delivered", "read"):
         return
     for msg_id in op.msg_ids:
-        conn.execute(
-            "UPDATE sent_messages SET receipt = ? WHERE msg_id = ? AND room_id = ? "
-            "AND (receipt IS NULL OR receipt = 'delivered')",
-            (op.state, msg_id, applied.room_id),
-        )
-
-
-def delivery_state(conn: sqlite3.Connection, msg_id: str) -> tuple[str, str | None]:
-    """queued → sent (the relay sequenced it) → delivered → read, never backwards; or refused.
-
-    Returns the state and, for ``refused``, the relay's reason (``code: sentence``).
-    """
-    refused = conn.execute(
-        "SELECT code, reason FROM refused_ops WHERE op_id = ?", (msg_id,)
-    ).fetchone()
-    if refused is not None:
-        return "refused", f"{refused[0]}: {refused[1]}"
-    row = conn.execute("SELECT receipt FROM sent_messages WHERE msg_id = ?", (msg_id,)).fetchone()
-    if row and row[0]:
-        return str(row[0]), None
-    out = conn.execute("SELECT state FROM outbox WHERE op_id = ?", (msg_id,)).fetchone()
-    return ("sent" if out and out[0] == "sent" else "queued"), None
+        messages.record_receipt(conn, applied.room_id, msg_id, op.state)
 
 
 def hold_local(
@@ -199,23 +178,17 @@ def hold_local(
 ) -> None:
     """A message that never crossed a relay (a post, or to our own session)."""
     body = json.dumps({**unstructure(op), "relay_ts": now}, sort_keys=True)
-    conn.execute(
-        "INSERT INTO held_messages (message_id, room_id, sender, target_session, "
-        "target_project, intent, body, received_at) VALUES (?, ?, ?, ?, NULL, ?, ?, ?)",
-        (msg_id, LOCAL_ROOM, sender, op.to, op.intent.value, body, now),
+    messages.hold(
+        conn, message_id=msg_id, room_id=LOCAL_ROOM, sender=sender, to=op.to,
+        intent=op.intent.value, body=body, received_at=now,
     )
 
 
 def sent_views(conn: sqlite3.Connection, limit: int) -> SentReply:
-    rows = conn.execute(
-        "SELECT msg_id, to_label, kind, created_at FROM sent_messages "
-        "ORDER BY created_at DESC LIMIT ?",
-        (max(1, min(limit, 1000)),),
-    ).fetchall()
     views = []
-    for msg_id, to, kind, created in rows:
-        state, reason = delivery_state(conn, msg_id)
-        views.append(SentView(msg_id, to, kind, state, created, reason))
+    for row in messages.recent_sent(conn, max(1, min(limit, 1000))):
+        state, reason = messages.delivery_state(conn, row.msg_id)
+        views.append(SentView(row.msg_id, row.to_label, row.kind, state, row.created_at, reason))
     return SentReply(views)
 
 
@@ -246,15 +219,11 @@ def _asked_us(conn: sqlite3.Connection, ref: str, asker: str) -> tuple[str, str]
 
     Returns ``(message id, correlation)``; UnknownMessage when it is no ask of theirs to us.
     """
-    row = conn.execute(
-        "SELECT message_id FROM held_messages WHERE json_extract(body, '$.correlation') = ? "
-        "AND json_extract(body, '$.kind') = 'ask'",
-        (ref,),
-    ).fetchone()
-    msg_id = str(row[0]) if row else find_held(conn, ref)
-    sender, body = conn.execute(
-        "SELECT sender, body FROM held_messages WHERE message_id = ?", (msg_id,)
-    ).fetchone()
+    msg_id = messages.ask_with_correlation(conn, ref) or find_held(conn, ref)
+    held_row = messages.held_sender_and_body(conn, msg_id)
+    if held_row is None:  # find_held found it in this same transaction
+        raise UnknownMessage(f"There is no message {msg_id[:8]} here.")
+    sender, body = held_row
     held = json.loads(body)
     if held.get("kind") != "ask" or not held.get("correlation"):
         raise UnknownMessage(f"Message {msg_id[:8]} is not a question; only an ask is answered.")
@@ -333,16 +302,15 @@ async def deliver(
     await daemon.router.send(WatchSent(op_id, sent_send))
     await daemon.send_op(address.room_id, attrs.evolve(op, to=address.to), op_id=op_id)
     await daemon.store.write(
-        lambda c: c.execute(
-            "INSERT INTO sent_messages (msg_id, room_id, to_label, kind, chars, created_at, "
-            "thread, reply_to, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (op_id, address.room_id, address.label, kind.value, len(params.text), now, thread,
-             reply_to, params.text),
+        lambda c: messages.record_sent(
+            c, msg_id=op_id, room_id=address.room_id, to_label=address.label, kind=kind.value,
+            chars=len(params.text), created_at=now, thread=thread, reply_to=reply_to,
+            text=params.text,
         )
     )
     with trio.move_on_after(SENT_WAIT):
         await sent_receive.receive()
-    state, _ = await daemon.store.read(lambda c: delivery_state(c, op_id))
+    state, _ = await daemon.store.read(lambda c: messages.delivery_state(c, op_id))
     return SendReply(id=op_id, state=state, to=[address.label], truncated=truncated)
 
 
@@ -366,7 +334,7 @@ def register(ops: OpTable, daemon: Daemon) -> None:
             to=params.to, text=params.text, intent="question", session=params.session
         )
         reply = await deliver(daemon, message, kind=Kind.ANSWER, correlation=correlation)
-        await daemon.store.write(lambda c: withdraw_notices(c, [msg_id], time.time()))
+        await daemon.store.write(lambda c: messages.withdraw_notices(c, [msg_id], time.time()))
         return reply
 
     async def post(params: PostParams) -> PostReply:

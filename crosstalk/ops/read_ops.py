@@ -44,8 +44,10 @@ from crosstalk.actors.receipts import ReceiptsActor, wake
 from crosstalk.core.room import Applied
 from crosstalk.daemon import Daemon
 from crosstalk.errors import Refused, UnknownMessage, UsageError
+from crosstalk.store import messages
 from crosstalk.store.gate import REFUSED_KEY
 from crosstalk.store.receipts import owe
+from crosstalk.store.sessions import get_session
 from crosstalk.wire.converter import converter
 from crosstalk.wire.room_ops import MessageOp
 
@@ -162,45 +164,32 @@ def find_held(conn: sqlite3.Connection, ref: str) -> str:
     ref = ref.strip().lower()
     if len(ref) < MIN_PREFIX or not all(c in "0123456789abcdef" for c in ref):
         raise UnknownMessage(f"{ref!r} is not a message id (ids are hexadecimal, 8 digits shown).")
-    rows = conn.execute(
-        "SELECT message_id FROM held_messages WHERE message_id >= ? AND message_id < ? LIMIT 2",
-        (ref, ref + "g"),  # every id with this prefix sorts between the two
-    ).fetchall()
-    if len(rows) != 1:
-        several = "several messages" if rows else "no message"
+    ids = messages.held_ids_from(conn, ref, limit=2)
+    if len(ids) != 1:
+        several = "several messages" if ids else "no message"
         raise UnknownMessage(f"{ref!r} names {several} here; `crosstalk read --all` shows ids.")
-    return str(rows[0][0])
+    return ids[0]
 
 
-def _for_session(conn: sqlite3.Connection, session: str | None) -> tuple[str, list[str]]:
-    """A WHERE clause picking the messages a session may read (all of them without one)."""
+def _targets(conn: sqlite3.Connection, session: str | None) -> list[str] | None:
+    """The names a message may be addressed to for ``session`` to read it (None: any)."""
     if session is None:
-        return "", []
-    row = conn.execute("SELECT project FROM sessions WHERE name = ?", (session,)).fetchone()
-    names = [session] + ([Path(row[0]).name] if row and row[0] else [])
-    marks = ", ".join("?" for _ in names)
-    return f" AND (h.target_session IS NULL OR h.target_session IN ({marks}))", names
+        return None
+    known = get_session(conn, session)
+    return [session] + ([Path(known.project).name] if known and known.project else [])
 
 
 def held_views(
     conn: sqlite3.Connection, *, include_read: bool, session: str | None, me: str
 ) -> tuple[list[MessageView], tuple[str, ...]]:
     """Held messages for a reader, oldest first, and the ids among them still unread."""
-    where, args = _for_session(conn, session)
-    rows = conn.execute(
-        "SELECT h.message_id, h.sender, h.body, h.received_at, r.name, "
-        # A contact's name, else the name the room gave someone we never paired with.
-        "coalesce(c.label, (SELECT m.label FROM room_members m "
-        "WHERE m.room_id = h.room_id AND m.fingerprint = h.sender)), h.read_at "
-        "FROM held_messages h LEFT JOIN rooms r ON r.room_id = h.room_id "
-        "LEFT JOIN contacts c ON c.fingerprint = h.sender WHERE 1 = 1"
-        + ("" if include_read else " AND h.read_at IS NULL")
-        + where
-        + " ORDER BY h.received_at, h.rowid",
-        args,
-    ).fetchall()
-    views = [_view(*r[:4], room=r[4], label=ME if r[1] == me else r[5]) for r in rows]
-    return views, tuple(r[0] for r in rows if r[6] is None)
+    rows = messages.held_rows(conn, include_read=include_read, targets=_targets(conn, session))
+    views = [
+        _view(r.message_id, r.sender, r.body, r.received_at, room=r.room_name,
+              label=ME if r.sender == me else r.sender_label)
+        for r in rows
+    ]
+    return views, tuple(r.message_id for r in rows if r.read_at is None)
 
 
 def _view(
@@ -233,32 +222,9 @@ def _view(
     )
 
 
-def mark_read(conn: sqlite3.Connection, ids: list[str], now: float) -> dict[str, list[str]]:
-    """Mark ``ids`` read and withdraw their notices; per room, the ids that became read now."""
-    receipts: dict[str, list[str]] = {}
-    for msg_id in dict.fromkeys(ids):
-        row = conn.execute(
-            "SELECT room_id FROM held_messages WHERE message_id = ? AND read_at IS NULL", (msg_id,)
-        ).fetchone()
-        if row is not None:
-            conn.execute("UPDATE held_messages SET read_at = ? WHERE message_id = ?", (now, msg_id))
-            receipts.setdefault(str(row[0]), []).append(msg_id)
-    withdraw_notices(conn, ids, now)
-    return receipts
-
-
-def withdraw_notices(conn: sqlite3.Connection, ids: list[str], now: float) -> None:
-    """The gate's notices about ``ids`` no longer surface or show (read, answered, ended)."""
-    conn.executemany(
-        "UPDATE notices SET withdrawn_at = ? WHERE message_id = ? AND withdrawn_at IS NULL",
-        [(now, msg_id) for msg_id in ids],
-    )
-
-
 def take_slice(conn: sqlite3.Connection, ref: str, index: int) -> SliceReply:
     msg_id = find_held(conn, ref)
-    row = conn.execute("SELECT body FROM held_messages WHERE message_id = ?", (msg_id,)).fetchone()
-    body = json.loads(row[0])
+    body = json.loads(messages.held_body(conn, msg_id) or "{}")
     if body.get(REFUSED_KEY):
         raise Refused(f"You refused message {msg_id[:SHORT_ID]}; its slices were not kept.")
     slices = body.get("slices", [])
@@ -319,7 +285,7 @@ def register(ops: OpTable, daemon: Daemon) -> None:
         def write(conn: sqlite3.Connection) -> dict[str, list[str]]:
             named = [find_held(conn, ref) for ref in params.ids]
             now = time.time()
-            by_room = mark_read(conn, wanted + named, now)
+            by_room = messages.mark_read(conn, wanted + named, now)
             for room_id, ids in by_room.items():  # owed in the same transaction: never lost
                 owe(conn, "read", room_id, ids, now)
             return by_room

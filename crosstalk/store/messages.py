@@ -1,4 +1,10 @@
-"""Messages as this machine holds them: the held rows that came to us.
+"""Messages as this machine keeps them: the ones held for us and the ones we sent.
+
+``held_messages`` holds every message that came to us (from a room, or locally from a post or
+our own other session), with ``read_at`` set once a reader acknowledged it; the gate's
+``notices`` about it are withdrawn in the same transaction. ``sent_messages`` holds what we sent;
+its ``receipt`` only moves forward (delivered, then read), and what the relay refused for good is
+in ``refused_ops``. The delivery state of a sent message is read from those and the outbox.
 
 Every function takes the open connection, so it composes inside one ``store.read`` or
 ``store.write`` transaction.
@@ -8,6 +14,37 @@ from __future__ import annotations
 
 import sqlite3
 
+import attrs
+
+# --- held: what came to us ---------------------------------------------------------------------
+
+
+@attrs.frozen
+class HeldRow:
+    """A held message as a reader sees it, with our names for its room and sender."""
+
+    message_id: str
+    sender: str
+    body: str  # the op's JSON with its relay_ts
+    received_at: float
+    room_name: str | None
+    sender_label: str | None  # a contact's label, else the name the room gave them
+    read_at: float | None
+
+
+def hold(
+    conn: sqlite3.Connection, *, message_id: str, room_id: str, sender: str, to: str | None,
+    intent: str, body: str, received_at: float, once: bool = False,
+) -> None:
+    """Hold a message for our sessions; with ``once``, a message already held is kept as it is
+    (a room op replayed after a reconnect)."""
+    verb = "INSERT OR IGNORE" if once else "INSERT"
+    conn.execute(
+        f"{verb} INTO held_messages (message_id, room_id, sender, target_session, "
+        "target_project, intent, body, received_at) VALUES (?, ?, ?, ?, NULL, ?, ?, ?)",
+        (message_id, room_id, sender, to, intent, body, received_at),
+    )
+
 
 def held_body(conn: sqlite3.Connection, message_id: str) -> str | None:
     """The stored body (JSON) of a held message, or None if we hold no such message."""
@@ -15,3 +52,142 @@ def held_body(conn: sqlite3.Connection, message_id: str) -> str | None:
         "SELECT body FROM held_messages WHERE message_id = ?", (message_id,)
     ).fetchone()
     return None if row is None else str(row[0])
+
+
+def held_sender_and_body(conn: sqlite3.Connection, message_id: str) -> tuple[str, str] | None:
+    """``(sender, body)`` of a held message, or None if we hold no such message."""
+    row = conn.execute(
+        "SELECT sender, body FROM held_messages WHERE message_id = ?", (message_id,)
+    ).fetchone()
+    return None if row is None else (str(row[0]), str(row[1]))
+
+
+def held_ids_from(conn: sqlite3.Connection, prefix: str, limit: int = 2) -> list[str]:
+    """Up to ``limit`` held message ids that start with ``prefix`` (lowercase hex)."""
+    rows = conn.execute(
+        "SELECT message_id FROM held_messages WHERE message_id >= ? AND message_id < ? LIMIT ?",
+        (prefix, prefix + "g", limit),  # every id with this prefix sorts between the two
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def ask_with_correlation(conn: sqlite3.Connection, correlation: str) -> str | None:
+    """The id of the held ask that carries ``correlation``, if any."""
+    row = conn.execute(
+        "SELECT message_id FROM held_messages WHERE json_extract(body, '$.correlation') = ? "
+        "AND json_extract(body, '$.kind') = 'ask'",
+        (correlation,),
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def held_rows(
+    conn: sqlite3.Connection, *, include_read: bool, targets: list[str] | None
+) -> list[HeldRow]:
+    """Held messages, oldest first: unread only unless ``include_read``; with ``targets``, only
+    those meant for everyone or for one of those session or project names."""
+    where = ""
+    if targets is not None:
+        marks = ", ".join("?" for _ in targets)
+        where = f" AND (h.target_session IS NULL OR h.target_session IN ({marks}))"
+    rows = conn.execute(
+        "SELECT h.message_id, h.sender, h.body, h.received_at, r.name, "
+        # A contact's name, else the name the room gave someone we never paired with.
+        "coalesce(c.label, (SELECT m.label FROM room_members m "
+        "WHERE m.room_id = h.room_id AND m.fingerprint = h.sender)), h.read_at "
+        "FROM held_messages h LEFT JOIN rooms r ON r.room_id = h.room_id "
+        "LEFT JOIN contacts c ON c.fingerprint = h.sender WHERE 1 = 1"
+        + ("" if include_read else " AND h.read_at IS NULL")
+        + where
+        + " ORDER BY h.received_at, h.rowid",
+        targets or [],
+    ).fetchall()
+    return [
+        HeldRow(str(r[0]), str(r[1]), str(r[2]), float(r[3]),
+                None if r[4] is None else str(r[4]), None if r[5] is None else str(r[5]),
+                None if r[6] is None else float(r[6]))
+        for r in rows
+    ]
+
+
+def mark_read(conn: sqlite3.Connection, ids: list[str], now: float) -> dict[str, list[str]]:
+    """Mark ``ids`` read and withdraw their notices; per room, the ids that became read now."""
+    became: dict[str, list[str]] = {}
+    for msg_id in dict.fromkeys(ids):
+        row = conn.execute(
+            "SELECT room_id FROM held_messages WHERE message_id = ? AND read_at IS NULL", (msg_id,)
+        ).fetchone()
+        if row is not None:
+            conn.execute("UPDATE held_messages SET read_at = ? WHERE message_id = ?", (now, msg_id))
+            became.setdefault(str(row[0]), []).append(msg_id)
+    withdraw_notices(conn, ids, now)
+    return became
+
+
+def withdraw_notices(conn: sqlite3.Connection, ids: list[str], now: float) -> None:
+    """The gate's notices about ``ids`` no longer surface or show (read, answered, ended)."""
+    conn.executemany(
+        "UPDATE notices SET withdrawn_at = ? WHERE message_id = ? AND withdrawn_at IS NULL",
+        [(now, msg_id) for msg_id in ids],
+    )
+
+
+# --- sent: what we sent ------------------------------------------------------------------------
+
+
+@attrs.frozen
+class SentRow:
+    """One message we sent, as ``sent`` lists it."""
+
+    msg_id: str
+    to_label: str
+    kind: str
+    created_at: float
+
+
+def record_sent(
+    conn: sqlite3.Connection, *, msg_id: str, room_id: str, to_label: str, kind: str,
+    chars: int, created_at: float, thread: str | None, reply_to: str | None, text: str,
+) -> None:
+    """Remember a message we sent (its delivery state is read from the outbox and receipts)."""
+    conn.execute(
+        "INSERT INTO sent_messages (msg_id, room_id, to_label, kind, chars, created_at, "
+        "thread, reply_to, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (msg_id, room_id, to_label, kind, chars, created_at, thread, reply_to, text),
+    )
+
+
+def record_receipt(conn: sqlite3.Connection, room_id: str, msg_id: str, state: str) -> None:
+    """A recipient in ``room_id`` reports ``state`` (delivered or read); it never moves back."""
+    conn.execute(
+        "UPDATE sent_messages SET receipt = ? WHERE msg_id = ? AND room_id = ? "
+        "AND (receipt IS NULL OR receipt = 'delivered')",
+        (state, msg_id, room_id),
+    )
+
+
+def delivery_state(conn: sqlite3.Connection, msg_id: str) -> tuple[str, str | None]:
+    """queued → sent (the relay sequenced it) → delivered → read, never backwards; or refused.
+
+    Returns the state and, for ``refused``, the relay's reason (``code: sentence``).
+    """
+    refused = conn.execute(
+        "SELECT code, reason FROM refused_ops WHERE op_id = ?", (msg_id,)
+    ).fetchone()
+    if refused is not None:
+        return "refused", f"{refused[0]}: {refused[1]}"
+    row = conn.execute("SELECT receipt FROM sent_messages WHERE msg_id = ?", (msg_id,)).fetchone()
+    if row and row[0]:
+        return str(row[0]), None
+    out = conn.execute("SELECT state FROM outbox WHERE op_id = ?", (msg_id,)).fetchone()
+    return ("sent" if out and out[0] == "sent" else "queued"), None
+
+
+def recent_sent(conn: sqlite3.Connection, limit: int) -> list[SentRow]:
+    """The ``limit`` messages we sent last, newest first."""
+    rows = conn.execute(
+        "SELECT msg_id, to_label, kind, created_at FROM sent_messages "
+        "ORDER BY created_at DESC LIMIT ?",
+        (limit,),
+    ).fetchall()
+    return [SentRow(str(r[0]), str(r[1]), str(r[2]), float(r[3])) for r in rows]

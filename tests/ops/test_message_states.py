@@ -10,8 +10,8 @@ import pytest
 from crosstalk.core.link import OutboxItem
 from crosstalk.errors import NotAMember
 from crosstalk.ops.message_ops import sent_views
-from crosstalk.ops.read_ops import mark_read
 from crosstalk.store.link import drop_post
+from crosstalk.store.messages import mark_read
 from crosstalk.store.migrations import migrate
 
 

@@ -6,7 +6,7 @@ import json
 import sqlite3
 from typing import Any
 
-from crosstalk.ops.message_ops import delivery_state
+from crosstalk.store.messages import delivery_state
 
 
 def _rows(conn: sqlite3.Connection, sql: str) -> list[dict[str, Any]]:

@@ -24,7 +24,7 @@ from crosstalk.inbox import load_pending
 from crosstalk.ops import message_ops, peers_ops, read_ops, session_ops
 from crosstalk.store import attention as db
 from crosstalk.store import gate as gate_records
-from crosstalk.store import link, memory, receipts, retention, room_log, sessions
+from crosstalk.store import link, memory, messages, receipts, retention, room_log, sessions
 from crosstalk.store.db import connect
 
 #: Tables that grow with every message (or op) over a daemon's life. ``sessions`` is not one:
@@ -62,7 +62,7 @@ def _hot_paths(conn: sqlite3.Connection) -> dict[str, Callable[[], object]]:
         "hook: notice_shown": lambda: db.mark_shown(conn, ["m1", "m2"], "s1", NOW),
         "status: sessions": lambda: sessions.list_sessions(conn),
         "read": lambda: read_ops.held_views(conn, include_read=False, session="s1", me="me"),
-        "read: mark read": lambda: read_ops.mark_read(conn, ["m1"], NOW),
+        "read: mark read": lambda: messages.mark_read(conn, ["m1"], NOW),
         "ack: find by prefix": lambda: _quiet(lambda: read_ops.find_held(conn, "abcd1234")),
         "peers": lambda: peers_ops._peers(conn, {}, NOW, "me"),
         "gate: decided?": lambda: db.has_notice(conn, "m1"),
@@ -76,7 +76,7 @@ def _hot_paths(conn: sqlite3.Connection) -> dict[str, Callable[[], object]]:
         "gate: surface": lambda: db.mark_surfaced(conn, "m1", "s1", "b1", NOW),
         "gate: undecided since": lambda: gate_records.undecided(conn, NOW - 60),
         "inbox: pending pushes": lambda: load_pending(conn, NOW),
-        "receipt: delivery state": lambda: message_ops.delivery_state(conn, "m1"),
+        "receipt: delivery state": lambda: messages.delivery_state(conn, "m1"),
         "receipt: owe": lambda: receipts.owe(conn, "read", "r1", ["m1"], NOW),
         "receipt: owed": lambda: receipts.owed(conn),
         "receipt: settle": lambda: receipts.settle(conn, [1]),

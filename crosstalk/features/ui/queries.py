@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from crosstalk.ops.message_ops import delivery_state
+from crosstalk.store.messages import delivery_state
 
 #: A room's conversation shows at most this many of the latest messages.
 MAX_MESSAGES = 2000
