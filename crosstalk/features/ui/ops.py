@@ -22,8 +22,8 @@ from crosstalk.actors.fanout import coalescing
 from crosstalk.core.room import Applied
 from crosstalk.daemon import Daemon
 from crosstalk.errors import CrosstalkError
-from crosstalk.features.ui import queries as q
 from crosstalk.features.ui.hub import UiHub
+from crosstalk.store import ui as q
 from crosstalk.wire.control import ControlRequest
 from crosstalk.wire.converter import unstructure
 from crosstalk.wire.room_ops import MessageOp, RoomOp
@@ -117,8 +117,7 @@ def register(ops: OpTable, daemon: Daemon) -> None:
 
     async def ui_marks(_: NoParams) -> MarksReply:
         def gather(conn: sqlite3.Connection) -> MarksReply:
-            rooms = [r[0] for r in conn.execute("SELECT room_id FROM rooms")]
-            return MarksReply(q.room_marks(conn, rooms))
+            return MarksReply(q.room_marks(conn, q.room_ids(conn)))
 
         return await daemon.store.read(gather)
 

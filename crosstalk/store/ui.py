@@ -2,7 +2,7 @@
 
 The relay never echoes our own ops back, so the page keeps the op of what we send in
 ``ui_sent_words`` (written after the op is committed to the outbox; see :func:`record_sent`;
-the table is the page's own, migration 12 in ``features/ui/schema.py``).
+the table is the page's own, migration 12 in ``crosstalk/store/schema_ui.py``).
 """
 
 from __future__ import annotations
@@ -112,6 +112,11 @@ def conversation(conn: sqlite3.Connection, room_id: str, me: str) -> list[Conver
         entries.append(_entry(msg_id, True, me, _loads(body), float(created), state, reason))
     entries.sort(key=lambda e: (e.ts, e.id))
     return entries[-MAX_MESSAGES:]
+
+
+def room_ids(conn: sqlite3.Connection) -> list[str]:
+    """Every room we hold, joined or not (the page marks each)."""
+    return [str(r[0]) for r in conn.execute("SELECT room_id FROM rooms")]
 
 
 def room_marks(conn: sqlite3.Connection, room_ids: list[str]) -> dict[str, str]:
