@@ -54,6 +54,7 @@ from crosstalk.core.room import Applied
 from crosstalk.core.triage import Decision, SessionStatus
 from crosstalk.daemon import Daemon
 from crosstalk.store import attention as db
+from crosstalk.store.gate import SurfacedNotice, surfaced_unshown
 from crosstalk.store.sessions import Session, list_sessions
 
 log = logging.getLogger(__name__)
@@ -177,30 +178,14 @@ def load_pending(conn: sqlite3.Connection, now: float) -> tuple[list[Pending], l
     sessions = pushable_sessions(conn, now)
     if not sessions:
         return [], []
-    rows = conn.execute(
-        "SELECT n.message_id, n.session, n.target, n.label, n.from_session, n.kind, n.decision, "
-        "n.batch, h.body FROM notices n LEFT JOIN held_messages h ON h.message_id = n.message_id "
-        "WHERE n.surfaced_at IS NOT NULL AND n.shown_at IS NULL AND n.withdrawn_at IS NULL "
-        "AND n.surfaced_at > ? "
-        "ORDER BY n.created_at, n.id",
-        (now - HORIZON,),
-    ).fetchall()
-    return [_pending(*row) for row in rows], sessions
+    notices = surfaced_unshown(conn, now - HORIZON)
+    return [_pending(n) for n in notices], sessions
 
 
-def _pending(
-    message_id: str,
-    session: str | None,
-    target: str | None,
-    label: str,
-    from_session: str | None,
-    kind: str,
-    decision: str,
-    batch: str | None,
-    body: str | None,
-) -> Pending:
-    words = quoted_words(decision, body)
-    return Pending(message_id, session, target, label, from_session, kind, words, batch)
+def _pending(n: SurfacedNotice) -> Pending:
+    words = quoted_words(n.decision, n.body)
+    return Pending(n.message_id, n.session, n.target, n.label, n.from_session, n.kind, words,
+                   n.batch)
 
 
 def quoted_words(decision: str, body: str | None) -> str | None:

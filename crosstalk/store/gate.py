@@ -14,6 +14,8 @@ import json
 import logging
 import sqlite3
 
+import attrs
+
 from crosstalk.core.attention import AttentionEntry
 from crosstalk.core.gate import Verdict
 from crosstalk.core.gate_routing import due, live_sessions
@@ -185,3 +187,31 @@ def mark_batch(
             for it in batch.items
         ],
     )
+
+
+@attrs.frozen
+class SurfacedNotice:
+    """A notice the gate surfaced that no session has shown yet, with its held body (if any)."""
+
+    message_id: str
+    session: str | None
+    target: str | None
+    label: str
+    from_session: str | None
+    kind: str
+    decision: str
+    batch: str | None
+    body: str | None
+
+
+def surfaced_unshown(conn: sqlite3.Connection, since: float) -> list[SurfacedNotice]:
+    """Notices surfaced after ``since``, not shown and not withdrawn, in the order they came."""
+    rows = conn.execute(
+        "SELECT n.message_id, n.session, n.target, n.label, n.from_session, n.kind, n.decision, "
+        "n.batch, h.body FROM notices n LEFT JOIN held_messages h ON h.message_id = n.message_id "
+        "WHERE n.surfaced_at IS NOT NULL AND n.shown_at IS NULL AND n.withdrawn_at IS NULL "
+        "AND n.surfaced_at > ? "
+        "ORDER BY n.created_at, n.id",
+        (since,),
+    ).fetchall()
+    return [SurfacedNotice(*row) for row in rows]
