@@ -157,6 +157,12 @@ def add_member(conn: sqlite3.Connection, member: RoomMember) -> None:
     )
 
 
+def room_state(conn: sqlite3.Connection, room_id: str) -> str | None:
+    """The room's state here ("joined", "invited"), or None if we hold no such room."""
+    row = conn.execute("SELECT state FROM rooms WHERE room_id = ?", (room_id,)).fetchone()
+    return None if row is None else str(row[0])
+
+
 def get_room(conn: sqlite3.Connection, room_id: str) -> Room:
     row = conn.execute(
         "SELECT room_id, name, kind, state, epoch, created_at FROM rooms WHERE room_id = ?",
