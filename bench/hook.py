@@ -17,7 +17,9 @@ load hits both alike:
 - ``cli_read``: ``python -m crosstalk read --json --home H`` against the same running daemon:
   CLI start-up (interpreter, imports, typer) plus one ``read`` request on the control socket;
 - ``mcp_initialize``: ``crosstalk server`` started by the SDK client until ``initialize``
-  returns (no daemon needed for it).
+  returns (no daemon needed for it): its stdlib front end answers while the SDK imports;
+- ``mcp_initialize_sdk_only``: the same with the SDK alone behind stdio (how the server ran
+  before the front end), interleaved with it.
 
 Goal (issue 8): hook p50 <= 40 ms and <= 1.5x the baseline p50. Every process is stopped by pid.
 """
@@ -105,17 +107,29 @@ def hook_series(ana: Person, down_home: Path, runs: int, project: Path) -> dict[
     return series
 
 
-async def mcp_initialize(home: Path, runs: int) -> list[float]:
-    samples = []
+#: The SDK alone behind stdio, as ``crosstalk server`` ran before its front end answered first.
+SDK_ONLY = (
+    "from crosstalk.mcp_server import serve; from crosstalk.paths import Home; "
+    "serve(Home.resolve(None))"
+)
+
+
+async def mcp_initialize(home: Path, runs: int) -> dict[str, list[float]]:
+    """Spawn until ``initialize`` returns: ``crosstalk server`` (the stdlib front end answers
+    while the SDK imports) and, interleaved, the SDK alone (``mcp_initialize_sdk_only``)."""
     env = {**os.environ, "CROSSTALK_HOME": str(home)}
-    params = StdioServerParameters(
-        command=sys.executable, args=["-m", "crosstalk", "server"], env=env
-    )
+    commands = {
+        "mcp_initialize": ["-m", "crosstalk", "server"],
+        "mcp_initialize_sdk_only": ["-c", SDK_ONLY],
+    }
+    samples: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(runs):
-        started = time.monotonic()
-        with trio.fail_after(60):
-            async with Client(params, mode="legacy"):
-                samples.append(time.monotonic() - started)
+        for name, args in commands.items():
+            params = StdioServerParameters(command=sys.executable, args=args, env=env)
+            started = time.monotonic()
+            with trio.fail_after(60):
+                async with Client(params, mode="legacy"):
+                    samples[name].append(time.monotonic() - started)
     return samples
 
 
@@ -159,7 +173,7 @@ def main() -> None:
         progress(f"hook and CLI processes, {runs} rounds")
         series = hook_series(ana, down, runs, project)
         progress(f"MCP initialize, {mcp_runs} runs")
-        series["mcp_initialize"] = trio.run(mcp_initialize, root / "mcp-home", mcp_runs)
+        series.update(trio.run(mcp_initialize, root / "mcp-home", mcp_runs))
     finally:
         for person in (ana, ben):
             if (pid := person.daemon_pid()) is not None:
@@ -173,7 +187,8 @@ def main() -> None:
 def report(series: dict[str, list[float]], *, as_json: bool) -> None:
     result: dict[str, Any] = {name: stats(samples) for name, samples in series.items()}
     base = result["baseline"]["p50_ms"]
-    for event in (*EVENTS, "module_prompt", "launcher_prompt"):
+    for event in (*EVENTS, "module_prompt", "launcher_prompt", "mcp_initialize",
+                  "mcp_initialize_sdk_only"):
         result[event]["x_baseline"] = round(result[event]["p50_ms"] / base, 2)
     if as_json:
         print(json.dumps(result))

@@ -24,7 +24,7 @@ import io
 import json
 import os
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Mapping
 from typing import Any, cast
 
 import anyio
@@ -32,11 +32,13 @@ import trio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
 from mcp.types import CallToolResult, TextContent
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 
 from crosstalk.client import ensure_daemon
 from crosstalk.errors import CrosstalkError, DaemonUnreachable
 from crosstalk.hook import control
 from crosstalk.mcp_channel import experimental_capabilities, push_notices
+from crosstalk.mcp_front import LISTING, Front, Wire
 from crosstalk.mcp_tools import TOOLS, TRANSCRIPT_ENV, Caller, ToolFn, ToolSpec
 from crosstalk.paths import Home
 
@@ -255,7 +257,7 @@ class _RepairedLines:
     the server send notifications of its own (channel pushes).
     """
 
-    def __init__(self, source: anyio.AsyncFile[str]) -> None:
+    def __init__(self, source: AsyncIterable[str]) -> None:
         self._source = source
         self.initialized = trio.Event()
 
@@ -266,13 +268,56 @@ class _RepairedLines:
             yield repair_line(line)
 
 
-async def _run_stdio(server: MCPServer, bridge: Caller | None = None) -> None:
-    # A private duplicate of fd 0, so closing our reader never closes the process's stdin.
-    raw = io.TextIOWrapper(os.fdopen(os.dup(0), "rb"), encoding="utf-8", errors="replace")
-    repaired = _RepairedLines(anyio.wrap_file(raw))
+class _QueuedLines:
+    """The front end's queue of client lines (:class:`crosstalk.mcp_front.Front`), as the SDK
+    reads stdin; it ends when stdin did."""
+
+    def __init__(self, front: Front) -> None:
+        self._front = front
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        while True:
+            line = await trio.to_thread.run_sync(self._front.lines.get, abandon_on_cancel=True)
+            if line is None:
+                return
+            yield line
+
+
+class _WireWriter:
+    """The client's stdout as the SDK writes it (one whole line per ``write``)."""
+
+    def __init__(self, wire: Wire) -> None:
+        self._wire = wire
+
+    async def write(self, text: str) -> None:
+        await trio.to_thread.run_sync(self._wire.send, text)
+
+    async def flush(self) -> None:
+        pass
+
+
+async def _run_stdio(
+    server: MCPServer,
+    bridge: Caller | None = None,
+    *,
+    source: AsyncIterable[str] | None = None,
+    sink: Any = None,
+    env: Mapping[str, str] = os.environ,
+) -> None:
+    """Serve until stdin ends: the process's stdin and stdout, or ``source`` and ``sink`` (the
+    front end's queue and wire; tests pass lists)."""
+    if source is None:
+        # A private duplicate of fd 0, so closing our reader never closes the process's stdin.
+        raw = io.TextIOWrapper(os.fdopen(os.dup(0), "rb"), encoding="utf-8", errors="replace")
+        source = anyio.wrap_file(raw)
+    repaired = _RepairedLines(source)
     lines = cast("anyio.AsyncFile[str]", repaired)  # iterated only
-    experimental = experimental_capabilities()
-    async with stdio_server(stdin=lines) as (read_stream, write_stream), trio.open_nursery() as n:
+    experimental = experimental_capabilities(env)
+    out = cast("anyio.AsyncFile[str] | None", sink)
+    async with (
+        stdio_server(stdin=lines, stdout=out) as (read_stream, write_stream),
+        trio.open_nursery() as n,
+    ):
         if bridge is not None and experimental:  # Claude Code channels (crosstalk/mcp_channel.py)
 
             async def push() -> None:
@@ -288,9 +333,97 @@ async def _run_stdio(server: MCPServer, bridge: Caller | None = None) -> None:
 
 
 def serve(home: Home) -> None:
-    """Run the server on stdio until the client hangs up."""
+    """Run the server on stdio until the client hangs up (the SDK alone; ``crosstalk server``
+    goes through :func:`crosstalk.mcp_front.serve`, which answers first)."""
     bridge = DaemonBridge.from_env(os.environ, home)
     trio.run(_run_stdio, build_server(bridge), bridge)
+
+
+def serve_behind(home: Home, front: Front) -> None:
+    """Take over from the front end: the SDK reads its queue from the first line on."""
+    bridge = DaemonBridge.from_env(os.environ, home)
+    server = build_server(bridge)
+    front.hand_over()
+    trio.run(functools.partial(
+        _run_stdio, server, bridge, source=_QueuedLines(front), sink=_WireWriter(front.wire)
+    ))
+
+
+# --- the front end's listing (crosstalk/mcp_front.json) -------------------------------------------
+
+
+class _Collected:
+    """A sink that keeps what the SDK wrote; ``full`` is set at ``expect`` lines."""
+
+    def __init__(self, expect: int) -> None:
+        self.lines: list[str] = []
+        self.expect = expect
+        self.full = trio.Event()
+
+    async def write(self, text: str) -> None:
+        self.lines.append(text)
+        if len(self.lines) >= self.expect:
+            self.full.set()
+
+    async def flush(self) -> None:
+        pass
+
+
+class _Given:
+    """``lines``, then stdin stays open until ``sink`` is full."""
+
+    def __init__(self, lines: list[str], sink: _Collected) -> None:
+        self._lines, self._sink = lines, sink
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        for line in self._lines:
+            yield line
+        with trio.fail_after(30):
+            await self._sink.full.wait()
+
+
+async def sdk_answers(
+    lines: list[str], env: Mapping[str, str], expect: int
+) -> list[dict[str, Any]]:
+    """What the SDK server (no daemon behind it) writes back for ``lines`` (``expect``
+    answers), parsed."""
+    sink = _Collected(expect)
+    source = _Given(lines, sink)
+    await _run_stdio(build_server(_NoDaemon()), None, source=source, sink=sink, env=env)
+    return [json.loads(line) for line in sink.lines]
+
+
+def _request(request_id: int, method: str, params: dict[str, Any]) -> str:
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+
+
+def handshake(version: str) -> list[str]:
+    """``initialize`` for ``version``, ``initialized`` and ``tools/list``, as a client sends."""
+    hello = {"protocolVersion": version, "capabilities": {},
+             "clientInfo": {"name": "crosstalk-front", "version": "0"}}
+    initialized = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    return [
+        _request(1, "initialize", hello) + "\n", initialized + "\n",
+        _request(2, "tools/list", {}) + "\n",
+    ]
+
+
+async def front_listing() -> dict[str, Any]:
+    """``crosstalk/mcp_front.json``: the SDK's own ``initialize`` and ``tools/list`` results."""
+    latest = LATEST_HANDSHAKE_VERSION
+    init, tools = await sdk_answers(handshake(latest), {}, 2)
+    result = dict(init["result"])
+    result.pop("protocolVersion")
+    return {
+        "versions": list(HANDSHAKE_PROTOCOL_VERSIONS),
+        "latest": latest,
+        "initialize": result,
+        "tools": tools["result"],
+    }
+
+
+def render_listing(listing: Mapping[str, Any]) -> str:
+    return json.dumps(listing, indent=1, ensure_ascii=False, sort_keys=True) + "\n"
 
 
 # --- docs/tools.md --------------------------------------------------------------------------------
@@ -366,5 +499,11 @@ if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--write-docs":
         with open(sys.argv[2], "w", encoding="utf-8") as out:
             out.write(trio.run(tools_doc))
+    elif len(sys.argv) == 2 and sys.argv[1] == "--write-front":
+        text = render_listing(trio.run(front_listing))
+        with open(LISTING, "w", encoding="utf-8") as out:
+            out.write(text)
     else:
-        sys.exit("usage: python -m crosstalk.mcp_server --write-docs docs/tools.md")
+        sys.exit(
+            "usage: python -m crosstalk.mcp_server --write-docs docs/tools.md | --write-front"
+        )

@@ -41,9 +41,10 @@ ALLOWED: dict[str, set[str]] = {
     "crosstalk.demo": BASE | {"crosstalk.client", "crosstalk.hook", "crosstalk.paths"},
     "crosstalk.mcp_channel": BASE | {"crosstalk.core", "crosstalk.mcp_tools"},
     "crosstalk.mcp_server": BASE | {
-        "crosstalk.client", "crosstalk.hook", "crosstalk.mcp_channel", "crosstalk.mcp_tools",
-        "crosstalk.paths",
+        "crosstalk.client", "crosstalk.hook", "crosstalk.mcp_channel", "crosstalk.mcp_front",
+        "crosstalk.mcp_tools", "crosstalk.paths",
     },
+    "crosstalk.mcp_front": BASE,
     "crosstalk.store": BASE | {"crosstalk.core", "crosstalk.crypto", "crosstalk.wire",
                                "crosstalk.paths"},
     "crosstalk.actors": BASE | {"crosstalk.core", "crosstalk.crypto", "crosstalk.wire",
@@ -69,7 +70,8 @@ ALLOWED: dict[str, set[str]] = {
     "crosstalk.cli": BASE | {
         "crosstalk.client", "crosstalk.core", "crosstalk.crypto", "crosstalk.daemon",
         "crosstalk.demo", "crosstalk.doctor", "crosstalk.hook", "crosstalk.install",
-        "crosstalk.local_relay", "crosstalk.lock", "crosstalk.logs", "crosstalk.mcp_server",
+        "crosstalk.local_relay", "crosstalk.lock", "crosstalk.logs", "crosstalk.mcp_front",
+        "crosstalk.mcp_server",
         "crosstalk.ops", "crosstalk.paths", "crosstalk.store", "crosstalk.wire", "relay",
     },
     "crosstalk.__main__": {"crosstalk.cli"},

@@ -28,9 +28,9 @@ ClientOption = Annotated[
 def server(json_output: JsonOption = False, home: HomeOption = None) -> None:
     """Run the MCP server on stdio (one per agent session); the daemon starts on first use."""
     del json_output  # stdout is the MCP stream
-    from crosstalk.mcp_server import serve  # the SDK is heavy: import it only here
+    from crosstalk.cli.serve_mcp import serve_mcp  # answers at once; imports the SDK behind
 
-    serve(Home.resolve(home))
+    serve_mcp(str(Home.resolve(home).root))
 
 
 def hook(

@@ -33,10 +33,9 @@ def main() -> None:
     if args[:1] == ["server"]:
         plain, home = _server_home(args[1:])
         if plain:
-            from crosstalk.mcp_server import serve
-            from crosstalk.paths import Home
+            from crosstalk.cli.serve_mcp import serve_mcp
 
-            serve(Home.resolve(home))
+            serve_mcp(home)
             return
     if args[:1] == ["hook"] and not any(a.startswith(("--home", "--json", "-h")) for a in args):
         from crosstalk.hook.main import main as hook_main
