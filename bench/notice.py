@@ -3,7 +3,9 @@
 Used by ``bench.latency`` (same two daemons, same run, next to send → held). The recipient has one
 Claude Code session, registered and marked busy the way a real one is (a ``SessionStart`` and a
 ``UserPromptSubmit`` through the real hook program), so it is mid-turn: every tool call the agent
-makes runs ``python -m crosstalk.hook.main --client claude PostToolUse`` with the event on stdin.
+makes runs the hook as the installers write it into client configs (the installed
+``crosstalk-hook`` console script, :func:`crosstalk.install.base.resolve_commands`) with
+``--client claude PostToolUse`` and the event on stdin.
 
 Per message: from just before the sender's control-socket ``send`` (intent ``question``, which
 the recipient's gate surfaces at once to a busy session at level ``ask``) until a hook process
@@ -27,11 +29,11 @@ import json
 import os
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from crosstalk.client import call
+from crosstalk.install.base import resolve_commands
 from crosstalk.paths import Home
 
 SESSION = "bench-notice"
@@ -50,7 +52,7 @@ def run_hook(home: Home, event: str, project: Path) -> str:
     """One real hook process for ``event`` of :data:`SESSION`; its stdout (checked)."""
     stdin = json.dumps({"hook_event_name": event, "session_id": SESSION, "cwd": str(project)})
     done = subprocess.run(
-        [sys.executable, "-m", "crosstalk.hook.main", "--client", "claude", event],
+        [*resolve_commands().hook, "--client", "claude", event],
         input=stdin, capture_output=True, text=True, timeout=30,
         env=_hook_env(home),
     )

@@ -1,7 +1,9 @@
 """Where a crosstalk identity keeps its files.
 
-Standard library only: the hook program imports this module and must start fast.
-One state directory (``CROSSTALK_HOME``, default ``~/.crosstalk``) is one identity.
+Standard library only. The CLI, the daemon and the MCP server import it; the hook program does
+not any more (it builds its few paths as strings, without pathlib or dataclasses, and a test keeps
+its copy of :data:`HOME_ENV` equal: crosstalk/hook/main.py). One state directory
+(``CROSSTALK_HOME``, default ``~/.crosstalk``) is one identity.
 """
 
 from __future__ import annotations
