@@ -58,7 +58,7 @@ from crosstalk.paths import RELAY_ENV, Home
 from crosstalk.store import check_state_files
 from crosstalk.store.db import Store
 from crosstalk.store.identity import IdentityRecord, load_identity, save_identity
-from crosstalk.store.rooms import list_rooms
+from crosstalk.store.rooms import list_rooms, room_state
 from crosstalk.store.settings import RELAY_URL, get_setting, set_setting
 from crosstalk.wire.room_ops import RoomOp
 
@@ -71,11 +71,6 @@ FANOUT_INBOX = 64
 def _saved_relay(conn: sqlite3.Connection) -> str | None:
     saved = get_setting(conn, RELAY_URL)
     return saved if isinstance(saved, str) else None
-
-
-def _room_state(conn: sqlite3.Connection, room_id: str) -> str | None:
-    row = conn.execute("SELECT state FROM rooms WHERE room_id = ?", (room_id,)).fetchone()
-    return None if row is None else str(row[0])
 
 
 def default_label() -> str:
@@ -281,7 +276,7 @@ class Daemon:
         inbox = self._rooms.get(room_id)
         if inbox is not None:
             return inbox
-        state = await self.store.read(lambda conn: _room_state(conn, room_id))
+        state = await self.store.read(lambda conn: room_state(conn, room_id))
         if state != "joined" or self.identity is None:
             return None  # unknown, or an invitation not yet accepted: nothing reaches us
         doorbell = self._doorbells.setdefault(room_id, Doorbell())
@@ -321,15 +316,18 @@ class Daemon:
             "fanout", FanOut(subscribers), inbox_size=FANOUT_INBOX
         )
 
-    async def send_op(self, room_id: str, op: RoomOp, *, op_id: str | None = None) -> str:
-        """Seal ``op`` for ``room_id`` and commit it to the outbox; returns its op id."""
+    async def send_op(
+        self, room_id: str, op: RoomOp, *, op_id: str | None = None, epoch: int | None = None
+    ) -> str:
+        """Seal ``op`` for ``room_id`` (under the current key, or ``epoch``'s) and commit it to
+        the outbox; returns its op id."""
         inbox = await self.room_inbox(room_id)
         if inbox is None:
             raise UnknownRoom(f"There is no room {room_id!r} here; `crosstalk room` lists yours.")
         op_id = op_id or nacl.utils.random(16).hex()
         send, receive = trio.open_memory_channel[str | CrosstalkError](1)
         async with receive:
-            await inbox.send(SendOp(op_id, op, send))
+            await inbox.send(SendOp(op_id, op, send, epoch))
             answer = await receive.receive()
         if isinstance(answer, CrosstalkError):
             raise answer

@@ -65,6 +65,7 @@ class SendOp:
     op_id: str
     op: RoomOp
     reply: trio.MemorySendChannel[str | CrosstalkError]
+    epoch: int | None = None  # seal under this epoch's key, not the current one
 
 
 RoomInput = Wake | SendOp
@@ -114,6 +115,7 @@ class RoomActor:
         self._relay = relay
         self._random = randomness
         self._held_at: int | None = None
+        self._held = False  # the last batch stopped at an op it had to hold
 
     async def run(
         self,
@@ -153,6 +155,8 @@ class RoomActor:
             if opened and self._on_applied is not None:
                 await self._on_applied(opened)
             ctx.beat()
+            if opened and self._held:
+                continue  # what we just applied (a key, a roster name) may open the held op
             if len(opened) < BATCH:
                 return  # anything committed since our transaction began comes with a Wake
 
@@ -180,7 +184,11 @@ class RoomActor:
             op = self._open(conn, item, signers, keys, newest)
             if isinstance(op, _Held):
                 break  # later ops wait behind it: memory and claims need the log in order
-            opened.append(Applied(self._room, item.seq, item.op_id, item.sender, item.relay_ts, op))
+            opened.append(Applied(
+                self._room, item.seq, item.op_id, item.sender, item.relay_ts, op,
+                _epoch_of(item.body),
+            ))
+        self._held = len(opened) < len(items)
         return opened
 
     def _open(
@@ -250,7 +258,12 @@ class RoomActor:
 
     async def _send(self, item: SendOp) -> None:
         try:
-            epoch, key = await self._store.read(self._current_key)
+            if item.epoch is None:
+                epoch, key = await self._store.read(self._current_key)
+            else:
+                epoch, key = item.epoch, await self._store.read(
+                    lambda conn: _key_of(conn, self._room, item.epoch or 0)
+                )
             sealed = crypto.seal_op(
                 self._keys,
                 key,
@@ -276,6 +289,20 @@ class RoomActor:
         if key is None:
             raise UnknownRoom(f"There is no key for room {room.name!r} here.")
         return room.epoch, key
+
+
+def _key_of(conn: sqlite3.Connection, room_id: str, epoch: int) -> bytes:
+    key = room_key(conn, room_id, epoch)
+    if key is None:
+        raise UnknownRoom(f"There is no key for epoch {epoch} of this room here.")
+    return key
+
+
+def _epoch_of(body: bytes) -> int:
+    try:
+        return unframe_body(body)[0]
+    except RemoteProtocolError:
+        return 0
 
 
 def _answer(

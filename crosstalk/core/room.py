@@ -64,3 +64,4 @@ class Applied:
     sender: str  # the fingerprint whose roster key verified the signature
     relay_ts: float
     op: RoomOp | None
+    epoch: int = 0  # the key epoch it was sealed under (what its sender held then)

@@ -6,6 +6,7 @@ from crosstalk import inbox
 from crosstalk.actors.control import OpTable
 from crosstalk.daemon import Daemon
 from crosstalk.features.decisions import ops as decisions
+from crosstalk.features.membership import ops as membership
 from crosstalk.features.presence import ops as presence
 from crosstalk.features.retention import ops as retention
 from crosstalk.features.threads import ops as threads
@@ -32,6 +33,7 @@ def register_all(ops: OpTable, daemon: Daemon) -> None:
     pairing_ops.register(ops, daemon)
     link_ops.register(ops, daemon)
     room_admin_ops.register(ops, daemon)
+    membership.register(ops, daemon)  # keys for joiners who accepted with an older one
     message_ops.register(ops, daemon)
     read_ops.register(ops, daemon)
     ask_ops.register(ops, daemon)

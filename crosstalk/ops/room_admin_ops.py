@@ -20,6 +20,7 @@ import nacl.utils
 
 from crosstalk import crypto
 from crosstalk.actors.control import OpTable
+from crosstalk.actors.relay_client import RelayClient
 from crosstalk.core.room import Applied
 from crosstalk.daemon import Daemon
 from crosstalk.errors import (
@@ -289,6 +290,18 @@ async def _kick(daemon: Daemon, room_name: str, peer: str) -> KickReply:
     return KickReply(room.name, target.label, epoch)
 
 
+async def _invited_back(daemon: Daemon, relay: RelayClient, room_id: str) -> bool:
+    """Removed from ``room_id``, and the relay has us invited again (the invitation may have
+    been applied here before the removal was heard): the room is pending once more."""
+    if room_id not in await daemon.store.read(mq.removed_rooms):
+        return False
+    listed = await relay.request(w.ListRooms(0), w.RoomList)
+    if not any(e.room == room_id and e.state == "invited" for e in listed.rooms):
+        return False
+    await daemon.store.write(lambda c: mq.invited_again(c, room_id))
+    return True
+
+
 def _key_listener(daemon: Daemon) -> Callable[[list[Applied]], Awaitable[None]]:
     """After a commit: wake a room whose key came by invitation; pass a rekey on to the members
     we added who cannot read it."""
@@ -369,9 +382,9 @@ def register(ops: OpTable, daemon: Daemon) -> None:
 
     async def accept(params: RoomParams) -> RoomReply:
         room = await daemon.store.read(lambda c: find_room(c, params.room))
-        if room.state != "invited":
-            raise NotInvited(f"There is no pending invitation to {room.name}.")
         relay = await daemon.relay()
+        if room.state != "invited" and not await _invited_back(daemon, relay, room.room_id):
+            raise NotInvited(f"There is no pending invitation to {room.name}.")
         try:
             await relay.request(w.Accept(0, room.room_id), w.Ok)
         except CrosstalkError as exc:

@@ -59,6 +59,15 @@ def room_exists(conn: sqlite3.Connection, room_id: str) -> bool:
     return conn.execute("SELECT 1 FROM rooms WHERE room_id = ?", (room_id,)).fetchone() is not None
 
 
+def room_is_ours(conn: sqlite3.Connection, room_id: str) -> bool:
+    """Whether we are in the room (invited or joined), not having left or been removed."""
+    row = conn.execute(
+        "SELECT 1 FROM rooms WHERE room_id = ? AND state != 'left' AND removed_at IS NULL",
+        (room_id,),
+    ).fetchone()
+    return row is not None
+
+
 def mark_removed(conn: sqlite3.Connection, room_id: str, by: str | None, now: float) -> bool:
     """Record that the relay took us out of a joined room; True if this is news."""
     cur = conn.execute(
@@ -180,3 +189,21 @@ def local_rooms(conn: sqlite3.Connection, me: str) -> list[tuple[str, str, bool]
         "AND kind = 'shared' AND removed_at IS NULL ORDER BY room_id"
     ).fetchall()
     return [(str(r), str(s), made_by_us_alone(conn, str(r), me)) for r, s in rows]
+
+
+def removed_rooms(conn: sqlite3.Connection) -> list[str]:
+    """Rooms the relay took us out of (kept to say so), newest removal last."""
+    rows = conn.execute(
+        "SELECT room_id FROM rooms WHERE removed_at IS NOT NULL AND state = 'joined' "
+        "ORDER BY removed_at"
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def invited_again(conn: sqlite3.Connection, room_id: str) -> None:
+    """A room we were removed from whose invitation to come back arrived (its key with it)."""
+    conn.execute(
+        "UPDATE rooms SET state = 'invited', removed_at = NULL, removed_by = NULL "
+        "WHERE room_id = ?",
+        (room_id,),
+    )

@@ -154,6 +154,16 @@ class MemberNamed:
 
 
 @attrs.frozen
+class KeyShare:
+    """The room's key for ``epoch``, sealed to the members named: for a joiner whose invitation
+    carried an older key (a rekey happened before they accepted, and they could not read it).
+    Sealed under the joiner's own older epoch, so that they can open it."""
+
+    epoch: int
+    sealed: dict[str, bytes]  # fingerprint -> crypto.seal_to(member, key, context)
+
+
+@attrs.frozen
 class Receipt:
     """The recipient's daemon has the messages (``delivered``) or an agent read them."""
 
@@ -201,12 +211,13 @@ class SessionsPublished:
 
 RoomOp = (
     MessageOp | MemoryEnvelope | SyncRequest | SyncChunk | RoomInvite | Rekey | Receipt
-    | MemberNamed | AskEnded | SessionsPublished
+    | MemberNamed | AskEnded | SessionsPublished | KeyShare
 )
 _TAGS: dict[type, str] = {
     AskEnded: "ask_ended",
     SessionsPublished: "sessions_published",
     MemberNamed: "member_named",
+    KeyShare: "key_share",
     SyncRequest: "sync_request",
     SyncChunk: "sync_chunk",
     RoomInvite: "room_invite",

@@ -135,3 +135,31 @@ def test_an_invitee_who_accepts_after_a_rekey_reads_what_follows(trio_of: list[P
     cy.json("room", "accept", "moving")
     ana.json("send", "#moving", "after the rekey")
     assert [m["text"] for m in wait_for_messages(cy, 1)] == ["after the rekey"]
+
+
+def _sent_state(person: Person, msg_id: str) -> str:
+    (entry,) = [m for m in person.json("sent")["messages"] if m["id"] == msg_id]
+    return str(entry["state"])
+
+
+def test_leaving_keeps_what_we_sent_true_and_we_can_be_invited_back(
+    trio_of: list[Person],
+) -> None:
+    """After ben leaves, the message he sent there still says how far it got (it said queued
+    once its room was gone: found by the simulation); invited again, he is back in."""
+    ana, ben, _ = trio_of
+    ana.json("room", "create", "again")
+    ana.json("room", "invite", "again", "ben")
+    wait_until(lambda: _room(ben, "again") is not None, timeout=30, what="the invitation")
+    ben.json("room", "accept", "again")
+    ana.json("daemon", "stop")  # so that ben's message stays at the relay: sent, not delivered
+    msg = ben.json("send", "#again", "before leaving")["id"]
+    wait_until(lambda: _sent_state(ben, msg) == "sent", timeout=30, what="the relay's seq")
+    ben.json("room", "leave", "again")
+    assert _room(ben, "again") is None
+    assert _sent_state(ben, msg) == "sent"
+    ana.json("room", "invite", "again", "ben")
+    wait_until(lambda: _room(ben, "again") is not None, timeout=30, what="the new invitation")
+    ben.json("room", "accept", "again")
+    ana.json("send", "#again", "welcome back")
+    assert [m["text"] for m in wait_for_messages(ben, 1)] == ["welcome back"]

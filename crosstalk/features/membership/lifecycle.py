@@ -106,5 +106,12 @@ async def reconcile_with_relay(
             )
         elif state == "joined":
             joined.append(room_id)
+    # Removed, then invited back: the invitation may have been applied before the removal was
+    # heard (they travel apart), leaving the room marked removed. The relay's list settles it.
+    for room_id in await host.store.read(q.removed_rooms):
+        if at_relay.get(room_id) in ("invited", "joined"):
+            await host.store.write(functools.partial(q.invited_again, room_id=room_id))
+            if at_relay[room_id] == "joined":
+                await finish_join(host, room_id)
     return joined
 
