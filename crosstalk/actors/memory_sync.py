@@ -348,7 +348,19 @@ class StoreAdapter:
         return await self._store.read(read)
 
     async def advance(self, room: str) -> None:
-        await self._store.write(lambda c: self._follower.advance(c, room))
+        """:meth:`MemoryFollower.advance`, in a write transaction only when it has something to
+        do: one of our own ops sequenced past the room's memory cursor, and no hole. Every room
+        batch nudges this actor, and most batches are plain messages: looking first on a reader
+        keeps a write transaction (and its fsync) off the message path."""
+
+        def pending(conn: sqlite3.Connection) -> bool:
+            cursor = m.cursor(conn, room)
+            return cursor.hole_from is None and (
+                m.own_ops_after(conn, room, cursor.last_seq) is not None
+            )
+
+        if await self._store.read(pending):
+            await self._store.write(lambda c: self._follower.advance(c, room))
 
     async def unreported(self) -> list[tuple[str, str, str]]:
         return await self._store.read(m.unreported_sent)
