@@ -125,6 +125,7 @@ def _ms(samples: list[float], q: float) -> float:
 
 def run(count: int) -> dict[str, Any]:
     """Measure ``count`` messages (after a warm-up); stage figures in milliseconds."""
+    load_before = round(os.getloadavg()[0], 2)
     with TwoDaemons() as (ana, ben):
         a, b = Home.resolve(str(ana.home)), Home.resolve(str(ben.home))
         for i in range(3):  # warm-up: imports, first statements, caches
@@ -151,6 +152,7 @@ def run(count: int) -> dict[str, Any]:
             "seal_200b": {"p50_ms": _ms(crypto["seal"], 0.5)},
             "open_verify_200b": {"p50_ms": _ms(crypto["open_verify"], 0.5)},
         },
+        "load_before": load_before,
         "load_after": round(os.getloadavg()[0], 2),
     }
 
@@ -177,6 +179,8 @@ def markdown(result: dict[str, Any]) -> str:
         f"a 200-byte op {alone['seal_200b']['p50_ms']:.3f} ms, opening and verifying it "
         f"{alone['open_verify_200b']['p50_ms']:.3f} ms; the rest of a stage is waiting "
         "(worker-thread trips per store call, actor hand-offs, the next transaction). "
+        f"Load average (1 min) before {result.get('load_before', '?')}, after "
+        f"{result.get('load_after', '?')}: on a loaded machine every stage stretches. "
         "See `bench/timeline.py`.",
     ]) + "\n"
 
