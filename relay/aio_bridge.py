@@ -57,15 +57,27 @@ class AsyncioThread:
             raise TimeoutError(f"no answer from NATS within {timeout} s") from None
 
     async def acall(self, factory: Callable[[], Awaitable[T]], limit: float) -> T:
-        """Like :meth:`call`, but Trio keeps running while it waits (and may cancel it)."""
+        """Like :meth:`call`, but Trio keeps running while it waits (and may cancel it).
+
+        The loop wakes Trio through its token when the result is in: no worker thread waits on
+        the future (a thread hand-off per NATS call cost more CPU than the call itself)."""
         future = self.submit(factory)
+        token = trio.lowlevel.current_trio_token()
+        done = trio.Event()
+
+        def woke(_: concurrent.futures.Future[T]) -> None:
+            try:
+                token.run_sync_soon(done.set)
+            except trio.RunFinishedError:
+                pass
+
+        future.add_done_callback(woke)
         try:
-            return await trio.to_thread.run_sync(
-                lambda: future.result(limit), abandon_on_cancel=True
-            )
-        except concurrent.futures.TimeoutError:
-            future.cancel()
-            raise TimeoutError(f"no answer from NATS within {limit} s") from None
+            with trio.move_on_after(limit):
+                await done.wait()
+            if not future.done():
+                raise TimeoutError(f"no answer from NATS within {limit} s")
+            return future.result()
         finally:
             if not future.done():
                 future.cancel()

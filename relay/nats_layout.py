@@ -197,6 +197,20 @@ class Layout:
             headers["Nats-Rollup"] = "sub"
         return Outgoing(f"{r}.{unit}", _json(body), headers, unit=unit, ttl=SLOT_KEEP)
 
+    def unit_of_subject(self, subject: str) -> str | None:
+        """The unit a stored message's subject belongs to, without decoding the message (None:
+        no unit, or not this layout's)."""
+        prefix = f"{self.root}."
+        if not subject.startswith(prefix):
+            return None
+        kind, _, rest = subject[len(prefix):].partition(".")
+        if kind == "r":
+            room, _, part = rest.rpartition(".")
+            return f"r.{room}" if room and part in ("m", "o") else None
+        if kind in ("slot", "grant") and rest:
+            return f"{kind}.{rest}"
+        return None
+
     # --- messages -> writes -------------------------------------------------------------------
 
     def decode(self, subject: str, headers: dict[str, str], data: bytes) -> Stored | None:

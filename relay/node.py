@@ -187,6 +187,10 @@ class NodeServer(RelayServer):
             await trio.lowlevel.checkpoint()
 
     def _stored(self, item: _Feed) -> None:
+        unit = self.nats.layout.unit_of_subject(item.subject)
+        if (unit is not None and unit not in self._busy
+                and item.seq <= self.nats.tails.last.get(unit, 0)):
+            return  # this node's own write, or one it reloaded already: not decoded again
         try:
             stored = self.nats.layout.decode(item.subject, item.headers, item.data)
         except (KeyError, ValueError, TypeError, RemoteProtocolError):

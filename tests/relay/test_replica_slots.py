@@ -96,3 +96,15 @@ def test_another_opening_under_the_number_is_not_this_nodes_slot() -> None:
     assert out == []
     assert table.slots["4509"].owner == OTHER
     assert table.slots["4509"].attached == {"owner": set(), "joiner": set()}
+
+
+def test_the_unit_of_a_stored_subject_agrees_with_decoding() -> None:
+    """A node skips its own writes' echoes by subject alone: the unit must be the decoded one."""
+    from relay.nats_layout import Layout
+
+    lay = Layout("N")
+    for subject, unit in [("N.s.r.abc.m", "r.abc"), ("N.s.r.abc.o", "r.abc"),
+                          ("N.s.slot.1234", "slot.1234"), ("N.s.grant.a.b", "grant.a.b"),
+                          ("N.s.c.abc.fp.dev", None), ("N.s.d.fp.dev", None),
+                          ("N.s.f.abc", None), ("N.s.key", None), ("X.s.r.abc.m", None)]:
+        assert lay.unit_of_subject(subject) == unit, subject
