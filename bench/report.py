@@ -243,7 +243,8 @@ def hook(runs: dict[str, Any]) -> str:
               "module_prompt": "hook `UserPromptSubmit` as `python -m crosstalk.hook.main`",
               "launcher_prompt": "hook `UserPromptSubmit` through a `python -I -S` launcher",
               "cli_read": "`crosstalk read --json`: CLI start-up and one request",
-              "mcp_initialize": "`crosstalk server`: spawn → `initialize` returns"}
+              "mcp_initialize": "`crosstalk server`: spawn → `initialize` returns",
+              "mcp_initialize_sdk_only": "the same, SDK alone (no stdlib front end)"}
     rows = [[labels.get(name, f"hook `{name}`"), _ms(fig["p50_ms"]), _ms(fig["p95_ms"]),
              _ratio(fig["p50_ms"], base["p50_ms"])]
             for name, fig in r.items() if name != "baseline"]
@@ -335,6 +336,8 @@ def nats_relay(runs: dict[str, Any]) -> str:
     if _failed("nats_relay", run):
         return head + str(_failed("nats_relay", run))
     r = run["result"]["nats_relay"]
+    if "markdown" in r:  # bench/nats_relay.py writes its own section
+        return head + r["markdown"]
     base = r["sqlite"]
     rows = []
     for kind, key, label in NATS_SETUPS:
@@ -428,12 +431,19 @@ def _flatten(value: Any, prefix: str = "") -> list[tuple[str, str]]:
     return [(prefix.rstrip("."), f"{value:,.3f}" if isinstance(value, float) else str(value))]
 
 
+#: Headings of sections that benchmarks render themselves (a ``markdown`` entry in their result).
+TITLES = {"timeline": "One message, stage by stage"}
+
+
 def other(name: str, run: dict[str, Any]) -> str:
-    """A benchmark this page does not know yet: its figures as printed, in one table."""
-    head = f"## {name} (`bench/{name}.py`)\n\n"
+    """A benchmark this page does not know yet: its figures as printed, in one table (or the
+    section it wrote itself)."""
+    head = f"## {TITLES.get(name, name)} (`bench/{name}.py`)\n\n"
     failed = _failed(name, run)
     if failed:
         return head + failed
+    if isinstance(run["result"], dict) and "markdown" in run["result"]:
+        return head + str(run["result"]["markdown"])
     rows = [[f"`{key}`", value] for key, value in _flatten(run["result"])
             if key.rsplit(".", 1)[-1] not in ("n", "min_ms", "max_ms")]  # p50/p99 carry it
     return head + _table(["figure", "value"], rows) + (
