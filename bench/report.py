@@ -337,7 +337,7 @@ def nats_relay(runs: dict[str, Any]) -> str:
         return head + str(_failed("nats_relay", run))
     r = run["result"]["nats_relay"]
     if "markdown" in r:  # bench/nats_relay.py writes its own section
-        return head + r["markdown"]
+        return head + str(r["markdown"])
     base = r["sqlite"]
     rows = []
     for kind, key, label in NATS_SETUPS:
