@@ -30,7 +30,9 @@ MUST_COVER = (
     *(f"fault:{k}" for k in FAULT_KINDS),
     "buggify:store.after_commit", "buggify:store.slow",
     "check:delivery", "check:claims", "check:removed", "check:roster", "check:link",
-    "check:state:sent", "check:state:delivered", "check:state:read", "check:state:refused",
+    # Not check:state:delivered: the liveness phase reads everything, so a delivered message
+    # ends read unless its receipt is lost (which only the receipts bug, now fixed, did).
+    "check:state:sent", "check:state:read", "check:state:refused",
 )
 
 
