@@ -37,6 +37,7 @@ from crosstalk.features.membership.keys import (
     key_context,
     seal_key,
     share_with_stranded,
+    take_sealed_key,
 )
 from crosstalk.features.membership.lifecycle import (
     create_on_relay,
@@ -201,14 +202,7 @@ def apply_rekey(conn: sqlite3.Connection, applied: Applied, keys: crypto.Keys) -
         return
     # Gone, not deleted: what they signed before the removal must still verify here.
     room_keys.mark_gone(conn, applied.room_id, op.removed)
-    sealed = op.sealed.get(keys.fingerprint)
-    if sealed is None:
-        return
-    try:
-        key = crypto.open_sealed(keys, sealed, context=key_context(applied.room_id, op.epoch))
-    except crypto.OpenFailed:
-        return
-    room_keys.take_key(conn, applied.room_id, op.epoch, key)
+    take_sealed_key(conn, keys, applied.room_id, op.epoch, op.sealed)
 
 
 def _invitation(conn: sqlite3.Connection, room: Room, contact: Contact, inviter: str) -> RoomInvite:

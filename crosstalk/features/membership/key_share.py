@@ -16,7 +16,7 @@ import sqlite3
 
 from crosstalk import crypto
 from crosstalk.core.room import Applied
-from crosstalk.features.membership.keys import key_context, seal_key
+from crosstalk.features.membership.keys import seal_key, take_sealed_key
 from crosstalk.store import room_keys
 from crosstalk.store.rooms import get_room, members
 from crosstalk.wire.room_ops import KeyShare, MemberNamed
@@ -44,13 +44,5 @@ def shares_owed(conn: sqlite3.Connection, applied: Applied, me: str) -> list[Key
 def apply_key_share(conn: sqlite3.Connection, applied: Applied, keys: crypto.Keys) -> None:
     """Applier: take a key shared with us (the batch then looks again at what it held)."""
     op = applied.op
-    if not isinstance(op, KeyShare):
-        return
-    sealed = op.sealed.get(keys.fingerprint)
-    if sealed is None:
-        return
-    try:
-        key = crypto.open_sealed(keys, sealed, context=key_context(applied.room_id, op.epoch))
-    except crypto.OpenFailed:
-        return
-    room_keys.take_key(conn, applied.room_id, op.epoch, key)
+    if isinstance(op, KeyShare):
+        take_sealed_key(conn, keys, applied.room_id, op.epoch, op.sealed)

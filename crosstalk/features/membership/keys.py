@@ -11,11 +11,12 @@ and wakes the room, so the held ops open.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Mapping
 
 import nacl.utils
 
 from crosstalk import crypto
+from crosstalk.store import room_keys
 from crosstalk.store.db import Store
 from crosstalk.store.rooms import direct_room_with, get_room, members, room_key
 from crosstalk.wire.room_ops import InvitedMember, RoomInvite, RoomOp
@@ -26,6 +27,25 @@ SendOp = Callable[[str, RoomOp], Awaitable[str]]
 def key_context(room_id: str, epoch: int) -> bytes:
     """What a sealed room key is bound to: the room and the epoch it opens."""
     return b"crosstalk-room-key\x00" + room_id.encode() + b"\x00" + str(epoch).encode()
+
+
+def take_sealed_key(
+    conn: sqlite3.Connection,
+    keys: crypto.Keys,
+    room_id: str,
+    epoch: int,
+    sealed_to: Mapping[str, bytes],
+) -> None:
+    """Hold the room's ``epoch`` key if ``sealed_to`` has it sealed to us (a rekey, a share);
+    anything not sealed to us, or that does not open, is ignored."""
+    sealed = sealed_to.get(keys.fingerprint)
+    if sealed is None:
+        return
+    try:
+        key = crypto.open_sealed(keys, sealed, context=key_context(room_id, epoch))
+    except crypto.OpenFailed:
+        return
+    room_keys.take_key(conn, room_id, epoch, key)
 
 
 def seal_key(member_x: bytes, key: bytes, room_id: str, epoch: int) -> bytes:
