@@ -42,6 +42,7 @@ from crosstalk.features.membership.keys import (
 from crosstalk.features.membership.lifecycle import (
     create_on_relay,
     finish_join,
+    relay_room_state,
     relay_says_joined,
 )
 from crosstalk.features.membership.names import apply_names, welcome
@@ -289,8 +290,7 @@ async def _invited_back(daemon: Daemon, relay: RelayClient, room_id: str) -> boo
     been applied here before the removal was heard): the room is pending once more."""
     if room_id not in await daemon.store.read(mq.removed_rooms):
         return False
-    listed = await relay.request(w.ListRooms(0), w.RoomList)
-    if not any(e.room == room_id and e.state == "invited" for e in listed.rooms):
+    if await relay_room_state(relay, room_id) != "invited":
         return False
     await daemon.store.write(lambda c: mq.invited_again(c, room_id))
     return True

@@ -63,10 +63,15 @@ async def create_on_relay(relay: RelayClient, keys: crypto.Keys, room_id: str) -
         await relay.request(w.GetRoster(0, room_id), w.Roster)
 
 
+async def relay_room_state(relay: RelayClient, room_id: str) -> str | None:
+    """What the relay lists us as in ``room_id`` (``joined`` or ``invited``), or None."""
+    listed = await relay.request(w.ListRooms(0), w.RoomList)
+    return next((e.state for e in listed.rooms if e.room == room_id), None)
+
+
 async def relay_says_joined(relay: RelayClient, room_id: str) -> bool:
     """Whether the relay lists us as a joined member of ``room_id``."""
-    listed = await relay.request(w.ListRooms(0), w.RoomList)
-    return any(e.room == room_id and e.state == "joined" for e in listed.rooms)
+    return await relay_room_state(relay, room_id) == "joined"
 
 
 async def finish_join(host: RoomHost, room_id: str) -> None:
