@@ -120,6 +120,8 @@ class Daemon:
         # Feature seams, filled by the ops modules at registration, before start():
         self.appliers: list[Applier] = []  # apply a room op inside the room's transaction
         self.apply_scopes: list[ApplyScope] = []  # around each batch of appliers (per-batch work)
+        # Appliers that only take room keys: a room held for a key runs them on later ops.
+        self.key_takers: list[Applier] = []
         # Told after each commit, through the fan-out actor (actors/fanout.py): every batch, in
         # order (policy BLOCK); subscribers that re-read the store instead say so (COALESCE).
         self.applied_listeners: list[AppliedListener] = []
@@ -290,6 +292,7 @@ class Daemon:
             appliers=self.appliers,
             on_applied=self._applied,
             scopes=self.apply_scopes,
+            key_takers=self.key_takers,
         )
         inbox = await self.supervisor.start_actor(f"room-{room_id[:8]}", actor)
         self._rooms[room_id] = inbox

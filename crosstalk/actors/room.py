@@ -49,6 +49,7 @@ from crosstalk.wire.room_ops import (
 log = logging.getLogger(__name__)
 
 BATCH = 200
+LOOKAHEAD = 1000  # ops looked through for a missing key per wake, while held
 OUTBOUND_BUFFER = 16
 NONCE_SIZE = 24
 
@@ -102,6 +103,7 @@ class RoomActor:
         randomness: Callable[[int], bytes] = nacl.utils.random,
         scopes: Sequence[ApplyScope] = (),
         doorbell: Doorbell | None = None,
+        key_takers: Sequence[Applier] = (),
     ) -> None:
         # Rung by whoever committed something for this room; owned by the daemon, so a ring
         # during a restart is still pending when the actor is back (a Wake message rings it too).
@@ -116,6 +118,9 @@ class RoomActor:
         self._random = randomness
         self._held_at: int | None = None
         self._held = False  # the last batch stopped at an op it had to hold
+        # Appliers that only take room keys (rekeys, shares): safe to run ahead of the log.
+        self._key_takers = tuple(key_takers)
+        self._scanned: tuple[int, int] | None = None  # (held seq, looked ahead up to seq)
 
     async def run(
         self,
@@ -182,6 +187,10 @@ class RoomActor:
         opened = []
         for item in items:
             op = self._open(conn, item, signers, keys, newest)
+            if isinstance(op, _Held) and self._keys_ahead(conn, item.seq, signers):
+                keys.clear()  # a key came from further on: look at this op again
+                newest = room_log.newest_epoch(conn, self._room)
+                op = self._open(conn, item, signers, keys, newest)
             if isinstance(op, _Held):
                 break  # later ops wait behind it: memory and claims need the log in order
             opened.append(Applied(
@@ -191,6 +200,35 @@ class RoomActor:
         self._held = len(opened) < len(items)
         return opened
 
+    def _keys_ahead(self, conn: sqlite3.Connection, held: int, signers: dict[str, bytes]) -> bool:
+        """Held at ``held`` for a key we lack: take room keys from the ops after it that we can
+        open already. The op that brings a key may sit behind one sealed under that key (a
+        share answering our own join, posted after a member's next op); waiting for it in
+        order would wait for ever. Taking a key changes nothing but which ops open, so it may
+        run ahead of the log. Returns whether a key was taken."""
+        if not self._key_takers:
+            return False
+        if self._scanned is None or self._scanned[0] != held:
+            self._scanned = (held, held)
+        before = room_log.epochs_held(conn, self._room)
+        keys: dict[int, bytes | None] = {}
+        newest = room_log.newest_epoch(conn, self._room)
+        ahead = room_log.inbound_after(conn, self._room, self._scanned[1], LOOKAHEAD)
+        for item in ahead:
+            op = self._open(conn, item, signers, keys, newest, quiet=True)
+            if isinstance(op, _Held) or op is None:
+                continue
+            entry = Applied(self._room, item.seq, item.op_id, item.sender, item.relay_ts, op,
+                            _epoch_of(item.body))
+            for taker in self._key_takers:
+                taker(conn, entry)
+        if room_log.epochs_held(conn, self._room) != before:
+            self._scanned = None  # with a new key, ops passed over before may open now
+            return True
+        if ahead:
+            self._scanned = (held, ahead[-1].seq)  # nothing there: the next wake starts after
+        return False
+
     def _open(
         self,
         conn: sqlite3.Connection,
@@ -198,6 +236,8 @@ class RoomActor:
         signers: dict[str, bytes],
         keys: dict[int, bytes | None],
         newest: int,
+        *,
+        quiet: bool = False,
     ) -> RoomOp | _Held | None:
         """The opened op; None for one that will never open (rejected); HOLD for one that may
         open once we know more: a sender the roster has not brought yet, or an epoch whose key
@@ -212,7 +252,8 @@ class RoomActor:
                 sender_known=signer is not None,
             )
             if decision.verdict is Verdict.HOLD:
-                self._note_hold(item, decision.why)
+                if not quiet:
+                    self._note_hold(item, decision.why)
                 return HOLD
             if key is None or signer is None:
                 raise RemoteProtocolError(decision.why)
@@ -226,6 +267,8 @@ class RoomActor:
             )
             return decode_op(plaintext)
         except RemoteProtocolError as exc:
+            if quiet:
+                return None
             log.warning(
                 "room %s: rejected op %s (seq %d) from %s: %s",
                 self._room,

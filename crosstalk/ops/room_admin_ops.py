@@ -322,6 +322,7 @@ def _key_listener(daemon: Daemon) -> Callable[[list[Applied]], Awaitable[None]]:
 def register(ops: OpTable, daemon: Daemon) -> None:
     daemon.appliers.append(lambda conn, applied: adopt_invitation(conn, applied, daemon.keys))
     daemon.appliers.append(lambda conn, applied: apply_rekey(conn, applied, daemon.keys))
+    daemon.key_takers.append(lambda conn, applied: apply_rekey(conn, applied, daemon.keys))
     daemon.appliers.append(apply_names)
     daemon.applied_listeners.append(_key_listener(daemon))
 

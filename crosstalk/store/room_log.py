@@ -55,6 +55,12 @@ def newest_epoch(conn: sqlite3.Connection, room_id: str) -> int:
     return int(row[0]) if row and row[0] is not None else 0
 
 
+def epochs_held(conn: sqlite3.Connection, room_id: str) -> frozenset[int]:
+    """The epochs whose key we hold for the room."""
+    rows = conn.execute("SELECT epoch FROM room_keys WHERE room_id = ?", (room_id,))
+    return frozenset(int(r[0]) for r in rows)
+
+
 def relay_cursors(conn: sqlite3.Connection) -> dict[str, int]:
     """Each room's relay cursor: the seq up to which the link has committed its ops here."""
     return {str(r): int(s) for r, s in conn.execute("SELECT room_id, seq FROM relay_cursors")}

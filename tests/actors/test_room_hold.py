@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 import sqlite3
 import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -16,12 +16,14 @@ import trio
 from crosstalk import crypto
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.actors.relay_link import LinkCommand, LinkTimings
-from crosstalk.actors.room import RoomActor, Wake
+from crosstalk.actors.room import Applier, RoomActor, Wake
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.room import Applied
+from crosstalk.features.membership.key_share import apply_key_share
+from crosstalk.features.membership.keys import seal_key
 from crosstalk.store.db import Store
 from crosstalk.store.rooms import Room, RoomMember, add_member, add_room
-from crosstalk.wire.room_ops import MessageOp, encode_op, frame_body
+from crosstalk.wire.room_ops import KeyShare, MessageOp, encode_op, frame_body
 
 ROOM = "h" * 32
 KEYS = {0: bytes(range(32)), 1: bytes(range(1, 33))}
@@ -103,7 +105,12 @@ class _Room:
                 await self.changed.wait()
 
 
-async def _run(store: Store, test: Callable[[_Room, trio.MemorySendChannel[Wake]], object]) -> None:
+async def _run(
+    store: Store,
+    test: Callable[[_Room, trio.MemorySendChannel[Wake]], object],
+    *,
+    key_takers: Sequence[Applier] = (),
+) -> None:
     world = _Room(store)
     link_send, link_receive = trio.open_memory_channel[LinkCommand](1)
     async with link_receive, trio.open_nursery() as nursery:
@@ -111,7 +118,7 @@ async def _run(store: Store, test: Callable[[_Room, trio.MemorySendChannel[Wake]
         await nursery.start(supervisor.run)
         actor = RoomActor(
             room_id=ROOM, store=store, keys=ANA, relay=RelayClient(link_send, LinkTimings()),
-            appliers=[world.record], on_applied=world.listener,
+            appliers=[world.record], on_applied=world.listener, key_takers=key_takers,
         )
         inbox = await supervisor.start_actor("room", actor)
         await test(world, inbox)  # type: ignore[misc]
@@ -173,3 +180,49 @@ async def test_a_future_epoch_waits_for_its_key_and_a_past_one_without_key_is_re
 
     await _run(store, test)
     assert [(a.seq, a.op is not None) for a in seen] == [(1, True), (2, True), (3, False)]
+
+
+def _key_share(signer: crypto.Keys, op_id: str, to: crypto.Keys) -> bytes:
+    """A share of the epoch-1 key sealed to ``to``, posted under epoch 0."""
+    share = KeyShare(1, {to.fingerprint: seal_key(to.x_pub, KEYS[1], ROOM, 1)})
+    sealed = crypto.seal_op(
+        signer, KEYS[0], encode_op(share), room_id=ROOM, epoch=0, op_id=op_id,
+        nonce=op_id.encode().ljust(24, b"\x00")[:24],
+    )
+    return frame_body(0, sealed)
+
+
+@pytest.mark.parametrize("takes_keys_ahead", [True, False])
+async def test_a_key_that_comes_after_the_op_it_opens_is_taken_ahead_of_the_log(
+    takes_keys_ahead: bool,
+) -> None:
+    """Ben's epoch-1 op (seq 2) is sequenced before the share that brings us epoch 1 (seq 3):
+    in order, seq 2 would wait for seq 3 for ever. The room takes the key from seq 3 ahead of
+    the log, then applies 1, 2, 3 in order. Without key takers (the planted bug) it stays held."""
+    async with room_store() as store:
+        await store.write(_inbound(
+            (1, "b1", BEN, _sealed(BEN, "b1", epoch=0)),
+            (2, "b2", BEN, _sealed(BEN, "b2", epoch=1)),
+            (3, "k1", BEN, _key_share(BEN, "k1", to=ANA)),
+        ))
+        seen: list[Applied] = []
+
+        async def test(world: _Room, inbox: trio.MemorySendChannel[Wake]) -> None:
+            if takes_keys_ahead:
+                await world.wait_for(3, inbox)
+            else:
+                await world.wait_for(1, inbox)
+                await inbox.send(Wake())
+                await world.wait_for(1, inbox)
+            seen.extend(world.seen)
+
+        def take(conn: sqlite3.Connection, applied: Applied) -> None:
+            apply_key_share(conn, applied, ANA)
+
+        await _run(store, test, key_takers=[take] if takes_keys_ahead else [])
+    if takes_keys_ahead:
+        assert [(a.seq, type(a.op).__name__) for a in seen] == [
+            (1, "MessageOp"), (2, "MessageOp"), (3, "KeyShare")
+        ]
+    else:
+        assert [a.seq for a in seen] == [1]

@@ -13,6 +13,7 @@ dies, the core is rebuilt from ``storage.load()``).
 from __future__ import annotations
 
 import hashlib
+import logging
 import random
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -24,10 +25,13 @@ from trio_websocket import ConnectionClosed
 
 from crosstalk.actors.relay_link import LinkTimings, RelaySocket
 from crosstalk.wire import relay as w
+from crosstalk.wire.room_ops import unframe_body
 from relay.core import RelayCore
 from relay.effects import Close, Send
 from relay.storage import MemberDeleted, MemberPut, MemoryStorage, OpAppended, RoomDeleted
 from tests.sim.determinism import NODE, _time
+
+log = logging.getLogger("sim.relay")
 
 
 @attrs.frozen
@@ -187,6 +191,21 @@ class SimRelay:
                 self.truth.append(
                     Truth(self._step, now, "post", e.room, e.op.sender, e.op.seq, e.op.op_id)
                 )
+        if log.isEnabledFor(logging.INFO):  # SIM_LOG (tests/sim/debuglog.py)
+            for t in self.truth[-len(writes):]:
+                if t.step == self._step:
+                    log.info("%s room %s %s seq %s op %s%s", t.kind, t.room[:8], t.fp[:9],
+                             t.seq, t.op_id[:8], self._epoch_note(writes, t))
+
+    @staticmethod
+    def _epoch_note(writes: Sequence[object], t: Truth) -> str:
+        for e in writes:
+            if isinstance(e, OpAppended) and e.op.op_id == t.op_id and e.room == t.room:
+                try:
+                    return f" epoch {unframe_body(e.op.body)[0]}"
+                except Exception:
+                    return " epoch ?"
+        return ""
 
     # --- faults ------------------------------------------------------------------------------
 

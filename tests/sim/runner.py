@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import logging
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ import trio
 import trio.testing
 
 from crosstalk import sim_hooks
-from tests.sim import checkers, determinism
+from tests.sim import checkers, debuglog, determinism
 from tests.sim.client import client, pair, run_op
 from tests.sim.faults import heal, run_faults, schedule
 from tests.sim.plants import PLANTS
@@ -88,9 +87,8 @@ def run_seed(seed: int, *, keep: set[int] | None = None, plant: str | None = Non
         faults = [f for f in faults if f.index in faults_keep]
     entropy = determinism.activate(seed)
     canary = determinism.Canary()
-    logging.disable(logging.CRITICAL)  # the daemons' logs would cost more than the run
     try:
-        with tempfile.TemporaryDirectory(prefix=f"sim{seed}-") as tmp:
+        with debuglog.daemon_logs(), tempfile.TemporaryDirectory(prefix=f"sim{seed}-") as tmp:
             plants = PLANTS[plant](scenario, seed) if plant else {}
             world = World(seed, len(scenario.nodes), Path(tmp), entropy, plants=plants,
                           leaky_relay=plant == "leaky_relay")
@@ -105,7 +103,6 @@ def run_seed(seed: int, *, keep: set[int] | None = None, plant: str | None = Non
     finally:
         sim_hooks.install(None, None)
         determinism.deactivate()
-        logging.disable(logging.NOTSET)
     if states:
         failures += checkers.check_all(world, states)
     digest = hashlib.sha256(

@@ -4,6 +4,7 @@ who accepted with an older key (see :mod:`crosstalk.features.membership.key_shar
 from __future__ import annotations
 
 import functools
+import sqlite3
 
 from crosstalk.actors.control import OpTable
 from crosstalk.core.room import Applied
@@ -14,7 +15,11 @@ from crosstalk.features.membership.key_share import apply_key_share, shares_owed
 def register(ops: OpTable, daemon: Daemon) -> None:
     """Add the applier and the listener (membership has no control ops of its own here)."""
     del ops
-    daemon.appliers.append(lambda conn, applied: apply_key_share(conn, applied, daemon.keys))
+    def take_shared_key(conn: sqlite3.Connection, applied: Applied) -> None:
+        apply_key_share(conn, applied, daemon.keys)
+
+    daemon.appliers.append(take_shared_key)
+    daemon.key_takers.append(take_shared_key)
 
     async def answer_joiners(applied: list[Applied]) -> None:
         for entry in applied:
