@@ -6,9 +6,10 @@ commit still owes it. This actor drains the owed rows: for each room and state i
 ``Receipt`` op and deletes the rows only once the op is committed to the outbox. It drains when
 it starts (whatever a previous daemon left owed), whenever it is woken (a message in its inbox:
 an ack or a hold was committed), and again after :data:`RETRY` seconds while a post fails for a
-reason that may pass (the relay link not up yet). A room we left or were removed from has
-nowhere to send a receipt: its rows are dropped. A crash between the post and the delete posts
-the receipt again, which is harmless: the sender's state only moves forward.
+reason that may pass (the relay link not up yet). A room we left has nowhere to send a receipt:
+its rows are dropped. A room we were removed from keeps them until we are let back in (see
+crosstalk/store/receipts.py). A crash between the post and the delete posts the receipt again,
+which is harmless: the sender's state only moves forward.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import trio
 
 from crosstalk.actors.context import ActorContext
 from crosstalk.errors import CrosstalkError, NotAMember, UnknownRoom
-from crosstalk.store.receipts import owed, settle
+from crosstalk.store.receipts import drop_unsendable, owed, settle
 from crosstalk.wire.room_ops import Receipt, RoomOp
 
 log = logging.getLogger(__name__)
@@ -76,16 +77,20 @@ class ReceiptsActor:
 
     async def drain(self, beat: Callable[[], None] = lambda: None) -> bool:
         """Post every owed receipt; ``True`` when some are left to try again later."""
+        await self._store.write(drop_unsendable)
+        skip: set[str] = set()  # rooms that refused a post this drain (removed just now)
         while True:
-            batch = await self._store.read(owed)
+            batch = await self._store.read(partial(owed, skip=frozenset(skip)))
             if not batch:
                 return False
             for item in batch:
                 try:
                     await self._send_op(item.room_id, Receipt(item.state, item.msg_ids))
-                except (UnknownRoom, NotAMember) as exc:  # we left: nowhere to send it
-                    log.info("no %s receipt for room %s: %s", item.state, item.room_id,
+                except (UnknownRoom, NotAMember) as exc:  # kept: we may be let back in
+                    log.info("%s receipt for room %s kept: %s", item.state, item.room_id,
                              exc.message)
+                    skip.add(item.room_id)
+                    continue
                 except CrosstalkError as exc:
                     log.info("%s receipt for room %s not posted yet: %s", item.state,
                              item.room_id, exc.message)

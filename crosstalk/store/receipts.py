@@ -4,12 +4,17 @@
 messages, so the receipt is as durable as the state it reports. ``owed`` hands the drain the
 oldest rows grouped by room and state (one ``Receipt`` op each); ``settle`` deletes the rows a
 posted receipt covered. Posting twice is harmless: the sender's state only moves forward.
+
+Only rooms we may post in are drained. A room we were removed from (or are invited back to)
+keeps its rows: a member removed and let back in still tells its senders what it read while it
+was out. A room we left, or never had, has nowhere to send them: ``drop_unsendable`` deletes
+those.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 import attrs
 
@@ -42,10 +47,17 @@ def owe(
     )
 
 
-def owed(conn: sqlite3.Connection, limit: int = PER_RECEIPT) -> list[Owed]:
-    """The oldest owed receipts (at most ``limit`` ids), one entry per room and state."""
+def owed(
+    conn: sqlite3.Connection, limit: int = PER_RECEIPT, skip: Collection[str] = ()
+) -> list[Owed]:
+    """The oldest receipts owed in rooms we may post in now (at most ``limit`` ids, none in
+    the rooms ``skip`` names), one entry per room and state."""
+    marks = ",".join("?" * len(skip))
     rows = conn.execute(
-        "SELECT id, room_id, state, msg_id FROM receipts_owed ORDER BY id LIMIT ?", (limit,)
+        "SELECT o.id, o.room_id, o.state, o.msg_id FROM receipts_owed o "
+        "JOIN rooms r ON r.room_id = o.room_id AND r.state = 'joined' AND r.removed_at IS NULL "
+        f"WHERE o.room_id NOT IN ({marks}) ORDER BY o.id LIMIT ?",
+        (*skip, limit),
     ).fetchall()
     groups: dict[tuple[str, str], list[tuple[int, str]]] = {}
     for row_id, room_id, state, msg_id in rows:
@@ -54,6 +66,14 @@ def owed(conn: sqlite3.Connection, limit: int = PER_RECEIPT) -> list[Owed]:
         Owed(room, state, tuple(m for _, m in entries), tuple(r for r, _ in entries))
         for (room, state), entries in groups.items()
     ]
+
+
+def drop_unsendable(conn: sqlite3.Connection) -> None:
+    """Forget the receipts owed in rooms we left or never had (nowhere to send them)."""
+    conn.execute(
+        "DELETE FROM receipts_owed WHERE room_id NOT IN "
+        "(SELECT room_id FROM rooms WHERE state IN ('joined', 'invited'))"
+    )
 
 
 def settle(conn: sqlite3.Connection, rows: Iterable[int]) -> None:

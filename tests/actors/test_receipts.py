@@ -20,9 +20,10 @@ from crosstalk.actors.receipts import ReceiptsActor
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.room import Applied
 from crosstalk.daemon import Daemon
-from crosstalk.errors import CrosstalkError, RelayUnreachable, UnknownRoom
+from crosstalk.errors import CrosstalkError, NotAMember, RelayUnreachable
 from crosstalk.ops import read_ops
 from crosstalk.store.db import Store, open_store
+from crosstalk.store.membership import invited_again, mark_removed
 from crosstalk.store.receipts import owe, owed
 from crosstalk.wire.room_ops import MessageOp, Receipt, RoomOp
 from tests.actors.fakes import running
@@ -149,12 +150,14 @@ async def test_a_read_and_a_delivered_receipt_are_owed_with_the_change_they_repo
 async def test_a_room_we_left_drops_its_receipt_and_a_passing_failure_keeps_it(
     tmp_path: Path,
 ) -> None:
-    """UnknownRoom: nowhere to send it, forgotten. RelayUnreachable: kept, posted next time."""
+    """A room we do not have (left, forgotten): nowhere to send it, forgotten. RelayUnreachable:
+    kept, posted next time."""
     async with open_store(tmp_path / "state.db") as store:
+        await store.write(_room_with_two_unread)
         await store.write(lambda c: owe(c, "read", "gone", ["c1" * 16], 1.0))
-        gone = Posts(fail=UnknownRoom("left"))
-        assert await ReceiptsActor(store=store, send_op=gone, ready=lambda: True).drain() is False
-        assert await store.read(owed) == []
+        nobody = Posts()
+        assert await ReceiptsActor(store=store, send_op=nobody, ready=lambda: True).drain() is False
+        assert nobody.posted == [] and await store.read(_rows) == []
 
         await store.write(lambda c: owe(c, "delivered", "r1", ["d1" * 16], 2.0))
         down = Posts(fail=RelayUnreachable("not yet"))
@@ -166,3 +169,50 @@ async def test_a_room_we_left_drops_its_receipt_and_a_passing_failure_keeps_it(
         assert await store.read(owed) == []
         await store.write(lambda c: owe(c, "read", "local", ["e1" * 16], 3.0))
         assert await store.read(owed) == []  # a local message: nobody to tell
+
+
+async def test_a_read_while_removed_is_told_once_we_are_let_back_in(tmp_path: Path) -> None:
+    """Removed from r1, we read what we held: the receipt waits (nothing is posted, nothing is
+    dropped); invited back and joined again, it is posted. A refusal from a room removed under
+    the drain's feet keeps the rows too, and other rooms still drain."""
+    async with open_store(tmp_path / "state.db") as store:
+        await store.write(_room_with_two_unread)
+        await store.write(lambda c: mark_removed(c, "r1", BEN, 5.0))
+        await store.write(lambda c: owe(c, "read", "r1", ["a1" * 16], 6.0))
+        posts = Posts()
+        assert await ReceiptsActor(store=store, send_op=posts, ready=lambda: True).drain() is False
+        assert posts.posted == [] and len(await store.read(_rows)) == 1
+
+        await store.write(lambda c: invited_again(c, "r1"))
+        assert await ReceiptsActor(store=store, send_op=posts, ready=lambda: True).drain() is False
+        assert posts.posted == [] and len(await store.read(_rows)) == 1  # invited: not yet
+
+        await store.write(lambda c: c.execute("UPDATE rooms SET state = 'joined'"))
+        assert await ReceiptsActor(store=store, send_op=posts, ready=lambda: True).drain() is False
+        assert posts.posted == [("r1", Receipt("read", ("a1" * 16,)))]
+        assert await store.read(_rows) == []
+
+        await store.write(lambda c: owe(c, "read", "r1", ["a2" * 16], 7.0))
+        await store.write(lambda c: owe(c, "read", "r2", ["b2" * 16], 8.0))
+        refused = RoomRefuses("r1")
+        assert await ReceiptsActor(store=store, send_op=refused, ready=lambda: True).drain() is False
+        assert refused.posted == [("r2", Receipt("read", ("b2" * 16,)))]
+        assert [row[1] for row in await store.read(_rows)] == ["r1"]
+
+
+class RoomRefuses(Posts):
+    """Posts everywhere but ``room``, which says we are not a member (removed just now)."""
+
+    def __init__(self, room: str) -> None:
+        super().__init__()
+        self.room = room
+
+    async def __call__(self, room_id: str, op: RoomOp, *, op_id: str | None = None) -> str:
+        if room_id == self.room:
+            raise NotAMember("removed")
+        return await super().__call__(room_id, op, op_id=op_id)
+
+
+def _rows(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
+    return [(str(s), str(r), str(m)) for s, r, m in
+            conn.execute("SELECT state, room_id, msg_id FROM receipts_owed ORDER BY id")]
