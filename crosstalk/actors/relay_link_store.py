@@ -2,8 +2,8 @@
 
 :class:`LinkStore` is the seam: :class:`SqliteLinkStore` is the real one (each method is one
 ``Store.write``/``read`` transaction of :mod:`crosstalk.store.link`'s SQL, so it returns only after
-the commit), and the actor tests use an in-memory fake, because SQLite's worker threads would let
-trio's autojump clock run ahead.
+the commit), and the actor tests use an in-memory fake: real SQLite does real I/O, which trio's
+autojump clock does not wait for when it runs in a worker thread.
 """
 
 from __future__ import annotations

@@ -6,14 +6,23 @@ from a send, only after ``await store.write(...)`` has returned, and ``write`` r
 SQLite's ``COMMIT`` has returned with ``synchronous=FULL`` in WAL mode, i.e. after the commit is on
 disk.
 
-sqlite3 blocks, so every transaction runs in a worker thread (``trio.to_thread.run_sync``). Writes
-run on one connection, one at a time (``CapacityLimiter(1)``). Reads run on a second, read-only
-connection with its own limiter: in WAL mode a reader sees the last committed state and never waits
-for a writer, so a read (the room key before a send, the address of a recipient) no longer queues
-behind another task's commit and its fsync. A read that starts after ``write`` returned sees what
-that write committed. The thread is not abandoned on cancellation: a transaction that has started
-always finishes (commit or rollback) before ``write`` returns or raises, so a cancelled caller never
-leaves a half-done transaction behind.
+sqlite3 blocks, and every transaction runs inline, on the event loop's own thread: a deliberate,
+measured exception to "no blocking calls", as the relay makes for its commits (relay/server.py
+``_commit``). A message's path crosses about five store calls per daemon; in a worker thread each
+paid the hand-off (0.08 ms on an idle machine) and then fought the busy event loop for the GIL
+while it ran its Python (the open, verify and apply of an op is Python), which on this 2-core
+machine stretched single transactions from 0.5 ms to 2-4 ms and gave send → held most of its
+tail. Inline, a WAL commit with ``synchronous=FULL`` (its fsync included) blocks the loop for
+about 0.4 ms, and the longest transactions (a catch-up batch of ``BATCH`` ops) for tens of ms,
+far under any heartbeat or timeout. Tests and tools may still pass ``run_sync=`` (a worker thread,
+or the simulation's runner).
+
+Writes run on one connection, one at a time (``CapacityLimiter(1)``). Reads run on a second
+connection with its own limiter: in WAL mode a reader sees the last committed state and never
+waits for a writer (that matters when ``run_sync`` is a worker thread). A read that starts after
+``write`` returned sees what that write committed. A transaction that has started always finishes
+(commit or rollback) before ``write`` returns or raises, and its caller then gets its result, so
+a cancelled caller never leaves a half-done transaction behind nor misses a commit it made.
 """
 
 from __future__ import annotations
@@ -39,10 +48,31 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 SQLITE_HEADER_SIZE = 100
 BUSY_TIMEOUT_S = 10.0
 
-# How a blocking SQLite call is run: ``run_sync(fn, *args, limiter=...)``. Production uses a worker
-# thread; the deterministic simulation (tests/sim) passes an inline runner, because a thread's
-# completion order is wall-clock dependent and lets the mock clock jump while it runs.
+# How a blocking SQLite call is run: ``run_sync(fn, *args, limiter=...)``. Production runs it inline
+# (see the module docstring); ``trio.to_thread.run_sync`` fits too, and the deterministic
+# simulation (tests/sim) passes its own inline runner that may also delay it in virtual time.
 RunSync = Callable[..., Awaitable[Any]]
+
+
+async def run_inline(
+    fn: Callable[..., R], *args: Any, limiter: trio.CapacityLimiter | None = None
+) -> R:
+    """Call ``fn(*args)`` on this thread: the store's default :data:`RunSync`.
+
+    Cancellation is looked at only before the call. Afterwards the caller always gets the
+    result (a commit it made is never reported as cancelled), and the shielded checkpoint lets
+    other tasks run, so a task looping over store calls still yields.
+    """
+    await trio.lowlevel.checkpoint_if_cancelled()
+    if limiter is None:
+        result = fn(*args)
+    else:
+        # Never contended while every call runs inline (``fn`` cannot yield); it still orders
+        # an inline call against one another ``run_sync`` may be running in a thread.
+        async with limiter:
+            result = fn(*args)
+    await trio.lowlevel.cancel_shielded_checkpoint()
+    return result
 
 
 def _side_files(path: Path) -> tuple[Path, Path]:
@@ -209,7 +239,7 @@ class Store:
         path: Path,
         reader: sqlite3.Connection | None = None,
         *,
-        run_sync: RunSync = trio.to_thread.run_sync,
+        run_sync: RunSync = run_inline,
     ) -> None:
         self._conn: sqlite3.Connection | None = conn
         self.path = path
@@ -220,10 +250,10 @@ class Store:
         self._read_limiter = trio.CapacityLimiter(1) if reader is not None else self._limiter
 
     @classmethod
-    async def open(cls, path: Path, *, run_sync: RunSync = trio.to_thread.run_sync) -> Store:
+    async def open(cls, path: Path, *, run_sync: RunSync = run_inline) -> Store:
         """Check, open and migrate ``path``; refuse a damaged or too-new file without writing it.
 
-        ``run_sync`` runs each blocking SQLite call (a worker thread unless a test says otherwise).
+        ``run_sync`` runs each blocking SQLite call (inline unless the caller says otherwise).
 
         Raises:
             DamagedState: the file does not parse or is newer than this code.
@@ -254,9 +284,9 @@ class Store:
         (ack an op to the relay, return from a send, answer a control request). If ``fn`` raises,
         everything it wrote is rolled back and the exception propagates.
 
-        ``fn`` runs in a worker thread: it must be a plain (not async) function that only uses
-        ``conn``, and must not commit or roll back itself. Cancelling the caller never interrupts
-        a transaction that has started; it finishes first.
+        ``fn`` must be a plain (not async) function that only uses ``conn`` (it may run in a
+        worker thread, see ``run_sync``), and must not commit or roll back itself. Cancelling
+        the caller never interrupts a transaction that has started; it finishes first.
         """
         conn = self._connection()
         try:
@@ -300,9 +330,9 @@ class Store:
 
 
 @asynccontextmanager
-async def open_store(path: Path) -> AsyncIterator[Store]:
+async def open_store(path: Path, *, run_sync: RunSync = run_inline) -> AsyncIterator[Store]:
     """Open the store at ``path`` for the duration of the block, then close it."""
-    store = await Store.open(path)
+    store = await Store.open(path, run_sync=run_sync)
     try:
         yield store
     finally:

@@ -23,7 +23,7 @@ link commits every inbound op before it reports a later post of ours as sequence
 relay answers on one connection in order). A daemon back after a long absence posts a probe
 (``SyncRequest`` with nobody asked) so that a hole shows even when nobody else writes.
 
-All of this runs in the store's one worker thread inside a transaction, so :class:`MemoryFollower`
+All of this runs inside the store's write transactions, one at a time, so :class:`MemoryFollower`
 keeps a cache of loaded states, checked against the stored cursor on every use: a transaction
 that rolled back leaves the stored cursor behind the cached one, and the state is reloaded.
 

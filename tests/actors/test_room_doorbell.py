@@ -41,7 +41,7 @@ async def _fill_inbox_then_apply(store: Store) -> None:
 
     def record(_conn: sqlite3.Connection, entry: Applied) -> None:
         if entry.op_id == "b1":
-            trio.from_thread.run_sync(applied.set)
+            applied.set()  # appliers run inline, on trio's thread
 
     link_send, link_receive = trio.open_memory_channel[LinkCommand](0)  # nobody reads it
     bell = Doorbell()

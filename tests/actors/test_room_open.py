@@ -80,8 +80,8 @@ async def test_only_ops_signed_by_their_roster_sender_are_applied(store: Store) 
 
     def record(_conn: sqlite3.Connection, applied: Applied) -> None:
         seen.append(applied)
-        if applied.seq == 4:  # appliers run in the store's worker thread
-            trio.from_thread.run_sync(done.set)
+        if applied.seq == 4:  # appliers run inline, in the room's transaction
+            done.set()
 
     link_send, link_receive = trio.open_memory_channel[LinkCommand](1)
     async with link_receive, trio.open_nursery() as nursery:

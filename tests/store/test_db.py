@@ -149,7 +149,8 @@ async def test_many_concurrent_writers_all_land(tmp_path: Path) -> None:
 
 
 async def test_cancelled_caller_does_not_interrupt_a_started_transaction(tmp_path: Path) -> None:
-    """Cancelling a caller whose transaction is running lets it commit; nothing is half done."""
+    """Cancelling a caller whose transaction is running in a worker thread lets it commit;
+    nothing is half done."""
     path = tmp_path / "state.db"
     inside = trio.Event()
     release = threading.Event()
@@ -159,7 +160,7 @@ async def test_cancelled_caller_does_not_interrupt_a_started_transaction(tmp_pat
         trio.from_thread.run_sync(inside.set)
         assert release.wait(timeout=10), "the test never released the transaction"
 
-    async with open_store(path) as store:
+    async with open_store(path, run_sync=trio.to_thread.run_sync) as store:
         with trio.fail_after(10):
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(store.write, slow)
@@ -167,6 +168,37 @@ async def test_cancelled_caller_does_not_interrupt_a_started_transaction(tmp_pat
                 nursery.cancel_scope.cancel()
                 release.set()
         assert independent_read(path, "k") == "committed"
+
+
+async def test_inline_write_cancelled_while_running_still_returns_its_commit(
+    tmp_path: Path,
+) -> None:
+    """Inline (the default), a cancel requested while the transaction runs reaches the caller
+    only after it has the result of what was committed."""
+    got: list[str] = []
+
+    def cancelling(conn: sqlite3.Connection) -> str:
+        set_setting(conn, "k", "committed")
+        scope.cancel()
+        return "done"
+
+    async with open_store(tmp_path / "state.db") as store:
+        with trio.CancelScope() as scope:
+            got.append(await store.write(cancelling))
+            await trio.lowlevel.checkpoint()  # the cancel is delivered here, not before
+        assert scope.cancelled_caught
+        assert got == ["done"]
+        assert await store.read(lambda conn: get_setting(conn, "k")) == "committed"
+
+
+async def test_inline_write_cancelled_before_it_starts_writes_nothing(tmp_path: Path) -> None:
+    """A caller already cancelled when it calls ``write`` never starts its transaction."""
+    async with open_store(tmp_path / "state.db") as store:
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await store.write(lambda conn: set_setting(conn, "k", "written"))
+        assert scope.cancelled_caught
+        assert await store.read(lambda conn: get_setting(conn, "k")) is None
 
 
 async def test_closed_store_refuses_work_and_close_is_idempotent(tmp_path: Path) -> None:

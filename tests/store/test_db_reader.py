@@ -25,7 +25,9 @@ async def test_a_read_runs_while_a_write_is_still_open(tmp_path: Path) -> None:
         write_open.set()
         return read_done.wait(HOLD)  # the read must finish while we hold the transaction
 
-    async with open_store(tmp_path / "state.db") as store:
+    # In worker threads, so the write can stay open while the read runs (inline, the default,
+    # a transaction never overlaps another).
+    async with open_store(tmp_path / "state.db", run_sync=trio.to_thread.run_sync) as store:
         await store.write(lambda conn: set_setting(conn, "k", "committed"))
         seen: list[object] = []
         async with trio.open_nursery() as nursery:
