@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import selectors
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -71,6 +69,8 @@ def start_daemon(home: Home) -> dict[str, Any]:
     If another daemon holds the home, the new one says so and exits 0; that reply (with
     ``already: true``) is returned as is.
     """
+    import subprocess  # only when a daemon must be started: most calls find one running
+
     home.ensure()
     command = [
         sys.executable,
@@ -109,6 +109,8 @@ def start_daemon(home: Home) -> dict[str, Any]:
 
 
 def _read_line(stream: Any, *, deadline: float) -> bytes | None:
+    import selectors
+
     buffer = b""
     with selectors.DefaultSelector() as selector:
         selector.register(stream, selectors.EVENT_READ)

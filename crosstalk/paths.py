@@ -9,7 +9,6 @@ its copy of :data:`HOME_ENV` equal: crosstalk/hook/main.py). One state directory
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 HOME_ENV = "CROSSTALK_HOME"
@@ -20,11 +19,30 @@ DEFAULT_HEARTBEAT = 5.0
 MAX_SOCKET_PATH = 107
 
 
-@dataclass(frozen=True)
 class Home:
-    """The files of one state directory."""
+    """The files of one state directory (a value: equal and hashed by ``root``, immutable).
 
+    Written by hand, not as a dataclass: ``dataclasses`` imports ``inspect`` (and with it ast,
+    dis and tokenize), a few milliseconds on the start of every CLI call that reads a path.
+    """
+
+    __slots__ = ("root",)
     root: Path
+
+    def __init__(self, root: Path) -> None:
+        object.__setattr__(self, "root", root)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Home is immutable; cannot set {name!r}")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Home) and other.root == self.root
+
+    def __hash__(self) -> int:
+        return hash(self.root)
+
+    def __repr__(self) -> str:
+        return f"Home(root={self.root!r})"
 
     @classmethod
     def resolve(cls, explicit: str | os.PathLike[str] | None = None) -> Home:

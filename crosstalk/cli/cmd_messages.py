@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from crosstalk.cli.options import HomeOption, JsonOption
 from crosstalk.cli.output import Output, reports_errors
-from crosstalk.client import ask_daemon, call, ensure_daemon
-from crosstalk.errors import CrosstalkError, UsageError
+from crosstalk.cli.reading import read_messages
+from crosstalk.client import ask_daemon, ensure_daemon
+from crosstalk.errors import UsageError
 from crosstalk.hook.control import ControlConnection
 from crosstalk.paths import Home
 
@@ -67,27 +68,6 @@ def send(
     out.emit(reply, f"{reply['state']}: to {', '.join(reply['to'])} ({reply['id'][:8]}){cut}")
 
 
-def _render(message: dict[str, Any]) -> str:
-    """One message for a person: who, what, its short id (which `answer` and `slice` take)."""
-    short = message.get("short") or message["id"][:8]
-    head = f"{message['from']}" + (f" ({message['session']})" if message.get("session") else "")
-    lines = [f"{head} · {message['kind']} · {message['intent']}  [{short}]"]
-    if message.get("reply_to") or message.get("thread"):
-        where = [f"reply to {message['reply_to'][:8]}"] if message.get("reply_to") else []
-        where += [f"thread {message['thread']}"] if message.get("thread") else []
-        lines.append(f"  ({', '.join(where)})")
-    lines.append(f"  {message['text']}")
-    lines += [
-        f"  [slice {s['index']}] {s['kind']}: {s['label']} ({s['bytes']} bytes"
-        + (", cut to the cap)" if s.get("truncated") else ")")
-        + f" · crosstalk slice {short} {s['index']}"
-        for s in message.get("slices", [])
-    ]
-    if message.get("kind") == "ask":
-        lines.append(f"  answer with: crosstalk answer {message['from']} {short} \"…\"")
-    return "\n".join(lines)
-
-
 @reports_errors
 def read(
     all_messages: Annotated[
@@ -98,16 +78,10 @@ def read(
     home: HomeOption = None,
 ) -> None:
     """Show the messages waiting for you; once shown, they are marked read."""
-    out = Output(json_mode=json_output)
-    reply = ask_daemon(home, "read", {"all": all_messages, "session": session})
-    messages = reply["messages"]
-    human = "\n\n".join(_render(m) for m in messages) if messages else "No messages."
-    out.emit({"messages": messages}, human)
-    if reply.get("lease"):  # printed: only now are they read (and the senders told)
-        try:
-            call(Home.resolve(home), "ack", {"lease": reply["lease"]}, timeout=SEND_TIMEOUT)
-        except CrosstalkError as exc:
-            sys.stderr.write(f"crosstalk: not marked read ({exc.message}); they show again.\n")
+    # The plain forms never get here: crosstalk.cli.entry runs them without typer.
+    read_messages(
+        all_messages=all_messages, session=session, json_output=json_output, home=home
+    )
 
 
 @reports_errors

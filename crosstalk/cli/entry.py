@@ -1,8 +1,9 @@
 """The ``crosstalk`` executable's entry point, with fast paths for the agent-facing commands.
 
 ``crosstalk server`` (the MCP server an agent launches) and ``crosstalk hook`` (run on every agent
-event) are started by programs that wait for them, so they skip the CLI's own imports (typer and
-every command module) when called in their plain forms. Everything else goes to the typer app.
+event) are started by programs that wait for them, and ``crosstalk read`` is what agents run
+between turns, so they skip the CLI's own imports (typer and every command module) when called in
+their plain forms. Everything else goes to the typer app.
 """
 
 from __future__ import annotations
@@ -42,6 +43,12 @@ def main() -> None:
 
         hook_main(args[1:])
         return
+    if args[:1] == ["read"]:
+        from crosstalk.cli import reading
+
+        read_args = reading.plain_args(args[1:])
+        if read_args is not None:
+            sys.exit(reading.main(read_args))
     from crosstalk.cli.main import main as cli_main
 
     cli_main()

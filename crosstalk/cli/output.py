@@ -12,8 +12,6 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any, ParamSpec, TypeVar
 
-import typer
-
 from crosstalk.errors import CrosstalkError, UsageError
 
 P = ParamSpec("P")
@@ -34,14 +32,21 @@ class Output:
             sys.stdout.write(human.rstrip("\n") + "\n")
         sys.stdout.flush()
 
-    def fail(self, error: CrosstalkError) -> None:
-        """Print the error envelope (JSON) or the sentence (stderr) and exit 1 (2 for usage)."""
+    def report(self, error: CrosstalkError) -> int:
+        """Print the error envelope (JSON) or the sentence (stderr); return the exit status,
+        1 (2 for usage)."""
         if self.json_mode:
             sys.stdout.write(json.dumps({"error": error.to_dict()}) + "\n")
             sys.stdout.flush()
         else:
             sys.stderr.write(f"crosstalk: {error.message}\n")
-        raise typer.Exit(2 if error.code == UsageError.code else 1)
+        return 2 if error.code == UsageError.code else 1
+
+    def fail(self, error: CrosstalkError) -> None:
+        """Print the error envelope (JSON) or the sentence (stderr) and exit 1 (2 for usage)."""
+        import typer  # only typer commands fail this way; the typer-free paths use report()
+
+        raise typer.Exit(self.report(error))
 
 
 def reports_errors(fn: Callable[P, R]) -> Callable[P, R]:
@@ -65,6 +70,21 @@ def reports_errors(fn: Callable[P, R]) -> Callable[P, R]:
             raise AssertionError("unreachable") from None
 
     return wrapper
+
+
+def run_reporting(command: Callable[[], None], *, json_mode: bool) -> int:
+    """Run a command outside typer and return its exit status: 0, or that of the error it
+    printed, exactly as :func:`reports_errors` would have exited."""
+    try:
+        command()
+    except CrosstalkError as exc:
+        return Output(json_mode=json_mode).report(exc)
+    except Exception as exc:
+        error = startup_error(exc)
+        if error is None:
+            raise
+        return Output(json_mode=json_mode).report(error)
+    return 0
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

@@ -1,10 +1,13 @@
-"""The entry point's fast paths take only the plain forms of `server` and `hook`."""
+"""The entry point's fast paths take only the plain forms of `server`, `hook` and `read`."""
 
 from __future__ import annotations
 
 import pytest
 
 from crosstalk.cli.entry import _server_home
+from crosstalk.cli.output import run_reporting
+from crosstalk.cli.reading import plain_args
+from crosstalk.errors import CrosstalkError, UsageError
 
 
 @pytest.mark.parametrize(
@@ -24,3 +27,49 @@ def test_server_fast_path_accepts_only_home_and_json(
 ) -> None:
     """Anything but --home/--json goes to the full CLI (which prints help or a usage error)."""
     assert _server_home(args) == expected
+
+
+PLAIN = {"all_messages": False, "session": None, "json_output": False, "home": None}
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ([], PLAIN),
+        (["--json"], {**PLAIN, "json_output": True}),
+        (["--all", "--json"], {**PLAIN, "all_messages": True, "json_output": True}),
+        (["--session", "s1", "--home", "/tmp/h"], {**PLAIN, "session": "s1", "home": "/tmp/h"}),
+        (["--home=/tmp/h", "--session=s1"], {**PLAIN, "session": "s1", "home": "/tmp/h"}),
+        (["--help"], None),
+        (["--home"], None),
+        (["--home", "--json"], None),
+        (["--home="], None),
+        (["--bogus"], None),
+        (["extra"], None),
+    ],
+)
+def test_read_fast_path_accepts_only_its_own_options(
+    args: list[str], expected: dict[str, object] | None
+) -> None:
+    """Anything but --all/--json/--session/--home, or a missing value, goes to the typer app."""
+    assert plain_args(args) == expected
+
+
+def test_a_command_run_outside_typer_prints_its_error_and_exit_status(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """run_reporting prints the JSON error envelope and returns 1, or 2 for a usage error."""
+
+    def refused() -> None:
+        raise CrosstalkError("no such session", code="unknown_session")
+
+    def misused() -> None:
+        raise UsageError("say which")
+
+    assert run_reporting(refused, json_mode=True) == 1
+    assert capsys.readouterr().out == (
+        '{"error": {"code": "unknown_session", "message": "no such session"}}\n'
+    )
+    assert run_reporting(misused, json_mode=False) == 2
+    assert capsys.readouterr().err == "crosstalk: say which\n"
+    assert run_reporting(lambda: None, json_mode=True) == 0

@@ -136,6 +136,26 @@ async def test_daemon_commands_import_nothing_heavy(
     assert [m for m in heavy if not m.startswith(allowed)] == []
 
 
+async def test_plain_read_runs_without_typer(home: Home) -> None:
+    """`read --json` (what agents run between turns) prints its answer without loading typer."""
+    probe = PROBE.replace("heavy = ", "heavy = ('typer', 'click') + ")
+    with trio.fail_after(60):
+        sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
+        await sock.bind(str(home.socket))
+        sock.listen(16)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(trio.serve_listeners, _answer, [trio.SocketListener(sock)])
+            done = await trio.run_process(
+                [sys.executable, "-c", probe, "read", "--json", "--home", str(home.root)],
+                capture_stdout=True, capture_stderr=True, check=False,
+            )
+            nursery.cancel_scope.cancel()
+    stderr = done.stderr.decode()
+    assert done.returncode == 0, stderr
+    assert json.loads(done.stdout.decode()) == {"messages": []}
+    assert json.loads(stderr.rpartition("HEAVY ")[2]) == []
+
+
 async def test_status_takes_identity_from_running_daemon(home: Home) -> None:
     """With a daemon answering, status shows its label and fingerprint without nacl or store."""
     stdout, heavy = await _run_against_fake_daemon(home, "status")
