@@ -31,9 +31,11 @@ stamp                    taken by
 Each stage is the difference of two consecutive stamps, per message; the table gives p50 and
 p90 over the messages, and the share of the p50 sum. The same run also times, in this process,
 what the stages contain that can be timed alone: one ``fsync`` of a 4 KiB append in Ben's home
-(every commit pays at least one: ``synchronous=FULL``), sealing a 200-byte op (sign, encrypt)
-and opening it (decrypt, verify), so the table shows how much of a stage is work and how much
-is waiting (thread trips, actor hand-offs, the next transaction).
+(every commit pays at least one: ``synchronous=FULL``), one WAL commit of a 200-byte row as the
+store makes it, a raw trio-websocket round trip (two loopback hops), sealing a 200-byte op (sign,
+encrypt) and opening it (decrypt, verify), so the table shows how much of a stage is work and how
+much is waiting (actor hand-offs, the next transaction, other processes' commits on the disk).
+The round trip plus three commits (Ana's outbox, the relay's, Ben's) is the floor of the path.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench._common import percentile, progress
+from bench._common import echo_round_trips, percentile, progress
 from bench.latency import ARRIVAL_TIMEOUT, TwoDaemons, fsync_times
 from crosstalk.client import call
 from crosstalk.crypto import Keys, open_op, seal_op
@@ -101,6 +103,29 @@ def one_message(sender: Home, recipient: Home, i: int) -> dict[str, float]:
     return stamps
 
 
+def commit_times(directory: Path, count: int) -> list[float]:
+    """Seconds per WAL commit of one 200-byte row with ``synchronous=FULL`` in ``directory``, as
+    the store commits: a commit writes and syncs the WAL, more than one bare fsync."""
+    path = directory / "commit-probe.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    samples = []
+    try:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("CREATE TABLE t (body BLOB)")
+        for _ in range(count):
+            start = time.perf_counter()
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("INSERT INTO t VALUES (?)", (b"x" * 200,))
+            conn.execute("COMMIT")
+            samples.append(time.perf_counter() - start)
+    finally:
+        conn.close()
+        for leftover in directory.glob("commit-probe.db*"):
+            leftover.unlink()
+    return samples
+
+
 def crypto_costs(count: int) -> dict[str, list[float]]:
     """Seconds to seal and to open (decrypt and verify) a 200-byte op, ``count`` times."""
     keys = Keys(ed_seed=os.urandom(32), x_secret=os.urandom(32))
@@ -133,6 +158,8 @@ def run(count: int) -> dict[str, Any]:
         progress(f"timeline of {count} messages")
         messages = [one_message(a, b, i) for i in range(count)]
         fsyncs = fsync_times(b.root, 50)
+        commits = commit_times(b.root, 50)
+        echo = echo_round_trips(100)
     stages: dict[str, dict[str, float]] = {}
     for first, second in itertools.pairwise(STAMPS):
         samples = [m[second] - m[first] for m in messages]
@@ -149,6 +176,8 @@ def run(count: int) -> dict[str, Any]:
         "send_reply": {"p50_ms": _ms(sent, 0.5), "p90_ms": _ms(sent, 0.9)},
         "alone": {
             "fsync_4k": {"p50_ms": _ms(fsyncs, 0.5)},
+            "wal_commit": {"p50_ms": _ms(commits, 0.5)},
+            "ws_echo": {"p50_ms": _ms(echo, 0.5)},
             "seal_200b": {"p50_ms": _ms(crypto["seal"], 0.5)},
             "open_verify_200b": {"p50_ms": _ms(crypto["open_verify"], 0.5)},
         },
@@ -167,6 +196,14 @@ def markdown(result: dict[str, Any]) -> str:
         rows.append(f"| {name} | {STAGES[name]} | {fig['p50_ms']:.2f} ms | "
                     f"{fig['p90_ms']:.2f} ms | {fig['p50_ms'] / whole:.0%} |")
     alone = result["alone"]
+    commit = alone.get("wal_commit", {}).get("p50_ms")
+    echo = alone.get("ws_echo", {}).get("p50_ms")
+    floor = "" if commit is None or echo is None else (
+        f" The floor of send → held with our durability is two loopback hops and three commits "
+        f"one after another (Ana's outbox, the relay's, Ben's): a raw trio-websocket round trip "
+        f"{echo:.2f} ms plus three WAL commits with `synchronous=FULL` of {commit:.2f} ms each "
+        f"(timed alone in the same run) = {echo + 3 * commit:.2f} ms, before any Python."
+    )
     return "\n".join([
         *rows, "",
         f"{result['messages']} messages one at a time on two real daemons and a real relay "
@@ -178,8 +215,8 @@ def markdown(result: dict[str, Any]) -> str:
         f"4 KiB {alone['fsync_4k']['p50_ms']:.2f} ms (each commit pays at least one), sealing "
         f"a 200-byte op {alone['seal_200b']['p50_ms']:.3f} ms, opening and verifying it "
         f"{alone['open_verify_200b']['p50_ms']:.3f} ms; the rest of a stage is waiting "
-        "(worker-thread trips per store call, actor hand-offs, the next transaction). "
-        f"Load average (1 min) before {result.get('load_before', '?')}, after "
+        "(actor hand-offs, the next transaction, the other processes' commits on the same "
+        f"disk).{floor} Load average (1 min) before {result.get('load_before', '?')}, after "
         f"{result.get('load_after', '?')}: on a loaded machine every stage stretches. "
         "See `bench/timeline.py`.",
     ]) + "\n"
