@@ -19,7 +19,8 @@ import socket
 import sqlite3
 import subprocess
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import nacl.utils
 import trio
@@ -51,8 +52,10 @@ from crosstalk.actors.router import Router, RouterInput
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.room import Applied
 from crosstalk.errors import CrosstalkError, NotSetUp, UnknownRoom
+from crosstalk.features.feature import Feature, SentListener, StartHook, StatusRead
 from crosstalk.features.membership.actor import MembershipActor, MembershipInput
 from crosstalk.features.membership.lifecycle import reconcile_with_relay
+from crosstalk.features.registry import FEATURES
 from crosstalk.local_relay import configured_relay, ensure_local_relay, is_local_default
 from crosstalk.paths import RELAY_ENV, Home
 from crosstalk.store import check_state_files
@@ -94,6 +97,7 @@ class Daemon:
         supervisor: Supervisor,
         heartbeat: float,
         *,
+        features: Sequence[Feature] = FEATURES,
         connect: Connector | None = None,
     ) -> None:
         self.home = home
@@ -117,27 +121,50 @@ class Daemon:
         self._rooms: dict[str, trio.MemorySendChannel[RoomInput]] = {}
         self._doorbells: dict[str, Doorbell] = {}
         self._rooms_lock = trio.Lock()
-        # Feature seams, filled by the ops modules at registration, before start():
-        self.appliers: list[Applier] = []  # apply a room op inside the room's transaction
-        self.apply_scopes: list[ApplyScope] = []  # around each batch of appliers (per-batch work)
-        # Appliers that only take room keys: a room held for a key runs them on later ops.
-        self.key_takers: list[Applier] = []
-        # Told after each commit, through the fan-out actor (actors/fanout.py): every batch, in
-        # order (policy BLOCK); subscribers that re-read the store instead say so (COALESCE).
-        self.applied_listeners: list[AppliedListener] = []
-        self.applied_subscribers: list[Subscriber] = []
         self._fanout: trio.MemorySendChannel[list[Applied]] | None = None
-        # Told after a message that crossed no relay (a post, a me/SESSION) is held, and after
-        # one the daemon made itself from a room op (a decision's announcement).
-        self.local_listeners: list[AppliedListener] = []
-        self.on_start: list[Callable[[], Awaitable[None]]] = []  # start feature actors
-        # Told after each op we sent is committed to the outbox (room, op id, op): the page
-        # keeps the words of what we send (features/ui), which the relay never echoes back.
-        self.sent_listeners: list[Callable[[str, str, RoomOp], Awaitable[None]]] = []
         self._link_lock = trio.Lock()
         # Processes the daemon started for others to reach it (``--public`` tunnels).
         self.tunnels: list[subprocess.Popen[bytes]] = []
         self._identity_lock = trio.Lock()
+        # The feature seams (crosstalk/features/feature.py: Plugs says what each one is), built
+        # once from ``features``, each seam in FEATURES order, before start().
+        self.ops = OpTable()
+        self.appliers: list[Applier] = []
+        self.apply_scopes: list[ApplyScope] = []
+        self.key_takers: list[Applier] = []
+        self.applied_listeners: list[AppliedListener] = []
+        self.applied_subscribers: list[Subscriber] = []
+        self.local_listeners: list[AppliedListener] = []
+        self.sent_listeners: list[SentListener] = []
+        self.on_start: list[StartHook] = []
+        self._status: dict[str, StatusRead] = {}
+        for feature in features:
+            self._plug(feature)
+
+    def _plug(self, feature: Feature) -> None:
+        plugs = feature.plug(self)
+        for control_op in plugs.ops:
+            control_op.install(self.ops)
+        self.appliers.extend(plugs.appliers)
+        self.apply_scopes.extend(plugs.apply_scopes)
+        self.key_takers.extend(plugs.key_takers)
+        self.applied_listeners.extend(plugs.applied_listeners)
+        self.applied_subscribers.extend(plugs.applied_subscribers)
+        self.local_listeners.extend(plugs.local_listeners)
+        self.sent_listeners.extend(plugs.sent_listeners)
+        self.on_start.extend(plugs.start)
+        if plugs.status is not None:
+            self._status[feature.name] = plugs.status
+
+    async def tell_local(self, applied: list[Applied]) -> None:
+        """Hand arrivals that crossed no relay (a post, a me/SESSION, a decision's announcement)
+        to the local listeners, as a room's arrivals go to the applied listeners."""
+        for listener in self.local_listeners:
+            await listener(applied)
+
+    async def feature_status(self) -> dict[str, Any]:
+        """What each feature shows in ``status``, by feature name."""
+        return {name: await read() for name, read in self._status.items()}
 
     # --- identity --------------------------------------------------------------------------------
 
@@ -381,7 +408,7 @@ async def run_daemon(
     home: Home,
     *,
     heartbeat: float,
-    register_ops: Callable[[OpTable, Daemon], None],
+    features: Sequence[Feature] = FEATURES,
     on_ready: Callable[[], None] = lambda: None,
     connect: Connector | None = None,
     task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
@@ -398,11 +425,9 @@ async def run_daemon(
         async with trio.open_nursery() as nursery:
             supervisor = Supervisor(heartbeat=heartbeat)
             await nursery.start(supervisor.run)
-            daemon = Daemon(home, store, supervisor, heartbeat, connect=connect)
-            ops = OpTable()
-            register_ops(ops, daemon)
+            daemon = Daemon(home, store, supervisor, heartbeat, features=features, connect=connect)
             await daemon.start()
-            await supervisor.start_actor("control", ControlServer(home.socket, ops))
+            await supervisor.start_actor("control", ControlServer(home.socket, daemon.ops))
             log.info(
                 "daemon up: pid %d, home %s, heartbeat %.3gs", os.getpid(), home.root, heartbeat
             )

@@ -23,7 +23,7 @@ import pytest
 import trio
 
 from crosstalk.core.triage import Decision, Intent
-from crosstalk.inbox import SessionActor
+from crosstalk.features.inbox.actor import SessionActor
 from crosstalk.store import attention as db
 from crosstalk.store.db import Store, open_store
 from crosstalk.store.sessions import register_session

@@ -4,20 +4,27 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 
 import trio
 
 from crosstalk.cli.output import Output
 from crosstalk.daemon import run_daemon
+from crosstalk.features.feature import Feature
+from crosstalk.features.registry import FEATURES
 from crosstalk.lock import try_acquire
 from crosstalk.logs import configure_daemon_logging
-from crosstalk.ops import register_all
 from crosstalk.paths import Home, heartbeat_from_env
 from crosstalk.store import check_state_files
 
 
-def run_foreground(home: Home, out: Output, *, detach: bool) -> None:
-    """Run until stopped; a second daemon on the same home says so and returns (exit 0)."""
+def run_foreground(
+    home: Home, out: Output, *, detach: bool, features: Sequence[Feature] = FEATURES
+) -> None:
+    """Run until stopped; a second daemon on the same home says so and returns (exit 0).
+
+    ``features`` is :data:`~crosstalk.features.registry.FEATURES` but for a test that runs the
+    daemon with one more (the worked example in docs/architecture.md)."""
     home.check_socket_path()
     home.ensure()
     lock = try_acquire(home.lock)
@@ -36,7 +43,7 @@ def run_foreground(home: Home, out: Output, *, detach: bool) -> None:
 
         trio.run(
             lambda: run_daemon(
-                home, heartbeat=heartbeat_from_env(), register_ops=register_all, on_ready=ready
+                home, heartbeat=heartbeat_from_env(), features=features, on_ready=ready
             )
         )
     finally:

@@ -25,7 +25,7 @@ quote is cut inside the markers, and a line after the END marker says so and poi
 ``crosstalk_read``, so the quote is always closed.
 
 :func:`render_arrivals` is the one place that turns surfaced notices into text, for both
-delivery paths: the inbox push (``crosstalk.inbox``) and the pull hook
+delivery paths: the inbox push (``crosstalk.features.inbox``) and the pull hook
 (``crosstalk.hook.flow``). Arrivals group per batch and sender; at ``deliver`` each message is
 its own quoted delivery, the rest of a group is one notice with a count.
 

@@ -62,7 +62,7 @@ CLAIMS_DIR = "hook-sessions"
 QUOTE_LIMIT = 4000
 #: Characters of notices one answer carries; what does not fit waits for the next event.
 ANSWER_LIMIT = 8000
-#: The daemon's one op for a whole hook event (``crosstalk.ops.session_ops``).
+#: The daemon's one op for a whole hook event (``crosstalk.features.attention.sessions``).
 HOOK_OP = "hook_event"
 
 

@@ -19,10 +19,8 @@ import attrs
 import nacl.utils
 
 from crosstalk import crypto
-from crosstalk.actors.control import OpTable
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.core.room import Applied
-from crosstalk.daemon import Daemon
 from crosstalk.errors import (
     CrosstalkError,
     DirectRoom,
@@ -31,6 +29,8 @@ from crosstalk.errors import (
     UnknownRoom,
     UsageError,
 )
+from crosstalk.features.caps import Capabilities as Daemon
+from crosstalk.features.feature import Feature, Plugs, op
 from crosstalk.features.membership.actor import fetch_roster
 from crosstalk.features.membership.keys import invitation as invitation_op
 from crosstalk.features.membership.keys import (
@@ -319,12 +319,12 @@ def _key_listener(daemon: Daemon) -> Callable[[list[Applied]], Awaitable[None]]:
     return listener
 
 
-def register(ops: OpTable, daemon: Daemon) -> None:
-    daemon.appliers.append(lambda conn, applied: adopt_invitation(conn, applied, daemon.keys))
-    daemon.appliers.append(lambda conn, applied: apply_rekey(conn, applied, daemon.keys))
-    daemon.key_takers.append(lambda conn, applied: apply_rekey(conn, applied, daemon.keys))
-    daemon.appliers.append(apply_names)
-    daemon.applied_listeners.append(_key_listener(daemon))
+def plug(daemon: Daemon) -> Plugs:
+    def adopt(conn: sqlite3.Connection, applied: Applied) -> None:
+        adopt_invitation(conn, applied, daemon.keys)
+
+    def rekey(conn: sqlite3.Connection, applied: Applied) -> None:
+        apply_rekey(conn, applied, daemon.keys)
 
     async def rooms(_: NoParams) -> RoomsReply:
         me = daemon.keys.fingerprint if daemon.identity is not None else ""
@@ -411,10 +411,20 @@ def register(ops: OpTable, daemon: Daemon) -> None:
     async def kick(params: KickParams) -> KickReply:
         return await _kick(daemon, params.room, params.peer)
 
-    ops.add("rooms", NoParams, rooms)
-    ops.add("room_create", CreateParams, create)
-    ops.add("room_invite", InviteParams, invite)
-    ops.add("room_accept", RoomParams, accept)
-    ops.add("room_decline", RoomParams, decline)
-    ops.add("room_leave", RoomParams, leave)
-    ops.add("room_kick", KickParams, kick)
+    return Plugs(
+        ops=(
+            op("rooms", NoParams, rooms),
+            op("room_create", CreateParams, create),
+            op("room_invite", InviteParams, invite),
+            op("room_accept", RoomParams, accept),
+            op("room_decline", RoomParams, decline),
+            op("room_leave", RoomParams, leave),
+            op("room_kick", KickParams, kick),
+        ),
+        appliers=(adopt, rekey, apply_names),
+        key_takers=(rekey,),
+        applied_listeners=(_key_listener(daemon),),
+    )
+
+
+FEATURE = Feature("rooms", plug)

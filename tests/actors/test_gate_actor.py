@@ -27,7 +27,7 @@ from crosstalk.core.gate_routing import REFUSED, SESSION_TTL
 from crosstalk.core.levels import Level, TrustSettings
 from crosstalk.core.mute import MuteState
 from crosstalk.core.triage import Decision, Intent, Kind, SessionStatus
-from crosstalk.ops.message_ops import hold_message
+from crosstalk.features.messages.ops import hold_message
 from crosstalk.store import attention as db
 from crosstalk.store.sessions import register_session, set_status
 from crosstalk.wire.room_ops import MessageOp

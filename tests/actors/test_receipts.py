@@ -19,9 +19,9 @@ from crosstalk.actors.control import OpTable
 from crosstalk.actors.receipts import ReceiptsActor
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.room import Applied
-from crosstalk.daemon import Daemon
 from crosstalk.errors import CrosstalkError, NotAMember, RelayUnreachable
-from crosstalk.ops import read_ops
+from crosstalk.features.feature import Plugs
+from crosstalk.features.read import ops as read_ops
 from crosstalk.store.db import Store, open_store
 from crosstalk.store.membership import invited_again, mark_removed
 from crosstalk.store.receipts import owe, owed
@@ -67,16 +67,24 @@ def _room_with_two_unread(conn: sqlite3.Connection) -> None:
     )
 
 
-async def _daemon(store: Store, supervisor: Supervisor, posts: Posts) -> OpTable:
-    """``read_ops`` registered against a daemon that has a store, a supervisor and ``posts``
-    for its ``send_op``; its start hooks run (the receipts actor starts)."""
-    daemon = SimpleNamespace(
+def _plugged(store: Store, supervisor: Supervisor, posts: Posts) -> tuple[OpTable, Plugs]:
+    """The read feature plugged into a host that has only what it asks for: a store, a
+    supervisor, ``posts`` for its ``send_op`` and an identity."""
+    host = SimpleNamespace(
         store=store, supervisor=supervisor, send_op=posts, identity=object(),
-        keys=SimpleNamespace(fingerprint=ME), appliers=[], applied_subscribers=[], on_start=[],
+        keys=SimpleNamespace(fingerprint=ME),
     )
+    plugs = read_ops.plug(cast(read_ops.Host, host))
     ops = OpTable()
-    read_ops.register(ops, cast(Daemon, daemon))
-    for start in daemon.on_start:
+    for control_op in plugs.ops:
+        control_op.install(ops)
+    return ops, plugs
+
+
+async def _daemon(store: Store, supervisor: Supervisor, posts: Posts) -> OpTable:
+    """The read feature's ops, with its start hooks run (the receipts actor starts)."""
+    ops, plugs = _plugged(store, supervisor, posts)
+    for start in plugs.start:
         await start()
     return ops
 
@@ -123,14 +131,8 @@ async def test_a_read_and_a_delivered_receipt_are_owed_with_the_change_they_repo
         await store.write(_room_with_two_unread)
         posts = Posts(hang=True)  # nothing leaves: we look at what is owed
         async with running(Supervisor(heartbeat=5.0)) as supervisor:
-            daemon = SimpleNamespace(
-                store=store, supervisor=supervisor, send_op=posts, identity=object(),
-                keys=SimpleNamespace(fingerprint=ME), appliers=[], applied_subscribers=[],
-                on_start=[],
-            )
-            ops = OpTable()
-            read_ops.register(ops, cast(Daemon, daemon))
-            [owe_delivered] = daemon.appliers
+            ops, plugs = _plugged(store, supervisor, posts)
+            [owe_delivered] = plugs.appliers
 
             def apply(conn: sqlite3.Connection) -> None:
                 for op_id, sender in (("b1" * 16, BEN), ("b2" * 16, ME)):

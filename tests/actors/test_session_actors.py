@@ -14,7 +14,7 @@ import trio.testing
 from crosstalk.actors.health import ActorState
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.triage import Decision, Intent
-from crosstalk.inbox import BACKOFF, Nudge, SessionActor, SessionKeeper
+from crosstalk.features.inbox.actor import BACKOFF, Nudge, SessionActor, SessionKeeper
 from crosstalk.store import attention as db
 from crosstalk.store.sessions import register_session
 from tests.actors.fakes import running

@@ -71,7 +71,7 @@ class FakeDaemon:
         return handler(request) if handler is not None else {}
 
     def _hook_event(self, request: dict[str, Any]) -> dict[str, Any]:
-        """``hook_event`` as ``crosstalk.ops.session_ops`` answers it, op by op."""
+        """``hook_event`` as ``crosstalk.features.attention.sessions`` answers it, op by op."""
         fields = ("name", "client", "project", "inbox_socket", "transcript_path")
         register = {"v": 1, "op": "session_register"}
         register.update({k: request[k] for k in fields if k in request})

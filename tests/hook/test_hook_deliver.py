@@ -21,9 +21,9 @@ import pytest
 from crosstalk.core.dialects import CLIENTS
 from crosstalk.core.notice import QUOTE_CLOSING, QUOTE_FRAMING, cut_quote
 from crosstalk.core.triage import SessionStatus
+from crosstalk.features.inbox.actor import Pending, plan
 from crosstalk.hook.flow import ANSWER_LIMIT, QUOTE_LIMIT, notices_text
 from crosstalk.hook.main import new_marker, run
-from crosstalk.inbox import Pending, plan
 from crosstalk.paths import Home
 from crosstalk.store.sessions import Session
 from tests.hook.fake_daemon import FakeDaemon, Reply

@@ -9,7 +9,7 @@ import pytest
 
 from crosstalk.core.link import OutboxItem
 from crosstalk.errors import NotAMember
-from crosstalk.ops.message_ops import sent_views
+from crosstalk.features.messages.ops import sent_views
 from crosstalk.store.link import drop_post
 from crosstalk.store.messages import mark_read
 from crosstalk.store.migrations import migrate

@@ -10,7 +10,13 @@ import pytest
 from crosstalk.core.levels import Level
 from crosstalk.core.mute import EVERYONE
 from crosstalk.errors import UnknownPeer, UnknownRoom
-from crosstalk.ops.trust_ops import MuteParams, TrustParams, apply_mute, change_trust, trust_view
+from crosstalk.features.attention.ops import (
+    MuteParams,
+    TrustParams,
+    apply_mute,
+    change_trust,
+    trust_view,
+)
 from crosstalk.store import attention as db
 from crosstalk.store.migrations import migrate
 from tests.actors.gate_world import BEN, BOT, ROOM_LOUD, populate

@@ -1,7 +1,7 @@
 """The simulated world: N real daemons and the relay in one ``trio.run``, faults from the seed.
 
-Each node is a real :class:`~crosstalk.daemon.Daemon` with every control op registered
-(``register_all``) into its own :class:`OpTable`, its own ``state.db`` in a temp dir (SQLite run
+Each node is a real :class:`~crosstalk.daemon.Daemon` with every feature of ``FEATURES`` plugged
+in (its own :class:`OpTable`: ``daemon.ops``), its own ``state.db`` in a temp dir (SQLite run
 inline through ``Store(run_sync=...)``), and its relay link connected to :class:`SimRelay` through
 the ``connect`` seam. A crash cancels the node's nursery and every op a client has in flight on it
 (their replies are lost: ``info``); the restart reopens the same SQLite file. Planted bugs are
@@ -21,7 +21,6 @@ from crosstalk import crypto, sim_hooks
 from crosstalk.actors.control import OpTable
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.daemon import Daemon
-from crosstalk.ops import register_all
 from crosstalk.paths import Home
 from crosstalk.store.db import Store
 from crosstalk.store.identity import IdentityRecord, save_identity
@@ -172,8 +171,7 @@ class World:
                 supervisor = Supervisor(heartbeat=HEARTBEAT)
                 await nursery.start(supervisor.run)
                 daemon = Daemon(node.home, store, supervisor, HEARTBEAT, connect=self.relay.connect)
-                ops = OpTable()
-                register_all(ops, daemon)
+                ops = daemon.ops
                 for plant in self.plants.get(node.name, []):
                     plant(daemon)
                 await daemon.start()

@@ -12,7 +12,7 @@ from crosstalk import crypto
 from crosstalk.core.memory import MemoryState
 from crosstalk.core.memory_transfer import pack_snapshot, signed_message
 from crosstalk.core.room import Applied
-from crosstalk.ops import memory_views as v
+from crosstalk.features.memory import views as v
 from crosstalk.store import memory as m
 from crosstalk.store.db import connect
 from crosstalk.store.memory_log import MemoryFollower

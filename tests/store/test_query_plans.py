@@ -20,8 +20,11 @@ from pathlib import Path
 import pytest
 
 from crosstalk.core.link import OutboxItem
-from crosstalk.inbox import load_pending
-from crosstalk.ops import message_ops, peers_ops, read_ops, session_ops
+from crosstalk.features.attention import sessions as session_ops
+from crosstalk.features.inbox.actor import load_pending
+from crosstalk.features.messages import ops as message_ops
+from crosstalk.features.peers import ops as peers_ops
+from crosstalk.features.read import ops as read_ops
 from crosstalk.store import attention as db
 from crosstalk.store import gate as gate_records
 from crosstalk.store import link, memory, messages, receipts, retention, room_log, sessions

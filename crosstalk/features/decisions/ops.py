@@ -2,7 +2,7 @@
 
 The applier holds the announcement inside the room's transaction (so it is as durable as the
 decision itself); after the commit the same announcements are handed to
-``daemon.local_listeners`` (the attention gate, ``watch``/``wait``, the inbox push), the
+the local listeners (``tell_local``: the attention gate, ``watch``/``wait``, the inbox push), the
 listeners of arrivals the daemon did not get as room messages. A daemon that stops in between
 loses nothing: the gate decides held messages it never saw when it starts.
 """
@@ -10,15 +10,20 @@ loses nothing: the gate decides held messages it never saw when it starts.
 from __future__ import annotations
 
 import sqlite3
+from typing import Protocol
 
 import attrs
 
-from crosstalk.actors.control import OpTable
 from crosstalk.core.room import Applied
-from crosstalk.daemon import Daemon
+from crosstalk.features.caps import Identified, Stored, TellsLocal
 from crosstalk.features.decisions.core import announced
-from crosstalk.ops import memory_views as v
+from crosstalk.features.feature import Plugs, op
+from crosstalk.features.memory import views as v
 from crosstalk.store.decisions import DecisionView, hold_announcement, list_decisions
+
+
+class Host(Stored, Identified, TellsLocal, Protocol):
+    """What decisions use: the store, who we are, and the local listeners to announce to."""
 
 
 @attrs.frozen
@@ -32,8 +37,8 @@ class DecisionsReply:
     decisions: list[DecisionView]
 
 
-def register(ops: OpTable, daemon: Daemon) -> None:
-    """Add the applier, the announcing listener and the ``decisions`` op."""
+def plug(daemon: Host) -> Plugs:
+    """The applier, the announcing listener and the ``decisions`` op."""
 
     def me() -> str:
         return daemon.keys.fingerprint if daemon.identity is not None else ""
@@ -43,8 +48,6 @@ def register(ops: OpTable, daemon: Daemon) -> None:
         if op is not None:
             hold_announcement(conn, applied, op)
 
-    daemon.appliers.append(hold)
-
     async def announce(applied: list[Applied]) -> None:
         told = []
         for entry in applied:
@@ -52,10 +55,7 @@ def register(ops: OpTable, daemon: Daemon) -> None:
             if op is not None:
                 told.append(attrs.evolve(entry, op=op))
         if told:
-            for listener in daemon.local_listeners:
-                await listener(told)
-
-    daemon.applied_listeners.append(announce)
+            await daemon.tell_local(told)
 
     async def decisions(params: DecisionsParams) -> DecisionsReply:
         label = daemon.identity.label if daemon.identity is not None else None
@@ -68,4 +68,8 @@ def register(ops: OpTable, daemon: Daemon) -> None:
 
         return DecisionsReply(await daemon.store.read(gather))
 
-    ops.add("decisions", DecisionsParams, decisions)
+    return Plugs(
+        ops=(op("decisions", DecisionsParams, decisions),),
+        appliers=(hold,),
+        applied_listeners=(announce,),
+    )

@@ -5,21 +5,22 @@ from __future__ import annotations
 
 import functools
 import sqlite3
+from typing import Protocol
 
-from crosstalk.actors.control import OpTable
 from crosstalk.core.room import Applied
-from crosstalk.daemon import Daemon
+from crosstalk.features.caps import Identified, SendsOps, Stored
+from crosstalk.features.feature import Plugs
 from crosstalk.features.membership.key_share import apply_key_share, shares_owed
 
 
-def register(ops: OpTable, daemon: Daemon) -> None:
-    """Add the applier and the listener (membership has no control ops of its own here)."""
-    del ops
+class Host(Stored, Identified, SendsOps, Protocol):
+    """What membership's seams use: the store, our keys, and rooms to send key shares into."""
+
+
+def plug(daemon: Host) -> Plugs:
+    """The applier and the listener (membership has no control ops of its own here)."""
     def take_shared_key(conn: sqlite3.Connection, applied: Applied) -> None:
         apply_key_share(conn, applied, daemon.keys)
-
-    daemon.appliers.append(take_shared_key)
-    daemon.key_takers.append(take_shared_key)
 
     async def answer_joiners(applied: list[Applied]) -> None:
         for entry in applied:
@@ -29,4 +30,8 @@ def register(ops: OpTable, daemon: Daemon) -> None:
                 # Under the joiner's own epoch: the only key it is sure to hold.
                 await daemon.send_op(entry.room_id, share, epoch=entry.epoch)
 
-    daemon.applied_listeners.append(answer_joiners)
+    return Plugs(
+        appliers=(take_shared_key,),
+        key_takers=(take_shared_key,),
+        applied_listeners=(answer_joiners,),
+    )

@@ -2,21 +2,29 @@
 
 from __future__ import annotations
 
-from crosstalk.actors.control import OpTable
-from crosstalk.daemon import Daemon
+import sqlite3
+from typing import Protocol
+
+from crosstalk.core.room import Applied
+from crosstalk.features.caps import Identified, SendsOps, Stored, Supervises
+from crosstalk.features.feature import Plugs
 from crosstalk.features.presence.actor import PresenceActor
 from crosstalk.store.presence import apply_published
 
 
-def register(ops: OpTable, daemon: Daemon) -> None:
+class Host(Stored, Identified, SendsOps, Supervises, Protocol):
+    """What presence uses: the store, who we are, and its actor, which posts into rooms."""
+
+
+def plug(daemon: Host) -> Plugs:
     """Keep roommates' published sessions; publish ours (no control ops of its own: ``peers``
     and ``status`` read :func:`~crosstalk.store.presence.peer_sessions`)."""
-    del ops
 
     def me() -> str:
         return daemon.keys.fingerprint if daemon.identity is not None else ""
 
-    daemon.appliers.append(lambda conn, applied: apply_published(conn, applied, me=me()))
+    def keep(conn: sqlite3.Connection, applied: Applied) -> None:
+        apply_published(conn, applied, me=me())
 
     async def start() -> None:
         actor = PresenceActor(
@@ -24,4 +32,4 @@ def register(ops: OpTable, daemon: Daemon) -> None:
         )
         await daemon.supervisor.start_actor("presence", actor)
 
-    daemon.on_start.append(start)
+    return Plugs(appliers=(keep,), start=(start,))

@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Protocol
 
 import attrs
 import trio
 
 from crosstalk.actors.context import ActorContext
-from crosstalk.actors.control import OpTable
-from crosstalk.daemon import Daemon
 from crosstalk.errors import UsageError
+from crosstalk.features.caps import Stored, Supervises
+from crosstalk.features.feature import Plugs, op
 from crosstalk.store.db import Store
 from crosstalk.store.retention import DEFAULT_DAYS, more_to_do, prune
 
@@ -29,6 +30,10 @@ PRUNE_EVERY = 6 * 3600.0
 #: Seconds after start before the first one (start-up has better things to do).
 FIRST_PRUNE = 60.0
 DAY = 86400.0
+
+
+class Host(Stored, Supervises, Protocol):
+    """What retention uses: the store it prunes and the actor that prunes it daily."""
 
 
 @attrs.frozen
@@ -79,7 +84,7 @@ class RetentionActor:
             wait = PRUNE_EVERY
 
 
-def register(ops: OpTable, daemon: Daemon) -> None:
+def plug(daemon: Host) -> Plugs:
     """The ``prune`` op, and the retention actor started with the daemon."""
 
     async def prune_op(params: PruneParams) -> PruneReply:
@@ -92,5 +97,4 @@ def register(ops: OpTable, daemon: Daemon) -> None:
     async def start() -> None:
         await daemon.supervisor.start_actor("retention", RetentionActor(daemon.store))
 
-    ops.add("prune", PruneParams, prune_op)
-    daemon.on_start.append(start)
+    return Plugs(ops=(op("prune", PruneParams, prune_op),), start=(start,))

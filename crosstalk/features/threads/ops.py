@@ -6,15 +6,16 @@ import functools
 import logging
 import sqlite3
 import time
+from typing import Protocol
 
 import attrs
 import nacl.utils
 from cattrs.gen import make_dict_unstructure_fn, override
 
-from crosstalk.actors.control import OpTable
 from crosstalk.core.triage import Intent, Kind
-from crosstalk.daemon import Daemon
 from crosstalk.errors import CrosstalkError, TooLarge, UsageError
+from crosstalk.features.caps import Identified, SendsOps, Stored
+from crosstalk.features.feature import Plugs, op
 from crosstalk.store.rooms import list_rooms
 from crosstalk.store.threads import (
     ThreadMessage,
@@ -38,6 +39,10 @@ converter.register_unstructure_hook(
 )
 
 
+class Host(Stored, Identified, SendsOps, Protocol):
+    """What threads use: the store, who we are, and the rooms a summary is posted into."""
+
+
 @attrs.frozen
 class ThreadParams:
     id: str
@@ -54,11 +59,11 @@ class CloseReply(ThreadView):
     told: list[str] = attrs.Factory(list)  # the rooms the summary was posted to
 
 
-def _me(daemon: Daemon) -> str:
+def _me(daemon: Host) -> str:
     return daemon.keys.fingerprint if daemon.identity is not None else ""
 
 
-async def _tell(daemon: Daemon, key: str, summary: str) -> list[str]:
+async def _tell(daemon: Host, key: str, summary: str) -> list[str]:
     """Post the closing summary into every room the thread went through; the rooms told."""
     label = daemon.require_identity().label
 
@@ -86,9 +91,8 @@ async def _tell(daemon: Daemon, key: str, summary: str) -> list[str]:
     return told
 
 
-def register(ops: OpTable, daemon: Daemon) -> None:
-    """Add the closing applier and the ``thread`` and ``thread_close`` ops."""
-    daemon.appliers.append(apply_closing)
+def plug(daemon: Host) -> Plugs:
+    """The closing applier and the ``thread`` and ``thread_close`` ops."""
 
     async def thread(params: ThreadParams) -> ThreadView:
         def view(conn: sqlite3.Connection) -> ThreadView:
@@ -109,5 +113,7 @@ def register(ops: OpTable, daemon: Daemon) -> None:
         view = await daemon.store.read(lambda c: thread_view(c, key, me=_me(daemon)))
         return CloseReply(**attrs.asdict(view, recurse=False), told=told)
 
-    ops.add("thread", ThreadParams, thread)
-    ops.add("thread_close", CloseParams, thread_close)
+    return Plugs(
+        ops=(op("thread", ThreadParams, thread), op("thread_close", CloseParams, thread_close)),
+        appliers=(apply_closing,),
+    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from contextlib import aclosing
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 import trio
@@ -20,8 +20,9 @@ import trio
 from crosstalk.actors.control import OpTable
 from crosstalk.actors.fanout import coalescing
 from crosstalk.core.room import Applied
-from crosstalk.daemon import Daemon
 from crosstalk.errors import CrosstalkError
+from crosstalk.features.caps import CallsOps, Identified, Stored, Supervises
+from crosstalk.features.feature import Plugs, op
 from crosstalk.features.ui.hub import UiHub
 from crosstalk.store import ui as q
 from crosstalk.wire.control import ControlRequest
@@ -35,6 +36,11 @@ async def call_op(ops: OpTable, name: str, params: dict[str, Any]) -> dict[str, 
         async for reply in replies:
             return reply
     raise CrosstalkError(f"The daemon's {name!r} gave no answer.")
+
+
+class Host(Stored, Identified, Supervises, CallsOps, Protocol):
+    """What the page uses: the store, who we are, its web server actor, and the op table every
+    action on the page goes through."""
 
 
 @attrs.frozen
@@ -64,7 +70,7 @@ class MarksReply:
     marks: dict[str, str]
 
 
-def register(ops: OpTable, daemon: Daemon) -> None:
+def plug(daemon: Host) -> Plugs:
     """Add the page's ops, keep the words of what we send, and nudge live pages on changes."""
     from crosstalk.features.ui.actor import UiServer  # hypercorn only once the page is used
     from crosstalk.features.ui.web import build_app
@@ -87,18 +93,13 @@ def register(ops: OpTable, daemon: Daemon) -> None:
     async def nudge(applied: list[Applied]) -> None:
         hub.changed()
 
-    daemon.sent_listeners.append(keep_words)
     async def changed() -> None:
         hub.changed()
-
-    # The page re-reads the store when told something changed: a coalescing subscriber.
-    daemon.applied_subscribers.append(coalescing("ui", changed))
-    daemon.local_listeners.append(nudge)
 
     async def ui_open(_: NoParams) -> UiOpenReply:
         async with start_lock:
             if hub.port is None:
-                app = build_app(hub, lambda name, params: call_op(ops, name, params))
+                app = build_app(hub, lambda name, params: call_op(daemon.ops, name, params))
                 server = UiServer(app, port=0, on_bound=lambda port: setattr(hub, "port", port))
                 await daemon.supervisor.start_actor("ui", server)
         if hub.port is None:
@@ -121,6 +122,14 @@ def register(ops: OpTable, daemon: Daemon) -> None:
 
         return await daemon.store.read(gather)
 
-    ops.add("ui_open", NoParams, ui_open)
-    ops.add("ui_room", RoomParams, ui_room)
-    ops.add("ui_marks", NoParams, ui_marks)
+    return Plugs(
+        ops=(
+            op("ui_open", NoParams, ui_open),
+            op("ui_room", RoomParams, ui_room),
+            op("ui_marks", NoParams, ui_marks),
+        ),
+        sent_listeners=(keep_words,),
+        # The page re-reads the store when told something changed: a coalescing subscriber.
+        applied_subscribers=(coalescing("ui", changed),),
+        local_listeners=(nudge,),
+    )

@@ -15,19 +15,29 @@ import socket
 import sqlite3
 import time
 from collections.abc import AsyncGenerator
+from typing import Protocol
 
 import attrs
 import nacl.utils
 import trio
 
 from crosstalk import crypto
-from crosstalk.actors.control import OpTable
 from crosstalk.actors.pairing import Paired, PairingActor, PairingOutcome
 from crosstalk.actors.router import RoutePairing, WatchInvitation
 from crosstalk.core.invite import Invite
 from crosstalk.core.words import BYTES_PER_WORD
-from crosstalk.daemon import Daemon
 from crosstalk.errors import CrosstalkError, RelayKeyMismatch
+from crosstalk.features.caps import (
+    Identified,
+    Linked,
+    MakesIdentity,
+    MovesRelay,
+    Routed,
+    SendsOps,
+    Stored,
+    Supervises,
+)
+from crosstalk.features.feature import Plugs, op, stream_op
 from crosstalk.local_relay import ensure_relay_at, hosted_port, is_local_default, lan_address
 from crosstalk.store.rooms import (
     Contact,
@@ -43,6 +53,15 @@ from crosstalk.wire import relay as w
 from crosstalk.wire.pairing import Offer, Purpose, Role, RoomGrant
 
 INVITATION_WAIT = 60.0
+
+
+class Pairer(Identified, Linked, Routed, Supervises, Protocol):
+    """What running a pairing takes: our identity (if any), the relay, the router and a
+    supervisor for the pairing actor (``link`` runs the same exchange)."""
+
+
+class Host(Pairer, Stored, SendsOps, MakesIdentity, MovesRelay, Protocol):
+    """What ``room new`` and ``room join`` use: pairing, then a room of two and its relay."""
 
 
 @attrs.frozen
@@ -76,7 +95,7 @@ class JoinedLine:
 
 
 def make_offer(
-    daemon: Daemon,
+    daemon: Pairer,
     keys: crypto.Keys,
     *,
     agent: bool,
@@ -102,7 +121,7 @@ def make_offer(
 
 
 async def run_pairing(
-    daemon: Daemon,
+    daemon: Pairer,
     *,
     role: Role,
     slot: str,
@@ -171,7 +190,7 @@ def _adopt(
     return contact
 
 
-async def _host_relay(daemon: Daemon, *, public: bool) -> tuple[str, int]:
+async def _host_relay(daemon: Host, *, public: bool) -> tuple[str, int]:
     """Start a relay others can reach and move this identity onto it; (host, port) to invite.
 
     ``--host`` binds it to this machine's LAN address; ``--public`` keeps it on loopback and
@@ -192,7 +211,9 @@ async def _host_relay(daemon: Daemon, *, public: bool) -> tuple[str, int]:
     return address, port
 
 
-def register(ops: OpTable, daemon: Daemon) -> None:
+def plug(daemon: Host) -> Plugs:
+    """The ``room_new`` and ``room_join`` ops."""
+
     async def room_new(params: RoomNewParams) -> AsyncGenerator[InviteLine | JoinedLine, None]:
         if params.public:
             require_cloudflared()  # before anything is created
@@ -297,5 +318,7 @@ def register(ops: OpTable, daemon: Daemon) -> None:
         await daemon.room_inbox(grant.room_id)
         return JoinedLine(contact.label, grant.room_id, contact.fingerprint, keys.fingerprint)
 
-    ops.add_stream("room_new", RoomNewParams, room_new)
-    ops.add("room_join", RoomJoinParams, room_join)
+    return Plugs(ops=(
+        stream_op("room_new", RoomNewParams, room_new),
+        op("room_join", RoomJoinParams, room_join),
+    ))

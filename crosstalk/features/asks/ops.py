@@ -19,12 +19,13 @@ import nacl.utils
 import trio
 from cattrs.gen import make_dict_unstructure_fn, override
 
-from crosstalk.actors.control import OpTable
 from crosstalk.core.room import Applied
 from crosstalk.core.triage import Kind
-from crosstalk.daemon import Daemon
 from crosstalk.errors import CrosstalkError, NoAnswer, Refused, UsageError
-from crosstalk.ops.message_ops import SendParams, deliver, resolve
+from crosstalk.features.feature import Plugs, op, stream_op
+
+# Asks send as messages do, so they ask for what sending asks for.
+from crosstalk.features.messages.ops import Host, SendParams, deliver, resolve
 from crosstalk.store.asks import apply_ask_ended
 from crosstalk.store.rooms import contact_named, find_contact
 from crosstalk.wire.converter import converter
@@ -98,7 +99,7 @@ class Arrival:
 class Mailroom:
     """Who is waiting for what; fed by the rooms after each commit."""
 
-    def __init__(self, daemon: Daemon) -> None:
+    def __init__(self, daemon: Host) -> None:
         self._daemon = daemon
         self.asks: dict[str, tuple[str, trio.MemorySendChannel[MessageOp]]] = {}
         self.arrived = trio.Event()
@@ -176,11 +177,9 @@ for _cls in (AskReply, Arrival):
     )
 
 
-def register(ops: OpTable, daemon: Daemon) -> None:
+def plug(daemon: Host) -> Plugs:
+    """``ask``, ``asks``, ``wait`` and ``watch``, fed by every arrival; ended asks applied."""
     mailroom = Mailroom(daemon)
-    daemon.appliers.append(apply_ask_ended)
-    daemon.applied_listeners.append(mailroom.applied)
-    daemon.local_listeners.append(mailroom.applied)  # watch and wait see posts and me/SESSION
 
     async def ask(params: AskParams) -> AsyncGenerator[AskReply | MutualWait, None]:
         if not 0 < params.timeout <= 24 * 3600:
@@ -238,13 +237,20 @@ def register(ops: OpTable, daemon: Daemon) -> None:
     async def asks(_: NoParams) -> AsksReply:
         return AsksReply(waiting=sorted(mailroom.asks))
 
-    ops.add_stream("ask", AskParams, ask)
-    ops.add("asks", NoParams, asks)
-    ops.add("wait", WaitParams, wait)
-    ops.add_stream("watch", WatchParams, watch)
+    return Plugs(
+        ops=(
+            stream_op("ask", AskParams, ask),
+            op("asks", NoParams, asks),
+            op("wait", WaitParams, wait),
+            stream_op("watch", WatchParams, watch),
+        ),
+        appliers=(apply_ask_ended,),
+        applied_listeners=(mailroom.applied,),
+        local_listeners=(mailroom.applied,),  # watch and wait see posts and me/SESSION
+    )
 
 
-async def _tell_ended(daemon: Daemon, room_id: str, correlation: str) -> None:
+async def _tell_ended(daemon: Host, room_id: str, correlation: str) -> None:
     """Tell the room the ask ended unanswered, so the receiver withdraws its notice.
 
     Runs while the ask is being cancelled (a client that hung up), so it is shielded, and

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import attrs
 import trio
 
-from crosstalk.actors.control import OpTable
-from crosstalk.daemon import Daemon
+from crosstalk.features.caps import Homed, Identified
+from crosstalk.features.feature import Plugs, op
 from crosstalk.store.identity import save_identity
 from crosstalk.store.keyring_store import KEYRING, store_seeds
+
+
+class Host(Identified, Homed, Protocol):
+    """What ``secure`` uses: the identity and the home it is saved in."""
 
 
 @attrs.frozen
@@ -21,7 +27,9 @@ class SecureReply:
     storage: str
 
 
-def register(ops: OpTable, daemon: Daemon) -> None:
+def plug(daemon: Host) -> Plugs:
+    """The ``secure`` op."""
+
     async def secure(_: NoParams) -> SecureReply:
         record = daemon.require_identity()
         fingerprint = daemon.keys.fingerprint
@@ -37,4 +45,4 @@ def register(ops: OpTable, daemon: Daemon) -> None:
         await trio.to_thread.run_sync(move)
         return SecureReply(storage=KEYRING)
 
-    ops.add("secure", NoParams, secure)
+    return Plugs(ops=(op("secure", NoParams, secure),))

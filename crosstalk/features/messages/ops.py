@@ -7,7 +7,7 @@ its cap (``truncated``). A post the relay refuses for good is ``refused`` with t
 reason. Messages that cross no relay (``post``, ``me/SESSION``) are held and then told to the
 ``local_listeners`` (the gate, ``watch``, the inbox push) exactly as a room's arrivals are.
 ``answer`` answers only a question someone asked us (``unknown_message`` otherwise). Reading is
-:mod:`crosstalk.ops.read_ops`.
+:mod:`crosstalk.features.read.ops`.
 """
 
 from __future__ import annotations
@@ -17,18 +17,17 @@ import logging
 import sqlite3
 import time
 from pathlib import Path
+from typing import Protocol
 
 import attrs
 import nacl.utils
 import trio
 
-from crosstalk.actors.control import OpTable
 from crosstalk.actors.router import WatchSent
 from crosstalk.core.levels import local_key
 from crosstalk.core.ration import Ration
 from crosstalk.core.room import Applied
 from crosstalk.core.triage import Intent, Kind
-from crosstalk.daemon import Daemon
 from crosstalk.errors import (
     NotAMember,
     TooLarge,
@@ -36,7 +35,9 @@ from crosstalk.errors import (
     UnknownPeer,
     UsageError,
 )
-from crosstalk.ops.read_ops import find_held
+from crosstalk.features.caps import Identified, Routed, SendsOps, Stored, TellsLocal
+from crosstalk.features.feature import Plugs, op
+from crosstalk.features.read.ops import find_held
 from crosstalk.ops.room_admin_ops import find_room
 from crosstalk.slices import build_slice, needs_transcript
 from crosstalk.store import messages
@@ -50,6 +51,11 @@ from crosstalk.wire.relay_log import MAX_OP_BODY
 from crosstalk.wire.room_ops import MAX_TEXT, MessageOp, Receipt, Slice, encode_op
 
 log = logging.getLogger(__name__)
+
+class Host(Stored, Identified, SendsOps, Routed, TellsLocal, Protocol):
+    """What sending uses: the store, who we are, a room to seal into, the router to watch for
+    ``sent``, and the local listeners for messages that cross no relay."""
+
 
 SENT_WAIT = 2.0
 STATES = ("queued", "sent", "delivered", "read", "refused")
@@ -193,15 +199,13 @@ def sent_views(conn: sqlite3.Connection, limit: int) -> SentReply:
 
 
 async def arrive_locally(
-    daemon: Daemon, *, msg_id: str, sender: str, op: MessageOp, now: float
+    daemon: Host, *, msg_id: str, sender: str, op: MessageOp, now: float
 ) -> None:
     """Hold a message that crossed no relay, then tell the local listeners (gate, watch, inbox)."""
     await daemon.store.write(
         lambda c: hold_local(c, msg_id=msg_id, sender=sender, op=op, now=now)
     )
-    arrived = [Applied(LOCAL_ROOM, 0, msg_id, sender, now, op)]
-    for listener in daemon.local_listeners:
-        await listener(arrived)
+    await daemon.tell_local([Applied(LOCAL_ROOM, 0, msg_id, sender, now, op)])
 
 
 def _check_size(op: MessageOp) -> None:
@@ -233,7 +237,7 @@ def _asked_us(conn: sqlite3.Connection, ref: str, asker: str) -> tuple[str, str]
     return msg_id, str(held["correlation"])
 
 
-async def _build_slices(daemon: Daemon, params: SendParams) -> tuple[Slice, ...]:
+async def _build_slices(daemon: Host, params: SendParams) -> tuple[Slice, ...]:
     if not params.slices:
         return ()
     cwd = Path(params.cwd or ".")
@@ -257,7 +261,7 @@ def _spend_ration(conn: sqlite3.Connection, recipient: str, reason: str | None, 
 
 
 async def deliver(
-    daemon: Daemon, params: SendParams, *, kind: Kind, correlation: str | None = None
+    daemon: Host, params: SendParams, *, kind: Kind, correlation: str | None = None
 ) -> SendReply:
     """Seal and queue one message (or hold it locally for ``me/SESSION``); wait briefly for sent."""
     if not params.text.strip():
@@ -314,13 +318,11 @@ async def deliver(
     return SendReply(id=op_id, state=state, to=[address.label], truncated=truncated)
 
 
-def register(ops: OpTable, daemon: Daemon) -> None:
-    daemon.appliers.append(
-        lambda conn, applied: hold_message(conn, applied, me=daemon.keys.fingerprint)
-    )
-    daemon.appliers.append(apply_receipt)
-    # `delivered` receipts are owed in the apply transaction and posted by the receipts actor
-    # (read_ops.register).
+def plug(daemon: Host) -> Plugs:
+    """Hold messages and take receipts as they apply; ``send``, ``answer``, ``post``, ``sent``.
+
+    ``delivered`` receipts are owed in the apply transaction and posted by the receipts actor
+    (:mod:`crosstalk.features.read`)."""
 
     async def send(params: SendParams) -> SendReply:
         kind = Kind.HANDOFF if params.kind == "handoff" else Kind.MESSAGE
@@ -358,11 +360,19 @@ def register(ops: OpTable, daemon: Daemon) -> None:
         await arrive_locally(daemon, msg_id=msg_id, sender=posted_as, op=op, now=now)
         return PostReply(posted_as=posted_as, id=msg_id)
 
-    ops.add("send", SendParams, send)
-    ops.add("answer", AnswerParams, answer)
 
     async def sent(params: SentParams) -> SentReply:
         return await daemon.store.read(lambda c: sent_views(c, params.limit))
 
-    ops.add("post", PostParams, post)
-    ops.add("sent", SentParams, sent)
+    def hold(conn: sqlite3.Connection, applied: Applied) -> None:
+        hold_message(conn, applied, me=daemon.keys.fingerprint)
+
+    return Plugs(
+        ops=(
+            op("send", SendParams, send),
+            op("answer", AnswerParams, answer),
+            op("post", PostParams, post),
+            op("sent", SentParams, sent),
+        ),
+        appliers=(hold, apply_receipt),
+    )

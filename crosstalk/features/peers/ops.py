@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from typing import Protocol
 
 import attrs
 import trio
 
-from crosstalk.actors.control import OpTable
 from crosstalk.actors.router import PresenceQuery
 from crosstalk.core.levels import resolve_level
-from crosstalk.daemon import Daemon
 from crosstalk.errors import UsageError
+from crosstalk.features.caps import Homed, Identified, MakesIdentity, Routed, Stored
+from crosstalk.features.feature import Plugs, op
 from crosstalk.store import peers as peer_rows
 from crosstalk.store.attention import load_mutes, load_trust
 from crosstalk.store.gate import source_of
@@ -27,6 +28,12 @@ from crosstalk.store.membership import room_members_not_contacts
 from crosstalk.store.presence import peer_sessions
 from crosstalk.store.rooms import contact_named, list_contacts
 from crosstalk.store.sessions import list_sessions
+
+
+class Host(Stored, Identified, Routed, Homed, MakesIdentity, Protocol):
+    """What ``peers``, ``rename`` and ``cost`` use: the store, who we are, the router (who is
+    online), and renaming ourselves."""
+
 
 PRESENCE_WAIT = 2.0
 CHARS_PER_TOKEN = 4  # a rough, stated estimate: we never see the models' own token counts
@@ -162,7 +169,9 @@ def _rename_contact(conn: sqlite3.Connection, old: str, new: str) -> str:
     return contact.label
 
 
-def register(ops: OpTable, daemon: Daemon) -> None:
+def plug(daemon: Host) -> Plugs:
+    """The ``peers``, ``rename`` and ``cost`` ops."""
+
     async def peers(_: NoParams) -> PeersReply:
         me = daemon.require_identity()
         online: dict[str, bool] = {}
@@ -193,6 +202,8 @@ def register(ops: OpTable, daemon: Daemon) -> None:
     async def cost(_: NoParams) -> CostReply:
         return CostReply(await daemon.store.read(_costs))
 
-    ops.add("peers", NoParams, peers)
-    ops.add("rename", RenameParams, rename)
-    ops.add("cost", NoParams, cost)
+    return Plugs(ops=(
+        op("peers", NoParams, peers),
+        op("rename", RenameParams, rename),
+        op("cost", NoParams, cost),
+    ))

@@ -4,8 +4,8 @@ surfaced and not yet shown) and ``notice_shown`` (a session showed these); and `
 all a hook event needs in one round trip: register, then the status, then (when asked) the
 working set and the pending notices with their words, exactly as those ops answer them.
 
-Registered by ``crosstalk.ops.trust_ops.register``, which owns the attention gate actor and hands
-over a way to reach its inbox.
+Plugged in by :func:`crosstalk.features.attention.ops.plug`, which owns the attention gate actor
+and hands over a way to reach its inbox.
 """
 
 from __future__ import annotations
@@ -13,21 +13,27 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 import attrs
 import trio
 
-from crosstalk.actors.control import OpTable
 from crosstalk.actors.gate import GateInput, SessionTurned, Surfaced
 from crosstalk.core.triage import SessionStatus
-from crosstalk.daemon import Daemon
 from crosstalk.errors import CrosstalkError, UsageError
-from crosstalk.inbox import held_text
+from crosstalk.features.caps import CallsOps, Stored
+from crosstalk.features.feature import ControlOp, op
+from crosstalk.features.inbox.actor import held_text
 from crosstalk.store import attention as db
 from crosstalk.store.messages import held_body
 from crosstalk.store.sessions import get_session, register_session
 
 GATE_REPLY_TIMEOUT = 10.0
+
+
+class Host(Stored, CallsOps, Protocol):
+    """What the session ops use: the store, and the op table (``hook_event`` runs
+    ``working_set`` in-process when the memory feature serves it)."""
 
 
 @attrs.frozen
@@ -165,10 +171,11 @@ def _parse_status(text: str) -> SessionStatus:
         raise UsageError(f"{text!r} is not a session status: use busy, idle or unknown.") from None
 
 
-def register(
-    ops: OpTable, daemon: Daemon, gate: Callable[[], trio.MemorySendChannel[GateInput]]
-) -> None:
-    """Register the session and notice ops; ``gate`` returns the running gate's inbox."""
+def session_ops(
+    daemon: Host, gate: Callable[[], trio.MemorySendChannel[GateInput]]
+) -> tuple[ControlOp, ...]:
+    """The session and notice ops; ``gate`` returns the running gate's inbox."""
+    ops = daemon.ops
 
     async def notices(params: NoticesParams) -> NoticesReply:
         return await daemon.store.read(lambda c: _notices(c, params))
@@ -217,8 +224,10 @@ def register(
             rows = (await notices(NoticesParams(params.name, pending=True, words=True))).notices
         return HookEventReply(view, text, rows)
 
-    ops.add("hook_event", HookEventParams, hook_event)
-    ops.add("notices", NoticesParams, notices)
-    ops.add("notice_shown", NoticeShownParams, notice_shown)
-    ops.add("session_register", SessionRegisterParams, session_register)
-    ops.add("session_status", SessionStatusParams, session_status)
+    return (
+        op("hook_event", HookEventParams, hook_event),
+        op("notices", NoticesParams, notices),
+        op("notice_shown", NoticeShownParams, notice_shown),
+        op("session_register", SessionRegisterParams, session_register),
+        op("session_status", SessionStatusParams, session_status),
+    )

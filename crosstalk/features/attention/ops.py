@@ -1,7 +1,8 @@
 """The attention gate's control ops: ``trust``, ``mute`` and ``attention``; the session and
-notice ops the hooks call live in ``crosstalk.ops.session_ops`` and are registered from here.
+notice ops the hooks call live in :mod:`crosstalk.features.attention.sessions` and are plugged
+in from here.
 
-``register`` also wires the gate into the daemon: it starts the gate actor when the daemon
+``plug`` also wires the gate into the daemon: it starts the gate actor when the daemon
 starts and feeds it every room message after its room's transaction committed. Settings are
 stored keyed by fingerprint and relay room id; replies show our names for them.
 """
@@ -10,19 +11,21 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from typing import Protocol
 
 import attrs
 import trio
 
-from crosstalk.actors.control import OpTable
 from crosstalk.actors.gate import Arrived, GateActor, GateInput, Me, Recheck
+from crosstalk.actors.room import AppliedListener
 from crosstalk.core.attention import WINDOW, summarize
 from crosstalk.core.levels import LOCAL_PREFIX, Level, TrustSettings, resolve_level
 from crosstalk.core.mute import EVERYONE
 from crosstalk.core.room import Applied
-from crosstalk.daemon import Daemon
 from crosstalk.errors import CrosstalkError, UnknownPeer, UnknownRoom
-from crosstalk.ops import session_ops
+from crosstalk.features.attention.sessions import session_ops
+from crosstalk.features.caps import CallsOps, Identified, SendsOps, Stored, Supervises
+from crosstalk.features.feature import Plugs, StartHook, op
 from crosstalk.store import attention as db
 from crosstalk.store.gate import source_of
 from crosstalk.store.membership import member_named, room_members_not_contacts
@@ -32,6 +35,11 @@ from crosstalk.wire.room_ops import MessageOp
 DEFAULT_MUTE_MINUTES = 60.0
 RECORD_HORIZON = 24 * 3600.0  # how far back `attention` looks for items still held
 CLEAR = ("clear", "unset", "reset")
+
+
+class Host(Stored, Identified, SendsOps, Supervises, CallsOps, Protocol):
+    """What attention uses: the store, who we are, the gate actor it starts (which posts into
+    rooms), and the op table for ``hook_event``."""
 
 
 @attrs.frozen
@@ -254,7 +262,9 @@ class _GateHandle:
         return self.inbox
 
 
-def _wire_gate(daemon: Daemon, gate: _GateHandle) -> None:
+def _wire_gate(daemon: Host, gate: _GateHandle) -> tuple[StartHook, AppliedListener]:
+    """The gate actor's start hook, and the listener that hands it every arrival."""
+
     def me() -> Me | None:
         if daemon.identity is None:
             return None
@@ -269,15 +279,13 @@ def _wire_gate(daemon: Daemon, gate: _GateHandle) -> None:
         if messages and gate.inbox is not None:
             await gate.inbox.send(Arrived(messages))
 
-    daemon.on_start.append(start_gate)
-    daemon.applied_listeners.append(on_applied)
-    daemon.local_listeners.append(on_applied)  # posts and me/SESSION are arrivals too
+    return start_gate, on_applied
 
 
-def register(ops: OpTable, daemon: Daemon) -> None:
-    """Register the attention ops and wire the gate actor into ``daemon``."""
+def plug(daemon: Host) -> Plugs:
+    """The attention and session ops, and the gate actor told of every arrival."""
     gate = _GateHandle()
-    _wire_gate(daemon, gate)
+    start_gate, arrived = _wire_gate(daemon, gate)
 
     async def trust(params: TrustParams) -> TrustReply:
         explain = await daemon.store.write(lambda c: change_trust(c, params))
@@ -292,7 +300,14 @@ def register(ops: OpTable, daemon: Daemon) -> None:
     async def attention(params: NoParams) -> AttentionReply:
         return await daemon.store.read(lambda c: _attention(c, time.time()))
 
-    ops.add("trust", TrustParams, trust)
-    ops.add("mute", MuteParams, mute)
-    ops.add("attention", NoParams, attention)
-    session_ops.register(ops, daemon, gate.get)
+    return Plugs(
+        ops=(
+            op("trust", TrustParams, trust),
+            op("mute", MuteParams, mute),
+            op("attention", NoParams, attention),
+            *session_ops(daemon, gate.get),
+        ),
+        applied_listeners=(arrived,),
+        local_listeners=(arrived,),  # posts and me/SESSION are arrivals too
+        start=(start_gate,),
+    )

@@ -13,18 +13,19 @@ from __future__ import annotations
 import sqlite3
 import time
 from collections.abc import AsyncGenerator
+from typing import Protocol
 
 import attrs
 import nacl.utils
 import trio
 
 from crosstalk import crypto
-from crosstalk.actors.control import OpTable
 from crosstalk.core.invite import Invite
 from crosstalk.core.words import BYTES_PER_WORD
-from crosstalk.daemon import Daemon
 from crosstalk.errors import CrosstalkError, RelayKeyMismatch
-from crosstalk.ops.pairing_ops import InviteLine, make_offer, run_pairing
+from crosstalk.features.caps import Homed, MakesIdentity, MovesRelay, SendsOps, Stored
+from crosstalk.features.feature import Plugs, op, stream_op
+from crosstalk.features.pairing.ops import InviteLine, Pairer, make_offer, run_pairing
 from crosstalk.store import room_keys, room_log
 from crosstalk.store.identity import IdentityRecord, save_identity
 from crosstalk.store.rooms import (
@@ -50,6 +51,10 @@ from crosstalk.wire.link_bundle import (
     encode_bundle,
 )
 from crosstalk.wire.pairing import Purpose, Role
+
+
+class Host(Pairer, Stored, Homed, SendsOps, MakesIdentity, MovesRelay, Protocol):
+    """What ``link`` uses: a pairing, the store, and the moves that adopt an identity."""
 
 
 @attrs.frozen
@@ -128,7 +133,9 @@ def _adopt_bundle(conn: sqlite3.Connection, bundle: IdentityBundle) -> None:
     set_setting(conn, RELAY_URL, bundle.relay_url)
 
 
-def register(ops: OpTable, daemon: Daemon) -> None:
+def plug(daemon: Host) -> Plugs:
+    """The ``link_new`` and ``link_join`` ops."""
+
     async def link_new(_: NoParams) -> AsyncGenerator[InviteLine | LinkedLine, None]:
         keys = daemon.keys
         relay = await daemon.relay()
@@ -207,5 +214,7 @@ def register(ops: OpTable, daemon: Daemon) -> None:
                 await daemon.room_inbox(room.room_id)
         return LinkedLine(True, daemon.keys.fingerprint, bundle.label, len(bundle.rooms))
 
-    ops.add_stream("link_new", NoParams, link_new)
-    ops.add("link_join", LinkJoinParams, link_join)
+    return Plugs(ops=(
+        stream_op("link_new", NoParams, link_new),
+        op("link_join", LinkJoinParams, link_join),
+    ))

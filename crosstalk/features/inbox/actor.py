@@ -46,13 +46,9 @@ from dataclasses import dataclass
 import trio
 
 from crosstalk.actors.context import ActorContext
-from crosstalk.actors.control import OpTable
-from crosstalk.actors.fanout import coalescing
 from crosstalk.actors.gate import StoreLike
 from crosstalk.core.notice import Arrival, escape_text, render_arrivals
-from crosstalk.core.room import Applied
 from crosstalk.core.triage import Decision, SessionStatus
-from crosstalk.daemon import Daemon
 from crosstalk.store import attention as db
 from crosstalk.store.gate import SurfacedNotice, surfaced_unshown
 from crosstalk.store.sessions import Session, list_sessions
@@ -216,7 +212,7 @@ class Nudge:
     """Something was committed: look at the notices table now."""
 
 
-def _nudge(inbox: trio.MemorySendChannel[Nudge]) -> None:
+def nudge(inbox: trio.MemorySendChannel[Nudge]) -> None:
     """Wake an actor whose inbox carries only nudges; a full inbox already holds one, so
     dropping this one loses nothing (the inbox is level-triggered by construction)."""
     try:
@@ -347,7 +343,7 @@ class SessionKeeper:
         while True:
             await self._keep()
             for inbox in self._running.values():
-                _nudge(inbox)
+                nudge(inbox)
             ctx.beat()
             with trio.move_on_after(SWEEP):
                 await ctx.receive()
@@ -360,32 +356,3 @@ class SessionKeeper:
             await self._stop(name)
         for name in sorted(live - self._running.keys()):
             self._running[name] = await self._start(name)
-
-
-def register(ops: OpTable, daemon: Daemon) -> None:
-    """Start the session keeper with the daemon and nudge it after every commit (no ops)."""
-    del ops  # nothing to serve: the hook and the gate meet these actors through the table
-    keeper: list[trio.MemorySendChannel[Nudge]] = []
-
-    async def start_session(name: str) -> trio.MemorySendChannel[Nudge]:
-        actor = SessionActor(name, daemon.store)
-        return await daemon.supervisor.start_actor(f"session-{name}", actor, inbox_size=1)
-
-    async def stop_session(name: str) -> None:
-        await daemon.supervisor.stop_actor(f"session-{name}")
-
-    async def start() -> None:
-        actor = SessionKeeper(daemon.store, start=start_session, stop=stop_session)
-        keeper.append(await daemon.supervisor.start_actor("inbox", actor, inbox_size=1))
-
-    async def nudged() -> None:
-        if keeper:
-            _nudge(keeper[0])
-
-    async def on_local(applied: list[Applied]) -> None:
-        await nudged()
-
-    daemon.on_start.append(start)
-    # The actors re-read the notices table when nudged: a coalescing subscriber.
-    daemon.applied_subscribers.append(coalescing("inbox", nudged))
-    daemon.local_listeners.append(on_local)

@@ -9,30 +9,29 @@ import secrets
 import sqlite3
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import trio
 
-from crosstalk.actors.control import OpTable
 from crosstalk.core.triage import Kind
 from crosstalk.errors import CrosstalkError, UnknownPeer, UsageError
-from crosstalk.ops import memory_views as v
+from crosstalk.features.feature import ControlOp, op
+from crosstalk.features.memory import views as v
+from crosstalk.features.memory.handle import MemoryFeature
 from crosstalk.project import append_decision_file, repo_root
 from crosstalk.store.rooms import contact_named, direct_room_with
 from crosstalk.wire.memory import DecisionMade
 from crosstalk.wire.room_ops import MessageOp
 
-if TYPE_CHECKING:
-    from crosstalk.ops.memory_ops import MemoryFeature
-
 log = logging.getLogger(__name__)
 
 
-def register(ops: OpTable, feature: MemoryFeature) -> None:
+def decide_op(feature: MemoryFeature) -> ControlOp:
+    """The ``decide`` op."""
+
     async def handler(params: v.DecideParams) -> v.DecideReply:
         return await decide(feature, params)
 
-    ops.add("decide", v.DecideParams, handler)
+    return op("decide", v.DecideParams, handler)
 
 
 async def decide(feature: MemoryFeature, params: v.DecideParams) -> v.DecideReply:

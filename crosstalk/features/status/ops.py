@@ -1,17 +1,23 @@
-"""``status`` and ``health``: who this daemon is and how its actors are."""
+"""``status`` and ``health``: who this daemon is, how its actors are, and what each feature
+shows in ``status`` (its ``Plugs.status``, under its name in ``features``)."""
 
 from __future__ import annotations
 
 import os
+from typing import Any, Protocol
 
 import attrs
 import trio
 
 from crosstalk import __version__
-from crosstalk.actors.control import OpTable
 from crosstalk.actors.supervisor import ActorHealth
-from crosstalk.daemon import Daemon
+from crosstalk.features.caps import Homed, Identified, Linked, ShowsStatus, Stored, Supervises
+from crosstalk.features.feature import Plugs, op
 from crosstalk.store.sessions import list_sessions
+
+
+class Host(Stored, Identified, Linked, Supervises, Homed, ShowsStatus, Protocol):
+    """What ``status`` and ``health`` read."""
 
 
 @attrs.frozen
@@ -51,6 +57,8 @@ class StatusReply:
     fingerprint: str | None
     relay: RelayView
     sessions: list[OwnSession] = attrs.Factory(list)  # this identity's agent sessions here
+    # What each feature shows, by feature name (an attrs value or JSON data per feature).
+    features: dict[str, Any] = attrs.Factory(dict)
 
 
 @attrs.frozen
@@ -79,7 +87,9 @@ class HealthReply:
     actors: list[ActorRow]
 
 
-def register(ops: OpTable, daemon: Daemon) -> None:
+def plug(daemon: Host) -> Plugs:
+    """The ``status`` and ``health`` ops."""
+
     async def status(_: NoParams) -> StatusReply:
         link = daemon.link_status()
         identity = daemon.identity
@@ -106,10 +116,10 @@ def register(ops: OpTable, daemon: Daemon) -> None:
                 reconnect_s=link.reconnect_s if link else None,
             ),
             sessions=own,
+            features=await daemon.feature_status(),
         )
 
     async def health(_: NoParams) -> HealthReply:
         return HealthReply([ActorRow.from_health(h) for h in daemon.supervisor.statistics()])
 
-    ops.add("status", NoParams, status)
-    ops.add("health", NoParams, health)
+    return Plugs(ops=(op("status", NoParams, status), op("health", NoParams, health)))

@@ -32,18 +32,18 @@ import sqlite3
 import time
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 import trio
 from cattrs.gen import make_dict_unstructure_fn, override
 
-from crosstalk.actors.control import OpTable
 from crosstalk.actors.fanout import coalescing
 from crosstalk.actors.receipts import ReceiptsActor, wake
 from crosstalk.core.room import Applied
-from crosstalk.daemon import Daemon
 from crosstalk.errors import Refused, UnknownMessage, UsageError
+from crosstalk.features.caps import Identified, SendsOps, Stored, Supervises
+from crosstalk.features.feature import Plugs, op
 from crosstalk.store import messages
 from crosstalk.store.gate import REFUSED_KEY
 from crosstalk.store.receipts import owe
@@ -52,6 +52,11 @@ from crosstalk.wire.converter import converter
 from crosstalk.wire.room_ops import MessageOp
 
 log = logging.getLogger(__name__)
+
+class Host(Stored, Identified, SendsOps, Supervises, Protocol):
+    """What reading uses: the store, who we are, and the receipts actor (started here, posting
+    into rooms)."""
+
 
 SHORT_ID = 8
 MIN_PREFIX = 6
@@ -242,7 +247,9 @@ def take_slice(conn: sqlite3.Connection, ref: str, index: int) -> SliceReply:
     )
 
 
-def register(ops: OpTable, daemon: Daemon) -> None:
+def plug(daemon: Host) -> Plugs:
+    """Owe ``delivered`` receipts as messages apply, start the receipts actor; ``read``, ``ack``,
+    ``read_slice``."""
     leases = Leases()
     receipts: trio.MemorySendChannel[None] | None = None  # the receipts actor's inbox, once up
 
@@ -264,11 +271,6 @@ def register(ops: OpTable, daemon: Daemon) -> None:
             store=daemon.store, send_op=daemon.send_op, ready=lambda: daemon.identity is not None
         )
         receipts = await daemon.supervisor.start_actor("receipts", actor, inbox_size=1)
-
-    daemon.appliers.append(owe_delivered)
-    # The actor re-reads the owed receipts when told a batch was applied: a coalescing subscriber.
-    daemon.applied_subscribers.append(coalescing("receipts", post_receipts))
-    daemon.on_start.append(start_receipts)
 
     async def read(params: ReadParams) -> ReadReply:
         me = daemon.keys.fingerprint if daemon.identity is not None else ""
@@ -297,6 +299,14 @@ def register(ops: OpTable, daemon: Daemon) -> None:
     async def read_slice(params: SliceParams) -> SliceReply:
         return await daemon.store.read(lambda c: take_slice(c, params.id, params.index))
 
-    ops.add("read", ReadParams, read)
-    ops.add("ack", AckParams, ack)
-    ops.add("read_slice", SliceParams, read_slice)
+    return Plugs(
+        ops=(
+            op("read", ReadParams, read),
+            op("ack", AckParams, ack),
+            op("read_slice", SliceParams, read_slice),
+        ),
+        appliers=(owe_delivered,),
+        # The actor re-reads the owed receipts when told a batch was applied: COALESCE.
+        applied_subscribers=(coalescing("receipts", post_receipts),),
+        start=(start_receipts,),
+    )

@@ -1,0 +1,217 @@
+"""The memory feature inside one daemon (:class:`MemoryFeature`): the applier and its batch
+scope, the listener, the memory-sync actor, and the writes the ops make.
+
+A write builds a memory op, keeps its plaintext (``memory_sent``: the relay never echoes our own
+op, so we apply it ourselves at the seq it gets), has the room actor seal it and commit it to the
+outbox, then waits a bounded time for the relay to sequence it and for the op to be applied here.
+The reply carries the replicated outcome (for a claim: ``won`` or ``lost`` with the holder, the
+same on every replica), or ``pending`` when the relay did not sequence it in time; the memory-sync
+actor then watches it and reports the outcome when it is decided.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import secrets
+import sqlite3
+import time
+from contextlib import AbstractContextManager
+from typing import Protocol
+
+import trio
+
+from crosstalk.actors.memory_sync import (
+    Answer,
+    MemorySync,
+    MemorySyncInput,
+    Nudge,
+    StoreAdapter,
+    WatchOwn,
+    probe,
+)
+from crosstalk.actors.router import PresenceQuery, WatchSent
+from crosstalk.core.room import Applied
+from crosstalk.errors import NotSetUp
+from crosstalk.features.caps import Homed, Identified, Linked, Routed, SendsOps, Stored, Supervises
+from crosstalk.features.memory import views as v
+from crosstalk.project import bound_room, repo_root
+from crosstalk.store import memory as m
+from crosstalk.store.memory_log import MemoryFollower
+from crosstalk.store.rooms import Room
+from crosstalk.wire.memory import (
+    MemoryOp,
+    Outcome,
+)
+from crosstalk.wire.room_ops import MemoryEnvelope, RoomOp, SyncRequest
+
+log = logging.getLogger(__name__)
+
+
+class Host(Stored, Identified, SendsOps, Routed, Linked, Supervises, Homed, Protocol):
+    """What memory uses: the store, who we are, rooms to write into, the router to watch a
+    write's outcome, the link's state, its sync actor, and the heartbeat that bounds waits."""
+
+# Connected: a write waits this many heartbeats for its replicated outcome. A live link proves
+# itself within one (it pings at a quarter heartbeat), so past two it is as good as down.
+OUTCOME_HEARTBEATS = 2.0
+OFFLINE_WAIT = 1.0  # not connected: answer `pending` quickly
+
+
+def bound_to(cwd: str | None) -> str | None:
+    """The room the repository at ``cwd`` is bound to, if any (blocking: run in a thread)."""
+    root = repo_root(cwd) if cwd else None
+    return bound_room(root) if root is not None else None
+
+
+class MemoryFeature:
+    """The memory feature's handles inside one daemon."""
+
+    def __init__(self, daemon: Host) -> None:
+        self.daemon = daemon
+        self._follower: MemoryFollower | None = None
+        self._sync: trio.MemorySendChannel[MemorySyncInput] | None = None
+        self._changed = trio.Event()
+
+    # --- seams -----------------------------------------------------------------------------------
+
+    def follower(self) -> MemoryFollower:
+        if self._follower is None:
+            self._follower = MemoryFollower(self.daemon.keys.fingerprint)
+        return self._follower
+
+    def apply(self, conn: sqlite3.Connection, applied: Applied) -> None:
+        """Applier: every op of every room's log, in the room's transaction."""
+        self.follower().applied(conn, applied)
+
+    def batch(self, conn: sqlite3.Connection) -> AbstractContextManager[None]:
+        """Apply scope: memory writes of one room batch are made once, at its end."""
+        return self.follower().batch(conn)
+
+    async def on_applied(self, applied: list[Applied]) -> None:
+        changed, self._changed = self._changed, trio.Event()
+        changed.set()
+        sync = await self.sync_inbox()
+        if sync is None:
+            return
+        # Never block here: this runs in the room actor, and the memory-sync actor may itself be
+        # waiting on that room actor to queue snapshot pieces. A dropped answer costs the asker
+        # one retry (it asks again after RETRY_AFTER); a dropped nudge is covered by the next.
+        me = self.daemon.keys.fingerprint
+        wanted: list[MemorySyncInput] = [
+            Answer(entry.room_id, entry.op.request_id, entry.sender)
+            for entry in applied
+            if isinstance(entry.op, SyncRequest) and entry.op.ask == me and entry.sender != me
+        ]
+        wanted.append(Nudge(tuple(sorted({e.room_id for e in applied}))))
+        for item in wanted:
+            try:
+                sync.send_nowait(item)
+            except trio.WouldBlock:
+                log.info("memory sync is busy; dropped %s", type(item).__name__)
+
+    async def sync_inbox(self) -> trio.MemorySendChannel[MemorySyncInput] | None:
+        """The memory-sync actor's inbox, started once there is an identity."""
+        if self._sync is None and self.daemon.identity is not None:
+            actor = MemorySync(
+                keys=self.daemon.keys,
+                store=self._sync_store(),
+                send_op=self._send_room_op,
+                presence=self._presence,
+                wait_sent=self._wait_sent,
+            )
+            self._sync = await self.daemon.supervisor.start_actor("memory_sync", actor)
+        return self._sync
+
+    def _sync_store(self) -> StoreAdapter:
+        return StoreAdapter(self.daemon.store, self.follower())
+
+    async def start(self) -> None:
+        """Start hook: the memory-sync actor, then a probe per room (before rooms start)."""
+        sync = await self.sync_inbox()
+        if sync is not None:
+            await probe(self._sync_store(), self._send_room_op, sync)
+
+    async def _send_room_op(self, room: str, op: RoomOp) -> str:
+        return await self.daemon.send_op(room, op)
+
+    async def _presence(self) -> dict[str, bool]:
+        assert self.daemon.router is not None
+        send, receive = trio.open_memory_channel[dict[str, bool]](1)
+        await self.daemon.router.send(PresenceQuery(send))
+        with trio.move_on_after(5.0):
+            return await receive.receive()
+        return {}
+
+    async def _wait_sent(self, op_id: str) -> None:
+        assert self.daemon.router is not None
+        send, receive = trio.open_memory_channel[int](1)
+        await self.daemon.router.send(WatchSent(op_id, send))
+        await receive.receive()
+
+    # --- writing ---------------------------------------------------------------------------------
+
+    def identity_label(self) -> str:
+        if self.daemon.identity is None:
+            raise NotSetUp("There is no identity here yet; pair first: `crosstalk room new`.")
+        return self.daemon.identity.label
+
+    async def room_for(self, where: v.Where) -> Room:
+        bound = await trio.to_thread.run_sync(bound_to, where.cwd)
+        return await self.daemon.store.read(lambda c: v.choose_room(c, where.room, bound))
+
+    async def rooms_for(self, where: v.Where) -> list[Room]:
+        """The rooms a lookup searches: the named or bound room, else every joined room."""
+        if where.room is None and await trio.to_thread.run_sync(bound_to, where.cwd) is None:
+            return await self.daemon.store.read(v.joined_rooms)
+        return [await self.room_for(where)]
+
+    async def record_in(self, kind: str, where: v.Where, wanted: str) -> tuple[Room, str]:
+        rooms = await self.rooms_for(where)
+        return await self.daemon.store.read(lambda c: v.find_record(c, kind, wanted, rooms))
+
+    async def write(self, room: Room, op: MemoryOp) -> tuple[str, Outcome | None]:
+        """Send one memory op and wait (bounded) for its outcome; None means pending."""
+        envelope = MemoryEnvelope(op, at=time.time(), label=self.identity_label())
+        op_id = secrets.token_hex(16)
+        now = time.time()
+        room_id = room.room_id
+        await self.daemon.store.write(lambda c: m.record_sent(c, room_id, op_id, envelope, now))
+        assert self.daemon.router is not None
+        sent, sequenced = trio.open_memory_channel[int](1)
+        await self.daemon.router.send(WatchSent(op_id, sent))
+        await self.daemon.send_op(room.room_id, envelope, op_id=op_id)
+        status = self.daemon.link_status()
+        outcome: Outcome | None = None
+        connected = status is not None and status.connected
+        wait = self.daemon.heartbeat * OUTCOME_HEARTBEATS if connected else OFFLINE_WAIT
+        with trio.move_on_after(wait):
+            await sequenced.receive()
+            outcome = await self._outcome(room.room_id, op_id)
+        if outcome is None:
+            sync = await self.sync_inbox()
+            if sync is not None:
+                await sync.send(WatchOwn(room.room_id, op_id))
+        else:
+            await self.daemon.store.write(lambda c: m.mark_reported(c, op_id))
+        return op_id, outcome
+
+    async def _outcome(self, room_id: str, op_id: str) -> Outcome:
+        """Wait until our sequenced op is applied here (ops before it may still be arriving)."""
+        follower = self.follower()
+        while True:
+            changed = self._changed
+            await self.daemon.store.write(functools.partial(follower.advance, room_id=room_id))
+            found = await self.daemon.store.read(lambda c: m.outcome(c, room_id, op_id))
+            if found is not None:
+                return found
+            await changed.wait()
+
+    async def catch_up_own(self, rooms: list[Room]) -> None:
+        """Apply our own ops the relay has sequenced (messages too) before showing memory."""
+        if self.daemon.identity is None:
+            return
+        follower = self.follower()
+        for room in rooms:
+            room_id = room.room_id
+            await self.daemon.store.write(functools.partial(follower.advance, room_id=room_id))

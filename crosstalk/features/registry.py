@@ -1,0 +1,59 @@
+"""The daemon's features, in the order it plugs them in: :data:`FEATURES`.
+
+The order is written down because it is behaviour, not taste. Each seam runs in this order:
+
+- *appliers* run in one room transaction per op, in this order. Rooms (invitations, rekeys,
+  names) and membership (key shares) come before anything that reads keys or names; messages
+  hold a message before ``read`` owes its ``delivered`` receipt, and before asks, memory and
+  decisions look at it.
+- *start hooks* run in this order once the daemon's own actors (fan-out, membership, router) are
+  up: the gate (attention) is running before the inbox push that delivers what it surfaces, and
+  memory's start is what first reaches for the relay link.
+- *listeners* are told in this order by the fan-out (each through its own lane, so the order
+  only decides who is first in line).
+
+A new feature goes at the end unless one of those reasons says otherwise.
+"""
+
+from __future__ import annotations
+
+from crosstalk.features import (
+    asks,
+    attention,
+    decisions,
+    identity,
+    inbox,
+    membership,
+    memory,
+    messages,
+    pairing,
+    peers,
+    presence,
+    read,
+    retention,
+    status,
+    threads,
+    ui,
+)
+from crosstalk.features.feature import Feature
+from crosstalk.ops import room_admin_ops
+
+FEATURES: tuple[Feature, ...] = (
+    status.FEATURE,  # status, health
+    identity.FEATURE,  # secure
+    pairing.FEATURE,  # room new/join, link
+    room_admin_ops.FEATURE,  # named rooms: invitations, rekeys, names (still in ops/)
+    membership.FEATURE,  # key shares for joiners who accepted with an older key
+    messages.FEATURE,  # send, answer, post, sent; holds messages, takes receipts
+    read.FEATURE,  # read, ack; owes delivered receipts, the receipts actor
+    asks.FEATURE,  # ask, wait, watch
+    peers.FEATURE,  # peers, rename, cost
+    attention.FEATURE,  # the gate; trust, mute, sessions, notices
+    inbox.FEATURE,  # the Claude Code inbox-socket push of what the gate surfaced
+    memory.FEATURE,  # facts, tasks, decide, working set; the memory-sync actor
+    decisions.FEATURE,  # others' decisions announced through the gate
+    ui.FEATURE,  # the local web page (`crosstalk ui`)
+    presence.FEATURE,  # our sessions told to roommates, theirs kept for peers
+    threads.FEATURE,  # thread, thread close
+    retention.FEATURE,  # prune, and the daily default retention
+)
