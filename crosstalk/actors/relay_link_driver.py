@@ -1,0 +1,272 @@
+"""The relay link's driver: the one task that calls the boss, and what it carries out.
+
+Everything that happens to the link reaches the driver through one bounded channel of
+:data:`DriverInput`: frames the reader got, connections opened and closed (the dialer), requests,
+``RetryNow`` and outbox rows (the commands task). The driver loops:
+
+1. carry out what the boss decided, in order: commits (a run of inbound ops is one transaction:
+   the group commit), answers to callers, events for the rest of the daemon, the dial and drop
+   orders; after each step, the boss's frames go to the open connection's writer;
+2. wait for the first input, or the boss's next deadline, then take every input already queued
+   (the whole batch, so what piled up during a commit is committed together next round);
+3. feed the batch to the boss, then ``tick``.
+
+The boss is only ever called from here, so it needs no lock, and nothing it handed out ever has
+to be put back: if the driver is cancelled, the actor instance (boss and all) is gone with it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from functools import partial
+
+import attrs
+import trio
+
+from crosstalk.actors.relay_link_api import (
+    InboundOp,
+    LinkDown,
+    LinkHistory,
+    LinkOutput,
+    LinkUp,
+    OpRefused,
+    OpSent,
+    Queued,
+    RelayPush,
+    Request,
+    RetryNow,
+)
+from crosstalk.actors.relay_link_store import LinkStore
+from crosstalk.actors.relay_socket import Close, FrameIn, Opened, SocketInput, Vouch
+from crosstalk.core.link import LinkBoss, LinkState, OutboxItem
+from crosstalk.core.link import events as ev
+from crosstalk.errors import CrosstalkError
+from crosstalk.wire import relay as w
+
+log = logging.getLogger("crosstalk.actors.relay_link")
+
+INPUT_BUFFER = 256
+"""Inputs that may wait for the driver; a full channel holds the reader (and callers) back."""
+
+
+@attrs.frozen
+class OutboxQueued:
+    """The commands task committed ``item`` to the outbox."""
+
+    item: OutboxItem
+
+
+DriverInput = SocketInput | Request | RetryNow | OutboxQueued
+
+
+@attrs.frozen
+class Seen:
+    """What the driver last published of the boss, for ``statistics`` (read from any task)."""
+
+    state: LinkState = LinkState.DISCONNECTED
+    last_error: str | None = None
+    relay_key: bytes | None = None
+    queued: int = 0
+    attempts: int = 0
+
+
+def answer(
+    reply: trio.MemorySendChannel[w.RelayFrame | CrosstalkError]
+    | trio.MemorySendChannel[Queued | CrosstalkError]
+    | None,
+    value: object,
+) -> None:
+    """Hand a one-shot answer over without waiting; a caller that left is not our problem."""
+    if reply is None:
+        return
+    try:
+        reply.send_nowait(value)  # type: ignore[arg-type]  # value matches the channel's kind
+    except (trio.BrokenResourceError, trio.ClosedResourceError):
+        pass  # the caller gave up and closed its end
+    except trio.WouldBlock:
+        log.warning("relay link: a reply channel had no room for its answer; use buffer >= 1")
+
+
+class LinkDriver:
+    """The one task that calls the boss (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        boss: LinkBoss,
+        url: str,
+        store: LinkStore,
+        events: trio.MemorySendChannel[LinkOutput],
+        request_timeout: float,
+        fraction: Callable[[], float],
+        vouch: Vouch,
+        dials: trio.MemorySendChannel[None],
+        history: LinkHistory,
+    ) -> None:
+        self._boss = boss
+        self._url = url
+        self._store = store
+        self._events = events
+        self._request_timeout = request_timeout
+        self._fraction = fraction
+        self._vouch = vouch
+        self._dials = dials
+        self._history = history
+        self.seen = Seen()
+        self._frames: trio.MemorySendChannel[str | Close] | None = None  # the open connection's
+
+    async def run(self, taken: trio.MemoryReceiveChannel[DriverInput]) -> None:
+        self._boss.start(trio.current_time())
+        try:
+            while True:
+                await self._carry_out()
+                self._publish()
+                batch = await self._next_batch(taken)
+                now = trio.current_time()
+                for item in batch:
+                    self._feed(item, now)
+                self._step("tick", partial(self._boss.tick, now))
+                self._publish()
+        finally:
+            # Callers wait on their reply channels: answer them before this instance is gone.
+            self._boss.abandon_requests("the actor stopped or is restarting")
+            for event in self._boss.events_received():
+                if isinstance(event, ev.RequestFailed):
+                    answer(event.token, event.error)  # type: ignore[arg-type]  # reply channel
+
+    async def _next_batch(self, taken: trio.MemoryReceiveChannel[DriverInput]) -> list[DriverInput]:
+        """Everything queued for the driver, waiting for the first until the boss's deadline."""
+        batch: list[DriverInput] = []
+        with trio.move_on_at(self._boss.next_deadline()):
+            batch.append(await taken.receive())
+        while batch and len(batch) < INPUT_BUFFER:
+            try:
+                batch.append(taken.receive_nowait())
+            except trio.WouldBlock:
+                break
+        return batch
+
+    def _feed(self, item: DriverInput, now: float) -> None:
+        boss = self._boss
+        if isinstance(item, FrameIn):
+            self._step("frame", partial(boss.frame_received, item.text, now))
+        elif isinstance(item, OutboxQueued):
+            boss.post_queued(item.item, now)
+        elif isinstance(item, Request):
+            timeout = self._request_timeout if item.timeout is None else item.timeout
+            boss.request(item.frame, item.reply, now=now, timeout=timeout)
+        elif isinstance(item, RetryNow):
+            self._step("retry_now", partial(boss.retry_now, now))
+        elif isinstance(item, Opened):
+            self._frames = item.frames
+            self._step("connected", partial(boss.connected, now))
+        else:
+            self._frames = None
+            fraction = self._fraction()
+            self._step("lost", partial(boss.connection_lost, item.reason, now, fraction))
+
+    def _step(self, what: str, call: Callable[[], None]) -> None:
+        before = self._boss.state
+        call()
+        if self._boss.state is not before:
+            log.debug("relay link[%s].%s -> [%s]", before.name, what, self._boss.state.name)
+
+    def _publish(self) -> None:
+        boss = self._boss
+        self.seen = Seen(
+            boss.state, boss.last_error, boss.relay_key, boss.queued, boss.attempts
+        )
+
+    # --- carrying out what the boss decided -----------------------------------------------------
+
+    async def _carry_out(self) -> None:
+        """The boss's events, in order (a run of arrivals is one commit), and its frames."""
+        while events := self._boss.events_received():
+            done = 0
+            while done < len(events):
+                arrived: list[w.Op] = []
+                for event in events[done:]:
+                    if not isinstance(event, ev.OpArrived):
+                        break
+                    arrived.append(event.op)
+                if arrived:
+                    await self._arrived(arrived)
+                    done += len(arrived)
+                else:
+                    await self._handle(events[done])
+                    done += 1
+                await self._write()
+        await self._write()
+
+    async def _write(self) -> None:
+        """Hand the boss's frames to the open connection's writer (none open: they are moot)."""
+        for text in self._boss.data_to_send():
+            if not await self._send(text):
+                return
+
+    async def _send(self, item: str | Close) -> bool:
+        if self._frames is None:
+            return False
+        try:
+            await self._frames.send(item)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return False  # the connection ended; Closed is on its way
+        return True
+
+    async def _arrived(self, ops: list[w.Op]) -> None:
+        """Commit inbound ops with their cursors, then hand each on and acknowledge it."""
+        await self._store.commit_inbound_many(ops, time.time())
+        for op in ops:
+            await self._events.send(
+                InboundOp(op.room, op.seq, op.sender, op.op_id, op.body, op.ts)
+            )
+            self._boss.op_committed(op.room, op.seq)
+
+    async def _handle(self, event: ev.LinkEvent) -> None:
+        store, boss = self._store, self._boss
+        if isinstance(event, ev.Dial):
+            self._dials.send_nowait(None)  # the dialer waits for it: the boss dials once per loss
+        elif isinstance(event, ev.Drop):
+            if event.refused_key:
+                log.warning("relay link: %s", event.reason)
+            await self._send(Close(event.reason))
+        elif isinstance(event, ev.PostAccepted):
+            if await store.mark_sent(event.item, event.seq):
+                boss.op_committed(event.item.room, event.seq)  # acknowledge our own post
+            await self._events.send(OpSent(event.item.room, event.item.op_id, event.seq))
+        elif isinstance(event, ev.PostRejected):
+            await store.drop_post(event.item, event.error)
+            await self._events.send(OpRefused(event.item.room, event.item.op_id, event.error))
+        elif isinstance(event, ev.RoomJoined):
+            await store.track_room(event.room)
+        elif isinstance(event, ev.RoomLeft):
+            await store.forget_room(event.room)
+        elif isinstance(event, ev.RelayKeySeen):
+            await store.pin_relay_key(self._url, event.relay_key)
+            log.info("relay link: pinned key %s for %s", event.relay_key.hex()[:16], self._url)
+            now = trio.current_time()
+            self._step("pinned", partial(boss.relay_key_pinned, event.relay_key, now))
+        elif isinstance(event, ev.ReplyArrived | ev.RequestFailed):
+            value = event.frame if isinstance(event, ev.ReplyArrived) else event.error
+            answer(event.token, value)  # type: ignore[arg-type]  # tokens are reply channels
+        elif isinstance(event, ev.PushArrived):
+            await self._events.send(RelayPush(event.frame))
+        else:
+            await self._link_event(event)
+
+    async def _link_event(self, event: ev.LinkEvent) -> None:
+        if isinstance(event, ev.LinkReady):
+            self._history.ready(trio.current_time())
+            self._vouch.clear()  # from now on, frames and pongs prove we are alive
+            log.info("relay link: ready on %s", self._url)
+            await self._events.send(LinkUp(self._url, event.relay_key, event.rooms, event.missing))
+        elif isinstance(event, ev.LinkLost):
+            self._history.lost(trio.current_time(), event.reason)
+            log.info("relay link: %s lost (%s); retrying in %.2f s", self._url, event.reason,
+                     event.retry_in)
+            self._vouch.bound(event.retry_in)
+            await self._events.send(LinkDown(self._url, event.reason))
+        elif isinstance(event, ev.RelayComplained):
+            log.warning("relay link: the relay complained: %s (%s)", event.message, event.code)

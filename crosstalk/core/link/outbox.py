@@ -1,0 +1,118 @@
+"""The relay link's outbox: durable posts, sent in order, one per room in flight, retried.
+
+Theory of operation
+-------------------
+The outbox holds every committed post the relay has not taken yet (loaded from the store, then
+``add``-ed as the shell commits new ones). While the link is READY the boss calls ``pump``, which
+sends the first item of every room that is neither busy (a post in flight) nor paused. Invariants:
+
+* Order: items leave in id order, at most one ``post`` per room in flight, so a room's ops reach
+  the relay in the order they were queued even when one is refused for a while. Other rooms keep
+  flowing.
+* An item leaves only on ``posted`` (:class:`~crosstalk.core.link.events.PostAccepted`) or a
+  permanent refusal (:class:`~crosstalk.core.link.events.PostRejected`). A transient refusal
+  (``rate_limited``, ``backlog_full``) pauses the room for 1, 2, 4 … 30 s
+  (:func:`~crosstalk.core.link.common.post_retry_delay`), then the same item goes again.
+* A post in flight when the connection drops is sent again on the next one; the relay answers a
+  repeated ``op_id`` with the seq it already gave, so nothing is posted twice.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from crosstalk.core.link.common import (
+    TRANSIENT_POST_ERRORS,
+    OutboxItem,
+    ReqNumbers,
+    post_retry_delay,
+    relay_error,
+)
+from crosstalk.core.link.events import PostAccepted, PostRejected
+from crosstalk.errors import RemoteProtocolError
+from crosstalk.wire import relay as w
+
+
+class Outbox:
+    """Posts not yet taken by the relay (see the module docstring).
+
+    Args:
+        items: the durable outbox rows still to send, in any order.
+        reqs: the link's ``req`` counter (the boss owns it).
+    """
+
+    def __init__(self, items: Iterable[OutboxItem], *, reqs: ReqNumbers) -> None:
+        self._reqs = reqs
+        self._queued = {item.id: item for item in sorted(items, key=lambda i: i.id)}
+        self._in_flight: dict[int, OutboxItem] = {}  # req -> item
+        self._paused: dict[str, float] = {}  # room -> when it may flow again
+        self._failures: dict[str, int] = {}  # room -> transient refusals in a row
+
+    @property
+    def queued(self) -> int:
+        """Items not yet taken by the relay."""
+        return len(self._queued)
+
+    def add(self, item: OutboxItem) -> None:
+        """A post is committed to the outbox; it goes when its turn comes (one already here is
+        ignored)."""
+        if item.id in self._queued:
+            return
+        last = next(reversed(self._queued), None)
+        self._queued[item.id] = item
+        if last is not None and item.id < last:  # rare: ids come in commit order; keep id order
+            self._queued = dict(sorted(self._queued.items()))
+
+    def pump(self, now: float) -> list[w.Post]:
+        """The posts to send now: each free room's first item (call only while READY)."""
+        out = []
+        seen = {item.room for item in self._in_flight.values()}
+        for item in self._queued.values():
+            if item.room in seen:
+                continue
+            seen.add(item.room)
+            if self._paused.get(item.room, -math.inf) > now:
+                continue
+            req = self._reqs.take()
+            self._in_flight[req] = item
+            out.append(w.Post(req, item.room, item.op_id, item.body))
+        return out
+
+    def owns(self, req: int) -> bool:
+        return req in self._in_flight
+
+    def answered(
+        self, req: int, frame: w.RelayFrame, now: float
+    ) -> PostAccepted | PostRejected | None:
+        """The relay's answer to post ``req`` (check ``owns`` first); ``None``: paused.
+
+        Raises:
+            RemoteProtocolError: the relay answered a post with neither posted nor error.
+        """
+        item = self._in_flight.pop(req)
+        if isinstance(frame, w.Posted) and frame.room == item.room:
+            self._queued.pop(item.id, None)
+            self._failures.pop(item.room, None)
+            return PostAccepted(item, frame.seq)
+        if isinstance(frame, w.Error) and frame.code in TRANSIENT_POST_ERRORS:
+            failures = self._failures[item.room] = self._failures.get(item.room, 0) + 1
+            self._paused[item.room] = now + post_retry_delay(failures)
+            return None
+        if isinstance(frame, w.Error):
+            self._queued.pop(item.id, None)
+            return PostRejected(item, relay_error(frame))
+        raise RemoteProtocolError(f"the relay answered post with {w.tag_of(frame)}")
+
+    def lost(self) -> None:
+        """The connection dropped: posts in flight go again on the next one."""
+        self._in_flight.clear()
+
+    def expire(self, now: float) -> None:
+        """Rooms whose pause is over may flow again."""
+        for room in [r for r, until in self._paused.items() if until <= now]:
+            del self._paused[room]
+
+    def next_deadline(self) -> float:
+        """When the first paused room may flow again (inf with none)."""
+        return min(self._paused.values(), default=math.inf)

@@ -1,0 +1,110 @@
+"""The relay link's outbox machine: in order, one post per room in flight, paused, retried."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from crosstalk.core.link.common import ReqNumbers
+from crosstalk.core.link.events import PostAccepted, PostRejected
+from crosstalk.core.link.outbox import Outbox
+from crosstalk.errors import RemoteProtocolError
+from crosstalk.wire import relay as w
+from tests.core.link_helpers import item
+
+
+def outbox(*items: int | tuple[int, str]) -> Outbox:
+    rows = [item(i) if isinstance(i, int) else item(*i) for i in items]
+    return Outbox(rows, reqs=ReqNumbers())
+
+
+def ops(posts: list[w.Post]) -> list[str]:
+    return [p.op_id for p in posts]
+
+
+def test_the_first_item_of_each_room_goes_in_id_order() -> None:
+    """Loaded in any order, items leave by id, one per room in flight."""
+    o = outbox((3, "r2"), 2, 1)
+    posts = o.pump(0.0)
+    assert [(p.room, p.op_id) for p in posts] == [("r1", "op-1"), ("r2", "op-3")]
+    assert o.pump(0.0) == []
+    assert o.queued == 3
+
+
+def test_posted_lets_the_room_s_next_item_go() -> None:
+    """posted accepts the item (with its seq); the room's next item goes on the next pump."""
+    o = outbox(1, 2)
+    [first] = o.pump(0.0)
+    assert o.answered(first.req, w.Posted(first.req, "r1", 10), 0.0) == PostAccepted(item(1), 10)
+    assert ops(o.pump(0.0)) == ["op-2"]
+    assert o.queued == 1
+
+
+def test_a_transient_refusal_pauses_the_room_with_doubling_waits() -> None:
+    """rate_limited pauses the room 1 s, then 2 s; the same item goes again after each pause."""
+    o = outbox(1)
+    now = 10.0
+    for wait in (1.0, 2.0):
+        [post] = o.pump(now)
+        assert o.answered(post.req, w.Error(post.req, "rate_limited", "slow"), now) is None
+        assert o.next_deadline() == now + wait
+        o.expire(now + wait - 0.001)
+        assert o.pump(now + wait - 0.001) == []
+        now += wait
+        o.expire(now)
+    [again] = o.pump(now)
+    assert again.op_id == "op-1"
+    assert o.answered(again.req, w.Posted(again.req, "r1", 1), now) == PostAccepted(item(1), 1)
+    assert o.next_deadline() == math.inf
+
+
+def test_a_paused_room_does_not_hold_up_other_rooms() -> None:
+    """backlog_full in r1 pauses r1 only; r2's items keep flowing."""
+    o = outbox(1, (2, "r2"), (3, "r2"))
+    first, second = o.pump(0.0)
+    o.answered(first.req, w.Error(first.req, "backlog_full", "full"), 0.0)
+    o.answered(second.req, w.Posted(second.req, "r2", 1), 0.0)
+    assert ops(o.pump(0.0)) == ["op-3"]
+
+
+def test_a_permanent_refusal_drops_the_item_and_the_next_goes() -> None:
+    """too_large rejects the item for good with our error."""
+    o = outbox(1, 2)
+    [post] = o.pump(0.0)
+    rejected = o.answered(post.req, w.Error(post.req, "too_large", "1 MiB"), 0.0)
+    assert isinstance(rejected, PostRejected) and rejected.item == item(1)
+    assert rejected.error.code == "too_large"
+    assert ops(o.pump(0.0)) == ["op-2"]
+
+
+def test_a_post_in_flight_when_the_link_drops_goes_again() -> None:
+    """lost forgets what was in flight (the relay answers a repeated op_id with its seq)."""
+    o = outbox(1)
+    [post] = o.pump(0.0)
+    o.lost()
+    assert not o.owns(post.req)
+    [again] = o.pump(1.0)
+    assert again.op_id == "op-1" and again.req != post.req
+
+
+def test_added_items_keep_id_order_and_duplicates_are_ignored() -> None:
+    """add keeps the queue in id order, whatever order rows come in; an id is queued once."""
+    o = outbox((3, "r2"))
+    o.add(item(2))
+    o.add(item(2))
+    o.add(item(1))
+    assert o.queued == 3
+    assert ops(o.pump(0.0)) == ["op-1", "op-3"]
+
+
+@pytest.mark.parametrize(
+    "answer", [w.Ok(1), w.Posted(1, "other-room", 5)], ids=["ok", "posted-elsewhere"]
+)
+def test_an_odd_answer_to_a_post_is_a_protocol_error(answer: w.RelayFrame) -> None:
+    """Neither posted (for this room) nor error: the relay broke the protocol."""
+    o = outbox(1)
+    [post] = o.pump(0.0)
+    assert post.req == 1
+    with pytest.raises(RemoteProtocolError):
+        o.answered(post.req, answer, 0.0)
