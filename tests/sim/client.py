@@ -163,10 +163,17 @@ async def _await_invitation(world: World, node: Node, room: str) -> None:
     """Wait (bounded) until ``node`` holds an invitation to ``room``, as a user would."""
     for _ in range(60):
         daemon, _ = await world.up(node)
-        pending = await daemon.store.read(
-            lambda c: c.execute("SELECT 1 FROM rooms WHERE name = ? AND state = 'invited'",
-                                (room,)).fetchone()
-        )
+        pending = None
+        with trio.CancelScope() as scope:  # a crash cancels the read, as it does ops
+            node.op_scopes.add(scope)
+            try:
+                pending = await daemon.store.read(
+                    lambda c: c.execute(
+                        "SELECT 1 FROM rooms WHERE name = ? AND state = 'invited'", (room,)
+                    ).fetchone()
+                )
+            finally:
+                node.op_scopes.discard(scope)
         if pending is not None:
             return
         await trio.sleep(1.0)
