@@ -29,7 +29,7 @@ from mcp.types import JSONRPCNotification
 
 from crosstalk.core.notice import Arrival, render_arrivals
 from crosstalk.errors import CrosstalkError
-from crosstalk.mcp_tools import Caller
+from crosstalk.mcp_tool_kit import Caller
 
 log = logging.getLogger(__name__)
 

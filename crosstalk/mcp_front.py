@@ -6,7 +6,7 @@ lists tools or starts the agent's turn. So the process starts here: it takes the
 and stdout, starts one thread that reads stdin, and only then imports the SDK
 (:mod:`crosstalk.mcp_server`) on the main thread. Until the SDK serves, the reader answers the
 two requests every client sends first from :data:`LISTING` (``mcp_front.json``, written from the
-SDK's own answers by ``python -m crosstalk.mcp_server --write-front``; ``tests/test_mcp_front.py``
+SDK's own answers by ``python -m crosstalk.mcp_listing --write-front``; ``tests/test_mcp_front.py``
 fails if the file and the SDK ever disagree, for every protocol version and both channel
 settings):
 

@@ -14,7 +14,8 @@ What every tool result looks like:
   stable code from CLI.md.
 
 The session a tool acts for comes from the client's environment (:data:`SESSION_ENV`), the
-project directory from ``CLAUDE_PROJECT_DIR`` or the working directory.
+project directory from ``CLAUDE_PROJECT_DIR`` or the working directory. What the server lists is
+written down (``mcp_front.json``, ``docs/tools.md``) by :mod:`crosstalk.mcp_listing`.
 """
 
 from __future__ import annotations
@@ -32,14 +33,14 @@ import trio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.stdio import stdio_server
 from mcp.types import CallToolResult, TextContent
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 
 from crosstalk.client import ensure_daemon
 from crosstalk.errors import CrosstalkError, DaemonUnreachable
 from crosstalk.hook import control
 from crosstalk.mcp_channel import experimental_capabilities, push_notices
-from crosstalk.mcp_front import LISTING, Front, Wire
-from crosstalk.mcp_tools import TOOLS, TRANSCRIPT_ENV, Caller, ToolFn, ToolSpec
+from crosstalk.mcp_front import Front, Wire
+from crosstalk.mcp_tool_kit import TRANSCRIPT_ENV, Caller, ToolFn, ToolSpec
+from crosstalk.mcp_tools import TOOLS
 from crosstalk.paths import Home
 
 #: Environment variables that name the calling session, first present wins.
@@ -296,7 +297,7 @@ class _WireWriter:
         pass
 
 
-async def _run_stdio(
+async def run_stdio(
     server: MCPServer,
     bridge: Caller | None = None,
     *,
@@ -336,7 +337,7 @@ def serve(home: Home) -> None:
     """Run the server on stdio until the client hangs up (the SDK alone; ``crosstalk server``
     goes through :func:`crosstalk.mcp_front.serve`, which answers first)."""
     bridge = DaemonBridge.from_env(os.environ, home)
-    trio.run(_run_stdio, build_server(bridge), bridge)
+    trio.run(run_stdio, build_server(bridge), bridge)
 
 
 def serve_behind(home: Home, front: Front) -> None:
@@ -345,165 +346,5 @@ def serve_behind(home: Home, front: Front) -> None:
     server = build_server(bridge)
     front.hand_over()
     trio.run(functools.partial(
-        _run_stdio, server, bridge, source=_QueuedLines(front), sink=_WireWriter(front.wire)
+        run_stdio, server, bridge, source=_QueuedLines(front), sink=_WireWriter(front.wire)
     ))
-
-
-# --- the front end's listing (crosstalk/mcp_front.json) -------------------------------------------
-
-
-class _Collected:
-    """A sink that keeps what the SDK wrote; ``full`` is set at ``expect`` lines."""
-
-    def __init__(self, expect: int) -> None:
-        self.lines: list[str] = []
-        self.expect = expect
-        self.full = trio.Event()
-
-    async def write(self, text: str) -> None:
-        self.lines.append(text)
-        if len(self.lines) >= self.expect:
-            self.full.set()
-
-    async def flush(self) -> None:
-        pass
-
-
-class _Given:
-    """``lines``, then stdin stays open until ``sink`` is full."""
-
-    def __init__(self, lines: list[str], sink: _Collected) -> None:
-        self._lines, self._sink = lines, sink
-
-    async def __aiter__(self) -> AsyncIterator[str]:
-        for line in self._lines:
-            yield line
-        with trio.fail_after(30):
-            await self._sink.full.wait()
-
-
-async def sdk_answers(
-    lines: list[str], env: Mapping[str, str], expect: int
-) -> list[dict[str, Any]]:
-    """What the SDK server (no daemon behind it) writes back for ``lines`` (``expect``
-    answers), parsed."""
-    sink = _Collected(expect)
-    source = _Given(lines, sink)
-    await _run_stdio(build_server(_NoDaemon()), None, source=source, sink=sink, env=env)
-    return [json.loads(line) for line in sink.lines]
-
-
-def _request(request_id: int, method: str, params: dict[str, Any]) -> str:
-    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
-
-
-def handshake(version: str) -> list[str]:
-    """``initialize`` for ``version``, ``initialized`` and ``tools/list``, as a client sends."""
-    hello = {"protocolVersion": version, "capabilities": {},
-             "clientInfo": {"name": "crosstalk-front", "version": "0"}}
-    initialized = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
-    return [
-        _request(1, "initialize", hello) + "\n", initialized + "\n",
-        _request(2, "tools/list", {}) + "\n",
-    ]
-
-
-async def front_listing() -> dict[str, Any]:
-    """``crosstalk/mcp_front.json``: the SDK's own ``initialize`` and ``tools/list`` results."""
-    latest = LATEST_HANDSHAKE_VERSION
-    init, tools = await sdk_answers(handshake(latest), {}, 2)
-    result = dict(init["result"])
-    result.pop("protocolVersion")
-    return {
-        "versions": list(HANDSHAKE_PROTOCOL_VERSIONS),
-        "latest": latest,
-        "initialize": result,
-        "tools": tools["result"],
-    }
-
-
-def render_listing(listing: Mapping[str, Any]) -> str:
-    return json.dumps(listing, indent=1, ensure_ascii=False, sort_keys=True) + "\n"
-
-
-# --- docs/tools.md --------------------------------------------------------------------------------
-
-DOC_HEADER = """\
-# MCP tools
-
-Generated from the MCP server's own tool list by
-`python -m crosstalk.mcp_server --write-docs docs/tools.md`; `tests/test_tools_doc.py` fails
-when this file is stale. Every tool is one request to the daemon; results are JSON text, and
-failures are `isError` results reading `crosstalk error [<code>]: <sentence>` (codes: CLI.md).
-
-Server instructions:
-
-"""
-
-
-def _schema_type(prop: Mapping[str, Any]) -> str:
-    if "anyOf" in prop:
-        return " or ".join(_schema_type(p) for p in prop["anyOf"])
-    if "enum" in prop:
-        return ", ".join(f"`{v}`" for v in prop["enum"])
-    if prop.get("type") == "array":
-        return f"list of {_schema_type(prop.get('items', {}))}"
-    return str(prop.get("type", "any"))
-
-
-def render_tools_doc(tools: list[Any]) -> str:
-    """``docs/tools.md`` for ``tools`` (the SDK's ``Tool`` objects, in server order)."""
-    quoted = "\n".join(f"> {line}" if line else ">" for line in INSTRUCTIONS.splitlines())
-    parts = [DOC_HEADER + quoted + "\n"]
-    for tool in tools:
-        schema = tool.input_schema
-        required = set(schema.get("required", []))
-        lines = [f"## `{tool.name}`", "", tool.description or "", ""]
-        props: Mapping[str, Any] = schema.get("properties", {})
-        if props:
-            lines += ["| argument | type | required | default | meaning |", "|---|---|---|---|---|"]
-            for name, prop in props.items():
-                default = "" if name in required else f"`{json.dumps(prop.get('default'))}`"
-                lines.append(
-                    f"| `{name}` | {_schema_type(prop)} | {'yes' if name in required else 'no'} "
-                    f"| {default} | {prop.get('description', '')} |"
-                )
-        else:
-            lines.append("No arguments.")
-        parts.append("\n".join(lines) + "\n")
-    return "\n".join(parts)
-
-
-class _NoDaemon:
-    """A caller for listing tools only: calling one is a bug."""
-
-    session: str | None = None
-    cwd = "."
-    transcript: str | None = None
-
-    async def call(self, op: str, params: dict[str, Any], *, limit: float = 0.0) -> Any:
-        raise AssertionError("listing tools never calls the daemon")
-
-    async def call_until(self, op: str, params: dict[str, Any], key: str, *, limit: float) -> Any:
-        raise AssertionError("listing tools never calls the daemon")
-
-
-async def tools_doc() -> str:
-    """The text ``docs/tools.md`` must hold, from the server's own ``tools/list``."""
-    return render_tools_doc(list(await build_server(_NoDaemon()).list_tools()))
-
-
-if __name__ == "__main__":
-    import sys
-
-    if len(sys.argv) == 3 and sys.argv[1] == "--write-docs":
-        with open(sys.argv[2], "w", encoding="utf-8") as out:
-            out.write(trio.run(tools_doc))
-    elif len(sys.argv) == 2 and sys.argv[1] == "--write-front":
-        text = render_listing(trio.run(front_listing))
-        with open(LISTING, "w", encoding="utf-8") as out:
-            out.write(text)
-    else:
-        sys.exit(
-            "usage: python -m crosstalk.mcp_server --write-docs docs/tools.md | --write-front"
-        )

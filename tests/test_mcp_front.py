@@ -20,13 +20,13 @@ import trio
 
 from crosstalk import mcp_front
 from crosstalk.mcp_front import LISTING, PRIVATE, Front, Wire, load_listing
-from crosstalk.mcp_server import front_listing, handshake, render_listing, sdk_answers
+from crosstalk.mcp_listing import front_listing, handshake, render_listing, sdk_answers
 
 
 async def test_the_committed_listing_is_the_sdks_own() -> None:
     committed = await trio.Path(LISTING).read_text(encoding="utf-8")
     assert committed == render_listing(await front_listing()), (
-        "crosstalk/mcp_front.json is stale: python -m crosstalk.mcp_server --write-front"
+        "crosstalk/mcp_front.json is stale: python -m crosstalk.mcp_listing --write-front"
     )
 
 
