@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import nacl.utils
 
-from crosstalk import crypto
+from crosstalk import crypto, crypto_pairing
 from crosstalk.core.pairing import OfferReceived, PairingMachine, PairingState
 from crosstalk.core.words import BYTES_PER_WORD, choose_words
 from crosstalk.wire.pairing import Offer, Purpose, Role, RoomGrant
@@ -50,7 +50,7 @@ def one_pairing() -> None:
             words=words,
             offer=_offer(role),
             offer_nonce=nacl.utils.random(crypto.NONCE_SIZE),
-            entropy=nacl.utils.random(crypto.SPAKE_ENTROPY_SIZE),
+            entropy=nacl.utils.random(crypto_pairing.SPAKE_ENTROPY_SIZE),
         )
         sides[role] = machine
     received = 0
@@ -68,12 +68,12 @@ def one_pairing() -> None:
 
 
 def _spake_only() -> None:
-    password = crypto.pairing_password("room", "1234", ["acorn", "apple", "bat", "cow"])
-    identity = crypto.pairing_identity("room", "1234")
-    state_a, message_a = crypto.spake_start(password, identity, nacl.utils.random(64))
-    state_b, message_b = crypto.spake_start(password, identity, nacl.utils.random(64))
-    crypto.spake_finish(state_a, message_b)
-    crypto.spake_finish(state_b, message_a)
+    password = crypto_pairing.pairing_password("room", "1234", ["acorn", "apple", "bat", "cow"])
+    identity = crypto_pairing.pairing_identity("room", "1234")
+    state_a, message_a = crypto_pairing.spake_start(password, identity, nacl.utils.random(64))
+    state_b, message_b = crypto_pairing.spake_start(password, identity, nacl.utils.random(64))
+    crypto_pairing.spake_finish(state_a, message_b)
+    crypto_pairing.spake_finish(state_b, message_a)
 
 
 def _measure(work: Callable[[], None], rounds: int) -> dict[str, float]:

@@ -12,8 +12,8 @@ What lives here:
 * :func:`seal_to` / :func:`open_sealed`: anonymous sealing to an X25519 public key (room keys
   carried in invitations and rekeys);
 * :func:`seal_op` / :func:`open_op`: room ops, signed then encrypted under the epoch key;
-* the pairing helpers: SPAKE2 over the words, the transcript, per-side key derivation and the
-  confirmation MAC.
+* the pairing helpers (SPAKE2 over the words, the transcript, per-side key derivation and the
+  confirmation MAC) are :mod:`crosstalk.crypto_pairing`'s.
 
 Key derivation is keyed BLAKE2b with a personalisation string (:func:`derive_key`), not HKDF.
 Every key we derive from is already uniformly random (a SPAKE2 key is a SHA-256 output; a raw
@@ -23,23 +23,20 @@ domain, and it is the same function libsodium builds ``crypto_kdf`` and ``crypto
 here from ``hashlib`` without hand-rolled HMAC plumbing.
 
 Every byte string that is hashed, signed or bound as associated data is built with
-:func:`_frame` (length-prefixed parts), so no two different field lists encode the same bytes.
+:func:`frame` (length-prefixed parts), so no two different field lists encode the same bytes.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import hmac
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import attrs
 import nacl.bindings
 import nacl.exceptions
 import nacl.signing
-import spake2
-from spake2.ed25519_basic import NotOnCurve
 
 from crosstalk.errors import LocalProtocolError, RemoteProtocolError
 
@@ -47,8 +44,6 @@ KEY_SIZE = 32
 NONCE_SIZE = 24
 SIGNATURE_SIZE = 64
 MAC_SIZE = 32
-SPAKE_ENTROPY_SIZE = 64
-SPAKE_MESSAGE_SIZE = 33
 _AEAD_TAG_SIZE = 16
 
 
@@ -110,7 +105,7 @@ class Keys:
     __str__ = __repr__
 
 
-def _frame(*parts: bytes) -> bytes:
+def frame(*parts: bytes) -> bytes:
     """Concatenate parts, each prefixed by its 4-byte big-endian length (unambiguous)."""
     return b"".join(struct.pack(">I", len(part)) + part for part in parts)
 
@@ -173,7 +168,7 @@ _SEAL_DOMAIN = b"crosstalk/seal/v1"
 def _seal_key(shared: bytes, eph_pub: bytes, recipient_pub: bytes) -> bytes:
     # The raw X25519 output is not uniform: hash it together with both public keys (as
     # libsodium's crypto_kx does), which also binds the key to this pair of keys.
-    digest = hashlib.blake2b(_frame(shared, eph_pub, recipient_pub), person=b"ct-seal-v1")
+    digest = hashlib.blake2b(frame(shared, eph_pub, recipient_pub), person=b"ct-seal-v1")
     return digest.digest()[:KEY_SIZE]
 
 
@@ -198,7 +193,7 @@ def seal_to(
     except RuntimeError:
         raise LocalProtocolError("cannot seal to a degenerate X25519 public key") from None
     key = _seal_key(shared, eph_pub, recipient_x_pub)
-    ad = _frame(_SEAL_DOMAIN, eph_pub, recipient_x_pub, context)
+    ad = frame(_SEAL_DOMAIN, eph_pub, recipient_x_pub, context)
     return eph_pub + aead_seal(key, plaintext, nonce=nonce, ad=ad)
 
 
@@ -212,7 +207,7 @@ def open_sealed(keys: Keys, sealed: bytes, *, context: bytes = b"") -> bytes:
     except RuntimeError:
         raise OpenFailed("a sealed message used a degenerate key; it was dropped") from None
     key = _seal_key(shared, eph_pub, keys.x_pub)
-    return aead_open(key, rest, ad=_frame(_SEAL_DOMAIN, eph_pub, keys.x_pub, context))
+    return aead_open(key, rest, ad=frame(_SEAL_DOMAIN, eph_pub, keys.x_pub, context))
 
 
 # --- room ops ---------------------------------------------------------------------------------
@@ -225,7 +220,7 @@ def op_associated_data(*, room_id: str, epoch: int, sender: str, op_id: str) -> 
     """The associated data binding a room op to its room, epoch, sender fingerprint and op id."""
     if not 0 <= epoch < 2**63:
         raise LocalProtocolError("an epoch is a non-negative 63-bit integer")
-    return _frame(
+    return frame(
         _OP_DOMAIN,
         room_id.encode(),
         struct.pack(">Q", epoch),
@@ -236,7 +231,7 @@ def op_associated_data(*, room_id: str, epoch: int, sender: str, op_id: str) -> 
 
 def op_signed_bytes(ad: bytes, plaintext: bytes) -> bytes:
     """What the sender of a room op signs: the op's associated data and its plaintext."""
-    return _frame(_OP_SIGNATURE_DOMAIN, ad, plaintext)
+    return frame(_OP_SIGNATURE_DOMAIN, ad, plaintext)
 
 
 def seal_op(
@@ -284,118 +279,3 @@ def open_op(
     signature, plaintext = inner[:SIGNATURE_SIZE], inner[SIGNATURE_SIZE:]
     verify(sender_ed_pub, op_signed_bytes(ad, plaintext), signature)
     return plaintext
-
-
-# --- pairing ----------------------------------------------------------------------------------
-
-_PAIR_DOMAIN = b"crosstalk/pair/v1"
-
-
-def pairing_password(purpose: str, slot: str, words: Sequence[str]) -> bytes:
-    """The SPAKE2 password: the words, bound to the slot and the purpose (``room``/``link``)."""
-    return _frame(_PAIR_DOMAIN, purpose.encode(), slot.encode(), "-".join(words).encode())
-
-
-def pairing_identity(purpose: str, slot: str) -> bytes:
-    """The SPAKE2 symmetric identity: binds the slot and purpose into the session key too."""
-    return _frame(_PAIR_DOMAIN, purpose.encode(), slot.encode())
-
-
-def spake_start(password: bytes, identity: bytes, entropy: bytes) -> tuple[bytes, bytes]:
-    """Start one symmetric SPAKE2 side from ``entropy`` (64 random bytes).
-
-    Returns ``(state, message)``: ``state`` is the serialised SPAKE2 side (secret: it holds the
-    password and our scalar), ``message`` the 33 bytes to send to the other side.
-    """
-    if len(entropy) != SPAKE_ENTROPY_SIZE:
-        raise LocalProtocolError(f"SPAKE2 entropy is {SPAKE_ENTROPY_SIZE} bytes")
-    handed_out: list[bytes] = []
-
-    def entropy_once(size: int) -> bytes:
-        # spake2's Ed25519 group asks for exactly 64 bytes, once; anything else is a library
-        # change we want to hear about rather than silently reuse entropy.
-        if handed_out or size != SPAKE_ENTROPY_SIZE:
-            raise LocalProtocolError("spake2 asked for unexpected entropy")
-        handed_out.append(entropy)
-        return entropy
-
-    side = spake2.SPAKE2_Symmetric(password, idSymmetric=identity, entropy_f=entropy_once)
-    message: bytes = side.start()
-    state: bytes = side.serialize()
-    return state, message
-
-
-def spake_finish(state: bytes, peer_message: bytes) -> bytes:
-    """Finish a serialised SPAKE2 side with the peer's message; returns the 32-byte key.
-
-    A wrong password gives a different key, not an error (SPAKE2 has no key confirmation).
-    A malformed or reflected message raises :class:`~crosstalk.errors.RemoteProtocolError`.
-    """
-    # Check the shape ourselves: the library checks lengths with ``assert``, which ``python -O``
-    # removes. It does check curve and subgroup membership with real exceptions.
-    if len(peer_message) != SPAKE_MESSAGE_SIZE or peer_message[:1] != b"S":
-        raise RemoteProtocolError("the other side's pairing message is malformed")
-    try:
-        side = spake2.SPAKE2_Symmetric.from_serialized(state)
-    except (spake2.SPAKEError, ValueError, KeyError, TypeError, AttributeError):
-        # ValueError covers bad JSON and bad hex; the others a JSON document of the wrong shape.
-        raise LocalProtocolError("the saved SPAKE2 state is damaged") from None
-    try:
-        key: bytes = side.finish(peer_message)
-    except (spake2.SPAKEError, NotOnCurve, ValueError):
-        # Reflection (our own message back) is a SPAKEError; a point off the curve or outside
-        # the prime-order subgroup is NotOnCurve or ValueError. All mean the message is unusable.
-        raise RemoteProtocolError("the other side's pairing message is malformed") from None
-    return key
-
-
-def pairing_transcript(purpose: str, slot: str, message_1: bytes, message_2: bytes) -> bytes:
-    """The pairing transcript both sides agree on: purpose, slot and both SPAKE2 messages.
-
-    The messages are sorted because symmetric SPAKE2 has no first and second side.
-    """
-    first, second = sorted((message_1, message_2))
-    return _frame(_PAIR_DOMAIN, purpose.encode(), slot.encode(), first, second)
-
-
-@attrs.frozen(repr=False)
-class PairingKeys:
-    """Keys derived from a SPAKE2 session key. Each side confirms and seals with its own keys.
-
-    A side's keys are bound to that side's SPAKE2 message, so a message reflected back to its
-    sender never verifies or opens.
-    """
-
-    my_confirm: bytes
-    their_confirm: bytes
-    my_offer: bytes
-    their_offer: bytes
-
-    def __repr__(self) -> str:
-        return "PairingKeys(<secret>)"
-
-
-def derive_pairing_keys(
-    session_key: bytes, transcript: bytes, my_message: bytes, their_message: bytes
-) -> PairingKeys:
-    """Derive per-side confirmation and offer keys from the SPAKE2 session key."""
-
-    def side_key(label: bytes, message: bytes) -> bytes:
-        return derive_key(session_key, label, _frame(transcript, message))
-
-    return PairingKeys(
-        my_confirm=side_key(b"ct-pair-confirm", my_message),
-        their_confirm=side_key(b"ct-pair-confirm", their_message),
-        my_offer=side_key(b"ct-pair-offer", my_message),
-        their_offer=side_key(b"ct-pair-offer", their_message),
-    )
-
-
-def confirmation_mac(confirm_key: bytes, transcript: bytes) -> bytes:
-    """The key-confirmation MAC one side sends: keyed BLAKE2b of the transcript."""
-    return derive_key(confirm_key, b"ct-pair-mac", transcript, size=MAC_SIZE)
-
-
-def confirmation_matches(confirm_key: bytes, transcript: bytes, mac: bytes) -> bool:
-    """Whether ``mac`` is the other side's confirmation (constant-time comparison)."""
-    return hmac.compare_digest(confirmation_mac(confirm_key, transcript), mac)

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crosstalk import crypto
+from crosstalk import crypto, crypto_pairing
 from crosstalk.crypto import BadSignature, Keys, OpenFailed
 from crosstalk.errors import LocalProtocolError, RemoteProtocolError
 
@@ -274,8 +274,9 @@ def test_op_refuses_a_negative_epoch() -> None:
 
 
 def _spake(words: list[str], entropy: bytes, slot: str = "1234") -> tuple[bytes, bytes]:
-    password = crypto.pairing_password("room", slot, words)
-    return crypto.spake_start(password, crypto.pairing_identity("room", slot), entropy)
+    password = crypto_pairing.pairing_password("room", slot, words)
+    identity = crypto_pairing.pairing_identity("room", slot)
+    return crypto_pairing.spake_start(password, identity, entropy)
 
 
 WORDS = ["acorn", "apple", "bat", "cow"]
@@ -285,8 +286,8 @@ def test_spake_with_the_same_words_agrees_on_a_key() -> None:
     """Two sides with the same words, slot and purpose derive the same 32-byte key."""
     state_a, message_a = _spake(WORDS, b"\x01" * 64)
     state_b, message_b = _spake(WORDS, b"\x02" * 64)
-    key_a = crypto.spake_finish(state_a, message_b)
-    assert key_a == crypto.spake_finish(state_b, message_a)
+    key_a = crypto_pairing.spake_finish(state_a, message_b)
+    assert key_a == crypto_pairing.spake_finish(state_b, message_a)
     assert len(key_a) == 32
 
 
@@ -301,7 +302,8 @@ def test_spake_with_different_words_or_slot_gives_different_keys(
     """A different word, or the same words on another slot, silently gives different keys."""
     state_a, message_a = _spake(WORDS, b"\x01" * 64)
     state_b, message_b = _spake(words_b, b"\x02" * 64, slot=slot_b)
-    assert crypto.spake_finish(state_a, message_b) != crypto.spake_finish(state_b, message_a)
+    key_a = crypto_pairing.spake_finish(state_a, message_b)
+    assert key_a != crypto_pairing.spake_finish(state_b, message_a)
 
 
 def test_spake_start_is_deterministic_given_entropy() -> None:
@@ -320,7 +322,7 @@ def test_spake_finish_rejects_our_own_message_reflected() -> None:
     """Our own message sent back to us is refused, not turned into a key."""
     state, message = _spake(WORDS, b"\x01" * 64)
     with pytest.raises(RemoteProtocolError):
-        crypto.spake_finish(state, message)
+        crypto_pairing.spake_finish(state, message)
 
 
 @given(st.binary(max_size=40))
@@ -329,7 +331,7 @@ def test_spake_finish_raises_only_remote_protocol_error_on_garbage(garbage: byte
     point, a key; never another exception."""
     state, _ = _spake(WORDS, b"\x01" * 64)
     try:
-        key = crypto.spake_finish(state, garbage)
+        key = crypto_pairing.spake_finish(state, garbage)
     except RemoteProtocolError:
         return
     assert len(key) == 32
@@ -338,15 +340,15 @@ def test_spake_finish_raises_only_remote_protocol_error_on_garbage(garbage: byte
 def test_spake_finish_reports_a_damaged_saved_state() -> None:
     """A saved SPAKE2 state that does not parse raises LocalProtocolError."""
     with pytest.raises(LocalProtocolError, match="damaged"):
-        crypto.spake_finish(b"{not json", b"S" + b"\x00" * 32)
+        crypto_pairing.spake_finish(b"{not json", b"S" + b"\x00" * 32)
 
 
 def test_pairing_keys_differ_per_side_and_mirror_between_sides() -> None:
     """Each side's confirm/offer keys differ, and one side's 'mine' is the other's 'theirs'."""
-    transcript = crypto.pairing_transcript("room", "1234", b"S-a", b"S-b")
-    assert transcript == crypto.pairing_transcript("room", "1234", b"S-b", b"S-a")
-    keys_a = crypto.derive_pairing_keys(b"\x11" * 32, transcript, b"S-a", b"S-b")
-    keys_b = crypto.derive_pairing_keys(b"\x11" * 32, transcript, b"S-b", b"S-a")
+    transcript = crypto_pairing.pairing_transcript("room", "1234", b"S-a", b"S-b")
+    assert transcript == crypto_pairing.pairing_transcript("room", "1234", b"S-b", b"S-a")
+    keys_a = crypto_pairing.derive_pairing_keys(b"\x11" * 32, transcript, b"S-a", b"S-b")
+    keys_b = crypto_pairing.derive_pairing_keys(b"\x11" * 32, transcript, b"S-b", b"S-a")
     assert keys_a.my_confirm == keys_b.their_confirm
     assert keys_a.my_offer == keys_b.their_offer
     assert len({keys_a.my_confirm, keys_a.their_confirm, keys_a.my_offer, keys_a.their_offer}) == 4
@@ -356,8 +358,8 @@ def test_pairing_keys_differ_per_side_and_mirror_between_sides() -> None:
 def test_confirmation_mac_checks_only_under_the_senders_key() -> None:
     """A MAC made under one key matches that key only, and not after any change."""
     transcript = b"transcript"
-    mac = crypto.confirmation_mac(b"\x21" * 32, transcript)
-    assert crypto.confirmation_matches(b"\x21" * 32, transcript, mac)
-    assert not crypto.confirmation_matches(b"\x22" * 32, transcript, mac)
-    assert not crypto.confirmation_matches(b"\x21" * 32, b"transcripT", mac)
-    assert not crypto.confirmation_matches(b"\x21" * 32, transcript, mac[:-1])
+    mac = crypto_pairing.confirmation_mac(b"\x21" * 32, transcript)
+    assert crypto_pairing.confirmation_matches(b"\x21" * 32, transcript, mac)
+    assert not crypto_pairing.confirmation_matches(b"\x22" * 32, transcript, mac)
+    assert not crypto_pairing.confirmation_matches(b"\x21" * 32, b"transcripT", mac)
+    assert not crypto_pairing.confirmation_matches(b"\x21" * 32, transcript, mac[:-1])

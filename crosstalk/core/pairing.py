@@ -44,7 +44,7 @@ from collections.abc import Sequence
 
 import attrs
 
-from crosstalk import crypto
+from crosstalk import crypto, crypto_pairing
 from crosstalk.core.words import is_word
 from crosstalk.errors import (
     DamagedState,
@@ -66,7 +66,7 @@ from crosstalk.wire.pairing import (
 SPAKE, CONFIRM, OFFER = 0, 1, 2
 MAX_OFFER_SIZE = 1024 * 1024
 _SIZE_LIMITS = {
-    SPAKE: crypto.SPAKE_MESSAGE_SIZE,
+    SPAKE: crypto_pairing.SPAKE_MESSAGE_SIZE,
     CONFIRM: crypto.MAC_SIZE,
     OFFER: MAX_OFFER_SIZE,
 }
@@ -135,7 +135,7 @@ class PairingMachine:
         self._received: dict[int, bytes] = {}
         self._next_index = SPAKE
         self._transcript = b""
-        self._keys: crypto.PairingKeys | None = None
+        self._keys: crypto_pairing.PairingKeys | None = None
         self._outbox: list[tuple[int, bytes]] = []
         self._events: list[PairingEvent] = []
 
@@ -161,9 +161,9 @@ class PairingMachine:
             LocalProtocolError: called twice, or with malformed arguments.
         """
         self._check_start(words, offer, offer_nonce)
-        password = crypto.pairing_password(self.purpose.value, self.slot, words)
-        identity = crypto.pairing_identity(self.purpose.value, self.slot)
-        spake_state, message = crypto.spake_start(password, identity, entropy)
+        password = crypto_pairing.pairing_password(self.purpose.value, self.slot, words)
+        identity = crypto_pairing.pairing_identity(self.purpose.value, self.slot)
+        spake_state, message = crypto_pairing.spake_start(password, identity, entropy)
         self._snapshot = PairingSnapshot(
             purpose=self.purpose,
             role=self.role,
@@ -270,23 +270,23 @@ class PairingMachine:
 
     def _on_spake(self, their_message: bytes) -> None:
         snapshot = self._require_snapshot()
-        key = crypto.spake_finish(snapshot.spake_state, their_message)
-        self._transcript = crypto.pairing_transcript(
+        key = crypto_pairing.spake_finish(snapshot.spake_state, their_message)
+        self._transcript = crypto_pairing.pairing_transcript(
             self.purpose.value, self.slot, snapshot.my_message, their_message
         )
-        self._keys = crypto.derive_pairing_keys(
+        self._keys = crypto_pairing.derive_pairing_keys(
             key, self._transcript, snapshot.my_message, their_message
         )
         self._move("key_agreed")
         self._outbox.append(
-            (CONFIRM, crypto.confirmation_mac(self._keys.my_confirm, self._transcript))
+            (CONFIRM, crypto_pairing.confirmation_mac(self._keys.my_confirm, self._transcript))
         )
 
     def _on_confirm(self, their_mac: bytes) -> None:
         keys, snapshot = self._require_keys(), self._require_snapshot()
         if len(their_mac) != crypto.MAC_SIZE:
             raise RemoteProtocolError("the other side's confirmation is malformed")
-        if not crypto.confirmation_matches(keys.their_confirm, self._transcript, their_mac):
+        if not crypto_pairing.confirmation_matches(keys.their_confirm, self._transcript, their_mac):
             self._move("mac_mismatched")
             raise WrongWords(WRONG_WORDS_MESSAGE)
         self._move("mac_matched")
@@ -315,7 +315,7 @@ class PairingMachine:
             raise LocalProtocolError("the pairing has not started")
         return self._snapshot
 
-    def _require_keys(self) -> crypto.PairingKeys:
+    def _require_keys(self) -> crypto_pairing.PairingKeys:
         if self._keys is None:  # unreachable: index 1 and 2 are handled after index 0
             raise LocalProtocolError("no pairing key yet")
         return self._keys
