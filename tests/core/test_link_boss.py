@@ -149,16 +149,39 @@ def test_start_dials_and_each_loss_schedules_the_next_dial_after_the_backoff() -
     assert b.events_received() == [LinkLost("refused", 2.0)]
 
 
-def test_retry_now_dials_at_once_only_while_waiting_out_a_backoff() -> None:
-    """RetryNow cuts the backoff short; while connecting or connected it changes nothing."""
+def test_retry_now_cuts_a_backoff_short() -> None:
+    """While waiting out a backoff, RetryNow dials at that instant."""
+    b = boss()
+    b.start(0.0)
+    b.events_received()
+    b.connection_lost("refused", 0.0, fraction=1.0)
+    b.retry_now(0.3)
+    assert b.events_received() == [LinkLost("refused", 1.0), Dial()]
+    assert state(b) is LinkState.CONNECTING
+
+
+def test_retry_now_during_an_attempt_skips_the_backoff_after_it() -> None:
+    """RetryNow while an attempt is under way: if that attempt fails, dial again at once."""
     b = boss()
     b.start(0.0)
     b.retry_now(0.0)
     assert b.events_received() == [Dial()]
-    b.connection_lost("refused", 0.0, fraction=1.0)
-    b.retry_now(0.3)
-    assert happened(b) == [LinkLost("refused", 1.0)]
-    assert state(b) is LinkState.CONNECTING
+    b.connection_lost("refused", 2.0, fraction=1.0)
+    assert b.events_received() == [LinkLost("refused", 0.0)]
+    b.tick(2.0)
+    assert b.events_received() == [Dial()]
+    b.connection_lost("refused", 2.0, fraction=1.0)
+    assert b.events_received() == [LinkLost("refused", 2.0)]
+
+
+def test_retry_now_while_ready_is_forgotten() -> None:
+    """A RetryNow that finds the link READY does not shorten a later backoff."""
+    b = boss()
+    to_ready(b)
+    b.retry_now(1.0)
+    b.events_received()
+    b.connection_lost("reset", 2.0, fraction=1.0)
+    assert b.events_received() == [LinkLost("reset", 1.0)]
 
 
 def test_failed_attempts_count_up_and_reset_once_ready() -> None:

@@ -20,7 +20,8 @@ States (:class:`LinkState`)::
 
 * The boss decides when to connect: ``start`` and the end of each backoff emit
   :class:`~crosstalk.core.link.events.Dial`; ``connection_lost`` schedules the next one after
-  :func:`~crosstalk.core.link.common.backoff_delay` (``retry_now`` cuts that wait short).
+  :func:`~crosstalk.core.link.common.backoff_delay` (``retry_now`` cuts that wait short, or
+  makes the attempt under way the last one before dialing again at once).
 * Routing: while authenticating every frame goes to the handshake. After it, an ``op`` goes to
   the resume machine (cursors), a reply to whichever machine owns its ``req`` (resume, outbox or
   requests; no owner: the reply to an expired request, ignored), pushes straight out.
@@ -104,6 +105,7 @@ class LinkBoss:
         self._redial_at = math.inf  # when DISCONNECTED: when to dial again
         self._handshake_by = math.inf  # when connected and not READY: when to give up
         self._dropping = False  # a Drop was emitted: ignore the connection until it is lost
+        self._retry_asap = False  # retry_now came while an attempt was under way
         self._out: list[str] = []
         self._events: list[ev.LinkEvent] = []
 
@@ -162,9 +164,12 @@ class LinkBoss:
         self._dial()
 
     def retry_now(self, now: float) -> None:
-        """The relay is known to be back: if waiting out a backoff, dial now."""
+        """The relay is known to be back: if waiting out a backoff, dial now; if an attempt is
+        under way and it fails, dial again at once instead of backing off."""
         if self._state is LinkState.DISCONNECTED and self._redial_at < math.inf:
             self._dial()
+        elif self._state is not LinkState.READY:
+            self._retry_asap = True
 
     def connected(self, now: float) -> None:
         """The WebSocket is open; the relay's challenge comes next."""
@@ -185,7 +190,8 @@ class LinkBoss:
         self._outbox.lost()
         self._out.clear()  # frames for a dead connection; the next one makes what matters again
         self._events.extend(self._requests.lost(reason))
-        delay = backoff_delay(self._attempts, fraction)
+        delay = 0.0 if self._retry_asap else backoff_delay(self._attempts, fraction)
+        self._retry_asap = False
         self._redial_at = now + delay
         self._events.append(ev.LinkLost(reason, delay))
 
@@ -311,6 +317,7 @@ class LinkBoss:
         self._events.extend(self._resume.resumed(frame))
         self._move("resumed")
         self._attempts = 0
+        self._retry_asap = False
         missing = list(frame.missing) if isinstance(frame, w.Resumed) else []
         rooms = list(frame.rooms) if isinstance(frame, w.Resumed) else []
         key = self._handshake.relay_key
