@@ -19,8 +19,10 @@ soon as it is READY. Pairing slots and grants live in :mod:`relay.slots` and are
 rooms (their writes come first in a batch); a snapshot restores them.
 
 Every handler validates before it mutates, so a refused request leaves no trace but its error
-frame. Malformed frames, unauthenticated frames and version mismatches count as misbehaviour;
-``max_bad_frames`` of them close that connection and nothing else.
+frame. Room membership requests are handled by :class:`~relay.members.MemberDesk`, which the core
+owns; connections and the signature checks are :mod:`relay.conn`'s. Malformed frames,
+unauthenticated frames and version mismatches count as misbehaviour; ``max_bad_frames`` of them
+close that connection and nothing else.
 
 Presence: an identity is online while it has a READY connection. Changes are pushed only to
 identities that share a room with it where both are joined, and a newly shared room exchanges the
@@ -29,65 +31,22 @@ current presence both ways.
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import attrs
-from nacl.exceptions import CryptoError
-from nacl.signing import SigningKey, VerifyKey
+from nacl.signing import SigningKey
 
 from crosstalk.crypto import fingerprint
 from crosstalk.errors import RemoteProtocolError
 from crosstalk.wire import relay as w
 from relay import replica
+from relay.conn import MISBEHAVIOUR, Conn, ConnState, RelayStats, verify_sig
 from relay.effects import Close, Effect, Send
 from relay.limits import Buckets, RelayConfig
-from relay.rooms import RoomBook, RoomState, check_id, refuse
+from relay.members import MemberDesk
+from relay.rooms import RoomBook, check_id, refuse
 from relay.slots import PairingDesk, Peer
 from relay.storage import OpAppended, Snapshot, Write
-
-MISBEHAVIOUR = frozenset({"bad_frame", "unauthenticated", "version"})
-
-
-class ConnState(enum.Enum):
-    AWAIT_HELLO = "await_hello"
-    READY = "ready"
-    CLOSING = "closing"
-
-
-@attrs.define
-class Conn:
-    id: int
-    source: str
-    nonce: bytes
-    state: ConnState = ConnState.AWAIT_HELLO
-    peer: Peer | None = None
-    device: str = ""
-    bad: int = 0
-    live: bool = False
-    opened_at: float = 0.0
-
-    @property
-    def fp(self) -> str:
-        assert self.peer is not None, "only READY connections have an identity"
-        return self.peer.fingerprint
-
-
-@attrs.frozen
-class RelayStats:
-    """A snapshot of the relay's size and traffic, for /health and /metrics."""
-
-    connections: int
-    authenticated: int
-    identities: int
-    rooms: int
-    held_ops: int
-    held_bytes: int
-    slots: int
-    ops_in: int
-    ops_out: int
-    errors: dict[str, int]
 
 
 class RelayCore:
@@ -123,10 +82,13 @@ class RelayCore:
         self._waiting: dict[int, Conn] = {}
         self._waiting_by_source: dict[str, dict[int, None]] = {}
         self.shed = 0
+        m = self._members = MemberDesk(
+            self._rooms, self._pairing, push=self._push, introduce=self._introduce
+        )
         self._handlers: dict[type, Callable[[Conn, Any, float, list[Effect]], None]] = {
-            w.Create: self._create, w.Add: self._add, w.Accept: self._accept,
-            w.Decline: self._decline, w.Leave: self._leave, w.Remove: self._remove,
-            w.GetRoster: self._roster, w.ListRooms: self._list_rooms, w.Post: self._post,
+            w.Create: m.create, w.Add: m.add, w.Accept: m.accept, w.Decline: m.decline,
+            w.Leave: m.leave, w.Remove: m.remove, w.GetRoster: m.roster,
+            w.ListRooms: m.list_rooms, w.Post: self._post,
             w.Ack: self._ack, w.Resume: self._resume, w.SlotOpen: self._slot,
             w.SlotJoin: self._slot, w.SlotAttach: self._slot, w.SlotSend: self._slot,
             w.SlotClose: self._slot,
@@ -303,10 +265,6 @@ class RelayCore:
         for fp in fps:
             out.extend(Send(cid, frame) for cid in self._by_identity.get(fp, ()))
 
-    def _push_roster(self, state: RoomState, out: list[Effect]) -> None:
-        frame = w.Roster(None, state.room, list(state.members.values()))
-        self._push(state.joined(), frame, out)
-
     def _announce(self, fp: str, online: bool, out: list[Effect]) -> None:
         self._push(self._rooms.peers(fp), w.Presence(fp, online), out)
 
@@ -334,7 +292,9 @@ class RelayCore:
         transcript = w.hello_transcript(
             c.nonce, self._relay_pub, f.ed_pub, f.x_pub, f.device, f.version
         )
-        _verify(f.ed_pub, transcript, f.sig, "unauthenticated", "hello signature does not verify")
+        verify_sig(
+            f.ed_pub, transcript, f.sig, "unauthenticated", "hello signature does not verify"
+        )
         c.peer = Peer(fingerprint(f.ed_pub), f.ed_pub, f.x_pub)
         c.device = f.device
         c.state = ConnState.READY
@@ -350,95 +310,6 @@ class RelayCore:
         out.extend(Send(c.id, w.Presence(p, True)) for p in sorted(peers) if self._online(p))
 
     # --- rooms ---------------------------------------------------------------------------------
-
-    def _create(self, c: Conn, f: w.Create, now: float, out: list[Effect]) -> None:
-        assert c.peer is not None
-        check_id(f.room, "room")
-        _verify_member(c.peer.ed_pub, f.room, c.peer.ed_pub, c.peer.x_pub, f.sig)
-        member = w.Member(c.fp, c.peer.ed_pub, c.peer.x_pub, "joined", c.fp, f.sig)
-        state, writes = self._rooms.create(f.room, member)
-        out.extend(writes)
-        out.append(Send(c.id, w.Ok(f.req)))
-        self._push_roster(state, out)
-
-    def _add(self, c: Conn, f: w.Add, now: float, out: list[Effect]) -> None:
-        assert c.peer is not None
-        state = self._rooms.require_joined(f.room, c.fp)
-        if len(f.ed_pub) != 32 or len(f.x_pub) != 32:
-            raise refuse("bad_frame", "ed_pub and x_pub must be 32 bytes")
-        _verify_member(c.peer.ed_pub, f.room, f.ed_pub, f.x_pub, f.sig)
-        invitee = fingerprint(f.ed_pub)
-        if invitee in state.members:
-            raise refuse("already_member", "that person is already in the room's roster")
-        # The grant's spending is written after the room's change: on a relay node the room's
-        # write may lose its compare-and-set, and a grant already spent then would refuse the
-        # retry as forbidden (the node settles a grant write that loses after the room won).
-        spent: list[Effect] = []
-        if invitee not in self._rooms.peers(c.fp) and not self._pairing.spend_grant(
-            c.fp, invitee, now, spent
-        ):
-            raise refuse("forbidden", "you can only add someone you already share a room with")
-        member = w.Member(invitee, f.ed_pub, f.x_pub, "invited", c.fp, f.sig)
-        out.extend(self._rooms.add(state, member))
-        out.extend(spent)
-        out.append(Send(c.id, w.Ok(f.req)))
-        self._push_roster(state, out)
-        self._push([invitee], w.Invited(f.room, c.fp), out)
-
-    def _accept(self, c: Conn, f: w.Accept, now: float, out: list[Effect]) -> None:
-        before = self._rooms.peers(c.fp)
-        state, writes = self._rooms.accept(f.room, c.fp)
-        out.extend(writes)
-        out.append(Send(c.id, w.Ok(f.req)))
-        self._push_roster(state, out)
-        self._introduce(c.fp, sorted(self._rooms.peers(c.fp) - before), out)
-
-    def _decline(self, c: Conn, f: w.Decline, now: float, out: list[Effect]) -> None:
-        state = self._rooms.get(f.room) if f.room in self._rooms.rooms else None
-        _, writes = self._rooms.decline(f.room, c.fp)
-        out.extend(writes)
-        out.append(Send(c.id, w.Ok(f.req)))
-        if state is not None:
-            self._after_drop(state, c.fp, "declined", out)
-
-    def _leave(self, c: Conn, f: w.Leave, now: float, out: list[Effect]) -> None:
-        state = self._rooms.require_joined(f.room, c.fp)
-        out.extend(self._rooms.drop_member(state, c.fp))
-        out.append(Send(c.id, w.Ok(f.req)))
-        self._after_drop(state, c.fp, "left", out)
-
-    def _remove(self, c: Conn, f: w.Remove, now: float, out: list[Effect]) -> None:
-        state = self._rooms.require_joined(f.room, c.fp)
-        if f.fingerprint == c.fp:
-            raise refuse("bad_frame", "to take yourself out of a room, leave it")
-        if f.fingerprint not in state.members:
-            raise refuse("not_a_member", "that person is not in the room")
-        out.extend(self._rooms.drop_member(state, f.fingerprint))
-        out.append(Send(c.id, w.Ok(f.req)))
-        self._after_drop(state, f.fingerprint, "removed", out, by=c.fp)
-
-    def _after_drop(
-        self, state: RoomState, gone: str, reason: str, out: list[Effect], *, by: str | None = None
-    ) -> None:
-        self._push([gone], w.RoomGone(state.room, reason, by), out)
-        if state.room in self._rooms.rooms:
-            self._push_roster(state, out)
-        else:  # the last joined member went: pending invitations die with the room
-            self._push(list(state.members), w.RoomGone(state.room, "deleted"), out)
-            state.members.clear()
-
-    def _roster(self, c: Conn, f: w.GetRoster, now: float, out: list[Effect]) -> None:
-        state = self._rooms.get(f.room)
-        if c.fp not in state.members:
-            raise refuse("not_a_member", f"you are not in room {f.room!r}")
-        out.append(Send(c.id, w.Roster(f.req, f.room, list(state.members.values()))))
-
-    def _list_rooms(self, c: Conn, f: w.ListRooms, now: float, out: list[Effect]) -> None:
-        entries = [
-            w.RoomEntry(room, self._rooms.rooms[room].members[c.fp].state)
-            for room in sorted(self._rooms.member_of.get(c.fp, ()))
-        ]
-        out.append(Send(c.id, w.RoomList(f.req, entries)))
 
     def _slot(self, c: Conn, f: w.ClientFrame, now: float, out: list[Effect]) -> None:
         assert c.peer is not None
@@ -509,15 +380,3 @@ class RelayCore:
             rooms.append(w.ResumedRoom(room, state.first(), state.head))
         c.live = True
         out.append(Send(c.id, w.Resumed(f.req, rooms, missing)))
-
-
-def _verify(key: bytes, message: bytes, sig: bytes, code: str, sentence: str) -> None:
-    try:
-        VerifyKey(key).verify(message, sig)
-    except (CryptoError, ValueError, TypeError):
-        raise refuse(code, sentence) from None
-
-
-def _verify_member(signer: bytes, room: str, ed_pub: bytes, x_pub: bytes, sig: bytes) -> None:
-    transcript = w.member_transcript(room, ed_pub, x_pub)
-    _verify(signer, transcript, sig, "forbidden", "the roster entry's signature does not verify")

@@ -6,7 +6,7 @@ import json
 
 import attrs
 
-from relay.core import RelayStats
+from relay.conn import RelayStats
 
 
 @attrs.define

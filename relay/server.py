@@ -28,6 +28,7 @@ from nacl.utils import random
 from trio_websocket import ConnectionClosed, WebSocketConnection, wrap_server_stream
 
 from crosstalk.wire.relay import MAX_FRAME, encode_frame
+from relay.admission import MAX_HANDSHAKING, SHED_CODE, fd_budget, peer_source, tunnel_source
 from relay.core import RelayCore
 from relay.effects import Close, Effect, Send
 from relay.http import HeadTooLarge, ReplayStream, RequestHead, read_head, response
@@ -65,49 +66,6 @@ class _Link:
     scope: trio.CancelScope
     last_inbound: float
     close_reason: str | None = None
-
-
-#: File descriptors kept free for authenticated clients, storage and logs: connections that have
-#: not authenticated (before or after the WebSocket upgrade) may use at most what is left.
-FD_RESERVE_FRACTION = 0.25
-FD_RESERVE_MIN = 128
-#: The most accepted streams that may sit before their WebSocket upgrade at once.
-MAX_HANDSHAKING = 512
-#: Close code for a connection the relay sheds (RFC 6455 1008: policy violation).
-SHED_CODE = 1008
-
-
-def fd_budget() -> int:
-    """Descriptors unauthenticated connections may hold: the soft limit (raised to the hard
-    limit first) less a reserve, halved (each connection costs one here and its peer one
-    elsewhere on a shared machine; halving also leaves authenticated clients the rest)."""
-    import resource
-
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard != resource.RLIM_INFINITY and soft < hard:
-        try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-            soft = hard
-        except (ValueError, OSError):
-            pass
-    if soft == resource.RLIM_INFINITY:
-        soft = 1 << 20
-    reserve = max(FD_RESERVE_MIN, int(soft * FD_RESERVE_FRACTION))
-    return max(16, (soft - reserve) // 2)
-
-
-def _tunnel_source(head: RequestHead, peer: str, header: str | None) -> str:
-    """The client address a tunnel reports in ``header``, trusted only from a loopback peer
-    (the tunnel runs on this machine), else the peer's own address."""
-    if header is None or peer not in {"127.0.0.1", "::1"}:
-        return peer
-    import ipaddress
-
-    reported = head.headers.get(header.lower(), "").split(",")[0].strip()
-    try:
-        return str(ipaddress.ip_address(reported))
-    except ValueError:
-        return peer
 
 
 class RelayServer:
@@ -300,7 +258,7 @@ class RelayServer:
                 if reading.cancelled_caught:
                     return
                 if head is not None and head.is_upgrade and head.path == "/ws":
-                    source = _tunnel_source(head, _source(stream), self._address_header)
+                    source = tunnel_source(head, peer_source(stream), self._address_header)
                     await self._websocket(ReplayStream(stream, data), source, token)
                     return
                 self._handshaking.pop(token, None)
@@ -431,14 +389,3 @@ class RelayServer:
         if sending.cancelled_caught:
             raise trio.TooSlowError
         return False
-
-
-def _source(stream: trio.abc.Stream) -> str:
-    """The peer's address, used to rate-limit slot guesses per source."""
-    inner = stream.transport_stream if isinstance(stream, trio.SSLStream) else stream
-    if isinstance(inner, trio.SocketStream):
-        try:
-            return str(inner.socket.getpeername()[0])
-        except OSError:
-            return "unknown"
-    return "unknown"
