@@ -77,6 +77,7 @@ class Outgoing:
     ttl: float | None = None  # seconds (Nats-TTL), for slots and grants
     purges: tuple[str, ...] = ()  # subjects to purge once the message is stored
     pruned: tuple[str, int] | None = None  # (room, through): a prefix of the room's ops to purge
+    writes: tuple[Write, ...] = ()  # what the message carries (what decoding it gives back)
 
 
 @attrs.frozen
@@ -117,39 +118,40 @@ class Layout:
         """The messages for ``writes`` in order; consecutive membership writes of a room share
         one message (so a request's roster change is one event)."""
         out: list[Outgoing] = []
-        events: list[dict[str, Any]] = []
-        room = ""
+        group: list[RoomPut | MemberPut | MemberDeleted] = []
 
         def flush() -> None:
-            nonlocal events
-            if events:
-                out.append(self._membership(room, events, by))
-                events = []
+            if group:
+                out.append(self._membership(group, by))
+                group.clear()
 
         for w in writes:
             if isinstance(w, RoomPut | MemberPut | MemberDeleted):
-                if room != w.room:
+                if group and group[0].room != w.room:
                     flush()
-                room = w.room
-                events.append(_event(w))
+                group.append(w)
                 continue
             flush()
-            out.append(self._one(w, by))
+            out.append(attrs.evolve(self._one(w, by), writes=(w,)))
         flush()
         return out
 
     def units_of(self, writes: list[Write]) -> list[str]:
-        """The units ``writes`` change, in order."""
+        """The units ``writes`` change, in order (those of :meth:`plan`'s messages, without
+        building them: a node asks before every write)."""
         units: list[str] = []
-        for out in self.plan(writes):
-            if out.unit is not None and out.unit not in units:
-                units.append(out.unit)
+        for w in writes:
+            unit = unit_of_write(w)
+            if unit is not None and unit not in units:
+                units.append(unit)
         return units
 
-    def _membership(self, room: str, events: list[dict[str, Any]], by: str) -> Outgoing:
+    def _membership(self, group: list[RoomPut | MemberPut | MemberDeleted], by: str) -> Outgoing:
+        room = group[0].room
+        events = [_event(w) for w in group]
         drops = tuple(f"{self.root}.c.{room}.{e['fp']}.*" for e in events if e["w"] == "drop")
         return Outgoing(f"{self.root}.r.{room}.m", _json(events), {"Ct-By": by},
-                        unit=f"r.{room}", purges=drops)
+                        unit=f"r.{room}", purges=drops, writes=tuple(group))
 
     def _one(self, w: Write, by: str) -> Outgoing:
         r = self.root
@@ -260,6 +262,17 @@ class Layout:
             else:
                 raise ValueError(f"unknown room event {kind!r}")
         return Stored(unit, writes, headers.get("Ct-By", ""))
+
+
+def unit_of_write(w: Write) -> str | None:
+    """The unit a write's message is compare-and-set against (None: newest wins)."""
+    if isinstance(w, RoomPut | MemberPut | MemberDeleted | RoomDeleted | OpAppended):
+        return f"r.{w.room}"
+    if isinstance(w, GrantPut | GrantDeleted):
+        return f"grant.{w.a}.{w.b}"
+    if isinstance(w, SlotOpened | SlotFilled | SlotPartPut | SlotRemoved):
+        return f"slot.{w.number}"
+    return None
 
 
 def _event(w: RoomPut | MemberPut | MemberDeleted) -> dict[str, Any]:

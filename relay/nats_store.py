@@ -327,8 +327,10 @@ class NatsStorage:
                     headers["Nats-Expected-Last-Subject-Sequence-Subject"] = (
                         lay.unit_subject(out.unit))
             try:
-                ack = await self.js.publish(out.subject, out.payload, stream=lay.stream,
-                                            headers=headers, msg_ttl=out.ttl)
+                # No ``stream=``: only this stream takes the subject, and every header is
+                # stored and parsed again by each node that receives the message.
+                ack = await self.js.publish(out.subject, out.payload, headers=headers,
+                                            msg_ttl=out.ttl)
             except APIError as exc:
                 if exc.err_code in LOST_CAS and out.unit is not None:
                     raise WriteConflict(out.unit) from None
@@ -336,9 +338,7 @@ class NatsStorage:
             if ack.duplicate and out.unit is not None:
                 # Stored before, under an older sequence: only a reload says where it stands.
                 raise WriteConflict(out.unit)
-            stored = lay.decode(out.subject, out.headers, out.payload)
-            if stored is not None:
-                self.tails.saw(int(ack.seq), stored)
+            self.tails.saw(int(ack.seq), Stored(out.unit, list(out.writes)))
             for subject in out.purges:
                 await self.js.purge_stream(lay.stream, subject=subject)
             if out.pruned is not None:
