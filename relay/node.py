@@ -35,6 +35,7 @@ with it but its connections: its clients reconnect to any node and resume from t
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import logging
 import secrets
@@ -105,6 +106,8 @@ class NodeServer(RelayServer):
         self._inbox: collections.deque[_Feed] = collections.deque()
         self._token: trio.lowlevel.TrioToken | None = None
         self._arrived = trio.Event()
+        self._poked = False  # a wake-up of the feeder is on its way (set on the NATS thread)
+        self._committing = False  # the committer is storing a batch whose frames wait
         self._busy: dict[str, list[_Feed]] = {}
         self._locks: dict[str, trio.Lock] = {}
         # Units whose cache may hold what the stream does not (a write whose outcome is unknown)
@@ -130,7 +133,7 @@ class NodeServer(RelayServer):
         prefix = f"{lay.republished}."
 
         async def stored(msg: Msg) -> None:
-            headers = dict(msg.headers or {})
+            headers = msg.headers or {}  # a dict of its own per message
             subject = f"{lay.root}.{msg.subject[len(prefix):]}"
             self._inbox.append(_Feed(int(headers.get("Nats-Sequence", 0)), subject, headers,
                                      msg.data))
@@ -144,9 +147,12 @@ class NodeServer(RelayServer):
         await self.nats.nc.subscribe(f"{lay.ns}.presence.*", cb=presence)
 
     def _poke(self) -> None:
-        """On the NATS thread: wake the feeder in Trio (never blocks)."""
+        """On the NATS thread: wake the feeder in Trio (never blocks). One wake-up is enough
+        for everything queued before the feeder runs: each costs a write to Trio's wake-up
+        socket and a thread switch, and messages come in bursts."""
         token = self._token
-        if token is not None:
+        if token is not None and not self._poked:
+            self._poked = True
             try:
                 token.run_sync_soon(self._wake_feeder)
             except trio.RunFinishedError:
@@ -160,7 +166,9 @@ class NodeServer(RelayServer):
         self._poke()
 
     def _wake_feeder(self) -> None:
-        self._arrived.set()  # in Trio: the event current now, not when the NATS thread asked
+        # In Trio, before the feeder drains: what the NATS thread queues after this pokes again.
+        self._poked = False
+        self._arrived.set()  # the event current now, not when the NATS thread asked
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
@@ -200,7 +208,7 @@ class NodeServer(RelayServer):
         if stored is None:
             return
         if stored.unit is None:  # a cursor, device or prune floor: newest wins
-            self._feed(self.core.stored_elsewhere(stored.writes, stored.by))
+            self._deliver(self.core.stored_elsewhere(stored.writes, stored.by))
             return
         if stored.unit in self._busy:
             self._busy[stored.unit].append(item)
@@ -217,7 +225,20 @@ class NodeServer(RelayServer):
             self._start_reload(stored.unit)
             return
         self.nats.tails.saw(item.seq, stored)
-        self._feed(effects)
+        self._deliver(effects)
+
+    def _deliver(self, effects: list[Effect]) -> None:
+        """Send what another node's write means here. Frames alone go out at once unless
+        something queued before them still waits for the committer (they must not overtake
+        it): gathering a batch there takes several scheduling rounds, which cost more than
+        the push itself, and there is nothing to commit."""
+        if not effects:
+            return
+        if self._pending or self._committing or not all(isinstance(e, Send | Close)
+                                                        for e in effects):
+            self._feed(effects)
+        else:
+            self._dispatch(effects)
 
     def _resync(self) -> None:
         log.info("relay node %s: reconnected to NATS; reloading what it caches", self.node)
@@ -256,7 +277,7 @@ class NodeServer(RelayServer):
         self.nats.tails.last[unit] = tails.last.get(unit, 0)
         if unit.startswith("r."):
             self.nats.tails.ops[unit[2:]] = tails.ops.get(unit[2:], {})
-        self._feed(self.core.reload(unit, snapshot))
+        self._deliver(self.core.reload(unit, snapshot))
 
     def _release(self, units: list[str]) -> None:
         """Stop buffering ``units``' stored messages and apply what waited."""
@@ -295,30 +316,55 @@ class NodeServer(RelayServer):
             link.last_inbound = trio.current_time()
             self.counters.frames_in += 1
             await self._wait_for_room()
-            unit = _unit_of(message)
+            try:
+                frame: w.ClientFrame | None = w.decode_client_frame(message)
+            except RemoteProtocolError:
+                frame = None  # the core refuses it as it would on one relay
+            unit = _unit_of(frame)
+            if isinstance(frame, w.Resume):
+                if not await self._resume(conn, message, frame):
+                    link.close_reason = "the relay's storage did not answer; reconnect"
+                    self._enqueue(conn, link, None)
+                continue
             if unit is None:
-                await self._recall_device(message)
+                await self._recall_device(frame)
                 known = self.core.identity_of(conn)
                 self._feed(self.core.frame_received(conn, message, self._clock()))
                 if known is None and self.core.identity_of(conn) is not None:
                     self._identities_changed.set()
                 continue
-            while self._pending:  # what this connection sent before goes out first
+            # What was queued before goes out first, this connection's and others' (a replay
+            # must not be overtaken by a push this request makes).
+            while self._pending or self._committing:
                 await self._drained.wait()
             async with self._lock(unit):
                 if not await self._decide(conn, message, unit):
                     link.close_reason = "the relay's storage did not answer; reconnect"
                     self._enqueue(conn, link, None)
 
-    async def _recall_device(self, message: str | bytes) -> None:
+    async def _resume(self, conn: int, message: str | bytes, frame: w.Resume) -> bool:
+        """A resume replays rooms from the cache, which may hold a write decided here but not
+        stored: one in flight (its room's lock is held) or one whose outcome is unknown (a stale
+        unit). The replay waits for the first and reloads the second, holding the rooms' locks
+        while the core answers, so it sends only what is stored (else the client would get that
+        op and then the stored one at its seq). Rooms the frame does not name are replayed too
+        (a lost accept); of those only stale ones are reloaded. False if storage failed."""
+        named = {f"r.{room}" for room in frame.cursors}  # a room never written here has no lock
+        units = sorted({u for u in named if u in self._locks}
+                       | {u for u in self._stale if u.startswith("r.")})
+        async with contextlib.AsyncExitStack() as held:
+            for unit in units:  # in order: no other task holds two locks
+                await held.enter_async_context(self._lock(unit))
+                if unit in self._stale and not await self._reload_busy(unit):
+                    return False
+            self._feed(self.core.frame_received(conn, message, self._clock()))
+        return True
+
+    async def _recall_device(self, frame: w.ClientFrame | None) -> None:
         """Before a hello from a device this node does not know: take in the device and its
         cursors if another node stored them (its first hello was there, within the RePublish
         delay), so it is not registered again at this node's head, skipping ops it is owed.
         One lookup per unknown device; if NATS does not answer, the device counts as new."""
-        try:
-            frame = w.decode_client_frame(message)
-        except RemoteProtocolError:
-            return
         if not isinstance(frame, w.Hello) or len(frame.ed_pub) != 32:
             return
         fp, device = fingerprint(frame.ed_pub), frame.device
@@ -433,6 +479,7 @@ class NodeServer(RelayServer):
         units = self.nats.layout.units_of(writes)
         for unit in units:
             self._busy.setdefault(unit, [])
+        self._committing = True  # the committer holds frames back until this returns
         try:
             await self.nats.acall(lambda: self.nats.acommit(writes))
         except WriteConflict:
@@ -443,7 +490,10 @@ class NodeServer(RelayServer):
             log.warning("relay node %s: %d writes not stored: %s", self.node, len(writes), exc)
             await self._reload_all(units)
         finally:
-            self._release(units)
+            try:
+                self._release(units)  # what waited goes behind the batch, not ahead of it
+            finally:
+                self._committing = False
         self.counters.commits += 1
         self.counters.committed_writes += len(writes)
 
@@ -512,12 +562,8 @@ class NodeServer(RelayServer):
         self._feed(effects)
 
 
-def _unit_of(message: str | bytes) -> str | None:
+def _unit_of(frame: w.ClientFrame | None) -> str | None:
     """The lock a request needs: its room or slot (``slot-open`` for a new slot)."""
-    try:
-        frame = w.decode_client_frame(message)
-    except RemoteProtocolError:
-        return None
     if isinstance(frame, ROOM_WRITERS):
         return f"r.{frame.room}"
     if isinstance(frame, SLOT_WRITERS):

@@ -6,10 +6,11 @@ that."""
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
+import nats.errors
 import pytest
 import trio
 
@@ -17,8 +18,9 @@ from crosstalk.wire import relay as w
 from relay.nats_store import NatsStorage
 from relay.node import NodeServer
 from relay.storage import grant_key
-from tests.relay.client import Identity, RelayClient, open_client
+from tests.relay.client import Identity, RelayClient, open_client, pair_and_room
 from tests.relay.nats_process import NatsServer, running_nats
+from tests.relay.test_nats_cluster import DROPPED
 
 pytestmark = pytest.mark.e2e
 
@@ -56,6 +58,14 @@ async def wait_known(node: NodeServer, unit: str, seq: int = 1) -> None:
     test's ``fail_after``)."""
     while True:
         if node.nats.tails.last.get(unit, 0) >= seq:
+            return
+        await trio.sleep(0.01)
+
+
+async def wait_until(condition: Callable[[], bool]) -> None:
+    """Until ``condition()`` holds (bounded by the test's ``fail_after``)."""
+    while True:
+        if condition():
             return
         await trio.sleep(0.01)
 
@@ -217,3 +227,37 @@ async def test_a_device_first_seen_on_another_node_keeps_its_cursor(
                     ops = [f for f in b2.pushes if isinstance(f, w.Op)]
                     assert [op.seq for op in ops] == [1]
                 two._poke = poke  # type: ignore[method-assign]
+
+
+async def test_a_resume_replays_no_op_whose_write_failed(nats_server: NatsServer) -> None:
+    """alice's post on node 1 fails in NATS (outcome unknown) and node 1 cannot reload the room
+    yet, so its cache still holds the op; bob resuming there meanwhile must not be sent it (the
+    fault tests saw such an op, then the stored one at its seq), and once NATS answers again he
+    gets what is stored, once."""
+    alice, bob = Identity(), Identity()
+    with trio.fail_after(60):
+        async with two_nodes(nats_server.url) as (one, port1, _, port2):
+            async with open_client(port1, alice) as a, open_client(port2, bob) as b:
+                await pair_and_room(a, b, ROOM)
+                await a.ok(w.Post(a.next_req(), ROOM, "stored", b"sealed-1"))
+
+                async def no_answer(*_: object) -> None:
+                    raise nats.errors.TimeoutError
+
+                one.nats.acommit = no_answer  # type: ignore[method-assign]
+                one.nats.areload = no_answer  # type: ignore[method-assign,assignment]
+                await a.send(w.Post(a.next_req(), ROOM, "undecided", b"sealed-2"))
+                await wait_until(lambda: f"r.{ROOM}" in one._stale)
+                got: list[w.RelayFrame] = []
+                try:
+                    async with open_client(port1, bob, resume={ROOM: 0}) as b2:
+                        got = b2.pushes
+                except* DROPPED:
+                    pass  # the node could not say what is stored, and said so by closing
+                assert "undecided" not in [f.op_id for f in got if isinstance(f, w.Op)]
+                del one.nats.acommit, one.nats.areload
+                # Its reload is retried in the background.
+                await wait_until(lambda: f"r.{ROOM}" not in one._stale)
+                async with open_client(port1, bob, resume={ROOM: 0}) as b2:
+                    ops = [f for f in b2.pushes if isinstance(f, w.Op)]
+                    assert [(op.seq, op.op_id) for op in ops] == [(1, "stored")]
