@@ -8,13 +8,17 @@ ops change facts and tasks) and move the applied cursor, all in one transaction.
 not open or verify is rejected, logged and skipped: it is never shown. Appliers must be
 idempotent by op id, so that re-applying after a crash is harmless.
 
-Opening and applying share that one write transaction (one trip to the store's worker thread per
-batch, not a read and then a write), and a batch shorter than ``BATCH`` ends a catch-up: whatever
+Opening and applying share that one write transaction (one store call per batch, not a read and
+then a write), and a batch shorter than ``BATCH`` ends a catch-up: whatever
 the link commits after our transaction began is followed by its own ``Wake``. A feature that can
 work per batch brings an *apply scope* besides its applier: a context manager entered around the
 appliers of each batch, inside the transaction, so that it may keep what it read for the whole
 batch and write once at its end (room memory does). Appliers still see every op one by one, in
 order, so a scope changes how much a batch costs, never what it does.
+
+A running room can also apply inside the relay link's own transaction as it takes ops in
+(:meth:`RoomActor.apply_within`, through crosstalk.actors.room_inbound): an op is then received
+and held with one commit, not two, and the next catch-up hands the batch on, in seq order.
 """
 
 from __future__ import annotations
@@ -118,6 +122,7 @@ class RoomActor:
         self._random = randomness
         self._held_at: int | None = None
         self._held = False  # the last batch stopped at an op it had to hold
+        self._handed: list[Applied] = []  # applied in the relay link's commit, not yet handed on
         # Appliers that only take room keys (rekeys, shares): safe to run ahead of the log.
         self._key_takers = tuple(key_takers)
         self._scanned: tuple[int, int] | None = None  # (held seq, looked ahead up to seq)
@@ -157,6 +162,9 @@ class RoomActor:
     async def _catch_up(self, ctx: ActorContext[RoomInput]) -> None:
         while True:
             opened = await self._store.write(self._open_and_apply)
+            if self._handed:  # each batch follows all that were committed before it
+                opened = sorted([*self._handed, *opened], key=lambda entry: entry.seq)
+                self._handed = []
             if opened and self._on_applied is not None:
                 await self._on_applied(opened)
             ctx.beat()
@@ -165,8 +173,19 @@ class RoomActor:
             if len(opened) < BATCH:
                 return  # anything committed since our transaction began comes with a Wake
 
+    def apply_within(self, conn: sqlite3.Connection) -> list[Applied]:
+        """Open and apply the next batch inside a write transaction that someone else holds
+        (the relay link's, which just took the ops in; see crosstalk.actors.room_inbound).
+        Once it committed, give the result to :meth:`applied_elsewhere`."""
+        return self._open_and_apply(conn)
+
+    def applied_elsewhere(self, applied: list[Applied]) -> None:
+        """What :meth:`apply_within` applied is committed: the next catch-up hands it on."""
+        self._handed.extend(applied)
+        self._doorbell.ring()
+
     def _open_and_apply(self, conn: sqlite3.Connection) -> list[Applied]:
-        """Open the next batch and apply it, in one transaction (in the store's worker thread)."""
+        """Open the next batch and apply it, in one transaction."""
         opened = self._open_pending(conn)
         if opened:
             self._apply(conn, opened=opened)

@@ -30,8 +30,8 @@ from __future__ import annotations
 import inspect
 import os
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -224,6 +224,20 @@ def _run_read(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], R]) -
     finally:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
+
+
+@contextmanager
+def savepoint(conn: sqlite3.Connection, name: str = "part") -> Iterator[None]:
+    """A part of a write transaction that fails alone: if the block raises, what it wrote is
+    rolled back (the rest of the transaction stays) and the exception propagates."""
+    conn.execute(f"SAVEPOINT {name}")
+    try:
+        yield
+    except BaseException:
+        conn.execute(f"ROLLBACK TO {name}")
+        conn.execute(f"RELEASE {name}")
+        raise
+    conn.execute(f"RELEASE {name}")
 
 
 class Store:
