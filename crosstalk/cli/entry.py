@@ -1,9 +1,10 @@
 """The ``crosstalk`` executable's entry point, with fast paths for the agent-facing commands.
 
 ``crosstalk server`` (the MCP server an agent launches) and ``crosstalk hook`` (run on every agent
-event) are started by programs that wait for them, and ``crosstalk read`` is what agents run
-between turns, so they skip the CLI's own imports (typer and every command module) when called in
-their plain forms. Everything else goes to the typer app.
+event) are started by programs that wait for them, ``crosstalk read`` is what agents run between
+turns, and ``crosstalk daemon run`` is every daemon start, so they skip the CLI's own imports
+(typer and every command module) when called in their plain forms. Everything else goes to the
+typer app.
 """
 
 from __future__ import annotations
@@ -28,6 +29,38 @@ def _server_home(args: list[str]) -> tuple[bool, str | None]:
     return True, home
 
 
+def _daemon_run_args(args: list[str]) -> tuple[bool, bool, str | None] | None:
+    """``(json, detach, home)`` when ``args`` (after ``daemon run``) is a plain form, else None."""
+    json_output, detach, home = False, False, None
+    rest = list(args)
+    while rest:
+        arg = rest.pop(0)
+        if arg == "--json":
+            json_output = True
+        elif arg == "--detach":
+            detach = True
+        elif arg == "--home" and rest and rest[0] and not rest[0].startswith("-"):
+            home = rest.pop(0)
+        elif arg.startswith("--home=") and arg != "--home=":
+            home = arg.partition("=")[2]
+        else:
+            return None
+    return json_output, detach, home
+
+
+def _run_daemon(json_output: bool, detach: bool, home: str | None) -> int:
+    """``crosstalk daemon run`` without typer: every daemon start (``ensure_daemon`` spawns one)
+    would otherwise import typer and every command module before the daemon's own imports."""
+    from crosstalk.cli.daemon_main import run_foreground
+    from crosstalk.cli.output import Output, run_reporting
+    from crosstalk.paths import Home
+
+    return run_reporting(
+        lambda: run_foreground(Home.resolve(home), Output(json_mode=json_output), detach=detach),
+        json_mode=json_output,
+    )
+
+
 def main() -> None:
     """Console-script entry point."""
     args = sys.argv[1:]
@@ -49,6 +82,10 @@ def main() -> None:
         read_args = reading.plain_args(args[1:])
         if read_args is not None:
             sys.exit(reading.main(read_args))
+    if args[:2] == ["daemon", "run"]:
+        daemon_args = _daemon_run_args(args[2:])
+        if daemon_args is not None:
+            sys.exit(_run_daemon(*daemon_args))
     from crosstalk.cli.main import main as cli_main
 
     cli_main()

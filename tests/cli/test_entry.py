@@ -1,10 +1,11 @@
-"""The entry point's fast paths take only the plain forms of `server`, `hook` and `read`."""
+"""The entry point's fast paths take only the plain forms of `server`, `hook`, `read` and
+`daemon run`."""
 
 from __future__ import annotations
 
 import pytest
 
-from crosstalk.cli.entry import _server_home
+from crosstalk.cli.entry import _daemon_run_args, _server_home
 from crosstalk.cli.output import run_reporting
 from crosstalk.cli.reading import plain_args
 from crosstalk.errors import CrosstalkError, UsageError
@@ -73,3 +74,22 @@ def test_a_command_run_outside_typer_prints_its_error_and_exit_status(
     assert run_reporting(misused, json_mode=False) == 2
     assert capsys.readouterr().err == "crosstalk: say which\n"
     assert run_reporting(lambda: None, json_mode=True) == 0
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ([], (False, False, None)),
+        (["--json", "--detach", "--home", "/tmp/h"], (True, True, "/tmp/h")),
+        (["--home=/tmp/h"], (False, False, "/tmp/h")),
+        (["--help"], None),
+        (["--home"], None),
+        (["--home", "--json"], None),
+        (["extra"], None),
+    ],
+)
+def test_daemon_run_fast_path_accepts_only_its_own_options(
+    args: list[str], expected: tuple[bool, bool, str | None] | None
+) -> None:
+    """`daemon run` skips typer only with --json/--detach/--home; anything else gets typer."""
+    assert _daemon_run_args(args) == expected
