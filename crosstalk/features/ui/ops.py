@@ -72,9 +72,6 @@ class MarksReply:
 
 def plug(daemon: Host) -> Plugs:
     """Add the page's ops, keep the words of what we send, and nudge live pages on changes."""
-    from crosstalk.features.ui.actor import UiServer  # hypercorn only once the page is used
-    from crosstalk.features.ui.web import build_app
-
     hub = UiHub()
     start_lock = trio.Lock()
 
@@ -99,6 +96,11 @@ def plug(daemon: Host) -> Plugs:
     async def ui_open(_: NoParams) -> UiOpenReply:
         async with start_lock:
             if hub.port is None:
+                # hypercorn and starlette only once the page is used: a tenth of the daemon's
+                # imports, and they would delay its first answer at every start.
+                from crosstalk.features.ui.actor import UiServer
+                from crosstalk.features.ui.web import build_app
+
                 app = build_app(hub, lambda name, params: call_op(daemon.ops, name, params))
                 server = UiServer(app, port=0, on_bound=lambda port: setattr(hub, "port", port))
                 await daemon.supervisor.start_actor("ui", server)
