@@ -149,20 +149,37 @@ def record_sent(
     conn: sqlite3.Connection, *, msg_id: str, room_id: str, to_label: str, kind: str,
     chars: int, created_at: float, thread: str | None, reply_to: str | None, text: str,
 ) -> None:
-    """Remember a message we sent (its delivery state is read from the outbox and receipts)."""
+    """Remember a message we sent (its delivery state is read from the outbox and receipts).
+
+    A receipt that arrived before this (see :func:`record_receipt`) is kept."""
     conn.execute(
         "INSERT INTO sent_messages (msg_id, room_id, to_label, kind, chars, created_at, "
-        "thread, reply_to, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "thread, reply_to, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (msg_id) DO UPDATE SET room_id = excluded.room_id, "
+        "to_label = excluded.to_label, kind = excluded.kind, chars = excluded.chars, "
+        "created_at = excluded.created_at, thread = excluded.thread, "
+        "reply_to = excluded.reply_to, text = excluded.text",
         (msg_id, room_id, to_label, kind, chars, created_at, thread, reply_to, text),
     )
 
 
 def record_receipt(conn: sqlite3.Connection, room_id: str, msg_id: str, state: str) -> None:
-    """A recipient in ``room_id`` reports ``state`` (delivered or read); it never moves back."""
+    """A recipient in ``room_id`` reports ``state`` (delivered or read); it never moves back.
+
+    The send records its message once the post is in the outbox, so a quick reader's receipt
+    can arrive first (seed 73 of the simulation: read before ``send`` had returned). It is then
+    kept on a row that :func:`record_sent` completes, for a message this machine posted."""
     conn.execute(
         "UPDATE sent_messages SET receipt = ? WHERE msg_id = ? AND room_id = ? "
         "AND (receipt IS NULL OR receipt = 'delivered')",
         (state, msg_id, room_id),
+    )
+    conn.execute(
+        "INSERT INTO sent_messages (msg_id, room_id, to_label, kind, created_at, receipt) "
+        "SELECT ?, ?, '', '', 0, ? WHERE EXISTS "
+        "(SELECT 1 FROM outbox WHERE op_id = ? AND room_id = ?) "
+        "ON CONFLICT (msg_id) DO NOTHING",
+        (msg_id, room_id, state, msg_id, room_id),
     )
 
 

@@ -2,7 +2,8 @@
 
 Its inbox gets the relay's roster pushes and ``room_gone`` pushes (from the router), and a
 ``Refresh`` whenever the link is (re)established: the pushes missed while away are replaced by
-one ``roster`` request per joined room. A room the relay no longer lets us into is marked
+one ``roster`` request per joined room, tried again every ``REFRESH_RETRY`` seconds until it
+succeeds. A room the relay no longer lets us into is marked
 removed. After any change the room's actor is woken, because ops it held from a sender it could
 not verify may now open. The rules are in :mod:`crosstalk.features.membership.core`.
 """
@@ -10,6 +11,7 @@ not verify may now open. The rules are in :mod:`crosstalk.features.membership.co
 from __future__ import annotations
 
 import logging
+import math
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable
@@ -29,6 +31,8 @@ from crosstalk.wire import relay as w
 log = logging.getLogger(__name__)
 
 GONE_FROM_RELAY = {"unknown_room", "not_a_member"}
+REFRESH_RETRY = 10.0
+"""Seconds before a refresh that failed (a relay too slow to answer) is tried again."""
 
 
 @attrs.frozen
@@ -123,13 +127,18 @@ class MembershipActor:
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         task_status.started()
-        async for item in ctx:
+        retry = math.inf  # seconds until a failed refresh is tried again
+        while True:
+            with trio.move_on_after(retry) as waited:
+                item = await ctx.receive()
+            if waited.cancelled_caught:
+                item = Refresh()
             if isinstance(item, RosterSeen):
                 await self._roster(item.room, item.members)
             elif isinstance(item, RoomLost):
                 await self._lost(item)
             else:
-                await self._refresh(ctx)
+                retry = math.inf if await self._refresh(ctx) else REFRESH_RETRY
 
     async def _roster(self, room: str, members: tuple[w.Member, ...]) -> None:
         change = await apply_roster(self._store, self._keys(), room, members)
@@ -147,7 +156,8 @@ class MembershipActor:
         ):
             log.info("room %s: removed by %s (%s)", item.room, item.by, item.reason)
 
-    async def _refresh(self, ctx: ActorContext[MembershipInput]) -> None:
+    async def _refresh(self, ctx: ActorContext[MembershipInput]) -> bool:
+        """Bring every room up to date with the relay; False if that has to be tried again."""
         within = ctx.heartbeat / 2
         try:
             # First our own state in each room as the relay has it (finishing an accept or a
@@ -159,5 +169,9 @@ class MembershipActor:
                 if await fetch_roster(self._store, keys, relay, room, within=within):
                     await self._wake(room)
         except CrosstalkError as exc:
-            log.info("rooms not brought up to date with the relay (%s); the next link-up tries "
-                     "again", exc.message)
+            # The pushes missed while we were away are only replaced by this: keep trying while
+            # the link stays up (seed 233: one slow answer left a roster stale for good).
+            log.info("rooms not brought up to date with the relay (%s); trying again in %.0f s",
+                     exc.message, REFRESH_RETRY)
+            return False
+        return True

@@ -1,0 +1,69 @@
+"""The membership actor keeps trying a refresh that failed, for as long as the link stays up.
+
+The roster pushes missed while a daemon was away are replaced only by the refresh at link-up; if
+the relay is too slow to answer it, nothing else would bring the rosters up to date until the
+next reconnect (seed 233 of the simulation: one member saw a joiner as invited for good).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import trio
+import trio.testing
+
+from crosstalk import crypto
+from crosstalk.actors.relay_client import RelayClient
+from crosstalk.actors.supervisor import Supervisor
+from crosstalk.errors import RelayUnreachable
+from crosstalk.features.membership.actor import REFRESH_RETRY, MembershipActor, Refresh
+from crosstalk.store.db import open_store
+from tests.actors.fakes import running
+
+KEYS = crypto.Keys(b"\x01" * 32, b"\x02" * 32)
+
+
+class Relay:
+    """A reconcile that fails ``failures`` times, then finds no rooms; counts the attempts."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.attempts: list[float] = []
+
+    async def reconcile(self, beat: Callable[[], None], within: float) -> list[str]:
+        del beat, within
+        self.attempts.append(trio.current_time())
+        if len(self.attempts) <= self.failures:
+            raise RelayUnreachable("The relay did not answer in time.")
+        return []
+
+
+async def _never_asked() -> RelayClient:
+    raise AssertionError("no room to fetch a roster for")
+
+
+async def _no_wake(room: str) -> None:
+    del room
+
+
+@pytest.mark.parametrize("failures", [0, 1, 3])
+async def test_a_failed_refresh_is_tried_again_until_it_succeeds(
+    failures: int, tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    relay = Relay(failures)
+    async with open_store(tmp_path / "state.db") as store, running(
+        Supervisor(heartbeat=5.0)
+    ) as supervisor:
+        actor = MembershipActor(
+            store=store, keys=lambda: KEYS, relay=_never_asked, wake=_no_wake,
+            reconcile=relay.reconcile,
+        )
+        inbox = await supervisor.start_actor("membership", actor)
+        start = trio.current_time()
+        await inbox.send(Refresh())
+        await trio.sleep(REFRESH_RETRY * (failures + 5))  # long enough for every retry
+    assert len(relay.attempts) == failures + 1  # one success, then no more tries
+    gaps = [b - a for a, b in zip([start, *relay.attempts], relay.attempts, strict=False)]
+    assert all(gap >= REFRESH_RETRY for gap in gaps[1:])  # not a busy loop
