@@ -24,7 +24,9 @@ While a unit is being written or reloaded here, its messages wait in a buffer.
 Requests that write no unit (hello, resume, ack, reads) take the shell's ordinary path: cursors
 and devices are newest-wins messages, not compare-and-set. A refusal decided on the cache is
 checked once against a fresh load of the unit before it is sent, so a client that moved to this
-node right after a change elsewhere is not refused on stale state.
+node right after a change elsewhere is not refused on stale state. A resume replays from the
+cache only once no write decided here is in doubt in its rooms (none in flight, stale ones
+reloaded), so it sends only what is stored.
 
 Presence: each node publishes the identities it has online on ``N.presence.<node>`` when that
 set changes and every ``beat``; an identity counts as online elsewhere while some other node
