@@ -15,10 +15,8 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import socket
 import sqlite3
 import subprocess
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -26,7 +24,7 @@ import nacl.utils
 import trio
 
 from crosstalk import crypto
-from crosstalk.actors.control import ControlServer, OpTable
+from crosstalk.actors.control import ControlServer
 from crosstalk.actors.doorbell import Doorbell
 from crosstalk.actors.fanout import FanOut, Subscriber
 from crosstalk.actors.local_relay_keeper import LocalRelayKeeper
@@ -41,9 +39,6 @@ from crosstalk.actors.relay_link import (
 )
 from crosstalk.actors.relay_link_store import device_id
 from crosstalk.actors.room import (
-    AppliedListener,
-    Applier,
-    ApplyScope,
     RoomActor,
     RoomInput,
     SendOp,
@@ -52,15 +47,16 @@ from crosstalk.actors.router import Router, RouterInput
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.room import Applied
 from crosstalk.errors import CrosstalkError, NotSetUp, UnknownRoom
-from crosstalk.features.feature import Feature, SentListener, StartHook, StatusRead
+from crosstalk.features.feature import Feature
 from crosstalk.features.membership.actor import MembershipActor, MembershipInput
 from crosstalk.features.membership.lifecycle import reconcile_with_relay
 from crosstalk.features.registry import FEATURES
+from crosstalk.features.seams import Seams
 from crosstalk.local_relay import configured_relay, ensure_local_relay, is_local_default
 from crosstalk.paths import RELAY_ENV, Home
 from crosstalk.store import check_state_files
 from crosstalk.store.db import Store
-from crosstalk.store.identity import IdentityRecord, load_identity, save_identity
+from crosstalk.store.identity import IdentityRecord, load_identity, new_identity, save_identity
 from crosstalk.store.rooms import list_rooms, room_state
 from crosstalk.store.settings import RELAY_URL, get_setting, set_setting
 from crosstalk.wire.room_ops import RoomOp
@@ -74,17 +70,6 @@ FANOUT_INBOX = 64
 def _saved_relay(conn: sqlite3.Connection) -> str | None:
     saved = get_setting(conn, RELAY_URL)
     return saved if isinstance(saved, str) else None
-
-
-def default_label() -> str:
-    """``git config user.name``, else ``$USER``, else "me"."""
-    try:
-        name = subprocess.run(
-            ["git", "config", "user.name"], capture_output=True, text=True, timeout=2, check=False
-        ).stdout.strip()
-    except (OSError, subprocess.TimeoutExpired):
-        name = ""
-    return name or os.environ.get("USER") or "me"
 
 
 class Daemon:
@@ -126,45 +111,20 @@ class Daemon:
         # Processes the daemon started for others to reach it (``--public`` tunnels).
         self.tunnels: list[subprocess.Popen[bytes]] = []
         self._identity_lock = trio.Lock()
-        # The feature seams (crosstalk/features/feature.py: Plugs says what each one is), built
-        # once from ``features``, each seam in FEATURES order, before start().
-        self.ops = OpTable()
-        self.appliers: list[Applier] = []
-        self.apply_scopes: list[ApplyScope] = []
-        self.key_takers: list[Applier] = []
-        self.applied_listeners: list[AppliedListener] = []
-        self.applied_subscribers: list[Subscriber] = []
-        self.local_listeners: list[AppliedListener] = []
-        self.sent_listeners: list[SentListener] = []
-        self.on_start: list[StartHook] = []
-        self._status: dict[str, StatusRead] = {}
+        # The feature seams, built once from ``features`` in their order, before start().
+        self.seams = Seams()
+        self.ops = self.seams.ops  # before plugging: handlers may keep it to call other ops
         for feature in features:
-            self._plug(feature)
-
-    def _plug(self, feature: Feature) -> None:
-        plugs = feature.plug(self)
-        for control_op in plugs.ops:
-            control_op.install(self.ops)
-        self.appliers.extend(plugs.appliers)
-        self.apply_scopes.extend(plugs.apply_scopes)
-        self.key_takers.extend(plugs.key_takers)
-        self.applied_listeners.extend(plugs.applied_listeners)
-        self.applied_subscribers.extend(plugs.applied_subscribers)
-        self.local_listeners.extend(plugs.local_listeners)
-        self.sent_listeners.extend(plugs.sent_listeners)
-        self.on_start.extend(plugs.start)
-        if plugs.status is not None:
-            self._status[feature.name] = plugs.status
+            self.seams.add(feature.name, feature.plug(self))
 
     async def tell_local(self, applied: list[Applied]) -> None:
         """Hand arrivals that crossed no relay (a post, a me/SESSION, a decision's announcement)
         to the local listeners, as a room's arrivals go to the applied listeners."""
-        for listener in self.local_listeners:
-            await listener(applied)
+        await self.seams.tell_local(applied)
 
     async def feature_status(self) -> dict[str, Any]:
         """What each feature shows in ``status``, by feature name."""
-        return {name: await read() for name, read in self._status.items()}
+        return await self.seams.status()
 
     # --- identity --------------------------------------------------------------------------------
 
@@ -189,14 +149,7 @@ class Daemon:
         """The identity's keys, created (and committed to disk) on first use."""
         async with self._identity_lock:
             if self.identity is None:
-                chosen: str = label if label else await trio.to_thread.run_sync(default_label)
-                record = IdentityRecord(
-                    label=chosen,
-                    machine=socket.gethostname(),
-                    signing_seed=nacl.utils.random(32),
-                    box_secret=nacl.utils.random(32),
-                    created_at=time.time(),
-                )
+                record = await trio.to_thread.run_sync(new_identity, label)
                 await trio.to_thread.run_sync(save_identity, self.home.identity, record)
                 self.identity = record
                 log.info(
@@ -316,10 +269,10 @@ class Daemon:
             store=self.store,
             keys=self.keys,
             relay=await self.relay(),
-            appliers=self.appliers,
+            appliers=self.seams.appliers,
             on_applied=self._applied,
-            scopes=self.apply_scopes,
-            key_takers=self.key_takers,
+            scopes=self.seams.apply_scopes,
+            key_takers=self.seams.key_takers,
         )
         inbox = await self.supervisor.start_actor(f"room-{room_id[:8]}", actor)
         self._rooms[room_id] = inbox
@@ -340,8 +293,8 @@ class Daemon:
     async def _start_fanout(self) -> None:
         subscribers = [
             Subscriber(getattr(listener, "__qualname__", repr(listener)), listener)
-            for listener in self.applied_listeners
-        ] + self.applied_subscribers
+            for listener in self.seams.applied_listeners
+        ] + self.seams.applied_subscribers
         self._fanout = await self.supervisor.start_actor(
             "fanout", FanOut(subscribers), inbox_size=FANOUT_INBOX
         )
@@ -361,7 +314,7 @@ class Daemon:
             answer = await receive.receive()
         if isinstance(answer, CrosstalkError):
             raise answer
-        for listener in self.sent_listeners:
+        for listener in self.seams.sent_listeners:
             await listener(room_id, answer, op)
         return answer
 
@@ -389,7 +342,7 @@ class Daemon:
         )
         router = Router(wake_room=self.wake_room, membership=self.membership.clone())
         self.router = await self.supervisor.start_actor("router", router, inbox_size=64)
-        for hook in self.on_start:
+        for hook in self.seams.start:
             await hook()
         if self.identity is not None:
             try:

@@ -3,9 +3,9 @@ and when, and releases what it held once the session is idle or a mute ends.
 
 Inputs (its inbox):
 
-* :class:`Arrived` - room messages just applied (a ``daemon.applied_listeners`` entry sends
-  them after the room's transaction committed), and messages that crossed no relay (posts and
-  ``me/SESSION``, room ``local``, via ``daemon.local_listeners``): their source is the local
+* :class:`Arrived` - room messages just applied (the attention feature's applied listener
+  sends them after the room's transaction committed), and messages that crossed no relay (posts
+  and ``me/SESSION``, room ``local``, via its local listener): their source is the local
   post source or ourselves, they arrive in no room, and a refusal has nobody to answer.
 * :class:`SessionTurned` - a session reported busy or idle (the ``session_status`` control op;
   the hooks will call it). The gate stores the status and, in the same transaction, surfaces

@@ -1,1 +1,4 @@
-"""One package per feature: its sans-IO rules (``core``), its SQL (``queries``), its actors."""
+"""One package per feature, each exporting one frozen ``FEATURE`` (:mod:`.feature`): its op
+handlers and ``plug`` (``ops.py``), its actors, its sans-IO rules (``core.py``). The daemon
+plugs them in from :data:`crosstalk.features.registry.FEATURES`, in that order; what a feature
+may ask of the daemon is :mod:`.caps`."""

@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import socket
+import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
 import attrs
 import nacl.public
 import nacl.signing
+import nacl.utils
 from cattrs.errors import BaseValidationError
 
 from crosstalk.crypto import fingerprint
@@ -168,3 +173,26 @@ def save_identity(
 
 def _same_keys(a: IdentityRecord, b: IdentityRecord) -> bool:
     return a.signing_seed == b.signing_seed and a.box_secret == b.box_secret
+
+
+def default_label() -> str:
+    """``git config user.name``, else ``$USER``, else "me" (runs git: call it in a thread)."""
+    try:
+        name = subprocess.run(
+            ["git", "config", "user.name"], capture_output=True, text=True, timeout=2, check=False
+        ).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        name = ""
+    return name or os.environ.get("USER") or "me"
+
+
+def new_identity(label: str | None) -> IdentityRecord:
+    """A fresh identity: new secret seeds, this machine's name, ``label`` or the default one
+    (blocking: it may run git; call it in a thread)."""
+    return IdentityRecord(
+        label=label or default_label(),
+        machine=socket.gethostname(),
+        signing_seed=nacl.utils.random(SECRET_SIZE),
+        box_secret=nacl.utils.random(SECRET_SIZE),
+        created_at=time.time(),
+    )

@@ -1,7 +1,7 @@
 """Planted bugs: the world built with one deliberately broken piece, to prove a checker bites.
 
-Each is world composition: a daemon's ``appliers`` / ``applied_listeners`` lists edited before it
-starts, or a sim-only option of the relay shell; never a patch of a product global.
+Each is world composition: a daemon's ``seams.appliers`` / ``seams.applied_listeners`` lists
+edited before it starts, or a sim-only option of the relay shell; never a patch of a product global.
 ``PLANTS[name](scenario)`` gives the plants per node (key ``"relay"``: options for SimRelay).
 
 * ``drop_sender`` (delivery): every node's appliers skip the messages ``n0`` sends.
@@ -39,7 +39,7 @@ def _wrap_appliers(daemon: Daemon, change: Callable[[Applied], Applied | None]) 
                 inner(conn, changed)
         return applier
 
-    daemon.appliers[:] = [wrap(a) for a in daemon.appliers]
+    daemon.seams.appliers[:] = [wrap(a) for a in daemon.seams.appliers]
 
 
 def _drop_sender(victim: str) -> Plant:
@@ -70,7 +70,7 @@ def _forget(victim: str) -> Plant:
             await daemon.store.write(lambda c: c.execute(
                 "DELETE FROM room_members WHERE fingerprint = ? AND room_id IN "
                 "(SELECT room_id FROM rooms WHERE kind = 'shared')", (victim,)))
-        daemon.applied_listeners.append(listener)
+        daemon.seams.applied_listeners.append(listener)
     return plant
 
 
@@ -79,7 +79,7 @@ def _regress(daemon: Daemon) -> None:
         del applied
         await daemon.store.write(lambda c: c.execute(
             "UPDATE sent_messages SET receipt = 'delivered' WHERE receipt = 'read'"))
-    daemon.applied_listeners.append(listener)
+    daemon.seams.applied_listeners.append(listener)
 
 
 PLANTS: dict[str, Callable[[Scenario, int], dict[str, list[Plant]]]] = {

@@ -1,0 +1,57 @@
+"""The daemon's feature seams: every feature's :class:`~crosstalk.features.feature.Plugs`,
+gathered seam by seam in FEATURES order, once, before the daemon starts.
+
+The daemon reads these lists when it starts its actors (the appliers, scopes and key takers go
+to each room actor, the listeners and subscribers to the fan-out, the start hooks run in order)
+and serves the op table on its control socket.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from crosstalk.actors.control import OpTable
+from crosstalk.actors.fanout import Subscriber
+from crosstalk.actors.room import AppliedListener, Applier, ApplyScope
+from crosstalk.core.room import Applied
+from crosstalk.features.feature import Plugs, SentListener, StartHook, StatusRead
+
+
+class Seams:
+    """Every feature's plugs, seam by seam (see :class:`Plugs` for what each seam is)."""
+
+    def __init__(self) -> None:
+        self.ops = OpTable()
+        self.appliers: list[Applier] = []
+        self.apply_scopes: list[ApplyScope] = []
+        self.key_takers: list[Applier] = []
+        self.applied_listeners: list[AppliedListener] = []
+        self.applied_subscribers: list[Subscriber] = []
+        self.local_listeners: list[AppliedListener] = []
+        self.sent_listeners: list[SentListener] = []
+        self.start: list[StartHook] = []
+        self._status: dict[str, StatusRead] = {}
+
+    def add(self, name: str, plugs: Plugs) -> None:
+        """Add one feature's plugs after those added before it."""
+        for control_op in plugs.ops:
+            control_op.install(self.ops)
+        self.appliers.extend(plugs.appliers)
+        self.apply_scopes.extend(plugs.apply_scopes)
+        self.key_takers.extend(plugs.key_takers)
+        self.applied_listeners.extend(plugs.applied_listeners)
+        self.applied_subscribers.extend(plugs.applied_subscribers)
+        self.local_listeners.extend(plugs.local_listeners)
+        self.sent_listeners.extend(plugs.sent_listeners)
+        self.start.extend(plugs.start)
+        if plugs.status is not None:
+            self._status[name] = plugs.status
+
+    async def tell_local(self, applied: list[Applied]) -> None:
+        """Hand arrivals that crossed no relay to every local listener, in order."""
+        for listener in self.local_listeners:
+            await listener(applied)
+
+    async def status(self) -> dict[str, Any]:
+        """What each feature shows in ``status``, by feature name."""
+        return {name: await read() for name, read in self._status.items()}
