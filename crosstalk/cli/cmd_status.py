@@ -7,6 +7,7 @@ keyring look-up). ``doctor`` imports its checks when it runs.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import typer
@@ -47,10 +48,12 @@ def status(json_output: JsonOption = False, home: HomeOption = None) -> None:
     live = _live_status(h, pid)
     relay: dict[str, object] = {"url": None, "connected": False}
     sessions: list[object] = []
+    features: dict[str, object] = {}  # what each feature shows in status, by its name
     if live is not None:
         label, fp = live.get("label"), live.get("fingerprint")
         relay = dict(live["relay"])
         sessions = list(live.get("sessions", []))
+        features = dict(live.get("features", {}))
     else:
         label, fp = _identity_from_file(h)
     data: dict[str, object] = {
@@ -59,6 +62,7 @@ def status(json_output: JsonOption = False, home: HomeOption = None) -> None:
         "relay": relay,
         "daemon": {"running": pid is not None, "pid": pid},
         "sessions": sessions,
+        "features": features,
     }
     who = f"{label} ({fp})" if fp else "not set up yet (pair with `crosstalk room new`)"
     daemon = f"running as pid {pid}" if pid else "not running"
@@ -68,7 +72,9 @@ def status(json_output: JsonOption = False, home: HomeOption = None) -> None:
         link = f"connected to {relay['url']}"
     else:
         link = f"not connected to {relay['url']} ({relay.get('last_error') or 'connecting'})"
-    out.emit(data, f"identity  {who}\ndaemon    {daemon}\nrelay     {link}\nhome      {h.root}")
+    lines = [f"identity  {who}", f"daemon    {daemon}", f"relay     {link}", f"home      {h.root}"]
+    lines += [f"{name:<9} {json.dumps(shown)}" for name, shown in features.items()]
+    out.emit(data, "\n".join(lines))
 
 
 def doctor(json_output: JsonOption = False, home: HomeOption = None) -> None:
