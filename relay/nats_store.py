@@ -117,6 +117,14 @@ class Tails:
             elif isinstance(w, RoomDeleted):
                 self.ops.pop(w.room, None)
 
+    def pruned(self, room: str, through: int) -> None:
+        """Another node pruned ``room`` through room seq ``through``: forget those ops here too,
+        or a node that writes a room whose members acknowledge elsewhere would keep an entry
+        for every op it ever wrote (and walk them all at each acknowledgement)."""
+        held = self.ops.get(room)
+        if held:
+            self.ops[room] = {seq: s for seq, s in held.items() if seq > through}
+
 
 def server_too_old(version: str) -> NatsServerTooOld:
     low = ".".join(map(str, MIN_SERVER))

@@ -60,7 +60,7 @@ from relay.nats_store import NatsStorage, WriteConflict
 from relay.replica import Gap
 from relay.rooms import check_id
 from relay.server import RelayServer, ShellTimings, _Link
-from relay.storage import GrantDeleted, GrantPut, Write
+from relay.storage import GrantDeleted, GrantPut, OpsPruned, Write
 
 log = logging.getLogger(__name__)
 
@@ -211,6 +211,9 @@ class NodeServer(RelayServer):
             return
         if stored.unit is None:  # a cursor, device or prune floor: newest wins
             self._deliver(self.core.stored_elsewhere(stored.writes, stored.by))
+            for x in stored.writes:
+                if isinstance(x, OpsPruned):
+                    self.nats.tails.pruned(x.room, x.through)
             return
         if stored.unit in self._busy:
             self._busy[stored.unit].append(item)

@@ -261,3 +261,24 @@ async def test_a_resume_replays_no_op_whose_write_failed(nats_server: NatsServer
                 async with open_client(port1, bob, resume={ROOM: 0}) as b2:
                     ops = [f for f in b2.pushes if isinstance(f, w.Op)]
                     assert [(op.seq, op.op_id) for op in ops] == [(1, "stored")]
+
+
+async def test_a_node_forgets_ops_pruned_on_another_node(nats_server: NatsServer) -> None:
+    """alice's ops are written through node 1 and acknowledged by everyone through node 2,
+    which prunes them: node 1 must forget them too (it kept an entry for every op it ever
+    wrote, and walked them all at each acknowledgement)."""
+    alice, bob = Identity(), Identity()
+    with trio.fail_after(60):
+        async with two_nodes(nats_server.url) as (one, port1, two, port2):
+            async with open_client(port1, alice) as a, open_client(port2, bob) as b:
+                await pair_and_room(a, b, ROOM)
+                for i in range(5):
+                    await a.ok(w.Post(a.next_req(), ROOM, f"op-{i}", b"sealed"))
+                await b.ops(5)
+                await b.send(w.Ack(ROOM, 5))
+                async with open_client(port2, alice) as a2:
+                    await a2.send(w.Ack(ROOM, 5))
+                    # Node 2 pruned (it keeps at most the newest op, the room's head) ...
+                    await wait_until(lambda: all(seq == 5 for seq in two.nats.tails.ops[ROOM]))
+                # ... and node 1 hears of it.
+                await wait_until(lambda: not any(seq < 5 for seq in one.nats.tails.ops[ROOM]))
