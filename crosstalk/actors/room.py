@@ -38,7 +38,7 @@ from crosstalk.actors.doorbell import Doorbell
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.core.room import Applied, Verdict, decide
 from crosstalk.errors import CrosstalkError, NotAMember, RemoteProtocolError, UnknownRoom
-from crosstalk.store import room_log
+from crosstalk.store import room_keys, room_log
 from crosstalk.store.db import Store
 from crosstalk.store.membership import removal
 from crosstalk.store.rooms import get_room, members, room_key
@@ -276,15 +276,7 @@ class RoomActor:
                 return HOLD
             if key is None or signer is None:
                 raise RemoteProtocolError(decision.why)
-            plaintext = crypto.open_op(
-                key,
-                sealed,
-                sender_ed_pub=signer,
-                room_id=self._room,
-                epoch=epoch,
-                op_id=item.op_id,
-            )
-            return decode_op(plaintext)
+            return decode_op(self._open_sealed(conn, key, sealed, signer, epoch, item.op_id))
         except RemoteProtocolError as exc:
             if quiet:
                 return None
@@ -297,6 +289,27 @@ class RoomActor:
                 exc.message,
             )
             return None
+
+    def _open_sealed(
+        self, conn: sqlite3.Connection, key: bytes, sealed: bytes, signer: bytes, epoch: int,
+        op_id: str,
+    ) -> bytes:
+        """The op's plaintext under the epoch's key, or under another key minted for the same
+        epoch (two members rekeyed at once: room_keys.take_rekeyed)."""
+        def under(k: bytes) -> bytes:
+            return crypto.open_op(
+                k, sealed, sender_ed_pub=signer, room_id=self._room, epoch=epoch, op_id=op_id
+            )
+
+        try:
+            return under(key)
+        except crypto.OpenFailed:
+            for other in room_keys.alternates(conn, self._room, epoch):
+                try:
+                    return under(other)
+                except crypto.OpenFailed:
+                    continue
+            raise
 
     def _note_hold(self, item: room_log.InboundOp, why: str) -> None:
         if self._held_at != item.seq:  # once per held op, not once per wake

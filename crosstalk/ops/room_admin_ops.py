@@ -11,6 +11,7 @@ new key sealed to each remaining member, so nothing sent afterwards opens for th
 from __future__ import annotations
 
 import functools
+import logging
 import sqlite3
 import time
 from collections.abc import Awaitable, Callable
@@ -46,6 +47,7 @@ from crosstalk.features.membership.lifecycle import (
     relay_says_joined,
 )
 from crosstalk.features.membership.names import apply_names, welcome
+from crosstalk.features.membership.rekey import minted_clash
 from crosstalk.store import membership as mq
 from crosstalk.store import room_keys
 from crosstalk.store.rooms import (
@@ -57,11 +59,14 @@ from crosstalk.store.rooms import (
     contact_named,
     direct_room_with,
     find_contact,
+    get_room,
     list_rooms,
     members,
 )
 from crosstalk.wire import relay as w
 from crosstalk.wire.room_ops import MemberNamed, Rekey, RoomInvite
+
+log = logging.getLogger(__name__)
 
 
 @attrs.frozen
@@ -248,6 +253,9 @@ async def _invite_one(daemon: Daemon, room: Room, who: str) -> str:
     # Members who never paired with them learn their name from us (the roster has none).
     await daemon.send_op(room.room_id, MemberNamed({contact.fingerprint: contact.label}))
     await daemon.send_op(direct.room_id, op)
+    # The row written above is our guess; the relay's roster is the truth (they may have
+    # declined an earlier invitation just as this one went out: seed 92 of the simulation).
+    await fetch_roster(daemon.store, keys, relay, room.room_id)
     return contact.label
 
 
@@ -267,22 +275,47 @@ async def _kick(daemon: Daemon, room_name: str, peer: str) -> KickReply:
         raise UsageError(f"{peer!r} is not someone else in {room.name}.")
     relay = await daemon.relay()
     await relay.request(w.Remove(0, room.room_id, target.fingerprint), w.Ok)
+    epoch = await _rekey(daemon, relay, room.room_id, target.fingerprint)
+    return KickReply(room.name, target.label, epoch)
+
+
+async def _rekey(daemon: Daemon, relay: RelayClient, room_id: str, removed: str) -> int:
+    """Mint the room's next epoch key and send it to everyone left; returns the epoch."""
+    keys = daemon.keys
     # Seal the next key to the roster as the relay has it now, checked by signature: whoever
     # is in it (joined or invited) must be able to read what comes next, and nobody else.
-    await fetch_roster(daemon.store, keys, relay, room.room_id)
-    roster = await daemon.store.read(lambda c: members(c, room.room_id))
-    remaining = [m for m in roster if m.fingerprint != target.fingerprint]
+    await fetch_roster(daemon.store, keys, relay, room_id)
+    roster = await daemon.store.read(lambda c: members(c, room_id))
+    room = await daemon.store.read(lambda c: get_room(c, room_id))
+    remaining = [m for m in roster if m.fingerprint != removed]
     epoch, key = room.epoch + 1, nacl.utils.random(32)
-    sealed = {m.fingerprint: seal_key(m.box_key, key, room.room_id, epoch) for m in remaining}
+    sealed = {m.fingerprint: seal_key(m.box_key, key, room_id, epoch) for m in remaining}
     # Sealed under the old epoch (everyone remaining can open it); the removed member is
     # already off the relay's roster, so it never receives this op.
-    await daemon.send_op(room.room_id, Rekey(epoch, target.fingerprint, sealed))
-    await daemon.store.write(
-        lambda c: room_keys.rotate_key(c, room.room_id, epoch, key, target.fingerprint)
-    )
+    await daemon.send_op(room_id, Rekey(epoch, removed, sealed))
+    await daemon.store.write(lambda c: room_keys.rotate_key(c, room_id, epoch, key, removed))
     # Invited members cannot read the rekey op (their cursor starts when they accept).
-    await share_with_stranded(daemon.store, daemon.send_op, room.room_id, keys.fingerprint, sealed)
-    return KickReply(room.name, target.label, epoch)
+    await share_with_stranded(daemon.store, daemon.send_op, room_id, keys.fingerprint, sealed)
+    return epoch
+
+
+async def _rekeyed_at_once(daemon: Daemon, entry: Applied, op: Rekey) -> None:
+    """Someone else's rekey minted an epoch we had minted too. Both keys stay usable (see
+    room_keys.take_rekeyed), but each was sealed to a roster that may still have held the member
+    the other one removed: one of the two (the lower fingerprint) rekeys again for everyone
+    left, so no removed member holds the key everyone sends under next."""
+    me = daemon.keys.fingerprint
+    clash = await daemon.store.read(
+        functools.partial(minted_clash, applied=entry, keys=daemon.keys)
+    )
+    if not clash or me > entry.sender:
+        return
+    log.info("room %s: %s and we both rekeyed epoch %d; rekeying again", entry.room_id,
+             entry.sender[:9], op.epoch)
+    try:
+        await _rekey(daemon, await daemon.relay(), entry.room_id, op.removed)
+    except CrosstalkError as exc:
+        log.warning("room %s: rekeying again failed: %s", entry.room_id, exc.message)
 
 
 async def _invited_back(daemon: Daemon, relay: RelayClient, room_id: str) -> bool:
@@ -315,6 +348,7 @@ def _key_listener(daemon: Daemon) -> Callable[[list[Applied]], Awaitable[None]]:
                     daemon.store, daemon.send_op, entry.room_id, daemon.keys.fingerprint,
                     entry.op.sealed,
                 )
+                await _rekeyed_at_once(daemon, entry, entry.op)
 
     return listener
 

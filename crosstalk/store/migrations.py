@@ -180,6 +180,19 @@ _V7 = (
     "ALTER TABLE rooms ADD COLUMN removed_at REAL",
 )
 
+# Version 14: two members removing at once both mint the next epoch; every member keeps each key
+# minted for an epoch (the first it took stays the one it seals with) and opens with either, and
+# remembers which keys it minted itself (crosstalk/features/membership/rekey.py).
+_V14 = (
+    """CREATE TABLE room_key_alternates (
+        room_id TEXT NOT NULL REFERENCES rooms (room_id) ON DELETE CASCADE,
+        epoch INTEGER NOT NULL,
+        key BLOB NOT NULL CHECK (length(key) = 32),
+        PRIMARY KEY (room_id, epoch, key)
+    )""",
+    "ALTER TABLE room_keys ADD COLUMN minted INTEGER NOT NULL DEFAULT 0",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "relay link cursors and inbound ops", _V2),
@@ -201,6 +214,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(12, "ui: the ops we sent", schema_ui.STATEMENTS),
     # Receipts owed to senders, written with the hold or the ack they report (store/receipts.py).
     Migration(13, "receipts owed to senders", schema_receipts.STATEMENTS),
+    Migration(14, "room keys: every key minted for an epoch", _V14),
 )
 LATEST_VERSION = len(MIGRATIONS)
 

@@ -2,8 +2,10 @@
 
 A room key belongs to an epoch; ``rooms.epoch`` is the newest epoch we send under. Keys arrive by
 invitation, by a ``Rekey`` sealed to us, by our own kick, or in a linked machine's bundle; none is
-ever replaced (``INSERT OR IGNORE``), and the epoch only moves forward except when we rotate it
-ourselves. A removed member's rows stay, marked gone, so what they signed before still verifies.
+ever replaced (``INSERT OR IGNORE``), and the epoch only moves forward. Two members removing at
+once both mint the next epoch: the second key to arrive is kept beside the first
+(``room_key_alternates``), so what either sealed still opens. A removed member's rows stay,
+marked gone, so what they signed before still verifies.
 
 Every function takes the open connection, so it composes inside one ``store.write`` transaction.
 """
@@ -30,10 +32,60 @@ def take_key(conn: sqlite3.Connection, room_id: str, epoch: int, key: bytes) -> 
 def rotate_key(
     conn: sqlite3.Connection, room_id: str, epoch: int, key: bytes, removed: str
 ) -> None:
-    """Our kick: ``removed`` is gone and the room moves to ``epoch`` under ``key``."""
-    keep_key(conn, room_id, epoch, key)
-    conn.execute("UPDATE rooms SET epoch = ? WHERE room_id = ?", (epoch, room_id))
+    """Our kick: ``removed`` is gone and the room moves to ``epoch`` under ``key`` (minted here;
+    if a rekey for ``epoch`` from someone else came first, ours is kept beside it)."""
+    held = _held(conn, room_id, epoch)
+    if held is None:
+        conn.execute(
+            "INSERT INTO room_keys (room_id, epoch, key, minted) VALUES (?, ?, ?, 1)",
+            (room_id, epoch, key),
+        )
+    elif held[0] != key:
+        _keep_alternate(conn, room_id, epoch, key)
+    conn.execute("UPDATE rooms SET epoch = max(epoch, ?) WHERE room_id = ?", (epoch, room_id))
     mark_gone(conn, room_id, removed)
+
+
+def take_rekeyed(conn: sqlite3.Connection, room_id: str, epoch: int, key: bytes) -> bool:
+    """A key a rekey (or a share of one) brought for ``epoch``: taken if we hold none for it,
+    kept beside the one we hold if it differs (two members rekeyed at once). ``True`` when it
+    differs from a key we minted ourselves for that epoch."""
+    held = _held(conn, room_id, epoch)
+    if held is None:
+        take_key(conn, room_id, epoch, key)
+        return False
+    if held[0] == key:
+        return False
+    _keep_alternate(conn, room_id, epoch, key)
+    return held[1]
+
+
+def alternates(conn: sqlite3.Connection, room_id: str, epoch: int) -> list[bytes]:
+    """The other keys minted for the room's ``epoch`` (see :func:`take_rekeyed`)."""
+    rows = conn.execute(
+        "SELECT key FROM room_key_alternates WHERE room_id = ? AND epoch = ?", (room_id, epoch)
+    )
+    return [bytes(r[0]) for r in rows]
+
+
+def minted_epoch(conn: sqlite3.Connection, room_id: str, epoch: int) -> bool:
+    """Whether the key we seal with for ``epoch`` is one we minted (our own kick)."""
+    held = _held(conn, room_id, epoch)
+    return held is not None and held[1]
+
+
+def _held(conn: sqlite3.Connection, room_id: str, epoch: int) -> tuple[bytes, bool] | None:
+    row = conn.execute(
+        "SELECT key, minted FROM room_keys WHERE room_id = ? AND epoch = ?", (room_id, epoch)
+    ).fetchone()
+    return None if row is None else (bytes(row[0]), bool(row[1]))
+
+
+def _keep_alternate(conn: sqlite3.Connection, room_id: str, epoch: int, key: bytes) -> None:
+    conn.execute(
+        "INSERT OR IGNORE INTO room_key_alternates (room_id, epoch, key) VALUES (?, ?, ?)",
+        (room_id, epoch, key),
+    )
 
 
 def mark_gone(conn: sqlite3.Connection, room_id: str, fingerprint: str) -> None:

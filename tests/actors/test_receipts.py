@@ -197,7 +197,8 @@ async def test_a_read_while_removed_is_told_once_we_are_let_back_in(tmp_path: Pa
         await store.write(lambda c: owe(c, "read", "r1", ["a2" * 16], 7.0))
         await store.write(lambda c: owe(c, "read", "r2", ["b2" * 16], 8.0))
         refused = RoomRefuses("r1")
-        assert await ReceiptsActor(store=store, send_op=refused, ready=lambda: True).drain() is False
+        actor = ReceiptsActor(store=store, send_op=refused, ready=lambda: True)
+        assert await actor.drain() is False
         assert refused.posted == [("r2", Receipt("read", ("b2" * 16,)))]
         assert [row[1] for row in await store.read(_rows)] == ["r1"]
 

@@ -170,7 +170,9 @@ async def test_a_future_epoch_waits_for_its_key_and_a_past_one_without_key_is_re
         assert [a.seq for a in world.seen] == [1]
 
         def rekeyed(conn: sqlite3.Connection) -> None:
-            conn.execute("INSERT INTO room_keys VALUES (?, 1, ?)", (ROOM, KEYS[1]))
+            conn.execute(
+                "INSERT INTO room_keys (room_id, epoch, key) VALUES (?, 1, ?)", (ROOM, KEYS[1])
+            )
             conn.execute("DELETE FROM room_keys WHERE room_id = ? AND epoch = 0", (ROOM,))
             _inbound((3, "b0", BEN, _sealed(BEN, "b0", epoch=0)))(conn)
 

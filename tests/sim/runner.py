@@ -14,7 +14,7 @@ import trio.testing
 from crosstalk import sim_hooks
 from tests.sim import checkers, debuglog, determinism
 from tests.sim.client import client, pair, run_op
-from tests.sim.faults import heal, run_faults, schedule
+from tests.sim.faults import Fault, heal, run_faults, schedule
 from tests.sim.plants import PLANTS
 from tests.sim.snapshot import read_state
 from tests.sim.workload import Scenario, generate, subset
@@ -75,28 +75,34 @@ async def _liveness(world: World, out: dict[str, Any]) -> None:
 
 
 def run_seed(seed: int, *, keep: set[int] | None = None, plant: str | None = None,
-             faults_keep: set[int] | None = None) -> Outcome:
-    """Run ``seed`` (only the actions in ``keep``, if given) and check it."""
-    full = generate(seed)
-    scenario = subset(full, keep)
+             faults_keep: set[int] | None = None, scenario: Scenario | None = None,
+             faults: list[Fault] | None = None) -> Outcome:
+    """Run ``seed`` (only the actions in ``keep``, if given) and check it. A hand-written case
+    passes its own ``scenario`` and ``faults`` instead of the seed's (the seed still drives
+    scheduling)."""
+    full = scenario if scenario is not None else generate(seed)
+    picked = subset(full, keep)
     # The horizon comes from the whole scenario: a shrunk action list keeps the seed's faults
     # where they were (dropping the last action must not move every fault).
     horizon = max((a.at for a in full.actions), default=0.0)
-    profile, faults = schedule(seed, scenario.nodes, horizon)
+    profile, scheduled = schedule(seed, picked.nodes, horizon)
+    if faults is not None:
+        profile, scheduled = {f.kind for f in faults}, faults
+    faults = scheduled
     if faults_keep is not None:
         faults = [f for f in faults if f.index in faults_keep]
     entropy = determinism.activate(seed)
     canary = determinism.Canary()
     try:
         with debuglog.daemon_logs(), tempfile.TemporaryDirectory(prefix=f"sim{seed}-") as tmp:
-            plants = PLANTS[plant](scenario, seed) if plant else {}
-            world = World(seed, len(scenario.nodes), Path(tmp), entropy, plants=plants,
+            plants = PLANTS[plant](picked, seed) if plant else {}
+            world = World(seed, len(picked.nodes), Path(tmp), entropy, plants=plants,
                           leaky_relay=plant == "leaky_relay")
             clock = trio.testing.MockClock(autojump_threshold=0)
             states: dict[str, Any] = {}
             failures: list[checkers.Failure] = []
             try:
-                trio.run(_bounded, world, scenario, faults, clock, states,
+                trio.run(_bounded, world, picked, faults, clock, states,
                          clock=clock, instruments=[canary])
             except trio.TooSlowError:
                 failures.append(checkers.Failure("stuck", "the run did not end in virtual time"))

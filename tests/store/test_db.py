@@ -93,7 +93,8 @@ async def test_foreign_keys_are_enforced(tmp_path: Path) -> None:
         with pytest.raises(sqlite3.IntegrityError):
             await store.write(
                 lambda conn: conn.execute(
-                    "INSERT INTO room_keys VALUES ('nope', 0, ?)", (b"k" * 32,)
+                    "INSERT INTO room_keys (room_id, epoch, key) VALUES ('nope', 0, ?)",
+                    (b"k" * 32,),
                 )
             )
 

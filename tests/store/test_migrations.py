@@ -123,6 +123,8 @@ def test_v1_schema_checks_key_sizes(conn: sqlite3.Connection) -> None:
         "INSERT INTO rooms (room_id, name, kind, state, epoch, created_at) "
         "VALUES ('r1', 'room', 'shared', 'joined', 0, 0.0)"
     )
-    conn.execute("INSERT INTO room_keys VALUES ('r1', 0, ?)", (bytes(32),))
+    conn.execute("INSERT INTO room_keys (room_id, epoch, key) VALUES ('r1', 0, ?)", (bytes(32),))
     with pytest.raises(sqlite3.IntegrityError):
-        conn.execute("INSERT INTO room_keys VALUES ('r1', 1, ?)", (bytes(31),))
+        conn.execute(
+            "INSERT INTO room_keys (room_id, epoch, key) VALUES ('r1', 1, ?)", (bytes(31),)
+        )

@@ -35,17 +35,18 @@ def take_sealed_key(
     room_id: str,
     epoch: int,
     sealed_to: Mapping[str, bytes],
-) -> None:
+) -> bool:
     """Hold the room's ``epoch`` key if ``sealed_to`` has it sealed to us (a rekey, a share);
-    anything not sealed to us, or that does not open, is ignored."""
+    anything not sealed to us, or that does not open, is ignored. ``True`` when it differs
+    from a key we minted for that epoch ourselves (two of us rekeyed at once)."""
     sealed = sealed_to.get(keys.fingerprint)
     if sealed is None:
-        return
+        return False
     try:
         key = crypto.open_sealed(keys, sealed, context=key_context(room_id, epoch))
     except crypto.OpenFailed:
-        return
-    room_keys.take_key(conn, room_id, epoch, key)
+        return False
+    return room_keys.take_rekeyed(conn, room_id, epoch, key)
 
 
 def seal_key(member_x: bytes, key: bytes, room_id: str, epoch: int) -> bytes:

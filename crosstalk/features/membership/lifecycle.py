@@ -109,6 +109,9 @@ async def reconcile_with_relay(
             await host.store.write(
                 functools.partial(q.mark_removed, room_id=room_id, by=None, now=time.time())
             )
+        elif state == "joined" and there == "invited":
+            # Removed and invited back while we were away: the removal was never heard.
+            await host.store.write(functools.partial(q.invited_again, room_id=room_id))
         elif state == "joined":
             joined.append(room_id)
     # Removed, then invited back: the invitation may have been applied before the removal was
