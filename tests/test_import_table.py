@@ -61,10 +61,6 @@ ALLOWED: dict[str, set[str]] = {
     "crosstalk.daemon": BASE | {"crosstalk.core", "crosstalk.crypto", "crosstalk.wire",
                                 "crosstalk.store", "crosstalk.actors", "crosstalk.features",
                                 "crosstalk.local_relay", "crosstalk.paths"},
-    # What is left of ops/ (room_admin_ops) is a feature like the others, not yet moved.
-    "crosstalk.ops": BASE | {"crosstalk.core", "crosstalk.crypto", "crosstalk.wire",
-                             "crosstalk.store", "crosstalk.actors", "crosstalk.features",
-                             "crosstalk.paths"},
     "crosstalk.doctor_check": set(),
     "crosstalk.doctor": BASE | {"crosstalk.client", "crosstalk.doctor_check",
                                 "crosstalk.doctor_clients", "crosstalk.paths",
@@ -88,8 +84,6 @@ DEBTS: dict[tuple[str, str], str] = {
     "imports core/triage's Intent and Kind",
     ("crosstalk.actors", "crosstalk.features"): "the router hands roster pushes to the "
     "membership actor; the room actor reads removals",
-    ("crosstalk.features", "crosstalk.ops"): "room_admin_ops still lives in ops/ (the registry "
-    "lists its FEATURE; messages use its find_room) until the membership fixes in it land",
 }
 
 

@@ -31,18 +31,18 @@ from crosstalk.features import (
     presence,
     read,
     retention,
+    rooms,
     status,
     threads,
     ui,
 )
 from crosstalk.features.feature import Feature
-from crosstalk.ops import room_admin_ops
 
 FEATURES: tuple[Feature, ...] = (
     status.FEATURE,  # status, health
     identity.FEATURE,  # secure
     pairing.FEATURE,  # room new/join, link
-    room_admin_ops.FEATURE,  # named rooms: invitations, rekeys, names (still in ops/)
+    rooms.FEATURE,  # named rooms: invitations, rekeys, names
     membership.FEATURE,  # key shares for joiners who accepted with an older key
     messages.FEATURE,  # send, answer, post, sent; holds messages, takes receipts
     read.FEATURE,  # read, ack; owes delivered receipts, the receipts actor

@@ -4,9 +4,9 @@ right code for a slot that exists (finding 3)."""
 from __future__ import annotations
 
 from crosstalk.wire import relay as w
+from relay.admission import tunnel_source
 from relay.http import RequestHead
 from relay.limits import RelayConfig
-from relay.server import _tunnel_source
 from tests.relay.harness import ALICE, BOB, MALLORY, Ident, World
 
 
@@ -56,9 +56,9 @@ def test_strangers_guessing_behind_one_address_never_block_the_right_code() -> N
 def test_the_tunnel_address_is_trusted_only_from_a_loopback_peer_when_enabled() -> None:
     """Cf-Connecting-Ip names the client only behind our own tunnel (loopback, enabled)."""
     head = RequestHead("GET", "/ws", {"cf-connecting-ip": "203.0.113.7, 10.0.0.1"})
-    assert _tunnel_source(head, "127.0.0.1", "Cf-Connecting-Ip") == "203.0.113.7"
-    assert _tunnel_source(head, "::1", "Cf-Connecting-Ip") == "203.0.113.7"
-    assert _tunnel_source(head, "198.51.100.2", "Cf-Connecting-Ip") == "198.51.100.2"
-    assert _tunnel_source(head, "127.0.0.1", None) == "127.0.0.1"
+    assert tunnel_source(head, "127.0.0.1", "Cf-Connecting-Ip") == "203.0.113.7"
+    assert tunnel_source(head, "::1", "Cf-Connecting-Ip") == "203.0.113.7"
+    assert tunnel_source(head, "198.51.100.2", "Cf-Connecting-Ip") == "198.51.100.2"
+    assert tunnel_source(head, "127.0.0.1", None) == "127.0.0.1"
     forged = RequestHead("GET", "/ws", {"cf-connecting-ip": "not an address"})
-    assert _tunnel_source(forged, "127.0.0.1", "Cf-Connecting-Ip") == "127.0.0.1"
+    assert tunnel_source(forged, "127.0.0.1", "Cf-Connecting-Ip") == "127.0.0.1"

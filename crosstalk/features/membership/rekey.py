@@ -5,7 +5,7 @@ it took is the one it seals with, the other an alternate it also opens with; see
 ``room_keys.take_rekeyed``), so nothing either side sends is lost. But each key was sealed to
 its remover's roster, which may still have listed the member the other one removed. So one of
 the two removers, the one with the lower fingerprint, rekeys once more for everyone left
-(ops/room_admin_ops.py). That rekey cannot clash with a removed member's view of the room, and a
+(features/rooms/kick.py). That rekey cannot clash with a removed member's view of the room, and a
 clash between two such rekeys (another removal at the same moment) is settled the same way.
 """
 

@@ -38,7 +38,7 @@ from crosstalk.errors import (
 from crosstalk.features.caps import Identified, Routed, SendsOps, Stored, TellsLocal
 from crosstalk.features.feature import Plugs, op
 from crosstalk.features.read.ops import find_held
-from crosstalk.ops.room_admin_ops import find_room
+from crosstalk.features.rooms.views import find_room
 from crosstalk.slices import build_slice, needs_transcript
 from crosstalk.store import messages
 from crosstalk.store.attention import load_ration_stamps, save_ration_stamps

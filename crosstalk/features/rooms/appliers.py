@@ -1,0 +1,100 @@
+"""What named rooms apply from the log: invitations, rekeys; and what they do after a commit
+(wake a room whose key came by invitation, welcome a joiner by name, pass a rekey on)."""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+import time
+from collections.abc import Awaitable, Callable
+
+from crosstalk import crypto
+from crosstalk.core.room import Applied
+from crosstalk.features.caps import Capabilities as Daemon
+from crosstalk.features.membership.keys import (
+    key_context,
+    share_with_stranded,
+    take_sealed_key,
+)
+from crosstalk.features.membership.names import welcome
+from crosstalk.features.rooms.kick import rekeyed_at_once
+from crosstalk.store import membership as mq
+from crosstalk.store import room_keys
+from crosstalk.store.rooms import (
+    Room,
+    RoomMember,
+    add_member,
+    add_room,
+    find_contact,
+    list_rooms,
+    members,
+)
+from crosstalk.wire.room_ops import MemberNamed, Rekey, RoomInvite
+
+
+def adopt_invitation(conn: sqlite3.Connection, applied: Applied, keys: crypto.Keys) -> None:
+    """Applier: an invitation that arrived in a room of two becomes a pending room here."""
+    op = applied.op
+    if not isinstance(op, RoomInvite):
+        return
+    inviter = find_contact(conn, applied.sender)
+    if inviter is None:
+        return  # invitations come only from people we paired with
+    try:
+        key = crypto.open_sealed(keys, op.sealed_key, context=key_context(op.room_id, op.epoch))
+    except crypto.OpenFailed:
+        return  # not sealed to us: ignore it
+    if mq.room_is_ours(conn, op.room_id):
+        # Sent again with a newer key (a rekey we could not read): take it, if the sender is in
+        # the room (any member could post a rekey there as well).
+        if any(m.fingerprint == applied.sender for m in members(conn, op.room_id)):
+            room_keys.take_key(conn, op.room_id, op.epoch, key)
+        return
+    if mq.room_exists(conn, op.room_id):  # left or removed before: invited back
+        room_keys.reopen_room(conn, op.room_id, op.epoch, key)
+    else:
+        names = {r.name for r in list_rooms(conn)}
+        name = op.name if op.name not in names else f"{op.name}-{op.room_id[:6]}"
+        add_room(conn, Room(op.room_id, name, "shared", "invited", op.epoch, time.time()), key)
+    for m in op.members:
+        known = find_contact(conn, m.fingerprint)
+        label = known.label if known else m.label
+        state = "invited" if m.fingerprint == keys.fingerprint else "member"
+        add_member(
+            conn,
+            RoomMember(op.room_id, m.fingerprint, label, m.ed_pub, m.x_pub, state, applied.sender),
+        )
+
+
+def apply_rekey(conn: sqlite3.Connection, applied: Applied, keys: crypto.Keys) -> None:
+    """Applier: a member was removed; take the next epoch's key if it was sealed to us."""
+    op = applied.op
+    if not isinstance(op, Rekey):
+        return
+    # Gone, not deleted: what they signed before the removal must still verify here.
+    room_keys.mark_gone(conn, applied.room_id, op.removed)
+    take_sealed_key(conn, keys, applied.room_id, op.epoch, op.sealed)
+
+
+def key_listener(daemon: Daemon) -> Callable[[list[Applied]], Awaitable[None]]:
+    """After a commit: wake a room whose key came by invitation; pass a rekey on to the members
+    we added who cannot read it."""
+
+    async def listener(applied: list[Applied]) -> None:
+        for entry in applied:
+            if isinstance(entry.op, RoomInvite):
+                await daemon.wake_room(entry.op.room_id)
+            elif isinstance(entry.op, MemberNamed):
+                names = await daemon.store.read(
+                    functools.partial(welcome, applied=entry, me=daemon.keys.fingerprint)
+                )
+                if names is not None:
+                    await daemon.send_op(entry.room_id, names)
+            elif isinstance(entry.op, Rekey):
+                await share_with_stranded(
+                    daemon.store, daemon.send_op, entry.room_id, daemon.keys.fingerprint,
+                    entry.op.sealed,
+                )
+                await rekeyed_at_once(daemon, entry, entry.op)
+
+    return listener

@@ -1,0 +1,74 @@
+"""Inviting someone to a named room: add them at the relay, name them, send the invitation."""
+
+from __future__ import annotations
+
+import sqlite3
+
+from crosstalk import crypto
+from crosstalk.errors import (
+    CrosstalkError,
+    NotAMember,
+    UsageError,
+)
+from crosstalk.features.caps import Capabilities as Daemon
+from crosstalk.features.membership.actor import fetch_roster
+from crosstalk.features.membership.keys import invitation as invitation_op
+from crosstalk.store.rooms import (
+    Contact,
+    Room,
+    RoomMember,
+    add_member,
+    contact_named,
+    direct_room_with,
+    members,
+)
+from crosstalk.wire import relay as w
+from crosstalk.wire.room_ops import MemberNamed, RoomInvite
+
+
+def _invitation(conn: sqlite3.Connection, room: Room, contact: Contact, inviter: str) -> RoomInvite:
+    """Record the invitee as invited and build the op that tells them (with the sealed key)."""
+    add_member(
+        conn,
+        RoomMember(
+            room.room_id,
+            contact.fingerprint,
+            contact.label,
+            contact.signing_key,
+            contact.box_key,
+            "invited",
+            inviter,
+        ),
+    )
+    return invitation_op(conn, room.room_id, contact.fingerprint)
+
+
+async def invite_one(daemon: Daemon, room: Room, who: str) -> str:
+    """Add ``who`` on the relay, name them in the room, then send them the invitation in our
+    room of two. Inviting someone already invited sends the invitation again."""
+    keys = daemon.keys
+    contact = await daemon.store.read(lambda c: contact_named(c, who))
+    direct = await daemon.store.read(lambda c: direct_room_with(c, contact.fingerprint))
+    if direct is None:
+        raise NotAMember(f"You share no room with {contact.label}, so you cannot add them.")
+    transcript = w.member_transcript(room.room_id, contact.signing_key, contact.box_key)
+    add = w.Add(
+        0, room.room_id, contact.signing_key, contact.box_key, crypto.sign(keys, transcript)
+    )
+    relay = await daemon.relay()
+    try:
+        await relay.request(add, w.Ok)
+    except CrosstalkError as exc:
+        if exc.code != "already_member":
+            raise
+        roster = await daemon.store.read(lambda c: members(c, room.room_id))
+        if any(m.fingerprint == contact.fingerprint and m.state == "member" for m in roster):
+            raise UsageError(f"{contact.label} is already in {room.name}.") from None
+    op = await daemon.store.write(lambda c: _invitation(c, room, contact, keys.fingerprint))
+    # Members who never paired with them learn their name from us (the roster has none).
+    await daemon.send_op(room.room_id, MemberNamed({contact.fingerprint: contact.label}))
+    await daemon.send_op(direct.room_id, op)
+    # The row written above is our guess; the relay's roster is the truth (they may have
+    # declined an earlier invitation just as this one went out: seed 92 of the simulation).
+    await fetch_roster(daemon.store, keys, relay, room.room_id)
+    return contact.label

@@ -1,0 +1,179 @@
+"""Named rooms: create, invite, accept, decline, leave, kick (with a new key epoch), list.
+
+Membership lives on the relay (who may receive a room's ops); keys live only with members.
+An invitation travels in the inviter's room of two with the invitee, as a signed, sealed op
+carrying the room key sealed once more to the invitee's X25519 key; nothing from the room
+reaches the invitee until they accept. Removing a member starts a new epoch: the remover posts a
+``Rekey`` op (under the old epoch, after the relay has dropped the removed member) carrying the
+new key sealed to each remaining member, so nothing sent afterwards opens for the removed one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+import nacl.utils
+
+from crosstalk.actors.relay_client import RelayClient
+from crosstalk.core.room import Applied
+from crosstalk.errors import (
+    CrosstalkError,
+    NotAMember,
+    NotInvited,
+    UsageError,
+)
+from crosstalk.features.caps import Capabilities as Daemon
+from crosstalk.features.feature import Plugs, op
+from crosstalk.features.membership.lifecycle import (
+    create_on_relay,
+    finish_join,
+    relay_room_state,
+    relay_says_joined,
+)
+from crosstalk.features.membership.names import apply_names
+from crosstalk.features.rooms.appliers import adopt_invitation, apply_rekey, key_listener
+from crosstalk.features.rooms.invite import invite_one
+from crosstalk.features.rooms.kick import remove_member
+from crosstalk.features.rooms.views import (
+    CreateParams,
+    InviteParams,
+    InviteReply,
+    KickParams,
+    KickReply,
+    NoParams,
+    RoomParams,
+    RoomReply,
+    RoomsReply,
+    find_room,
+    room_views,
+)
+from crosstalk.store import membership as mq
+from crosstalk.store import room_keys
+from crosstalk.store.rooms import (
+    Room,
+    RoomMember,
+    add_member,
+    add_room,
+    list_rooms,
+)
+from crosstalk.wire import relay as w
+
+
+async def _invited_back(daemon: Daemon, relay: RelayClient, room_id: str) -> bool:
+    """Removed from ``room_id``, and the relay has us invited again (the invitation may have
+    been applied here before the removal was heard): the room is pending once more."""
+    if room_id not in await daemon.store.read(mq.removed_rooms):
+        return False
+    if await relay_room_state(relay, room_id) != "invited":
+        return False
+    await daemon.store.write(lambda c: mq.invited_again(c, room_id))
+    return True
+
+
+def plug(daemon: Daemon) -> Plugs:
+    def adopt(conn: sqlite3.Connection, applied: Applied) -> None:
+        adopt_invitation(conn, applied, daemon.keys)
+
+    def rekey(conn: sqlite3.Connection, applied: Applied) -> None:
+        apply_rekey(conn, applied, daemon.keys)
+
+    async def rooms(_: NoParams) -> RoomsReply:
+        me = daemon.keys.fingerprint if daemon.identity is not None else ""
+        return await daemon.store.read(lambda c: room_views(c, me))
+
+    async def create(params: CreateParams) -> RoomReply:
+        name = params.name.strip().removeprefix("#")
+        if not name or len(name) > 64:
+            raise UsageError("A room name is 1 to 64 characters.")
+        keys, me = daemon.keys, daemon.require_identity()
+        if name in {r.name for r in await daemon.store.read(list_rooms)}:
+            raise UsageError(f"You already have a room called {name!r}.")
+        room_id = nacl.utils.random(16).hex()
+
+        def record(conn: sqlite3.Connection) -> None:
+            add_room(
+                conn, Room(room_id, name, "shared", "joined", 0, time.time()), nacl.utils.random(32)
+            )
+            add_member(
+                conn,
+                RoomMember(
+                    room_id,
+                    keys.fingerprint,
+                    me.label,
+                    keys.ed_pub,
+                    keys.x_pub,
+                    "member",
+                    keys.fingerprint,
+                ),
+            )
+
+        # Here first, then at the relay: an answer lost on the way back leaves a room that the
+        # next link-up creates at the relay again, never a relay room with no key anywhere.
+        await daemon.store.write(record)
+        try:
+            await create_on_relay(await daemon.relay(), keys, room_id)
+        except CrosstalkError as exc:
+            if exc.code != "relay_unreachable":
+                await daemon.store.write(lambda c: room_keys.forget_room(c, room_id))
+            raise
+        await daemon.room_inbox(room_id)
+        return RoomReply(name, room_id, "joined")
+
+    async def invite(params: InviteParams) -> InviteReply:
+        room = await daemon.store.read(lambda c: find_room(c, params.room))
+        if room.state != "joined":
+            raise NotAMember(f"You have not joined {room.name}; accept it first.")
+        invited = [await invite_one(daemon, room, who) for who in params.peers]
+        return InviteReply(room.name, invited)
+
+    async def accept(params: RoomParams) -> RoomReply:
+        room = await daemon.store.read(lambda c: find_room(c, params.room))
+        relay = await daemon.relay()
+        if room.state != "invited" and not await _invited_back(daemon, relay, room.room_id):
+            raise NotInvited(f"There is no pending invitation to {room.name}.")
+        try:
+            await relay.request(w.Accept(0, room.room_id), w.Ok)
+        except CrosstalkError as exc:
+            # An earlier accept whose answer was lost: the relay has us joined already.
+            if exc.code != "not_invited" or not await relay_says_joined(relay, room.room_id):
+                raise
+        await finish_join(daemon, room.room_id)
+        return RoomReply(room.name, room.room_id, "joined")
+
+    async def decline(params: RoomParams) -> RoomReply:
+        room = await daemon.store.read(lambda c: find_room(c, params.room))
+        if room.state != "invited":
+            raise NotInvited(f"There is no pending invitation to {room.name}.")
+        await (await daemon.relay()).request(w.Decline(0, room.room_id), w.Ok)
+        await daemon.store.write(lambda c: room_keys.forget_room(c, room.room_id))
+        return RoomReply(room.name, room.room_id, "declined")
+
+    async def leave(params: RoomParams) -> RoomReply:
+        room = await daemon.store.read(lambda c: find_room(c, params.room))
+        try:
+            await (await daemon.relay()).request(w.Leave(0, room.room_id), w.Ok)
+        except CrosstalkError as exc:
+            if exc.code not in {"unknown_room", "not_a_member"}:
+                raise
+        await daemon.forget_room(room.room_id)
+        await daemon.store.write(lambda c: room_keys.forget_room(c, room.room_id))
+        return RoomReply(room.name, room.room_id, "left")
+
+    async def kick(params: KickParams) -> KickReply:
+        return await remove_member(daemon, params.room, params.peer)
+
+    return Plugs(
+        ops=(
+            op("rooms", NoParams, rooms),
+            op("room_create", CreateParams, create),
+            op("room_invite", InviteParams, invite),
+            op("room_accept", RoomParams, accept),
+            op("room_decline", RoomParams, decline),
+            op("room_leave", RoomParams, leave),
+            op("room_kick", KickParams, kick),
+        ),
+        appliers=(adopt, rekey, apply_names),
+        key_takers=(rekey,),
+        applied_listeners=(key_listener(daemon),),
+    )

@@ -1,0 +1,116 @@
+"""Named rooms as the ``rooms`` op shows them, and the params and replies of the room ops."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import attrs
+
+from crosstalk.errors import (
+    UnknownRoom,
+)
+from crosstalk.store import membership as mq
+from crosstalk.store.rooms import (
+    Room,
+    find_contact,
+    list_rooms,
+    members,
+)
+
+
+@attrs.frozen
+class RoomParams:
+    room: str
+
+
+@attrs.frozen
+class CreateParams:
+    name: str
+
+
+@attrs.frozen
+class InviteParams:
+    room: str
+    peers: list[str]
+
+
+@attrs.frozen
+class KickParams:
+    room: str
+    peer: str
+
+
+@attrs.frozen
+class NoParams:
+    pass
+
+
+@attrs.frozen
+class RoomReply:
+    room: str
+    id: str
+    state: str
+
+
+@attrs.frozen
+class InviteReply:
+    room: str
+    invited: list[str]
+
+
+@attrs.frozen
+class KickReply:
+    room: str
+    removed: str
+    epoch: int
+
+
+@attrs.frozen
+class MemberView:
+    label: str
+    fingerprint: str
+    state: str
+    via: str | None = None  # the room we know them through, if we never paired with them
+
+
+@attrs.frozen
+class RoomView:
+    name: str
+    id: str
+    kind: str
+    pending: bool
+    members: list[MemberView]
+    state: str = "joined"  # "joined", "invited" or "removed"
+    removed_by: str | None = None
+
+
+@attrs.frozen
+class RoomsReply:
+    rooms: list[RoomView]
+
+
+def find_room(conn: sqlite3.Connection, name_or_id: str) -> Room:
+    """A room by its name (``#name`` works too) or id."""
+    wanted = name_or_id.removeprefix("#")
+    for room in list_rooms(conn):
+        if wanted in (room.name, room.room_id):
+            return room
+    raise UnknownRoom(f"You are in no room called {name_or_id!r}; `crosstalk room` lists them.")
+
+
+def room_views(conn: sqlite3.Connection, me: str) -> RoomsReply:
+    views = []
+    for room in list_rooms(conn):
+        roster = []
+        for m in members(conn, room.room_id):
+            contact = find_contact(conn, m.fingerprint)
+            known = contact is not None or m.fingerprint == me
+            label = contact.label if contact is not None else m.label
+            roster.append(MemberView(label, m.fingerprint, m.state, None if known else room.name))
+        removal = mq.removal(conn, room.room_id)
+        state = "removed" if removal else room.state
+        views.append(
+            RoomView(room.name, room.room_id, room.kind, room.state == "invited", roster, state,
+                     removal[1] if removal else None)
+        )
+    return RoomsReply(views)
