@@ -10,6 +10,7 @@ new key sealed to each remaining member, so nothing sent afterwards opens for th
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import time
 
@@ -71,6 +72,88 @@ async def _invited_back(daemon: Daemon, relay: RelayClient, room_id: str) -> boo
     return True
 
 
+async def list_named(daemon: Daemon, _: NoParams) -> RoomsReply:
+    me = daemon.keys.fingerprint if daemon.identity is not None else ""
+    return await daemon.store.read(lambda c: room_views(c, me))
+
+
+async def create(daemon: Daemon, params: CreateParams) -> RoomReply:
+    name = params.name.strip().removeprefix("#")
+    if not name or len(name) > 64:
+        raise UsageError("A room name is 1 to 64 characters.")
+    keys, me = daemon.keys, daemon.require_identity()
+    if name in {r.name for r in await daemon.store.read(list_rooms)}:
+        raise UsageError(f"You already have a room called {name!r}.")
+    room_id = nacl.utils.random(16).hex()
+
+    def record(conn: sqlite3.Connection) -> None:
+        add_room(
+            conn, Room(room_id, name, "shared", "joined", 0, time.time()), nacl.utils.random(32)
+        )
+        add_member(conn, RoomMember(room_id, keys.fingerprint, me.label, keys.ed_pub,
+                                    keys.x_pub, "member", keys.fingerprint))
+
+    # Here first, then at the relay: an answer lost on the way back leaves a room that the
+    # next link-up creates at the relay again, never a relay room with no key anywhere.
+    await daemon.store.write(record)
+    try:
+        await create_on_relay(await daemon.relay(), keys, room_id)
+    except CrosstalkError as exc:
+        if exc.code != "relay_unreachable":
+            await daemon.store.write(lambda c: room_keys.forget_room(c, room_id))
+        raise
+    await daemon.room_inbox(room_id)
+    return RoomReply(name, room_id, "joined")
+
+
+async def invite(daemon: Daemon, params: InviteParams) -> InviteReply:
+    room = await daemon.store.read(lambda c: find_room(c, params.room))
+    if room.state != "joined":
+        raise NotAMember(f"You have not joined {room.name}; accept it first.")
+    invited = [await invite_one(daemon, room, who) for who in params.peers]
+    return InviteReply(room.name, invited)
+
+
+async def accept(daemon: Daemon, params: RoomParams) -> RoomReply:
+    room = await daemon.store.read(lambda c: find_room(c, params.room))
+    relay = await daemon.relay()
+    if room.state != "invited" and not await _invited_back(daemon, relay, room.room_id):
+        raise NotInvited(f"There is no pending invitation to {room.name}.")
+    try:
+        await relay.request(w.Accept(0, room.room_id), w.Ok)
+    except CrosstalkError as exc:
+        # An earlier accept whose answer was lost: the relay has us joined already.
+        if exc.code != "not_invited" or not await relay_says_joined(relay, room.room_id):
+            raise
+    await finish_join(daemon, room.room_id)
+    return RoomReply(room.name, room.room_id, "joined")
+
+
+async def decline(daemon: Daemon, params: RoomParams) -> RoomReply:
+    room = await daemon.store.read(lambda c: find_room(c, params.room))
+    if room.state != "invited":
+        raise NotInvited(f"There is no pending invitation to {room.name}.")
+    await (await daemon.relay()).request(w.Decline(0, room.room_id), w.Ok)
+    await daemon.store.write(lambda c: room_keys.forget_room(c, room.room_id))
+    return RoomReply(room.name, room.room_id, "declined")
+
+
+async def leave(daemon: Daemon, params: RoomParams) -> RoomReply:
+    room = await daemon.store.read(lambda c: find_room(c, params.room))
+    try:
+        await (await daemon.relay()).request(w.Leave(0, room.room_id), w.Ok)
+    except CrosstalkError as exc:
+        if exc.code not in {"unknown_room", "not_a_member"}:
+            raise
+    await daemon.forget_room(room.room_id)
+    await daemon.store.write(lambda c: room_keys.forget_room(c, room.room_id))
+    return RoomReply(room.name, room.room_id, "left")
+
+
+async def kick(daemon: Daemon, params: KickParams) -> KickReply:
+    return await remove_member(daemon, params.room, params.peer)
+
+
 def plug(daemon: Daemon) -> Plugs:
     def adopt(conn: sqlite3.Connection, applied: Applied) -> None:
         adopt_invitation(conn, applied, daemon.keys)
@@ -78,100 +161,15 @@ def plug(daemon: Daemon) -> Plugs:
     def rekey(conn: sqlite3.Connection, applied: Applied) -> None:
         apply_rekey(conn, applied, daemon.keys)
 
-    async def rooms(_: NoParams) -> RoomsReply:
-        me = daemon.keys.fingerprint if daemon.identity is not None else ""
-        return await daemon.store.read(lambda c: room_views(c, me))
-
-    async def create(params: CreateParams) -> RoomReply:
-        name = params.name.strip().removeprefix("#")
-        if not name or len(name) > 64:
-            raise UsageError("A room name is 1 to 64 characters.")
-        keys, me = daemon.keys, daemon.require_identity()
-        if name in {r.name for r in await daemon.store.read(list_rooms)}:
-            raise UsageError(f"You already have a room called {name!r}.")
-        room_id = nacl.utils.random(16).hex()
-
-        def record(conn: sqlite3.Connection) -> None:
-            add_room(
-                conn, Room(room_id, name, "shared", "joined", 0, time.time()), nacl.utils.random(32)
-            )
-            add_member(
-                conn,
-                RoomMember(
-                    room_id,
-                    keys.fingerprint,
-                    me.label,
-                    keys.ed_pub,
-                    keys.x_pub,
-                    "member",
-                    keys.fingerprint,
-                ),
-            )
-
-        # Here first, then at the relay: an answer lost on the way back leaves a room that the
-        # next link-up creates at the relay again, never a relay room with no key anywhere.
-        await daemon.store.write(record)
-        try:
-            await create_on_relay(await daemon.relay(), keys, room_id)
-        except CrosstalkError as exc:
-            if exc.code != "relay_unreachable":
-                await daemon.store.write(lambda c: room_keys.forget_room(c, room_id))
-            raise
-        await daemon.room_inbox(room_id)
-        return RoomReply(name, room_id, "joined")
-
-    async def invite(params: InviteParams) -> InviteReply:
-        room = await daemon.store.read(lambda c: find_room(c, params.room))
-        if room.state != "joined":
-            raise NotAMember(f"You have not joined {room.name}; accept it first.")
-        invited = [await invite_one(daemon, room, who) for who in params.peers]
-        return InviteReply(room.name, invited)
-
-    async def accept(params: RoomParams) -> RoomReply:
-        room = await daemon.store.read(lambda c: find_room(c, params.room))
-        relay = await daemon.relay()
-        if room.state != "invited" and not await _invited_back(daemon, relay, room.room_id):
-            raise NotInvited(f"There is no pending invitation to {room.name}.")
-        try:
-            await relay.request(w.Accept(0, room.room_id), w.Ok)
-        except CrosstalkError as exc:
-            # An earlier accept whose answer was lost: the relay has us joined already.
-            if exc.code != "not_invited" or not await relay_says_joined(relay, room.room_id):
-                raise
-        await finish_join(daemon, room.room_id)
-        return RoomReply(room.name, room.room_id, "joined")
-
-    async def decline(params: RoomParams) -> RoomReply:
-        room = await daemon.store.read(lambda c: find_room(c, params.room))
-        if room.state != "invited":
-            raise NotInvited(f"There is no pending invitation to {room.name}.")
-        await (await daemon.relay()).request(w.Decline(0, room.room_id), w.Ok)
-        await daemon.store.write(lambda c: room_keys.forget_room(c, room.room_id))
-        return RoomReply(room.name, room.room_id, "declined")
-
-    async def leave(params: RoomParams) -> RoomReply:
-        room = await daemon.store.read(lambda c: find_room(c, params.room))
-        try:
-            await (await daemon.relay()).request(w.Leave(0, room.room_id), w.Ok)
-        except CrosstalkError as exc:
-            if exc.code not in {"unknown_room", "not_a_member"}:
-                raise
-        await daemon.forget_room(room.room_id)
-        await daemon.store.write(lambda c: room_keys.forget_room(c, room.room_id))
-        return RoomReply(room.name, room.room_id, "left")
-
-    async def kick(params: KickParams) -> KickReply:
-        return await remove_member(daemon, params.room, params.peer)
-
     return Plugs(
         ops=(
-            op("rooms", NoParams, rooms),
-            op("room_create", CreateParams, create),
-            op("room_invite", InviteParams, invite),
-            op("room_accept", RoomParams, accept),
-            op("room_decline", RoomParams, decline),
-            op("room_leave", RoomParams, leave),
-            op("room_kick", KickParams, kick),
+            op("rooms", NoParams, functools.partial(list_named, daemon)),
+            op("room_create", CreateParams, functools.partial(create, daemon)),
+            op("room_invite", InviteParams, functools.partial(invite, daemon)),
+            op("room_accept", RoomParams, functools.partial(accept, daemon)),
+            op("room_decline", RoomParams, functools.partial(decline, daemon)),
+            op("room_leave", RoomParams, functools.partial(leave, daemon)),
+            op("room_kick", KickParams, functools.partial(kick, daemon)),
         ),
         appliers=(adopt, rekey, apply_names),
         key_takers=(rekey,),
