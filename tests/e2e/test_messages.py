@@ -165,6 +165,12 @@ def test_watch_prints_one_line_per_arrival_and_post_needs_no_relay(people: list[
     pair(ana, ben)
     watching = ana.spawn("watch", "--text", "--json")
     try:
+        # watch prints what lands once it is on: the send waits for that, or it may land first
+        wait_until(
+            lambda: control.request(ana.home / "daemon.sock", "asks", timeout=10)["watching"] > 0,
+            timeout=30,
+            what="ana's watch to be on",
+        )
         ben.json("send", "ana", "watch this", "--intent", "blocking")
         line = read_json_line(watching, timeout=30)
         assert line["event"] == "arrival" and line["from"] == "ben"

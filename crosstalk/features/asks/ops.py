@@ -67,6 +67,7 @@ class NoParams:
 @attrs.frozen
 class AsksReply:
     waiting: list[str]  # correlations of asks still waiting for an answer
+    watching: int = 0  # `watch` streams open now (a script can wait for its watcher to be on)
 
 
 @attrs.frozen
@@ -235,7 +236,7 @@ def plug(daemon: Host) -> Plugs:
             mailroom.watchers.discard(send)
 
     async def asks(_: NoParams) -> AsksReply:
-        return AsksReply(waiting=sorted(mailroom.asks))
+        return AsksReply(waiting=sorted(mailroom.asks), watching=len(mailroom.watchers))
 
     return Plugs(
         ops=(
