@@ -169,11 +169,13 @@ def record_receipt(conn: sqlite3.Connection, room_id: str, msg_id: str, state: s
     The send records its message once the post is in the outbox, so a quick reader's receipt
     can arrive first (seed 73 of the simulation: read before ``send`` had returned). It is then
     kept on a row that :func:`record_sent` completes, for a message this machine posted."""
-    conn.execute(
+    moved = conn.execute(
         "UPDATE sent_messages SET receipt = ? WHERE msg_id = ? AND room_id = ? "
         "AND (receipt IS NULL OR receipt = 'delivered')",
         (state, msg_id, room_id),
     )
+    if moved.rowcount:
+        return
     conn.execute(
         "INSERT INTO sent_messages (msg_id, room_id, to_label, kind, created_at, receipt) "
         "SELECT ?, ?, '', '', 0, ? WHERE EXISTS "

@@ -1,12 +1,8 @@
-"""Room memory control ops: facts, tasks, decisions and the working set (the writes, the
-applier and the sync actor are :class:`~crosstalk.features.memory.handle.MemoryFeature`'s).
+"""Room memory control ops: facts, tasks, decisions and the working set.
 
-A write builds a memory op, keeps its plaintext (``memory_sent``: the relay never echoes our own
-op, so we apply it ourselves at the seq it gets), has the room actor seal it and commit it to the
-outbox, then waits a bounded time for the relay to sequence it and for the op to be applied here.
-The reply carries the replicated outcome (for a claim: ``won`` or ``lost`` with the holder, the
-same on every replica), or ``pending`` when the relay did not sequence it in time; the memory-sync
-actor then watches it and reports the outcome when it is decided.
+The writes, the applier and the sync actor are
+:class:`~crosstalk.features.memory.handle.MemoryFeature`'s; its module says how a write goes from
+here to its replicated outcome (``won``/``lost``/``pending``).
 """
 
 from __future__ import annotations
