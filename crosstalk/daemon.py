@@ -48,7 +48,11 @@ from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.room import Applied
 from crosstalk.errors import CrosstalkError, NotSetUp, UnknownRoom
 from crosstalk.features.feature import Feature
-from crosstalk.features.membership.actor import MembershipActor, MembershipInput
+from crosstalk.features.membership.actor import (
+    MembershipActor,
+    MembershipInput,
+    membership_news,
+)
 from crosstalk.features.membership.lifecycle import reconcile_with_relay
 from crosstalk.features.registry import FEATURES
 from crosstalk.features.seams import Seams
@@ -340,7 +344,9 @@ class Daemon:
             ),
             inbox_size=64,
         )
-        router = Router(wake_room=self.wake_room, membership=self.membership.clone())
+        router = Router(
+            wake_room=self.wake_room, membership=membership_news(self.membership.clone())
+        )
         self.router = await self.supervisor.start_actor("router", router, inbox_size=64)
         for hook in self.seams.start:
             await hook()

@@ -82,8 +82,6 @@ ALLOWED: dict[str, set[str]] = {
 DEBTS: dict[tuple[str, str], str] = {
     ("crosstalk.core", "crosstalk.wire"): "cores take wire models as inputs; wire/room_ops "
     "imports core/triage's Intent and Kind",
-    ("crosstalk.actors", "crosstalk.features"): "the router hands roster pushes to the "
-    "membership actor; the room actor reads removals",
 }
 
 

@@ -27,7 +27,6 @@ from crosstalk.actors.relay_link import (
     OpSent,
     RelayPush,
 )
-from crosstalk.features.membership.actor import MembershipInput, Refresh, RoomLost, RosterSeen
 from crosstalk.wire import relay as w
 
 log = logging.getLogger(__name__)
@@ -69,6 +68,10 @@ class PresenceQuery:
 RouterInput = LinkOutput | RoutePairing | WatchInvitation | WatchSent | PresenceQuery
 # Starts a room's actor if needed and rings its doorbell (crosstalk.actors.doorbell).
 WakeRoom = Callable[[str], Awaitable[None]]
+# Takes the relay's news about membership: a roster push, a room_gone push, or the link coming
+# up (rosters pushed while we were away are lost). The membership feature gives the daemon this
+# callable (crosstalk.features.membership.actor.membership_news), so actors import no feature.
+MembershipNews = Callable[[w.Roster | w.RoomGone | LinkUp], Awaitable[None]]
 
 
 def _tell(channel: trio.MemorySendChannel[T], value: T) -> None:
@@ -85,7 +88,7 @@ class Router:
         self,
         *,
         wake_room: WakeRoom,
-        membership: trio.MemorySendChannel[MembershipInput] | None = None,
+        membership: MembershipNews | None = None,
     ) -> None:
         self._wake_room = wake_room
         self._membership = membership
@@ -149,7 +152,7 @@ class Router:
         for inbox in list(self._pairings.values()):
             _tell(inbox, Reattach())
         # Roster pushes made while we were away are lost: one fetch per room replaces them.
-        await self._to_membership(Refresh())
+        await self._to_membership(up)
         for room in up.rooms:
             await self._wake(room.room)
 
@@ -171,11 +174,9 @@ class Router:
                 _tell(reply, None)
         elif isinstance(frame, w.Presence):
             self._presence[frame.fingerprint] = frame.online
-        elif isinstance(frame, w.Roster):
-            await self._to_membership(RosterSeen(frame.room, tuple(frame.members)))
-        elif isinstance(frame, w.RoomGone):
-            await self._to_membership(RoomLost(frame.room, frame.reason, frame.by))
+        elif isinstance(frame, w.Roster | w.RoomGone):
+            await self._to_membership(frame)
 
-    async def _to_membership(self, item: MembershipInput) -> None:
+    async def _to_membership(self, news: w.Roster | w.RoomGone | LinkUp) -> None:
         if self._membership is not None:
-            await self._membership.send(item)
+            await self._membership(news)

@@ -16,10 +16,20 @@ import trio.testing
 
 from crosstalk import crypto
 from crosstalk.actors.relay_client import RelayClient
+from crosstalk.actors.relay_link import LinkUp
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.errors import RelayUnreachable
-from crosstalk.features.membership.actor import REFRESH_RETRY, MembershipActor, Refresh
+from crosstalk.features.membership.actor import (
+    REFRESH_RETRY,
+    MembershipActor,
+    MembershipInput,
+    Refresh,
+    RoomLost,
+    RosterSeen,
+    membership_news,
+)
 from crosstalk.store.db import open_store
+from crosstalk.wire import relay as w
 from tests.actors.fakes import running
 
 KEYS = crypto.Keys(b"\x01" * 32, b"\x02" * 32)
@@ -67,3 +77,16 @@ async def test_a_failed_refresh_is_tried_again_until_it_succeeds(
     assert len(relay.attempts) == failures + 1  # one success, then no more tries
     gaps = [b - a for a, b in zip([start, *relay.attempts], relay.attempts, strict=False)]
     assert all(gap >= REFRESH_RETRY for gap in gaps[1:])  # not a busy loop
+
+
+async def test_the_relays_membership_news_becomes_the_actors_inputs() -> None:
+    """The router's pushes reach the membership actor as rosters seen, rooms lost, refreshes."""
+    send, receive = trio.open_memory_channel[MembershipInput](3)
+    tell = membership_news(send)
+    member = w.Member("f1", b"ed", b"x", "joined", "f0", b"sig")
+    await tell(w.Roster(None, "r1", [member]))
+    await tell(w.RoomGone("r1", "removed", "f0"))
+    await tell(LinkUp("ws://relay", b"k", [], []))
+    assert [receive.receive_nowait() for _ in range(3)] == [
+        RosterSeen("r1", (member,)), RoomLost("r1", "removed", "f0"), Refresh(),
+    ]

@@ -22,6 +22,8 @@ import trio
 from crosstalk import crypto
 from crosstalk.actors.context import ActorContext
 from crosstalk.actors.relay_client import RelayClient
+from crosstalk.actors.relay_link import LinkUp
+from crosstalk.actors.router import MembershipNews
 from crosstalk.errors import CrosstalkError
 from crosstalk.features.membership.core import RosterChange, reconcile
 from crosstalk.store import membership as q
@@ -63,6 +65,21 @@ MembershipInput = RosterSeen | RoomLost | Refresh
 Reconcile = Callable[[Callable[[], None], float], Awaitable[list[str]]]
 Keys = Callable[[], crypto.Keys]
 Wake = Callable[[str], Awaitable[None]]
+
+
+def membership_news(inbox: trio.MemorySendChannel[MembershipInput]) -> MembershipNews:
+    """What the router calls with the relay's news about membership: each piece becomes an
+    input of this actor (given to the router by the daemon, so the router imports no feature)."""
+
+    async def tell(news: w.Roster | w.RoomGone | LinkUp) -> None:
+        if isinstance(news, w.Roster):
+            await inbox.send(RosterSeen(news.room, tuple(news.members)))
+        elif isinstance(news, w.RoomGone):
+            await inbox.send(RoomLost(news.room, news.reason, news.by))
+        else:
+            await inbox.send(Refresh())
+
+    return tell
 
 
 async def apply_roster(
