@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.conftest import Person, pair, wait_until
+from tests.e2e.conftest import Person, pair, wait_for_messages, wait_until
 from tests.e2e.test_attention import notice, op, session
 from tests.e2e.test_sessions import run_hook
 
@@ -117,3 +117,24 @@ def test_an_ask_that_ends_unanswered_withdraws_its_notice(people: list[Person]) 
     wait_until(lambda: timed_out not in _pending(ana, "s1"), timeout=30,
                what="the timed-out ask's notice to be withdrawn")
     assert {cancelled, timed_out} <= {m["id"] for m in ana.json("read")["messages"]}
+
+
+def test_decide_tell_reaches_the_person_once(people: list[Person], short_tmp: Path) -> None:
+    """`decide --tell ben` in a room ben is in tells him once (the announcement), and in a room
+    he is not in sends him the decision directly; either way exactly one decision reaches him.
+    A later message from ana in their direct room bounds the wait: the room's log is ordered, so
+    a second telling would arrive before it."""
+    ana, ben, cy = people
+    pair(ana, ben)
+    pair(ana, cy)
+    repo = short_tmp / "repo"
+    repo.mkdir()
+    rooms = {r["name"]: {m["label"] for m in r["members"]} for r in ana.json("room")["rooms"]}
+    with_ben = next(name for name, who in rooms.items() if "ben" in who)
+    with_cy = next(name for name, who in rooms.items() if "cy" in who)
+    for n, (text, room) in enumerate((("use postgres", with_ben), ("keep v1", with_cy))):
+        ana.json("decide", text, "--repo", str(repo), "--room", room, "--tell", "ben")
+        ana.json("send", "ben", f"marker {n}")
+        got = wait_for_messages(ben, 2)
+        assert [m["kind"] for m in got] == ["decision", "message"], got
+        assert text in got[0]["text"] and got[1]["text"] == f"marker {n}"

@@ -18,7 +18,7 @@ from crosstalk.features.feature import ControlOp, op
 from crosstalk.features.memory import views as v
 from crosstalk.features.memory.handle import MemoryFeature
 from crosstalk.project import append_decision_file, repo_root
-from crosstalk.store.rooms import contact_named, direct_room_with
+from crosstalk.store.rooms import Room, contact_named, direct_room_with, members
 from crosstalk.wire.memory import DecisionMade
 from crosstalk.wire.room_ops import MessageOp
 
@@ -49,27 +49,36 @@ async def decide(feature: MemoryFeature, params: v.DecideParams) -> v.DecideRepl
         lambda: append_decision_file(repo, text=params.text, why=params.why, who=who,
                                      when_utc=when)
     )
-    decision_id, room_name = "d" + secrets.token_hex(5), None
+    decision_id, room = "d" + secrets.token_hex(5), None
     try:
-        room = await feature.room_for(v.Where(params.room, params.cwd))
-        await feature.write(room, DecisionMade(decision_id, params.text, params.why, repo.name))
-        room_name = room.name
+        chosen = await feature.room_for(v.Where(params.room, params.cwd))
+        await feature.write(chosen, DecisionMade(decision_id, params.text, params.why, repo.name))
+        room = chosen
     except CrosstalkError as exc:
         log.info("decision recorded in %s, not announced: %s", path, exc.message)
     if params.tell:
-        await _tell(feature, params.tell, params.text)
-    return v.DecideReply(str(path), decision_id, room_name)
+        await _tell(feature, params.tell, params.text, announced_in=room)
+    return v.DecideReply(str(path), decision_id, room.name if room else None)
 
 
-async def _tell(feature: MemoryFeature, who: str, text: str) -> None:
-    def direct(conn: sqlite3.Connection) -> str:
+async def _tell(feature: MemoryFeature, who: str, text: str, *, announced_in: Room | None) -> None:
+    """Send ``who`` the decision in your direct room, unless the room it was announced in
+    already tells them (a member is told once, by the announcement)."""
+
+    def direct(conn: sqlite3.Connection) -> str | None:
         contact = contact_named(conn, who)
+        if announced_in is not None and any(
+            m.fingerprint == contact.fingerprint for m in members(conn, announced_in.room_id)
+        ):
+            return None
         room = direct_room_with(conn, contact.fingerprint)
         if room is None:
             raise UnknownPeer(f"You share no room with {contact.label} yet.")
         return room.room_id
 
     room_id = await feature.daemon.store.read(direct)
+    if room_id is None:
+        return
     message = MessageOp(
         msg_id=secrets.token_hex(16), text=f"Decided: {text}", kind=Kind.DECISION,
         from_label=feature.identity_label(), sent_at=time.time(),
