@@ -26,6 +26,12 @@ class Event:
     index: int = -1  # the workload action this event belongs to (-1: the harness)
 
 
+def stamp(t: float) -> float:
+    """A virtual time as the history records it (to the microsecond): compare another clock
+    reading with an event's ``t`` only through this, or rounding puts it on the wrong side."""
+    return round(t, 6)
+
+
 class History:
     def __init__(self) -> None:
         self.events: list[Event] = []
@@ -34,7 +40,7 @@ class History:
         self, node: str, op: str, phase: str, args: dict[str, Any], result: Any, index: int = -1
     ) -> Event:
         try:
-            now = round(trio.current_time(), 6)
+            now = stamp(trio.current_time())
         except RuntimeError:
             now = 0.0
         event = Event(now, node, op, phase, args, result, index)
