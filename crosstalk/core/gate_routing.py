@@ -73,7 +73,7 @@ def route(to: str | None, live: Sequence[SessionView]) -> tuple[str | None, Sess
         live: the live sessions, as :func:`live_sessions` orders them.
     """
     if to is not None:
-        named = [s for s in live if s.name == to] or [s for s in live if s.project == to]
+        named = _candidates(to, live)
         if named:
             return named[0].name, named[0].status
         return None, SessionStatus.UNKNOWN
@@ -108,7 +108,19 @@ def _candidates(target: str | None, live: Sequence[S]) -> list[S]:
     sessions of that name if any is live, else sessions in that project."""
     if target is None:
         return list(live)
-    return [s for s in live if s.name == target] or [s for s in live if s.project == target]
+    return [s for s in live if s.name == target] or [
+        s for s in live if in_project(s.project, target)
+    ]
+
+
+def in_project(project: str, wanted: str) -> bool:
+    """Whether a session working in ``project`` (its git root, a path on the far machine) is in
+    the project a sender named: the whole path, or just its last part (``ben/api`` for
+    ``/home/ben/src/api``), since a sender does not know where the other machine keeps it."""
+    if project == wanted:
+        return True
+    tail = project.rstrip("/").rsplit("/", 1)[-1]
+    return "/" not in wanted and bool(tail) and tail == wanted
 
 
 def due(decision: Decision, intent: Intent) -> str:

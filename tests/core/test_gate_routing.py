@@ -14,6 +14,7 @@ from crosstalk.core.gate_routing import (
     SESSION_TTL,
     claimant,
     due,
+    in_project,
     live_sessions,
     refusal,
     route,
@@ -172,6 +173,36 @@ def test_a_message_naming_a_project_targets_a_session_in_it() -> None:
     """A project name routes to the live session working in that project."""
     live = [sess("one", project="web", status=IDLE), sess("two", project="api", status=BUSY)]
     assert route("api", live) == ("two", BUSY)
+
+
+def test_a_project_is_named_by_its_path_or_its_last_part() -> None:
+    """Sessions register their git root, a path on their own machine; a sender names the project
+    by that path or by its last part (``ben/api``), never by a part in the middle."""
+    live = [sess("one", project="/home/ben/src/web", status=IDLE),
+            sess("two", project="/home/ben/src/api/", status=BUSY)]
+    assert route("api", live) == ("two", BUSY)
+    assert route("/home/ben/src/web", live) == ("one", IDLE)
+    assert route("src", live) == (None, UNKNOWN)
+    assert route("src/api", live) == (None, UNKNOWN)
+    assert claimant(None, "web", live) == (IDLE, "one")
+
+
+@pytest.mark.parametrize(
+    ("project", "wanted", "matches"),
+    [
+        ("/a/b/api", "api", True),
+        ("/a/b/api", "/a/b/api", True),
+        ("/a/b/api/", "api", True),
+        ("api", "api", True),
+        ("/a/b/api", "b", False),
+        ("/a/b/api", "b/api", False),
+        ("/a/b/api", "", False),
+        ("/", "", False),
+        ("/a/b/apix", "api", False),
+    ],
+)
+def test_in_project(project: str, wanted: str, matches: bool) -> None:
+    assert in_project(project, wanted) is matches
 
 
 def test_a_name_match_beats_a_project_match() -> None:
