@@ -34,8 +34,10 @@ ALLOWED: dict[str, set[str]] = {
     "crosstalk.mcp_tool_kit": BASE,
     "crosstalk.mcp_memory_tools": BASE | {"crosstalk.mcp_tool_kit"},
     "crosstalk.mcp_tools": BASE | {"crosstalk.mcp_tool_kit", "crosstalk.mcp_memory_tools"},
+    # The wire is below the cores: cores take wire models as inputs (the relay link's machines
+    # read and write relay frames), the wire imports no core (the relay shares it without them).
     "crosstalk.core": BASE | {"crosstalk.crypto", "crosstalk.crypto_pairing", "crosstalk.wire"},
-    "crosstalk.wire": BASE | {"crosstalk.crypto", "crosstalk.core"},
+    "crosstalk.wire": BASE | {"crosstalk.crypto"},
     "crosstalk.project": BASE | {"crosstalk.core"},
     "crosstalk.slices": BASE | {"crosstalk.credentials", "crosstalk.wire"},
     "crosstalk.hook": BASE | {"crosstalk.core", "crosstalk.paths"},
@@ -78,11 +80,9 @@ ALLOWED: dict[str, set[str]] = {
     "relay": BASE | {"crosstalk.crypto", "crosstalk.wire", "crosstalk.paths"},
 }
 
-# Upward imports that exist today: (importer area, imported area) -> why. Issue 21 pays them.
-DEBTS: dict[tuple[str, str], str] = {
-    ("crosstalk.core", "crosstalk.wire"): "cores take wire models as inputs; wire/room_ops "
-    "imports core/triage's Intent and Kind",
-}
+# Upward imports that exist today: (importer area, imported area) -> why. Issue 21 paid the
+# last of them; a new one fails the table check until it is fixed or listed here with its reason.
+DEBTS: dict[tuple[str, str], str] = {}
 
 
 def _area(module: str) -> str:

@@ -52,49 +52,11 @@ from __future__ import annotations
 import enum
 
 from crosstalk.core.levels import Level
-from crosstalk.errors import UsageError
 
-
-class Intent(enum.Enum):
-    """How urgent the sender says it is. Decides when it lands, never whether."""
-
-    FYI = "fyi"
-    QUESTION = "question"
-    BLOCKING = "blocking"
-
-    @classmethod
-    def parse(cls, text: str) -> Intent:
-        """Read ``--intent`` as typed (case and surrounding blanks ignored).
-
-        Raises:
-            UsageError: ``text`` names no intent.
-        """
-        wanted = text.strip().lower()
-        for intent in cls:
-            if intent.value == wanted:
-                return intent
-        raise UsageError(f"{text.strip()!r} is not an intent: use fyi, question or blocking.")
-
-
-class Kind(enum.Enum):
-    """What an op carries."""
-
-    MESSAGE = "message"
-    ASK = "ask"
-    ANSWER = "answer"
-    HANDOFF = "handoff"
-    NOTICE = "notice"
-    FACT = "fact"
-    TASK = "task"
-    DECISION = "decision"
-
-    @property
-    def is_memory(self) -> bool:
-        """A write to the room's shared memory rather than something for the agent's turn."""
-        return self in _MEMORY_KINDS
-
-
-_MEMORY_KINDS = frozenset({Kind.FACT, Kind.TASK, Kind.DECISION})
+# What a message op says about itself travels inside the op, so the two enums live with the wire
+# models (the wire imports no core); triage is stated over them, so they are named here too.
+from crosstalk.wire.kinds import Intent as Intent
+from crosstalk.wire.kinds import Kind as Kind
 
 
 class SessionStatus(enum.Enum):

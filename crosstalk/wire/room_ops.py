@@ -18,9 +18,9 @@ import struct
 
 import attrs
 
-from crosstalk.core.triage import Intent, Kind
 from crosstalk.errors import RemoteProtocolError
 from crosstalk.wire.converter import converter, structure_remote
+from crosstalk.wire.kinds import Intent, Kind
 from crosstalk.wire.memory import MemoryOp, parse_memory_op
 
 BODY_MAGIC = b"ct"
