@@ -160,6 +160,11 @@ class RoomActor:
     # --- inbound ---------------------------------------------------------------------------------
 
     async def _catch_up(self, ctx: ActorContext[RoomInput]) -> None:
+        if self._handed and self._on_applied is not None:
+            # Applied in the link's commit: on to the listeners first, before a transaction of
+            # our own (whatever that one opens comes after it in the log).
+            handed, self._handed = self._handed, []
+            await self._on_applied(handed)
         while True:
             opened = await self._store.write(self._open_and_apply)
             if self._handed:  # each batch follows all that were committed before it

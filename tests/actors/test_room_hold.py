@@ -21,7 +21,7 @@ from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.room import Applied
 from crosstalk.features.membership.key_share import apply_key_share
 from crosstalk.features.membership.keys import seal_key
-from crosstalk.store.db import Store
+from crosstalk.store.db import RunSync, Store, run_inline
 from crosstalk.store.rooms import Room, RoomMember, add_member, add_room
 from crosstalk.wire.room_ops import KeyShare, MessageOp, encode_op, frame_body
 
@@ -55,9 +55,9 @@ async def store() -> AsyncIterator[Store]:
 
 
 @asynccontextmanager
-async def room_store() -> AsyncIterator[Store]:
+async def room_store(run_sync: RunSync = run_inline) -> AsyncIterator[Store]:
     root = Path(tempfile.mkdtemp(prefix="ct-"))
-    opened = await Store.open(root / "state.db")
+    opened = await Store.open(root / "state.db", run_sync=run_sync)
 
     def setup(conn: sqlite3.Connection) -> None:
         add_room(conn, Room(ROOM, "team", "shared", "joined", 0, 0.0), KEYS[0])

@@ -4,6 +4,8 @@ in seq order; a room whose applier fails leaves the link's commit alone."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
+from typing import Any
 
 import trio
 import trio.testing
@@ -17,7 +19,7 @@ from crosstalk.actors.room_inbound import inbound_applier
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.room import Applied
 from crosstalk.store import room_log
-from crosstalk.store.db import Store
+from crosstalk.store.db import Store, run_inline
 from crosstalk.wire.relay_log import Op
 from tests.actors.fakes import running
 from tests.actors.test_room_hold import ANA, BEN, ROOM, _sealed, room_store
@@ -41,6 +43,8 @@ class _World:
         self.failing = failing
         self.applied_in: list[tuple[str, int]] = []  # (op id, inbound rows seen in that txn)
         self.handed: list[list[str]] = []
+        self.writes = 0  # write transactions so far (see _counting)
+        self.writes_when_handed: list[int] = []
         self.handed_send, self.handed_receive = trio.open_memory_channel[list[str]](100)
 
     def applier(self, conn: sqlite3.Connection, entry: Applied) -> None:
@@ -49,7 +53,14 @@ class _World:
         self.applied_in.append((entry.op_id, _count(conn, "relay_inbound")))
 
     async def on_applied(self, applied: list[Applied]) -> None:
+        self.writes_when_handed.append(self.writes)
         self.handed_send.send_nowait([a.op_id for a in applied])
+
+    async def counting(self, fn: Callable[..., Any], *args: Any, limiter: Any = None) -> Any:
+        """The store's runner: counts write transactions (the limiter tells them apart)."""
+        if limiter is not None and fn.__name__ == "_run_write":
+            self.writes += 1
+        return await run_inline(fn, *args, limiter=limiter)
 
 
 async def _with_room(world: _World, test: object) -> None:
@@ -104,5 +115,23 @@ async def test_a_failing_room_leaves_the_links_commit_whole() -> None:
             assert await store.read(lambda conn: _count(conn, "relay_inbound")) == 1
             assert await store.read(lambda conn: room_log.applied_cursor(conn, ROOM)) == 0
             assert world.handed_receive.statistics().current_buffer_used == 0
+
+        await _with_room(world, test)
+
+
+async def test_what_the_link_applied_reaches_the_listeners_before_the_rooms_next_transaction(
+) -> None:
+    """The batch applied in the link's commit is handed on at once when the room wakes, not
+    after a transaction of the room's own (a write, with its commit, on the way to the gate)."""
+    world = _World(None)  # type: ignore[arg-type]  # the store comes next, with the runner
+    async with room_store(world.counting) as store:
+        world.store = store
+
+        async def test(link_store: SqliteLinkStore) -> None:
+            with trio.fail_after(10):
+                await link_store.commit_inbound_many([_op(1)], 100.0)
+                committed = world.writes
+                assert await world.handed_receive.receive() == ["b1"]
+            assert world.writes_when_handed == [committed]
 
         await _with_room(world, test)
