@@ -1,0 +1,45 @@
+"""The daemon's relay link applies what arrives in the running rooms inside its own commit."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import trio
+import trio.testing
+
+from crosstalk.actors.relay_link import LinkTimings, RelaySocket
+from crosstalk.actors.supervisor import Supervisor
+from crosstalk.daemon import Daemon
+from crosstalk.paths import Home
+from crosstalk.store import room_log
+from crosstalk.store.identity import IdentityRecord, save_identity
+from crosstalk.wire.relay_log import Op
+from tests.actors.fakes import running
+from tests.actors.test_room_hold import ANA, BEN, ROOM, _sealed, room_store
+
+
+@asynccontextmanager
+async def _unreachable(url: str, timings: LinkTimings) -> AsyncIterator[RelaySocket]:
+    """A relay that never answers: the link keeps dialling, nothing else happens."""
+    await trio.sleep_forever()
+    yield  # type: ignore[misc]  # never reached: the connection never opens
+
+
+async def test_an_op_the_link_commits_is_applied_in_that_commit() -> None:
+    """Once the link's store returns from committing an op for a running room, the room has
+    applied it (its applied cursor moved) without being woken."""
+    with tempfile.TemporaryDirectory(prefix="ct-") as root:
+        home = Home(Path(root))
+        save_identity(home.identity, IdentityRecord(
+            "ana", "m", ANA.ed_seed, ANA.x_secret, 0.0), keyring=False)
+        async with room_store() as store, running(Supervisor(heartbeat=5.0)) as sup:
+            daemon = Daemon(home, store, sup, 5.0, features=(), connect=_unreachable)
+            await daemon.start()
+            await trio.testing.wait_all_tasks_blocked()
+            op = Op(room=ROOM, seq=1, sender=BEN.fingerprint, op_id="b1",
+                    body=_sealed(BEN, "b1"), ts=1.0)
+            await daemon.link_store.commit_inbound_many([op], 100.0)
+            assert await store.read(lambda conn: room_log.applied_cursor(conn, ROOM)) == 1
