@@ -10,6 +10,7 @@ both machines (each is its own device with its own cursors).
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import time
 from collections.abc import AsyncGenerator
@@ -50,7 +51,7 @@ from crosstalk.wire.link_bundle import (
     decode_bundle,
     encode_bundle,
 )
-from crosstalk.wire.pairing import Purpose, Role
+from crosstalk.wire.pairing import Offer, Purpose, Role
 
 
 class Host(Pairer, Stored, Homed, SendsOps, MakesIdentity, MovesRelay, Protocol):
@@ -133,88 +134,92 @@ def _adopt_bundle(conn: sqlite3.Connection, bundle: IdentityBundle) -> None:
     set_setting(conn, RELAY_URL, bundle.relay_url)
 
 
+async def _identity_bundle(daemon: Host) -> IdentityBundle:
+    """Everything the other machine needs to become us: keys, contacts, rooms, the relay."""
+    identity, link = daemon.require_identity(), daemon.link_status()
+    assert link is not None and link.relay_key is not None  # the slot was just opened there
+    contacts, rooms = await daemon.store.read(_collect)
+    return IdentityBundle(
+        label=identity.label,
+        signing_seed=identity.signing_seed,
+        box_secret=identity.box_secret,
+        relay_url=link.url,
+        relay_key=bytes.fromhex(link.relay_key),
+        contacts=contacts,
+        rooms=rooms,
+    )
+
+
+async def link_new(daemon: Host, _: NoParams) -> AsyncGenerator[InviteLine | LinkedLine, None]:
+    """Show six words at once, then hand our identity to the machine that pairs with them."""
+    keys = daemon.keys
+    relay = await daemon.relay()
+    slot = await relay.request(w.SlotOpen(0), w.Slot)
+    deadline = trio.current_time() + slot.expires_in
+    invite = Invite.new(slot.slot, nacl.utils.random(6 * BYTES_PER_WORD), purpose=Purpose.LINK)
+    bundle = await _identity_bundle(daemon)
+    offer = make_offer(daemon, keys, agent=False, room=None, bundle=encode_bundle(bundle))
+    yield InviteLine(invite.format(), int(slot.expires_in))
+    await run_pairing(
+        daemon, role=Role.INVITER, slot=slot.slot, words=invite.words, offer=offer,
+        deadline=deadline, purpose=Purpose.LINK,
+    )
+    yield LinkedLine(True, keys.fingerprint, bundle.label, len(bundle.rooms))
+
+
+def _opened_bundle(their: Offer, ours: Offer) -> tuple[IdentityBundle, IdentityRecord]:
+    """The identity the other machine sent, once its relay key and its keys check out."""
+    if their.relay_key != ours.relay_key or their.identity_bundle is None:
+        raise RelayKeyMismatch(
+            "The other machine's relay key differs from the one this relay showed us; "
+            "nothing was adopted."
+        )
+    bundle = decode_bundle(their.identity_bundle)
+    record = IdentityRecord(
+        label=bundle.label,
+        machine=ours.machine,
+        signing_seed=bundle.signing_seed,
+        box_secret=bundle.box_secret,
+        created_at=time.time(),
+    )
+    if crypto.Keys(record.signing_seed, record.box_secret).ed_pub != their.ed_pub:
+        raise CrosstalkError(
+            "The identity bundle does not match its sender.", code="protocol_error"
+        )
+    return bundle, record
+
+
+async def link_join(daemon: Host, params: LinkJoinParams) -> LinkedLine:
+    """Pair by the six words under a throwaway key, then become the identity sent over."""
+    invite = Invite.parse(params.code, purpose=Purpose.LINK)
+    if daemon.identity is not None:
+        raise CrosstalkError(
+            f"This home already is {daemon.identity.label} ({daemon.keys.fingerprint}); "
+            "`link CODE` only works on a home with no identity yet.",
+            code="already_set_up",
+        )
+    throwaway = crypto.Keys(nacl.utils.random(32), nacl.utils.random(32))
+    relay = await daemon.relay(as_keys=throwaway)
+    await relay.request(w.ListRooms(0), w.RoomList)  # waits until the link is ready
+    offer = make_offer(daemon, throwaway, agent=False, room=None)
+    paired = await run_pairing(
+        daemon, role=Role.JOINER, slot=invite.slot, words=invite.words, offer=offer,
+        deadline=trio.current_time() + 15 * 60, purpose=Purpose.LINK,
+    )
+    bundle, record = _opened_bundle(paired.offer, offer)
+    await daemon.store.write(lambda conn: _adopt_bundle(conn, bundle))
+    await trio.to_thread.run_sync(save_identity, daemon.home.identity, record)
+    daemon.adopt_identity(record)
+    await daemon.restart_link()
+    for room in bundle.rooms:
+        if room.state == "joined":
+            await daemon.room_inbox(room.room_id)
+    return LinkedLine(True, daemon.keys.fingerprint, bundle.label, len(bundle.rooms))
+
+
 def plug(daemon: Host) -> Plugs:
     """The ``link_new`` and ``link_join`` ops."""
-
-    async def link_new(_: NoParams) -> AsyncGenerator[InviteLine | LinkedLine, None]:
-        keys = daemon.keys
-        relay = await daemon.relay()
-        slot = await relay.request(w.SlotOpen(0), w.Slot)
-        deadline = trio.current_time() + slot.expires_in
-        invite = Invite.new(slot.slot, nacl.utils.random(6 * BYTES_PER_WORD), purpose=Purpose.LINK)
-        link = daemon.link_status()
-        assert daemon.identity is not None and link is not None and link.relay_key is not None
-        contacts, rooms = await daemon.store.read(_collect)
-        bundle = IdentityBundle(
-            label=daemon.identity.label,
-            signing_seed=daemon.identity.signing_seed,
-            box_secret=daemon.identity.box_secret,
-            relay_url=link.url,
-            relay_key=bytes.fromhex(link.relay_key),
-            contacts=contacts,
-            rooms=rooms,
-        )
-        offer = make_offer(daemon, keys, agent=False, room=None, bundle=encode_bundle(bundle))
-        yield InviteLine(invite.format(), int(slot.expires_in))
-        await run_pairing(
-            daemon,
-            role=Role.INVITER,
-            slot=slot.slot,
-            words=invite.words,
-            offer=offer,
-            deadline=deadline,
-            purpose=Purpose.LINK,
-        )
-        yield LinkedLine(True, keys.fingerprint, daemon.identity.label, len(rooms))
-
-    async def link_join(params: LinkJoinParams) -> LinkedLine:
-        invite = Invite.parse(params.code, purpose=Purpose.LINK)
-        if daemon.identity is not None:
-            raise CrosstalkError(
-                f"This home already is {daemon.identity.label} ({daemon.keys.fingerprint}); "
-                "`link CODE` only works on a home with no identity yet.",
-                code="already_set_up",
-            )
-        throwaway = crypto.Keys(nacl.utils.random(32), nacl.utils.random(32))
-        relay = await daemon.relay(as_keys=throwaway)
-        await relay.request(w.ListRooms(0), w.RoomList)  # waits until the link is ready
-        offer = make_offer(daemon, throwaway, agent=False, room=None)
-        paired = await run_pairing(
-            daemon,
-            role=Role.JOINER,
-            slot=invite.slot,
-            words=invite.words,
-            offer=offer,
-            deadline=trio.current_time() + 15 * 60,
-            purpose=Purpose.LINK,
-        )
-        if paired.offer.relay_key != offer.relay_key or paired.offer.identity_bundle is None:
-            raise RelayKeyMismatch(
-                "The other machine's relay key differs from the one this relay showed us; "
-                "nothing was adopted."
-            )
-        bundle = decode_bundle(paired.offer.identity_bundle)
-        record = IdentityRecord(
-            label=bundle.label,
-            machine=offer.machine,
-            signing_seed=bundle.signing_seed,
-            box_secret=bundle.box_secret,
-            created_at=time.time(),
-        )
-        if crypto.Keys(record.signing_seed, record.box_secret).ed_pub != paired.offer.ed_pub:
-            raise CrosstalkError(
-                "The identity bundle does not match its sender.", code="protocol_error"
-            )
-        await daemon.store.write(lambda conn: _adopt_bundle(conn, bundle))
-        await trio.to_thread.run_sync(save_identity, daemon.home.identity, record)
-        daemon.adopt_identity(record)
-        await daemon.restart_link()
-        for room in bundle.rooms:
-            if room.state == "joined":
-                await daemon.room_inbox(room.room_id)
-        return LinkedLine(True, daemon.keys.fingerprint, bundle.label, len(bundle.rooms))
-
     return Plugs(ops=(
-        stream_op("link_new", NoParams, link_new),
-        op("link_join", LinkJoinParams, link_join),
+        stream_op("link_new", NoParams, functools.partial(link_new, daemon)),
+        op("link_join", LinkJoinParams, functools.partial(link_join, daemon)),
     ))

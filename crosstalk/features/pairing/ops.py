@@ -23,6 +23,7 @@ import trio
 
 from crosstalk import crypto
 from crosstalk.actors.pairing import Paired, PairingActor, PairingOutcome
+from crosstalk.actors.relay_client import RelayClient
 from crosstalk.actors.router import RoutePairing, WatchInvitation
 from crosstalk.core.invite import Invite
 from crosstalk.core.words import BYTES_PER_WORD
@@ -211,114 +212,112 @@ async def _host_relay(daemon: Host, *, public: bool) -> tuple[str, int]:
     return address, port
 
 
+def _local_only_note(daemon: Host, hosted: bool) -> str | None:
+    """Say so when only this machine can join: the invite points at the local relay."""
+    link = daemon.link_status()
+    if hosted or link is None or not is_local_default(link.url):
+        return None
+    return (
+        "This uses the local relay on this machine, so only this machine can join. "
+        "Use --host to let someone on your network join."
+    )
+
+
+async def _create_room_of_two(
+    relay: RelayClient, keys: crypto.Keys, room: str, their: Offer
+) -> None:
+    """Create the room on the relay and add the joiner (allowed: we just met in its slot)."""
+    own = crypto.sign(keys, w.member_transcript(room, keys.ed_pub, keys.x_pub))
+    await relay.request(w.Create(0, room, own), w.Ok)
+    theirs = crypto.sign(keys, w.member_transcript(room, their.ed_pub, their.x_pub))
+    await relay.request(w.Add(0, room, their.ed_pub, their.x_pub, theirs), w.Ok)
+
+
+async def room_new(
+    daemon: Host, params: RoomNewParams
+) -> AsyncGenerator[InviteLine | JoinedLine, None]:
+    """Show an invite at once, then pair with whoever joins and make the room of two."""
+    if params.public:
+        require_cloudflared()  # before anything is created
+    keys = await daemon.ensure_identity(params.label)
+    hosted = params.host or params.public
+    where = await _host_relay(daemon, public=params.public) if hosted else None
+    relay = await daemon.relay()
+    slot = await relay.request(w.SlotOpen(0), w.Slot)
+    deadline = trio.current_time() + slot.expires_in
+    invite = Invite.new(
+        slot.slot,
+        nacl.utils.random(4 * BYTES_PER_WORD),
+        purpose=Purpose.ROOM,
+        host=where[0] if where else None,
+        port=where[1] if where else None,
+    )
+    grant = RoomGrant(room_id=nacl.utils.random(16).hex(), key=nacl.utils.random(32))
+    offer = make_offer(daemon, keys, agent=params.agent, room=grant)
+    yield InviteLine(invite.format(), int(slot.expires_in), _local_only_note(daemon, hosted))
+    paired = await run_pairing(
+        daemon, role=Role.INVITER, slot=slot.slot, words=invite.words, offer=offer,
+        deadline=deadline,
+    )
+    label = daemon.require_identity().label
+    contact = await daemon.store.write(
+        lambda c: _adopt(c, paired.offer, grant, state="joined", me=keys, my_label=label)
+    )
+    await _create_room_of_two(relay, keys, grant.room_id, paired.offer)
+    await daemon.room_inbox(grant.room_id)
+    yield JoinedLine(contact.label, grant.room_id, contact.fingerprint, keys.fingerprint)
+
+
+def _granted_room(their: Offer, ours: Offer) -> RoomGrant:
+    """The room the inviter's offer grants, once its relay key matches the one we saw."""
+    if their.relay_key != ours.relay_key:
+        raise RelayKeyMismatch(
+            "The inviter's relay key differs from the one this relay showed us: someone may "
+            "be in the middle. Nothing was adopted."
+        )
+    if their.room is None:
+        raise CrosstalkError("The inviter's offer carries no room.", code="protocol_error")
+    return their.room
+
+
+async def _wait_for_invitation(daemon: Host, room: str) -> None:
+    """Wait (a bounded while) for the relay's invitation; the accept says if it never came."""
+    assert daemon.router is not None
+    send, receive = trio.open_memory_channel[None](1)
+    await daemon.router.send(WatchInvitation(room, send))
+    with trio.move_on_after(INVITATION_WAIT):
+        await receive.receive()
+
+
+async def room_join(daemon: Host, params: RoomJoinParams) -> JoinedLine:
+    """Pair with the inviter by the code's words, then accept the room of two."""
+    invite = Invite.parse(params.code, purpose=Purpose.ROOM)
+    keys = await daemon.ensure_identity(params.label)
+    if invite.host is not None and invite.port is not None:
+        scheme = "wss" if invite.port == 443 else "ws"
+        await daemon.use_relay(f"{scheme}://{invite.host}:{invite.port}")
+    relay = await daemon.relay()
+    await relay.request(w.ListRooms(0), w.RoomList)  # waits until the link is ready
+    offer = make_offer(daemon, keys, agent=params.agent, room=None)
+    paired = await run_pairing(
+        daemon, role=Role.JOINER, slot=invite.slot, words=invite.words, offer=offer,
+        deadline=trio.current_time() + 15 * 60,
+    )
+    grant = _granted_room(paired.offer, offer)
+    label = daemon.require_identity().label
+    contact = await daemon.store.write(
+        lambda c: _adopt(c, paired.offer, grant, state="invited", me=keys, my_label=label)
+    )
+    await _wait_for_invitation(daemon, grant.room_id)
+    await relay.request(w.Accept(0, grant.room_id), w.Ok)
+    await daemon.store.write(lambda c: set_room_state(c, grant.room_id, "joined"))
+    await daemon.room_inbox(grant.room_id)
+    return JoinedLine(contact.label, grant.room_id, contact.fingerprint, keys.fingerprint)
+
+
 def plug(daemon: Host) -> Plugs:
     """The ``room_new`` and ``room_join`` ops."""
-
-    async def room_new(params: RoomNewParams) -> AsyncGenerator[InviteLine | JoinedLine, None]:
-        if params.public:
-            require_cloudflared()  # before anything is created
-        keys = await daemon.ensure_identity(params.label)
-        where = (
-            await _host_relay(daemon, public=params.public)
-            if params.host or params.public
-            else None
-        )
-        relay = await daemon.relay()
-        slot = await relay.request(w.SlotOpen(0), w.Slot)
-        deadline = trio.current_time() + slot.expires_in
-        invite = Invite.new(
-            slot.slot,
-            nacl.utils.random(4 * BYTES_PER_WORD),
-            purpose=Purpose.ROOM,
-            host=where[0] if where else None,
-            port=where[1] if where else None,
-        )
-        grant = RoomGrant(room_id=nacl.utils.random(16).hex(), key=nacl.utils.random(32))
-        offer = make_offer(daemon, keys, agent=params.agent, room=grant)
-        link = daemon.link_status()
-        note = None
-        if where is None and link is not None and is_local_default(link.url):
-            note = (
-                "This uses the local relay on this machine, so only this machine can join. "
-                "Use --host to let someone on your network join."
-            )
-        yield InviteLine(invite.format(), int(slot.expires_in), note)
-        paired = await run_pairing(
-            daemon,
-            role=Role.INVITER,
-            slot=slot.slot,
-            words=invite.words,
-            offer=offer,
-            deadline=deadline,
-        )
-        their = paired.offer
-        assert daemon.identity is not None
-        label = daemon.identity.label
-        contact = await daemon.store.write(
-            lambda c: _adopt(c, their, grant, state="joined", me=keys, my_label=label)
-        )
-        room = grant.room_id
-        await relay.request(
-            w.Create(
-                0, room, crypto.sign(keys, w.member_transcript(room, keys.ed_pub, keys.x_pub))
-            ),
-            w.Ok,
-        )
-        await relay.request(
-            w.Add(
-                0,
-                room,
-                their.ed_pub,
-                their.x_pub,
-                crypto.sign(keys, w.member_transcript(room, their.ed_pub, their.x_pub)),
-            ),
-            w.Ok,
-        )
-        await daemon.room_inbox(room)
-        yield JoinedLine(contact.label, room, contact.fingerprint, keys.fingerprint)
-
-    async def room_join(params: RoomJoinParams) -> JoinedLine:
-        invite = Invite.parse(params.code, purpose=Purpose.ROOM)
-        keys = await daemon.ensure_identity(params.label)
-        if invite.host is not None and invite.port is not None:
-            scheme = "wss" if invite.port == 443 else "ws"
-            await daemon.use_relay(f"{scheme}://{invite.host}:{invite.port}")
-        relay = await daemon.relay()
-        await relay.request(w.ListRooms(0), w.RoomList)  # waits until the link is ready
-        offer = make_offer(daemon, keys, agent=params.agent, room=None)
-        deadline = trio.current_time() + 15 * 60
-        paired = await run_pairing(
-            daemon,
-            role=Role.JOINER,
-            slot=invite.slot,
-            words=invite.words,
-            offer=offer,
-            deadline=deadline,
-        )
-        their = paired.offer
-        if their.relay_key != offer.relay_key:
-            raise RelayKeyMismatch(
-                "The inviter's relay key differs from the one this relay showed us: someone may "
-                "be in the middle. Nothing was adopted."
-            )
-        if their.room is None:
-            raise CrosstalkError("The inviter's offer carries no room.", code="protocol_error")
-        grant = their.room
-        assert daemon.identity is not None and daemon.router is not None
-        label = daemon.identity.label
-        contact = await daemon.store.write(
-            lambda c: _adopt(c, their, grant, state="invited", me=keys, my_label=label)
-        )
-        send, receive = trio.open_memory_channel[None](1)
-        await daemon.router.send(WatchInvitation(grant.room_id, send))
-        with trio.move_on_after(INVITATION_WAIT):
-            await receive.receive()
-        await relay.request(w.Accept(0, grant.room_id), w.Ok)
-        await daemon.store.write(lambda c: set_room_state(c, grant.room_id, "joined"))
-        await daemon.room_inbox(grant.room_id)
-        return JoinedLine(contact.label, grant.room_id, contact.fingerprint, keys.fingerprint)
-
     return Plugs(ops=(
-        stream_op("room_new", RoomNewParams, room_new),
-        op("room_join", RoomJoinParams, room_join),
+        stream_op("room_new", RoomNewParams, functools.partial(room_new, daemon)),
+        op("room_join", RoomJoinParams, functools.partial(room_join, daemon)),
     ))
