@@ -1,0 +1,298 @@
+"""The feed of a stateless relay node: its core is a cache of the stream, kept in step with
+what the other nodes stored.
+
+Theory of operation
+-------------------
+:class:`FedServer` is the ordinary shell (:class:`~relay.server.RelayServer`) whose core's rooms,
+slots and grants are a cache of the stream (see :mod:`relay.nats_store`); the request path on
+top of it is :mod:`relay.node`, presence :mod:`relay.node_presence`.
+
+Writes of other nodes reach this node through the stream's RePublish (``N.p.>``), which sends
+only what was stored. The NATS thread queues each message and wakes the feeder in Trio once per
+burst; the feeder takes them in order. A message for a unit carries the sequence it was checked
+against; if that is not what this node last saw of the unit, something was missed and the unit
+is reloaded; otherwise the core applies it and pushes it to its own connections
+(:mod:`relay.replica`). While a unit is being written or reloaded here (it is *busy*), its
+messages wait in a buffer and are applied, in stream order, when it is released. A unit whose
+cache may disagree with the stream (a write whose outcome is unknown, a reload that failed) is
+*stale* and reloaded before anything is decided on it; a failed reload is retried in the
+background with backoff. After a reconnect to NATS every cached unit is reloaded: what was
+republished meanwhile is lost (core NATS).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import secrets
+
+import attrs
+import trio
+from nacl.signing import SigningKey
+from nats.aio.msg import Msg
+
+from crosstalk.errors import RemoteProtocolError, StorageUnavailable, UsageError
+from relay.effects import Close, Effect, Send
+from relay.limits import RelayConfig
+from relay.nats_store import NatsStorage
+from relay.replica import Gap
+from relay.server import RelayServer, ShellTimings
+from relay.storage import OpsPruned
+
+log = logging.getLogger(__name__)
+
+RELOAD_BACKOFF = 0.25  # seconds before retrying a failed reload, doubling ...
+RELOAD_BACKOFF_MAX = 4.0  # ... up to this
+
+
+@attrs.frozen
+class _Feed:
+    seq: int
+    subject: str
+    headers: dict[str, str]
+    data: bytes
+
+
+class FedServer(RelayServer):
+    """The ordinary shell with a core that caches the stream and takes in other nodes' writes."""
+
+    def __init__(
+        self, storage: NatsStorage, signing_key_seed: bytes, *, config: RelayConfig | None = None,
+        timings: ShellTimings | None = None, node: str | None = None,
+        client_address_header: str | None = None,
+    ) -> None:
+        public = bytes(SigningKey(signing_key_seed).verify_key)
+        if storage.ensure_key(public) != public:
+            raise UsageError(
+                "This node's relay key differs from the one the cluster recorded; copy relay.key "
+                "from a running node."
+            )
+        self.nats = storage
+        self.node = node or secrets.token_hex(4)
+        self._inbox: collections.deque[_Feed] = collections.deque()
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._arrived = trio.Event()
+        self._poked = False  # a wake-up of the feeder is on its way (set on the NATS thread)
+        self._committing = False  # the committer is storing a batch whose frames wait
+        self._busy: dict[str, list[_Feed]] = {}
+        self._locks: dict[str, trio.Lock] = {}
+        # Units whose cache may hold what the stream does not (a write whose outcome is unknown)
+        # or miss what it does (a failed reload): reloaded before anything is decided on them.
+        self._stale: set[str] = set()
+        self._nursery: trio.Nursery | None = None
+        self.conflicts = 0
+        storage._call(self._subscribe)  # before the load below, so nothing falls in between
+        storage.on_reconnect = self._poke_resync
+        super().__init__(storage, signing_key_seed, config=config, timings=timings,
+                         client_address_header=client_address_header)
+        # The last stream seq this node has taken in, in order: its load, then its feed.
+        self.fed_through = storage.loaded_through
+        self.core.limit_pruning(self._prunable)
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            await nursery.start(super().run)
+            self._token = trio.lowlevel.current_trio_token()
+            nursery.start_soon(self._feeder)
+            task_status.started()
+
+    # --- taking messages in -------------------------------------------------------------------
+
+    async def _subscribe(self) -> None:
+        lay = self.nats.layout
+        prefix = f"{lay.republished}."
+
+        async def stored(msg: Msg) -> None:
+            headers = msg.headers or {}  # a dict of its own per message
+            subject = f"{lay.root}.{msg.subject[len(prefix):]}"
+            self._inbox.append(_Feed(int(headers.get("Nats-Sequence", 0)), subject, headers,
+                                     msg.data))
+            self._poke()
+
+        async def presence(msg: Msg) -> None:
+            self._inbox.append(_Feed(-1, msg.subject, {}, msg.data))
+            self._poke()
+
+        await self.nats.nc.subscribe(f"{lay.republished}.>", cb=stored)
+        await self.nats.nc.subscribe(f"{lay.ns}.presence.*", cb=presence)
+
+    def _poke(self) -> None:
+        """On the NATS thread: wake the feeder in Trio (never blocks). One wake-up is enough
+        for everything queued before the feeder runs: each costs a write to Trio's wake-up
+        socket and a thread switch, and messages come in bursts."""
+        token = self._token
+        if token is not None and not self._poked:
+            self._poked = True
+            try:
+                token.run_sync_soon(self._wake_feeder)
+            except trio.RunFinishedError:
+                pass
+
+    def _poke_resync(self) -> None:
+        """On the NATS thread, after a reconnect: what was republished while this node was
+        away is lost (core NATS), and a unit written last in that time would show no gap, so
+        every unit this node knows is reloaded."""
+        self._inbox.append(_Feed(-2, "", {}, b""))
+        self._poke()
+
+    def _wake_feeder(self) -> None:
+        # In Trio, before the feeder drains: what the NATS thread queues after this pokes again.
+        self._poked = False
+        self._arrived.set()  # the event current now, not when the NATS thread asked
+
+    async def _feeder(self) -> None:
+        while True:
+            await self._arrived.wait()
+            self._arrived = trio.Event()
+            while self._inbox:
+                item = self._inbox.popleft()
+                self.fed_through = max(self.fed_through, item.seq)
+                if item.seq == -2:
+                    self._resync()
+                elif item.seq < 0:
+                    self._heard(item.data)
+                else:
+                    self._stored(item)
+            await trio.lowlevel.checkpoint()
+
+    def _heard(self, data: bytes) -> None:
+        """Another node's presence announcement (:mod:`relay.node_presence`)."""
+
+    def _stored(self, item: _Feed) -> None:
+        unit = self.nats.layout.unit_of_subject(item.subject)
+        if (unit is not None and unit not in self._busy
+                and item.seq <= self.nats.tails.last.get(unit, 0)):
+            return  # this node's own write, or one it reloaded already: not decoded again
+        try:
+            stored = self.nats.layout.decode(item.subject, item.headers, item.data)
+        except (KeyError, ValueError, TypeError, RemoteProtocolError):
+            log.warning("relay node %s: dropped a malformed stored message %s", self.node,
+                        item.subject)
+            return
+        if stored is None:
+            return
+        if stored.unit is None:  # a cursor, device or prune floor: newest wins
+            self._deliver(self.core.stored_elsewhere(stored.writes, stored.by))
+            for x in stored.writes:
+                if isinstance(x, OpsPruned):
+                    self.nats.tails.pruned(x.room, x.through)
+            return
+        if stored.unit in self._busy:
+            self._busy[stored.unit].append(item)
+            return
+        last = self.nats.tails.last.get(stored.unit, 0)
+        if item.seq <= last:
+            return  # this node's own write, or one it reloaded already
+        if item.headers.get("Nats-Expected-Last-Subject-Sequence") != str(last):
+            self._start_reload(stored.unit)
+            return
+        try:
+            effects = self.core.stored_elsewhere(stored.writes, stored.by)
+        except Gap:
+            self._start_reload(stored.unit)
+            return
+        self.nats.tails.saw(item.seq, stored)
+        self._deliver(effects)
+
+    def _deliver(self, effects: list[Effect]) -> None:
+        """Send what another node's write means here. Frames alone go out at once unless
+        something queued before them still waits for the committer (they must not overtake
+        it): gathering a batch there takes several scheduling rounds, which cost more than
+        the push itself, and there is nothing to commit."""
+        if not effects:
+            return
+        if self._pending or self._committing or not all(isinstance(e, Send | Close)
+                                                        for e in effects):
+            self._feed(effects)
+        else:
+            self._dispatch(effects)
+
+    def _resync(self) -> None:
+        log.info("relay node %s: reconnected to NATS; reloading what it caches", self.node)
+        for unit in list(self.nats.tails.last):
+            if unit not in self._busy:
+                self._start_reload(unit)
+
+    # --- reloads ------------------------------------------------------------------------------
+
+    def _start_reload(self, unit: str) -> None:
+        self._busy.setdefault(unit, [])
+        assert self._nursery is not None
+        self._nursery.start_soon(self._reload_task, unit)
+
+    async def _reload_task(self, unit: str) -> None:
+        """Reload ``unit`` until it works (NATS may be electing a leader), its stored messages
+        waiting meanwhile; a unit left stale would push nothing until its next write."""
+        delay = RELOAD_BACKOFF
+        while True:
+            async with self._lock(unit):
+                self._busy.setdefault(unit, [])
+                try:
+                    await self._reload(unit)
+                    return
+                except StorageUnavailable as exc:
+                    log.warning("relay node %s: cannot reload %s: %s", self.node, unit, exc)
+                finally:
+                    if unit not in self._stale:
+                        self._release([unit])
+            await trio.sleep(delay)  # back off while NATS cannot answer
+            delay = min(delay * 2, RELOAD_BACKOFF_MAX)
+
+    async def _reload(self, unit: str) -> None:
+        """Replace the cache of ``unit`` with what the stream holds now (caller holds it busy)."""
+        self._stale.add(unit)
+        snapshot, tails = await self.nats.acall(lambda: self.nats.areload(unit))
+        self._stale.discard(unit)
+        self.nats.tails.last[unit] = tails.last.get(unit, 0)
+        if unit.startswith("r."):
+            self.nats.tails.ops[unit[2:]] = tails.ops.get(unit[2:], {})
+        self._deliver(self.core.reload(unit, snapshot))
+
+    def _release(self, units: list[str]) -> None:
+        """Stop buffering ``units``' stored messages and apply what waited."""
+        waiting: list[_Feed] = []
+        for unit in units:
+            waiting.extend(self._busy.pop(unit, []))
+        for item in sorted(waiting, key=lambda i: i.seq):
+            self._stored(item)
+
+    async def _reload_busy(self, unit: str) -> bool:
+        self._busy.setdefault(unit, [])
+        try:
+            await self._reload(unit)
+            return True
+        except StorageUnavailable:
+            return False
+        finally:
+            self._release([unit])
+
+    async def _reload_all(self, units: list[str]) -> bool:
+        """Reload ``units``; a unit that fails stays stale and is retried in the background."""
+        done = True
+        for unit in units:
+            try:
+                await self._reload(unit)
+            except StorageUnavailable as exc:
+                log.warning("relay node %s: cannot reload %s: %s", self.node, unit, exc)
+                self._start_reload(unit)
+                done = False
+        return done
+
+    def _prunable(self, room: str) -> int:
+        """The highest seq of ``room`` this node may prune for acknowledgement: ops it has
+        taken in from the feed. A device that said hello on another node before an op was
+        stored is stored before it, so it is known here once the op came through the feed;
+        pruning an op this node only wrote (or reloaded) could drop what that device is owed.
+        What is held back now is pruned at a later acknowledgement."""
+        ops = self.nats.tails.ops.get(room)
+        if not ops:
+            return 1 << 62
+        fed = self.fed_through
+        return max((seq for seq, at in ops.items() if at <= fed), default=min(ops) - 1)
+
+    def _lock(self, unit: str) -> trio.Lock:
+        lock = self._locks.get(unit)
+        if lock is None:
+            lock = self._locks[unit] = trio.Lock()
+        return lock
