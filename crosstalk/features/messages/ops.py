@@ -12,6 +12,7 @@ reason. Messages that cross no relay (``post``, ``me/SESSION``) are held and the
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import sqlite3
@@ -264,6 +265,26 @@ async def deliver(
     daemon: Host, params: SendParams, *, kind: Kind, correlation: str | None = None
 ) -> SendReply:
     """Seal and queue one message (or hold it locally for ``me/SESSION``); wait briefly for sent."""
+    op = await _message(daemon, params, kind=kind, correlation=correlation)
+    truncated = [i for i, sl in enumerate(op.slices) if sl.truncated]
+    if params.to.startswith("me/"):  # our own other session: no relay at all
+        local = attrs.evolve(op, to=params.to.removeprefix("me/") or None)
+        mine = daemon.keys.fingerprint
+        await arrive_locally(daemon, msg_id=op.msg_id, sender=mine, op=local, now=op.sent_at)
+        return SendReply(id=op.msg_id, state="delivered", to=[params.to], truncated=truncated)
+    address = await daemon.store.read(lambda c: resolve(c, params.to))
+    if params.unprompted:
+        await daemon.store.write(
+            lambda c: _spend_ration(c, address.label, params.because, op.sent_at)
+        )
+    state = await _queue(daemon, op, address, kind=kind)
+    return SendReply(id=op.msg_id, state=state, to=[address.label], truncated=truncated)
+
+
+async def _message(
+    daemon: Host, params: SendParams, *, kind: Kind, correlation: str | None
+) -> MessageOp:
+    """The op ``params`` ask for, checked (empty, too long, too large) before anything is kept."""
     if not params.text.strip():
         raise UsageError("There is nothing to send: the message is empty.")
     if len(params.text) > MAX_TEXT:
@@ -274,11 +295,8 @@ async def deliver(
     if reply_to is not None:  # an unknown id is unknown_message; a reply joins its thread
         reply_to, joined = await daemon.store.read(lambda c: reply_target(c, params.reply_to or ""))
         thread = thread or joined
-    slices = await _build_slices(daemon, params)
-    op_id = nacl.utils.random(16).hex()
-    now = time.time()
     op = MessageOp(
-        msg_id=op_id,
+        msg_id=nacl.utils.random(16).hex(),
         text=params.text,
         intent=intent,
         kind=kind,
@@ -287,35 +305,73 @@ async def deliver(
         thread=thread,
         reply_to=reply_to,
         correlation=correlation,
-        sent_at=now,
-        slices=slices,
+        sent_at=time.time(),
+        slices=await _build_slices(daemon, params),
         unprompted_because=params.because if params.unprompted else None,
     )
     _check_size(op)
-    truncated = [i for i, sl in enumerate(slices) if sl.truncated]
-    if params.to.startswith("me/"):  # our own other session: no relay at all
-        local = attrs.evolve(op, to=params.to.removeprefix("me/") or None)
-        mine = daemon.keys.fingerprint
-        await arrive_locally(daemon, msg_id=op_id, sender=mine, op=local, now=now)
-        return SendReply(id=op_id, state="delivered", to=[params.to], truncated=truncated)
-    address = await daemon.store.read(lambda c: resolve(c, params.to))
-    if params.unprompted:
-        await daemon.store.write(lambda c: _spend_ration(c, address.label, params.because, now))
+    return op
+
+
+async def _queue(daemon: Host, op: MessageOp, address: Address, *, kind: Kind) -> str:
+    """Queue ``op`` for ``address``'s room, record it as sent by us, and return its delivery
+    state after waiting briefly for the relay to take it."""
     assert daemon.router is not None
     sent_send, sent_receive = trio.open_memory_channel[int](1)
-    await daemon.router.send(WatchSent(op_id, sent_send))
-    await daemon.send_op(address.room_id, attrs.evolve(op, to=address.to), op_id=op_id)
+    await daemon.router.send(WatchSent(op.msg_id, sent_send))
+    await daemon.send_op(address.room_id, attrs.evolve(op, to=address.to), op_id=op.msg_id)
     await daemon.store.write(
         lambda c: messages.record_sent(
-            c, msg_id=op_id, room_id=address.room_id, to_label=address.label, kind=kind.value,
-            chars=len(params.text), created_at=now, thread=thread, reply_to=reply_to,
-            text=params.text,
+            c, msg_id=op.msg_id, room_id=address.room_id, to_label=address.label,
+            kind=kind.value, chars=len(op.text), created_at=op.sent_at, thread=op.thread,
+            reply_to=op.reply_to, text=op.text,
         )
     )
     with trio.move_on_after(SENT_WAIT):
         await sent_receive.receive()
-    state, _ = await daemon.store.read(lambda c: messages.delivery_state(c, op_id))
-    return SendReply(id=op_id, state=state, to=[address.label], truncated=truncated)
+    state, _ = await daemon.store.read(lambda c: messages.delivery_state(c, op.msg_id))
+    return state
+
+
+async def send(daemon: Host, params: SendParams) -> SendReply:
+    """The ``send`` op: a message or a handoff."""
+    kind = Kind.HANDOFF if params.kind == "handoff" else Kind.MESSAGE
+    return await deliver(daemon, params, kind=kind)
+
+
+async def answer(daemon: Host, params: AnswerParams) -> SendReply:
+    """The ``answer`` op: answer an ask of theirs, and withdraw its notices."""
+    msg_id, correlation = await daemon.store.read(
+        lambda c: _asked_us(c, params.correlation, params.to)
+    )
+    message = SendParams(to=params.to, text=params.text, intent="question", session=params.session)
+    reply = await deliver(daemon, message, kind=Kind.ANSWER, correlation=correlation)
+    await daemon.store.write(lambda c: messages.withdraw_notices(c, [msg_id], time.time()))
+    return reply
+
+
+async def post(daemon: Host, params: PostParams) -> PostReply:
+    """The ``post`` op: a notice from a local source, held here and crossing no relay."""
+    intent = Intent.parse(params.intent)
+    source = params.source.strip() or "local"
+    if not params.text.strip():
+        raise UsageError("There is nothing to post: the text is empty.")
+    if len(params.text) > MAX_TEXT:
+        raise TooLarge(f"A post is at most {MAX_TEXT} characters.")
+    msg_id = nacl.utils.random(16).hex()
+    now = time.time()
+    op = MessageOp(
+        msg_id=msg_id, text=params.text, intent=intent, kind=Kind.NOTICE, from_label=source,
+        sent_at=now,
+    )
+    posted_as = local_key(source)
+    await arrive_locally(daemon, msg_id=msg_id, sender=posted_as, op=op, now=now)
+    return PostReply(posted_as=posted_as, id=msg_id)
+
+
+async def sent(daemon: Host, params: SentParams) -> SentReply:
+    """The ``sent`` op: what we sent lately and how far each got."""
+    return await daemon.store.read(lambda c: sent_views(c, params.limit))
 
 
 def plug(daemon: Host) -> Plugs:
@@ -324,55 +380,15 @@ def plug(daemon: Host) -> Plugs:
     ``delivered`` receipts are owed in the apply transaction and posted by the receipts actor
     (:mod:`crosstalk.features.read`)."""
 
-    async def send(params: SendParams) -> SendReply:
-        kind = Kind.HANDOFF if params.kind == "handoff" else Kind.MESSAGE
-        return await deliver(daemon, params, kind=kind)
-
-    async def answer(params: AnswerParams) -> SendReply:
-        msg_id, correlation = await daemon.store.read(
-            lambda c: _asked_us(c, params.correlation, params.to)
-        )
-        message = SendParams(
-            to=params.to, text=params.text, intent="question", session=params.session
-        )
-        reply = await deliver(daemon, message, kind=Kind.ANSWER, correlation=correlation)
-        await daemon.store.write(lambda c: messages.withdraw_notices(c, [msg_id], time.time()))
-        return reply
-
-    async def post(params: PostParams) -> PostReply:
-        intent = Intent.parse(params.intent)
-        source = params.source.strip() or "local"
-        if not params.text.strip():
-            raise UsageError("There is nothing to post: the text is empty.")
-        if len(params.text) > MAX_TEXT:
-            raise TooLarge(f"A post is at most {MAX_TEXT} characters.")
-        msg_id = nacl.utils.random(16).hex()
-        now = time.time()
-        op = MessageOp(
-            msg_id=msg_id,
-            text=params.text,
-            intent=intent,
-            kind=Kind.NOTICE,
-            from_label=source,
-            sent_at=now,
-        )
-        posted_as = local_key(source)
-        await arrive_locally(daemon, msg_id=msg_id, sender=posted_as, op=op, now=now)
-        return PostReply(posted_as=posted_as, id=msg_id)
-
-
-    async def sent(params: SentParams) -> SentReply:
-        return await daemon.store.read(lambda c: sent_views(c, params.limit))
-
     def hold(conn: sqlite3.Connection, applied: Applied) -> None:
         hold_message(conn, applied, me=daemon.keys.fingerprint)
 
     return Plugs(
         ops=(
-            op("send", SendParams, send),
-            op("answer", AnswerParams, answer),
-            op("post", PostParams, post),
-            op("sent", SentParams, sent),
+            op("send", SendParams, functools.partial(send, daemon)),
+            op("answer", AnswerParams, functools.partial(answer, daemon)),
+            op("post", PostParams, functools.partial(post, daemon)),
+            op("sent", SentParams, functools.partial(sent, daemon)),
         ),
         appliers=(hold, apply_receipt),
     )
