@@ -9,6 +9,7 @@ When someone asks us while we are ourselves waiting on them, both sides are told
 
 from __future__ import annotations
 
+import functools
 import logging
 import sqlite3
 from collections.abc import AsyncGenerator
@@ -178,72 +179,89 @@ for _cls in (AskReply, Arrival):
     )
 
 
+async def ask(
+    daemon: Host, mailroom: Mailroom, params: AskParams
+) -> AsyncGenerator[AskReply | MutualWait, None]:
+    """Ask a person and wait for the answer; whatever ends the ask, nothing is left behind."""
+    if not 0 < params.timeout <= 24 * 3600:
+        raise UsageError("An ask waits between 0 and 86400 seconds.")
+    correlation = nacl.utils.random(16).hex()
+    send, receive = trio.open_memory_channel[MessageOp](8)
+    asked_in: str | None = None  # the room the ask went to, once it was sent
+    answered = False
+    async with receive:
+        try:
+            asked = await daemon.store.read(lambda c: _recipient(c, params.to))
+            mailroom.asks[correlation] = (asked, send)
+            asked_in = await _send_ask(daemon, params, correlation)
+            with trio.move_on_after(params.timeout):
+                async for reply in receive:
+                    if reply.correlation == "mutual-wait":
+                        yield MutualWait(reply.from_label)
+                        continue
+                    answered = True  # an answer or a refusal: the ask is over for both
+                    yield await _answer(daemon, params.to, asked, reply)
+                    return
+            raise NoAnswer(f"No answer from {params.to} within {params.timeout:g} s.")
+        finally:
+            mailroom.asks.pop(correlation, None)
+            if asked_in is not None and not answered:
+                await _tell_ended(daemon, asked_in, correlation)
+
+
+async def _send_ask(daemon: Host, params: AskParams, correlation: str) -> str:
+    """Send the question under ``correlation``; the room it went to."""
+    question = SendParams(
+        to=params.to, text=params.text, intent="question", session=params.session
+    )
+    await deliver(daemon, question, kind=Kind.ASK, correlation=correlation)
+    return (await daemon.store.read(lambda c: resolve(c, params.to))).room_id
+
+
+async def _answer(daemon: Host, to: str, asked: str, reply: MessageOp) -> AskReply:
+    """What the asker hears: the answer, or ``Refused`` when the receiver refused the ask."""
+    if reply.refused:
+        raise Refused(f"{to} does not take questions from you right now.")
+    label = (await daemon.store.read(lambda c: _labels(c, {asked})))[asked]
+    return AskReply(answer=reply.text, from_=label, id=reply.msg_id)
+
+
+async def wait(mailroom: Mailroom, params: WaitParams) -> WaitReply:
+    """Wait (bounded) until anything arrives."""
+    timeout = min(max(params.timeout, 0.0), MAX_WAIT)
+    event = mailroom.arrived
+    with trio.move_on_after(timeout):
+        await event.wait()
+        return WaitReply(arrived=1)
+    return WaitReply(arrived=0)
+
+
+async def watch(mailroom: Mailroom, params: WatchParams) -> AsyncGenerator[Arrival, None]:
+    """One line per arrival for as long as the client stays (the words only if asked for)."""
+    send, receive = trio.open_memory_channel[Arrival](WATCH_BUFFER)
+    mailroom.watchers.add(send)
+    try:
+        async with receive:
+            async for arrival in receive:
+                yield arrival if params.text else attrs.evolve(arrival, text=None)
+    finally:
+        mailroom.watchers.discard(send)
+
+
+async def asks(mailroom: Mailroom, _: NoParams) -> AsksReply:
+    """The asks still waiting, and how many watch streams are on."""
+    return AsksReply(waiting=sorted(mailroom.asks), watching=len(mailroom.watchers))
+
+
 def plug(daemon: Host) -> Plugs:
     """``ask``, ``asks``, ``wait`` and ``watch``, fed by every arrival; ended asks applied."""
     mailroom = Mailroom(daemon)
-
-    async def ask(params: AskParams) -> AsyncGenerator[AskReply | MutualWait, None]:
-        if not 0 < params.timeout <= 24 * 3600:
-            raise UsageError("An ask waits between 0 and 86400 seconds.")
-        correlation = nacl.utils.random(16).hex()
-        send, receive = trio.open_memory_channel[MessageOp](8)
-        question = SendParams(
-            to=params.to, text=params.text, intent="question", session=params.session
-        )
-        asked_in: str | None = None  # the room the ask went to, once it was sent
-        answered = False
-        async with receive:
-            try:
-                asked = await daemon.store.read(lambda c: _recipient(c, params.to))
-                mailroom.asks[correlation] = (asked, send)
-                await deliver(daemon, question, kind=Kind.ASK, correlation=correlation)
-                asked_in = (await daemon.store.read(lambda c: resolve(c, params.to))).room_id
-                with trio.move_on_after(params.timeout):
-                    async for reply in receive:
-                        if reply.correlation == "mutual-wait":
-                            yield MutualWait(reply.from_label)
-                            continue
-                        answered = True  # an answer or a refusal: the ask is over for both
-                        if reply.refused:
-                            raise Refused(
-                                f"{params.to} does not take questions from you right now."
-                            )
-                        label = (await daemon.store.read(lambda c: _labels(c, {asked})))[asked]
-                        yield AskReply(answer=reply.text, from_=label, id=reply.msg_id)
-                        return
-                raise NoAnswer(f"No answer from {params.to} within {params.timeout:g} s.")
-            finally:
-                mailroom.asks.pop(correlation, None)
-                if asked_in is not None and not answered:
-                    await _tell_ended(daemon, asked_in, correlation)
-
-    async def wait(params: WaitParams) -> WaitReply:
-        timeout = min(max(params.timeout, 0.0), MAX_WAIT)
-        event = mailroom.arrived
-        with trio.move_on_after(timeout):
-            await event.wait()
-            return WaitReply(arrived=1)
-        return WaitReply(arrived=0)
-
-    async def watch(params: WatchParams) -> AsyncGenerator[Arrival, None]:
-        send, receive = trio.open_memory_channel[Arrival](WATCH_BUFFER)
-        mailroom.watchers.add(send)
-        try:
-            async with receive:
-                async for arrival in receive:
-                    yield arrival if params.text else attrs.evolve(arrival, text=None)
-        finally:
-            mailroom.watchers.discard(send)
-
-    async def asks(_: NoParams) -> AsksReply:
-        return AsksReply(waiting=sorted(mailroom.asks), watching=len(mailroom.watchers))
-
     return Plugs(
         ops=(
-            stream_op("ask", AskParams, ask),
-            op("asks", NoParams, asks),
-            op("wait", WaitParams, wait),
-            stream_op("watch", WatchParams, watch),
+            stream_op("ask", AskParams, functools.partial(ask, daemon, mailroom)),
+            op("asks", NoParams, functools.partial(asks, mailroom)),
+            op("wait", WaitParams, functools.partial(wait, mailroom)),
+            stream_op("watch", WatchParams, functools.partial(watch, mailroom)),
         ),
         appliers=(apply_ask_ended,),
         applied_listeners=(mailroom.applied,),
