@@ -19,11 +19,11 @@ stamp                    taken by
                          commit, the link's write and the relay's read are before it)
 ``inbound``              Ben's daemon, ``relay_inbound.received_at``: the op enters the
                          inbound transaction (the relay's commit and push, Ben's link read)
-``held``                 Ben's daemon, ``held_messages.received_at``: the message enters the
-                         room's apply transaction (inbound commit, the room actor's wake,
-                         open, verify, apply)
-``decided``              Ben's gate, ``notices.created_at``: after the room's commit, the
-                         gate's triage
+``held``                 Ben's daemon, ``held_messages.received_at``: the running room opens,
+                         verifies and applies the op inside the link's inbound transaction
+                         (crosstalk/actors/room_inbound.py), so no commit lies between the two
+``decided``              Ben's gate, ``notices.created_at``: after the link's commit, the room's
+                         hand-off of the batch, the gate's triage
 ``reply``                this process, when ``send`` answered (Ana's ``sent``: the relay's
                          ``posted`` came back)
 =======================  ========================================================================
@@ -60,8 +60,8 @@ STAGES = {
     "call→outbox": "control socket, parse, route, seal; into the outbox transaction",
     "outbox→relay": "outbox commit, the link's write, the relay reads and sequences",
     "relay→inbound": "the relay's commit and push, the recipient link's read",
-    "inbound→held": "inbound commit, room actor wakes, open, verify, apply",
-    "held→decided": "the room's commit, the gate's triage",
+    "inbound→held": "open, verify, apply, in the link's inbound transaction",
+    "held→decided": "the inbound commit, the room's hand-off, the gate's triage",
 }
 
 
