@@ -13,9 +13,9 @@ it had applied it itself. A room whose actor is not running yet is left to the r
 and its own catch-up, exactly as before. Nothing changes in what is durable when: the ops, the
 cursor and what applying them wrote are in one commit, made before the link acknowledges.
 
-The daemon wires it where it builds the link: ``RelayLink(store=SqliteLinkStore(store,
-apply_inbound=inbound_applier(room_actors)), ...)``, with ``room_actors`` kept by room id as it
-starts and stops room actors.
+The daemon wires it as ``Daemon.link_store = SqliteLinkStore(store,
+apply_inbound=inbound_applier(room_actors))``, the store it gives the relay link, with
+``room_actors`` kept by room id as it starts and stops room actors.
 
 Isolation: each room applies under its own savepoint. If one raises, only its part is rolled
 back and logged, the link's commit goes on, and the room's actor meets the same op in its own
