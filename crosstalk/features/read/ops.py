@@ -25,6 +25,7 @@ shows the first :data:`SHORT_ID` digits.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import secrets
@@ -247,66 +248,84 @@ def take_slice(conn: sqlite3.Connection, ref: str, index: int) -> SliceReply:
     )
 
 
+class ReceiptsInbox:
+    """The receipts actor's inbox, once it is up. Ringing before that does nothing: the actor
+    drains everything owed when it starts."""
+
+    def __init__(self) -> None:
+        self.inbox: trio.MemorySendChannel[None] | None = None
+
+    async def ring(self) -> None:
+        wake(self.inbox)
+
+
+def _me(daemon: Host) -> str:
+    return daemon.keys.fingerprint if daemon.identity is not None else ""
+
+
+def owe_delivered(daemon: Host, conn: sqlite3.Connection, applied: Applied) -> None:
+    """Applier: a message someone else sent us is held, so a ``delivered`` receipt is owed
+    (in the same transaction; the receipts actor posts it after the commit)."""
+    if isinstance(applied.op, MessageOp) and applied.sender != _me(daemon):
+        owe(conn, "delivered", applied.room_id, [applied.op_id], time.time())
+
+
+async def start_receipts(daemon: Host, receipts: ReceiptsInbox) -> None:
+    """Start the receipts actor, which posts what is owed into the rooms."""
+    actor = ReceiptsActor(
+        store=daemon.store, send_op=daemon.send_op, ready=lambda: daemon.identity is not None
+    )
+    receipts.inbox = await daemon.supervisor.start_actor("receipts", actor, inbox_size=1)
+
+
+async def read(daemon: Host, leases: Leases, params: ReadParams) -> ReadReply:
+    """The held messages, changing nothing, with a lease over the unread ones."""
+    me = _me(daemon)
+    views, unread = await daemon.store.read(
+        lambda c: held_views(c, include_read=params.all, session=params.session, me=me)
+    )
+    return ReadReply(views, leases.grant(unread))
+
+
+def _mark_read(conn: sqlite3.Connection, ids: list[str], refs: list[str]) -> dict[str, list[str]]:
+    """Mark ``ids`` and the messages ``refs`` name read; the ids that became read, by room."""
+    named = [find_held(conn, ref) for ref in refs]
+    now = time.time()
+    by_room = messages.mark_read(conn, ids + named, now)
+    for room_id, read_ids in by_room.items():  # owed in the same transaction: never lost
+        owe(conn, "read", room_id, read_ids, now)
+    return by_room
+
+
+async def ack(
+    daemon: Host, leases: Leases, receipts: ReceiptsInbox, params: AckParams
+) -> AckReply:
+    """Mark what a read handed out (or the messages named) read, and owe their receipts."""
+    if params.lease is None and not params.ids:
+        raise UsageError('Acknowledge a read by its "lease", or messages by their "ids".')
+    wanted = list(leases.take(params.lease)) if params.lease is not None else []
+    read_now = await daemon.store.write(lambda c: _mark_read(c, wanted, params.ids))
+    await receipts.ring()
+    return AckReply(sum(len(ids) for ids in read_now.values()))
+
+
+async def read_slice(daemon: Host, params: SliceParams) -> SliceReply:
+    """One slice of a held message, in full."""
+    return await daemon.store.read(lambda c: take_slice(c, params.id, params.index))
+
+
 def plug(daemon: Host) -> Plugs:
     """Owe ``delivered`` receipts as messages apply, start the receipts actor; ``read``, ``ack``,
     ``read_slice``."""
-    leases = Leases()
-    receipts: trio.MemorySendChannel[None] | None = None  # the receipts actor's inbox, once up
-
-    def me() -> str:
-        return daemon.keys.fingerprint if daemon.identity is not None else ""
-
-    def owe_delivered(conn: sqlite3.Connection, applied: Applied) -> None:
-        """Applier: a message someone else sent us is held, so a ``delivered`` receipt is owed
-        (in the same transaction; the receipts actor posts it after the commit)."""
-        if isinstance(applied.op, MessageOp) and applied.sender != me():
-            owe(conn, "delivered", applied.room_id, [applied.op_id], time.time())
-
-    async def post_receipts() -> None:
-        wake(receipts)
-
-    async def start_receipts() -> None:
-        nonlocal receipts
-        actor = ReceiptsActor(
-            store=daemon.store, send_op=daemon.send_op, ready=lambda: daemon.identity is not None
-        )
-        receipts = await daemon.supervisor.start_actor("receipts", actor, inbox_size=1)
-
-    async def read(params: ReadParams) -> ReadReply:
-        me = daemon.keys.fingerprint if daemon.identity is not None else ""
-        views, unread = await daemon.store.read(
-            lambda c: held_views(c, include_read=params.all, session=params.session, me=me)
-        )
-        return ReadReply(views, leases.grant(unread))
-
-    async def ack(params: AckParams) -> AckReply:
-        if params.lease is None and not params.ids:
-            raise UsageError('Acknowledge a read by its "lease", or messages by their "ids".')
-        wanted = list(leases.take(params.lease)) if params.lease is not None else []
-
-        def write(conn: sqlite3.Connection) -> dict[str, list[str]]:
-            named = [find_held(conn, ref) for ref in params.ids]
-            now = time.time()
-            by_room = messages.mark_read(conn, wanted + named, now)
-            for room_id, ids in by_room.items():  # owed in the same transaction: never lost
-                owe(conn, "read", room_id, ids, now)
-            return by_room
-
-        read_now = await daemon.store.write(write)
-        wake(receipts)
-        return AckReply(sum(len(ids) for ids in read_now.values()))
-
-    async def read_slice(params: SliceParams) -> SliceReply:
-        return await daemon.store.read(lambda c: take_slice(c, params.id, params.index))
-
+    leases, receipts = Leases(), ReceiptsInbox()
     return Plugs(
         ops=(
-            op("read", ReadParams, read),
-            op("ack", AckParams, ack),
-            op("read_slice", SliceParams, read_slice),
+            op("read", ReadParams, functools.partial(read, daemon, leases)),
+            op("ack", AckParams, functools.partial(ack, daemon, leases, receipts)),
+            op("read_slice", SliceParams, functools.partial(read_slice, daemon)),
         ),
-        appliers=(owe_delivered,),
+        appliers=(functools.partial(owe_delivered, daemon),),
         # The actor re-reads the owed receipts when told a batch was applied: COALESCE.
-        applied_subscribers=(coalescing("receipts", post_receipts),),
-        start=(start_receipts,),
+        applied_subscribers=(coalescing("receipts", receipts.ring),),
+        start=(functools.partial(start_receipts, daemon, receipts),),
     )
