@@ -9,6 +9,7 @@ CLI can never disagree about what an action means.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import time
 from contextlib import aclosing
@@ -19,7 +20,6 @@ import trio
 
 from crosstalk.actors.control import OpTable
 from crosstalk.actors.fanout import coalescing
-from crosstalk.core.room import Applied
 from crosstalk.errors import CrosstalkError
 from crosstalk.features.caps import CallsOps, Identified, Stored, Supervises
 from crosstalk.features.feature import Plugs, op
@@ -70,68 +70,76 @@ class MarksReply:
     marks: dict[str, str]
 
 
+def _me(daemon: Host) -> str:
+    return daemon.keys.fingerprint if daemon.identity is not None else ""
+
+
+async def keep_words(daemon: Host, hub: UiHub, room_id: str, op_id: str, op: RoomOp) -> None:
+    """Sent listener: keep the words of a message we sent (the relay never echoes them)."""
+    if isinstance(op, MessageOp):
+        body = unstructure(op)
+        await daemon.store.write(
+            lambda c: q.record_sent(c, msg_id=op_id, room_id=room_id, body=body, now=time.time())
+        )
+    hub.changed()
+
+
+async def page_changed(hub: UiHub, *_: object) -> None:
+    """Tell live pages to look at the store again (they re-read it, so no details are needed)."""
+    hub.changed()
+
+
+async def _start_server(daemon: Host, hub: UiHub) -> None:
+    # hypercorn and starlette only once the page is used: a tenth of the daemon's imports, and
+    # they would delay its first answer at every start.
+    from crosstalk.features.ui.actor import UiServer
+    from crosstalk.features.ui.web import build_app
+
+    app = build_app(hub, lambda name, params: call_op(daemon.ops, name, params))
+    server = UiServer(app, port=0, on_bound=lambda port: setattr(hub, "port", port))
+    await daemon.supervisor.start_actor("ui", server)
+
+
+async def ui_open(daemon: Host, hub: UiHub, start_lock: trio.Lock, _: NoParams) -> UiOpenReply:
+    """Start the page's web server once, and mint a token for one more page."""
+    async with start_lock:
+        if hub.port is None:
+            await _start_server(daemon, hub)
+    if hub.port is None:
+        raise CrosstalkError(
+            "The page's web server did not start; `crosstalk doctor` says why.",
+            code="unavailable",
+        )
+    return UiOpenReply(f"http://127.0.0.1:{hub.port}/?t={hub.mint()}")
+
+
+async def ui_room(daemon: Host, params: RoomParams) -> RoomReply:
+    """A room's conversation and claim history, as the page shows them."""
+    me = _me(daemon)
+
+    def gather(conn: sqlite3.Connection) -> RoomReply:
+        return RoomReply(params.room, q.conversation(conn, params.room, me),
+                         q.claim_history(conn, params.room))
+
+    return await daemon.store.read(gather)
+
+
+async def ui_marks(daemon: Host, _: NoParams) -> MarksReply:
+    """A digest per room that changes when its conversation does."""
+    return await daemon.store.read(lambda c: MarksReply(q.room_marks(c, q.room_ids(c))))
+
+
 def plug(daemon: Host) -> Plugs:
     """Add the page's ops, keep the words of what we send, and nudge live pages on changes."""
     hub = UiHub()
-    start_lock = trio.Lock()
-
-    def me() -> str:
-        return daemon.keys.fingerprint if daemon.identity is not None else ""
-
-    async def keep_words(room_id: str, op_id: str, op: RoomOp) -> None:
-        if isinstance(op, MessageOp):
-            body = unstructure(op)
-            await daemon.store.write(
-                lambda c: q.record_sent(c, msg_id=op_id, room_id=room_id, body=body,
-                                        now=time.time())
-            )
-        hub.changed()
-
-    async def nudge(applied: list[Applied]) -> None:
-        hub.changed()
-
-    async def changed() -> None:
-        hub.changed()
-
-    async def ui_open(_: NoParams) -> UiOpenReply:
-        async with start_lock:
-            if hub.port is None:
-                # hypercorn and starlette only once the page is used: a tenth of the daemon's
-                # imports, and they would delay its first answer at every start.
-                from crosstalk.features.ui.actor import UiServer
-                from crosstalk.features.ui.web import build_app
-
-                app = build_app(hub, lambda name, params: call_op(daemon.ops, name, params))
-                server = UiServer(app, port=0, on_bound=lambda port: setattr(hub, "port", port))
-                await daemon.supervisor.start_actor("ui", server)
-        if hub.port is None:
-            raise CrosstalkError(
-                "The page's web server did not start; `crosstalk doctor` says why.",
-                code="unavailable",
-            )
-        return UiOpenReply(f"http://127.0.0.1:{hub.port}/?t={hub.mint()}")
-
-    async def ui_room(params: RoomParams) -> RoomReply:
-        def gather(conn: sqlite3.Connection) -> RoomReply:
-            return RoomReply(params.room, q.conversation(conn, params.room, me()),
-                             q.claim_history(conn, params.room))
-
-        return await daemon.store.read(gather)
-
-    async def ui_marks(_: NoParams) -> MarksReply:
-        def gather(conn: sqlite3.Connection) -> MarksReply:
-            return MarksReply(q.room_marks(conn, q.room_ids(conn)))
-
-        return await daemon.store.read(gather)
-
     return Plugs(
         ops=(
-            op("ui_open", NoParams, ui_open),
-            op("ui_room", RoomParams, ui_room),
-            op("ui_marks", NoParams, ui_marks),
+            op("ui_open", NoParams, functools.partial(ui_open, daemon, hub, trio.Lock())),
+            op("ui_room", RoomParams, functools.partial(ui_room, daemon)),
+            op("ui_marks", NoParams, functools.partial(ui_marks, daemon)),
         ),
-        sent_listeners=(keep_words,),
+        sent_listeners=(functools.partial(keep_words, daemon, hub),),
         # The page re-reads the store when told something changed: a coalescing subscriber.
-        applied_subscribers=(coalescing("ui", changed),),
-        local_listeners=(nudge,),
+        applied_subscribers=(coalescing("ui", functools.partial(page_changed, hub)),),
+        local_listeners=(functools.partial(page_changed, hub),),
     )

@@ -17,6 +17,7 @@ The page renders every string as text (``textContent``), never as HTML (static/a
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 import logging
@@ -130,68 +131,86 @@ def _error(exc: CrosstalkError, status: int = 400) -> JSONResponse:
     return JSONResponse({"error": {"code": exc.code, "message": exc.message}}, status_code=status)
 
 
+async def page(hub: UiHub, request: Request) -> Response:
+    """The page, carrying its token only when it is one we minted (and plainly a token)."""
+    token = request.query_params.get("t") or ""
+    token = token if hub.valid(token) and _TOKEN_CHARS.fullmatch(token) else ""
+    html = _static("index.html").decode().replace("{{TOKEN}}", token)
+    return Response(html, media_type="text/html; charset=utf-8")
+
+
+async def static(request: Request) -> Response:
+    name = request.path_params["name"]
+    if name not in STATIC:
+        return Response("not found", status_code=404)
+    return Response(_static(name), media_type=STATIC[name])
+
+
+async def state(call: Call, request: Request) -> Response:
+    return JSONResponse(await snapshot(call))
+
+
+async def _answer(call: Call, name: str, params: dict[str, Any]) -> Response:
+    """One op's reply, or its error as the page shows errors."""
+    try:
+        return JSONResponse(await call(name, params))
+    except CrosstalkError as exc:
+        return _error(exc)
+
+
+async def room(call: Call, request: Request) -> Response:
+    return await _answer(call, "ui_room", {"room": request.query_params["id"]})
+
+
+async def slice_(call: Call, request: Request) -> Response:
+    params = {"id": request.query_params.get("id", ""),
+              "index": int(request.query_params.get("index", "0") or 0)}
+    return await _answer(call, "read_slice", params)
+
+
+async def _action_params(request: Request) -> dict[str, Any] | Response:
+    """An action's parameters: a JSON object, or the refusal to send back."""
+    if request.headers.get("content-type", "").split(";")[0] != "application/json":
+        return JSONResponse({"error": {"code": "invalid_request", "message": "JSON only"}}, 415)
+    try:
+        params = json.loads(await request.body())
+        if not isinstance(params, dict):
+            raise ValueError
+    except ValueError:
+        return JSONResponse({"error": {"code": "invalid_request", "message": "bad JSON"}}, 400)
+    return params
+
+
+async def act(hub: UiHub, call: Call, request: Request) -> Response:
+    """Run one of :data:`ACTIONS` as the CLI would, then tell live pages to look again."""
+    name = request.path_params["name"]
+    if name not in ACTIONS:
+        return JSONResponse({"error": {"code": "unknown_op", "message": name}}, 404)
+    params = await _action_params(request)
+    if isinstance(params, Response):
+        return params
+    try:
+        result = await call(name, params)
+    except CrosstalkError as exc:
+        return _error(exc)
+    hub.changed()
+    return JSONResponse(result)
+
+
+async def events(hub: UiHub, call: Call, request: Request) -> Response:
+    return StreamingResponse(_stream(hub, call), media_type="text/event-stream")
+
+
 def build_app(hub: UiHub, call: Call) -> Guard:
     """The page's app: ``call(op, params)`` runs one daemon op in-process."""
-
-    async def page(request: Request) -> Response:
-        token = request.query_params.get("t") or ""
-        token = token if hub.valid(token) and _TOKEN_CHARS.fullmatch(token) else ""
-        html = _static("index.html").decode().replace("{{TOKEN}}", token)
-        return Response(html, media_type="text/html; charset=utf-8")
-
-    async def static(request: Request) -> Response:
-        name = request.path_params["name"]
-        if name not in STATIC:
-            return Response("not found", status_code=404)
-        return Response(_static(name), media_type=STATIC[name])
-
-    async def state(request: Request) -> Response:
-        return JSONResponse(await snapshot(call))
-
-    async def room(request: Request) -> Response:
-        try:
-            return JSONResponse(await call("ui_room", {"room": request.query_params["id"]}))
-        except CrosstalkError as exc:
-            return _error(exc)
-
-    async def slice_(request: Request) -> Response:
-        params = {"id": request.query_params.get("id", ""),
-                  "index": int(request.query_params.get("index", "0") or 0)}
-        try:
-            return JSONResponse(await call("read_slice", params))
-        except CrosstalkError as exc:
-            return _error(exc)
-
-    async def act(request: Request) -> Response:
-        name = request.path_params["name"]
-        if name not in ACTIONS:
-            return JSONResponse({"error": {"code": "unknown_op", "message": name}}, 404)
-        if request.headers.get("content-type", "").split(";")[0] != "application/json":
-            return JSONResponse({"error": {"code": "invalid_request", "message": "JSON only"}}, 415)
-        try:
-            params = json.loads(await request.body())
-            if not isinstance(params, dict):
-                raise ValueError
-        except ValueError:
-            return JSONResponse({"error": {"code": "invalid_request", "message": "bad JSON"}}, 400)
-        try:
-            result = await call(name, params)
-        except CrosstalkError as exc:
-            return _error(exc)
-        hub.changed()
-        return JSONResponse(result)
-
-    async def events(request: Request) -> Response:
-        return StreamingResponse(_stream(hub, call), media_type="text/event-stream")
-
     routes = [
-        Route("/", page),
+        Route("/", functools.partial(page, hub)),
         Route("/static/{name}", static),
-        Route("/api/state", state),
-        Route("/api/room", room),
-        Route("/api/slice", slice_),
-        Route("/api/events", events),
-        Route("/api/act/{name}", act, methods=["POST"]),
+        Route("/api/state", functools.partial(state, call)),
+        Route("/api/room", functools.partial(room, call)),
+        Route("/api/slice", functools.partial(slice_, call)),
+        Route("/api/events", functools.partial(events, hub, call)),
+        Route("/api/act/{name}", functools.partial(act, hub, call), methods=["POST"]),
     ]
     return Guard(Starlette(routes=routes), hub)
 
