@@ -1,9 +1,11 @@
 """The daemon's root: one per state directory, owning every actor and all durable state.
 
-Start-up order (each step completes before the next): refuse damaged state files, open the
-store, start the supervisor and the router, the relay link when there is an identity, and the
-control server last so nothing is asked of the daemon before it can answer. SIGTERM and SIGINT
-cancel the root nursery, which closes everything in reverse.
+Start-up order (each step completes before the next; crosstalk/daemon_start.py runs it): refuse
+damaged state files, start the supervisor and the control server behind its gate (it answers
+``status`` while the rest starts), open the store and import this module, then :func:`bring_up`
+plugs the features and starts the fan-out, membership and the router, the feature actors, the
+relay link when there is an identity, and the rooms; only then does the gate hand requests to
+the daemon's ops. SIGTERM and SIGINT cancel the root nursery, which closes everything in reverse.
 
 :class:`Daemon` is the one object the control ops talk to: it knows the identity, starts actors
 on demand (the relay link once an identity exists, a room actor per room, a pairing actor per
@@ -14,17 +16,15 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sqlite3
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import nacl.utils
 import trio
 
 from crosstalk import crypto
-from crosstalk.actors.control import ControlServer
 from crosstalk.actors.doorbell import Doorbell
 from crosstalk.actors.fanout import FanOut, Subscriber
 from crosstalk.actors.local_relay_keeper import LocalRelayKeeper
@@ -59,7 +59,6 @@ from crosstalk.features.registry import FEATURES
 from crosstalk.features.seams import Seams
 from crosstalk.local_relay import configured_relay, ensure_local_relay, is_local_default
 from crosstalk.paths import RELAY_ENV, Home
-from crosstalk.store import check_state_files
 from crosstalk.store.db import Store
 from crosstalk.store.identity import IdentityRecord, load_identity, new_identity, save_identity
 from crosstalk.store.rooms import list_rooms, room_state
@@ -370,44 +369,22 @@ class Daemon:
                     await self.room_inbox(room.room_id)
 
 
-async def run_daemon(
+async def bring_up(
     home: Home,
+    store: Store,
+    supervisor: Supervisor,
     *,
     heartbeat: float,
-    features: Sequence[Feature] = FEATURES,
-    on_ready: Callable[[], None] = lambda: None,
+    features: Sequence[Feature] | None = None,
     connect: Connector | None = None,
-    task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
-) -> None:
-    """Run the daemon until SIGTERM/SIGINT or cancellation.
+) -> Daemon:
+    """Plug ``features`` (:data:`FEATURES` by default) into a daemon on ``store`` and start its
+    actors under ``supervisor``; returns it once its ops can be served.
 
-    The caller holds the home's lock. Raises DamagedState before touching anything if a state
-    file does not parse.
-    """
-    check_state_files(home)
-    store = await Store.open(home.database)
-    daemon: Daemon | None = None
-    try:
-        async with trio.open_nursery() as nursery:
-            supervisor = Supervisor(heartbeat=heartbeat)
-            await nursery.start(supervisor.run)
-            daemon = Daemon(home, store, supervisor, heartbeat, features=features, connect=connect)
-            await daemon.start()
-            await supervisor.start_actor("control", ControlServer(home.socket, daemon.ops))
-            log.info(
-                "daemon up: pid %d, home %s, heartbeat %.3gs", os.getpid(), home.root, heartbeat
-            )
-            on_ready()
-            task_status.started()
-            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-                async for signum in signals:
-                    log.info("daemon stopping on %s", signal.Signals(signum).name)
-                    nursery.cancel_scope.cancel()
-                    break
-    finally:
-        for tunnel in daemon.tunnels if daemon is not None else []:
-            tunnel.kill()
-            tunnel.wait()
-        await store.close()
-        home.socket.unlink(missing_ok=True)
-        log.info("daemon stopped")
+    The process around it (the lock, the control socket, the store, signals) is
+    :func:`crosstalk.daemon_start.run_daemon`'s, which imports this module while the control
+    socket already answers."""
+    chosen = FEATURES if features is None else features
+    daemon = Daemon(home, store, supervisor, heartbeat, features=chosen, connect=connect)
+    await daemon.start()
+    return daemon

@@ -207,8 +207,10 @@ def check_daemon(home: Home) -> tuple[list[Check], list[dict[str, Any]]]:
     if pid is None:
         return daemon_rows(home, None, None, []), []
     try:
-        status = call(home, "status", timeout=5.0)
+        # health first: a daemon still starting answers it only once up, so status is then
+        # the daemon's own, not its start-up gate's.
         health = call(home, "health", timeout=5.0)
+        status = call(home, "status", timeout=5.0)
     except CrosstalkError as exc:
         return daemon_rows(home, pid, None, [], exc.message), []
     actors = list(health.get("actors", []))

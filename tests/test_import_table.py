@@ -63,6 +63,10 @@ ALLOWED: dict[str, set[str]] = {
     "crosstalk.daemon": BASE | {"crosstalk.core", "crosstalk.crypto", "crosstalk.wire",
                                 "crosstalk.store", "crosstalk.actors", "crosstalk.features",
                                 "crosstalk.local_relay", "crosstalk.paths"},
+    # The daemon process's root: the control socket first; crosstalk.daemon only by name, on a
+    # worker thread, once the socket answers.
+    "crosstalk.daemon_start": BASE | {"crosstalk.actors", "crosstalk.store", "crosstalk.paths",
+                                      "crosstalk.daemon", "crosstalk.features"},
     "crosstalk.doctor_check": set(),
     "crosstalk.doctor": BASE | {"crosstalk.client", "crosstalk.doctor_check",
                                 "crosstalk.doctor_clients", "crosstalk.paths",
@@ -70,6 +74,7 @@ ALLOWED: dict[str, set[str]] = {
     "crosstalk.doctor_clients": BASE | {"crosstalk.doctor_check", "crosstalk.install"},
     "crosstalk.cli": BASE | {
         "crosstalk.client", "crosstalk.core", "crosstalk.crypto", "crosstalk.daemon",
+        "crosstalk.daemon_start",
         "crosstalk.demo", "crosstalk.doctor", "crosstalk.hook", "crosstalk.install",
         "crosstalk.local_relay", "crosstalk.lock", "crosstalk.logs", "crosstalk.mcp_front",
         "crosstalk.mcp_server",

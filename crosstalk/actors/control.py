@@ -14,7 +14,7 @@ import os
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import attrs
 import trio
@@ -30,6 +30,13 @@ from crosstalk.wire.control import (
 from crosstalk.wire.converter import structure_remote, unstructure
 
 log = logging.getLogger(__name__)
+
+
+class ServedOps(Protocol):
+    """What the control server asks for each request: the op table that serves it."""
+
+    async def table_for(self, op: str) -> OpTable: ...
+
 
 P = TypeVar("P")
 Handler = Callable[[P], Awaitable[Any]]
@@ -79,6 +86,11 @@ class OpTable:
     def has(self, name: str) -> bool:
         return name in self._ops
 
+    async def table_for(self, op: str) -> OpTable:
+        """The table that serves ``op``: this one (a daemon's gate may answer otherwise while it
+        starts: :mod:`crosstalk.actors.control_gate`)."""
+        return self
+
     async def call(self, name: str, params: dict[str, Any]) -> dict[str, Any]:
         """Run the request/reply op ``name`` from inside the daemon, as a request would (an op
         that does several ops' work in one round trip calls them through here)."""
@@ -110,9 +122,12 @@ def _record(op: str, result: object) -> dict[str, Any]:
 
 
 class ControlServer:
-    """Actor serving ``ops`` on the unix socket at ``path`` (mode 0600)."""
+    """Actor serving ``ops`` on the unix socket at ``path`` (mode 0600).
 
-    def __init__(self, path: Path, ops: OpTable) -> None:
+    ``ops`` is an :class:`OpTable`, or anything that picks one per op (the daemon's
+    :class:`~crosstalk.actors.control_gate.OpGate`, which serves while it starts)."""
+
+    def __init__(self, path: Path, ops: ServedOps) -> None:
         self._path = path
         self._ops = ops
 
@@ -174,10 +189,11 @@ class _Connection:
         line, _, self._buffer = self._buffer.partition(b"\n")
         return line
 
-    async def answer(self, ops: OpTable, line: bytes) -> None:
+    async def answer(self, served: ServedOps, line: bytes) -> None:
         """Send every reply line for one request, or one error line."""
         try:
             request = ControlRequest.from_line(line)
+            ops = await served.table_for(request.op)
         except CrosstalkError as exc:
             await self._stream.send_all(render_error(exc))
             return

@@ -49,7 +49,9 @@ def status(json_output: JsonOption = False, home: HomeOption = None) -> None:
     relay: dict[str, object] = {"url": None, "connected": False}
     sessions: list[object] = []
     features: dict[str, object] = {}  # what each feature shows in status, by its name
-    if live is not None:
+    # A daemon still starting answers from its gate: what is not up yet, no identity or link.
+    starting = list(live.get("starting", [])) if live is not None else []
+    if live is not None and not starting:
         label, fp = live.get("label"), live.get("fingerprint")
         relay = dict(live["relay"])
         sessions = list(live.get("sessions", []))
@@ -60,12 +62,14 @@ def status(json_output: JsonOption = False, home: HomeOption = None) -> None:
         "label": label,
         "fingerprint": fp,
         "relay": relay,
-        "daemon": {"running": pid is not None, "pid": pid},
+        "daemon": {"running": pid is not None, "pid": pid, "starting": starting},
         "sessions": sessions,
         "features": features,
     }
     who = f"{label} ({fp})" if fp else "not set up yet (pair with `crosstalk room new`)"
     daemon = f"running as pid {pid}" if pid else "not running"
+    if starting:
+        daemon += f", still starting ({', '.join(starting)})"
     if relay.get("url") is None:
         link = "not started"
     elif relay.get("connected"):

@@ -5,26 +5,28 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import trio
 
 from crosstalk.cli.output import Output
-from crosstalk.daemon import run_daemon
-from crosstalk.features.feature import Feature
-from crosstalk.features.registry import FEATURES
+from crosstalk.daemon_start import run_daemon
 from crosstalk.lock import try_acquire
 from crosstalk.logs import configure_daemon_logging
 from crosstalk.paths import Home, heartbeat_from_env
 from crosstalk.store import check_state_files
 
+if TYPE_CHECKING:  # the features are imported once the control socket answers (daemon_start)
+    from crosstalk.features.feature import Feature
+
 
 def run_foreground(
-    home: Home, out: Output, *, detach: bool, features: Sequence[Feature] = FEATURES
+    home: Home, out: Output, *, detach: bool, features: Sequence[Feature] | None = None
 ) -> None:
     """Run until stopped; a second daemon on the same home says so and returns (exit 0).
 
-    ``features`` is :data:`~crosstalk.features.registry.FEATURES` but for a test that runs the
-    daemon with one more (the worked example in docs/architecture.md)."""
+    ``features`` is :data:`~crosstalk.features.registry.FEATURES` (None) but for a test that runs
+    the daemon with one more (the worked example in docs/architecture.md)."""
     home.check_socket_path()
     home.ensure()
     lock = try_acquire(home.lock)

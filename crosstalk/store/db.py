@@ -264,10 +264,14 @@ class Store:
         self._read_limiter = trio.CapacityLimiter(1) if reader is not None else self._limiter
 
     @classmethod
-    async def open(cls, path: Path, *, run_sync: RunSync = run_inline) -> Store:
+    async def open(
+        cls, path: Path, *, run_sync: RunSync = run_inline, open_on: RunSync | None = None
+    ) -> Store:
         """Check, open and migrate ``path``; refuse a damaged or too-new file without writing it.
 
-        ``run_sync`` runs each blocking SQLite call (inline unless the caller says otherwise).
+        ``run_sync`` runs each blocking SQLite call (inline unless the caller says otherwise);
+        ``open_on``, if given, runs the opening itself (a fresh file's migrations take a while,
+        and a starting daemon's event loop has its control socket to answer meanwhile).
 
         Raises:
             DamagedState: the file does not parse or is newer than this code.
@@ -282,7 +286,7 @@ class Store:
                 conn.close()
                 raise
 
-        conn, reader = await run_sync(opening)
+        conn, reader = await (open_on or run_sync)(opening)
         return cls(conn, path, reader, run_sync=run_sync)
 
     def _connection(self) -> sqlite3.Connection:
