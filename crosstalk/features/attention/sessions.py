@@ -10,6 +10,7 @@ and hands over a way to reach its inbox.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import time
 from collections.abc import Callable
@@ -171,63 +172,75 @@ def _parse_status(text: str) -> SessionStatus:
         raise UsageError(f"{text!r} is not a session status: use busy, idle or unknown.") from None
 
 
-def session_ops(
-    daemon: Host, gate: Callable[[], trio.MemorySendChannel[GateInput]]
-) -> tuple[ControlOp, ...]:
-    """The session and notice ops; ``gate`` returns the running gate's inbox."""
-    ops = daemon.ops
+GateInbox = Callable[[], trio.MemorySendChannel[GateInput]]
+"""Returns the running gate's inbox (it changes when the gate restarts)."""
 
-    async def notices(params: NoticesParams) -> NoticesReply:
-        return await daemon.store.read(lambda c: _notices(c, params))
 
-    async def notice_shown(params: NoticeShownParams) -> NoticeShownReply:
-        shown = await daemon.store.write(
-            lambda c: db.mark_shown(c, params.ids, params.session, time.time())
+async def notices(daemon: Host, params: NoticesParams) -> NoticesReply:
+    """The notices for a session (pending ones, or all), with words when asked."""
+    return await daemon.store.read(lambda c: _notices(c, params))
+
+
+async def notice_shown(daemon: Host, params: NoticeShownParams) -> NoticeShownReply:
+    """The session put these notices in front of its agent: they are shown."""
+    shown = await daemon.store.write(
+        lambda c: db.mark_shown(c, params.ids, params.session, time.time())
+    )
+    return NoticeShownReply(shown)
+
+
+async def session_register(daemon: Host, params: SessionRegisterParams) -> SessionView:
+    """Record a session (or refresh its record) and say what we know of it."""
+
+    def write(conn: sqlite3.Connection) -> SessionView:
+        s = register_session(
+            conn, name=params.name, client=params.client, project=params.project,
+            inbox_socket=params.inbox_socket, now=time.time(),
+            transcript_path=params.transcript_path,
         )
-        return NoticeShownReply(shown)
+        return SessionView(s.name, s.client, s.project, s.status.value, s.transcript_path)
 
-    async def session_register(params: SessionRegisterParams) -> SessionView:
-        def write(conn: sqlite3.Connection) -> SessionView:
-            s = register_session(
-                conn, name=params.name, client=params.client, project=params.project,
-                inbox_socket=params.inbox_socket, now=time.time(),
-                transcript_path=params.transcript_path,
-            )
-            return SessionView(s.name, s.client, s.project, s.status.value, s.transcript_path)
+    return await daemon.store.write(write)
 
-        return await daemon.store.write(write)
 
-    async def session_status(params: SessionStatusParams) -> SessionStatusReply:
-        status = _parse_status(params.status)
-        send, receive = trio.open_memory_channel[tuple[Surfaced, ...]](1)
-        await gate().send(SessionTurned(params.name, status, send))
-        surfaced: tuple[Surfaced, ...] | None = None
-        with trio.move_on_after(GATE_REPLY_TIMEOUT):
-            surfaced = await receive.receive()
-        if surfaced is None:
-            raise CrosstalkError("The attention gate did not answer in time; try again.")
-        return SessionStatusReply(params.name, status.value, list(surfaced))
+async def session_status(gate: GateInbox, params: SessionStatusParams) -> SessionStatusReply:
+    """A session turned busy or idle: the gate answers with what that surfaced for it."""
+    status = _parse_status(params.status)
+    send, receive = trio.open_memory_channel[tuple[Surfaced, ...]](1)
+    await gate().send(SessionTurned(params.name, status, send))
+    surfaced: tuple[Surfaced, ...] | None = None
+    with trio.move_on_after(GATE_REPLY_TIMEOUT):
+        surfaced = await receive.receive()
+    if surfaced is None:
+        raise CrosstalkError("The attention gate did not answer in time; try again.")
+    return SessionStatusReply(params.name, status.value, list(surfaced))
 
-    async def hook_event(params: HookEventParams) -> HookEventReply:
-        view = await session_register(SessionRegisterParams(
-            params.name, params.client, params.project, params.inbox_socket,
-            params.transcript_path,
-        ))
-        if params.status is not None:
-            await session_status(SessionStatusParams(params.name, params.status))
-        text: str | None = None
-        if params.working_set and ops.has("working_set"):
-            asked = {"session": params.name, "cwd": params.cwd}
-            text = (await ops.call("working_set", asked)).get("text")
-        rows: list[NoticeView] | None = None
-        if params.notices:
-            rows = (await notices(NoticesParams(params.name, pending=True, words=True))).notices
-        return HookEventReply(view, text, rows)
 
+async def hook_event(daemon: Host, gate: GateInbox, params: HookEventParams) -> HookEventReply:
+    """One hook event in one request: register, set the status, the working set, notices."""
+    view = await session_register(daemon, SessionRegisterParams(
+        params.name, params.client, params.project, params.inbox_socket, params.transcript_path,
+    ))
+    if params.status is not None:
+        await session_status(gate, SessionStatusParams(params.name, params.status))
+    text: str | None = None
+    if params.working_set and daemon.ops.has("working_set"):
+        asked = {"session": params.name, "cwd": params.cwd}
+        text = (await daemon.ops.call("working_set", asked)).get("text")
+    rows: list[NoticeView] | None = None
+    if params.notices:
+        pending = NoticesParams(params.name, pending=True, words=True)
+        rows = (await notices(daemon, pending)).notices
+    return HookEventReply(view, text, rows)
+
+
+def session_ops(daemon: Host, gate: GateInbox) -> tuple[ControlOp, ...]:
+    """The session and notice ops; ``gate`` returns the running gate's inbox."""
     return (
-        op("hook_event", HookEventParams, hook_event),
-        op("notices", NoticesParams, notices),
-        op("notice_shown", NoticeShownParams, notice_shown),
-        op("session_register", SessionRegisterParams, session_register),
-        op("session_status", SessionStatusParams, session_status),
+        op("hook_event", HookEventParams, functools.partial(hook_event, daemon, gate)),
+        op("notices", NoticesParams, functools.partial(notices, daemon)),
+        op("notice_shown", NoticeShownParams, functools.partial(notice_shown, daemon)),
+        op("session_register", SessionRegisterParams,
+           functools.partial(session_register, daemon)),
+        op("session_status", SessionStatusParams, functools.partial(session_status, gate)),
     )
