@@ -153,7 +153,20 @@ def _flow(say: Callable[[str], None], ana: Home, ben: Home) -> dict[str, Any]:
     say(f"\n  ana sees   them {inviter['them']}   you {inviter['you']}")
     say(f"  ben sees   them {joiner['them']}   you {joiner['you']}")
     say("  Each side's 'them' is the other's 'you': nobody is in the middle.\n")
+    messages = _send_and_read(say, ana, ben)
+    claim = _share_memory(say, ana, ben)
+    facts, tasks = _look_around(say, ana, ben)
+    return {
+        "paired": inviter["them"] == joiner["you"],
+        "messages": len(messages),
+        "facts": len(facts),
+        "tasks": len(tasks),
+        "claim": claim["outcome"],
+    }
 
+
+def _send_and_read(say: Callable[[str], None], ana: Home, ben: Home) -> list[dict[str, Any]]:
+    """ana sends ben a blocking message with a slice; ben reads it (the slice only named)."""
     say(
         'ana$ crosstalk send ben "renamed fetch_devices to list_devices" '
         '--intent blocking --slice note:"two call sites in api/"'
@@ -175,7 +188,11 @@ def _flow(say: Callable[[str], None], ana: Home, ben: Home) -> dict[str, Any]:
         f"\n      [slice 0] {first['slices'][0]['kind']}: "
         f"{first['slices'][0]['bytes']} bytes, fetched only if asked\n"
     )
+    return messages
 
+
+def _share_memory(say: Callable[[str], None], ana: Home, ben: Home) -> dict[str, Any]:
+    """ana records a fact and a task; ben claims the task. Returns ben's claim."""
     say('ana$ crosstalk facts add "the API returns snake_case"')
     call(ana, "fact_add", {"text": "the API returns snake_case"})
     say('ana$ crosstalk tasks add "regenerate the device fixtures"')
@@ -185,7 +202,13 @@ def _flow(say: Callable[[str], None], ana: Home, ben: Home) -> dict[str, Any]:
         f"ben$ crosstalk tasks claim {task['id']}\n      {claim['outcome']}: "
         f"claimed by {claim['claimed_by']}\n"
     )
+    return claim
 
+
+def _look_around(
+    say: Callable[[str], None], ana: Home, ben: Home
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Peers, facts, tasks and the daemon's health as each side sees them; (facts, tasks)."""
     peers = call(ana, "peers")["peers"]
     say("ana$ crosstalk peers")
     for p in peers:
@@ -203,13 +226,7 @@ def _flow(say: Callable[[str], None], ana: Home, ben: Home) -> dict[str, Any]:
         f"ana$ crosstalk doctor\n      {len(health)} actors running, "
         f"{sum(a['restarts'] for a in health)} restarts"
     )
-    return {
-        "paired": inviter["them"] == joiner["you"],
-        "messages": len(messages),
-        "facts": len(facts),
-        "tasks": len(tasks),
-        "claim": claim["outcome"],
-    }
+    return facts, tasks
 
 
 def _wait_for_messages(home: Home) -> list[dict[str, Any]]:
