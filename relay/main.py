@@ -53,6 +53,47 @@ def _ssl_context(opts: ServeOptions) -> ssl.SSLContext | None:
     return context
 
 
+def _open_server(
+    opts: ServeOptions, key: bytes, config: RelayConfig, data: Path
+) -> tuple[RelayStorage, RelayServer]:
+    """The storage and the server over it: a stateless node on NATS, or SQLite in ``data``."""
+    if opts.nats:
+        # Imported only when asked for: the NATS client is an optional dependency.
+        from relay.nats_store import NatsStorage
+        from relay.node import NodeServer
+
+        nats_storage = NatsStorage(opts.nats, replicas=opts.nats_replicas)
+        try:
+            return nats_storage, NodeServer(nats_storage, key, config=config)
+        except BaseException:
+            nats_storage.close()
+            raise
+    storage = SqliteStorage(data / "relay.db")
+    server = RelayServer(
+        storage, key, config=config,
+        client_address_header=TUNNEL_ADDRESS_HEADER if opts.behind_tunnel else None,
+    )
+    return storage, server
+
+
+async def _serve_until_signal(
+    server: RelayServer, opts: ServeOptions, context: ssl.SSLContext | None,
+    on_listening: Callable[[str], None],
+) -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as nursery:
+            port = await nursery.start(
+                lambda task_status: server.serve(
+                    opts.host, opts.port, ssl_context=context, task_status=task_status
+                )
+            )
+            on_listening(f"{'wss' if context else 'ws'}://{opts.host}:{port}")
+            async for signum in signals:
+                logging.getLogger(__name__).info("relay stopping on signal %d", signum)
+                nursery.cancel_scope.cancel()
+                break
+
+
 def serve(opts: ServeOptions, on_listening: Callable[[str, str], None]) -> None:
     """Serve until a signal; ``on_listening(url, pubkey_b64)`` is called once it accepts."""
     logging.basicConfig(
@@ -66,42 +107,9 @@ def serve(opts: ServeOptions, on_listening: Callable[[str, str], None]) -> None:
         DEFAULTS, retention=opts.retention, op_rate=opts.op_rate,
         op_burst=max(DEFAULTS.op_burst, opts.op_rate * 5),
     )
-    storage: RelayStorage
-    if opts.nats:
-        from relay.nats_store import NatsStorage
-        from relay.node import NodeServer
-
-        nats_storage = NatsStorage(opts.nats, replicas=opts.nats_replicas)
-        storage = nats_storage
-        try:
-            server: RelayServer = NodeServer(nats_storage, bytes(key), config=config)
-        except BaseException:
-            nats_storage.close()
-            raise
-    else:
-        storage = SqliteStorage(data / "relay.db")
-        server = RelayServer(
-            storage, bytes(key), config=config,
-            client_address_header=TUNNEL_ADDRESS_HEADER if opts.behind_tunnel else None,
-        )
-    scheme = "wss" if context else "ws"
+    storage, server = _open_server(opts, bytes(key), config, data)
     pubkey = base64.b64encode(bytes(key.verify_key)).decode()
-
-    async def main() -> None:
-        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            async with trio.open_nursery() as nursery:
-                port = await nursery.start(
-                    lambda task_status: server.serve(
-                        opts.host, opts.port, ssl_context=context, task_status=task_status
-                    )
-                )
-                on_listening(f"{scheme}://{opts.host}:{port}", pubkey)
-                async for signum in signals:
-                    logging.getLogger(__name__).info("relay stopping on signal %d", signum)
-                    nursery.cancel_scope.cancel()
-                    break
-
     try:
-        trio.run(main)
+        trio.run(_serve_until_signal, server, opts, context, lambda url: on_listening(url, pubkey))
     finally:
         storage.close()
