@@ -281,7 +281,10 @@ async def _idle_memory(relay: RelayProcess, count: int) -> float:
 # --- driver --------------------------------------------------------------------------------------
 
 
-async def _bench(quick: bool, seconds: float, window: int) -> dict[str, object]:
+async def _bench(
+    quick: bool, seconds: float, window: int, only: list[tuple[int, int, int]] | None = None,
+    idle_memory: bool = True,
+) -> dict[str, object]:
     # (clients, room size, posts in flight per client). Quick sizes only walk every path (one
     # room of two, several rooms of three, idle sockets). The window-1 rows are the pattern a
     # daemon's link keeps (one post in flight per room); deeper windows load the relay harder.
@@ -289,6 +292,8 @@ async def _bench(quick: bool, seconds: float, window: int) -> dict[str, object]:
         (2, 2, window), (50, 2, window), (50, 20, window), (500, 2, window), (500, 20, window),
         (500, 2, 1), (500, 20, 1),
     ]
+    if only:
+        loads = only
     idle = 20 if quick else 5000
     warm_up = 0.2 if quick else 1.0
     results: dict[str, object] = {
@@ -325,6 +330,8 @@ async def _bench(quick: bool, seconds: float, window: int) -> dict[str, object]:
             }
             print(json.dumps(run), file=sys.stderr, flush=True)
             results["runs"].append(run)  # type: ignore[attr-defined]
+        if not idle_memory:
+            return results
         progress(f"memory of {idle:,} idle connections")
         relay = RelayProcess(base / "data-idle", base / "relay.stderr")
         relay.start()
@@ -336,18 +343,29 @@ async def _bench(quick: bool, seconds: float, window: int) -> dict[str, object]:
     return results
 
 
+def _loads(text: str) -> list[tuple[int, int, int]]:
+    runs = [tuple(int(n) for n in part.split("x")) for part in text.split(",")]
+    if any(len(run) != 3 for run in runs):
+        raise argparse.ArgumentTypeError("each run is CLIENTSxROOMxWINDOW, e.g. 500x20x1")
+    return [(c, r, w) for c, r, w in runs]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="smoke sizes: every path, briefly")
     parser.add_argument("--seconds", type=float, default=5.0, help="measuring time per run")
     parser.add_argument("--window", type=int, default=16, help="requests in flight per client")
+    parser.add_argument("--loads", type=_loads, default=None, metavar="CxRxW,...",
+                        help="only these runs: clients x room size x window, e.g. 500x20x1 "
+                        "(no idle-memory figure)")
     parser.add_argument("--echo-server", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.echo_server:
         trio.run(_echo_main)
         return
     started = time.monotonic()
-    results = trio.run(_bench, args.quick, args.seconds, args.window)
+    results = trio.run(_bench, args.quick, args.seconds, args.window, args.loads,
+                       args.loads is None)
     results["wall_s"] = round(time.monotonic() - started, 1)
     results["load_avg_1m_at_end"] = round(os.getloadavg()[0], 2)
     print(json.dumps(results, indent=2))

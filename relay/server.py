@@ -34,7 +34,7 @@ from relay.effects import Close, Effect, Send
 from relay.http import HeadTooLarge, ReplayStream, RequestHead, read_head, response
 from relay.limits import RelayConfig
 from relay.metrics import ShellCounters, health_body, metrics_body
-from relay.storage import RelayStorage, Write
+from relay.storage import RelayStorage, StagedStorage, Write
 
 log = logging.getLogger(__name__)
 
@@ -196,11 +196,18 @@ class RelayServer:
         GIL back from the busy event loop. Blocking the loop for the length of one commit costs
         every connection far less; heartbeats and timeouts are seconds long.
 
+        A :class:`~relay.storage.StagedStorage` (SQLite) applies the batch inline and waits for
+        only its COMMIT (the fsync, which holds no interpreter lock) on a worker thread: one
+        handoff per batch, and the loop sends the frames of earlier batches and reads the next
+        meanwhile. Nothing is dispatched before the COMMIT returns.
+
         A backend whose commit is a network round trip (NATS) passes ``commit_in_thread=True``
         and accepts the handoff cost instead of blocking the loop for the round trip.
         """
         if self._commit_in_thread:
             await trio.to_thread.run_sync(self._storage.commit, writes)
+        elif isinstance(self._storage, StagedStorage):
+            await trio.to_thread.run_sync(self._storage.stage(writes))
         else:
             self._storage.commit(writes)
         self.counters.commits += 1

@@ -82,8 +82,9 @@ class SqliteStorage:
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         try:
             # The relay's one committer uses this connection; isolation_level=None lets
-            # ``commit`` run explicit BEGIN IMMEDIATE / COMMIT transactions.
-            self._db = sqlite3.connect(path, isolation_level=None)
+            # ``commit`` run explicit BEGIN IMMEDIATE / COMMIT transactions. Its COMMIT may run
+            # on a worker thread (``stage``), never while another call uses the connection.
+            self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.executescript(SCHEMA)
@@ -140,6 +141,11 @@ class SqliteStorage:
         return slots, grants
 
     def commit(self, writes: Sequence[Write]) -> None:
+        self.stage(writes)()
+
+    def stage(self, writes: Sequence[Write]) -> Callable[[], None]:
+        """Apply ``writes`` in a new transaction; the returned call commits it (the fsync), and
+        may run on another thread (:class:`relay.storage.StagedStorage`)."""
         db = self._db
         db.execute("BEGIN IMMEDIATE")
         try:
@@ -148,7 +154,15 @@ class SqliteStorage:
         except BaseException:
             db.execute("ROLLBACK")
             raise
-        db.execute("COMMIT")
+        return self._finish
+
+    def _finish(self) -> None:
+        try:
+            self._db.execute("COMMIT")
+        except BaseException:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
 
     def _apply(self, w: Write) -> None:
         x = self._db.execute

@@ -20,7 +20,7 @@ to a slot is not stored: after a restart every client reconnects and attaches ag
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol, Union
+from typing import Protocol, Union, runtime_checkable
 
 import attrs
 
@@ -215,6 +215,19 @@ class RelayStorage(Protocol):
     def commit(self, writes: Sequence[Write]) -> None: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class StagedStorage(Protocol):
+    """A storage whose commit comes in two halves, so the shell can wait for the slow one (the
+    fsync) off its event loop while the loop goes on with the frames already committed.
+
+    ``stage`` applies the batch in a new transaction and returns ``finish``, which makes it
+    durable (or rolls it back and raises). Between the two nothing else touches the storage, and
+    ``finish`` may run on another thread. ``commit(writes)`` is ``stage(writes)()``.
+    """
+
+    def stage(self, writes: Sequence[Write]) -> Callable[[], None]: ...
 
 
 @attrs.define

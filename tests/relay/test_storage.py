@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -67,6 +68,25 @@ def test_failed_batch_leaves_nothing_behind(tmp_path: Path) -> None:
         store.commit([RoomPut("r2"), OpAppended("r1", op), OpAppended("r1", op)])
     assert [r.room for r in store.load().rooms] == ["r1"]
     store.close()
+
+
+def test_a_staged_batch_is_durable_only_once_finished_on_another_thread(tmp_path: Path) -> None:
+    """``stage`` applies a batch uncommitted; its ``finish`` (run on a worker thread, as the
+    shell runs the fsync) makes it durable: a second connection sees nothing before, all after."""
+    store = SqliteStorage(tmp_path / "relay.db")
+    finish = store.stage([RoomPut("r1"), MemberPut("r1", ALICE)])
+    reader = sqlite3.connect(tmp_path / "relay.db")  # a plain reader: the writer holds the lock
+    seen_before = reader.execute("SELECT room FROM rooms").fetchall()
+    reader.close()
+    worker = threading.Thread(target=finish)
+    worker.start()
+    worker.join()
+    store.close()
+    after = SqliteStorage(tmp_path / "relay.db")
+    seen_after = [(r.room, [m.fingerprint for m in r.members]) for r in after.load().rooms]
+    after.close()
+    assert seen_before == []
+    assert seen_after == [("r1", [ALICE.fingerprint])]
 
 
 def test_database_file_is_private(tmp_path: Path) -> None:
