@@ -89,14 +89,18 @@ async def reconcile_with_relay(
 ) -> list[str]:
     """Bring every named room's state in line with the relay's list; returns the joined rooms
     whose roster should be fetched now."""
+    keys = host.keys
+    # Ours first, then the relay's: a room's state here changes only after the relay's did
+    # (accept asks the relay first), so a list taken after ours is never older than it. Read
+    # the other way round, an accept that finished in between looked like "joined here,
+    # invited there" and was turned back into an invitation (the simulation's seed 229).
+    local = await host.store.read(lambda conn: q.local_rooms(conn, keys.fingerprint))
+    removed = await host.store.read(q.removed_rooms)
     relay = await host.relay()
     listed = await relay.request(w.ListRooms(0), w.RoomList, within=within)
     at_relay = {e.room: e.state for e in listed.rooms}
-    keys = host.keys
     joined = []
-    for room_id, state, ours_alone in await host.store.read(
-        lambda conn: q.local_rooms(conn, keys.fingerprint)
-    ):
+    for room_id, state, ours_alone in local:
         beat()
         there = at_relay.get(room_id)
         if state == "invited" and there == "joined":
@@ -116,7 +120,7 @@ async def reconcile_with_relay(
             joined.append(room_id)
     # Removed, then invited back: the invitation may have been applied before the removal was
     # heard (they travel apart), leaving the room marked removed. The relay's list settles it.
-    for room_id in await host.store.read(q.removed_rooms):
+    for room_id in removed:
         if at_relay.get(room_id) in ("invited", "joined"):
             await host.store.write(functools.partial(q.invited_again, room_id=room_id))
             if at_relay[room_id] == "joined":
