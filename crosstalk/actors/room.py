@@ -126,6 +126,7 @@ class RoomActor:
         # Appliers that only take room keys (rekeys, shares): safe to run ahead of the log.
         self._key_takers = tuple(key_takers)
         self._scanned: tuple[int, int] | None = None  # (held seq, looked ahead up to seq)
+        self._running = False  # run() is under way (not stopped, failed or between restarts)
 
     async def run(
         self,
@@ -137,16 +138,26 @@ class RoomActor:
         # itself send into this room (a receipt, an automatic refusal) and wait for it; with one
         # loop that wait would be on ourselves.
         outbound_send, outbound_receive = trio.open_memory_channel[SendOp](OUTBOUND_BUFFER)
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._inbound, ctx)
-            nursery.start_soon(self._outbound, outbound_receive)
-            task_status.started()
-            while True:
-                item = await ctx.receive()
-                if isinstance(item, Wake):
-                    self._doorbell.ring()
-                else:
-                    await outbound_send.send(item)
+        self._running = True
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._inbound, ctx)
+                nursery.start_soon(self._outbound, outbound_receive)
+                task_status.started()
+                while True:
+                    item = await ctx.receive()
+                    if isinstance(item, Wake):
+                        self._doorbell.ring()
+                    else:
+                        await outbound_send.send(item)
+        finally:
+            self._running = False
+
+    @property
+    def running(self) -> bool:
+        """Whether the actor runs now: only then may the link apply for it
+        (crosstalk.actors.room_inbound), since only a running actor hands a batch on."""
+        return self._running
 
     async def _inbound(self, ctx: ActorContext[RoomInput]) -> None:
         while True:

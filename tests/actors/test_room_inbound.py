@@ -135,3 +135,29 @@ async def test_what_the_link_applied_reaches_the_listeners_before_the_rooms_next
             assert world.writes_when_handed == [committed]
 
         await _with_room(world, test)
+
+
+async def test_a_stopped_room_is_left_to_its_own_catch_up() -> None:
+    """While a room's actor is not running (stopped, failed, between restarts) the link only
+    takes its ops in: nobody would hand the batch on. Started again, the room applies them
+    itself and hands them on."""
+    async with room_store() as store:
+        world = _World(store)
+        link_send, link_receive = trio.open_memory_channel[LinkCommand](1)
+        doorbell = Doorbell()
+        async with link_receive, running(Supervisor(heartbeat=5.0)) as sup:
+            room = RoomActor(
+                room_id=ROOM, store=store, keys=ANA, relay=RelayClient(link_send, LinkTimings()),
+                appliers=[world.applier], on_applied=world.on_applied, doorbell=doorbell,
+            )
+            await sup.start_actor("room", room)
+            await sup.stop_actor("room")
+            link_store = SqliteLinkStore(store, apply_inbound=inbound_applier({ROOM: room}))
+            await link_store.commit_inbound_many([_op(1)], 100.0)
+            assert world.applied_in == []
+            assert await store.read(lambda conn: room_log.applied_cursor(conn, ROOM)) == 0
+            doorbell.ring()  # the router's wake
+            await sup.start_actor("room", room)
+            with trio.fail_after(10):
+                assert await world.handed_receive.receive() == ["b1"]
+        assert [op for op, _ in world.applied_in] == ["b1"]
