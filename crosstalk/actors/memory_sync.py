@@ -14,6 +14,16 @@ What it does (the rules of the log itself live in :mod:`crosstalk.store.memory_l
 * **Answer.** When a request names us and our own memory has no hole, it sends our snapshot:
   compressed, split into ``SyncChunk`` ops, signed over its digest
   (:mod:`crosstalk.core.memory_transfer`).
+* **Concede.** A hole nobody can fill (its ops were only ever held by members since removed, or
+  the relay started everyone now in the room after them) would leave every member asking the
+  others for ever, each refusing while its own memory has a hole (sim seed 118). So a member
+  gives its hole up (:meth:`MemoryFollower.concede`: the missing seqs count as holding no memory
+  op) and answers when (a) it has asked every online member in turn and none filled it
+  (*exhausted*), and (b) the asker's hole ends later than ours (``held_from``, ties broken by
+  fingerprint): the member that missed least concedes, once, and everyone else installs its
+  snapshot, so replicas converge. Alone in the room (no other member, online or not) it
+  concedes after one :data:`RETRY_AFTER`. Ops only a member away for longer than a round held
+  are then lost to memory (the relay starts a new member at the head of the log).
 * **Own ops.** A claim that answered ``pending`` (the relay was unreachable) is watched here; when
   the relay sequences it, its outcome is applied and reported (logged, and marked reported).
 
@@ -66,6 +76,7 @@ class Answer:
     room: str
     request_id: str
     requester: str
+    held_from: int | None = None  # the requester's (None: an older peer that does not say)
 
 
 @attrs.frozen
@@ -104,6 +115,12 @@ class SyncStore(Protocol):
 
     async def advance(self, room: str) -> None: ...
 
+    async def held_from(self, room: str) -> int | None:
+        """The first seq after the room's hole we hold; None without a hole."""
+
+    async def concede(self, room: str) -> None:
+        """Give up the room's hole: apply what we hold after it (see the module note)."""
+
     async def unreported(self) -> list[tuple[str, str, str]]: ...
 
     async def outcome(self, room: str, op_id: str) -> Outcome | None: ...
@@ -116,6 +133,7 @@ class _Asking:
     request_id: str
     deadline: float
     tried: set[str]
+    exhausted: bool = False  # every online member was asked and none filled the hole
 
 
 class MemorySync:
@@ -231,27 +249,57 @@ class MemorySync:
             if fp != self._keys.fingerprint and online.get(fp)
         )
         tried = before.tried if before is not None else set()
-        fresh = [fp for fp in candidates if fp not in tried] or candidates
+        untried = [fp for fp in candidates if fp not in tried]
+        exhausted = before is not None and (before.exhausted or bool(candidates and not untried))
+        fresh = untried or candidates
         request_id = secrets.token_hex(8)
         if not fresh:
-            self._asking[room] = _Asking(request_id, now + RETRY_AFTER, tried)
+            if before is not None and not await self._others(room):
+                await self._concede(room, "no other member")
+                return
+            self._asking[room] = _Asking(request_id, now + RETRY_AFTER, tried, exhausted)
             log.info("room %s: memory hole, and no member online to ask yet", room)
             return
         asked = fresh[0]
         tried = tried | {asked}
         have = (await self._store.cursor(room)).last_seq
+        held = await self._store.held_from(room)
         await self._store.note_request(room, request_id, asked)
-        self._asking[room] = _Asking(request_id, now + RETRY_AFTER, tried)
+        self._asking[room] = _Asking(request_id, now + RETRY_AFTER, tried, exhausted)
         log.info("room %s: asking %s for a memory snapshot (%s)", room, asked, request_id)
         try:
-            self._watch(room, await self._send_op(room, SyncRequest(request_id, have, asked)))
+            op = SyncRequest(request_id, have, asked, held)
+            self._watch(room, await self._send_op(room, op))
         except CrosstalkError as exc:
             log.warning("room %s: snapshot request not queued: %s", room, exc.message)
 
     # --- answering -------------------------------------------------------------------------------
 
+    async def _others(self, room: str) -> bool:
+        return any(fp != self._keys.fingerprint for fp in await self._store.members(room))
+
+    async def _concede(self, room: str, why: str) -> None:
+        log.warning("room %s: nobody can fill our memory hole (%s); giving it up", room, why)
+        await self._store.concede(room)
+        self._asking.pop(room, None)
+
+    async def _may_concede(self, item: Answer) -> bool:
+        """Whether we give up our hole to answer ``item`` (the rule in the module note)."""
+        asking = self._asking.get(item.room)
+        if asking is None or not asking.exhausted or item.held_from is None:
+            return False
+        ours = await self._store.held_from(item.room)
+        return ours is not None and (ours, self._keys.fingerprint) < (
+            item.held_from, item.requester
+        )
+
     async def _answer(self, item: Answer) -> None:
         snapshot = await self._store.snapshot(item.room)
+        if snapshot is None:
+            async with self._ask_lock:  # not while a round of asks for this hole is under way
+                if await self._may_concede(item):
+                    await self._concede(item.room, f"{item.requester} missed more")
+                    snapshot = await self._store.snapshot(item.room)
         if snapshot is None:
             log.info("room %s: asked for memory while ours has a hole; not answering", item.room)
             return
@@ -361,6 +409,12 @@ class StoreAdapter:
 
         if await self._store.read(pending):
             await self._store.write(lambda c: self._follower.advance(c, room))
+
+    async def held_from(self, room: str) -> int | None:
+        return await self._store.read(lambda c: self._follower.held_from(c, room))
+
+    async def concede(self, room: str) -> None:
+        await self._store.write(lambda c: self._follower.concede(c, room))
 
     async def unreported(self) -> list[tuple[str, str, str]]:
         return await self._store.read(m.unreported_sent)

@@ -15,7 +15,9 @@ kinds of seq never arrive that way:
   ``hole_from`` is set, every later op is parked in ``memory_pending``, and the memory-sync actor
   asks a member for a snapshot. When all the pieces of a signed snapshot covering the hole have
   arrived (``SyncChunk`` ops, taken by :meth:`MemoryFollower.applied` in the room transaction),
-  it is verified and installed, and the parked ops after it are applied in order.
+  it is verified and installed, and the parked ops after it are applied in order. A hole that
+  no member can fill is given up instead (:meth:`MemoryFollower.concede`, when the memory-sync
+  actor decides): the seqs nobody holds count as no memory op, and the parked ops apply.
 
 How a hole is seen: an inbound op at seq N when memory is at L < N-1 and the seqs between are not
 ours; or our own op sequenced at N while nothing between L and N is held by the relay link (the
@@ -152,7 +154,76 @@ class MemoryFollower:
             log.info("room %s: memory hole from seq %d (seen by our own op)", room_id, missing)
             m.set_hole(conn, room_id, missing)
 
+    def held_from(self, conn: sqlite3.Connection, room_id: str) -> int | None:
+        """The first seq after the room's hole that we hold (parked or our own); None: no hole.
+
+        Two members that both have a hole compare it: the lower one has missed less.
+        """
+        cursor = m.cursor(conn, room_id)
+        if cursor.hole_from is None:
+            return None
+        parked = conn.execute(
+            "SELECT min(seq) FROM memory_pending WHERE room_id = ?", (room_id,)
+        ).fetchone()[0]
+        held = [int(parked)] if parked is not None else []
+        held += m.own_ops_from(conn, room_id, cursor.last_seq)
+        return min(held, default=None)
+
+    def concede(self, conn: sqlite3.Connection, room_id: str) -> None:
+        """Give up the room's hole: nobody can fill it, so its seqs count as holding no memory op.
+
+        The ops parked after it are applied in order, skipping every seq nobody holds, so the
+        memory moves on instead of waiting for ever. Members that still have a hole take a
+        snapshot of the result (the memory-sync actor decides who concedes; see there).
+        """
+        cursor = m.cursor(conn, room_id)
+        if cursor.hole_from is None:
+            return
+        state = self._state(conn, cursor)
+        log.warning(
+            "room %s: memory gives up the ops from seq %d that no member holds",
+            room_id, cursor.hole_from,
+        )
+        m.set_hole(conn, room_id, None)
+        conn.execute("DELETE FROM memory_chunks WHERE room_id = ?", (room_id,))
+        self._drain_parked(conn, state, skip_gaps=True)
+
     # --- internals -------------------------------------------------------------------------------
+
+    def _drain_parked(
+        self, conn: sqlite3.Connection, state: MemoryState, *, skip_gaps: bool
+    ) -> None:
+        """Apply the ops parked after ``state.last_seq``, in order, and our own ops among them.
+
+        A seq nobody holds is skipped with ``skip_gaps``; without it the hole is marked again
+        from there and the rest stays parked (a snapshot that still falls short).
+        """
+        room = state.room_id
+        rows = conn.execute(
+            "SELECT seq, op_id, sender, relay_ts, body FROM memory_pending "
+            "WHERE room_id = ? AND seq > ? ORDER BY seq",
+            (room, state.last_seq),
+        ).fetchall()
+        conn.execute("DELETE FROM memory_pending WHERE room_id = ?", (room,))
+        for seq, op_id, sender, relay_ts, body in rows:
+            self._fill_own(conn, state, seq - 1)
+            while skip_gaps and state.last_seq < seq - 1:
+                self._apply_one(conn, state, state.last_seq + 1, "", "", 0.0, None)
+                self._fill_own(conn, state, seq - 1)
+            if state.last_seq < seq - 1:
+                m.set_hole(conn, room, state.last_seq + 1)  # still short: ask again
+                for row in rows:
+                    if row[0] >= seq:
+                        _park_row(conn, room, row)
+                return
+            op = m.parse_envelope(body) if body is not None else None
+            self._apply_one(conn, state, seq, op_id, sender, relay_ts, op)
+        last_own = m.own_ops_after(conn, room, state.last_seq)
+        while skip_gaps and last_own is not None and state.last_seq < last_own:
+            self._fill_own(conn, state, last_own)
+            if state.last_seq < last_own:
+                self._apply_one(conn, state, state.last_seq + 1, "", "", 0.0, None)
+        self._fill_own(conn, state, None)
 
     def _noted_fast(self, conn: sqlite3.Connection, entry: Applied) -> bool:
         """Apply ``entry`` in memory, noting what to write, if it is the common case."""
@@ -310,23 +381,7 @@ class MemoryFollower:
         self._cache[room] = state
         conn.execute("DELETE FROM memory_chunks WHERE room_id = ?", (room,))
         m.set_hole(conn, room, None)
-        rows = conn.execute(
-            "SELECT seq, op_id, sender, relay_ts, body FROM memory_pending "
-            "WHERE room_id = ? AND seq > ? ORDER BY seq",
-            (room, state.last_seq),
-        ).fetchall()
-        conn.execute("DELETE FROM memory_pending WHERE room_id = ?", (room,))
-        for seq, op_id, sender, relay_ts, body in rows:
-            self._fill_own(conn, state, seq - 1)
-            if state.last_seq < seq - 1:
-                m.set_hole(conn, room, state.last_seq + 1)  # still short: ask again
-                for row in rows:
-                    if row[0] >= seq:
-                        _park_row(conn, room, row)
-                return
-            op = m.parse_envelope(body) if body is not None else None
-            self._apply_one(conn, state, seq, op_id, sender, relay_ts, op)
-        self._fill_own(conn, state, None)
+        self._drain_parked(conn, state, skip_gaps=False)
 
 
 def _context(seq: int, op_id: str, sender: str, relay_ts: float, op: MemoryEnvelope) -> OpContext:

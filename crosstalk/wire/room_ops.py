@@ -88,11 +88,15 @@ class SyncRequest:
 
     ``have`` is the requester's memory cursor. A probe is answered by nobody: posting it only
     reveals, once it is sequenced, whether the requester missed ops the relay no longer holds.
+    ``held_from`` is the first seq after the requester's hole that it holds (None: not known, as
+    from an older peer); an asked member whose own hole nobody can fill compares it with its own
+    to decide which of the two gives up its hole and answers (``crosstalk.actors.memory_sync``).
     """
 
     request_id: str
     have: int
     ask: str | None = None
+    held_from: int | None = None
 
 
 @attrs.frozen

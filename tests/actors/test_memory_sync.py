@@ -45,12 +45,15 @@ class FakeStore:
         self.reported: list[str] = []
         self.advanced: list[str] = []
         self.joined = [ROOM]
+        self.roster = [ME.fingerprint, BEN.fingerprint, CY.fingerprint]
+        self.held = 5  # the first seq after our hole that we hold
+        self.conceded: list[tuple[float, str]] = []
 
     async def rooms(self) -> list[str]:
         return list(self.joined)
 
     async def members(self, room: str) -> list[str]:
-        return [ME.fingerprint, BEN.fingerprint, CY.fingerprint]
+        return list(self.roster)
 
     async def cursor(self, room: str) -> MemoryCursor:
         return MemoryCursor(room, self.state.last_seq, 2 if self.hole else None)
@@ -66,6 +69,13 @@ class FakeStore:
 
     async def advance(self, room: str) -> None:
         self.advanced.append(room)
+
+    async def held_from(self, room: str) -> int | None:
+        return self.held if self.hole else None
+
+    async def concede(self, room: str) -> None:
+        self.conceded.append((trio.current_time(), room))
+        self.hole = False
 
     async def unreported(self) -> list[tuple[str, str, str]]:
         return [(ROOM, op_id, "TaskClaim") for op_id in self.outcomes if op_id not in self.reported]
@@ -240,3 +250,59 @@ async def test_a_room_joined_after_start_is_probed_at_the_next_look(
             raise AssertionError(f"each room is probed once, got {got}")
     assert (at, posted_room) == (PROBE_EVERY, "room-2")
     assert isinstance(request, SyncRequest) and request.ask is None
+
+
+async def chunks_within(room: FakeRoom, seconds: float) -> list[tuple[float, SyncChunk]]:
+    """The snapshot pieces posted in the next ``seconds`` (requests are passed over)."""
+    out: list[tuple[float, SyncChunk]] = []
+    with trio.move_on_after(seconds):
+        while True:
+            at, _, op = await room.next()
+            if isinstance(op, SyncChunk):
+                out.append((at, op))
+    return out
+
+
+async def test_asked_everyone_in_vain_it_gives_up_its_hole_to_answer_one_that_missed_more(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Asked by Ben before a full round of its own asks has gone unanswered, it refuses; once
+    Ben (online alone) was asked and RETRY_AFTER passed, Ben's ask (its hole ends later, at 9)
+    makes it give its hole up and answer."""
+    store, room = FakeStore(hole=True), FakeRoom({BEN.fingerprint: True})
+    async with running(Supervisor(heartbeat=5.0)) as supervisor:
+        inbox = await start(supervisor, store, room)
+        await inbox.send(Answer(ROOM, "early", BEN.fingerprint, held_from=9))
+        assert await chunks_within(room, RETRY_AFTER + 1) == []
+        await inbox.send(Answer(ROOM, "late", BEN.fingerprint, held_from=9))
+        answered = await chunks_within(room, 1.0)
+    assert store.conceded == [(RETRY_AFTER + 1, ROOM)]
+    assert [c.request_id for _, c in answered] == ["late"] * len(answered) and answered
+    assert answered[0][0] == RETRY_AFTER + 1
+
+
+async def test_the_member_that_missed_less_or_an_unknown_amount_is_not_answered_by_conceding(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Ben's hole ends before ours (3 < 5), or Ben does not say (an older peer): we keep ours
+    and do not answer, however long we have asked; Ben is the one to give up."""
+    store, room = FakeStore(hole=True), FakeRoom({BEN.fingerprint: True})
+    async with running(Supervisor(heartbeat=5.0)) as supervisor:
+        inbox = await start(supervisor, store, room)
+        await trio.sleep(RETRY_AFTER * 3)
+        await inbox.send(Answer(ROOM, "less", BEN.fingerprint, held_from=3))
+        await inbox.send(Answer(ROOM, "unknown", BEN.fingerprint))
+        assert await chunks_within(room, RETRY_AFTER) == []
+    assert store.conceded == []
+
+
+async def test_alone_in_the_room_with_a_hole_it_gives_it_up_after_one_wait(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """No other member, online or not, can ever fill the hole: given up after RETRY_AFTER."""
+    store, room = FakeStore(hole=True), FakeRoom({})
+    store.roster = [ME.fingerprint]
+    async with running(Supervisor(heartbeat=5.0)) as supervisor:
+        await start(supervisor, store, room)
+        await trio.sleep(RETRY_AFTER * 3)
+    assert store.conceded == [(RETRY_AFTER, ROOM)]

@@ -15,8 +15,9 @@ linear in the history; each names the invariant of issue #18 it guards:
 4. ``roster``: after healing, each member's roster equals the relay's; a removed node does not
    still think it is joined.
 5. ``state``: a sent message's delivery state only moves forward, and its final state is true.
-Also ``link`` (M's relay cursor covers every op posted while M was a member: the lead of #18) and
-``bug`` (an op raised something that is not a CrosstalkError).
+Also ``link`` (M's relay cursor covers every op posted while M was a member: the lead of #18),
+``memory`` (after healing, no member's room memory still waits on a hole) and ``bug`` (an op
+raised something that is not a CrosstalkError).
 """
 
 from __future__ import annotations
@@ -356,12 +357,43 @@ def check_link(world: World, truth: Truth, states: dict[str, Any]) -> list[Failu
     return out
 
 
+def check_memory(world: World, truth: Truth, states: dict[str, Any]) -> list[Failure]:
+    """After healing, no current member's memory of a room still waits on a hole, and the
+    members' replicas hold the same facts.
+
+    A hole (ops of the room log this member never got) is filled by a snapshot from another
+    member, or given up when nobody can fill it (``crosstalk.actors.memory_sync``); one still
+    open after the quiet period is a member whose memory stays behind for ever (seed 118: every
+    member had a hole and each refused to answer the others).
+    """
+    out: list[Failure] = []
+    facts: dict[str, dict[str, tuple[str, ...]]] = defaultdict(dict)
+    for name, node in world.nodes.items():
+        holes = states[name]["memory_holes"]
+        for room in sorted(states[name]["rooms"]):
+            if not truth.member_now(room, node.fp):
+                continue
+            world.count("check:memory")
+            if room in holes:
+                out.append(Failure("memory", f"{name}'s memory of room {room[:6]} still has a "
+                                             f"hole from seq {holes[room]}"))
+            else:
+                facts[room][name] = tuple(states[name]["facts"].get(room, ()))
+    for room, seen in sorted(facts.items()):
+        if len(set(seen.values())) > 1:
+            counts = {n: len(f) for n, f in sorted(seen.items())}
+            out.append(Failure("memory", f"replicas of room {room[:6]} disagree on its facts "
+                                         f"(how many each holds: {counts})"))
+    return out
+
+
 def check_bugs(world: World) -> list[Failure]:
     return [Failure("bug", f"{e.node} {e.op}: {e.result['error']}") for e in world.history.events
             if e.phase == "fail" and isinstance(e.result, dict) and e.result.get("bug")]
 
 
-CHECKERS = (check_delivery, check_claims, check_removed, check_roster, check_states, check_link)
+CHECKERS = (check_delivery, check_claims, check_removed, check_roster, check_states, check_link,
+            check_memory)
 
 
 def check_all(world: World, states: dict[str, Any]) -> list[Failure]:

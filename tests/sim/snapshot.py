@@ -48,7 +48,14 @@ def read_state(conn: sqlite3.Connection) -> dict[str, Any]:
     inbound: dict[str, list[str]] = {}
     for r in _rows(conn, "SELECT room_id, op_id FROM relay_inbound ORDER BY seq"):
         inbound.setdefault(r["room_id"], []).append(r["op_id"])
+    facts: dict[str, list[str]] = {}
+    for r in _rows(conn, "SELECT room_id, record_id FROM memory_records WHERE kind='fact' "
+                         "ORDER BY record_id"):
+        facts.setdefault(r["room_id"], []).append(r["record_id"])
+    holes = {r["room_id"]: r["hole_from"] for r in _rows(
+        conn, "SELECT room_id, hole_from FROM memory_rooms WHERE hole_from IS NOT NULL")}
     return {
+        "memory_holes": holes, "facts": facts,
         "rooms": rooms, "roster": roster, "held": held, "sent": sent, "tasks": tasks,
         "applied": outcomes, "cursors": cursors,
         "inbound": inbound,

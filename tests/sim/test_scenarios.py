@@ -7,6 +7,7 @@ every run (the seed still drives scheduling), with no faults, and then apply eve
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -85,3 +86,33 @@ def test_removed_and_invited_back_while_away_can_accept_on_return() -> None:
     assert [e["phase"] for e in accepts if e["phase"] != "invoke"] == ["ok", "ok"], accepts
     assert outcome.failures == [], outcome.failures
 
+
+
+# n0 makes the room and speaks alone, so the others join after ops only n0 holds; n0 is cut off
+# and n1 removes it, so nobody can fill their memory's hole (seed 118's shape).
+NOBODY_HOLDS_THE_START = [
+    (1.0, "n0", "create", {"room": "r1"}),
+    (2.0, "n0", "invite", {"room": "r1", "peer": "n1"}),
+    (2.0, "n0", "invite", {"room": "r1", "peer": "n2"}),
+    (3.0, "n0", "send", {"to": "#r1"}),
+    (10.0, "n1", "accept", {"room": "r1"}),
+    (10.0, "n2", "accept", {"room": "r1"}),
+    (12.0, "n1", "kick", {"room": "r1", "peer": "n0"}),
+    (14.0, "n1", "fact_add", {"room": "r1"}),
+    (14.0, "n2", "fact_add", {"room": "r1"}),
+]
+
+
+def test_a_memory_hole_nobody_can_fill_is_given_up_by_one_and_the_rest_converge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every member joined after ops only a removed member held: the one that missed least gives
+    its hole up and answers the others, so no member's memory waits for ever and the replicas
+    hold the same facts (the memory checker)."""
+    log = tmp_path / "daemons.log"
+    monkeypatch.setenv("SIM_LOG", str(log))
+    outcome = run_seed(1, scenario=_scenario(NOBODY_HOLDS_THE_START),
+                       faults=[Fault(0, 4.0, "cut", "n0", 120.0)])
+    assert "giving it up" in log.read_text(), "the race did not happen: no hole was given up"
+    assert outcome.coverage.get("check:memory", 0) >= 2
+    assert outcome.failures == [], outcome.failures

@@ -203,6 +203,46 @@ def test_a_signed_snapshot_fills_the_hole_and_parked_ops_follow(
     assert conn.execute("SELECT count(*) FROM memory_pending").fetchone()[0] == 0
 
 
+def test_a_hole_says_where_what_we_hold_begins(conn: sqlite3.Connection) -> None:
+    """held_from: the first seq after the hole that we hold (our own op 4 before parked 5)."""
+    follower = MemoryFollower(ANA.fingerprint)
+    assert follower.held_from(conn, ROOM) is None
+    sent(conn, 4, env(FactAdd("f9", "ours"), "ana", 4.0), "mine-4")
+    follower.applied(conn, inbound(5, env(TaskAdd("t1", "ship it"), "ben", 5.0)))
+    assert m.cursor(conn, ROOM).hole_from == 1
+    assert follower.held_from(conn, ROOM) == 4
+
+
+def test_a_conceded_hole_skips_what_nobody_holds_and_applies_the_rest(
+    conn: sqlite3.Connection,
+) -> None:
+    """Giving up seqs 1-3: our op at 4, Ben's parked 5 and 7 apply; 6 and 8 (held by nobody,
+    8 before our op at 9) are skipped, as a replica that saw only what we hold would have it."""
+    follower = MemoryFollower(ANA.fingerprint)
+    ours = env(FactAdd("f9", "ours"), "ana", 4.0)
+    sent(conn, 4, ours, "mine-4")
+    follower.applied(conn, inbound(5, env(TaskAdd("t1", "ship it"), "ben", 5.0)))
+    follower.applied(conn, inbound(7, env(TaskClaim("t1"), "ben", 7.0)))
+    late = env(FactAdd("f10", "late"), "ana", 9.0)
+    sent(conn, 9, late, "mine-9")
+    follower.concede(conn, ROOM)
+    expected = replica([
+        (1, "-", "", None), (2, "-", "", None), (3, "-", "", None),
+        (4, "mine-4", ANA.fingerprint, ours),
+        (5, "op-5", BEN.fingerprint, env(TaskAdd("t1", "ship it"), "ben", 5.0)),
+        (6, "-", "", None),
+        (7, "op-7", BEN.fingerprint, env(TaskClaim("t1"), "ben", 7.0)),
+        (8, "-", "", None),
+        (9, "mine-9", ANA.fingerprint, late),
+    ])
+    state = m.load_state(conn, ROOM)
+    assert m.cursor(conn, ROOM).hole_from is None
+    assert state.last_seq == 9
+    assert state.state_hash() == expected.state_hash()
+    assert conn.execute("SELECT count(*) FROM memory_pending").fetchone()[0] == 0
+    assert follower.held_from(conn, ROOM) is None
+
+
 @pytest.mark.parametrize("case", ["wrong signer", "not a member", "other request"])
 def test_a_snapshot_that_does_not_verify_is_not_adopted(
     conn: sqlite3.Connection, case: str

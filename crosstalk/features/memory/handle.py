@@ -99,7 +99,7 @@ class MemoryFeature:
         # one retry (it asks again after RETRY_AFTER); a dropped nudge is covered by the next.
         me = self.daemon.keys.fingerprint
         wanted: list[MemorySyncInput] = [
-            Answer(entry.room_id, entry.op.request_id, entry.sender)
+            Answer(entry.room_id, entry.op.request_id, entry.sender, entry.op.held_from)
             for entry in applied
             if isinstance(entry.op, SyncRequest) and entry.op.ask == me and entry.sender != me
         ]
