@@ -11,6 +11,8 @@ edited before it starts, or a sim-only option of the relay shell; never a patch 
   alone is not a bug the product can show: a removal rekeys, so what leaks stays sealed.
 * ``roster_ignores`` (roster): ``n1`` forgets ``n0`` in every named room after each batch.
 * ``state_regress`` (state): a sender's ``read`` receipts fall back to ``delivered``.
+* ``sync_deaf`` (memory): every node's appliers skip memory snapshot pieces, so a member whose
+  memory has a hole (it joined after the room's first ops) never fills it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from crosstalk.actors.room import Applier
 from crosstalk.core.room import Applied
 from crosstalk.daemon import Daemon
 from crosstalk.wire.memory import TaskClaim
-from crosstalk.wire.room_ops import MemoryEnvelope, MessageOp, Rekey
+from crosstalk.wire.room_ops import MemoryEnvelope, MessageOp, Rekey, SyncChunk
 from tests.sim.workload import Scenario
 from tests.sim.world import Plant, keys_for
 
@@ -63,6 +65,10 @@ def _skip_rekey(daemon: Daemon) -> None:
     _wrap_appliers(daemon, lambda a: None if isinstance(a.op, Rekey) else a)
 
 
+def _skip_snapshots(daemon: Daemon) -> None:
+    _wrap_appliers(daemon, lambda a: None if isinstance(a.op, SyncChunk) else a)
+
+
 def _forget(victim: str) -> Plant:
     def plant(daemon: Daemon) -> None:
         async def listener(applied: list[Applied]) -> None:
@@ -88,6 +94,7 @@ PLANTS: dict[str, Callable[[Scenario, int], dict[str, list[Plant]]]] = {
     "leaky_relay": lambda sc, seed: {n: [_skip_rekey] for n in sc.nodes},
     "roster_ignores": lambda sc, seed: {"n1": [_forget(_fp_of(seed, sc, "n0"))]},
     "state_regress": lambda sc, seed: {n: [_regress] for n in sc.nodes},
+    "sync_deaf": lambda sc, seed: {n: [_skip_snapshots] for n in sc.nodes},
 }
 
 

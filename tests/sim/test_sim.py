@@ -30,6 +30,7 @@ MUST_COVER = (
     *(f"fault:{k}" for k in FAULT_KINDS),
     "buggify:store.after_commit", "buggify:store.slow",
     "check:delivery", "check:claims", "check:removed", "check:roster", "check:link",
+    "check:memory",
     # Not check:state:delivered: the liveness phase reads everything, so a delivered message
     # ends read unless its receipt is lost (which only the receipts bug, now fixed, did).
     "check:state:sent", "check:state:read", "check:state:refused",
@@ -102,6 +103,7 @@ def test_same_seed_same_run() -> None:
         ("leaky_relay", "removed"),
         ("roster_ignores", "roster"),
         ("state_regress", "state"),
+        ("sync_deaf", "memory"),
     ],
 )
 def test_planted_bug_is_caught(plant: str, checker: str) -> None:
