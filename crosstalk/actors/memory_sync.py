@@ -36,8 +36,6 @@ from __future__ import annotations
 
 import logging
 import secrets
-import sqlite3
-import time
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
@@ -48,11 +46,7 @@ from crosstalk import crypto
 from crosstalk.actors.context import ActorContext
 from crosstalk.core.memory_transfer import pack_snapshot, signed_message
 from crosstalk.errors import CrosstalkError
-from crosstalk.store import memory as m
-from crosstalk.store.db import Store
 from crosstalk.store.memory import MemoryCursor
-from crosstalk.store.memory_log import MemoryFollower
-from crosstalk.store.rooms import list_rooms, members
 from crosstalk.wire.memory import MemorySnapshot, Outcome
 from crosstalk.wire.room_ops import RoomOp, SyncChunk, SyncRequest
 
@@ -98,7 +92,8 @@ MemorySyncInput = Nudge | Answer | WatchOwn | Probed
 
 
 class SyncStore(Protocol):
-    """What the actor reads and writes; the real one is :class:`StoreAdapter`."""
+    """What the actor reads and writes; the real one is
+    :class:`crosstalk.actors.memory_sync_store.StoreAdapter`."""
 
     async def rooms(self) -> list[str]: ...
 
@@ -361,66 +356,3 @@ async def _probe_one(
         log.warning("room %s: memory probe not queued: %s", room, exc.message)
         return
     watch(room, op_id)
-
-
-class StoreAdapter:
-    """:class:`SyncStore` over the daemon's store; every write goes through the follower."""
-
-    def __init__(self, store: Store, follower: MemoryFollower) -> None:
-        self._store = store
-        self._follower = follower
-
-    async def rooms(self) -> list[str]:
-        rooms = await self._store.read(list_rooms)
-        return [r.room_id for r in rooms if r.state == "joined"]
-
-    async def members(self, room: str) -> list[str]:
-        return [x.fingerprint for x in await self._store.read(lambda c: members(c, room))]
-
-    async def cursor(self, room: str) -> MemoryCursor:
-        return await self._store.read(lambda c: m.cursor(c, room))
-
-    async def stalled(self) -> list[MemoryCursor]:
-        return await self._store.read(m.stalled_rooms)
-
-    async def note_request(self, room: str, request_id: str, asked: str | None) -> None:
-        now = time.time()
-        await self._store.write(lambda c: m.set_request(c, room, request_id, asked, now))
-
-    async def snapshot(self, room: str) -> MemorySnapshot | None:
-        def read(conn: sqlite3.Connection) -> MemorySnapshot | None:
-            if m.cursor(conn, room).hole_from is not None:
-                return None
-            return m.load_snapshot(conn, room)
-
-        return await self._store.read(read)
-
-    async def advance(self, room: str) -> None:
-        """:meth:`MemoryFollower.advance`, in a write transaction only when it has something to
-        do: one of our own ops sequenced past the room's memory cursor, and no hole. Every room
-        batch nudges this actor, and most batches are plain messages: looking first on a reader
-        keeps a write transaction (and its fsync) off the message path."""
-
-        def pending(conn: sqlite3.Connection) -> bool:
-            cursor = m.cursor(conn, room)
-            return cursor.hole_from is None and (
-                m.own_ops_after(conn, room, cursor.last_seq) is not None
-            )
-
-        if await self._store.read(pending):
-            await self._store.write(lambda c: self._follower.advance(c, room))
-
-    async def held_from(self, room: str) -> int | None:
-        return await self._store.read(lambda c: self._follower.held_from(c, room))
-
-    async def concede(self, room: str) -> None:
-        await self._store.write(lambda c: self._follower.concede(c, room))
-
-    async def unreported(self) -> list[tuple[str, str, str]]:
-        return await self._store.read(m.unreported_sent)
-
-    async def outcome(self, room: str, op_id: str) -> Outcome | None:
-        return await self._store.read(lambda c: m.outcome(c, room, op_id))
-
-    async def mark_reported(self, op_id: str) -> None:
-        await self._store.write(lambda c: m.mark_reported(c, op_id))

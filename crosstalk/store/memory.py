@@ -304,6 +304,14 @@ def own_ops_after(conn: sqlite3.Connection, room_id: str, seq: int) -> int | Non
     return None if row is None or row[0] is None else int(row[0])
 
 
+def first_parked(conn: sqlite3.Connection, room_id: str) -> int | None:
+    """The lowest seq parked behind the room's memory hole, if any."""
+    row = conn.execute(
+        "SELECT min(seq) FROM memory_pending WHERE room_id = ?", (room_id,)
+    ).fetchone()
+    return None if row[0] is None else int(row[0])
+
+
 def inbound_at(conn: sqlite3.Connection, room_id: str, seq: int) -> bool | None:
     """None if the relay link holds no op at ``seq``; else whether the room already applied it."""
     row = conn.execute(

@@ -162,11 +162,8 @@ class MemoryFollower:
         cursor = m.cursor(conn, room_id)
         if cursor.hole_from is None:
             return None
-        parked = conn.execute(
-            "SELECT min(seq) FROM memory_pending WHERE room_id = ?", (room_id,)
-        ).fetchone()[0]
-        held = [int(parked)] if parked is not None else []
-        held += m.own_ops_from(conn, room_id, cursor.last_seq)
+        parked = m.first_parked(conn, room_id)
+        held = [*m.own_ops_from(conn, room_id, cursor.last_seq), *([parked] if parked else [])]
         return min(held, default=None)
 
     def concede(self, conn: sqlite3.Connection, room_id: str) -> None:
@@ -315,10 +312,8 @@ class MemoryFollower:
         wanted = m.cursor(conn, room)
         if wanted.hole_from is None or chunk.request_id != wanted.request_id:
             return  # not ours, or no longer needed
-        first_parked = conn.execute(
-            "SELECT min(seq) FROM memory_pending WHERE room_id = ?", (room,)
-        ).fetchone()[0]
-        needed = (first_parked or wanted.hole_from) - 1  # the snapshot must reach past the hole
+        # The snapshot must reach past the hole.
+        needed = (m.first_parked(conn, room) or wanted.hole_from) - 1
         if not (0 <= chunk.index < chunk.count <= MAX_CHUNKS) or not (
             needed <= chunk.last_seq < entry.seq
         ):

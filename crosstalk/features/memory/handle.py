@@ -26,10 +26,10 @@ from crosstalk.actors.memory_sync import (
     MemorySync,
     MemorySyncInput,
     Nudge,
-    StoreAdapter,
     WatchOwn,
     probe,
 )
+from crosstalk.actors.memory_sync_store import StoreAdapter
 from crosstalk.actors.router import PresenceQuery, WatchSent
 from crosstalk.core.room import Applied
 from crosstalk.errors import NotSetUp
