@@ -97,7 +97,8 @@ class SyncStore(Protocol):
 
     async def rooms(self) -> list[str]: ...
 
-    async def members(self, room: str) -> list[str]: ...
+    async def members(self, room: str) -> list[str]:
+        """The room's joined members (not those only invited), ourselves included."""
 
     async def cursor(self, room: str) -> MemoryCursor: ...
 

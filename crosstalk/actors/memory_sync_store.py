@@ -27,7 +27,10 @@ class StoreAdapter:
         return [r.room_id for r in rooms if r.state == "joined"]
 
     async def members(self, room: str) -> list[str]:
-        return [x.fingerprint for x in await self._store.read(lambda c: members(c, room))]
+        """Joined members only: one still invited gets none of the room's ops, so it never
+        hears an ask (sim seed 85: asked for ever while the room had nobody else in it)."""
+        roster = await self._store.read(lambda c: members(c, room))
+        return [x.fingerprint for x in roster if x.state == "member"]
 
     async def cursor(self, room: str) -> MemoryCursor:
         return await self._store.read(lambda c: m.cursor(c, room))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
+
 import trio
 import trio.testing
 
@@ -17,10 +20,14 @@ from crosstalk.actors.memory_sync import (
     WatchOwn,
     probe,
 )
+from crosstalk.actors.memory_sync_store import StoreAdapter
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.memory import MemoryState
 from crosstalk.core.memory_transfer import signed_message, unpack_snapshot
+from crosstalk.store.db import open_store
 from crosstalk.store.memory import MemoryCursor
+from crosstalk.store.memory_log import MemoryFollower
+from crosstalk.store.rooms import Room, RoomMember, add_member, add_room
 from crosstalk.wire.memory import FactAdd, MemorySnapshot, OpContext, Outcome, OutcomeCode
 from crosstalk.wire.room_ops import RoomOp, SyncChunk, SyncRequest
 from tests.actors.fakes import running
@@ -306,3 +313,18 @@ async def test_alone_in_the_room_with_a_hole_it_gives_it_up_after_one_wait(
         await start(supervisor, store, room)
         await trio.sleep(RETRY_AFTER * 3)
     assert store.conceded == [(RETRY_AFTER, ROOM)]
+
+
+async def test_the_store_offers_only_joined_members_to_ask(tmp_path: Path) -> None:
+    """A member still only invited gets none of the room's ops, so it is never one to ask."""
+    async with open_store(tmp_path / "state.db") as db:
+        def setup(conn: sqlite3.Connection) -> None:
+            add_room(conn, Room(ROOM, "r", "shared", "joined", 0, 0.0), b"k" * 32)
+            for keys, label, state in ((ME, "me", "member"), (BEN, "ben", "member"),
+                                       (CY, "cy", "invited")):
+                add_member(conn, RoomMember(ROOM, keys.fingerprint, label, keys.ed_pub,
+                                            keys.x_pub, state))
+
+        await db.write(setup)
+        adapter = StoreAdapter(db, MemoryFollower(ME.fingerprint))
+        assert sorted(await adapter.members(ROOM)) == sorted([ME.fingerprint, BEN.fingerprint])
