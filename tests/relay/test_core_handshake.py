@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from nacl.signing import VerifyKey
 
 from crosstalk.wire import relay as w
@@ -128,3 +129,35 @@ def test_refused_requests_do_not_count_as_misbehaviour() -> None:
     for _ in range(10):
         assert world.error(conn, w.GetRoster(world.req(), "nowhere")) == "unknown_room"
     assert world.closed == []
+
+
+@pytest.mark.parametrize("cap", [1, 2, 5])
+def test_past_the_per_address_cap_the_oldest_waiting_connection_is_shed(cap: int) -> None:
+    """Each connection past ``cap`` unauthenticated ones from one address closes the oldest
+    still waiting; another address, and a connection that said hello, are not counted."""
+    world = World(RelayConfig(max_unauthenticated_per_source=cap, max_unauthenticated=1000))
+    greeted = world.login(ALICE, source="10.0.0.1")
+    other = [world.open("10.0.0.2") for _ in range(cap)]
+    waiting = [world.open("10.0.0.1") for _ in range(cap)]
+    assert world.closed == []
+    for _ in range(3):
+        waiting.append(world.open("10.0.0.1"))
+        assert world.closed == [waiting.pop(0)]
+        world.closed.clear()
+    # The one that left frees its place: the next one sheds nobody.
+    world.close(waiting.pop(0))
+    waiting.append(world.open("10.0.0.1"))
+    assert world.closed == []
+    assert greeted not in world.closed and not set(other) & set(world.closed)
+
+
+def test_past_the_relay_wide_cap_the_oldest_waiting_connection_of_any_address_is_shed() -> None:
+    """The relay-wide cap sheds the oldest waiting connection, whichever address it came from."""
+    world = World(RelayConfig(max_unauthenticated_per_source=10, max_unauthenticated=4))
+    first = world.open("10.0.0.1")
+    rest = [world.open(f"10.0.0.{n}") for n in (2, 3, 4)]
+    assert world.closed == []
+    world.open("10.0.0.5")
+    assert world.closed == [first]
+    world.open("10.0.0.6")
+    assert world.closed == [first, rest[0]]

@@ -82,6 +82,9 @@ async def test_idle_unauthenticated_connections_are_shed_and_real_clients_get_in
             nursery.cancel_scope.cancel()
     shed_for_address = [r for r in idle.reasons if "from your address" in r]
     deadline = [r for r in idle.reasons if "no authenticated hello" in r]
-    assert len(shed_for_address) >= IDLE - CONFIG.max_unauthenticated_per_source - 2
+    # How many the cap sheds and how many the deadline closes first depends on how fast the flood
+    # opens (on a loaded machine the first reach the 2 s deadline before the last connect); the
+    # exact cap is checked against the sans-IO core in tests/relay/test_core_handshake.py.
+    assert len(shed_for_address) > IDLE // 2
     assert len(shed_for_address) + len(deadline) + idle.reasons.count("refused") == IDLE
     assert deadline, "the hello deadline closed the last ones"
