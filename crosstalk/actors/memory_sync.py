@@ -18,12 +18,13 @@ What it does (the rules of the log itself live in :mod:`crosstalk.store.memory_l
   the relay started everyone now in the room after them) would leave every member asking the
   others for ever, each refusing while its own memory has a hole (sim seed 118). So a member
   gives its hole up (:meth:`MemoryFollower.concede`: the missing seqs count as holding no memory
-  op) and answers when (a) it has asked every online member in turn and none filled it
-  (*exhausted*), and (b) the asker's hole ends later than ours (``held_from``, ties broken by
-  fingerprint): the member that missed least concedes, once, and everyone else installs its
-  snapshot, so replicas converge. Alone in the room (no other member, online or not) it
-  concedes after one :data:`RETRY_AFTER`. Ops only a member away for longer than a round held
-  are then lost to memory (the relay starts a new member at the head of the log).
+  op) and answers when (a) every online member has had an ask of ours, sequenced by the relay,
+  for :data:`RETRY_AFTER` and none filled the hole (*exhausted*), and (b) the asker's hole ends
+  later than ours (``held_from``, ties broken by fingerprint): the member that missed least
+  concedes, once, and everyone else installs its snapshot, so replicas converge. Alone in the
+  room (no other joined member, online or not) it concedes after one :data:`RETRY_AFTER`. Ops
+  that only a member offline for all that while holds are then lost to memory (the relay starts
+  a new member at the head of the log, so it cannot fill the hole either).
 * **Own ops.** A claim that answered ``pending`` (the relay was unreachable) is watched here; when
   the relay sequences it, its outcome is applied and reported (logged, and marked reported).
 
@@ -129,7 +130,8 @@ class _Asking:
     request_id: str
     deadline: float
     tried: set[str]
-    exhausted: bool = False  # every online member was asked and none filled the hole
+    heard: dict[str, float]  # when the relay first sequenced an ask of ours to each member
+    exhausted: bool = False  # every online member has had an ask for RETRY_AFTER, in vain
 
 
 class MemorySync:
@@ -245,29 +247,36 @@ class MemorySync:
             if fp != self._keys.fingerprint and online.get(fp)
         )
         tried = before.tried if before is not None else set()
-        untried = [fp for fp in candidates if fp not in tried]
-        exhausted = before is not None and (before.exhausted or bool(candidates and not untried))
-        fresh = untried or candidates
+        heard: dict[str, float] = before.heard if before is not None else {}
+        fresh = [fp for fp in candidates if fp not in tried] or candidates
         request_id = secrets.token_hex(8)
+        deadline = now + RETRY_AFTER
+        exhausted = before is not None and (before.exhausted or _exhausted(candidates, heard, now))
         if not fresh:
             if before is not None and not await self._others(room):
                 await self._concede(room, "no other member")
                 return
-            self._asking[room] = _Asking(request_id, now + RETRY_AFTER, tried, exhausted)
+            self._asking[room] = _Asking(request_id, deadline, tried, heard, exhausted)
             log.info("room %s: memory hole, and no member online to ask yet", room)
             return
         asked = fresh[0]
-        tried = tried | {asked}
         have = (await self._store.cursor(room)).last_seq
         held = await self._store.held_from(room)
         await self._store.note_request(room, request_id, asked)
-        self._asking[room] = _Asking(request_id, now + RETRY_AFTER, tried, exhausted)
+        self._asking[room] = _Asking(request_id, deadline, tried | {asked}, heard, exhausted)
         log.info("room %s: asking %s for a memory snapshot (%s)", room, asked, request_id)
         try:
-            op = SyncRequest(request_id, have, asked, held)
-            self._watch(room, await self._send_op(room, op))
+            op_id = await self._send_op(room, SyncRequest(request_id, have, asked, held))
         except CrosstalkError as exc:
             log.warning("room %s: snapshot request not queued: %s", room, exc.message)
+            return
+        self._watch(room, op_id)
+        self._nursery.start_soon(self._note_heard, op_id, asked, heard)
+
+    async def _note_heard(self, op_id: str, asked: str, heard: dict[str, float]) -> None:
+        """An ask counts once the relay has sequenced it (while we are cut off it waits queued)."""
+        await self._wait_sent(op_id)
+        heard.setdefault(asked, trio.current_time())
 
     # --- answering -------------------------------------------------------------------------------
 
@@ -327,6 +336,13 @@ class MemorySync:
                     f" (held by {outcome.winner.label})" if outcome.winner else "",
                 )
             await self._store.mark_reported(op_id)
+
+
+def _exhausted(candidates: list[str], heard: dict[str, float], now: float) -> bool:
+    """Every online member has had an ask of ours for RETRY_AFTER (and the hole is still open)."""
+    return bool(candidates) and all(
+        fp in heard and heard[fp] + RETRY_AFTER <= now for fp in candidates
+    )
 
 
 async def probe(

@@ -102,11 +102,14 @@ class FakeRoom:
         self.posted_send, self.posted = trio.open_memory_channel[Posted](64)
         self.sequenced: dict[str, trio.Event] = {}
         self.count = 0
+        self.relay_up = False  # True: the relay sequences each op as soon as it is posted
 
     async def send_op(self, room: str, op: RoomOp) -> str:
         self.count += 1
         op_id = f"mine-{self.count}"
         self.posted_send.send_nowait((trio.current_time(), room, op))
+        if self.relay_up:
+            self.sequence(op_id)
         return op_id
 
     async def presence(self) -> dict[str, bool]:
@@ -274,9 +277,10 @@ async def test_asked_everyone_in_vain_it_gives_up_its_hole_to_answer_one_that_mi
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """Asked by Ben before a full round of its own asks has gone unanswered, it refuses; once
-    Ben (online alone) was asked and RETRY_AFTER passed, Ben's ask (its hole ends later, at 9)
-    makes it give its hole up and answer."""
+    Ben (online alone) has had our sequenced ask for RETRY_AFTER, Ben's ask (its hole ends
+    later, at 9) makes it give its hole up and answer."""
     store, room = FakeStore(hole=True), FakeRoom({BEN.fingerprint: True})
+    room.relay_up = True
     async with running(Supervisor(heartbeat=5.0)) as supervisor:
         inbox = await start(supervisor, store, room)
         await inbox.send(Answer(ROOM, "early", BEN.fingerprint, held_from=9))
@@ -294,6 +298,7 @@ async def test_the_member_that_missed_less_or_an_unknown_amount_is_not_answered_
     """Ben's hole ends before ours (3 < 5), or Ben does not say (an older peer): we keep ours
     and do not answer, however long we have asked; Ben is the one to give up."""
     store, room = FakeStore(hole=True), FakeRoom({BEN.fingerprint: True})
+    room.relay_up = True
     async with running(Supervisor(heartbeat=5.0)) as supervisor:
         inbox = await start(supervisor, store, room)
         await trio.sleep(RETRY_AFTER * 3)
@@ -328,3 +333,17 @@ async def test_the_store_offers_only_joined_members_to_ask(tmp_path: Path) -> No
         await db.write(setup)
         adapter = StoreAdapter(db, MemoryFollower(ME.fingerprint))
         assert sorted(await adapter.members(ROOM)) == sorted([ME.fingerprint, BEN.fingerprint])
+
+
+async def test_asks_the_relay_has_not_sequenced_do_not_count_towards_giving_up(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Cut off from the relay, our asks wait queued and nobody has heard them: however many
+    rounds pass, Ben's ask does not make us give our hole up."""
+    store, room = FakeStore(hole=True), FakeRoom({BEN.fingerprint: True})
+    async with running(Supervisor(heartbeat=5.0)) as supervisor:
+        inbox = await start(supervisor, store, room)
+        await trio.sleep(RETRY_AFTER * 4)
+        await inbox.send(Answer(ROOM, "later", BEN.fingerprint, held_from=9))
+        assert await chunks_within(room, RETRY_AFTER) == []
+    assert store.conceded == []
