@@ -44,3 +44,13 @@ def _local_relays_are_stopped() -> Iterator[None]:
         except (OSError, ValueError):
             pass
     shutil.rmtree(_SCRATCH, ignore_errors=True)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The simulation's long runs first, so that with several workers (pytest-xdist) one of them
+    starts on it at once instead of finishing the suite alone with it."""
+    def rank(item: pytest.Item) -> int:
+        return 0 if item.nodeid.startswith("tests/sim/test_sim.py") else int(
+            not item.nodeid.startswith("tests/sim/")) + 1
+
+    items.sort(key=rank)
