@@ -1,7 +1,8 @@
 """What the MCP server lists, written down: ``crosstalk/mcp_front.json`` (the SDK's own
-``initialize`` and ``tools/list`` answers, which the stdlib front end replays while the SDK
-imports) and ``docs/tools.md``. Both come from running the real server with no daemon behind it;
-``tests/test_mcp_front.py`` and ``tests/test_tools_doc.py`` fail when either file is stale.
+``initialize``, ``tools/list`` and ``server/discover`` answers, which the stdlib front end replays
+while the SDK imports) and ``docs/tools.md``. Both come from running the real server with no
+daemon behind it; ``tests/test_mcp_front.py`` and ``tests/test_tools_doc.py`` fail when either
+file is stale.
 
 ``python -m crosstalk.mcp_listing --write-docs docs/tools.md | --write-front`` rewrites them.
 """
@@ -13,9 +14,13 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import trio
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
+from mcp_types.version import (
+    HANDSHAKE_PROTOCOL_VERSIONS,
+    LATEST_HANDSHAKE_VERSION,
+    MODERN_PROTOCOL_VERSIONS,
+)
 
-from crosstalk.mcp_front import LISTING
+from crosstalk.mcp_front import CAPABILITIES_KEY, LISTING, VERSION_KEY
 from crosstalk.mcp_server import INSTRUCTIONS, build_server, run_stdio
 
 
@@ -75,17 +80,35 @@ def handshake(version: str) -> list[str]:
     ]
 
 
+def discover_probe(version: str, request_id: int | str = 1) -> str:
+    """``server/discover`` with the full modern envelope at ``version``, as a client opens a
+    modern connection (Claude Code 2.1.332 sends this first)."""
+    meta = {VERSION_KEY: version, CAPABILITIES_KEY: {},
+            "io.modelcontextprotocol/clientInfo": {"name": "crosstalk-front", "version": "0"}}
+    body = {"jsonrpc": "2.0", "id": request_id, "method": "server/discover",
+            "params": {"_meta": meta}}
+    return json.dumps(body) + "\n"
+
+
 async def front_listing() -> dict[str, Any]:
-    """``crosstalk/mcp_front.json``: the SDK's own ``initialize`` and ``tools/list`` results."""
+    """``crosstalk/mcp_front.json``: the SDK's own ``initialize`` and ``tools/list`` results, and
+    its ``server/discover`` result at each modern version (one connection each: the first request
+    decides a connection's era)."""
     latest = LATEST_HANDSHAKE_VERSION
     init, tools = await sdk_answers(handshake(latest), {}, 2)
     result = dict(init["result"])
     result.pop("protocolVersion")
+    discover = {}
+    for version in MODERN_PROTOCOL_VERSIONS:
+        (answer,) = await sdk_answers([discover_probe(version)], {}, 1)
+        discover[version] = answer["result"]
     return {
         "versions": list(HANDSHAKE_PROTOCOL_VERSIONS),
         "latest": latest,
         "initialize": result,
         "tools": tools["result"],
+        "modern": list(MODERN_PROTOCOL_VERSIONS),
+        "discover": discover,
     }
 
 

@@ -1,8 +1,10 @@
 """The MCP front end (crosstalk/mcp_front.py) answers exactly as the SDK would, and loses nothing.
 
 ``mcp_front.json`` is what the SDK server itself answers; these tests run the SDK in this process
-for every protocol version it negotiates (and one it does not), with channel pushes on and off,
-and compare its answers with the front end's, so the file can never drift from the SDK.
+for every protocol version it negotiates (and one it does not), legacy ``initialize`` and modern
+``server/discover`` alike, with channel pushes on and off, and compare its answers with the front
+end's, so the file can never drift from the SDK. How the two agree on a connection's era:
+``tests/test_mcp_front_eras.py``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,13 @@ import trio
 
 from crosstalk import mcp_front
 from crosstalk.mcp_front import LISTING, PRIVATE, Front, Wire, load_listing
-from crosstalk.mcp_listing import front_listing, handshake, render_listing, sdk_answers
+from crosstalk.mcp_listing import (
+    discover_probe,
+    front_listing,
+    handshake,
+    render_listing,
+    sdk_answers,
+)
 
 
 async def test_the_committed_listing_is_the_sdks_own() -> None:
@@ -57,6 +65,24 @@ async def test_the_front_end_answers_as_the_sdk_does(channels: str) -> None:
         assert [json.loads(ours[0] or ""), json.loads(ours[2] or "")] == sdk, version
 
 
+@pytest.mark.parametrize("channels", ["", "1"])
+async def test_the_front_end_answers_discover_as_the_sdk_does(channels: str) -> None:
+    """Every modern version the SDK serves is answered as the SDK does; others are the SDK's."""
+    env = {"CROSSTALK_CHANNELS": channels}
+    modern = load_listing()["modern"]
+    assert modern
+    for version in [*modern, "2099-01-01", "2025-11-25"]:
+        probe = discover_probe(version, "probe")
+        (sdk,) = await sdk_answers([probe], env, 1)
+        reply, passed = _front(env).answer(probe)
+        if version in modern:
+            assert reply is not None and json.loads(reply) == sdk, version
+            assert passed is not None and json.loads(passed)["id"] == f"{PRIVATE}1"
+        else:
+            assert (reply, passed) == (None, probe), version
+            assert "error" in sdk, version
+
+
 def test_initialize_is_passed_on_under_a_private_id_and_its_answer_dropped() -> None:
     front = _front({})
     init, initialized, tools = handshake("2025-06-18")
@@ -73,11 +99,11 @@ def test_initialize_is_passed_on_under_a_private_id_and_its_answer_dropped() -> 
 
 
 def test_what_the_front_end_would_not_answer_exactly_goes_to_the_sdk() -> None:
-    front = _front({})
     init, _, tools = handshake("2025-06-18")
-    assert front.answer(tools) == (None, tools)  # before initialize: the SDK's answer
+    assert _front({}).answer(tools) == (None, tools)  # before initialize: the SDK's answer
     odd = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
-    assert front.answer(odd) == (None, odd)
+    assert _front({}).answer(odd) == (None, odd)
+    front = _front({})
     front.answer(init)
     assert front.answer(init) == (None, init)  # a second initialize
     paged = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/list",
