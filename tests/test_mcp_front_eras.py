@@ -19,9 +19,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY
 
 from crosstalk import mcp_server
-from crosstalk.mcp_front import DEEPEST, PRIVATE, VERSION_KEY, Era, Front, Wire, load_listing
+from crosstalk.mcp_front import (
+    CAPABILITIES_KEY,
+    DEEPEST,
+    PRIVATE,
+    VERSION_KEY,
+    Era,
+    Front,
+    Wire,
+    load_listing,
+)
 from crosstalk.mcp_listing import discover_probe, handshake, sdk_answers
 
 MODERN = load_listing()["modern"][-1]
@@ -43,6 +53,12 @@ def front() -> Iterator[Front]:
 
 def _line(body: dict[str, Any]) -> str:
     return json.dumps(body) + "\n"
+
+
+def test_the_envelope_keys_are_the_sdks() -> None:
+    """The front end reads the envelope by the SDK's own key names."""
+    assert (VERSION_KEY, CAPABILITIES_KEY) == (
+        PROTOCOL_VERSION_META_KEY, CLIENT_CAPABILITIES_META_KEY)
 
 
 def test_after_a_modern_discover_the_front_end_leaves_initialize_to_the_sdk(front: Front) -> None:
