@@ -43,6 +43,7 @@ from crosstalk.actors.room import (
     RoomInput,
     SendOp,
 )
+from crosstalk.actors.room_inbound import inbound_applier
 from crosstalk.actors.router import Router, RouterInput
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.room import Applied
@@ -110,8 +111,7 @@ class Daemon:
         # The running room actors apply what arrives inside the link's own commit: an op is
         # received and held with one fsync, not two (crosstalk/actors/room_inbound.py).
         self._room_actors: dict[str, RoomActor] = {}
-        # Not yet apply_inbound=inbound_applier(self._room_actors): sim seed 229 fails with it.
-        self.link_store = SqliteLinkStore(store)
+        self.link_store = SqliteLinkStore(store, apply_inbound=inbound_applier(self._room_actors))
         self._doorbells: dict[str, Doorbell] = {}
         self._rooms_lock = trio.Lock()
         self._fanout: trio.MemorySendChannel[list[Applied]] | None = None
