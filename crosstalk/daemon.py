@@ -37,6 +37,7 @@ from crosstalk.actors.relay_link import (
     RelayLink,
     open_relay_socket,
 )
+from crosstalk.actors.relay_link_api import OutboxWrite
 from crosstalk.actors.relay_link_store import SqliteLinkStore, device_id
 from crosstalk.actors.room import (
     RoomActor,
@@ -310,17 +311,20 @@ class Daemon:
         )
 
     async def send_op(
-        self, room_id: str, op: RoomOp, *, op_id: str | None = None, epoch: int | None = None
+        self, room_id: str, op: RoomOp, *, op_id: str | None = None, epoch: int | None = None,
+        also: OutboxWrite | None = None,
     ) -> str:
         """Seal ``op`` for ``room_id`` (under the current key, or ``epoch``'s) and commit it to
-        the outbox; returns its op id."""
+        the outbox, with ``also`` and the features' sent writers in that transaction; returns
+        its op id."""
         inbox = await self.room_inbox(room_id)
         if inbox is None:
             raise UnknownRoom(f"There is no room {room_id!r} here; `crosstalk room` lists yours.")
         op_id = op_id or nacl.utils.random(16).hex()
         send, receive = trio.open_memory_channel[str | CrosstalkError](1)
         async with receive:
-            await inbox.send(SendOp(op_id, op, send, epoch))
+            also = self.seams.outbox_write(room_id, op_id, op, also)
+            await inbox.send(SendOp(op_id, op, send, epoch, also))
             answer = await receive.receive()
         if isinstance(answer, CrosstalkError):
             raise answer

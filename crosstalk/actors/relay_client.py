@@ -18,6 +18,7 @@ from crosstalk.actors.relay_link import (
     Request,
     RetryNow,
 )
+from crosstalk.actors.relay_link_api import OutboxWrite
 from crosstalk.core.link import RequestFrame
 from crosstalk.errors import CrosstalkError, RelayUnreachable, RemoteProtocolError
 from crosstalk.wire import relay as w
@@ -65,11 +66,14 @@ class RelayClient:
         except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
             pass
 
-    async def post(self, room: str, op_id: str, body: bytes) -> None:
-        """Commit an op to the durable outbox; returns once it is queued (sent later)."""
+    async def post(
+        self, room: str, op_id: str, body: bytes, *, also: OutboxWrite | None = None
+    ) -> None:
+        """Commit an op to the durable outbox, with ``also`` in the same transaction; returns
+        once it is queued (sent later)."""
         send, receive = trio.open_memory_channel[Queued | CrosstalkError](1)
         async with receive:
-            await self._inbox.send(Post(room, op_id, body, send))
+            await self._inbox.send(Post(room, op_id, body, send, also))
             with trio.move_on_after(self._timings.send_timeout + _GRACE):
                 answer = await receive.receive()
                 if isinstance(answer, CrosstalkError):

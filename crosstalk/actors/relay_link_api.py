@@ -7,6 +7,9 @@ one-shot reply channel. Events leave, in order, on the channel given to the acto
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Callable
+
 import attrs
 import trio
 
@@ -29,6 +32,11 @@ class LinkTimings:
 
 # --- inbox commands ----------------------------------------------------------------------------
 
+# Written in the transaction that commits a post to the outbox, after the outbox row: what the
+# sender keeps about its own op (``sent``'s row, the page's words) is then durable with the post
+# or not at all, with no commit of its own.
+OutboxWrite = Callable[[sqlite3.Connection], None]
+
 
 @attrs.frozen
 class Queued:
@@ -45,6 +53,7 @@ class Post:
     op_id: str
     body: bytes
     reply: trio.MemorySendChannel[Queued | CrosstalkError] | None = None
+    also: OutboxWrite | None = None  # written in the outbox commit too
 
 
 @attrs.frozen(eq=False)

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+from crosstalk.actors.relay_link_api import OutboxWrite
 from crosstalk.core.link import OutboxItem
 from crosstalk.errors import CrosstalkError
 from crosstalk.store import link
@@ -27,9 +28,10 @@ class LinkStore(Protocol):
     async def load(self, url: str) -> LinkSnapshot: ...
 
     async def queue_post(
-        self, room: str, op_id: str, body: bytes, now: float
+        self, room: str, op_id: str, body: bytes, now: float, *, also: OutboxWrite | None = None
     ) -> OutboxItem | None:
-        """Commit a post to the outbox; ``None`` if that op_id was already sent."""
+        """Commit a post to the outbox, and ``also`` in the same transaction; ``None`` if that
+        op_id was already sent."""
 
     async def commit_inbound(self, op: w.Op, received_at: float) -> bool:
         """Commit an inbound op and advance its room's cursor; ``True`` if it is new here."""
@@ -68,9 +70,15 @@ class SqliteLinkStore:
         return await self._store.read(lambda conn: link.load(conn, url))
 
     async def queue_post(
-        self, room: str, op_id: str, body: bytes, now: float
+        self, room: str, op_id: str, body: bytes, now: float, *, also: OutboxWrite | None = None
     ) -> OutboxItem | None:
-        return await self._store.write(lambda conn: link.queue_post(conn, room, op_id, body, now))
+        def queue(conn: sqlite3.Connection) -> OutboxItem | None:
+            item = link.queue_post(conn, room, op_id, body, now)
+            if also is not None:
+                also(conn)  # idempotent by op id, like the outbox row: a retry writes it again
+            return item
+
+        return await self._store.write(queue)
 
     async def commit_inbound(self, op: w.Op, received_at: float) -> bool:
         return await self._store.write(lambda conn: link.commit_inbound(conn, op, received_at))

@@ -36,6 +36,7 @@ from crosstalk import crypto
 from crosstalk.actors.context import ActorContext
 from crosstalk.actors.doorbell import Doorbell
 from crosstalk.actors.relay_client import RelayClient
+from crosstalk.actors.relay_link_api import OutboxWrite
 from crosstalk.core.room import Applied, Verdict, decide
 from crosstalk.errors import CrosstalkError, NotAMember, RemoteProtocolError, UnknownRoom
 from crosstalk.store import room_keys, room_log
@@ -71,6 +72,7 @@ class SendOp:
     op: RoomOp
     reply: trio.MemorySendChannel[str | CrosstalkError]
     epoch: int | None = None  # seal under this epoch's key, not the current one
+    also: OutboxWrite | None = None  # written in the transaction that queues it
 
 
 RoomInput = Wake | SendOp
@@ -364,7 +366,9 @@ class RoomActor:
                 op_id=item.op_id,
                 nonce=self._random(NONCE_SIZE),
             )
-            await self._relay.post(self._room, item.op_id, frame_body(epoch, sealed))
+            await self._relay.post(
+                self._room, item.op_id, frame_body(epoch, sealed), also=item.also
+            )
         except CrosstalkError as exc:
             _answer(item.reply, exc)
             return

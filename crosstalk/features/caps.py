@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from crosstalk.actors.control import OpTable
     from crosstalk.actors.relay_client import RelayClient
     from crosstalk.actors.relay_link import LinkStatus
+    from crosstalk.actors.relay_link_api import OutboxWrite
     from crosstalk.actors.room import RoomInput
     from crosstalk.actors.router import RouterInput
     from crosstalk.actors.supervisor import Supervisor
@@ -54,7 +55,8 @@ class SendsOps(Protocol):
     """Seal an op into a room and commit it to the outbox; reach or wake a room's actor."""
 
     async def send_op(
-        self, room_id: str, op: RoomOp, *, op_id: str | None = None, epoch: int | None = None
+        self, room_id: str, op: RoomOp, *, op_id: str | None = None, epoch: int | None = None,
+        also: OutboxWrite | None = None,
     ) -> str: ...
 
     async def room_inbox(self, room_id: str) -> trio.MemorySendChannel[RoomInput] | None: ...

@@ -23,6 +23,8 @@ import attrs
 # Types only: a feature package's __init__ imports this module, and actors import feature
 # modules (the router, membership's inputs), so nothing here may import an actor at runtime.
 if TYPE_CHECKING:
+    import sqlite3
+
     from crosstalk.actors.control import Handler, OpTable, StreamHandler
     from crosstalk.actors.fanout import Subscriber
     from crosstalk.actors.room import AppliedListener, Applier, ApplyScope
@@ -35,6 +37,10 @@ StartHook = Callable[[], Awaitable[None]]
 """Starts the feature's actors (the daemon awaits each in FEATURES order, after its own)."""
 SentListener = Callable[[str, str, "RoomOp"], Awaitable[None]]
 """Told (room, op id, op) after one of our own ops is committed to the outbox."""
+SentWriter = Callable[["sqlite3.Connection", str, str, "RoomOp"], None]
+"""Writes (room, op id, op) in the transaction that commits one of our own ops to the outbox,
+so what the feature keeps about it is durable with it, at no commit of its own; idempotent by
+op id (a retried post writes again)."""
 StatusRead = Callable[[], Awaitable[Any]]
 """Returns an attrs value (or plain JSON data) shown under the feature's name in ``status``."""
 
@@ -82,7 +88,8 @@ class Plugs:
     applied_subscribers: tuple[Subscriber, ...] = ()
     # Told after a message that crossed no relay is held (a post, a me/SESSION, an announcement).
     local_listeners: tuple[AppliedListener, ...] = ()
-    sent_listeners: tuple[SentListener, ...] = ()
+    sent_writers: tuple[SentWriter, ...] = ()  # in our own op's outbox transaction
+    sent_listeners: tuple[SentListener, ...] = ()  # after it
     start: tuple[StartHook, ...] = ()
     status: StatusRead | None = None
 

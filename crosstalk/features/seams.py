@@ -8,13 +8,16 @@ and serves the op table on its control socket.
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 from crosstalk.actors.control import OpTable
 from crosstalk.actors.fanout import Subscriber
+from crosstalk.actors.relay_link_api import OutboxWrite
 from crosstalk.actors.room import AppliedListener, Applier, ApplyScope
 from crosstalk.core.room import Applied
-from crosstalk.features.feature import Plugs, SentListener, StartHook, StatusRead
+from crosstalk.features.feature import Plugs, SentListener, SentWriter, StartHook, StatusRead
+from crosstalk.wire.room_ops import RoomOp
 
 
 class Seams:
@@ -28,6 +31,7 @@ class Seams:
         self.applied_listeners: list[AppliedListener] = []
         self.applied_subscribers: list[Subscriber] = []
         self.local_listeners: list[AppliedListener] = []
+        self.sent_writers: list[SentWriter] = []
         self.sent_listeners: list[SentListener] = []
         self.start: list[StartHook] = []
         self._status: dict[str, StatusRead] = {}
@@ -42,6 +46,7 @@ class Seams:
         self.applied_listeners.extend(plugs.applied_listeners)
         self.applied_subscribers.extend(plugs.applied_subscribers)
         self.local_listeners.extend(plugs.local_listeners)
+        self.sent_writers.extend(plugs.sent_writers)
         self.sent_listeners.extend(plugs.sent_listeners)
         self.start.extend(plugs.start)
         if plugs.status is not None:
@@ -51,6 +56,23 @@ class Seams:
         """Hand arrivals that crossed no relay to every local listener, in order."""
         for listener in self.local_listeners:
             await listener(applied)
+
+    def outbox_write(
+        self, room_id: str, op_id: str, op: RoomOp, also: OutboxWrite | None
+    ) -> OutboxWrite | None:
+        """What the outbox transaction of our op also writes: the caller's ``also``, then every
+        sent writer in order."""
+        writers = self.sent_writers
+        if also is None and not writers:
+            return None
+
+        def write(conn: sqlite3.Connection) -> None:
+            if also is not None:
+                also(conn)
+            for writer in writers:
+                writer(conn, room_id, op_id, op)
+
+        return write
 
     async def status(self) -> dict[str, Any]:
         """What each feature shows in ``status``, by feature name."""

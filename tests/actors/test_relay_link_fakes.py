@@ -29,6 +29,7 @@ from crosstalk.actors.relay_link import (
     RelayLink,
     RelaySocket,
 )
+from crosstalk.actors.relay_link_api import OutboxWrite
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.link import OutboxItem
 from crosstalk.errors import CrosstalkError
@@ -173,7 +174,10 @@ class MemoryLinkStore:
         queued = [r.item for r in self.outbox.values() if r.state == "queued"]
         return LinkSnapshot(self.pins.get(url), dict(self.cursors), queued)
 
-    async def queue_post(self, room: str, op_id: str, body: bytes, now: float) -> OutboxItem | None:
+    async def queue_post(
+        self, room: str, op_id: str, body: bytes, now: float, *, also: OutboxWrite | None = None
+    ) -> OutboxItem | None:
+        assert also is None, "no SQL here: a test of what a post also writes uses SqliteLinkStore"
         await self._commit(f"queue {op_id}")
         row = self.outbox.get(op_id)
         if row is None:

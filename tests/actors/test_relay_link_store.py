@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -129,3 +130,21 @@ async def test_our_own_post_moves_the_cursor_only_when_it_is_the_next_op(store: 
     assert await db.mark_sent(first, 1) is True
     assert await db.mark_sent(gap, 5) is False  # seqs 2-4 are someone else's, not here yet
     assert (await db.load(URL)).cursors == {"r1": 1}
+
+
+async def test_what_a_post_also_writes_is_committed_with_it_or_not_at_all(store: Store) -> None:
+    """``also`` runs in the outbox's transaction: when it raises, the post is not queued."""
+    db = SqliteLinkStore(store)
+
+    def note(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO settings (key, value) VALUES ('noted', '\"op-1\"')")
+
+    def broken(conn: sqlite3.Connection) -> None:
+        note(conn)
+        raise RuntimeError("a writer's bug")
+
+    with pytest.raises(RuntimeError):
+        await db.queue_post("r1", "op-1", b"one", 1.0, also=broken)
+    assert (await db.load(URL)).outbox == []
+    assert await db.queue_post("r1", "op-1", b"one", 2.0, also=note) is not None
+    assert await store.read(lambda conn: get_setting(conn, "noted")) == "op-1"

@@ -314,18 +314,21 @@ async def _message(
 
 
 async def _queue(daemon: Host, op: MessageOp, address: Address, *, kind: Kind) -> str:
-    """Queue ``op`` for ``address``'s room, record it as sent by us, and return its delivery
-    state after waiting briefly for the relay to take it."""
+    """Queue ``op`` for ``address``'s room, recording it as sent by us in the same commit, and
+    return its delivery state after waiting briefly for the relay to take it."""
     assert daemon.router is not None
     sent_send, sent_receive = trio.open_memory_channel[int](1)
     await daemon.router.send(WatchSent(op.msg_id, sent_send))
-    await daemon.send_op(address.room_id, attrs.evolve(op, to=address.to), op_id=op.msg_id)
-    await daemon.store.write(
-        lambda c: messages.record_sent(
+
+    def record(c: sqlite3.Connection) -> None:
+        messages.record_sent(
             c, msg_id=op.msg_id, room_id=address.room_id, to_label=address.label,
             kind=kind.value, chars=len(op.text), created_at=op.sent_at, thread=op.thread,
             reply_to=op.reply_to, text=op.text,
         )
+
+    await daemon.send_op(
+        address.room_id, attrs.evolve(op, to=address.to), op_id=op.msg_id, also=record
     )
     with trio.move_on_after(SENT_WAIT):
         await sent_receive.receive()

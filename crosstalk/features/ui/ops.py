@@ -74,14 +74,11 @@ def _me(daemon: Host) -> str:
     return daemon.keys.fingerprint if daemon.identity is not None else ""
 
 
-async def keep_words(daemon: Host, hub: UiHub, room_id: str, op_id: str, op: RoomOp) -> None:
-    """Sent listener: keep the words of a message we sent (the relay never echoes them)."""
+def keep_words(conn: sqlite3.Connection, room_id: str, op_id: str, op: RoomOp) -> None:
+    """Sent writer: keep the words of a message we sent (the relay never echoes them), in the
+    transaction that queues it."""
     if isinstance(op, MessageOp):
-        body = unstructure(op)
-        await daemon.store.write(
-            lambda c: q.record_sent(c, msg_id=op_id, room_id=room_id, body=body, now=time.time())
-        )
-    hub.changed()
+        q.record_sent(conn, msg_id=op_id, room_id=room_id, body=unstructure(op), now=time.time())
 
 
 async def page_changed(hub: UiHub, *_: object) -> None:
@@ -138,7 +135,8 @@ def plug(daemon: Host) -> Plugs:
             op("ui_room", RoomParams, functools.partial(ui_room, daemon)),
             op("ui_marks", NoParams, functools.partial(ui_marks, daemon)),
         ),
-        sent_listeners=(functools.partial(keep_words, daemon, hub),),
+        sent_writers=(keep_words,),
+        sent_listeners=(functools.partial(page_changed, hub),),
         # The page re-reads the store when told something changed: a coalescing subscriber.
         applied_subscribers=(coalescing("ui", functools.partial(page_changed, hub)),),
         local_listeners=(functools.partial(page_changed, hub),),
