@@ -4,8 +4,9 @@ from __future__ import annotations
 
 
 def serve_mcp(home: str | None) -> None:
-    """``crosstalk server``: the stdlib front end answers ``initialize`` and ``tools/list`` at
-    once (:mod:`crosstalk.mcp_front`) while the SDK imports, then the SDK takes the stream."""
+    """``crosstalk server``: the stdlib front end answers a client's opening requests at once
+    (``initialize`` and ``tools/list``, or a modern ``server/discover``; see
+    :mod:`crosstalk.mcp_front`) while the SDK imports, then the SDK takes the stream."""
     from crosstalk.mcp_front import start
 
     started = start()
