@@ -115,20 +115,24 @@ SDK_ONLY = (
 
 
 async def mcp_initialize(home: Path, runs: int) -> dict[str, list[float]]:
-    """Spawn until ``initialize`` returns: ``crosstalk server`` (the stdlib front end answers
-    while the SDK imports) and, interleaved, the SDK alone (``mcp_initialize_sdk_only``)."""
+    """Spawn until the client's opening request returns: ``crosstalk server`` (the stdlib front
+    end answers while the SDK imports) with the ``initialize`` handshake and with the modern
+    ``server/discover`` probe (``mcp_discover``, as Claude Code 2.1.332 opens), and, interleaved,
+    the SDK alone (``mcp_initialize_sdk_only``)."""
     env = {**os.environ, "CROSSTALK_HOME": str(home)}
+    server = ["-m", "crosstalk", "server"]
     commands = {
-        "mcp_initialize": ["-m", "crosstalk", "server"],
-        "mcp_initialize_sdk_only": ["-c", SDK_ONLY],
+        "mcp_initialize": (server, "legacy"),
+        "mcp_discover": (server, "auto"),
+        "mcp_initialize_sdk_only": (["-c", SDK_ONLY], "legacy"),
     }
     samples: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(runs):
-        for name, args in commands.items():
+        for name, (args, mode) in commands.items():
             params = StdioServerParameters(command=sys.executable, args=args, env=env)
             started = time.monotonic()
             with trio.fail_after(60):
-                async with Client(params, mode="legacy"):
+                async with Client(params, mode=mode):
                     samples[name].append(time.monotonic() - started)
     return samples
 

@@ -253,6 +253,7 @@ def hook(runs: dict[str, Any]) -> str:
               "launcher_prompt": "hook `UserPromptSubmit` through a `python -I -S` launcher",
               "cli_read": "`crosstalk read --json`: CLI start-up and one request",
               "mcp_initialize": "`crosstalk server`: spawn → `initialize` returns",
+              "mcp_discover": "`crosstalk server`: spawn → modern `server/discover` returns",
               "mcp_initialize_sdk_only": "the same, SDK alone (no stdlib front end)"}
     rows = [[labels.get(name, f"hook `{name}`"), _ms(fig["p50_ms"]), _ms(fig["p95_ms"]),
              _ratio(fig["p50_ms"], base["p50_ms"])]
