@@ -51,23 +51,45 @@ def _kicks(outcome: Outcome) -> list[dict[str, Any]]:
     return [e["result"] for e in events if e["op"] == "room_kick" and e["phase"] == "ok"]
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_two_members_removing_at_once_still_read_each_other(seed: int) -> None:
+SEEDS_TO_TRY = range(1, 13)  # the race is placed, but whether both kicks answer epoch 1 still
+# depends on the schedule a seed draws (seed 2 lost it when rooms began applying in the link's
+# commit), so each test looks for seeds in which it happened
+
+
+def _two_kicks_raced(seed: int) -> Outcome | None:
+    """The run of ``seed`` if both kicks answered epoch 1 in it, else None."""
+    outcome = run_seed(seed, scenario=_scenario(TWO_KICKS_AT_ONCE), faults_keep=set())
+    return outcome if [k["epoch"] for k in _kicks(outcome)] == [1, 1] else None
+
+
+def test_two_members_removing_at_once_still_read_each_other() -> None:
     """n0 removes n3 and n1 removes n2 in the same instant: both mint epoch 1 with different
     keys. Each keeps the other's key beside its own, so what either sends afterwards reaches
-    the other (the delivery and state checkers), and one of them rekeys again."""
-    outcome = run_seed(seed, scenario=_scenario(TWO_KICKS_AT_ONCE), faults_keep=set())
-    assert [k["epoch"] for k in _kicks(outcome)] == [1, 1]  # the race happened
-    assert outcome.failures == [], outcome.failures
+    the other (the delivery and state checkers), and one of them rekeys again. Three runs in
+    which the race happened."""
+    raced = 0
+    for seed in SEEDS_TO_TRY:
+        outcome = _two_kicks_raced(seed)
+        if outcome is None:
+            continue
+        assert outcome.failures == [], (seed, outcome.failures)
+        raced += 1
+        if raced == 3:
+            return
+    pytest.fail(f"both kicks answered epoch 1 in only {raced} of seeds {SEEDS_TO_TRY}")
 
 
 def test_with_one_key_per_epoch_the_two_removers_cannot_read_each_other(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The planted bug: keep no second key for an epoch, and the checkers catch it."""
+    """The planted bug: keep no second key for an epoch, and the checkers catch it in some run
+    where the race happened (in others the second rekey heals the room before anyone sends)."""
     monkeypatch.setattr(room_keys, "alternates", lambda conn, room_id, epoch: [])
-    outcome = run_seed(1, scenario=_scenario(TWO_KICKS_AT_ONCE), faults_keep=set())
-    assert {f.checker for f in outcome.failures} >= {"delivery"}, outcome.failures
+    for seed in SEEDS_TO_TRY:
+        outcome = _two_kicks_raced(seed)
+        if outcome is not None and "delivery" in {f.checker for f in outcome.failures}:
+            return
+    pytest.fail(f"no run of seeds {SEEDS_TO_TRY} caught one key per epoch")
 
 
 def test_removed_and_invited_back_while_away_can_accept_on_return() -> None:
