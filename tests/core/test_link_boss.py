@@ -396,6 +396,25 @@ def test_pushes_and_stray_errors_are_reported() -> None:
     ]
 
 
+def test_a_roster_reply_is_news_told_before_its_answer_in_stream_order() -> None:
+    """A roster that answers a request is a push too, between the pushes around it and ahead
+    of the request's own answer: the membership actor gets every roster in the relay's order."""
+    b = boss()
+    to_ready(b)
+    b.events_received()
+    b.request(w.GetRoster(0, "r"), "tok", now=0.0, timeout=5.0)
+    [frame] = sent(b)
+    assert isinstance(frame, w.GetRoster)
+    member = w.Member("f1", b"ed", b"x", "joined", "f0", b"sig")
+    before, reply = w.Roster(None, "r", []), w.Roster(frame.req, "r", [member])
+    after = w.Roster(None, "r", [member, member])
+    for roster in (before, reply, after):
+        relay_says(b, roster)
+    assert b.events_received() == [
+        PushArrived(before), PushArrived(reply), ReplyArrived("tok", reply), PushArrived(after)
+    ]
+
+
 def test_a_late_reply_to_an_expired_request_is_ignored() -> None:
     """A request fails at its deadline; its reply after that matches nothing."""
     b = boss()

@@ -24,7 +24,9 @@ States (:class:`LinkState`)::
   makes the attempt under way the last one before dialing again at once).
 * Routing: while authenticating every frame goes to the handshake. After it, an ``op`` goes to
   the resume machine (cursors), a reply to whichever machine owns its ``req`` (resume, outbox or
-  requests; no owner: the reply to an expired request, ignored), pushes straight out.
+  requests; no owner: the reply to an expired request, ignored), pushes straight out. A
+  ``roster`` reply is also a push (:class:`~crosstalk.core.link.events.PushArrived`, emitted
+  before the request's answer), so every roster leaves the boss in the relay's order.
 * A relay that breaks the protocol, shows another key, or does not finish the handshake within
   ``handshake_timeout``: the boss emits :class:`~crosstalk.core.link.events.Drop` and ignores the
   rest of that connection until ``connection_lost``. Calling an input in a state that does not
@@ -298,6 +300,10 @@ class LinkBoss:
 
     def _on_reply(self, frame: w.RelayFrame, now: float) -> None:
         req = getattr(frame, "req", -1)
+        if isinstance(frame, w.Roster):
+            # A roster is news however it came: told first, it reaches the membership actor in
+            # the order the relay sent it, among the pushes, before its requester hears it.
+            self._events.append(ev.PushArrived(frame))
         if self._resume.owns(req):
             self._on_resumed(frame, now)
         elif self._outbox.owns(req):

@@ -106,7 +106,8 @@ class RequestFailed:
 
 @attrs.frozen
 class PushArrived:
-    """roster, invited, room_gone, presence, slot_joined, slot_msg or slot_closed."""
+    """roster, invited, room_gone, presence, slot_joined, slot_msg or slot_closed (a roster
+    that answers a request too, ahead of its answer)."""
 
     frame: w.RelayFrame
 
