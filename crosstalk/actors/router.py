@@ -68,9 +68,11 @@ class PresenceQuery:
 RouterInput = LinkOutput | RoutePairing | WatchInvitation | WatchSent | PresenceQuery
 # Starts a room's actor if needed and rings its doorbell (crosstalk.actors.doorbell).
 WakeRoom = Callable[[str], Awaitable[None]]
-# Takes the relay's news about membership: a roster push, a room_gone push, or the link coming
-# up (rosters pushed while we were away are lost). The membership feature gives the daemon this
-# callable (crosstalk.features.membership.actor.membership_news), so actors import no feature.
+# Takes the relay's news about membership: a roster (pushed, or answering a request: the link
+# tells both, in the order the relay sent them, and rosters are applied only from this news), a
+# room_gone push, or the link coming up (rosters pushed while we were away are lost). The
+# membership feature gives the daemon this callable
+# (crosstalk.features.membership.actor.membership_news), so actors import no feature.
 MembershipNews = Callable[[w.Roster | w.RoomGone | LinkUp], Awaitable[None]]
 
 

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from crosstalk.actors.router import RouterInput
     from crosstalk.actors.supervisor import Supervisor
     from crosstalk.core.room import Applied
+    from crosstalk.features.membership.actor import MembershipInput
     from crosstalk.paths import Home
     from crosstalk.store.db import Store
     from crosstalk.store.identity import IdentityRecord
@@ -74,6 +75,13 @@ class Routed(Protocol):
     """The router's inbox: watch for a sent op, an invitation, a pairing slot, presence."""
 
     router: trio.MemorySendChannel[RouterInput] | None
+
+
+class FollowsRosters(Protocol):
+    """The membership actor's inbox: every roster is applied there, in the relay's order
+    (``crosstalk.features.membership.actor.fetch_roster`` fetches one through it)."""
+
+    membership: trio.MemorySendChannel[MembershipInput] | None
 
 
 class Linked(Protocol):
@@ -141,6 +149,7 @@ class Capabilities(
     SendsOps,
     TellsLocal,
     Routed,
+    FollowsRosters,
     Linked,
     Supervises,
     CallsOps,

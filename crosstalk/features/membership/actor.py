@@ -1,15 +1,22 @@
 """The membership actor: keeps every room's local roster at the relay's, checked by signature.
 
-Its inbox gets the relay's roster pushes and ``room_gone`` pushes (from the router), and a
+Its inbox gets the relay's rosters and ``room_gone`` pushes (from the router), and a
 ``Refresh`` whenever the link is (re)established: the pushes missed while away are replaced by
 one ``roster`` request per joined room, tried again every ``REFRESH_RETRY`` seconds until it
 succeeds. A room the relay no longer lets us into is marked
 removed. After any change the room's actor is woken, because ops it held from a sender it could
 not verify may now open. The rules are in :mod:`crosstalk.features.membership.core`.
+
+Rosters are applied only from the inbox, in the order the relay sent them: the link reports a
+reply to a ``roster`` request as news too, ahead of the reply itself, and :func:`fetch_roster`
+waits for the actor to apply that news instead of applying its reply
+(:mod:`crosstalk.features.membership.answered`). The refresh runs in a task of its own, so the
+inbox keeps being applied while it waits on its fetches.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import sqlite3
@@ -24,7 +31,13 @@ from crosstalk.actors.context import ActorContext
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.actors.relay_link import LinkUp
 from crosstalk.actors.router import MembershipNews
-from crosstalk.errors import CrosstalkError
+from crosstalk.errors import (
+    CrosstalkError,
+    LocalProtocolError,
+    RelayUnreachable,
+    RemoteProtocolError,
+)
+from crosstalk.features.membership.answered import AnsweredRosters
 from crosstalk.features.membership.core import RosterChange, reconcile
 from crosstalk.store import membership as q
 from crosstalk.store.db import Store
@@ -35,14 +48,17 @@ log = logging.getLogger(__name__)
 GONE_FROM_RELAY = {"unknown_room", "not_a_member"}
 REFRESH_RETRY = 10.0
 """Seconds before a refresh that failed (a relay too slow to answer) is tried again."""
+APPLY_WITHIN = 10.0
+"""Seconds a fetch waits for the actor to apply the roster it fetched (local work only)."""
 
 
 @attrs.frozen
 class RosterSeen:
-    """The relay's roster of ``room`` (a push, or the answer to a request)."""
+    """The relay's roster of ``room``: a push, or (``req``) the answer to a request."""
 
     room: str
     members: tuple[w.Member, ...]
+    req: int | None = None
 
 
 @attrs.frozen
@@ -59,12 +75,22 @@ class Refresh:
     """Fetch the roster of every joined room (the link came up)."""
 
 
-MembershipInput = RosterSeen | RoomLost | Refresh
+@attrs.frozen(eq=False)
+class WaitApplied:
+    """Tell ``reply`` (buffer >= 1) once the roster answering request ``req`` is applied."""
+
+    req: int
+    reply: trio.MemorySendChannel[None]
+
+
+MembershipInput = RosterSeen | RoomLost | Refresh | WaitApplied
 # Brings each room's own state in line with the relay's list (given a beat and a time bound);
 # returns the joined rooms whose rosters to fetch. See lifecycle.reconcile_with_relay.
 Reconcile = Callable[[Callable[[], None], float], Awaitable[list[str]]]
 Keys = Callable[[], crypto.Keys]
 Wake = Callable[[str], Awaitable[None]]
+# Registers a waiter for the roster answering a request (the inbox, or the actor itself).
+Register = Callable[[int, trio.MemorySendChannel[None]], Awaitable[None]]
 
 
 def membership_news(inbox: trio.MemorySendChannel[MembershipInput]) -> MembershipNews:
@@ -73,7 +99,7 @@ def membership_news(inbox: trio.MemorySendChannel[MembershipInput]) -> Membershi
 
     async def tell(news: w.Roster | w.RoomGone | LinkUp) -> None:
         if isinstance(news, w.Roster):
-            await inbox.send(RosterSeen(news.room, tuple(news.members)))
+            await inbox.send(RosterSeen(news.room, tuple(news.members), news.req))
         elif isinstance(news, w.RoomGone):
             await inbox.send(RoomLost(news.room, news.reason, news.by))
         else:
@@ -105,18 +131,49 @@ async def apply_roster(
 
 
 async def fetch_roster(
-    store: Store, keys: crypto.Keys, relay: RelayClient, room: str, *, within: float | None = None
-) -> RosterChange | None:
-    """Ask the relay for a room's roster and reconcile; a room it no longer lets us into is
-    marked removed (returns None)."""
+    store: Store,
+    relay: RelayClient,
+    membership: trio.MemorySendChannel[MembershipInput] | None,
+    room: str,
+    *,
+    within: float | None = None,
+) -> bool:
+    """Ask the relay for a room's roster and return once the membership actor has applied it
+    (in the relay's order, among its pushes); False if the relay no longer lets us into the
+    room, which is then marked removed.
+
+    Raises:
+        RelayUnreachable: the relay did not answer, or the answer was not applied in time.
+    """
+    if membership is None:
+        raise LocalProtocolError("the membership actor is not running")
+    inbox = membership
+
+    async def register(req: int, reply: trio.MemorySendChannel[None]) -> None:
+        await inbox.send(WaitApplied(req, reply))
+
+    return await _fetch_applied(store, relay, register, room, within)
+
+
+async def _fetch_applied(
+    store: Store, relay: RelayClient, register: Register, room: str, within: float | None
+) -> bool:
     try:
         reply = await relay.request(w.GetRoster(0, room), w.Roster, within=within)
     except CrosstalkError as exc:
         if exc.code not in GONE_FROM_RELAY:
             raise
         await store.write(lambda conn: q.mark_removed(conn, room, None, time.time()))
-        return None
-    return await apply_roster(store, keys, room, tuple(reply.members))
+        return False
+    if reply.req is None:
+        raise RemoteProtocolError("the relay answered a roster request with a push")
+    send, receive = trio.open_memory_channel[None](1)
+    async with receive:
+        with trio.move_on_after(APPLY_WITHIN if within is None else within):
+            await register(reply.req, send)
+            await receive.receive()
+            return True
+    raise RelayUnreachable(f"The roster of {room} was fetched but not applied in time.")
 
 
 class MembershipActor:
@@ -136,6 +193,7 @@ class MembershipActor:
         self._relay = relay
         self._wake = wake
         self._reconcile = reconcile
+        self._answered = AnsweredRosters()
 
     async def run(
         self,
@@ -143,26 +201,31 @@ class MembershipActor:
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        task_status.started()
-        retry = math.inf  # seconds until a failed refresh is tried again
-        while True:
-            with trio.move_on_after(retry) as waited:
+        self._answered = AnsweredRosters()  # this instance's; waiters of an old one time out
+        wanted, wants = trio.open_memory_channel[None](1)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._refresher, ctx, wants)
+            task_status.started()
+            while True:
                 item = await ctx.receive()
-            if waited.cancelled_caught:
-                item = Refresh()
-            if isinstance(item, RosterSeen):
-                await self._roster(item.room, item.members)
-            elif isinstance(item, RoomLost):
-                await self._lost(item)
-            else:
-                retry = math.inf if await self._refresh(ctx) else REFRESH_RETRY
+                if isinstance(item, RosterSeen):
+                    await self._roster(item)
+                elif isinstance(item, RoomLost):
+                    await self._lost(item)
+                elif isinstance(item, WaitApplied):
+                    self._answered.wait_for(item.req, item.reply)
+                else:
+                    with contextlib.suppress(trio.WouldBlock):
+                        wanted.send_nowait(None)  # one already wanted covers this one
 
-    async def _roster(self, room: str, members: tuple[w.Member, ...]) -> None:
-        change = await apply_roster(self._store, self._keys(), room, members)
+    async def _roster(self, item: RosterSeen) -> None:
+        change = await apply_roster(self._store, self._keys(), item.room, item.members)
+        if item.req is not None:
+            self._answered.applied(item.req)
         if change is not None:
             if change.changed:
-                log.info("room %s: joined %s, gone %s", room, change.joined, change.gone)
-            await self._wake(room)
+                log.info("room %s: joined %s, gone %s", item.room, change.joined, change.gone)
+            await self._wake(item.room)
 
     async def _lost(self, item: RoomLost) -> None:
         # "left" and "declined" are our own doing; the op that did it forgets the room.
@@ -173,6 +236,19 @@ class MembershipActor:
         ):
             log.info("room %s: removed by %s (%s)", item.room, item.by, item.reason)
 
+    async def _refresher(
+        self, ctx: ActorContext[MembershipInput], wants: trio.MemoryReceiveChannel[None]
+    ) -> None:
+        """Refresh when wanted; after a failure, again every ``REFRESH_RETRY`` seconds."""
+        retry = math.inf  # seconds until a failed refresh is tried again
+        while True:
+            with trio.move_on_after(retry):
+                await wants.receive()
+            retry = math.inf if await self._refresh(ctx) else REFRESH_RETRY
+
+    async def _register(self, req: int, reply: trio.MemorySendChannel[None]) -> None:
+        self._answered.wait_for(req, reply)
+
     async def _refresh(self, ctx: ActorContext[MembershipInput]) -> bool:
         """Bring every room up to date with the relay; False if that has to be tried again."""
         within = ctx.heartbeat / 2
@@ -180,11 +256,10 @@ class MembershipActor:
             # First our own state in each room as the relay has it (finishing an accept or a
             # create whose answer was lost), then each joined room's roster.
             rooms = await self._reconcile(ctx.beat, within)
-            relay, keys = await self._relay(), self._keys()
+            relay = await self._relay()
             for room in rooms:
                 ctx.beat()
-                if await fetch_roster(self._store, keys, relay, room, within=within):
-                    await self._wake(room)
+                await _fetch_applied(self._store, relay, self._register, room, within)
         except CrosstalkError as exc:
             # The pushes missed while we were away are only replaced by this: keep trying while
             # the link stays up (seed 233: one slow answer left a roster stale for good).

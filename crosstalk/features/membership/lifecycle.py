@@ -21,10 +21,12 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+import trio
+
 from crosstalk import crypto
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.errors import CrosstalkError
-from crosstalk.features.membership.actor import fetch_roster
+from crosstalk.features.membership.actor import MembershipInput, fetch_roster
 from crosstalk.store import membership as q
 from crosstalk.store.db import Store
 from crosstalk.wire import relay as w
@@ -34,9 +36,11 @@ log = logging.getLogger(__name__)
 
 
 class RoomHost(Protocol):
-    """What joining needs of the daemon: the store, the relay, our name, and the room actors."""
+    """What joining needs of the daemon: the store, the relay, our name, the room actors and
+    the membership actor's inbox (where rosters are applied)."""
 
     store: Store
+    membership: trio.MemorySendChannel[MembershipInput] | None
 
     @property
     def keys(self) -> crypto.Keys: ...
@@ -79,7 +83,7 @@ async def finish_join(host: RoomHost, room_id: str) -> None:
     start the room and tell the room our name (the relay's roster carries none)."""
     keys = host.keys
     await host.store.write(lambda conn: q.mark_joined(conn, room_id, keys.fingerprint))
-    await fetch_roster(host.store, keys, await host.relay(), room_id)
+    await fetch_roster(host.store, await host.relay(), host.membership, room_id)
     await host.wake_room(room_id)
     await host.send_op(room_id, MemberNamed({keys.fingerprint: host.own_label()}))
 

@@ -70,5 +70,5 @@ async def invite_one(daemon: Daemon, room: Room, who: str) -> str:
     await daemon.send_op(direct.room_id, op)
     # The row written above is our guess; the relay's roster is the truth (they may have
     # declined an earlier invitation just as this one went out: seed 92 of the simulation).
-    await fetch_roster(daemon.store, keys, relay, room.room_id)
+    await fetch_roster(daemon.store, relay, daemon.membership, room.room_id)
     return contact.label

@@ -62,7 +62,7 @@ async def _rekey(daemon: Daemon, relay: RelayClient, room_id: str, removed: str)
     keys = daemon.keys
     # Seal the next key to the roster as the relay has it now, checked by signature: whoever
     # is in it (joined or invited) must be able to read what comes next, and nobody else.
-    await fetch_roster(daemon.store, keys, relay, room_id)
+    await fetch_roster(daemon.store, relay, daemon.membership, room_id)
     roster = await daemon.store.read(lambda c: members(c, room_id))
     room = await daemon.store.read(lambda c: get_room(c, room_id))
     remaining = [m for m in roster if m.fingerprint != removed]
