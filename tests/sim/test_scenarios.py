@@ -109,6 +109,29 @@ def test_removed_and_invited_back_while_away_can_accept_on_return() -> None:
     assert outcome.failures == [], outcome.failures
 
 
+# n0 invites n2 while n1 accepts, a millisecond apart (seed 288's shape, roles moved onto n0's
+# pairings): the relay can answer the invite's roster fetch before the accept and push the roster
+# with n1 joined after it.
+INVITE_WHILE_ACCEPTING = [
+    (1.0, "n0", "create", {"room": "r1"}),
+    (2.0, "n0", "invite", {"room": "r1", "peer": "n1"}),
+    (10.0, "n0", "invite", {"room": "r1", "peer": "n2"}),
+    (10.001, "n1", "accept", {"room": "r1"}),
+]
+
+
+def test_an_invites_fetched_roster_does_not_undo_an_accept_pushed_after_it() -> None:
+    """The invite's fetched roster (n1 invited) and the push after it (n1 joined) are applied in
+    the relay's order, so n0 ends with n1 a member (the roster checker). Seed 21 is the schedule
+    in which n0 applied the stale answer last before the fix: it failed there, in 1 of seeds
+    1-69, whatever the hash seed."""
+    outcome = run_seed(21, scenario=_scenario(INVITE_WHILE_ACCEPTING), faults_keep=set())
+    events = [json.loads(line) for line in outcome.history]
+    done = [e["op"] for e in events if e["op"].startswith("room_") and e["phase"] == "ok"]
+    assert sorted(done) == ["room_accept", "room_create", "room_invite", "room_invite"], done
+    assert outcome.coverage.get("check:roster", 0) >= 1
+    assert outcome.failures == [], outcome.failures
+
 
 # n0 makes the room and speaks alone, so the others join after ops only n0 holds; n0 is cut off
 # and n1 removes it, so nobody can fill their memory's hole (seed 118's shape).
