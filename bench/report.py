@@ -159,7 +159,10 @@ def daemon(runs: dict[str, Any]) -> str:
     return "\n".join([
         "## Daemon (`bench/daemon.py`)", "", body, "",
         "- *Cold start* spawns `crosstalk daemon run` on a fresh home and polls the control "
-        "socket until `status` answers; the baseline is `python3 -c 'import json, socket'`.",
+        "socket until `status` answers; the baseline is `python3 -c 'import json, socket'`. "
+        "The socket is bound first and `status` is answered by the start-up gate (saying what "
+        "is still starting) while the features import on a worker thread; other requests wait "
+        "for the full start, which this row does not include.",
         "- *Idle RSS* is the daemon's resident set a few seconds after start, against an idle "
         "bare interpreter.",
         "- *Control round trip* is `{\"v\":1,\"op\":\"status\"}` on one open connection; the "
