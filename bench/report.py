@@ -162,7 +162,7 @@ def daemon(runs: dict[str, Any]) -> str:
         "socket until `status` answers; the baseline is `python3 -c 'import json, socket'`. "
         "The socket is bound first and `status` is answered by the start-up gate (saying what "
         "is still starting) while the features import on a worker thread; other requests wait "
-        "for the full start, which this row does not include.",
+        "for the full start (the next row: until `status` names nothing still starting).",
         "- *Idle RSS* is the daemon's resident set a few seconds after start, against an idle "
         "bare interpreter.",
         "- *Control round trip* is `{\"v\":1,\"op\":\"status\"}` on one open connection; the "
