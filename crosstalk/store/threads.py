@@ -169,9 +169,13 @@ def record_sent_summary(
     conn: sqlite3.Connection, msg_id: str, room_id: str, to_label: str, now: float, *,
     thread: str, summary: str,
 ) -> None:
-    """Keep our side of a closing summary posted into ``room_id`` (``to_label``: its name)."""
+    """Keep our side of a closing summary posted into ``room_id`` (``to_label``: its name).
+
+    Written in the outbox commit that queues the summary, so once per op id (a second write
+    of the same id changes nothing)."""
     conn.execute(
         "INSERT INTO sent_messages (msg_id, room_id, to_label, kind, chars, created_at, "
-        "thread, text) VALUES (?, ?, ?, 'message', ?, ?, ?, ?)",
+        "thread, text) VALUES (?, ?, ?, 'message', ?, ?, ?, ?) "
+        "ON CONFLICT (msg_id) DO NOTHING",
         (msg_id, room_id, to_label, len(summary), now, thread, summary),
     )

@@ -14,8 +14,10 @@ import trio.testing
 
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.daemon import Daemon
+from crosstalk.features import memory, threads
 from crosstalk.features.feature import Feature, Plugs
 from crosstalk.paths import Home
+from crosstalk.store import messages
 from crosstalk.store.db import run_inline
 from crosstalk.store.identity import IdentityRecord, save_identity
 from crosstalk.wire.room_ops import MessageOp, RoomOp
@@ -72,3 +74,53 @@ async def test_a_send_commits_its_records_with_the_outbox_row() -> None:
             notes = await store.read(lambda conn: conn.execute(
                 "SELECT key FROM settings WHERE key LIKE '% m1' ORDER BY key").fetchall())
             assert (queued, notes) == ([(1,)], [("also m1",), ("kept m1",)])
+
+
+async def _daemon_with(
+    home: Home, store: Any, sup: Supervisor, *features: Feature
+) -> Daemon:
+    save_identity(home.identity, IdentityRecord(
+        "ana", "m", ANA.ed_seed, ANA.x_secret, 0.0), keyring=False)
+    daemon = Daemon(home, store, sup, 5.0, features=features, connect=_unreachable)
+    await daemon.start()
+    await daemon.room_inbox(ROOM)
+    await trio.testing.wait_all_tasks_blocked()
+    return daemon
+
+
+async def test_a_closing_summary_is_kept_in_the_commit_that_queues_it() -> None:
+    """``thread_close`` writes the closing, then one commit per room it tells: the summary's
+    sent row rides the outbox row, with no write of its own."""
+    writes = _Writes()
+    with tempfile.TemporaryDirectory(prefix="ct-") as root:
+        async with room_store(writes) as store, running(Supervisor(heartbeat=5.0)) as sup:
+            daemon = await _daemon_with(Home(Path(root)), store, sup, threads.FEATURE)
+            await store.write(lambda conn: messages.record_sent(
+                conn, msg_id="m0", room_id=ROOM, to_label="ben", kind="message", chars=2,
+                created_at=1.0, thread="t1", reply_to=None, text="hi"))
+            before = writes.count
+            reply = await daemon.ops.call("thread_close", {"id": "t1", "summary": "done"})
+            assert reply["told"] == ["team"]
+            assert writes.count - before == 2  # the closing, then the summary's outbox commit
+            kept = await store.read(lambda conn: conn.execute(
+                "SELECT s.text FROM sent_messages s JOIN outbox o ON o.op_id = s.msg_id "
+                "WHERE s.thread = 't1'").fetchall())
+            assert kept == [("done",)]
+
+
+async def test_a_memory_op_keeps_its_plaintext_in_the_commit_that_queues_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A memory write is one commit: the op's plaintext (``memory_sent``) rides its outbox row."""
+    writes = _Writes()
+    with tempfile.TemporaryDirectory(prefix="ct-") as root:
+        async with room_store(writes) as store, running(Supervisor(heartbeat=5.0)) as sup:
+            daemon = await _daemon_with(Home(Path(root)), store, sup, memory.FEATURE)
+            before = writes.count
+            reply = await daemon.ops.call("fact_add", {"text": "the sky is blue", "room": "team"})
+            assert reply["outcome"] == "pending"  # no relay: it stays queued
+            assert writes.count - before == 1
+            kept = await store.read(lambda conn: conn.execute(
+                "SELECT count(*) FROM memory_sent s JOIN outbox o ON o.op_id = s.op_id"
+            ).fetchall())
+            assert kept == [(1,)]

@@ -1,12 +1,12 @@
 """The memory feature inside one daemon (:class:`MemoryFeature`): the applier and its batch
 scope, the listener, the memory-sync actor, and the writes the ops make.
 
-A write builds a memory op, keeps its plaintext (``memory_sent``: the relay never echoes our own
-op, so we apply it ourselves at the seq it gets), has the room actor seal it and commit it to the
-outbox, then waits a bounded time for the relay to sequence it and for the op to be applied here.
-The reply carries the replicated outcome (for a claim: ``won`` or ``lost`` with the holder, the
-same on every replica), or ``pending`` when the relay did not sequence it in time; the memory-sync
-actor then watches it and reports the outcome when it is decided.
+A write builds a memory op, has the room actor seal it and commit it to the outbox, keeping its
+plaintext in that same commit (``memory_sent``: the relay never echoes our own op, so we apply it
+ourselves at the seq it gets), then waits a bounded time for the relay to sequence it and for the
+op to be applied here. The reply carries the replicated outcome (for a claim: ``won`` or ``lost``
+with the holder, the same on every replica), or ``pending`` when the relay did not sequence it in
+time; the memory-sync actor then watches it and reports the outcome when it is decided.
 """
 
 from __future__ import annotations
@@ -176,11 +176,15 @@ class MemoryFeature:
         op_id = secrets.token_hex(16)
         now = time.time()
         room_id = room.room_id
-        await self.daemon.store.write(lambda c: m.record_sent(c, room_id, op_id, envelope, now))
         assert self.daemon.router is not None
         sent, sequenced = trio.open_memory_channel[int](1)
         await self.daemon.router.send(WatchSent(op_id, sent))
-        await self.daemon.send_op(room.room_id, envelope, op_id=op_id)
+        # Its plaintext is kept in the commit that queues it (our own op comes back from the
+        # relay as a seq only, and is applied from what is kept here): no write of its own.
+        await self.daemon.send_op(
+            room_id, envelope, op_id=op_id,
+            also=lambda c: m.record_sent(c, room_id, op_id, envelope, now),
+        )
         status = self.daemon.link_status()
         outcome: Outcome | None = None
         connected = status is not None and status.connected

@@ -78,15 +78,16 @@ async def _tell(daemon: Host, key: str, summary: str) -> list[str]:
             msg_id=op_id, text=summary, intent=Intent.FYI, kind=Kind.MESSAGE, from_label=label,
             thread=key, sent_at=now, closes_thread=True,
         )
+        # Our side of the summary is kept in the commit that queues it: no write of its own.
+        keep = functools.partial(
+            record_sent_summary, msg_id=op_id, room_id=room_id, to_label=name, now=now,
+            thread=key, summary=summary,
+        )
         try:
-            await daemon.send_op(room_id, op, op_id=op_id)
+            await daemon.send_op(room_id, op, op_id=op_id, also=keep)
         except CrosstalkError as exc:
             log.info("thread %s: summary not posted to %s: %s", key, room_id, exc.message)
             continue
-        await daemon.store.write(functools.partial(
-            record_sent_summary, msg_id=op_id, room_id=room_id, to_label=name, now=now,
-            thread=key, summary=summary,
-        ))
         told.append(name)
     return told
 
