@@ -3,13 +3,14 @@
 A receipt is owed from the transaction that holds (``delivered``) or marks read (``read``) a
 message (crosstalk/store/receipts.py), so a cancelled ``ack`` or a daemon killed after that
 commit still owes it. This actor drains the owed rows: for each room and state it posts one
-``Receipt`` op and deletes the rows only once the op is committed to the outbox. It drains when
+``Receipt`` op and deletes the rows in the commit that queues it in the outbox (``send_op``'s
+``also``), so a receipt is owed or queued, never both, at the cost of one commit. It drains when
 it starts (whatever a previous daemon left owed), whenever it is woken (a message in its inbox:
 an ack or a hold was committed), and again after :data:`RETRY` seconds while a post fails for a
 reason that may pass (the relay link not up yet). A room we left has nowhere to send a receipt:
 its rows are dropped. A room we were removed from keeps them until we are let back in (see
-crosstalk/store/receipts.py). A crash between the post and the delete posts the receipt again,
-which is harmless: the sender's state only moves forward.
+crosstalk/store/receipts.py). Posting a receipt twice would be harmless anyway: the sender's
+state only moves forward.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Protocol, TypeVar
 import trio
 
 from crosstalk.actors.context import ActorContext
+from crosstalk.actors.relay_link_api import OutboxWrite
 from crosstalk.errors import CrosstalkError, NotAMember, UnknownRoom
 from crosstalk.store.receipts import drop_unsendable, owed, settle
 from crosstalk.wire.room_ops import Receipt, RoomOp
@@ -42,7 +44,13 @@ class StoreLike(Protocol):
 
 
 class SendOpFn(Protocol):
-    async def __call__(self, room_id: str, op: RoomOp, *, op_id: str | None = None) -> str: ...
+    """:meth:`crosstalk.daemon.Daemon.send_op`: seal an op and commit it to the outbox, with
+    ``also`` in that commit."""
+
+    async def __call__(
+        self, room_id: str, op: RoomOp, *, op_id: str | None = None,
+        also: OutboxWrite | None = None,
+    ) -> str: ...
 
 
 def wake(inbox: trio.MemorySendChannel[None] | None) -> None:
@@ -84,8 +92,11 @@ class ReceiptsActor:
             if not batch:
                 return False
             for item in batch:
+                settled = partial(settle, rows=item.rows)
                 try:
-                    await self._send_op(item.room_id, Receipt(item.state, item.msg_ids))
+                    await self._send_op(
+                        item.room_id, Receipt(item.state, item.msg_ids), also=settled
+                    )
                 except (UnknownRoom, NotAMember) as exc:  # kept: we may be let back in
                     log.info("%s receipt for room %s kept: %s", item.state, item.room_id,
                              exc.message)
@@ -95,5 +106,4 @@ class ReceiptsActor:
                     log.info("%s receipt for room %s not posted yet: %s", item.state,
                              item.room_id, exc.message)
                     return True
-                await self._store.write(partial(settle, rows=item.rows))
                 beat()

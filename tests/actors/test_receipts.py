@@ -17,6 +17,7 @@ import trio
 
 from crosstalk.actors.control import OpTable
 from crosstalk.actors.receipts import ReceiptsActor
+from crosstalk.actors.relay_link_api import OutboxWrite
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.room import Applied
 from crosstalk.errors import CrosstalkError, NotAMember, RelayUnreachable
@@ -32,21 +33,28 @@ ME, BEN = "me" * 8, "be" * 8
 
 
 class Posts:
-    """A fake ``send_op``: records each op it commits; ``hang`` never commits (a stuck post);
-    ``fail`` raises instead."""
+    """A fake ``send_op``: records each op it commits, committing its ``also`` to ``store`` as
+    the outbox commit would; ``hang`` never commits (a stuck post); ``fail`` raises instead."""
 
-    def __init__(self, *, hang: bool = False, fail: CrosstalkError | None = None) -> None:
-        self.hang, self.fail = hang, fail
+    def __init__(
+        self, store: Store, *, hang: bool = False, fail: CrosstalkError | None = None
+    ) -> None:
+        self.store, self.hang, self.fail = store, hang, fail
         self.posted: list[tuple[str, RoomOp]] = []
         self.attempted = trio.Event()
         self.changed = trio.Event()
 
-    async def __call__(self, room_id: str, op: RoomOp, *, op_id: str | None = None) -> str:
+    async def __call__(
+        self, room_id: str, op: RoomOp, *, op_id: str | None = None,
+        also: OutboxWrite | None = None,
+    ) -> str:
         self.attempted.set()
         if self.hang:
             await trio.sleep_forever()
         if self.fail is not None:
             raise self.fail
+        if also is not None:
+            await self.store.write(also)
         self.posted.append((room_id, op))
         self.changed.set()
         self.changed = trio.Event()
@@ -98,7 +106,7 @@ async def test_an_ack_whose_receipt_post_is_cancelled_sends_it_after_a_restart(
     a1, a2 = "a1" * 16, "a2" * 16
     async with open_store(path) as store:
         await store.write(_room_with_two_unread)
-        stuck = Posts(hang=True)
+        stuck = Posts(store, hang=True)
         async with running(Supervisor(heartbeat=5.0)) as supervisor:
             ops = await _daemon(store, supervisor, stuck)
             lease = (await ops.call("read", {}))["lease"]
@@ -110,7 +118,7 @@ async def test_an_ack_whose_receipt_post_is_cancelled_sends_it_after_a_restart(
         assert (left.room_id, left.state, left.msg_ids) == ("r1", "read", (a1, a2))
 
     async with open_store(path) as store:  # the daemon starts again
-        posts = Posts()
+        posts = Posts(store)
         async with running(Supervisor(heartbeat=5.0)) as supervisor:
             await _daemon(store, supervisor, posts)
             with trio.fail_after(5):
@@ -129,7 +137,7 @@ async def test_a_read_and_a_delivered_receipt_are_owed_with_the_change_they_repo
     ``read``; acknowledging again owes nothing more."""
     async with open_store(tmp_path / "state.db") as store:
         await store.write(_room_with_two_unread)
-        posts = Posts(hang=True)  # nothing leaves: we look at what is owed
+        posts = Posts(store, hang=True)  # nothing leaves: we look at what is owed
         async with running(Supervisor(heartbeat=5.0)) as supervisor:
             ops, plugs = _plugged(store, supervisor, posts)
             [owe_delivered] = plugs.appliers
@@ -157,15 +165,15 @@ async def test_a_room_we_left_drops_its_receipt_and_a_passing_failure_keeps_it(
     async with open_store(tmp_path / "state.db") as store:
         await store.write(_room_with_two_unread)
         await store.write(lambda c: owe(c, "read", "gone", ["c1" * 16], 1.0))
-        nobody = Posts()
+        nobody = Posts(store)
         assert await ReceiptsActor(store=store, send_op=nobody, ready=lambda: True).drain() is False
         assert nobody.posted == [] and await store.read(_rows) == []
 
         await store.write(lambda c: owe(c, "delivered", "r1", ["d1" * 16], 2.0))
-        down = Posts(fail=RelayUnreachable("not yet"))
+        down = Posts(store, fail=RelayUnreachable("not yet"))
         assert await ReceiptsActor(store=store, send_op=down, ready=lambda: True).drain() is True
         assert len(await store.read(owed)) == 1
-        up = Posts()
+        up = Posts(store)
         assert await ReceiptsActor(store=store, send_op=up, ready=lambda: True).drain() is False
         assert up.posted == [("r1", Receipt("delivered", ("d1" * 16,)))]
         assert await store.read(owed) == []
@@ -181,7 +189,7 @@ async def test_a_read_while_removed_is_told_once_we_are_let_back_in(tmp_path: Pa
         await store.write(_room_with_two_unread)
         await store.write(lambda c: mark_removed(c, "r1", BEN, 5.0))
         await store.write(lambda c: owe(c, "read", "r1", ["a1" * 16], 6.0))
-        posts = Posts()
+        posts = Posts(store)
         assert await ReceiptsActor(store=store, send_op=posts, ready=lambda: True).drain() is False
         assert posts.posted == [] and len(await store.read(_rows)) == 1
 
@@ -196,7 +204,7 @@ async def test_a_read_while_removed_is_told_once_we_are_let_back_in(tmp_path: Pa
 
         await store.write(lambda c: owe(c, "read", "r1", ["a2" * 16], 7.0))
         await store.write(lambda c: owe(c, "read", "r2", ["b2" * 16], 8.0))
-        refused = RoomRefuses("r1")
+        refused = RoomRefuses(store, "r1")
         actor = ReceiptsActor(store=store, send_op=refused, ready=lambda: True)
         assert await actor.drain() is False
         assert refused.posted == [("r2", Receipt("read", ("b2" * 16,)))]
@@ -206,14 +214,47 @@ async def test_a_read_while_removed_is_told_once_we_are_let_back_in(tmp_path: Pa
 class RoomRefuses(Posts):
     """Posts everywhere but ``room``, which says we are not a member (removed just now)."""
 
-    def __init__(self, room: str) -> None:
-        super().__init__()
+    def __init__(self, store: Store, room: str) -> None:
+        super().__init__(store)
         self.room = room
 
-    async def __call__(self, room_id: str, op: RoomOp, *, op_id: str | None = None) -> str:
+    async def __call__(
+        self, room_id: str, op: RoomOp, *, op_id: str | None = None,
+        also: OutboxWrite | None = None,
+    ) -> str:
         if room_id == self.room:
             raise NotAMember("removed")
-        return await super().__call__(room_id, op, op_id=op_id)
+        return await super().__call__(room_id, op, op_id=op_id, also=also)
+
+
+class OwedAfterEach(Posts):
+    """Posts, and notes what is still owed as soon as each post's commit returned."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store)
+        self.owed_after: list[list[tuple[str, str, str]]] = []
+
+    async def __call__(
+        self, room_id: str, op: RoomOp, *, op_id: str | None = None,
+        also: OutboxWrite | None = None,
+    ) -> str:
+        posted = await super().__call__(room_id, op, op_id=op_id, also=also)
+        self.owed_after.append(await self.store.read(_rows))
+        return posted
+
+
+async def test_a_receipt_is_owed_no_more_once_the_commit_that_queues_it_returns(
+    tmp_path: Path,
+) -> None:
+    """The owed rows a receipt covers go in the very commit that queues its post: never owed
+    and queued at once, and no commit of their own."""
+    async with open_store(tmp_path / "state.db") as store:
+        await store.write(_room_with_two_unread)
+        await store.write(lambda c: owe(c, "read", "r1", ["a1" * 16], 1.0))
+        await store.write(lambda c: owe(c, "delivered", "r2", ["b1" * 16], 2.0))
+        posts = OwedAfterEach(store)
+        assert await ReceiptsActor(store=store, send_op=posts, ready=lambda: True).drain() is False
+        assert posts.owed_after == [[("delivered", "r2", "b1" * 16)], []]
 
 
 def _rows(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
