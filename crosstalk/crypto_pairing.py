@@ -11,8 +11,6 @@ import hmac
 from collections.abc import Sequence
 
 import attrs
-import spake2
-from spake2.ed25519_basic import NotOnCurve
 
 from crosstalk.crypto import MAC_SIZE, derive_key, frame
 from crosstalk.errors import LocalProtocolError, RemoteProtocolError
@@ -41,6 +39,11 @@ def spake_start(password: bytes, identity: bytes, entropy: bytes) -> tuple[bytes
     """
     if len(entropy) != SPAKE_ENTROPY_SIZE:
         raise LocalProtocolError(f"SPAKE2 entropy is {SPAKE_ENTROPY_SIZE} bytes")
+    # Imported here, not at the top: spake2 builds its groups' parameters when imported (about
+    # 30 ms of a daemon's start on this two-core box, with the cryptography package it pulls
+    # in), and only pairing needs it.
+    import spake2
+
     handed_out: list[bytes] = []
 
     def entropy_once(size: int) -> bytes:
@@ -67,6 +70,9 @@ def spake_finish(state: bytes, peer_message: bytes) -> bytes:
     # removes. It does check curve and subgroup membership with real exceptions.
     if len(peer_message) != SPAKE_MESSAGE_SIZE or peer_message[:1] != b"S":
         raise RemoteProtocolError("the other side's pairing message is malformed")
+    import spake2  # only pairing needs it (see spake_start)
+    from spake2.ed25519_basic import NotOnCurve
+
     try:
         side = spake2.SPAKE2_Symmetric.from_serialized(state)
     except (spake2.SPAKEError, ValueError, KeyError, TypeError, AttributeError):

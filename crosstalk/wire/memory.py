@@ -21,11 +21,9 @@ from typing import Any, cast
 
 import attrs
 from cattrs.errors import BaseValidationError
-from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
-from cattrs.strategies import configure_tagged_union
 
 from crosstalk.errors import RemoteProtocolError
-from crosstalk.wire.converter import converter
+from crosstalk.wire.converter import converter, rename_fields, tagged_union
 
 SNAPSHOT_VERSION = 1
 
@@ -346,14 +344,9 @@ class MemorySnapshot:
 
 # ``for`` is a Python keyword, so the attribute is ``for_`` and the wire key is ``for``.
 for _cls in (TaskAdd, TaskRecord):
-    converter.register_unstructure_hook(
-        _cls, make_dict_unstructure_fn(_cls, converter, for_=override(rename="for"))
-    )
-    converter.register_structure_hook(
-        _cls, make_dict_structure_fn(_cls, converter, for_=override(rename="for"))
-    )
+    rename_fields(_cls, structure=True, for_="for")
 
-configure_tagged_union(MemoryOp, converter, tag_generator=OP_TAGS.__getitem__, tag_name="op")
+tagged_union(MemoryOp, tag_generator=OP_TAGS.__getitem__, tag_name="op")
 
 
 def parse_memory_op(data: Any) -> MemoryOp:

@@ -40,10 +40,9 @@ from typing import Any, Union, get_args
 
 import attrs
 from cattrs.errors import BaseValidationError
-from cattrs.strategies import configure_tagged_union
 
 from crosstalk.errors import RemoteProtocolError
-from crosstalk.wire.converter import converter
+from crosstalk.wire.converter import converter, tagged_union
 from crosstalk.wire.relay_handshake import NONCE_SIZE, PROTOCOL_VERSION, Challenge, Hello, Ready
 from crosstalk.wire.relay_log import (
     MAX_OP_BODY,
@@ -159,8 +158,8 @@ _TAGS: dict[type, str] = {
 _CLIENT_BY_TAG = {_TAGS[c]: c for c in get_args(ClientFrame)}
 _RELAY_BY_TAG = {_TAGS[c]: c for c in get_args(RelayFrame)}
 
-configure_tagged_union(ClientFrame, converter, tag_generator=_TAGS.__getitem__, tag_name="t")
-configure_tagged_union(RelayFrame, converter, tag_generator=_TAGS.__getitem__, tag_name="t")
+tagged_union(ClientFrame, tag_generator=_TAGS.__getitem__, tag_name="t")
+tagged_union(RelayFrame, tag_generator=_TAGS.__getitem__, tag_name="t")
 
 
 def tag_of(frame: object) -> str:

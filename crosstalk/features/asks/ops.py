@@ -18,7 +18,6 @@ from typing import TypeVar
 import attrs
 import nacl.utils
 import trio
-from cattrs.gen import make_dict_unstructure_fn, override
 
 from crosstalk.core.room import Applied
 from crosstalk.core.triage import Kind
@@ -29,7 +28,7 @@ from crosstalk.features.feature import Plugs, op, stream_op
 from crosstalk.features.messages.ops import Host, SendParams, deliver, resolve
 from crosstalk.store.asks import apply_ask_ended
 from crosstalk.store.rooms import contact_named, find_contact
-from crosstalk.wire.converter import converter
+from crosstalk.wire.converter import rename_fields
 from crosstalk.wire.room_ops import AskEnded, MessageOp
 
 log = logging.getLogger(__name__)
@@ -174,9 +173,7 @@ def _tell(channel: trio.MemorySendChannel[T], value: T) -> None:
 
 # "from" is a keyword in Python: the fields are ``from_`` and travel as "from".
 for _cls in (AskReply, Arrival):
-    converter.register_unstructure_hook(
-        _cls, make_dict_unstructure_fn(_cls, converter, from_=override(rename="from"))
-    )
+    rename_fields(_cls, from_="from")
 
 
 async def ask(

@@ -37,7 +37,6 @@ from typing import Any, Protocol
 
 import attrs
 import trio
-from cattrs.gen import make_dict_unstructure_fn, override
 
 from crosstalk.actors.fanout import coalescing
 from crosstalk.actors.receipts import ReceiptsActor, wake
@@ -49,7 +48,7 @@ from crosstalk.store import messages
 from crosstalk.store.gate import REFUSED_KEY
 from crosstalk.store.receipts import owe
 from crosstalk.store.sessions import get_session
-from crosstalk.wire.converter import converter
+from crosstalk.wire.converter import rename_fields
 from crosstalk.wire.room_ops import MessageOp
 
 log = logging.getLogger(__name__)
@@ -98,10 +97,7 @@ class MessageView:
 
 
 # "from" is a keyword in Python: the field is ``from_`` and travels as "from".
-converter.register_unstructure_hook(
-    MessageView,
-    make_dict_unstructure_fn(MessageView, converter, from_=override(rename="from")),
-)
+rename_fields(MessageView, from_="from")
 
 
 @attrs.frozen
