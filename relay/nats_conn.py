@@ -32,7 +32,7 @@ import logging
 import secrets
 from collections.abc import Awaitable, Callable
 from functools import partial
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 import attrs
 import trio
@@ -202,14 +202,14 @@ class NatsConnection:
         with trio.move_on_after(self.timeout):
             stream = await self._open_stream(url)
             try:
-                await self._handshake(stream)
+                await self._handshake(stream, url)
             except BaseException:
                 await trio.aclose_forcefully(stream)
                 raise
             return stream
         raise _Broken(f"no handshake within {self.timeout} s")
 
-    async def _handshake(self, stream: trio.abc.Stream) -> None:
+    async def _handshake(self, stream: trio.abc.Stream, url: str) -> None:
         parser = self._parser = wire.NatsParser()
         events = await _read_events(stream, parser)
         info = events.pop(0)
@@ -220,7 +220,7 @@ class NatsConnection:
         self.info = info
         parser.max_payload = max(info.max_payload, 1)
         # The PING goes last: its PONG says the server took the CONNECT and every SUB.
-        hello = wire.connect(name=self.name) + wire.sub(self._inbox + "*", "1")
+        hello = _connect_line(url, self.name) + wire.sub(self._inbox + "*", "1")
         for sid, (subject, _) in self._subs.items():
             hello += wire.sub(subject, sid)
         await stream.send_all(hello + wire.PING)
@@ -314,9 +314,25 @@ class NatsConnection:
                 waiter.done.set()
 
 
-async def _open_tcp(url: str) -> trio.abc.Stream:
+def _split(url: str) -> tuple[str, int, str | None, str | None]:
+    """Host, port, user and password of a NATS URL (``nats://user:pass@host:port``)."""
     parts = urlsplit(url if "://" in url else f"nats://{url}")
-    return await trio.open_tcp_stream(parts.hostname or "127.0.0.1", parts.port or 4222)
+    user = unquote(parts.username) if parts.username is not None else None
+    password = unquote(parts.password) if parts.password is not None else None
+    return parts.hostname or "127.0.0.1", parts.port or 4222, user, password
+
+
+def _connect_line(url: str, name: str) -> bytes:
+    """CONNECT with the URL's credentials: user and password, or a token alone (``nats://T@h``)."""
+    _, _, user, password = _split(url)
+    if user is not None and password is None:
+        return wire.connect(name=name, auth_token=user)
+    return wire.connect(name=name, user=user, password=password)
+
+
+async def _open_tcp(url: str) -> trio.abc.Stream:
+    host, port, _, _ = _split(url)
+    return await trio.open_tcp_stream(host, port)
 
 
 async def _read_events(stream: trio.abc.Stream, parser: wire.NatsParser) -> list[wire.Event]:

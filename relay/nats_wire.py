@@ -296,10 +296,18 @@ def _token(name: str, what: str) -> bytes:
     return name.encode()
 
 
-def connect(*, name: str, version: str = "1") -> bytes:
-    """The CONNECT line: headers on, "no responders" statuses on, no +OK for every command."""
-    options = {"verbose": False, "pedantic": False, "lang": "python-trio", "version": version,
-               "protocol": 1, "headers": True, "no_responders": True, "name": name}
+def connect(*, name: str, version: str = "1", user: str | None = None,
+            password: str | None = None, auth_token: str | None = None) -> bytes:
+    """The CONNECT line: headers on, "no responders" statuses on, no +OK for every command,
+    and the credentials of the server's URL if it has any."""
+    options: dict[str, object] = {
+        "verbose": False, "pedantic": False, "lang": "python-trio", "version": version,
+        "protocol": 1, "headers": True, "no_responders": True, "name": name,
+    }
+    if user is not None:
+        options.update(user=user, **{"pass": password or ""})
+    if auth_token is not None:
+        options["auth_token"] = auth_token
     return b"CONNECT " + json.dumps(options, separators=(",", ":")).encode() + CRLF
 
 

@@ -38,6 +38,7 @@ class FakeServer:
     nursery: trio.Nursery | None = None
     subs: dict[str, str] = attrs.Factory(dict)  # sid -> subject
     stream_opened: trio.Event = attrs.Factory(trio.Event)  # replaced once set
+    connects: list[dict[str, object]] = attrs.Factory(list)  # each CONNECT's options
 
     async def open_stream(self, url: str) -> trio.abc.Stream:
         assert self.nursery is not None
@@ -89,6 +90,9 @@ class FakeServer:
             elif op == b"SUB":
                 self.subs[args[1].decode()] = args[0].decode()
                 self.commands.append(("SUB", args[0].decode()))
+            elif op == b"CONNECT":
+                self.commands.append("CONNECT")
+                self.connects.append(json.loads(line[len(b"CONNECT "):]))
             else:
                 self.commands.append(op.decode())
             buffer = rest
@@ -104,10 +108,11 @@ class FakeServer:
 
 
 @asynccontextmanager
-async def connected(server: FakeServer, **kwargs: object) -> AsyncIterator[NatsConnection]:
+async def connected(server: FakeServer, url: str = "nats://fake:4222",
+                    **kwargs: object) -> AsyncIterator[NatsConnection]:
     async with trio.open_nursery() as nursery:
         server.nursery = nursery
-        conn = NatsConnection("nats://fake:4222", open_stream=server.open_stream,
+        conn = NatsConnection(url, open_stream=server.open_stream,
                               **kwargs)  # type: ignore[arg-type]
         await nursery.start(conn.run)
         yield conn
@@ -257,3 +262,18 @@ async def test_a_publish_waits_for_the_connection_within_its_bound(
         with pytest.raises(StorageUnavailable, match="not connected"):
             await conn.publish("a", b"x")
         assert trio.current_time() - start == pytest.approx(3.0)
+
+
+@pytest.mark.parametrize(("url", "credentials"), [
+    ("nats://relay:s%40cret@fake:4222", {"user": "relay", "pass": "s@cret"}),
+    ("nats://T0KEN@fake:4222", {"auth_token": "T0KEN"}),
+    ("nats://fake:4222", {}),
+])
+async def test_connect_carries_the_urls_credentials(url: str, credentials: dict[str, str]) -> None:
+    """A URL's user and password (or token) go into CONNECT, as deploy.md's --nats has them."""
+    server = FakeServer()
+    async with connected(server, url):
+        pass
+    [options] = server.connects
+    assert {k: options[k] for k in ("user", "pass", "auth_token") if k in options} == credentials
+    assert options["headers"] is True and options["no_responders"] is True
