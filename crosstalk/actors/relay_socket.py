@@ -17,14 +17,15 @@ bound the beats would stop and the supervisor's watchdog would restart the actor
 
 from __future__ import annotations
 
+import importlib
 import logging
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Protocol
 
 import attrs
 import trio
-from trio_websocket import ConnectionClosed, HandshakeError, open_websocket_url
 
 from crosstalk.actors.relay_link_api import LinkTimings
 from crosstalk.errors import CrosstalkError, RelayKeyMismatch, RemoteProtocolError
@@ -52,6 +53,9 @@ Connector = Callable[[str, LinkTimings], AbstractAsyncContextManager[RelaySocket
 @asynccontextmanager
 async def open_relay_socket(url: str, timings: LinkTimings) -> AsyncIterator[RelaySocket]:
     """The real connector: ``url + "/ws"``, with both timeouts set (platform-notes §3)."""
+    await import_websocket()
+    from trio_websocket import open_websocket_url
+
     opened = None
     try:
         async with open_websocket_url(
@@ -80,17 +84,37 @@ class ConnectionDropped(Exception):
         self.reason = reason
 
 
-# What ends one connection (and is retried). Anything else (a store error, a closed events
-# channel, a bug) crashes the actor, and the supervisor restarts it. trio-websocket turns a broken
-# stream into ConnectionClosed, so trio's own Broken/ClosedResourceError are not listed here.
-LINK_ERRORS = (
-    HandshakeError, ConnectionClosed, OSError, trio.TooSlowError, RemoteProtocolError,
-    RelayKeyMismatch, ConnectionDropped,
-)
+async def import_websocket() -> None:
+    """Import trio-websocket on a worker thread, once, so the event loop keeps serving.
+
+    With wsproto and h11 (whose regular expressions compile at import) it was a sixth of the
+    daemon's import, before any relay was dialled; a daemon with no relay never needs it.
+    """
+    if "trio_websocket" not in sys.modules:
+        await trio.to_thread.run_sync(importlib.import_module, "trio_websocket")
+
+
+def link_errors() -> tuple[type[BaseException], ...]:
+    """What ends one connection (and is retried).
+
+    Anything else (a store error, a closed events channel, a bug) crashes the actor, and the
+    supervisor restarts it. trio-websocket turns a broken stream into ConnectionClosed, so trio's
+    own Broken/ClosedResourceError are not listed here. A function, not a constant, so that
+    trio-websocket is imported only once a connection is tried (an ``except`` clause evaluates
+    it only when an exception is raised).
+    """
+    from trio_websocket import ConnectionClosed, HandshakeError
+
+    return (
+        HandshakeError, ConnectionClosed, OSError, trio.TooSlowError, RemoteProtocolError,
+        RelayKeyMismatch, ConnectionDropped,
+    )
 
 
 def describe(exc: BaseException) -> str:
     """Why a connection ended, in words for ``status`` and the log."""
+    from trio_websocket import ConnectionClosed, HandshakeError
+
     if isinstance(exc, ConnectionDropped):
         return exc.reason
     if isinstance(exc, CrosstalkError):
@@ -201,7 +225,7 @@ class Dialer:
                     writer = self._writer(ws, receive)
                     nursery.start_soon(self._guard, writer, nursery.cancel_scope, ended)
                 self._vouch.bound(t.disconnect_timeout)
-        except LINK_ERRORS as exc:
+        except link_errors() as exc:
             if isinstance(exc, RelayKeyMismatch):
                 log.warning("relay link: %s", exc.message)
             ended.append(describe(exc))
@@ -214,7 +238,7 @@ class Dialer:
         """Run one connection task; its end (or failure) ends the whole connection."""
         try:
             await task
-        except LINK_ERRORS as exc:
+        except link_errors() as exc:
             ended.append(describe(exc))
         scope.cancel()
 
