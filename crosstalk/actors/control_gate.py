@@ -95,7 +95,9 @@ class OpGate:
         """The table that serves ``op``: the daemon's once open; the gate's for ``status`` while
         starting; for anything else, the daemon's as soon as it opens (DaemonStarting past the
         bound)."""
-        if self._table is None and self._front.has(op):
+        if self._table is not None:
+            return self._table  # open: no wait, no cancel scope, on every request's path
+        if self._front.has(op):
             return self._front
         with trio.move_on_after(self._wait):
             await self._opened.wait()
