@@ -11,6 +11,11 @@ receives each op as a push and acknowledges every 64. "ops/s" counts ``posted`` 
 server in its own process, driven the same way (200-byte messages, the same window, a new one as
 each echo returns) by the same number of clients. All clients run in this process; the relay
 (or echo server) runs in another, so on a 2-core machine the client side takes the other core.
+
+Each row also says how busy each side was while it was measured (CPU seconds per second, from
+``/proc``): a side near 1.0 is the bound. With fan-out the clients receive many frames per op,
+so "relay_cores" and "relay_cpu_us_per_op" say what the relay itself costs, and they hold up
+better than rates on a machine that other work loads.
 """
 
 from __future__ import annotations
@@ -36,6 +41,30 @@ from tests.relay.client import Identity, RelayClient, handshake, open_ws, pair_a
 from tests.relay.process import RelayProcess
 
 BODY = os.urandom(200)
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds(pid: int | None = None) -> float:
+    """User + system CPU time of process ``pid`` (this process if None), all threads."""
+    if pid is None:
+        times = os.times()
+        return times.user + times.system
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime (fields 14 and 15)
+
+
+class _Cpu:
+    """CPU seconds per wall second of a server process and of this (client) process."""
+
+    def __init__(self, server_pid: int) -> None:
+        self.pid = server_pid
+        self.start = (trio.current_time(), _cpu_seconds(server_pid), _cpu_seconds())
+
+    def cores(self) -> tuple[float, float]:
+        t0, server0, client0 = self.start
+        elapsed = trio.current_time() - t0
+        return ((_cpu_seconds(self.pid) - server0) / elapsed,
+                (_cpu_seconds() - client0) / elapsed)
 
 
 # --- the ceiling: a raw echo server --------------------------------------------------------------
@@ -65,8 +94,8 @@ def _start_echo() -> tuple[subprocess.Popen[str], int]:
 
 
 async def _echo_rate(
-    port: int, clients: int, seconds: float, window: int, warm_up: float
-) -> float:
+    pid: int, port: int, clients: int, seconds: float, window: int, warm_up: float
+) -> tuple[float, float, float]:
     count = connected = 0
     sockets: list[WebSocketConnection] = []
     connecting = trio.CapacityLimiter(64)
@@ -107,12 +136,13 @@ async def _echo_rate(
                 await trio.sleep(0.1)
         go.set()
         await trio.sleep(warm_up)
-        start, count = trio.current_time(), 0
+        start, count, cpu = trio.current_time(), 0, _Cpu(pid)
         await trio.sleep(seconds)
         rate = count / (trio.current_time() - start)
+        server_cores, client_cores = cpu.cores()
         await close_all(sockets)
         nursery.cancel_scope.cancel()
-    return rate
+    return rate, server_cores, client_cores
 
 
 # --- the relay -----------------------------------------------------------------------------------
@@ -169,8 +199,9 @@ class _Member:
 
 
 async def _relay_rate(
-    port: int, clients: int, room_size: int, seconds: float, window: int, warm_up: float
-) -> tuple[float, float]:
+    pid: int, port: int, clients: int, room_size: int, seconds: float, window: int,
+    warm_up: float,
+) -> tuple[float, float, tuple[float, float]]:
     members: list[_Member] = []
     async with trio.open_nursery() as nursery:
         conns: list[RelayClient] = []
@@ -211,13 +242,14 @@ async def _relay_rate(
                 await trio.sleep(0.05)
         await trio.sleep(warm_up)
         p0, r0 = _totals(members)
-        t0 = trio.current_time()
+        t0, cpu = trio.current_time(), _Cpu(pid)
         await trio.sleep(seconds)
         p1, r1 = _totals(members)
         elapsed = trio.current_time() - t0
+        cores = cpu.cores()
         await close_all(c.ws for c in conns)
         nursery.cancel_scope.cancel()
-    return (p1 - p0) / elapsed, (r1 - r0) / elapsed
+    return (p1 - p0) / elapsed, (r1 - r0) / elapsed, cores
 
 
 def _totals(members: list[_Member]) -> tuple[int, int]:
@@ -301,11 +333,13 @@ async def _bench(
         "load_avg_1m_at_start": round(os.getloadavg()[0], 2), "runs": [],
     }
     echo_proc, echo_port = _start_echo()
-    echo: dict[tuple[int, int], float] = {}
+    echo: dict[tuple[int, int], tuple[float, float, float]] = {}
     try:
         for clients, depth in sorted({(c, d) for c, _, d in loads}):
             progress(f"echo ceiling, {clients} clients, {depth} in flight each")
-            echo[clients, depth] = await _echo_rate(echo_port, clients, seconds, depth, warm_up)
+            echo[clients, depth] = await _echo_rate(
+                echo_proc.pid, echo_port, clients, seconds, depth, warm_up
+            )
     finally:
         echo_proc.send_signal(signal.SIGTERM)
         echo_proc.wait(timeout=10)
@@ -315,18 +349,23 @@ async def _bench(
             relay = RelayProcess(base / f"data-{clients}-{room_size}-{depth}",
                                  base / "relay.stderr", "--op-rate", "1000000")
             relay.start()
+            assert relay.proc is not None
             try:
                 progress(f"relay, {clients} clients in rooms of {room_size}, {depth} in flight")
-                ops, deliveries = await _relay_rate(
-                    relay.port, clients, room_size, seconds, depth, warm_up
+                ops, deliveries, (relay_cores, client_cores) = await _relay_rate(
+                    relay.proc.pid, relay.port, clients, room_size, seconds, depth, warm_up
                 )
             finally:
                 relay.kill(signal.SIGTERM)
-            ceiling = echo[clients, depth]
+            ceiling, echo_cores, echo_client_cores = echo[clients, depth]
             run = {
                 "clients": clients, "room_size": room_size, "window": depth,
                 "ops_per_s": round(ops), "deliveries_per_s": round(deliveries),
                 "echo_rt_per_s": round(ceiling), "ops_vs_echo": round(ops / ceiling, 2),
+                "relay_cores": round(relay_cores, 2), "client_cores": round(client_cores, 2),
+                "relay_cpu_us_per_op": round(1e6 * relay_cores / ops, 1) if ops else None,
+                "echo_server_cores": round(echo_cores, 2),
+                "echo_client_cores": round(echo_client_cores, 2),
             }
             print(json.dumps(run), file=sys.stderr, flush=True)
             results["runs"].append(run)  # type: ignore[attr-defined]
