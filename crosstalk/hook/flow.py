@@ -44,7 +44,6 @@ import time
 
 from crosstalk.core.dialects import EventKind, HookEvent
 from crosstalk.core.frozen import Frozen
-from crosstalk.core.notice import Arrival, render_arrivals
 from crosstalk.errors import CrosstalkError
 from crosstalk.hook.control import ControlConnection
 
@@ -52,6 +51,8 @@ TYPE_CHECKING = False  # typing costs the hook start-up time; only the type chec
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
     from typing import Any
+
+    from crosstalk.core.notice import Arrival
 
 #: A notice for a push session that is still waiting after this long was not pushed.
 PUSH_GRACE = 5.0
@@ -176,6 +177,8 @@ def arrivals_of(rows: Sequence[Mapping[str, Any]], *, summary: bool = False) -> 
     notice saying how many of what they sent, not one line per message (a sender raised to
     ``deliver`` still has each message quoted: the receiver asked for their words).
     """
+    from crosstalk.core.notice import Arrival  # only when there are notices: see notices_text
+
     return [
         Arrival(
             message_id=str(row["id"]),
@@ -198,6 +201,10 @@ def notices_text(
     Returns the text and the message ids it shows; the rest stay pending for the next event
     (the first rendered part is always taken, so a long one cannot block the queue).
     """
+    # Imported here: most events find no notice waiting, and the renderer's module (its enums,
+    # its escape table) is about a millisecond of the hook's start.
+    from crosstalk.core.notice import render_arrivals
+
     taken: list[str] = []
     ids: list[str] = []
     size = 0
@@ -275,6 +282,8 @@ def _converse(
     if info.inbox_socket:
         cutoff = time.time() - PUSH_GRACE
         rows = [r for r in rows if float(r.get("surfaced_at") or 0.0) < cutoff]
+    if not rows:
+        return
     start = event.kind is EventKind.SESSION_START
     text, ids = notices_text(rows, marker=marker, summary=start)
     if ids:

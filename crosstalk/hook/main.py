@@ -17,10 +17,10 @@ Exit status (documented for the installers and ``doctor``):
 Never ``2``: Claude Code treats exit 2 from a prompt hook as "block this prompt".
 
 Speed is a promise: the import path is the standard library plus ``crosstalk.hook``,
-``crosstalk.paths``, ``crosstalk.errors``, ``crosstalk.core.dialects`` and
-``crosstalk.core.notice``; stdin is read under a deadline; every socket operation shares one
-deadline, :data:`BUDGET` seconds from start, so even a daemon that accepts and never answers
-costs about a second.
+``crosstalk.errors``, ``crosstalk.core.frozen`` and ``crosstalk.core.dialects`` (with the one
+client's module), and ``crosstalk.core.notice`` only when notices wait to be shown; stdin is
+read under a deadline; every socket operation shares one deadline, :data:`BUDGET` seconds from
+start, so even a daemon that accepts and never answers costs about a second.
 """
 
 from __future__ import annotations

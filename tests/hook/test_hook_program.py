@@ -523,6 +523,21 @@ def test_the_hooks_state_directory_is_the_one_home_resolves(
         assert (ours.socket, ours.identity) == (str(theirs.socket), str(theirs.identity))
 
 
+def test_the_notice_renderer_is_imported_only_when_notices_wait() -> None:
+    """Importing the hook leaves ``crosstalk.core.notice`` unloaded (most events have nothing
+    to show); rendering a notice row loads it."""
+    code = (
+        "import sys, crosstalk.hook.main, crosstalk.hook.flow as f; "
+        "print('crosstalk.core.notice' in sys.modules); "
+        "f.notices_text([{'id': 'm1', 'sender': 'ana', 'kind': 'message'}], marker=str); "
+        "print('crosstalk.core.notice' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True
+    )
+    assert done.stdout.split() == ["False", "True"]
+
+
 def test_hook_import_path_skips_what_a_bare_interpreter_does_not_load() -> None:
     """Beyond the modules ``import json, socket`` loads, the hook imports only its own: no
     dataclasses (inspect, ast, dis), pathlib or typing. Run without site-packages processing
