@@ -7,9 +7,10 @@ Inputs (its inbox):
   sends them after the room's transaction committed), and messages that crossed no relay (posts
   and ``me/SESSION``, room ``local``, via its local listener): their source is the local
   post source or ourselves, they arrive in no room, and a refusal has nobody to answer.
-* :class:`SessionTurned` - a session reported busy or idle (the ``session_status`` control op;
-  the hooks will call it). The gate stores the status and, in the same transaction, surfaces
-  what that status releases; the reply lists the batches that surfaced for that session.
+* :class:`SessionTurned` - a session reported busy or idle (the ``session_status`` control op,
+  and ``hook_event``, which registers the session in the same transaction). The gate stores the
+  status and, in the same transaction, surfaces what that status releases; the reply lists the
+  batches that surfaced for that session.
 * :class:`Recheck` - trust or mutes changed; look again at what is held.
 
 For each arrival the gate builds the facts the pure core needs from what the *daemon* knows,
@@ -67,7 +68,7 @@ from crosstalk.store.gate import (
     source_of,
     undecided,
 )
-from crosstalk.store.sessions import list_sessions, register_session, set_status
+from crosstalk.store.sessions import get_session, register_session, set_status
 from crosstalk.wire.room_ops import MessageOp, RoomOp
 
 log = logging.getLogger(__name__)
@@ -121,11 +122,16 @@ class Surfaced:
 
 @attrs.frozen(eq=False)
 class SessionTurned:
-    """Session ``session`` is now ``status``; ``reply`` (buffer >= 1) hears what surfaced."""
+    """Session ``session`` is now ``status``; ``reply`` (buffer >= 1) hears what surfaced.
+
+    ``first``, if given, runs first in the same transaction, with the gate's ``now``: a hook
+    event registers its session there, so the event is one commit, not two.
+    """
 
     session: str
     status: SessionStatus
     reply: trio.MemorySendChannel[tuple[Surfaced, ...]]
+    first: Callable[[sqlite3.Connection, float], object] | None = None
 
 
 @attrs.frozen
@@ -237,7 +243,9 @@ class GateActor:
 
     def _turn(self, conn: sqlite3.Connection, turned: SessionTurned) -> tuple[Surfaced, ...]:
         now = self._clock()
-        if not any(s.name == turned.session for s in list_sessions(conn)):
+        if turned.first is not None:
+            turned.first(conn, now)
+        if get_session(conn, turned.session) is None:
             register_session(
                 conn, name=turned.session, client="unknown", project="", inbox_socket=None,
                 now=now,

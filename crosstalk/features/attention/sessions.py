@@ -189,25 +189,31 @@ async def notice_shown(daemon: Host, params: NoticeShownParams) -> NoticeShownRe
     return NoticeShownReply(shown)
 
 
+def _register(conn: sqlite3.Connection, params: SessionRegisterParams, now: float) -> SessionView:
+    s = register_session(
+        conn, name=params.name, client=params.client, project=params.project,
+        inbox_socket=params.inbox_socket, now=now, transcript_path=params.transcript_path,
+    )
+    return SessionView(s.name, s.client, s.project, s.status.value, s.transcript_path)
+
+
 async def session_register(daemon: Host, params: SessionRegisterParams) -> SessionView:
     """Record a session (or refresh its record) and say what we know of it."""
-
-    def write(conn: sqlite3.Connection) -> SessionView:
-        s = register_session(
-            conn, name=params.name, client=params.client, project=params.project,
-            inbox_socket=params.inbox_socket, now=time.time(),
-            transcript_path=params.transcript_path,
-        )
-        return SessionView(s.name, s.client, s.project, s.status.value, s.transcript_path)
-
-    return await daemon.store.write(write)
+    return await daemon.store.write(lambda conn: _register(conn, params, time.time()))
 
 
-async def session_status(gate: GateInbox, params: SessionStatusParams) -> SessionStatusReply:
-    """A session turned busy or idle: the gate answers with what that surfaced for it."""
+async def session_status(
+    gate: GateInbox,
+    params: SessionStatusParams,
+    first: Callable[[sqlite3.Connection, float], object] | None = None,
+) -> SessionStatusReply:
+    """A session turned busy or idle: the gate answers with what that surfaced for it.
+
+    ``first`` runs at the start of the gate's transaction (see :class:`SessionTurned`).
+    """
     status = _parse_status(params.status)
     send, receive = trio.open_memory_channel[tuple[Surfaced, ...]](1)
-    await gate().send(SessionTurned(params.name, status, send))
+    await gate().send(SessionTurned(params.name, status, send, first))
     surfaced: tuple[Surfaced, ...] | None = None
     with trio.move_on_after(GATE_REPLY_TIMEOUT):
         surfaced = await receive.receive()
@@ -218,11 +224,20 @@ async def session_status(gate: GateInbox, params: SessionStatusParams) -> Sessio
 
 async def hook_event(daemon: Host, gate: GateInbox, params: HookEventParams) -> HookEventReply:
     """One hook event in one request: register, set the status, the working set, notices."""
-    view = await session_register(daemon, SessionRegisterParams(
+    register = SessionRegisterParams(
         params.name, params.client, params.project, params.inbox_socket, params.transcript_path,
-    ))
-    if params.status is not None:
-        await session_status(gate, SessionStatusParams(params.name, params.status))
+    )
+    if params.status is None:
+        view = await session_register(daemon, register)
+    else:
+        # The gate registers the session in the transaction that turns its status: a prompt
+        # or a stop is one commit (one fsync), not two.
+        views: list[SessionView] = []
+        await session_status(
+            gate, SessionStatusParams(params.name, params.status),
+            first=lambda conn, now: views.append(_register(conn, register, now)),
+        )
+        view = views[0]
     text: str | None = None
     if params.working_set and daemon.ops.has("working_set"):
         asked = {"session": params.name, "cwd": params.cwd}
