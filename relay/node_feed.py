@@ -131,9 +131,14 @@ class FedServer(RelayServer):
             unit = unit_of(subject)
             if unit is not None and unit not in busy and 0 < seq <= tails.get(unit, 0):
                 # This node's own write (or one it reloaded already): the same test as in
-                # _stored, made before the headers are parsed. Only fed_through must move.
-                self._inbox.append(_Feed(seq, "", {}, b""))
-                self._poke()
+                # _stored, made before the headers are parsed. Only fed_through must move, in
+                # order: at once if nothing waits for the feeder (which then took in all that
+                # came before), else behind what waits.
+                if self._inbox:
+                    self._inbox.append(_Feed(seq, "", {}, b""))
+                    self._poke()
+                else:
+                    self.fed_through = max(self.fed_through, seq)
                 return
             try:
                 headers = wire.parse_headers(raw).fields if raw else {}
