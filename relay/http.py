@@ -96,6 +96,10 @@ def text_frames(texts: Iterable[str]) -> bytes:
     return b"".join(text_frame(text) for text in texts)
 
 
+def _always() -> bool:
+    return True
+
+
 class ReplayStream(trio.abc.Stream):
     """A stream that first yields ``prefix`` (bytes already read), then reads from ``inner``.
 
@@ -109,20 +113,28 @@ class ReplayStream(trio.abc.Stream):
         self._writing = trio.StrictFIFOLock()
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
-        async with self._writing:
-            await self._inner.send_all(data)
+        await self.send_all_if(data, _always)
 
-    async def send_all_if(self, data: bytes, still_open: Callable[[], bool]) -> bool:
+    async def send_all_if(
+        self, data: bytes | bytearray | memoryview, still_open: Callable[[], bool]
+    ) -> bool:
         """Write ``data`` unless ``still_open()`` is false once the lock is ours; True if written.
 
         trio-websocket marks a connection closed *before* it writes the close frame, so asking
         under the lock guarantees no data frame follows a close frame (RFC 6455 5.5.1).
         """
-        async with self._writing:
+        try:  # a free lock is taken without the scheduling round ``acquire`` adds; the
+            self._writing.acquire_nowait()  # write below is this call's checkpoint
+        except trio.WouldBlock:
+            await self._writing.acquire()
+        try:
             if not still_open():
+                await trio.lowlevel.checkpoint()
                 return False
             await self._inner.send_all(data)
             return True
+        finally:
+            self._writing.release()
 
     async def wait_send_all_might_not_block(self) -> None:
         await self._inner.wait_send_all_might_not_block()
