@@ -2,10 +2,11 @@
 
 Run: ``python -m bench.catchup [--ops N] [--facts N] [--json]``.
 
-*Missed ops*: N memory ops (adds, confirms, claims) sealed by another member, then, timed: open
-each seal and check its signature, decode it, and apply it through the memory applier into a real
-``state.db``, in transactions of 200 ops inside the memory apply scope, as the room actor does.
-Bytes: what the relay would deliver (framed sealed bodies).
+*Missed ops*: N memory ops (adds, confirms, claims) sealed by another member and committed to
+the room's inbound log as the relay link commits them; then, timed, the room actor catches up
+as a daemon's does: batches of ``BATCH`` ops, each opened (seal and signature), decoded and
+applied through the memory applier and its apply scope in one transaction, committed, and
+handed to the applied listener. Bytes: what the relay would deliver (framed sealed bodies).
 
 *Snapshot*: a room with N facts (about 250 characters of varied words each). Timed on the
 sender: canonical bytes, compress, split, sign. Timed on the receiver: the pieces go through the
@@ -27,25 +28,27 @@ from pathlib import Path
 from typing import Any
 
 import nacl.utils
+import trio
 
 from crosstalk import crypto
-from crosstalk.actors.room import BATCH
+from crosstalk.actors.relay_client import RelayClient
+from crosstalk.actors.relay_link import LinkCommand, LinkTimings
+from crosstalk.actors.room import RoomActor
+from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.memory import MemoryState, canonical_bytes
 from crosstalk.core.memory_transfer import pack_snapshot, signed_message
 from crosstalk.core.room import Applied
 from crosstalk.core.words import WORDS
 from crosstalk.store import memory as m
-from crosstalk.store.db import connect
+from crosstalk.store.db import Store, connect
 from crosstalk.store.memory_log import MemoryFollower
 from crosstalk.store.rooms import Room, RoomMember, add_member, add_room
 from crosstalk.wire.memory import FactAdd, FactConfirm, MemoryOp, OpContext, TaskAdd, TaskClaim
 from crosstalk.wire.room_ops import (
     MemoryEnvelope,
     SyncChunk,
-    decode_op,
     encode_op,
     frame_body,
-    unframe_body,
 )
 
 ROOM = "bench-room"
@@ -74,28 +77,56 @@ def _op(n: int) -> MemoryOp:
     return TaskClaim(f"t{n - 1}")
 
 
-def missed_ops(count: int, workdir: Path) -> dict[str, float]:
+def _bodies(count: int) -> list[bytes]:
     bodies = []
     for n in range(count):
         plaintext = encode_op(MemoryEnvelope(_op(n), at=1000.0 + n, label="peer"))
         sealed = crypto.seal_op(PEER, KEY, plaintext, room_id=ROOM, epoch=0, op_id=f"op{n}",
                                 nonce=nacl.utils.random(24))
         bodies.append(frame_body(0, sealed))
-    conn = _database(workdir / "ops.db")
+    return bodies
+
+
+async def _catch_up(path: Path, count: int) -> float:
+    """Seconds the room actor takes to apply the ``count`` ops committed in ``path``."""
+    store = await Store.open(path)
     follower = MemoryFollower(ME.fingerprint)
-    started = time.perf_counter()
-    for first in range(0, count, BATCH):
-        conn.execute("BEGIN")
-        with follower.batch(conn):  # the apply scope the room actor enters around each batch
-            for n in range(first, min(first + BATCH, count)):
-                epoch, sealed = unframe_body(bodies[n])
-                plaintext = crypto.open_op(KEY, sealed, sender_ed_pub=PEER.ed_pub, room_id=ROOM,
-                                           epoch=epoch, op_id=f"op{n}")
-                entry = Applied(ROOM, n + 1, f"op{n}", PEER.fingerprint, 0.0,
-                                decode_op(plaintext))
-                follower.applied(conn, entry)
-        conn.execute("COMMIT")
-    elapsed = time.perf_counter() - started
+    done = trio.Event()
+
+    async def heard(applied: list[Applied]) -> None:
+        if applied[-1].seq == count:
+            done.set()
+
+    link_send, _link_receive = trio.open_memory_channel[LinkCommand](1)
+    relay = RelayClient(link_send, LinkTimings())
+    actor = RoomActor(room_id=ROOM, store=store, keys=ME, relay=relay,
+                      appliers=[follower.applied], scopes=[follower.batch], on_applied=heard)
+    async with trio.open_nursery() as nursery:
+        supervisor = Supervisor(heartbeat=60.0)
+        await nursery.start(supervisor.run)
+        started = time.perf_counter()
+        await supervisor.start_actor(f"room-{ROOM}", actor)  # it catches up as it starts
+        await done.wait()
+        elapsed = time.perf_counter() - started
+        nursery.cancel_scope.cancel()
+    await store.close()
+    return elapsed
+
+
+def missed_ops(count: int, workdir: Path) -> dict[str, float]:
+    bodies = _bodies(count)
+    conn = _database(workdir / "ops.db")
+    conn.execute("BEGIN")
+    conn.executemany(
+        "INSERT INTO relay_inbound (room_id, op_id, seq, sender, body, relay_ts, received_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, 0)",
+        [(ROOM, f"op{n}", n + 1, PEER.fingerprint, body, 1000.0 + n)
+         for n, body in enumerate(bodies)],
+    )
+    conn.execute("COMMIT")
+    conn.close()
+    elapsed = trio.run(_catch_up, workdir / "ops.db", count)
+    conn = connect(workdir / "ops.db")
     assert m.cursor(conn, ROOM).last_seq == count
     conn.close()
     return {"ops": count, "seconds": elapsed, "bytes": float(sum(len(b) for b in bodies))}
