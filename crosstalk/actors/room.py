@@ -9,7 +9,9 @@ not open or verify is rejected, logged and skipped: it is never shown. Appliers 
 idempotent by op id, so that re-applying after a crash is harmless.
 
 Opening and applying share that one write transaction (one store call per batch, not a read and
-then a write), and a batch shorter than ``BATCH`` ends a catch-up: whatever
+then a write). A batch is opened whole before anything in it applies; a large one (a catch-up)
+is opened on two threads, since signature checks are C that runs without the GIL
+(crosstalk.actors.room_open). A batch shorter than ``BATCH`` ends a catch-up: whatever
 the link commits after our transaction began is followed by its own ``Wake``. A feature that can
 work per batch brings an *apply scope* besides its applier: a context manager entered around the
 appliers of each batch, inside the transaction, so that it may keep what it read for the whole
@@ -33,6 +35,7 @@ import nacl.utils
 import trio
 
 from crosstalk import crypto
+from crosstalk.actors import room_open
 from crosstalk.actors.context import ActorContext
 from crosstalk.actors.doorbell import Doorbell
 from crosstalk.actors.relay_client import RelayClient
@@ -92,6 +95,16 @@ class _Held:
 
 
 HOLD = _Held()
+
+
+@attrs.frozen
+class _Decided:
+    """An op of the batch that is not held: to open as ``job``, or rejected (``why``)."""
+
+    item: room_log.InboundOp
+    epoch: int  # what its frame says (0 if it has none)
+    job: room_open.ToOpen | None
+    why: str = ""
 
 
 class RoomActor:
@@ -210,7 +223,9 @@ class RoomActor:
         return opened
 
     def _open_pending(self, conn: sqlite3.Connection) -> list[Applied]:
-        """Open the next batch after the applied cursor, up to the first op we must hold."""
+        """Open the next batch after the applied cursor, up to the first op we must hold: decide
+        each op, open them all (a large batch on two threads: crosstalk.actors.room_open), then
+        accept or reject each in order."""
         items = room_log.inbound_after(
             conn, self._room, room_log.applied_cursor(conn, self._room), BATCH
         )
@@ -221,21 +236,76 @@ class RoomActor:
         signers[self._keys.fingerprint] = self._keys.ed_pub  # our own other devices
         keys: dict[int, bytes | None] = {}
         newest = room_log.newest_epoch(conn, self._room)
-        opened = []
+        decided: list[_Decided] = []
+        opened: list[Applied] = []
         for item in items:
-            op = self._open(conn, item, signers, keys, newest)
-            if isinstance(op, _Held) and self._keys_ahead(conn, item.seq, signers):
-                keys.clear()  # a key came from further on: look at this op again
-                newest = room_log.newest_epoch(conn, self._room)
-                op = self._open(conn, item, signers, keys, newest)
-            if isinstance(op, _Held):
+            verdict = self._decide(conn, item, signers, keys, newest)
+            if isinstance(verdict, _Held):
+                # Open what came before first: taking keys from further on must not change
+                # which keys those ops are tried under (room_keys.alternates).
+                opened += self._open_decided(conn, decided)
+                decided = []
+                if self._keys_ahead(conn, item.seq, signers):
+                    keys.clear()  # a key came from further on: look at this op again
+                    newest = room_log.newest_epoch(conn, self._room)
+                    verdict = self._decide(conn, item, signers, keys, newest)
+            if isinstance(verdict, _Held):
                 break  # later ops wait behind it: memory and claims need the log in order
-            opened.append(Applied(
-                self._room, item.seq, item.op_id, item.sender, item.relay_ts, op,
-                _epoch_of(item.body),
-            ))
+            decided.append(verdict)
+        opened += self._open_decided(conn, decided)
         self._held = len(opened) < len(items)
         return opened
+
+    def _open_decided(self, conn: sqlite3.Connection, decided: list[_Decided]) -> list[Applied]:
+        """Open the decided ops (on two threads if they are many), then accept or reject each,
+        in order."""
+        results = iter(room_open.open_all(self._room, [d.job for d in decided if d.job]))
+        opened = []
+        for d in decided:
+            item = d.item
+            if d.job is None:
+                self._reject(item, d.why)
+                op = None
+            else:
+                op = self._accept(conn, d.job, next(results), item)
+            opened.append(Applied(
+                self._room, item.seq, item.op_id, item.sender, item.relay_ts, op, d.epoch
+            ))
+        return opened
+
+    def _accept(
+        self,
+        conn: sqlite3.Connection,
+        job: room_open.ToOpen,
+        result: room_open.Opened,
+        item: room_log.InboundOp,
+        *,
+        quiet: bool = False,
+    ) -> RoomOp | None:
+        """The op ``result`` opened, or None (logged unless ``quiet``) for one that did not
+        open, verify or parse. An op that did not open under the epoch's key is tried under
+        the other keys minted for the same epoch (two members rekeyed at once:
+        room_keys.take_rekeyed)."""
+        if isinstance(result, crypto.OpenFailed):
+            for other in room_keys.alternates(conn, self._room, job.epoch):
+                again = room_open.open_one(self._room, attrs.evolve(job, key=other))
+                if not isinstance(again, crypto.OpenFailed):
+                    result = again
+                    break
+        try:
+            if isinstance(result, crypto.OpenFailed):
+                raise result
+            return decode_op(result)
+        except RemoteProtocolError as exc:
+            if not quiet:
+                self._reject(item, exc.message)
+            return None
+
+    def _reject(self, item: room_log.InboundOp, why: str) -> None:
+        log.warning(
+            "room %s: rejected op %s (seq %d) from %s: %s",
+            self._room, item.op_id, item.seq, item.sender, why,
+        )
 
     def _keys_ahead(self, conn: sqlite3.Connection, held: int, signers: dict[str, bytes]) -> bool:
         """Held at ``held`` for a key we lack: take room keys from the ops after it that we can
@@ -252,11 +322,15 @@ class RoomActor:
         newest = room_log.newest_epoch(conn, self._room)
         ahead = room_log.inbound_after(conn, self._room, self._scanned[1], LOOKAHEAD)
         for item in ahead:
-            op = self._open(conn, item, signers, keys, newest, quiet=True)
-            if isinstance(op, _Held) or op is None:
+            verdict = self._decide(conn, item, signers, keys, newest, quiet=True)
+            if isinstance(verdict, _Held) or verdict.job is None:
+                continue
+            result = room_open.open_one(self._room, verdict.job)
+            op = self._accept(conn, verdict.job, result, item, quiet=True)
+            if op is None:
                 continue
             entry = Applied(self._room, item.seq, item.op_id, item.sender, item.relay_ts, op,
-                            _epoch_of(item.body))
+                            verdict.epoch)
             for taker in self._key_takers:
                 taker(conn, entry)
         if room_log.epochs_held(conn, self._room) != before:
@@ -266,7 +340,7 @@ class RoomActor:
             self._scanned = (held, ahead[-1].seq)  # nothing there: the next wake starts after
         return False
 
-    def _open(
+    def _decide(
         self,
         conn: sqlite3.Connection,
         item: room_log.InboundOp,
@@ -275,59 +349,29 @@ class RoomActor:
         newest: int,
         *,
         quiet: bool = False,
-    ) -> RoomOp | _Held | None:
-        """The opened op; None for one that will never open (rejected); HOLD for one that may
-        open once we know more: a sender the roster has not brought yet, or an epoch whose key
-        no rekey has brought yet. Holding never drops: the op waits for the next wake."""
+    ) -> _Decided | _Held:
+        """What to do with ``item`` before opening it: open it under a key and signer, reject it
+        now (it will never open), or HOLD it (it may open once we know more: a sender the
+        roster has not brought yet, or an epoch whose key no rekey has brought yet). Holding
+        never drops: the op waits for the next wake."""
         try:
             epoch, sealed = unframe_body(item.body)
-            if epoch not in keys:
-                keys[epoch] = room_key(conn, self._room, epoch)
-            key, signer = keys[epoch], signers.get(item.sender)
-            decision = decide(
-                epoch=epoch, key_known=key is not None, newest_epoch=newest,
-                sender_known=signer is not None,
-            )
-            if decision.verdict is Verdict.HOLD:
-                if not quiet:
-                    self._note_hold(item, decision.why)
-                return HOLD
-            if key is None or signer is None:
-                raise RemoteProtocolError(decision.why)
-            return decode_op(self._open_sealed(conn, key, sealed, signer, epoch, item.op_id))
         except RemoteProtocolError as exc:
-            if quiet:
-                return None
-            log.warning(
-                "room %s: rejected op %s (seq %d) from %s: %s",
-                self._room,
-                item.op_id,
-                item.seq,
-                item.sender,
-                exc.message,
-            )
-            return None
-
-    def _open_sealed(
-        self, conn: sqlite3.Connection, key: bytes, sealed: bytes, signer: bytes, epoch: int,
-        op_id: str,
-    ) -> bytes:
-        """The op's plaintext under the epoch's key, or under another key minted for the same
-        epoch (two members rekeyed at once: room_keys.take_rekeyed)."""
-        def under(k: bytes) -> bytes:
-            return crypto.open_op(
-                k, sealed, sender_ed_pub=signer, room_id=self._room, epoch=epoch, op_id=op_id
-            )
-
-        try:
-            return under(key)
-        except crypto.OpenFailed:
-            for other in room_keys.alternates(conn, self._room, epoch):
-                try:
-                    return under(other)
-                except crypto.OpenFailed:
-                    continue
-            raise
+            return _Decided(item, 0, None, exc.message)
+        if epoch not in keys:
+            keys[epoch] = room_key(conn, self._room, epoch)
+        key, signer = keys[epoch], signers.get(item.sender)
+        decision = decide(
+            epoch=epoch, key_known=key is not None, newest_epoch=newest,
+            sender_known=signer is not None,
+        )
+        if decision.verdict is Verdict.HOLD:
+            if not quiet:
+                self._note_hold(item, decision.why)
+            return HOLD
+        if key is None or signer is None:
+            return _Decided(item, epoch, None, decision.why)
+        return _Decided(item, epoch, room_open.ToOpen(key, sealed, signer, epoch, item.op_id))
 
     def _note_hold(self, item: room_log.InboundOp, why: str) -> None:
         if self._held_at != item.seq:  # once per held op, not once per wake
@@ -391,13 +435,6 @@ def _key_of(conn: sqlite3.Connection, room_id: str, epoch: int) -> bytes:
     if key is None:
         raise UnknownRoom(f"There is no key for epoch {epoch} of this room here.")
     return key
-
-
-def _epoch_of(body: bytes) -> int:
-    try:
-        return unframe_body(body)[0]
-    except RemoteProtocolError:
-        return 0
 
 
 def _answer(
