@@ -11,12 +11,11 @@ from __future__ import annotations
 import sqlite3
 
 import attrs
-from cattrs.gen import make_dict_unstructure_fn, override
 
 from crosstalk.errors import UnknownRoom, UsageError
 from crosstalk.store import memory as m
 from crosstalk.store.rooms import Room, list_contacts, list_rooms
-from crosstalk.wire.converter import converter
+from crosstalk.wire.converter import rename_fields
 from crosstalk.wire.memory import FactRecord, Person, TaskRecord, TaskState
 
 # --- params --------------------------------------------------------------------------------------
@@ -180,9 +179,7 @@ class WorkingSetReply:
 
 
 # "for" is a Python keyword: the attribute is ``for_``, the JSON key "for".
-converter.register_unstructure_hook(
-    TaskView, make_dict_unstructure_fn(TaskView, converter, for_=override(rename="for"))
-)
+rename_fields(TaskView, for_="for")
 
 
 # --- rooms ---------------------------------------------------------------------------------------

@@ -10,7 +10,6 @@ from typing import Protocol
 
 import attrs
 import nacl.utils
-from cattrs.gen import make_dict_unstructure_fn, override
 
 from crosstalk.core.triage import Intent, Kind
 from crosstalk.errors import CrosstalkError, TooLarge, UsageError
@@ -27,16 +26,13 @@ from crosstalk.store.threads import (
     thread_rooms,
     thread_view,
 )
-from crosstalk.wire.converter import converter
+from crosstalk.wire.converter import rename_fields
 from crosstalk.wire.room_ops import MAX_TEXT, MessageOp
 
 log = logging.getLogger(__name__)
 
 # "from" is a keyword in Python: the field is ``from_`` and travels as "from".
-converter.register_unstructure_hook(
-    ThreadMessage,
-    make_dict_unstructure_fn(ThreadMessage, converter, from_=override(rename="from")),
-)
+rename_fields(ThreadMessage, from_="from")
 
 
 class Host(Stored, Identified, SendsOps, Protocol):
