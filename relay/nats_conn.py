@@ -7,10 +7,11 @@ Theory of operation
 answers (INFO, then CONNECT with headers and "no responders", then a PING whose PONG says the
 server took the CONNECT), refuses a server older than ``min_version``, subscribes again to
 everything subscribed before, and then runs three tasks until the connection breaks: the reader
-(bytes into the parser, events dispatched), the writer (the one task that writes to the socket:
-commands are appended to a buffer, and a burst of them goes out in one write, so a caller
-cancelled by its timeout can never leave half a command on the wire) and the pinger (a server
-that owes ``max_outstanding_pings`` PONGs is taken for dead).
+(bytes into the parser, events dispatched), the writer and the pinger (a server that owes
+``max_outstanding_pings`` PONGs is taken for dead). Commands are appended to one buffer, and
+one task at a time writes it out, all of it: a publish or request writes from its own task so
+that it leaves at once, and what code that cannot wait queues (PONG, PING, SUB) the writer task
+sends. A write cut short may leave half a command on the wire, so it drops the connection.
 
 When a connection breaks, every request in flight fails at once with
 :class:`~crosstalk.errors.StorageUnavailable` (whether the server acted on it is unknown), and
@@ -97,6 +98,10 @@ class NatsConnection:
         self._connected = trio.Event()
         self._outstanding_pings = 0
         self._parser = wire.NatsParser()
+        self._stream: trio.abc.Stream | None = None  # the connection in use, while serving
+        self._serving: trio.CancelScope | None = None
+        self._dropped: BaseException | None = None
+        self._writing = False  # a task is in _flush's send
 
     # --- calls ----------------------------------------------------------------------------------
 
@@ -104,7 +109,7 @@ class NatsConnection:
                       headers: dict[str, str] | None = None) -> None:
         """Send a message (core NATS: nothing confirms it arrived)."""
         await self._wait_connected(self.timeout)
-        self._send(wire.pub(subject, payload, headers=headers))
+        await self._send_now(wire.pub(subject, payload, headers=headers))
 
     async def request(self, subject: str, payload: bytes, headers: dict[str, str] | None = None,
                       limit: float | None = None) -> wire.Msg:
@@ -118,7 +123,8 @@ class NatsConnection:
             await self._wait_connected(limit)
             self._waiters[token] = waiter
             try:
-                self._send(wire.pub(subject, payload, reply=self._inbox + token, headers=headers))
+                await self._send_now(wire.pub(subject, payload, reply=self._inbox + token,
+                                              headers=headers))
                 await waiter.done.wait()
             finally:
                 self._waiters.pop(token, None)
@@ -154,8 +160,43 @@ class NatsConnection:
         raise StorageUnavailable(f"not connected to NATS at {', '.join(self.urls)}")
 
     def _send(self, data: bytes) -> None:
+        """Queue a command for the writer task (from code that cannot wait)."""
         self._out += data
         self._wake_writer.set()
+
+    async def _send_now(self, data: bytes) -> None:
+        """Queue a command and write it from this task: it leaves at once, not when the
+        scheduler reaches the writer task (under load that wait made every commit's round
+        trip longer than the thread hand-off it replaced)."""
+        self._out += data
+        await self._flush()
+
+    async def _flush(self) -> None:
+        """Write everything queued, unless a write is under way (it takes this along, since it
+        loops until the queue is empty). A write cut short (its caller cancelled, or the
+        socket failed) may leave half a command on the wire, so the connection is dropped."""
+        stream = self._stream
+        if stream is None or self._writing:
+            return
+        self._writing = True
+        try:
+            while self._out:
+                data = bytes(self._out)
+                self._out.clear()
+                await stream.send_all(data)
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            self._drop(exc)
+        except trio.Cancelled:
+            self._drop(_Broken("a write to NATS was cut short"))
+            raise
+        finally:
+            self._writing = False
+
+    def _drop(self, reason: BaseException) -> None:
+        """End the connection in use (the actor connects again)."""
+        if self._serving is not None:
+            self._dropped = reason
+            self._serving.cancel()
 
     # --- the actor ------------------------------------------------------------------------------
 
@@ -238,7 +279,10 @@ class NatsConnection:
     async def _serve(self, stream: trio.abc.Stream) -> BaseException:
         """Run the reader, writer and pinger until one of them finds the connection broken."""
         reason: list[BaseException] = []
+        self._dropped = None
         async with trio.open_nursery() as nursery:
+            self._serving = nursery.cancel_scope
+            self._stream = stream
 
             async def guard(task: Callable[[], Awaitable[None]]) -> None:
                 try:
@@ -249,9 +293,9 @@ class NatsConnection:
                 nursery.cancel_scope.cancel()
 
             nursery.start_soon(guard, partial(self._reader, stream))
-            nursery.start_soon(guard, partial(self._writer, stream))
+            nursery.start_soon(guard, self._writer)
             nursery.start_soon(guard, self._pinger)
-        return reason[0] if reason else _Broken("stopped")
+        return reason[0] if reason else self._dropped or _Broken("stopped")
 
     async def _reader(self, stream: trio.abc.Stream) -> None:
         parser = self._parser
@@ -265,14 +309,12 @@ class NatsConnection:
                 for event in parser.events_received():
                     self._dispatch(event)
 
-    async def _writer(self, stream: trio.abc.Stream) -> None:
+    async def _writer(self) -> None:
+        """Write what was queued by code that cannot wait (PONGs, PINGs, SUBs)."""
         while True:
             await self._wake_writer.wait()
             self._wake_writer = trio.Event()
-            if self._out:
-                data = bytes(self._out)
-                self._out.clear()
-                await stream.send_all(data)
+            await self._flush()
 
     async def _pinger(self) -> None:
         while True:
@@ -305,6 +347,7 @@ class NatsConnection:
     def _lost(self, url: str) -> None:
         """The connection broke: requests in flight fail now, the rest wait for the next."""
         self._connected = trio.Event()
+        self._stream = self._serving = None
         self._out.clear()
         error = StorageUnavailable(f"the connection to NATS at {url} broke; the outcome of this "
                                    "request is unknown")

@@ -32,6 +32,8 @@ class FakeServer:
     version: str = "2.15.1"
     answer: Callable[[Published], bytes | None] = lambda _: None
     muted: int | None = None  # the connection (by number) whose PINGs go unanswered
+    stalled: int | None = None  # the connection (by number) the server stops reading
+    lockstep: bool = False  # a write waits for the other side to read, as on a full socket
     commands: list[object] = attrs.Factory(list)
     streams: list[trio.testing.MemoryStreamPair] = attrs.Factory(list)  # type: ignore[name-defined]
     opened: int = 0
@@ -42,7 +44,9 @@ class FakeServer:
 
     async def open_stream(self, url: str) -> trio.abc.Stream:
         assert self.nursery is not None
-        client, server = trio.testing.memory_stream_pair()
+        testing = trio.testing
+        pair = testing.lockstep_stream_pair if self.lockstep else testing.memory_stream_pair
+        client, server = pair()
         self.opened += 1
         self.stream_opened.set()
         self.stream_opened = trio.Event()
@@ -56,6 +60,8 @@ class FakeServer:
         buffer = b""
         try:
             while True:
+                if number == self.stalled:
+                    await trio.sleep_forever()
                 data = await stream.receive_some()
                 if not data:
                     return
@@ -277,3 +283,22 @@ async def test_connect_carries_the_urls_credentials(url: str, credentials: dict[
     [options] = server.connects
     assert {k: options[k] for k in ("user", "pass", "auth_token") if k in options} == credentials
     assert options["headers"] is True and options["no_responders"] is True
+
+
+async def test_a_write_cut_short_by_its_timeout_drops_the_connection(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """The server stops reading, so a request's write blocks; at its bound the request fails,
+    and since half a command may be on the wire the client connects again."""
+    server = FakeServer(lockstep=True)
+    back = trio.Event()
+    async with connected(server, on_reconnect=back.set) as conn:
+        server.stalled = 0
+        start = trio.current_time()
+        with pytest.raises(StorageUnavailable):
+            await conn.request("svc", b"x", limit=1.0)
+        assert trio.current_time() - start == pytest.approx(1.0)
+        await back.wait()
+        assert trio.current_time() - start < 2.0  # dropped then, not by the pinger (6 s)
+        server.answer = ack(3)
+        assert json.loads((await conn.request("svc", b"y")).payload)["seq"] == 3
