@@ -161,12 +161,28 @@ def rename(conn: sqlite3.Connection, room_id: str, row: KnownMember) -> None:
 
 
 def mark_joined(conn: sqlite3.Connection, room_id: str, me: str) -> None:
-    """We are a joined member now (the relay said so)."""
-    conn.execute("UPDATE rooms SET state = 'joined' WHERE room_id = ?", (room_id,))
+    """We are a joined member now (the relay said so), and owe the room our name until
+    :func:`name_given` runs in the commit that queues it."""
+    conn.execute(
+        "UPDATE rooms SET state = 'joined', name_owed = 1 WHERE room_id = ?", (room_id,)
+    )
     conn.execute(
         "UPDATE room_members SET state = 'member' WHERE room_id = ? AND fingerprint = ?",
         (room_id, me),
     )
+
+
+def name_given(conn: sqlite3.Connection, room_id: str) -> None:
+    """Our ``MemberNamed`` for ``room_id`` is in the outbox (called in that commit)."""
+    conn.execute("UPDATE rooms SET name_owed = 0 WHERE room_id = ?", (room_id,))
+
+
+def names_owed(conn: sqlite3.Connection) -> list[str]:
+    """Joined rooms we have not yet told our name since joining (a crash came between)."""
+    rows = conn.execute(
+        "SELECT room_id FROM rooms WHERE name_owed = 1 AND state = 'joined' ORDER BY room_id"
+    ).fetchall()
+    return [str(room_id) for (room_id,) in rows]
 
 
 def forget_invitation(conn: sqlite3.Connection, room_id: str) -> None:

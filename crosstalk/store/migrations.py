@@ -193,6 +193,12 @@ _V14 = (
     "ALTER TABLE room_keys ADD COLUMN minted INTEGER NOT NULL DEFAULT 0",
 )
 
+# Version 15: a joiner owes the room its own name (``MemberNamed``), which is also how members
+# holding newer keys learn to share them; owed from the commit that marks the room joined until
+# the commit that queues the op, so a crash in between is finished at the next link-up
+# (crosstalk/features/membership/lifecycle.py).
+_V15 = ("ALTER TABLE rooms ADD COLUMN name_owed INTEGER NOT NULL DEFAULT 0",)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "relay link cursors and inbound ops", _V2),
@@ -215,6 +221,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     # Receipts owed to senders, written with the hold or the ack they report (store/receipts.py).
     Migration(13, "receipts owed to senders", schema_receipts.STATEMENTS),
     Migration(14, "room keys: every key minted for an epoch", _V14),
+    Migration(15, "rooms: a joiner's own name owed", _V15),
 )
 LATEST_VERSION = len(MIGRATIONS)
 

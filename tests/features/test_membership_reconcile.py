@@ -1,4 +1,5 @@
-"""Reconciling with the relay at link-up never undoes an accept that finished meanwhile.
+"""Reconciling with the relay at link-up never undoes an accept that finished meanwhile, and
+finishes a join that a crash cut short before we named ourselves.
 
 The simulation's seed 229: the membership actor asked the relay which rooms we are in (it said
 "invited"), the user's accept then joined at the relay and here, and only then did the
@@ -16,12 +17,13 @@ import trio
 from crosstalk import crypto
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.actors.relay_link import LinkCommand, LinkTimings, Request
+from crosstalk.actors.relay_link_api import OutboxWrite
 from crosstalk.features.membership.lifecycle import reconcile_with_relay
 from crosstalk.store.db import Store, open_store
-from crosstalk.store.membership import mark_joined
+from crosstalk.store.membership import mark_joined, names_owed
 from crosstalk.store.rooms import Room, RoomMember, add_member, add_room, get_room
 from crosstalk.wire import relay as w
-from crosstalk.wire.room_ops import RoomOp
+from crosstalk.wire.room_ops import MemberNamed, RoomOp
 
 ROOM = "r" * 32
 ME = crypto.Keys(b"\x01" * 32, b"\x02" * 32)
@@ -80,3 +82,47 @@ async def test_an_accept_finishing_during_the_relays_answer_stays_joined(
             await reconcile_with_relay(host, lambda: None, 5.0)
         room = await store.read(lambda conn: get_room(conn, ROOM))
         assert room.state == "joined"
+
+
+class _Naming(_Host):
+    """A host that records what reconciling sends and commits each op's ``also`` as the
+    outbox commit would."""
+
+    def __init__(self, store: Store, relay: RelayClient) -> None:
+        super().__init__(store, relay)
+        self.sent: list[tuple[str, RoomOp]] = []
+
+    async def send_op(
+        self, room_id: str, op: RoomOp, *, op_id: str | None = None,
+        also: OutboxWrite | None = None,
+    ) -> str:
+        self.sent.append((room_id, op))
+        if also is not None:
+            await self.store.write(also)
+        return "op"
+
+
+async def _relay_lists_us_joined(commands: trio.MemoryReceiveChannel[LinkCommand]) -> None:
+    request = await commands.receive()
+    assert isinstance(request, Request) and isinstance(request.frame, w.ListRooms)
+    request.reply.send_nowait(w.RoomList(0, [w.RoomEntry(ROOM, "joined")]))
+
+
+async def test_a_crash_between_joining_and_naming_ourselves_is_finished_at_link_up(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The simulation's seed 38 (under another schedule of the fan-out): the daemon died after
+    the accept's local commit and before our ``MemberNamed`` was queued. Without it, the member
+    holding the room's newer key never shared it, and every op under that epoch waited at us
+    for ever. The next link-up names us, once."""
+    async with open_store(tmp_path / "state.db") as store:
+        await store.write(_invited)
+        await store.write(lambda conn: mark_joined(conn, ROOM, ME.fingerprint))  # then the crash
+        send, receive = trio.open_memory_channel[LinkCommand](1)
+        host = _Naming(store, RelayClient(send, LinkTimings()))
+        for _ in range(2):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_relay_lists_us_joined, receive)
+                assert await reconcile_with_relay(host, lambda: None, 5.0) == [ROOM]
+        assert host.sent == [(ROOM, MemberNamed({ME.fingerprint: "ana"}))]
+        assert await store.read(names_owed) == []

@@ -11,6 +11,10 @@ relay says:
 * **accept** asks the relay first (the invitation's key is already here). If the relay says we
   are joined while we still say invited, whether on a retried ``accept`` or at the next link-up,
   :func:`finish_join` does the local half.
+* **naming ourselves** after a join: the room learns our label, and members holding newer keys
+  learn to share them, only from our ``MemberNamed``. Marking the room joined records the name as
+  owed, and the commit that queues the op clears it; a crash in between (the room joined here, no
+  name sent, so the newer epochs' ops wait at us for ever) is finished at the next link-up.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import trio
 
 from crosstalk import crypto
 from crosstalk.actors.relay_client import RelayClient
+from crosstalk.actors.relay_link_api import OutboxWrite
 from crosstalk.errors import CrosstalkError
 from crosstalk.features.membership.actor import MembershipInput, fetch_roster
 from crosstalk.store import membership as q
@@ -51,7 +56,10 @@ class RoomHost(Protocol):
 
     async def wake_room(self, room_id: str) -> None: ...
 
-    async def send_op(self, room_id: str, op: RoomOp, *, op_id: str | None = None) -> str: ...
+    async def send_op(
+        self, room_id: str, op: RoomOp, *, op_id: str | None = None,
+        also: OutboxWrite | None = None,
+    ) -> str: ...
 
 
 async def create_on_relay(relay: RelayClient, keys: crypto.Keys, room_id: str) -> None:
@@ -85,7 +93,15 @@ async def finish_join(host: RoomHost, room_id: str) -> None:
     await host.store.write(lambda conn: q.mark_joined(conn, room_id, keys.fingerprint))
     await fetch_roster(host.store, await host.relay(), host.membership, room_id)
     await host.wake_room(room_id)
-    await host.send_op(room_id, MemberNamed({keys.fingerprint: host.own_label()}))
+    await name_ourselves(host, room_id)
+
+
+async def name_ourselves(host: RoomHost, room_id: str) -> None:
+    """Queue our ``MemberNamed`` for ``room_id``, clearing the owed name in that commit."""
+    await host.send_op(
+        room_id, MemberNamed({host.keys.fingerprint: host.own_label()}),
+        also=functools.partial(q.name_given, room_id=room_id),
+    )
 
 
 async def reconcile_with_relay(
@@ -129,5 +145,8 @@ async def reconcile_with_relay(
             await host.store.write(functools.partial(q.invited_again, room_id=room_id))
             if at_relay[room_id] == "joined":
                 await finish_join(host, room_id)
+    for room_id in await host.store.read(q.names_owed):
+        if room_id in joined:
+            await name_ourselves(host, room_id)  # joined, then a crash before we said who
     return joined
 
