@@ -25,6 +25,7 @@ and held with one commit, not two, and the next catch-up hands the batch on, in 
 
 from __future__ import annotations
 
+import functools
 import logging
 import sqlite3
 from collections.abc import Awaitable, Callable, Sequence
@@ -45,7 +46,7 @@ from crosstalk.errors import CrosstalkError, NotAMember, RemoteProtocolError, Un
 from crosstalk.store import room_keys, room_log
 from crosstalk.store.db import Store
 from crosstalk.store.membership import removal
-from crosstalk.store.rooms import get_room, members, room_key
+from crosstalk.store.rooms import get_room, room_key, signing_keys
 from crosstalk.wire.room_ops import (
     RoomOp,
     decode_op,
@@ -226,16 +227,12 @@ class RoomActor:
         """Open the next batch after the applied cursor, up to the first op we must hold: decide
         each op, open them all (a large batch on two threads: crosstalk.actors.room_open), then
         accept or reject each in order."""
-        items = room_log.inbound_after(
-            conn, self._room, room_log.applied_cursor(conn, self._room), BATCH
-        )
+        items = room_log.pending(conn, self._room, BATCH)
         # Gone members' keys stay: what they signed before they left must still verify.
-        signers = {
-            m.fingerprint: m.signing_key for m in members(conn, self._room, with_gone=True)
-        }
+        signers = signing_keys(conn, self._room)
         signers[self._keys.fingerprint] = self._keys.ed_pub  # our own other devices
         keys: dict[int, bytes | None] = {}
-        newest = room_log.newest_epoch(conn, self._room)
+        newest = self._newest(conn)
         decided: list[_Decided] = []
         opened: list[Applied] = []
         for item in items:
@@ -247,7 +244,7 @@ class RoomActor:
                 decided = []
                 if self._keys_ahead(conn, item.seq, signers):
                     keys.clear()  # a key came from further on: look at this op again
-                    newest = room_log.newest_epoch(conn, self._room)
+                    newest = self._newest(conn)
                     verdict = self._decide(conn, item, signers, keys, newest)
             if isinstance(verdict, _Held):
                 break  # later ops wait behind it: memory and claims need the log in order
@@ -319,7 +316,7 @@ class RoomActor:
             self._scanned = (held, held)
         before = room_log.epochs_held(conn, self._room)
         keys: dict[int, bytes | None] = {}
-        newest = room_log.newest_epoch(conn, self._room)
+        newest = self._newest(conn)
         ahead = room_log.inbound_after(conn, self._room, self._scanned[1], LOOKAHEAD)
         for item in ahead:
             verdict = self._decide(conn, item, signers, keys, newest, quiet=True)
@@ -346,7 +343,7 @@ class RoomActor:
         item: room_log.InboundOp,
         signers: dict[str, bytes],
         keys: dict[int, bytes | None],
-        newest: int,
+        newest: Callable[[], int],
         *,
         quiet: bool = False,
     ) -> _Decided | _Held:
@@ -361,8 +358,8 @@ class RoomActor:
         if epoch not in keys:
             keys[epoch] = room_key(conn, self._room, epoch)
         key, signer = keys[epoch], signers.get(item.sender)
-        decision = decide(
-            epoch=epoch, key_known=key is not None, newest_epoch=newest,
+        decision = decide(  # the newest epoch matters only without a key: read it only then
+            epoch=epoch, key_known=key is not None, newest_epoch=0 if key is not None else newest(),
             sender_known=signer is not None,
         )
         if decision.verdict is Verdict.HOLD:
@@ -372,6 +369,10 @@ class RoomActor:
         if key is None or signer is None:
             return _Decided(item, epoch, None, decision.why)
         return _Decided(item, epoch, room_open.ToOpen(key, sealed, signer, epoch, item.op_id))
+
+    def _newest(self, conn: sqlite3.Connection) -> Callable[[], int]:
+        """The room's newest key epoch, read on first call (most batches never need it)."""
+        return functools.cache(lambda: room_log.newest_epoch(conn, self._room))
 
     def _note_hold(self, item: room_log.InboundOp, why: str) -> None:
         if self._held_at != item.seq:  # once per held op, not once per wake

@@ -40,6 +40,18 @@ def inbound_after(conn: sqlite3.Connection, room_id: str, seq: int, limit: int) 
     return [InboundOp(str(r[0]), int(r[1]), str(r[2]), bytes(r[3]), float(r[4])) for r in rows]
 
 
+def pending(conn: sqlite3.Connection, room_id: str, limit: int) -> list[InboundOp]:
+    """Up to ``limit`` of the room's inbound ops after its applied cursor, in order: what
+    ``inbound_after(conn, room_id, applied_cursor(conn, room_id), limit)`` reads, in one query."""
+    rows = conn.execute(
+        "SELECT op_id, seq, sender, body, relay_ts FROM relay_inbound WHERE room_id = ? AND "
+        "seq > coalesce((SELECT seq FROM room_cursors WHERE room_id = ?), 0) "
+        "ORDER BY seq LIMIT ?",
+        (room_id, room_id, limit),
+    ).fetchall()
+    return [InboundOp(str(r[0]), int(r[1]), str(r[2]), bytes(r[3]), float(r[4])) for r in rows]
+
+
 def advance_applied(conn: sqlite3.Connection, room_id: str, seq: int) -> None:
     """The room's ops up to ``seq`` are applied (the cursor never moves back)."""
     conn.execute(

@@ -195,6 +195,16 @@ def members(
             for r in rows]
 
 
+def signing_keys(conn: sqlite3.Connection, room_id: str) -> dict[str, bytes]:
+    """Every Ed25519 key the room's members sign with, by fingerprint, gone members' included
+    (what they signed before they left still verifies): what a batch of inbound ops needs of
+    the roster, without reading whole :class:`RoomMember` rows."""
+    rows = conn.execute(
+        "SELECT fingerprint, signing_key FROM room_members WHERE room_id = ?", (room_id,)
+    )
+    return {str(r[0]): bytes(r[1]) for r in rows}
+
+
 def room_key(conn: sqlite3.Connection, room_id: str, epoch: int) -> bytes | None:
     row = conn.execute(
         "SELECT key FROM room_keys WHERE room_id = ? AND epoch = ?", (room_id, epoch)

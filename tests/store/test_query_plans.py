@@ -27,7 +27,16 @@ from crosstalk.features.peers import ops as peers_ops
 from crosstalk.features.read import ops as read_ops
 from crosstalk.store import attention as db
 from crosstalk.store import gate as gate_records
-from crosstalk.store import link, memory, messages, receipts, retention, room_log, sessions
+from crosstalk.store import (
+    link,
+    memory,
+    messages,
+    receipts,
+    retention,
+    room_log,
+    rooms,
+    sessions,
+)
 from crosstalk.store.db import connect
 
 #: Tables that grow with every message (or op) over a daemon's life. ``sessions`` is not one:
@@ -92,6 +101,8 @@ def _hot_paths(conn: sqlite3.Connection) -> dict[str, Callable[[], object]]:
         "apply: own ops after": lambda: memory.own_ops_from(conn, "r1", 5),
         "apply: inbound at seq": lambda: memory.inbound_at(conn, "r1", 5),
         "apply: room batch": lambda: room_log.inbound_after(conn, "r1", 0, 500),
+        "apply: room batch after the applied cursor": lambda: room_log.pending(conn, "r1", 200),
+        "apply: roster signing keys": lambda: rooms.signing_keys(conn, "r1"),
         "retention: prune": lambda: retention.prune(conn, NOW - 86400),
     }
 
