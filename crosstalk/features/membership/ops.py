@@ -11,6 +11,7 @@ from crosstalk.core.room import Applied
 from crosstalk.features.caps import Identified, SendsOps, Stored
 from crosstalk.features.feature import Plugs
 from crosstalk.features.membership.key_share import apply_key_share, shares_owed
+from crosstalk.wire.room_ops import MemberNamed
 
 
 class Host(Stored, Identified, SendsOps, Protocol):
@@ -24,6 +25,8 @@ def plug(daemon: Host) -> Plugs:
 
     async def answer_joiners(applied: list[Applied]) -> None:
         for entry in applied:
+            if not isinstance(entry.op, MemberNamed):
+                continue  # only a joiner naming itself can be owed keys: no read for the rest
             me = daemon.keys.fingerprint
             owed = await daemon.store.read(functools.partial(shares_owed, applied=entry, me=me))
             for share in owed:
