@@ -112,5 +112,29 @@ async def test_a_full_blocking_lane_makes_the_fanout_wait_not_restart(
         assert [h.restarts for h in sup.statistics()] == [0]
 
 
+async def test_a_batch_is_in_every_lane_before_the_first_subscriber_runs() -> None:
+    """The first subscriber, as it is called, finds the batch handed to the last one too (in
+    its lane, or taken): the fan-out does not let each subscriber run before the next lane
+    has the batch."""
+    last_took: list[list[Applied]] = []
+    seen_by_first: list[int] = []
+    fanout = FanOut([Subscriber("first", lambda a: _note(seen_by_first, fanout, last_took)),
+                     Subscriber("last", lambda a: _take(last_took, a))])
+    async with running(Supervisor(heartbeat=5.0)) as sup:
+        inbox = await sup.start_actor("fanout", fanout)
+        await inbox.send([_applied(1)])
+        await trio.testing.wait_all_tasks_blocked()
+    assert seen_by_first == [1]
+    assert last_took == [[_applied(1)]]
+
+
+async def _note(seen: list[int], fanout: FanOut, last_took: list[list[Applied]]) -> None:
+    seen.append(fanout.statistics()["last"] + len(last_took))
+
+
+async def _take(took: list[list[Applied]], applied: list[Applied]) -> None:
+    took.append(applied)
+
+
 def _applied(n: int) -> Applied:
     return Applied(ROOM, n, f"op{n}", BEN.fingerprint, 0.0, MessageOp(msg_id=f"op{n}", text="x"))
