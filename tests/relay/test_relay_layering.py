@@ -10,7 +10,7 @@ import pytest
 RELAY = Path(__file__).resolve().parents[2] / "relay"
 PURE = ["core.py", "conn.py", "members.py", "rooms.py", "slots.py", "limits.py", "effects.py",
         "storage.py", "metrics.py",
-        "replica.py", "nats_layout.py"]
+        "replica.py", "nats_layout.py", "nats_wire.py"]
 FORBIDDEN = {"trio", "trio_websocket", "socket", "time", "random", "os", "sqlite3", "asyncio",
              "relay.server", "relay.sqlite_store", "relay.main", "relay.keys", "relay.http"}
 
