@@ -113,27 +113,32 @@ async def test_a_full_blocking_lane_makes_the_fanout_wait_not_restart(
 
 
 async def test_a_batch_is_in_every_lane_before_the_first_subscriber_runs() -> None:
-    """The first subscriber, as it is called, finds the batch handed to the last one too (in
-    its lane, or taken): the fan-out does not let each subscriber run before the next lane
-    has the batch."""
-    last_took: list[list[Applied]] = []
+    """The first subscriber, as it is called for a batch, finds that batch in the last lane
+    already: the fan-out does not yield between lanes. The last subscriber is kept busy with
+    batch 0, so each later batch waits in its lane where it can be counted (a lane whose task
+    waits on it takes the batch straight from the send, counted nowhere). Awaiting each lane in
+    turn (the planted bug) lets the first subscriber run before the last lane has the batch in
+    about half of Trio's schedules; ten batches make missing it unlikely (1 in 1,024)."""
+    release = trio.Event()
     seen_by_first: list[int] = []
-    fanout = FanOut([Subscriber("first", lambda a: _note(seen_by_first, fanout, last_took)),
-                     Subscriber("last", lambda a: _take(last_took, a))])
+
+    async def first(applied: list[Applied]) -> None:
+        seen_by_first.append(fanout.statistics()["last"])
+
+    async def last(applied: list[Applied]) -> None:
+        await release.wait()
+
+    fanout = FanOut([Subscriber("first", first), Subscriber("last", last)])
     async with running(Supervisor(heartbeat=5.0)) as sup:
         inbox = await sup.start_actor("fanout", fanout)
-        await inbox.send([_applied(1)])
         await trio.testing.wait_all_tasks_blocked()
-    assert seen_by_first == [1]
-    assert last_took == [[_applied(1)]]
-
-
-async def _note(seen: list[int], fanout: FanOut, last_took: list[list[Applied]]) -> None:
-    seen.append(fanout.statistics()["last"] + len(last_took))
-
-
-async def _take(took: list[list[Applied]], applied: list[Applied]) -> None:
-    took.append(applied)
+        await inbox.send([_applied(0)])
+        await trio.testing.wait_all_tasks_blocked()  # last is inside batch 0 now
+        for n in range(1, 11):
+            await inbox.send([_applied(n)])
+            await trio.testing.wait_all_tasks_blocked()
+        release.set()
+    assert seen_by_first[1:] == list(range(1, 11))
 
 
 def _applied(n: int) -> Applied:
