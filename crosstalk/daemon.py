@@ -39,12 +39,9 @@ from crosstalk.actors.relay_link import (
 )
 from crosstalk.actors.relay_link_api import OutboxWrite
 from crosstalk.actors.relay_link_store import SqliteLinkStore, device_id
-from crosstalk.actors.room import (
-    RoomActor,
-    RoomInput,
-    SendOp,
-)
+from crosstalk.actors.room import RoomActor, RoomInput
 from crosstalk.actors.room_inbound import inbound_applier
+from crosstalk.actors.room_send import SendOp
 from crosstalk.actors.router import Router, RouterInput
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.room import Applied

@@ -1,4 +1,5 @@
-"""The room actor: one per room. Seals what we send, opens and applies what arrives, in order.
+"""The room actor: one per room. Seals what we send (crosstalk.actors.room_send), opens and
+applies what arrives, in order.
 
 Inbound ops reach the store first (the relay link commits each one with its relay cursor before
 acknowledging it). ``Wake`` makes this actor apply everything after its own *applied* cursor, in
@@ -40,18 +41,15 @@ from crosstalk.actors import room_open
 from crosstalk.actors.context import ActorContext
 from crosstalk.actors.doorbell import Doorbell
 from crosstalk.actors.relay_client import RelayClient
-from crosstalk.actors.relay_link_api import OutboxWrite
+from crosstalk.actors.room_send import Sender, SendOp
 from crosstalk.core.room import Applied, Verdict, decide
-from crosstalk.errors import CrosstalkError, NotAMember, RemoteProtocolError, UnknownRoom
+from crosstalk.errors import RemoteProtocolError
 from crosstalk.store import room_keys, room_log
 from crosstalk.store.db import Store
-from crosstalk.store.membership import removal
-from crosstalk.store.rooms import get_room, room_key, signing_keys
+from crosstalk.store.rooms import room_key, signing_keys
 from crosstalk.wire.room_ops import (
     RoomOp,
     decode_op,
-    encode_op,
-    frame_body,
     unframe_body,
 )
 
@@ -60,23 +58,11 @@ log = logging.getLogger(__name__)
 BATCH = 200
 LOOKAHEAD = 1000  # ops looked through for a missing key per wake, while held
 OUTBOUND_BUFFER = 16
-NONCE_SIZE = 24
 
 
 @attrs.frozen
 class Wake:
     """Something new may be in the store for this room."""
-
-
-@attrs.frozen(eq=False)
-class SendOp:
-    """Seal ``op`` and queue it; ``reply`` hears the op id or an error (buffer >= 1)."""
-
-    op_id: str
-    op: RoomOp
-    reply: trio.MemorySendChannel[str | CrosstalkError]
-    epoch: int | None = None  # seal under this epoch's key, not the current one
-    also: OutboxWrite | None = None  # written in the transaction that queues it
 
 
 RoomInput = Wake | SendOp
@@ -181,8 +167,9 @@ class RoomActor:
             await self._doorbell.wait()  # the main task beats while it waits on the inbox
 
     async def _outbound(self, items: trio.MemoryReceiveChannel[SendOp]) -> None:
+        sender = Sender(self._room, self._store, self._keys, self._relay, self._random)
         async for item in items:
-            await self._send(item)
+            await sender.send(item)
 
     # --- inbound ---------------------------------------------------------------------------------
 
@@ -391,57 +378,3 @@ class RoomActor:
                     applier(conn, entry)
         last = opened[-1].seq
         room_log.advance_applied(conn, self._room, last)
-
-    # --- outbound --------------------------------------------------------------------------------
-
-    async def _send(self, item: SendOp) -> None:
-        try:
-            if item.epoch is None:
-                epoch, key = await self._store.read(self._current_key)
-            else:
-                epoch, key = item.epoch, await self._store.read(
-                    lambda conn: _key_of(conn, self._room, item.epoch or 0)
-                )
-            sealed = crypto.seal_op(
-                self._keys,
-                key,
-                encode_op(item.op),
-                room_id=self._room,
-                epoch=epoch,
-                op_id=item.op_id,
-                nonce=self._random(NONCE_SIZE),
-            )
-            await self._relay.post(
-                self._room, item.op_id, frame_body(epoch, sealed), also=item.also
-            )
-        except CrosstalkError as exc:
-            _answer(item.reply, exc)
-            return
-        _answer(item.reply, item.op_id)
-
-    def _current_key(self, conn: sqlite3.Connection) -> tuple[int, bytes]:
-        room = get_room(conn, self._room)
-        removed = removal(conn, self._room)
-        if removed is not None:
-            name, by = removed
-            raise NotAMember(f"You were removed from #{name}" + (f" by {by}." if by else "."))
-        key = room_key(conn, self._room, room.epoch)
-        if key is None:
-            raise UnknownRoom(f"There is no key for room {room.name!r} here.")
-        return room.epoch, key
-
-
-def _key_of(conn: sqlite3.Connection, room_id: str, epoch: int) -> bytes:
-    key = room_key(conn, room_id, epoch)
-    if key is None:
-        raise UnknownRoom(f"There is no key for epoch {epoch} of this room here.")
-    return key
-
-
-def _answer(
-    reply: trio.MemorySendChannel[str | CrosstalkError], value: str | CrosstalkError
-) -> None:
-    try:
-        reply.send_nowait(value)
-    except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
-        log.info("a sender stopped waiting for its answer")

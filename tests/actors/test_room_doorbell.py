@@ -9,7 +9,8 @@ import trio
 from crosstalk.actors.doorbell import Doorbell
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.actors.relay_link import LinkCommand, LinkTimings
-from crosstalk.actors.room import RoomActor, SendOp
+from crosstalk.actors.room import RoomActor
+from crosstalk.actors.room_send import SendOp
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.room import Applied
 from crosstalk.errors import CrosstalkError
