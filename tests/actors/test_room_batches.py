@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
-import tempfile
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 import pytest
 import trio
@@ -19,13 +16,11 @@ from crosstalk.actors.room import BATCH, RoomActor, Wake
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.room import Applied
 from crosstalk.store.db import Store
-from crosstalk.store.rooms import Room, RoomMember, add_member, add_room
 from crosstalk.wire.room_ops import MessageOp, encode_op, frame_body
+from tests.actors.room_stores import ANA, BEN, insert_inbound, room_of_two
 
 ROOM = "r" * 32
 KEY = bytes(range(32))
-ANA = crypto.Keys(b"\x01" * 32, b"\x02" * 32)
-BEN = crypto.Keys(b"\x03" * 32, b"\x04" * 32)
 COUNT = BATCH + 50
 
 
@@ -39,23 +34,13 @@ def _sealed(seq: int) -> bytes:
 
 @pytest.fixture
 async def store() -> AsyncIterator[Store]:
-    root = Path(tempfile.mkdtemp(prefix="ct-"))
-    opened = await Store.open(root / "state.db")
+    def ops(conn: sqlite3.Connection) -> None:
+        insert_inbound(conn, ROOM, [
+            (n, f"op-{n}", BEN.fingerprint, _sealed(n)) for n in range(1, COUNT + 1)
+        ])
 
-    def setup(conn: sqlite3.Connection) -> None:
-        add_room(conn, Room(ROOM, "team", "shared", "joined", 0, 0.0), KEY)
-        for keys, label in ((ANA, "ana"), (BEN, "ben")):
-            add_member(conn, RoomMember(ROOM, keys.fingerprint, label, keys.ed_pub, keys.x_pub))
-        conn.executemany(
-            "INSERT INTO relay_inbound (room_id, op_id, seq, sender, body, relay_ts, received_at) "
-            "VALUES (?, ?, ?, ?, ?, 0, 0)",
-            [(ROOM, f"op-{n}", n, BEN.fingerprint, _sealed(n)) for n in range(1, COUNT + 1)],
-        )
-
-    await opened.write(setup)
-    yield opened
-    await opened.close()
-    shutil.rmtree(root, ignore_errors=True)
+    async with room_of_two(ROOM, KEY, ops) as opened:
+        yield opened
 
 
 async def test_each_batch_is_wrapped_by_the_apply_scopes_inside_its_transaction(

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
-import tempfile
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 import trio
@@ -18,13 +15,11 @@ from crosstalk.actors.room import RoomActor, Wake
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.room import Applied
 from crosstalk.store.db import Store
-from crosstalk.store.rooms import Room, RoomMember, add_member, add_room
 from crosstalk.wire.room_ops import MessageOp, encode_op, frame_body
+from tests.actors.room_stores import ANA, BEN, room_of_two
 
 ROOM = "r" * 32
 KEY = bytes(range(32))
-ANA = crypto.Keys(b"\x01" * 32, b"\x02" * 32)
-BEN = crypto.Keys(b"\x03" * 32, b"\x04" * 32)
 MALLORY = crypto.Keys(b"\x05" * 32, b"\x06" * 32)
 
 
@@ -38,18 +33,8 @@ def _sealed(signer: crypto.Keys, op_id: str, text: str, nonce: bytes) -> bytes:
 
 @pytest.fixture
 async def store() -> AsyncIterator[Store]:
-    root = Path(tempfile.mkdtemp(prefix="ct-"))
-    opened = await Store.open(root / "state.db")
-
-    def setup(conn: sqlite3.Connection) -> None:
-        add_room(conn, Room(ROOM, "team", "shared", "joined", 0, 0.0), KEY)
-        for keys, label in ((ANA, "ana"), (BEN, "ben")):
-            add_member(conn, RoomMember(ROOM, keys.fingerprint, label, keys.ed_pub, keys.x_pub))
-
-    await opened.write(setup)
-    yield opened
-    await opened.close()
-    shutil.rmtree(root, ignore_errors=True)
+    async with room_of_two(ROOM, KEY) as opened:
+        yield opened
 
 
 def _inbound(conn: sqlite3.Connection, seq: int, op_id: str, sender: str, body: bytes) -> None:

@@ -5,11 +5,8 @@ whose apply fails is rolled back whole and applied again later."""
 from __future__ import annotations
 
 import logging
-import shutil
 import sqlite3
-import tempfile
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import cast
 
 import pytest
@@ -25,13 +22,11 @@ from crosstalk.core.room import Applied
 from crosstalk.errors import LocalProtocolError
 from crosstalk.store import room_log
 from crosstalk.store.db import Store
-from crosstalk.store.rooms import Room, RoomMember, add_member, add_room
 from crosstalk.wire.room_ops import MessageOp, encode_op, frame_body
+from tests.actors.room_stores import ANA, BEN, insert_inbound, room_of_two
 
 ROOM = "p" * 32
 KEY = bytes(range(32))
-ANA = crypto.Keys(b"\x01" * 32, b"\x02" * 32)
-BEN = crypto.Keys(b"\x03" * 32, b"\x04" * 32)
 MALLORY = crypto.Keys(b"\x05" * 32, b"\x06" * 32)
 COUNT = 64  # one batch, opened on two threads
 FORGED = 36  # signed by Mallory, though the relay says Ben sent it
@@ -54,25 +49,15 @@ def _sealed(signer: crypto.Keys, seq: int) -> bytes:
 @pytest.fixture
 async def store() -> AsyncIterator[Store]:
     """Room ``ROOM`` with ana and ben, and ``COUNT`` ops from ben, one of them forged."""
-    root = Path(tempfile.mkdtemp(prefix="ct-"))
-    opened = await Store.open(root / "state.db")
-
-    def setup(conn: sqlite3.Connection) -> None:
-        add_room(conn, Room(ROOM, "team", "shared", "joined", 0, 0.0), KEY)
-        for keys, label in ((ANA, "ana"), (BEN, "ben")):
-            add_member(conn, RoomMember(ROOM, keys.fingerprint, label, keys.ed_pub, keys.x_pub))
+    def ops(conn: sqlite3.Connection) -> None:
         conn.execute("CREATE TABLE applied_here (seq INTEGER PRIMARY KEY)")
-        conn.executemany(
-            "INSERT INTO relay_inbound (room_id, op_id, seq, sender, body, relay_ts, received_at) "
-            "VALUES (?, ?, ?, ?, ?, 0, 0)",
-            [(ROOM, f"op-{n}", n, BEN.fingerprint, _sealed(MALLORY if n == FORGED else BEN, n))
-             for n in range(1, COUNT + 1)],
-        )
+        insert_inbound(conn, ROOM, [
+            (n, f"op-{n}", BEN.fingerprint, _sealed(MALLORY if n == FORGED else BEN, n))
+            for n in range(1, COUNT + 1)
+        ])
 
-    await opened.write(setup)
-    yield opened
-    await opened.close()
-    shutil.rmtree(root, ignore_errors=True)
+    async with room_of_two(ROOM, KEY, ops) as opened:
+        yield opened
 
 
 def _actor(store: Store, **kwargs: object) -> RoomActor:
