@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from crosstalk import crypto
 from crosstalk.core.memory import MemoryState
@@ -17,6 +21,7 @@ from crosstalk.store import memory as m
 from crosstalk.store.db import connect
 from crosstalk.store.memory_log import MemoryFollower
 from crosstalk.store.rooms import Contact, Room, RoomMember, add_member, add_room, upsert_contact
+from crosstalk.wire.converter import converter
 from crosstalk.wire.memory import (
     FactAdd,
     FactConfirm,
@@ -24,6 +29,9 @@ from crosstalk.wire.memory import (
     FactForget,
     MemoryOp,
     OpContext,
+    Outcome,
+    OutcomeCode,
+    Person,
     TaskAdd,
     TaskClaim,
 )
@@ -96,6 +104,30 @@ def test_stored_memory_reloads_to_the_same_hash(conn: sqlite3.Connection) -> Non
     assert reloaded.last_seq == 5
     assert reloaded.state_hash() == expected.state_hash()
     assert MemoryFollower(ANA.fingerprint).state(conn, ROOM).state_hash() == expected.state_hash()
+
+
+_OUTCOMES = st.builds(
+    Outcome,
+    op_id=st.text(),
+    seq=st.integers(min_value=1, max_value=2**63 - 1),
+    code=st.sampled_from(OutcomeCode),
+    winner=st.none() | st.builds(Person, st.text(), st.text()),
+    duplicate=st.booleans(),
+)
+
+
+@given(_OUTCOMES)
+def test_an_outcome_row_is_the_canonical_json_of_the_outcome(outcome: Outcome) -> None:
+    """The hand-written outcome row is exactly what the converter and sorted JSON would write."""
+    expected = json.dumps(converter.unstructure(outcome), sort_keys=True, separators=(",", ":"))
+    assert m.outcome_body(outcome) == expected
+
+
+def test_the_hand_written_outcome_row_knows_every_field_of_outcome() -> None:
+    """A field added to Outcome must be added to its hand-written row too (this fails first)."""
+    assert [f.name for f in attrs.fields(Outcome)] == [
+        "op_id", "seq", "code", "winner", "duplicate",
+    ]
 
 
 def test_our_own_op_is_applied_at_the_seq_the_relay_gave_it(conn: sqlite3.Connection) -> None:
