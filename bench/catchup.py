@@ -8,6 +8,10 @@ as a daemon's does: batches of ``BATCH`` ops, each opened (seal and signature), 
 applied through the memory applier and its apply scope in one transaction, committed, and
 handed to the applied listener. Bytes: what the relay would deliver (framed sealed bodies).
 
+*Floor*: the same bodies opened (decrypted, signature checked) with nothing else, on one thread
+and the way the room actor opens a batch (``room_open.open_all``, two threads): what the
+catch-up costs at least, since every op must be opened and checked.
+
 *Snapshot*: a room with N facts (about 250 characters of varied words each). Timed on the
 sender: canonical bytes, compress, split, sign. Timed on the receiver: the pieces go through the
 applier of a member with a hole; the last one verifies the signature, decompresses, checks the
@@ -31,9 +35,10 @@ import nacl.utils
 import trio
 
 from crosstalk import crypto
+from crosstalk.actors import room_open
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.actors.relay_link import LinkCommand, LinkTimings
-from crosstalk.actors.room import RoomActor
+from crosstalk.actors.room import BATCH, RoomActor
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.memory import MemoryState, canonical_bytes
 from crosstalk.core.memory_transfer import pack_snapshot, signed_message
@@ -49,6 +54,7 @@ from crosstalk.wire.room_ops import (
     SyncChunk,
     encode_op,
     frame_body,
+    unframe_body,
 )
 
 ROOM = "bench-room"
@@ -132,6 +138,23 @@ def missed_ops(count: int, workdir: Path) -> dict[str, float]:
     return {"ops": count, "seconds": elapsed, "bytes": float(sum(len(b) for b in bodies))}
 
 
+def open_floor(count: int) -> dict[str, float]:
+    """Seconds to open ``count`` ops alone, on one thread and as the room actor opens a batch."""
+    jobs = []
+    for n, body in enumerate(_bodies(count)):
+        epoch, sealed = unframe_body(body)
+        jobs.append(room_open.ToOpen(KEY, sealed, PEER.ed_pub, epoch, f"op{n}"))
+    started = time.perf_counter()
+    opened = room_open.open_inline(ROOM, jobs)
+    one_thread = time.perf_counter() - started
+    started = time.perf_counter()
+    for first in range(0, count, BATCH):
+        room_open.open_all(ROOM, jobs[first : first + BATCH])
+    as_the_actor = time.perf_counter() - started
+    assert all(isinstance(plain, bytes) for plain in opened)
+    return {"ops": count, "one_thread_seconds": one_thread, "as_actor_seconds": as_the_actor}
+
+
 def _big_state(facts: int) -> MemoryState:
     """``facts`` facts of about 250 characters of varied words (so compression is not flattered)."""
     state = MemoryState(ROOM)
@@ -185,12 +208,15 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         result = {"missed_ops": missed_ops(args.ops, Path(tmp)),
+                  "open_floor": open_floor(args.ops),
                   "snapshot": snapshot(args.facts, Path(tmp))}
     if args.json:
         print(json.dumps(result))
         return
-    ops, snap = result["missed_ops"], result["snapshot"]
+    ops, snap, floor = result["missed_ops"], result["snapshot"], result["open_floor"]
     print(f"{ops['ops']:.0f} missed ops: {ops['seconds']:.2f} s, {ops['bytes'] / 1e6:.2f} MB")
+    print(f"opening them alone: {floor['one_thread_seconds']:.2f} s on one thread, "
+          f"{floor['as_actor_seconds']:.2f} s as the room actor opens batches")
     print(f"{snap['facts']:.0f}-fact snapshot: {snap['canonical_bytes'] / 1e6:.2f} MB canonical, "
           f"{snap['compressed_bytes'] / 1e6:.2f} MB compressed in {snap['pieces']:.0f} pieces "
           f"({snap['wire_bytes'] / 1e6:.2f} MB as ops); send {snap['send_seconds']:.2f} s, "
