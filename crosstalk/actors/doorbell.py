@@ -27,12 +27,6 @@ class Doorbell:
     def pending(self) -> bool:
         return self._event.is_set()
 
-    def clear(self) -> None:
-        """Forget the rings so far: for a caller about to look at everything they were rung
-        for (a ringer commits before it rings, so a look that starts now sees it)."""
-        if self._event.is_set():
-            self._event = trio.Event()
-
     async def wait(self) -> None:
         """Return once the bell has rung since the last ``wait`` returned."""
         await self._event.wait()

@@ -22,15 +22,6 @@ order, so a scope changes how much a batch costs, never what it does.
 A running room can also apply inside the relay link's own transaction as it takes ops in
 (:meth:`RoomActor.apply_within`, through crosstalk.actors.room_inbound): an op is then received
 and held with one commit, not two, and the next catch-up hands the batch on, in seq order.
-
-A wake after a look that took everything (the link's apply or our own catch-up: nothing held,
-not a full batch) first *reads* whether the log holds anything after the applied cursor, and
-opens a write transaction only if it does. The wake that follows the link's apply so costs a
-read, not a write; the router's ring for the same ops, made while the batch is handed on, is
-answered by that same look (the bell is cleared just before it), not by a wake of its own.
-Every ring is still looked at: a ringer commits before it rings, a look that starts after the
-ring sees the commit, and with nothing after the cursor the write would have opened nothing (a
-roster or key change matters only to an op that is there to open).
 """
 
 from __future__ import annotations
@@ -134,10 +125,6 @@ class RoomActor:
         self._held_at: int | None = None
         self._held = False  # the last batch stopped at an op it had to hold
         self._handed: list[Applied] = []  # applied in the relay link's commit, not yet handed on
-        # The last look took everything the log held (not held, not a full batch): a hint that
-        # the next wake's look may be a read, and the write only if that read finds something.
-        self._settled = False
-        self._within_settled = False  # what the link's apply_within found, until it commits
         # Appliers that only take room keys (rekeys, shares): safe to run ahead of the log.
         self._key_takers = tuple(key_takers)
         self._scanned: tuple[int, int] | None = None  # (held seq, looked ahead up to seq)
@@ -154,7 +141,6 @@ class RoomActor:
         # loop that wait would be on ourselves.
         outbound_send, outbound_receive = trio.open_memory_channel[SendOp](OUTBOUND_BUFFER)
         self._running = True
-        self._settled = False  # while we were down the link took ops in without us
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._inbound, ctx)
@@ -193,11 +179,6 @@ class RoomActor:
             # our own (whatever that one opens comes after it in the log).
             handed, self._handed = self._handed, []
             await self._on_applied(handed)
-        # Rings since we woke (the router's for what the link applied, during the hand-on)
-        # are for commits the look below sees: they need no wake of their own after it.
-        self._doorbell.clear()
-        if self._settled and not await self._store.read(self._anything_pending):
-            return  # the ring brought nothing to open: no write transaction of our own
         while True:
             opened = await self._store.write(self._open_and_apply)
             if self._handed:  # each batch follows all that were committed before it
@@ -209,27 +190,18 @@ class RoomActor:
             if opened and self._held:
                 continue  # what we just applied (a key, a roster name) may open the held op
             if len(opened) < BATCH:
-                self._settled = not self._held
                 return  # anything committed since our transaction began comes with a Wake
 
     def apply_within(self, conn: sqlite3.Connection) -> list[Applied]:
         """Open and apply the next batch inside a write transaction that someone else holds
         (the relay link's, which just took the ops in; see crosstalk.actors.room_inbound).
         Once it committed, give the result to :meth:`applied_elsewhere`."""
-        self._settled = False  # until that commit is known to have happened
-        applied = self._open_and_apply(conn)
-        self._within_settled = not self._held and len(applied) < BATCH
-        return applied
+        return self._open_and_apply(conn)
 
     def applied_elsewhere(self, applied: list[Applied]) -> None:
         """What :meth:`apply_within` applied is committed: the next catch-up hands it on."""
         self._handed.extend(applied)
-        self._settled = self._within_settled
         self._doorbell.ring()
-
-    def _anything_pending(self, conn: sqlite3.Connection) -> bool:
-        """Whether the log holds an op after the applied cursor (what a write would open)."""
-        return bool(room_log.pending(conn, self._room, 1))
 
     def _open_and_apply(self, conn: sqlite3.Connection) -> list[Applied]:
         """Open the next batch and apply it, in one transaction."""

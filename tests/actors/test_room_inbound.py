@@ -44,8 +44,6 @@ class _World:
         self.applied_in: list[tuple[str, int]] = []  # (op id, inbound rows seen in that txn)
         self.handed: list[list[str]] = []
         self.writes = 0  # write transactions so far (see _counting)
-        self.reads = 0
-        self.on_hand: Callable[[], None] = lambda: None  # runs as a batch is handed on
         self.writes_when_handed: list[int] = []
         self.handed_send, self.handed_receive = trio.open_memory_channel[list[str]](100)
 
@@ -56,15 +54,12 @@ class _World:
 
     async def on_applied(self, applied: list[Applied]) -> None:
         self.writes_when_handed.append(self.writes)
-        self.on_hand()
         self.handed_send.send_nowait([a.op_id for a in applied])
 
     async def counting(self, fn: Callable[..., Any], *args: Any, limiter: Any = None) -> Any:
         """The store's runner: counts write transactions (the limiter tells them apart)."""
         if limiter is not None and fn.__name__ == "_run_write":
             self.writes += 1
-        if fn.__name__ == "_run_read":
-            self.reads += 1
         return await run_inline(fn, *args, limiter=limiter)
 
 
@@ -166,106 +161,3 @@ async def test_a_stopped_room_is_left_to_its_own_catch_up() -> None:
             with trio.fail_after(10):
                 assert await world.handed_receive.receive() == ["b1"]
         assert [op for op, _ in world.applied_in] == ["b1"]
-
-
-async def test_after_the_links_apply_the_room_opens_no_write_of_its_own() -> None:
-    """Once the link applied everything it committed, the wakes that follow (the link's, the
-    router's for the same ops) read the log and find nothing: no empty write transaction."""
-    world = _World(None)  # type: ignore[arg-type]  # the store comes next, with the runner
-    async with room_store(world.counting) as store:
-        world.store = store
-        doorbell = Doorbell()
-        link_send, link_receive = trio.open_memory_channel[LinkCommand](1)
-        async with link_receive, running(Supervisor(heartbeat=5.0)) as sup:
-            room = RoomActor(
-                room_id=ROOM, store=store, keys=ANA, relay=RelayClient(link_send, LinkTimings()),
-                appliers=[world.applier], on_applied=world.on_applied, doorbell=doorbell,
-            )
-            await sup.start_actor("room", room)
-            await trio.testing.wait_all_tasks_blocked()
-            link_store = SqliteLinkStore(store, apply_inbound=inbound_applier({ROOM: room}))
-            await link_store.commit_inbound_many([_op(1)], 100.0)
-            committed = world.writes
-            doorbell.ring()  # the router's wake for the same op
-            await trio.testing.wait_all_tasks_blocked()
-            assert world.writes == committed
-            assert await world.handed_receive.receive() == ["b1"]
-
-
-async def test_a_ring_during_the_hand_on_is_answered_by_the_look_after_it() -> None:
-    """The router's ring for what the link applied, made while the room hands the batch on,
-    is covered by the one read that follows: no second wake, no second look."""
-    world = _World(None)  # type: ignore[arg-type]  # the store comes next, with the runner
-    async with room_store(world.counting) as store:
-        world.store = store
-        doorbell = Doorbell()
-        world.on_hand = doorbell.ring
-        link_send, link_receive = trio.open_memory_channel[LinkCommand](1)
-        async with link_receive, running(Supervisor(heartbeat=5.0)) as sup:
-            room = RoomActor(
-                room_id=ROOM, store=store, keys=ANA, relay=RelayClient(link_send, LinkTimings()),
-                appliers=[world.applier], on_applied=world.on_applied, doorbell=doorbell,
-            )
-            await sup.start_actor("room", room)
-            await trio.testing.wait_all_tasks_blocked()
-            link_store = SqliteLinkStore(store, apply_inbound=inbound_applier({ROOM: room}))
-            reads, writes = world.reads, world.writes
-            await link_store.commit_inbound_many([_op(1)], 100.0)
-            await trio.testing.wait_all_tasks_blocked()
-            assert (world.reads - reads, world.writes - writes) == (1, 1)  # the link's write
-            assert not doorbell.pending()
-
-
-class _TrustsItsHint(RoomActor):
-    """The planted bug: after the link's apply it takes its hint for the store and never
-    looks, so a ring for anything committed elsewhere is lost."""
-
-    async def _catch_up(self, ctx: Any) -> None:
-        if self._settled:
-            handed, self._handed = self._handed, []
-            if handed and self._on_applied is not None:
-                await self._on_applied(handed)
-            return
-        await super()._catch_up(ctx)
-
-
-async def _ring_from_elsewhere(actor: type[RoomActor]) -> list[str]:
-    """The link applies b1; then b2 is committed outside the link's apply and its committer
-    rings, before the room's catch-up has run. Returns what the room applied."""
-    async with room_store() as store:
-        world = _World(store)
-        doorbell = Doorbell()
-        link_send, link_receive = trio.open_memory_channel[LinkCommand](1)
-        async with link_receive, running(Supervisor(heartbeat=5.0)) as sup:
-            room = actor(
-                room_id=ROOM, store=store, keys=ANA, relay=RelayClient(link_send, LinkTimings()),
-                appliers=[world.applier], on_applied=world.on_applied, doorbell=doorbell,
-            )
-            await sup.start_actor("room", room)
-            await trio.testing.wait_all_tasks_blocked()
-            link_store = SqliteLinkStore(store, apply_inbound=inbound_applier({ROOM: room}))
-            await link_store.commit_inbound_many([_op(1)], 100.0)
-            await store.write(lambda conn: _insert(conn, _op(2)))  # no room_apply for it
-            doorbell.ring()
-            await trio.testing.wait_all_tasks_blocked()
-        return [op for op, _ in world.applied_in]
-
-
-def _insert(conn: sqlite3.Connection, op: Op) -> None:
-    conn.execute(
-        "INSERT INTO relay_inbound (room_id, op_id, seq, sender, body, relay_ts, received_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, 0)",
-        (op.room, op.op_id, op.seq, op.sender, op.body, op.ts),
-    )
-
-
-async def test_a_ring_from_elsewhere_after_the_links_apply_is_looked_at() -> None:
-    """An op committed outside the link's apply, rung for between that apply and the room's
-    catch-up, is applied: the room's read of the log finds it and it writes."""
-    assert await _ring_from_elsewhere(RoomActor) == ["b1", "b2"]
-
-
-async def test_a_room_that_trusts_its_hint_loses_that_ring() -> None:
-    """The planted bug: skipping the look after the link's apply leaves b2 unapplied, which
-    the test above would catch."""
-    assert await _ring_from_elsewhere(_TrustsItsHint) == ["b1"]
