@@ -41,6 +41,13 @@ class FakeServer:
     subs: dict[str, str] = attrs.Factory(dict)  # sid -> subject
     stream_opened: trio.Event = attrs.Factory(trio.Event)  # replaced once set
     connects: list[dict[str, object]] = attrs.Factory(list)  # each CONNECT's options
+    reading: dict[int, trio.CancelScope] = attrs.Factory(dict)  # each connection's pending read
+
+    def stall(self, number: int) -> None:
+        """Stop reading connection ``number`` now, even a read already waiting for data."""
+        self.stalled = number
+        if number in self.reading:
+            self.reading[number].cancel()
 
     async def open_stream(self, url: str) -> trio.abc.Stream:
         assert self.nursery is not None
@@ -62,7 +69,11 @@ class FakeServer:
             while True:
                 if number == self.stalled:
                     await trio.sleep_forever()
-                data = await stream.receive_some()
+                data = None
+                with trio.CancelScope() as self.reading[number]:
+                    data = await stream.receive_some()
+                if data is None:
+                    continue  # stalled while waiting: nothing was taken from the client
                 if not data:
                     return
                 buffer += data
@@ -293,7 +304,10 @@ async def test_a_write_cut_short_by_its_timeout_drops_the_connection(
     server = FakeServer(lockstep=True)
     back = trio.Event()
     async with connected(server, on_reconnect=back.set) as conn:
-        server.stalled = 0
+        # Nothing else is being written when the server stops reading (the handshake's and the
+        # subscriptions' writes are done), so the request's own write is the one that blocks.
+        await trio.testing.wait_all_tasks_blocked()
+        server.stall(0)
         start = trio.current_time()
         with pytest.raises(StorageUnavailable):
             await conn.request("svc", b"x", limit=1.0)
