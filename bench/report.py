@@ -162,7 +162,11 @@ def daemon(runs: dict[str, Any]) -> str:
         "socket until `status` answers; the baseline is `python3 -c 'import json, socket'`. "
         "The socket is bound first and `status` is answered by the start-up gate (saying what "
         "is still starting) while the features import on a worker thread; other requests wait "
-        "for the full start (the next row: until `status` names nothing still starting).",
+        "for the full start (the next row: until `status` names nothing still starting). "
+        "The package's bytecode is written before timing, as an installed package has it "
+        "(this machine runs with `PYTHONDONTWRITEBYTECODE=1`; pages before 2026-12-02 timed a "
+        "start that compiled most of crosstalk from source, so their figures are not "
+        "comparable).",
         "- *Idle RSS* is the daemon's resident set a few seconds after start, against an idle "
         "bare interpreter.",
         "- *Control round trip* is `{\"v\":1,\"op\":\"status\"}` on one open connection; the "
