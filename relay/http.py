@@ -5,17 +5,17 @@ sees it, so the shell reads the request head itself first: an upgrade is handed 
 through :class:`ReplayStream` (which gives back the bytes already read), anything else is a small
 HTTP/1.1 exchange answered here (``GET /health``, ``GET /metrics``) and closed.
 
-The same stream carries the shell's own writes beside trio-websocket's: :func:`text_frames`
-encodes a connection's queued frames and :meth:`ReplayStream.send_all_if` writes them in one
-call, where ``send_message`` would write once per frame (a quarter of the relay's time under
-fan-out went to those writes). Every write on the stream holds one lock, so bytes from the two
-writers never interleave.
+The same stream carries the shell's own writes beside trio-websocket's: :func:`text_frame`
+encodes each frame once and :meth:`ReplayStream.send_all_if` writes a connection's queued
+frames in one call, where ``send_message`` would write once per frame (a quarter of the relay's
+time under fan-out went to those writes). Every write on the stream holds one lock, so bytes
+from the two writers never interleave.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 import attrs
 import trio
@@ -89,11 +89,6 @@ def text_frame(text: str) -> bytes:
     else:
         head = struct.pack("!BBQ", 0x81, 127, size)
     return head + payload
-
-
-def text_frames(texts: Iterable[str]) -> bytes:
-    """Several texts as consecutive frames (see :func:`text_frame`), in order."""
-    return b"".join(text_frame(text) for text in texts)
 
 
 def _always() -> bool:

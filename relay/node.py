@@ -42,6 +42,7 @@ from crosstalk.crypto import fingerprint
 from crosstalk.errors import CrosstalkError, RemoteProtocolError, StorageUnavailable
 from crosstalk.wire import relay as w
 from relay.effects import Close, Effect, Send
+from relay.http import ReplayStream
 from relay.limits import RelayConfig
 from relay.nats_store import NatsStorage, WriteConflict
 from relay.node_feed import FedServer
@@ -253,10 +254,11 @@ class NodeServer(FedServer):
         self.counters.committed_writes += len(writes)
 
     async def _run_link(
-        self, ws: WebSocketConnection, conn: int, source: str, reason: list[str | None]
+        self, ws: WebSocketConnection, stream: ReplayStream, conn: int, source: str,
+        reason: list[str | None],
     ) -> None:
         try:
-            await super()._run_link(ws, conn, source, reason)
+            await super()._run_link(ws, stream, conn, source, reason)
         finally:
             self.presence.changed()
 

@@ -111,7 +111,6 @@ class RelayServer:
         self._wake = trio.Event()
         self._drained = trio.Event()
         self._links: dict[int, _Link] = {}
-        self._streams: dict[int, ReplayStream] = {}  # from _websocket to _run_link
         self._next_conn = 0
 
     async def serve(
@@ -318,9 +317,7 @@ class RelayServer:
             self._handshaking.pop(token, None)  # the core counts it from here on
             reason: list[str | None] = [None]
             try:
-                # Handed over beside the call, whose signature subclasses extend (node.py).
-                self._streams[conn] = stream
-                await self._run_link(ws, conn, source, reason)
+                await self._run_link(ws, stream, conn, source, reason)
             finally:
                 # When the relay is stopping, trio-websocket's reader is cancelled with us, so
                 # the peer's close reply can never be read: send our close frame and go.
@@ -334,9 +331,9 @@ class RelayServer:
                 nursery.cancel_scope.cancel()
 
     async def _run_link(
-        self, ws: WebSocketConnection, conn: int, source: str, reason: list[str | None]
+        self, ws: WebSocketConnection, stream: ReplayStream, conn: int, source: str,
+        reason: list[str | None],
     ) -> None:
-        stream = self._streams.pop(conn)
         send, receive = trio.open_memory_channel[bytes | None](OUTBOX)
         with trio.CancelScope() as scope:
             link = self._links[conn] = _Link(send, scope, trio.current_time())

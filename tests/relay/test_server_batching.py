@@ -14,7 +14,7 @@ from wsproto.connection import Connection, ConnectionType
 from wsproto.events import TextMessage
 
 from crosstalk.wire import relay as w
-from relay.http import text_frames
+from relay.http import text_frame
 from relay.server import WRITE_BYTES, RelayServer, ShellTimings
 from relay.storage import MemoryStorage
 from tests.relay.client import Identity, RelayClient, handshake, pair_and_room
@@ -112,7 +112,7 @@ def test_text_frames_parse_as_separate_messages_at_every_length_form(size: int) 
     """Frames around each length encoding (7-bit, 16-bit, 64-bit) parse back whole and in order."""
     texts = ["é" * (size // 2) + "a" * (size % 2), "second", "x" * size]
     client = Connection(ConnectionType.CLIENT)
-    client.receive_data(text_frames(texts))
+    client.receive_data(b"".join(text_frame(text) for text in texts))
     got = list(client.events())
     assert all(isinstance(e, TextMessage) and e.message_finished for e in got)
     assert [e.data for e in got if isinstance(e, TextMessage)] == texts
