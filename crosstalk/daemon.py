@@ -317,12 +317,11 @@ class Daemon:
 
     async def send_op(
         self, room_id: str, op: RoomOp, *, op_id: str | None = None, epoch: int | None = None,
-        also: OutboxWrite | None = None, plaintext: bytes | None = None,
+        also: OutboxWrite | None = None,
     ) -> str:
         """Seal ``op`` for ``room_id`` (under the current key, or ``epoch``'s) and commit it to
         the outbox, with ``also`` and the features' sent writers in that transaction; returns
-        its op id. ``plaintext`` is ``encode_op(op)`` when the caller has encoded it already
-        (to check its size): it is sealed as it is, not encoded again."""
+        its op id."""
         inbox = await self.room_inbox(room_id)
         if inbox is None:
             raise UnknownRoom(f"There is no room {room_id!r} here; `crosstalk room` lists yours.")
@@ -330,7 +329,7 @@ class Daemon:
         send, receive = trio.open_memory_channel[str | CrosstalkError](1)
         async with receive:
             also = self.seams.outbox_write(room_id, op_id, op, also)
-            await inbox.send(SendOp(op_id, op, send, epoch, also, plaintext))
+            await inbox.send(SendOp(op_id, op, send, epoch, also))
             answer = await receive.receive()
         if isinstance(answer, CrosstalkError):
             raise answer

@@ -39,7 +39,6 @@ class SendOp:
     reply: trio.MemorySendChannel[str | CrosstalkError]
     epoch: int | None = None  # seal under this epoch's key, not the current one
     also: OutboxWrite | None = None  # written in the transaction that queues it
-    plaintext: bytes | None = None  # encode_op(op), when the sender has it already
 
 
 @attrs.frozen
@@ -60,9 +59,8 @@ class Sender:
             else:
                 wanted = item.epoch
                 epoch, key = wanted, await self.store.read(lambda conn: self._key_of(conn, wanted))
-            plaintext = encode_op(item.op) if item.plaintext is None else item.plaintext
             sealed = crypto.seal_op(
-                self.keys, key, plaintext, room_id=self.room_id, epoch=epoch,
+                self.keys, key, encode_op(item.op), room_id=self.room_id, epoch=epoch,
                 op_id=item.op_id, nonce=self.randomness(NONCE_SIZE),
             )
             await self.relay.post(

@@ -57,7 +57,7 @@ class SendsOps(Protocol):
 
     async def send_op(
         self, room_id: str, op: RoomOp, *, op_id: str | None = None, epoch: int | None = None,
-        also: OutboxWrite | None = None, plaintext: bytes | None = None,
+        also: OutboxWrite | None = None,
     ) -> str: ...
 
     async def room_inbox(self, room_id: str) -> trio.MemorySendChannel[RoomInput] | None: ...

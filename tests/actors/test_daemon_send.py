@@ -12,7 +12,6 @@ from typing import Any
 import trio
 import trio.testing
 
-from crosstalk import crypto
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.daemon import Daemon
 from crosstalk.features import memory, threads
@@ -21,10 +20,10 @@ from crosstalk.paths import Home
 from crosstalk.store import messages
 from crosstalk.store.db import run_inline
 from crosstalk.store.identity import IdentityRecord, save_identity
-from crosstalk.wire.room_ops import MessageOp, RoomOp, encode_op, unframe_body
+from crosstalk.wire.room_ops import MessageOp, RoomOp
 from tests.actors.fakes import running
 from tests.actors.test_daemon_inbound import _unreachable
-from tests.actors.test_room_hold import ANA, KEYS, ROOM, room_store
+from tests.actors.test_room_hold import ANA, ROOM, room_store
 
 
 class _Writes:
@@ -125,24 +124,3 @@ async def test_a_memory_op_keeps_its_plaintext_in_the_commit_that_queues_it(
                 "SELECT count(*) FROM memory_sent s JOIN outbox o ON o.op_id = s.op_id"
             ).fetchall())
             assert kept == [(1,)]
-
-
-async def test_a_send_seals_the_plaintext_its_caller_encoded() -> None:
-    """``send_op(plaintext=...)`` seals those bytes as they are (the caller encoded the op to
-    check its size), not a second encoding of the op."""
-    with tempfile.TemporaryDirectory(prefix="ct-") as root:
-        async with room_store() as store, running(Supervisor(heartbeat=5.0)) as sup:
-            daemon = await _daemon_with(Home(Path(root)), store, sup)
-            op = MessageOp(msg_id="m1", text="hi")
-            given = encode_op(MessageOp(msg_id="m1", text="as the caller encoded it"))
-            await daemon.send_op(ROOM, op, op_id="m1", plaintext=given)
-            await daemon.send_op(ROOM, op, op_id="m2")
-            bodies = await store.read(lambda conn: conn.execute(
-                "SELECT op_id, frame FROM outbox ORDER BY op_id").fetchall())
-
-    def opened(op_id: str, body: bytes) -> bytes:
-        epoch, sealed = unframe_body(body)
-        return crypto.open_op(KEYS[epoch], sealed, sender_ed_pub=ANA.ed_pub, room_id=ROOM,
-                              epoch=epoch, op_id=op_id)
-
-    assert [opened(str(i), bytes(b)) for i, b in bodies] == [given, encode_op(op)]

@@ -209,18 +209,15 @@ async def arrive_locally(
     await daemon.tell_local([Applied(LOCAL_ROOM, 0, msg_id, sender, now, op)])
 
 
-def _encoded(op: MessageOp) -> bytes:
-    """The plaintext ``op`` is sealed as, or ``too_large`` (before anything is kept) if the
-    sealed op would not fit the relay's limit. The room seals these very bytes (``send_op``'s
-    ``plaintext``), so a send encodes its op once."""
-    plaintext = encode_op(op)
-    size = len(plaintext) + SEAL_OVERHEAD
+def _check_size(op: MessageOp) -> None:
+    """``too_large`` before anything is kept: ``op``, as it will be sealed (with its recipient),
+    must fit the relay's limit."""
+    size = len(encode_op(op)) + SEAL_OVERHEAD
     if size > MAX_OP_BODY:
         raise TooLarge(
             f"The message with its slices is {size // 1024} KiB; a message is at most "
             f"{MAX_OP_BODY // 1024} KiB. Attach fewer or smaller slices."
         )
-    return plaintext
 
 
 def _asked_us(conn: sqlite3.Connection, ref: str, asker: str) -> tuple[str, str]:
@@ -273,18 +270,18 @@ async def deliver(
     truncated = [i for i, sl in enumerate(op.slices) if sl.truncated]
     if params.to.startswith("me/"):  # our own other session: no relay at all
         local = attrs.evolve(op, to=params.to.removeprefix("me/") or None)
-        _encoded(local)  # the same limit as a message that crosses the relay
+        _check_size(local)  # the same limit as a message that crosses the relay
         mine = daemon.keys.fingerprint
         await arrive_locally(daemon, msg_id=op.msg_id, sender=mine, op=local, now=op.sent_at)
         return SendReply(id=op.msg_id, state="delivered", to=[params.to], truncated=truncated)
     address = await daemon.store.read(lambda c: resolve(c, params.to))
     op = attrs.evolve(op, to=address.to)
-    plaintext = _encoded(op)
+    _check_size(op)
     if params.unprompted:
         await daemon.store.write(
             lambda c: _spend_ration(c, address.label, params.because, op.sent_at)
         )
-    state = await _queue(daemon, op, plaintext, address, kind=kind)
+    state = await _queue(daemon, op, address, kind=kind)
     return SendReply(id=op.msg_id, state=state, to=[address.label], truncated=truncated)
 
 
@@ -292,7 +289,7 @@ async def _message(
     daemon: Host, params: SendParams, *, kind: Kind, correlation: str | None
 ) -> MessageOp:
     """The op ``params`` ask for, checked (empty, too long) before anything is kept; its size
-    is checked once its recipient is in it (:func:`_encoded`)."""
+    is checked once its recipient is in it (:func:`_check_size`)."""
     if not params.text.strip():
         raise UsageError("There is nothing to send: the message is empty.")
     if len(params.text) > MAX_TEXT:
@@ -320,12 +317,9 @@ async def _message(
     return op
 
 
-async def _queue(
-    daemon: Host, op: MessageOp, plaintext: bytes, address: Address, *, kind: Kind
-) -> str:
-    """Queue ``op`` (encoded as ``plaintext``) for ``address``'s room, recording it as sent by
-    us in the same commit, and return its delivery state after waiting briefly for the relay to
-    take it."""
+async def _queue(daemon: Host, op: MessageOp, address: Address, *, kind: Kind) -> str:
+    """Queue ``op`` for ``address``'s room, recording it as sent by us in the same commit, and
+    return its delivery state after waiting briefly for the relay to take it."""
     assert daemon.router is not None
     sent_send, sent_receive = trio.open_memory_channel[int](1)
     await daemon.router.send(WatchSent(op.msg_id, sent_send))
@@ -338,7 +332,7 @@ async def _queue(
         )
 
     await daemon.send_op(
-        address.room_id, op, op_id=op.msg_id, also=record, plaintext=plaintext
+        address.room_id, op, op_id=op.msg_id, also=record
     )
     with trio.move_on_after(SENT_WAIT):
         await sent_receive.receive()
