@@ -14,9 +14,11 @@ from types import SimpleNamespace
 from typing import cast
 
 import trio
+import trio.testing
+from trio.testing import MockClock
 
 from crosstalk.actors.control import OpTable
-from crosstalk.actors.receipts import ReceiptsActor
+from crosstalk.actors.receipts import LINGER, ReceiptsActor, wake
 from crosstalk.actors.relay_link_api import OutboxWrite
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.room import Applied
@@ -255,6 +257,59 @@ async def test_a_receipt_is_owed_no_more_once_the_commit_that_queues_it_returns(
         posts = OwedAfterEach(store)
         assert await ReceiptsActor(store=store, send_op=posts, ready=lambda: True).drain() is False
         assert posts.owed_after == [[("delivered", "r2", "b1" * 16)], []]
+
+
+class Timed(Posts):
+    """Posts, noting the (virtual) time of each."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store)
+        self.at: list[float] = []
+
+    async def __call__(
+        self, room_id: str, op: RoomOp, *, op_id: str | None = None,
+        also: OutboxWrite | None = None,
+    ) -> str:
+        self.at.append(trio.current_time())
+        return await super().__call__(room_id, op, op_id=op_id, also=also)
+
+
+async def test_messages_held_within_the_linger_share_one_receipt(
+    tmp_path: Path, autojump_clock: MockClock
+) -> None:
+    """Three messages held a tenth of a second apart, each waking the actor: one ``delivered``
+    receipt names all three, posted ``LINGER`` after the first wake (not later: the linger
+    starts at the first wake, the later ones do not push it back). One held later gets its own,
+    LINGER after its wake. Without the linger this is four posts."""
+    ids = [f"{n}0" * 16 for n in range(1, 5)]
+    async with open_store(tmp_path / "state.db") as store:
+        await store.write(_room_with_two_unread)
+        posts = Timed(store)
+        async with running(Supervisor(heartbeat=0.1)) as supervisor:  # linger > heartbeat
+            actor = ReceiptsActor(store=store, send_op=posts, ready=lambda: True)
+            inbox = await supervisor.start_actor("receipts", actor, inbox_size=1)
+            await trio.testing.wait_all_tasks_blocked()  # its drain at start: nothing owed
+            start = trio.current_time()
+            for n, msg in enumerate(ids[:3]):
+                await store.write(lambda c, m=msg: owe(c, "delivered", "r1", [m], 1.0))
+                wake(inbox)
+                if n < 2:
+                    await trio.sleep(0.1)
+            with trio.fail_after(5):
+                while not posts.posted:
+                    await posts.changed.wait()
+            await trio.sleep(1.0)
+            await store.write(lambda c: owe(c, "delivered", "r1", [ids[3]], 2.0))
+            late = trio.current_time()
+            wake(inbox)
+            with trio.fail_after(5):
+                while len(posts.posted) < 2:
+                    await posts.changed.wait()
+            [health] = supervisor.statistics()
+            assert health.restarts == 0
+        assert posts.posted == [("r1", Receipt("delivered", tuple(ids[:3]))),
+                                ("r1", Receipt("delivered", (ids[3],)))]
+        assert posts.at == [start + LINGER, late + LINGER]
 
 
 def _rows(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
