@@ -90,6 +90,18 @@ def list_sessions(conn: sqlite3.Connection) -> list[Session]:
     return [_session(r) for r in rows]
 
 
+def seen_since(conn: sqlite3.Connection, since: float) -> list[Session]:
+    """The sessions heard from at or after ``since``, in registration order.
+
+    Through ``sessions_by_last_seen``: the gate asks on every busy/idle turn and every arrival,
+    and sessions stay a month (retention) while only the last hours' count as live.
+    """
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM sessions WHERE last_seen >= ? ORDER BY registered_at", (since,)
+    ).fetchall()
+    return [_session(r) for r in rows]
+
+
 def session_statuses(conn: sqlite3.Connection) -> dict[str, SessionStatus]:
     """Every session's status by name, for the attention gate."""
     return {s.name: s.status for s in list_sessions(conn)}

@@ -199,3 +199,22 @@ def test_the_gate_reads_held_notices_through_the_pending_index(conn: sqlite3.Con
             plan = [str(row[3]) for row in conn.execute("EXPLAIN QUERY PLAN " + statement)]
             used = [line for line in plan if "notices" in line.split(" USING")[0]]
             assert used and all("INDEX notices_held" in line for line in used), (case, plan)
+
+
+def test_the_gate_reads_live_sessions_through_the_last_seen_index(
+    conn: sqlite3.Connection,
+) -> None:
+    """Retention keeps a month of sessions; every busy/idle turn and arrival reads the live
+    ones (the last hours), so the read searches by ``last_seen`` instead of loading them all."""
+    sessions.register_session(
+        conn, name="old", client="claude", project="p", inbox_socket=None, now=NOW - 86400 * 7
+    )
+    sessions.register_session(
+        conn, name="s1", client="claude", project="p", inbox_socket=None, now=NOW
+    )
+    statements = _traced(conn, lambda: gate_records.live(conn, NOW))
+    assert statements
+    for statement in statements:
+        plan = [str(row[3]) for row in conn.execute("EXPLAIN QUERY PLAN " + statement)]
+        assert any("sessions USING INDEX sessions_by_last_seen" in line for line in plan), plan
+    assert [s.name for s in gate_records.live(conn, NOW)] == ["s1"]
