@@ -556,3 +556,17 @@ def test_hook_import_path_skips_what_a_bare_interpreter_does_not_load() -> None:
     bare = loaded("import json, socket")
     extra = loaded("import crosstalk.hook.main") - bare
     assert not {m for m in extra if not m.startswith("crosstalk")} - {"__future__"}, extra
+
+
+def test_the_hook_uses_the_socket_c_module_not_socket_py() -> None:
+    """``socket.py`` (its enum tables, ``selectors``, ``array``) is a measurable share of the
+    hook's start-up and a unix socket needs none of it: the hook never loads it."""
+    code = (
+        "import sys, crosstalk.hook.main, crosstalk.core.dialects.claude; "
+        "print(sorted({'socket', 'selectors'} & set(sys.modules)))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", code], capture_output=True, text=True, timeout=30,
+        check=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
+    )
+    assert done.stdout.strip() == "[]"
