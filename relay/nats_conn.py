@@ -105,11 +105,12 @@ class NatsConnection:
 
     # --- calls ----------------------------------------------------------------------------------
 
-    async def publish(self, subject: str, payload: bytes,
-                      headers: dict[str, str] | None = None) -> None:
-        """Send a message (core NATS: nothing confirms it arrived)."""
+    async def publish(self, subject: str, payload: bytes, headers: dict[str, str] | None = None,
+                      reply: str | None = None) -> None:
+        """Send a message (core NATS: nothing confirms it arrived); answers to ``reply`` go to
+        whoever subscribed to it."""
         await self._wait_connected(self.timeout)
-        await self._send_now(wire.pub(subject, payload, headers=headers))
+        await self._send_now(wire.pub(subject, payload, reply=reply, headers=headers))
 
     async def request(self, subject: str, payload: bytes, headers: dict[str, str] | None = None,
                       limit: float | None = None) -> wire.Msg:

@@ -26,36 +26,31 @@ nats-server 2.9.21 (nats-server#4320), and the room subject check against a wild
 (``...-Subject``) and per-message TTLs need 2.11; older servers ignore those headers *silently*.
 So a node refuses to start against a server older than :data:`MIN_SERVER`.
 
-Every NATS call is bounded by ``timeout``. The hot path (the compare-and-set publishes and
-purges of :meth:`NatsStorage.acommit`, the feed and presence) runs on a Trio-native client
-(:mod:`relay.nats_conn`, started by the node in its own nursery), so a write costs no thread
-hand-off; loading, reloads and the synchronous :meth:`NatsStorage.commit` still use nats-py on
-an :class:`~relay.aio_bridge.AsyncioThread`.
+Every NATS call is bounded by ``timeout`` and goes through the Trio client
+(:mod:`relay.nats_conn`): the node's own connection (:attr:`NatsStorage.conn`, started by the
+node in its nursery) for everything a running node does (compare-and-set publishes and purges,
+reloads, device lookups, the feed and presence), and a connection on a Trio thread of its own
+(:class:`_SyncClient`) for the synchronous calls made before Trio runs (creating the stream,
+the relay key, the first load) and for :meth:`NatsStorage.commit`; a node closes that one once
+it has started. Reads that decide something (a load or reload, the last message of a subject)
+go to the stream leader: a scan reads through an ephemeral pull consumer, a single message
+through ``$JS.API.STREAM.MSG.GET`` (never a direct get, which a lagging replica may answer).
 """
 
 from __future__ import annotations
 
+import base64
+import concurrent.futures
+import itertools
 import json
+import secrets
+import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol, TypeVar
 
 import attrs
-import nats
 import trio
-from nats.aio.client import Client
-from nats.aio.msg import Msg
-from nats.errors import Error as NatsError
-from nats.js import JetStreamContext
-from nats.js.api import (
-    AckPolicy,
-    ConsumerConfig,
-    DeliverPolicy,
-    RePublish,
-    StorageType,
-    StreamConfig,
-)
-from nats.js.errors import APIError, NotFoundError
 
 from crosstalk.errors import (
     DamagedState,
@@ -63,7 +58,6 @@ from crosstalk.errors import (
     StorageUnavailable,
 )
 from relay import nats_wire as wire
-from relay.aio_bridge import AsyncioThread
 from relay.nats_conn import MIN_SERVER, NatsConnection, server_too_old
 from relay.nats_layout import Layout, Outgoing, Stored
 from relay.storage import (
@@ -76,6 +70,7 @@ from relay.storage import (
     Write,
 )
 
+T = TypeVar("T")
 FETCH_BATCH = 512
 MAX_MESSAGE = 8 * 1024 * 1024  # the server's max_payload must allow a 1 MiB op plus headers
 NO_RESPONDERS = 503  # the status of the server's answer to a request nobody listens for
@@ -85,9 +80,12 @@ WRONG_LAST_SEQUENCE = 10071
 WRONG_LAST_SEQUENCE_CONSTANT = 10164
 LOST_CAS = frozenset({WRONG_LAST_SEQUENCE, WRONG_LAST_SEQUENCE_CONSTANT})
 DUPLICATE_WINDOW = 120.0  # seconds JetStream remembers a Nats-Msg-Id
+NANOS = 1_000_000_000  # JetStream's API counts durations in nanoseconds
+NO_MESSAGE = 10037  # a get found no message on the subject
+SCAN_IDLE = 30.0  # seconds after which the server removes a scan's consumer left behind
 # A server that stops answering (frozen, or cut off without a reset) is left after this many
-# seconds times MAX_OUTSTANDING_PINGS; nats-py's default (two minutes per ping) would keep a node
-# on a frozen server, failing every write, for minutes.
+# seconds times MAX_OUTSTANDING_PINGS; a client library's usual default (two minutes per ping)
+# would keep a node on a frozen server, failing every write, for minutes.
 PING_INTERVAL = 2.0
 MAX_OUTSTANDING_PINGS = 2
 
@@ -154,86 +152,65 @@ class NatsStorage:
 
     def __init__(
         self, url: str, *, namespace: str = "crosstalk", timeout: float = 5.0, replicas: int = 1,
-        bridge: AsyncioThread | None = None, clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.url = url
         self.namespace = namespace
         self.timeout = timeout
         self.replicas = replicas
         self.layout = Layout(namespace)
-        self._own_bridge = bridge is None
-        self.bridge = bridge or AsyncioThread()
         self._clock = clock  # wall-clock seconds: slots and grants expired by it are not loaded
         self.tails = Tails()
         self.loaded_through = 0  # the last stream seq the last full load read
         # Called in Trio after the Trio client reconnected: what was republished meanwhile is
         # lost (core NATS).
         self.on_reconnect: Callable[[], None] | None = None
-        # The hot path's client: its subscriptions may be made before :meth:`run_connection`.
-        self.conn = NatsConnection(
-            url, timeout=timeout, ping_interval=PING_INTERVAL,
-            max_outstanding_pings=MAX_OUTSTANDING_PINGS, on_reconnect=self._conn_reconnected,
-        )
-        self._trio_js = _TrioJetStream(self.conn, self.layout.stream)
-        self._nc: Client | None = None
-        self._js: JetStreamContext | None = None
+        # The node's client: its subscriptions may be made before :meth:`run_connection`.
+        self.conn = self._connection(on_reconnect=self._conn_reconnected)
+        self.js = TrioJetStream(self.conn, self.layout.stream, timeout)
+        self._sync: _SyncClient | None = None
         try:
-            self._call(self._connect)
+            self._call(self._create_stream)
         except BaseException:
             self.close()
             raise
 
     # --- plumbing -------------------------------------------------------------------------------
 
-    def _call(self, factory: Any) -> Any:
-        try:
-            return self.bridge.call(factory, self.timeout)
-        except (TimeoutError, NatsError, OSError) as exc:
-            raise StorageUnavailable(f"NATS at {self.url}: {exc or type(exc).__name__}") from None
-
-    async def acall(self, factory: Any, limit: float | None = None) -> Any:
-        """Run ``factory()`` on the NATS thread while Trio goes on; errors as StorageUnavailable."""
-        try:
-            return await self.bridge.acall(factory, limit or self.timeout)
-        except (TimeoutError, NatsError, OSError) as exc:
-            raise StorageUnavailable(f"NATS at {self.url}: {exc or type(exc).__name__}") from None
-
-    @property
-    def nc(self) -> Client:
-        assert self._nc is not None, "connected in __init__"
-        return self._nc
-
-    @property
-    def js(self) -> JetStreamContext:
-        assert self._js is not None, "connected in __init__"
-        return self._js
-
-    async def _connect(self) -> None:
-        self._nc = await nats.connect(
-            [u.strip() for u in self.url.split(",")], connect_timeout=self.timeout,
-            max_reconnect_attempts=-1, allow_reconnect=True, ping_interval=PING_INTERVAL,
-            max_outstanding_pings=MAX_OUTSTANDING_PINGS,
+    def _connection(self, on_reconnect: Callable[[], None] | None = None) -> NatsConnection:
+        return NatsConnection(
+            self.url, timeout=self.timeout, ping_interval=PING_INTERVAL,
+            max_outstanding_pings=MAX_OUTSTANDING_PINGS, on_reconnect=on_reconnect,
         )
-        version = self._nc.connected_server_version
-        try:
-            found = (version.major, version.minor, version.patch)
-        except ValueError:
-            found = (0, 0, 0)
-        if found < MIN_SERVER:
-            raise server_too_old(str(version))
-        self._js = self._nc.jetstream(timeout=self.timeout)
+
+    def _call(self, work: Callable[[TrioJetStream], Awaitable[T]]) -> T:
+        """Run ``work`` on the synchronous client's connection (started if need be) and wait."""
+        if self._sync is None:
+            conn = self._connection()
+            self._sync = _SyncClient(conn, TrioJetStream(conn, self.layout.stream, self.timeout))
+        return self._sync.call(work, self.timeout * 4)
+
+    def end_startup(self) -> None:
+        """Close the synchronous client's connection (a node's own :attr:`conn` goes on); a
+        later synchronous call opens it again."""
+        if self._sync is not None:
+            sync, self._sync = self._sync, None
+            sync.close()
+
+    async def _create_stream(self, js: TrioJetStream) -> None:
         lay = self.layout
-        await self.js.add_stream(StreamConfig(
-            name=lay.stream, subjects=[f"{lay.root}.>"], storage=StorageType.FILE,
-            num_replicas=self.replicas, max_msg_size=MAX_MESSAGE, allow_rollup_hdrs=True,
-            allow_msg_ttl=True, allow_direct=True, duplicate_window=DUPLICATE_WINDOW,
-            republish=RePublish(src=f"{lay.root}.>", dest=f"{lay.republished}.>"),
-        ))
+        await js.add_stream({
+            "name": lay.stream, "subjects": [f"{lay.root}.>"], "retention": "limits",
+            "storage": "file", "num_replicas": self.replicas, "max_msg_size": MAX_MESSAGE,
+            "allow_rollup_hdrs": True, "allow_msg_ttl": True, "allow_direct": True,
+            "duplicate_window": int(DUPLICATE_WINDOW * NANOS), "discard": "old",
+            "republish": {"src": f"{lay.root}.>", "dest": f"{lay.republished}.>"},
+        })
 
     async def run_connection(
         self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Run the hot path's Trio client (:attr:`conn`) until cancelled; started once it is
+        """Run the node's Trio client (:attr:`conn`) until cancelled; started once it is
         connected."""
         await self.conn.run(task_status=task_status)
 
@@ -242,9 +219,9 @@ class NatsStorage:
             self.on_reconnect()
 
     async def last_sequence(self) -> int:
-        """The stream's last sequence now (through the Trio client)."""
-        reply = await self.conn.request(f"$JS.API.STREAM.INFO.{self.layout.stream}", b"")
-        state = _api_answer(reply, "stream info").get("state")
+        """The stream's last sequence now (through the node's client)."""
+        info = await self.js.api(f"$JS.API.STREAM.INFO.{self.layout.stream}", {}, "stream info")
+        state = info.get("state")
         return int(state.get("last_seq", 0)) if isinstance(state, dict) else 0
 
     # --- the relay key --------------------------------------------------------------------------
@@ -253,24 +230,23 @@ class NatsStorage:
         """Record ``public`` as the cluster's relay key unless one is; the recorded key."""
         subject = self.layout.key_subject()
 
-        async def run() -> bytes:
+        async def run(js: TrioJetStream) -> bytes:
+            out = Outgoing(subject, public, {})
             try:
-                await self.js.publish(subject, public, stream=self.layout.stream,
-                                      headers={"Nats-Expected-Last-Subject-Sequence": "0"})
+                await js.publish(out, {"Nats-Expected-Last-Subject-Sequence": "0"})
                 return public
-            except APIError as exc:
+            except JetStreamError as exc:
                 if exc.err_code not in LOST_CAS:
-                    raise
-            msg = await self.js.get_last_msg(self.layout.stream, subject)
-            return bytes(msg.data or b"")
+                    raise StorageUnavailable(f"JetStream refused {subject}: {exc}") from None
+            found = await js.get_last(subject)
+            return found.data if found is not None else b""
 
-        result: bytes = self._call(run)
-        return result
+        return self._call(run)
 
     # --- load -----------------------------------------------------------------------------------
 
     def load(self) -> Snapshot:
-        messages: list[StreamMessage] = self._call(lambda: self._scan(f"{self.layout.root}.>"))
+        messages = self._call(lambda js: js.scan(f"{self.layout.root}.>"))
         snapshot, self.tails = self.assemble(messages)
         self.loaded_through = max((m.seq for m in messages), default=0)
         return snapshot
@@ -278,20 +254,18 @@ class NatsStorage:
     async def areload(self, unit: str) -> tuple[Snapshot, Tails]:
         """The stored state of one unit (for a room: with its cursors), as of its last seq."""
         lay = self.layout
-        messages = await self._scan(lay.unit_subject(unit))
+        messages = await self.js.scan(lay.unit_subject(unit))
         if unit.startswith("r."):
-            messages += await self._scan(f"{lay.root}.c.{unit[2:]}.>")
+            messages += await self.js.scan(f"{lay.root}.c.{unit[2:]}.>")
         return self.assemble(messages)
 
     async def adevice(self, fp: str, device: str) -> list[Write]:
         """A device as stored (its record and its cursors), or [] if it is not stored."""
         root = self.layout.root
-        try:
-            await self.js.get_last_msg(self.layout.stream, f"{root}.d.{fp}.{device}")
-        except NotFoundError:
+        if await self.js.get_last(f"{root}.d.{fp}.{device}") is None:
             return []
         writes: list[Write] = [DevicePut(fp, device)]
-        for m in await self._scan(f"{root}.c.*.{fp}.{device}"):
+        for m in await self.js.scan(f"{root}.c.*.{fp}.{device}"):
             stored = self.layout.decode(m.subject, m.headers, m.data)
             if stored is not None:
                 writes.extend(stored.writes)
@@ -331,38 +305,16 @@ class NatsStorage:
         )
         return snapshot, tails
 
-    async def _scan(self, subject: str) -> list[StreamMessage]:
-        config = ConsumerConfig(
-            deliver_policy=DeliverPolicy.ALL, ack_policy=AckPolicy.NONE, inactive_threshold=30.0,
-        )
-        sub = await self.js.pull_subscribe(subject, stream=self.layout.stream, config=config)
-        out: list[StreamMessage] = []
-        try:
-            if (await sub.consumer_info()).num_pending == 0:
-                return out
-            while True:
-                batch: list[Msg] = await sub.fetch(FETCH_BATCH, timeout=self.timeout)
-                out.extend(
-                    StreamMessage(m.metadata.sequence.stream, m.subject, dict(m.headers or {}),
-                                  m.data)
-                    for m in batch
-                )
-                if batch[-1].metadata.num_pending == 0:
-                    return out
-        finally:
-            await sub.unsubscribe()
-
     # --- commit ---------------------------------------------------------------------------------
 
     def commit(self, writes: Sequence[Write]) -> None:
-        js = _PyJetStream(self.js, self.layout.stream)
-        self._call(lambda: self._commit(list(writes), "", js))
+        self._call(lambda js: self._commit(list(writes), "", js))
 
     async def acommit(self, writes: list[Write], by: str = "") -> None:
         """Store ``writes`` in order, in Trio through :attr:`conn` (which must be running);
         raises :class:`WriteConflict` on a lost compare-and-set (the messages before it are
         stored, the rest are not) and :class:`StorageUnavailable` if NATS does not answer."""
-        await self._commit(writes, by, self._trio_js)
+        await self._commit(writes, by, self.js)
 
     async def _commit(self, writes: list[Write], by: str, js: _JetStream) -> None:
         lay = self.layout
@@ -402,14 +354,7 @@ class NatsStorage:
         self.tails.ops[room] = {seq: s for seq, s in held.items() if s >= below}
 
     def close(self) -> None:
-        if self._nc is not None:
-            nc, self._nc = self._nc, None
-            try:
-                self.bridge.call(nc.close, self.timeout)
-            except (TimeoutError, NatsError, OSError):
-                pass
-        if self._own_bridge:
-            self.bridge.close()
+        self.end_startup()
 
 
 def _replay(model: MemoryStorage, w: Write) -> None:
@@ -421,33 +366,91 @@ def _replay(model: MemoryStorage, w: Write) -> None:
         pass
 
 
-class _PyJetStream:
-    """A commit's calls through nats-py (on the asyncio thread: the synchronous ``commit``)."""
+class _SyncClient:
+    """A Trio NATS connection on a thread of its own, for callers that are not in Trio or may
+    block it (a node before it runs, the storage tests): :meth:`call` runs a coroutine there and
+    blocks the calling thread until it is done."""
 
-    def __init__(self, js: JetStreamContext, stream: str) -> None:
+    def __init__(self, conn: NatsConnection, js: TrioJetStream) -> None:
+        self.conn = conn
         self.js = js
-        self.stream = stream
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._nursery: trio.Nursery | None = None
+        self._started = threading.Event()
+        self._failed: BaseException | None = None
+        self._thread = threading.Thread(target=trio.run, args=(self._main,), name="nats-sync",
+                                        daemon=True)
+        self._thread.start()
+        self._started.wait()
+        if self._failed is not None:
+            self._thread.join()
+            raise self._failed
 
-    async def publish(self, out: Outgoing, headers: dict[str, str]) -> tuple[int, bool]:
+    async def _main(self) -> None:
         try:
-            # No ``stream=``: only this stream takes the subject.
-            ack = await self.js.publish(out.subject, out.payload, headers=headers,
-                                        msg_ttl=out.ttl)
-        except APIError as exc:
-            raise JetStreamError(exc.err_code or 0, exc.description or "") from None
-        return int(ack.seq), bool(ack.duplicate)
+            async with trio.open_nursery() as nursery:
+                await nursery.start(self.conn.run)
+                self._token = trio.lowlevel.current_trio_token()
+                self._nursery = nursery
+                self._started.set()
+        except BaseException as exc:  # the first connection failed: the caller raises it
+            while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+                exc = exc.exceptions[0]  # the nursery's wrapping of the one error
+            if not isinstance(exc, trio.Cancelled):
+                self._failed = exc
+        finally:
+            self._started.set()
 
-    async def purge(self, subject: str, seq: int | None = None) -> None:
-        await self.js.purge_stream(self.stream, subject=subject, seq=seq)
+    def call(self, work: Callable[[TrioJetStream], Awaitable[T]], limit: float) -> T:
+        done: concurrent.futures.Future[T] = concurrent.futures.Future()
+
+        async def run() -> None:
+            try:
+                with trio.fail_after(limit):
+                    result = await work(self.js)
+            except trio.TooSlowError:
+                done.set_exception(StorageUnavailable(f"no answer from NATS within {limit} s"))
+            except trio.Cancelled:
+                done.set_exception(StorageUnavailable("the NATS client is closed"))
+                raise
+            except Exception as exc:  # handed to the caller whole
+                done.set_exception(exc)
+            else:
+                done.set_result(result)
+
+        assert self._token is not None and self._nursery is not None
+        try:
+            self._token.run_sync_soon(self._nursery.start_soon, run)
+        except trio.RunFinishedError:
+            raise StorageUnavailable("the NATS client is closed") from None
+        try:
+            return done.result(limit + 1.0)
+        except concurrent.futures.TimeoutError:
+            raise StorageUnavailable(f"no answer from NATS within {limit} s") from None
+
+    def close(self) -> None:
+        if self._token is not None and self._nursery is not None:
+            try:
+                self._token.run_sync_soon(self._nursery.cancel_scope.cancel)
+            except trio.RunFinishedError:
+                pass
+        self._thread.join(10.0)
 
 
-class _TrioJetStream:
-    """A commit's calls through the Trio client: a publish is a request whose answer is the
-    JSON PubAck (or an API error); a purge is a request to the stream's PURGE API."""
+class TrioJetStream:
+    """The JetStream API calls the relay makes, on one Trio connection: a publish is a request
+    whose answer is the JSON PubAck (or an API error); the rest are requests to ``$JS.API``."""
 
-    def __init__(self, conn: NatsConnection, stream: str) -> None:
+    def __init__(self, conn: NatsConnection, stream: str, timeout: float) -> None:
         self.conn = conn
         self.stream = stream
+        self.timeout = timeout
+        self._deliver = f"_INBOX.{secrets.token_hex(8)}.scan."  # one token more than replies
+        self._scans = itertools.count(1)
+
+    async def api(self, subject: str, request: dict[str, Any], what: str) -> dict[str, Any]:
+        """A ``$JS.API`` request; :class:`JetStreamError` if it answers with an API error."""
+        return _api_answer(await self.conn.request(subject, json.dumps(request).encode()), what)
 
     async def publish(self, out: Outgoing, headers: dict[str, str]) -> tuple[int, bool]:
         if out.ttl is not None:
@@ -457,12 +460,123 @@ class _TrioJetStream:
         return int(ack["seq"]), ack.get("duplicate") is True
 
     async def purge(self, subject: str, seq: int | None = None) -> None:
-        request: dict[str, object] = {"filter": subject}
+        request: dict[str, Any] = {"filter": subject}
         if seq:
             request["seq"] = seq
-        reply = await self.conn.request(f"$JS.API.STREAM.PURGE.{self.stream}",
-                                        json.dumps(request).encode())
-        _api_answer(reply, f"purge of {subject}")
+        await self.api(f"$JS.API.STREAM.PURGE.{self.stream}", request, f"purge of {subject}")
+
+    async def add_stream(self, config: dict[str, Any]) -> None:
+        """Create the stream, or find it as it is (the same configuration)."""
+        try:
+            await self.api(f"$JS.API.STREAM.CREATE.{self.stream}", config, "stream create")
+        except JetStreamError as exc:
+            raise StorageUnavailable(f"JetStream refused the stream {self.stream}: {exc}") from None
+
+    async def get_last(self, subject: str) -> StreamMessage | None:
+        """The last message on ``subject`` as the stream leader has it (None if there is none)."""
+        try:
+            answer = await self.api(f"$JS.API.STREAM.MSG.GET.{self.stream}",
+                                    {"last_by_subj": subject}, f"get of {subject}")
+        except JetStreamError as exc:
+            if exc.err_code == NO_MESSAGE:
+                return None
+            raise StorageUnavailable(f"JetStream refused a get of {subject}: {exc}") from None
+        try:
+            m = answer["message"]
+            raw = base64.b64decode(m.get("hdrs") or "")
+            headers = wire.parse_headers(raw).fields if raw else {}
+            return StreamMessage(int(m["seq"]), str(m["subject"]), headers,
+                                 base64.b64decode(m.get("data") or ""))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StorageUnavailable(f"JetStream's get of {subject} does not parse: {exc}"
+                                     ) from None
+
+    async def scan(self, subject: str) -> list[StreamMessage]:
+        """Every stored message on ``subject`` (a wildcard allowed), in stream order, read
+        through an ephemeral pull consumer (the stream leader's order, not a replica's)."""
+        config = {"deliver_policy": "all", "ack_policy": "none", "filter_subject": subject,
+                  "inactive_threshold": int(SCAN_IDLE * NANOS), "mem_storage": True,
+                  "num_replicas": 1}
+        try:
+            made = await self.api(f"$JS.API.CONSUMER.CREATE.{self.stream}",
+                                  {"stream_name": self.stream, "config": config},
+                                  f"a consumer for {subject}")
+        except JetStreamError as exc:
+            raise StorageUnavailable(f"JetStream refused a scan of {subject}: {exc}") from None
+        name = str(made.get("name", ""))
+        try:
+            if not made.get("num_pending"):
+                return []
+            return await self._fetch_all(name, subject)
+        finally:
+            with trio.move_on_after(self.timeout) as scope:
+                scope.shield = True
+                try:
+                    await self.conn.request(f"$JS.API.CONSUMER.DELETE.{self.stream}.{name}",
+                                            b"")
+                except StorageUnavailable:
+                    pass  # the server removes it once idle (SCAN_IDLE)
+
+    async def _fetch_all(self, name: str, subject: str) -> list[StreamMessage]:
+        deliver = f"{self._deliver}{next(self._scans)}"
+        arrived: list[wire.Msg] = []
+        wake = trio.Event()
+
+        def take(msg: wire.Msg) -> None:
+            arrived.append(msg)
+            wake.set()
+
+        out: list[StreamMessage] = []
+        sid = self.conn.subscribe(deliver, take)
+        try:
+            while True:
+                await self.conn.publish(
+                    f"$JS.API.CONSUMER.MSG.NEXT.{self.stream}.{name}",
+                    json.dumps({"batch": FETCH_BATCH, "no_wait": True}).encode(), reply=deliver)
+                got = 0
+                while got < FETCH_BATCH:
+                    if not arrived:
+                        wake = trio.Event()
+                        with trio.move_on_after(self.timeout):
+                            await wake.wait()
+                        if not arrived:
+                            raise StorageUnavailable(f"no answer from NATS scanning {subject} "
+                                                     f"within {self.timeout} s")
+                    msg = arrived.pop(0)
+                    if msg.reply is None or not msg.reply.startswith("$JS.ACK."):
+                        status = _status(msg)
+                        if status in (404, 408):  # nothing more for this request
+                            break
+                        raise StorageUnavailable(f"JetStream answered {status} scanning "
+                                                 f"{subject}")
+                    seq, left = _acked(msg.reply)
+                    headers = wire.parse_headers(msg.headers).fields if msg.headers else {}
+                    out.append(StreamMessage(seq, msg.subject, headers, msg.payload))
+                    got += 1
+                    if left == 0:
+                        return out
+                if got == 0:
+                    return out  # what was pending is gone (purged or expired meanwhile)
+        except (ValueError, wire.NatsProtocolError) as exc:
+            raise StorageUnavailable(f"a scan of {subject} does not parse: {exc}") from None
+        finally:
+            self.conn.unsubscribe(sid)
+
+
+def _status(msg: wire.Msg) -> int | None:
+    return wire.parse_headers(msg.headers).status if msg.headers else None
+
+
+def _acked(reply: str) -> tuple[int, int]:
+    """The stream sequence and the consumer's pending count in a delivered message's reply
+    subject: ``$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<ts>.<pending>``, or the
+    newer form with ``<domain>.<account hash>`` after ``ACK`` and a token at the end."""
+    tokens = reply.split(".")
+    if len(tokens) == 9:
+        tokens[2:2] = ["_", "_"]
+    if len(tokens) < 11:
+        raise ValueError(f"not a JetStream delivery: {reply!r}")
+    return int(tokens[7]), int(tokens[10])
 
 
 def _api_answer(reply: wire.Msg, what: str) -> dict[str, Any]:
@@ -486,5 +600,5 @@ def _api_answer(reply: wire.Msg, what: str) -> dict[str, Any]:
     return body
 
 
-__all__ = ["MIN_SERVER", "JetStreamError", "NatsStorage", "NotFoundError", "StreamMessage",
-           "Tails", "WriteConflict", "server_too_old"]
+__all__ = ["MIN_SERVER", "JetStreamError", "NatsStorage", "StreamMessage", "Tails",
+           "TrioJetStream", "WriteConflict", "server_too_old"]

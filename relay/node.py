@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from functools import partial
 
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection
@@ -153,7 +152,7 @@ class NodeServer(FedServer):
         if self.core.knows_device(fp, device):
             return
         try:
-            writes: list[Write] = await self.nats.acall(partial(self.nats.adevice, fp, device))
+            writes = await self.nats.adevice(fp, device)
         except StorageUnavailable:
             return
         if writes and not self.core.knows_device(fp, device):

@@ -89,6 +89,7 @@ class FedServer(RelayServer):
                          client_address_header=client_address_header)
         # The last stream seq this node has taken in, in order: its load, then its feed.
         self.fed_through = storage.loaded_through
+        storage.end_startup()  # from here on the node's own connection does everything
         self.core.limit_pruning(self._prunable)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -268,7 +269,7 @@ class FedServer(RelayServer):
     async def _reload(self, unit: str) -> None:
         """Replace the cache of ``unit`` with what the stream holds now (caller holds it busy)."""
         self._stale.add(unit)
-        snapshot, tails = await self.nats.acall(lambda: self.nats.areload(unit))  # nats-py
+        snapshot, tails = await self.nats.areload(unit)
         self._stale.discard(unit)
         self.nats.tails.last[unit] = tails.last.get(unit, 0)
         if unit.startswith("r."):

