@@ -26,7 +26,7 @@ class NoOps:
 
 
 class Host:
-    def __init__(self, store: InlineStore) -> None:
+    def __init__(self, store: Any) -> None:
         self.store = store
         self.ops = NoOps()
 
@@ -74,3 +74,55 @@ async def test_an_event_without_a_status_only_registers(
 
         assert commits_so_far(world.store) == 1
         assert reply.session.status == SessionStatus.UNKNOWN.value
+
+
+class Counted:
+    """The store as ``hook_event`` sees it, counting its transactions."""
+
+    def __init__(self, store: InlineStore) -> None:
+        self._store = store
+        self.writes = self.reads = 0
+
+    async def write(self, fn: Any) -> Any:
+        self.writes += 1
+        return await self._store.write(fn)
+
+    async def read(self, fn: Any) -> Any:
+        self.reads += 1
+        return await self._store.read(fn)
+
+
+async def test_a_tool_event_registers_and_reads_its_notices_in_one_transaction(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """An event without a status that asks for notices is one write transaction (register,
+    then the pending notices) and no separate read."""
+    async with gate_world() as world:
+        await trio.testing.wait_all_tasks_blocked()
+        counted = Counted(world.store)
+        host = Host(counted)
+        params = HookEventParams("s3", client="claude", project="/r", notices=True)
+        reply = await hook_event(host, lambda: world.inbox, params)
+
+        assert (counted.writes, counted.reads) == (1, 0)
+        assert reply.notices == []
+        assert reply.session.name == "s3"
+
+
+async def test_a_stop_is_the_gates_commit_and_one_read(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A stop that asks for notices: the gate's one commit, then one read of what it
+    surfaced; the handler itself writes nothing."""
+    async with gate_world() as world:
+        await trio.testing.wait_all_tasks_blocked()
+        commits_so_far(world.store)
+        counted = Counted(world.store)
+        host = Host(counted)
+        params = HookEventParams("s4", client="claude", project="/r", status="idle", notices=True)
+        reply = await hook_event(host, lambda: world.inbox, params)
+        await trio.testing.wait_all_tasks_blocked()
+
+        assert (counted.writes, counted.reads) == (0, 1)
+        assert commits_so_far(world.store) == 1
+        assert reply.notices == []

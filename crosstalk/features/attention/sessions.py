@@ -223,12 +223,25 @@ async def session_status(
 
 
 async def hook_event(daemon: Host, gate: GateInbox, params: HookEventParams) -> HookEventReply:
-    """One hook event in one request: register, set the status, the working set, notices."""
+    """One hook event in one request: register, set the status, the working set, notices.
+
+    At most one commit and one read besides the working set's: a prompt or a stop is the
+    gate's transaction, then the read of the notices it may have surfaced; any other event
+    registers and reads its pending notices in one write transaction.
+    """
     register = SessionRegisterParams(
         params.name, params.client, params.project, params.inbox_socket, params.transcript_path,
     )
+    pending = NoticesParams(params.name, pending=True, words=True) if params.notices else None
+    rows: list[NoticeView] | None = None
     if params.status is None:
-        view = await session_register(daemon, register)
+
+        def register_and_read(conn: sqlite3.Connection) -> tuple[SessionView, list[NoticeView]]:
+            view = _register(conn, register, time.time())
+            return view, [] if pending is None else _notices(conn, pending).notices
+
+        view, found = await daemon.store.write(register_and_read)
+        rows = None if pending is None else found
     else:
         # The gate registers the session in the transaction that turns its status: a prompt
         # or a stop is one commit (one fsync), not two.
@@ -238,14 +251,12 @@ async def hook_event(daemon: Host, gate: GateInbox, params: HookEventParams) -> 
             first=lambda conn, now: views.append(_register(conn, register, now)),
         )
         view = views[0]
+        if pending is not None:
+            rows = (await notices(daemon, pending)).notices
     text: str | None = None
     if params.working_set and daemon.ops.has("working_set"):
         asked = {"session": params.name, "cwd": params.cwd}
         text = (await daemon.ops.call("working_set", asked)).get("text")
-    rows: list[NoticeView] | None = None
-    if params.notices:
-        pending = NoticesParams(params.name, pending=True, words=True)
-        rows = (await notices(daemon, pending)).notices
     return HookEventReply(view, text, rows)
 
 
