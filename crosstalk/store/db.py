@@ -67,10 +67,17 @@ async def run_inline(
     if limiter is None:
         result = fn(*args)
     else:
-        # Never contended while every call runs inline (``fn`` cannot yield); it still orders
-        # an inline call against one another ``run_sync`` may be running in a thread.
-        async with limiter:
+        try:
+            # Free unless another ``run_sync`` holds it in a thread. ``async with limiter``
+            # would yield to the scheduler before the call as well as after it: a second pass
+            # over every ready task for each of the store calls on a message's path.
+            limiter.acquire_nowait()
+        except trio.WouldBlock:
+            await limiter.acquire()  # a call in a thread holds it: wait for it to finish
+        try:
             result = fn(*args)
+        finally:
+            limiter.release()
     await trio.lowlevel.cancel_shielded_checkpoint()
     return result
 

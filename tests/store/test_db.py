@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
 from crosstalk.errors import DamagedState, LocalProtocolError
-from crosstalk.store.db import Store, check_database, open_store
+from crosstalk.store.db import Store, _run_write, check_database, open_store
 from crosstalk.store.migrations import LATEST_VERSION
 from crosstalk.store.settings import get_setting, set_setting
 from tests.store.helpers import DAMAGED_DB_MAKERS, FileSnapshot, make_valid_db, set_user_version
@@ -200,6 +201,66 @@ async def test_inline_write_cancelled_before_it_starts_writes_nothing(tmp_path: 
             await store.write(lambda conn: set_setting(conn, "k", "written"))
         assert scope.cancelled_caught
         assert await store.read(lambda conn: get_setting(conn, "k")) is None
+
+
+async def test_an_inline_call_runs_before_any_other_task_and_yields_once_after(
+    tmp_path: Path,
+) -> None:
+    """Inline, a store call does not hand the scheduler a pass before its transaction (taking
+    the free limiter does not yield); other tasks run at the one checkpoint after it."""
+    order: list[str] = []
+
+    async def other() -> None:
+        order.append("other")
+
+    def write(conn: sqlite3.Connection) -> None:
+        order.append("write")
+        set_setting(conn, "k", "v")
+
+    async with open_store(tmp_path / "state.db") as store:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(other)
+            await store.write(write)
+            order.append("returned")
+    assert order == ["write", "other", "returned"]
+
+
+async def test_an_inline_call_waits_for_a_call_running_in_a_thread(tmp_path: Path) -> None:
+    """A store whose calls may also run in a thread (tests, tools): an inline call that finds
+    the limiter taken waits for that call to finish before it starts its own transaction."""
+    path = tmp_path / "state.db"
+    inside = trio.Event()
+    release = threading.Event()
+    order: list[str] = []
+
+    def slow(conn: sqlite3.Connection) -> None:
+        trio.from_thread.run_sync(inside.set)
+        assert release.wait(timeout=10), "the test never released the transaction"
+        order.append("thread")
+
+    def quick(conn: sqlite3.Connection) -> None:
+        order.append("inline")
+
+    async with open_store(path) as store:
+        limiter = store._limiter  # the writer's, which both calls take
+
+        async def in_thread() -> None:
+            await trio.to_thread.run_sync(_run_write_of(store, slow), limiter=limiter)
+
+        with trio.fail_after(10):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(in_thread)
+                await inside.wait()
+                nursery.start_soon(store.write, quick)
+                await trio.testing.wait_all_tasks_blocked()
+                assert order == []  # the inline call waits on the limiter
+                release.set()
+    assert order == ["thread", "inline"]
+
+
+def _run_write_of(store: Store, fn: Callable[[sqlite3.Connection], None]) -> Callable[[], None]:
+    conn = store._connection()
+    return lambda: _run_write(conn, fn)
 
 
 async def test_closed_store_refuses_work_and_close_is_idempotent(tmp_path: Path) -> None:
