@@ -33,12 +33,13 @@ from trio_websocket import ConnectionClosed, WebSocketConnection, wrap_server_st
 
 from crosstalk.wire.relay import MAX_FRAME, encode_frame
 from relay.admission import MAX_HANDSHAKING, SHED_CODE, fd_budget, peer_source, tunnel_source
+from relay.commit_thread import CommitThread
 from relay.core import RelayCore
 from relay.effects import Close, Effect, Send
 from relay.http import HeadTooLarge, ReplayStream, RequestHead, read_head, response, text_frame
 from relay.limits import RelayConfig
 from relay.metrics import ShellCounters, health_body, metrics_body
-from relay.storage import RelayStorage, StagedStorage, Write
+from relay.storage import RelayStorage, StagedStorage, Write, needs_sync
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +90,9 @@ class RelayServer:
     ) -> None:
         self._storage = storage
         self._commit_in_thread = commit_in_thread
+        # Asked once: an isinstance check against a Protocol walks its members on every call.
+        self._staged = storage if isinstance(storage, StagedStorage) else None
+        self._fsyncs: CommitThread | None = None  # the committer's thread, while it runs
         self._clock = wall_clock
         self._address_header = client_address_header
         self.timings = timings or ShellTimings()
@@ -158,6 +162,10 @@ class RelayServer:
             await self._drained.wait()
 
     async def _committer(self) -> None:
+        with CommitThread() as self._fsyncs:
+            await self._commit_batches()
+
+    async def _commit_batches(self) -> None:
         while True:
             await self._wake.wait()
             await self._gather()
@@ -202,17 +210,23 @@ class RelayServer:
         every connection far less; heartbeats and timeouts are seconds long.
 
         A :class:`~relay.storage.StagedStorage` (SQLite) applies the batch inline and waits for
-        only its COMMIT (the fsync, which holds no interpreter lock) on a worker thread: one
-        handoff per batch, and the loop sends the frames of earlier batches and reads the next
-        meanwhile. Nothing is dispatched before the COMMIT returns.
+        only its COMMIT (the fsync, which holds no interpreter lock) on the committer's own
+        thread (:mod:`relay.commit_thread`): one handoff per batch, and the loop sends the frames
+        of earlier batches and reads the next meanwhile. Nothing is dispatched before the COMMIT
+        returns. A batch of acknowledgements alone is committed inline without an fsync (see
+        :func:`~relay.storage.needs_sync` for why that keeps every promise): an idle pair of
+        daemons sends one ack per op each way, so this was every other commit.
 
         A backend whose commit is a network round trip (NATS) passes ``commit_in_thread=True``
         and accepts the handoff cost instead of blocking the loop for the round trip.
         """
         if self._commit_in_thread:
             await trio.to_thread.run_sync(self._storage.commit, writes)
-        elif isinstance(self._storage, StagedStorage):
-            await trio.to_thread.run_sync(self._storage.stage(writes))
+        elif self._staged is not None and not needs_sync(writes):
+            self._staged.stage(writes, sync=False)()
+        elif self._staged is not None:
+            assert self._fsyncs is not None
+            await self._fsyncs.run(self._staged.stage(writes))
         else:
             self._storage.commit(writes)
         self.counters.commits += 1

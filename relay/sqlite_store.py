@@ -87,6 +87,7 @@ class SqliteStorage:
             self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
+            self._synced = True  # the connection's synchronous setting: FULL, or NORMAL if False
             self._db.executescript(SCHEMA)
             self._db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         except sqlite3.DatabaseError as exc:
@@ -143,10 +144,19 @@ class SqliteStorage:
     def commit(self, writes: Sequence[Write]) -> None:
         self.stage(writes)()
 
-    def stage(self, writes: Sequence[Write]) -> Callable[[], None]:
-        """Apply ``writes`` in a new transaction; the returned call commits it (the fsync), and
-        may run on another thread (:class:`relay.storage.StagedStorage`)."""
+    def stage(self, writes: Sequence[Write], *, sync: bool = True) -> Callable[[], None]:
+        """Apply ``writes`` in a new transaction; the returned call commits it (the fsync, unless
+        ``sync`` is False), and may run on another thread (:class:`relay.storage.StagedStorage`).
+
+        ``sync=False`` commits with ``synchronous=NORMAL``: in WAL mode the commit is written to
+        the log without an fsync, so it survives the process but not an OS crash; the log is
+        replayed in order and stops at the first frame that did not reach the disk, so an
+        unsynced commit can be lost only with every commit after it, and the next FULL commit's
+        fsync covers it too (https://www.sqlite.org/pragma.html#pragma_synchronous)."""
         db = self._db
+        if sync != self._synced:
+            db.execute(f"PRAGMA synchronous={'FULL' if sync else 'NORMAL'}")
+            self._synced = sync
         db.execute("BEGIN IMMEDIATE")
         try:
             for write in writes:

@@ -225,9 +225,33 @@ class StagedStorage(Protocol):
     ``stage`` applies the batch in a new transaction and returns ``finish``, which makes it
     durable (or rolls it back and raises). Between the two nothing else touches the storage, and
     ``finish`` may run on another thread. ``commit(writes)`` is ``stage(writes)()``.
+
+    With ``sync=False`` (only for a batch :func:`needs_sync` lets go) ``finish`` commits without
+    waiting for the disk: the batch survives the process dying at once, but an OS crash or a
+    power cut may take it back, together with every later unsynced batch and never anything
+    else; the next synced commit makes it durable along with its own writes.
     """
 
-    def stage(self, writes: Sequence[Write]) -> Callable[[], None]: ...
+    def stage(self, writes: Sequence[Write], *, sync: bool = True) -> Callable[[], None]: ...
+
+
+def needs_sync(writes: Sequence[Write]) -> bool:
+    """False for a batch of acknowledgements alone (cursor moves and the prunes they allow), which
+    need not wait for the disk.
+
+    Nothing is sent because of them: an ``ack`` has no answer, and what a later frame tells a
+    client (a replay, ``resumed``) is as true if they are lost. Lost in an OS crash, they only
+    roll back to the cursors and ops of a moment earlier, as if the acks had come a little later:
+    the relay holds those ops a while longer (the next ack prunes them), and a client that
+    resumes names its own cursor, which is at least as far (the relay replays from the greater
+    of the two), so at worst an op is delivered twice and the daemon drops it by seq and op id.
+    A cursor that must be durable (a device's or member's first, at the head, so nobody is owed
+    ops from before they joined) always comes with its DevicePut or MemberPut in one batch.
+    """
+    return not all(type(w) in _ACKS for w in writes)
+
+
+_ACKS = frozenset({CursorPut, OpsPruned})
 
 
 @attrs.define

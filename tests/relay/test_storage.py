@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -87,6 +89,52 @@ def test_a_staged_batch_is_durable_only_once_finished_on_another_thread(tmp_path
     after.close()
     assert seen_before == []
     assert seen_after == [("r1", [ALICE.fingerprint])]
+
+
+def _synchronous(store: SqliteStorage) -> int:
+    """The connection's ``PRAGMA synchronous`` (1 NORMAL, 2 FULL): what its next COMMIT does."""
+    level: int = store._db.execute("PRAGMA synchronous").fetchone()[0]  # the store's own connection
+    return level
+
+
+def test_an_unsynced_batch_skips_the_fsync_and_the_next_synced_one_has_it_again(
+    tmp_path: Path,
+) -> None:
+    """``sync=False`` commits with synchronous=NORMAL (no fsync in WAL mode); a batch staged
+    after it is committed with FULL again, which makes both durable."""
+    store = SqliteStorage(tmp_path / "relay.db")
+    store.commit(SCRIPT[0])
+    finish = store.stage([CursorPut(ALICE.fingerprint, "d1", "r1", 0)], sync=False)
+    unsynced = _synchronous(store)
+    finish()
+    finish = store.stage([RoomPut("r2")])
+    synced = _synchronous(store)
+    finish()
+    store.close()
+    assert (unsynced, synced) == (1, 2)
+
+
+def test_an_unsynced_batch_survives_the_process_dying_at_once(tmp_path: Path) -> None:
+    """A process that commits an unsynced batch and exits without closing anything: the batch
+    is in the database when it is opened again (only an OS crash could take it back)."""
+    path = tmp_path / "relay.db"
+    store = SqliteStorage(path)
+    store.commit(SCRIPT[0] + [OpAppended("r1", StoredOp(1, ALICE.fingerprint, "o1", b"x", 1.0))])
+    store.close()
+    crash = (
+        "import os, sys\n"
+        "from relay.sqlite_store import SqliteStorage\n"
+        "from relay.storage import CursorPut, OpsPruned\n"
+        "store = SqliteStorage(__import__('pathlib').Path(sys.argv[1]))\n"
+        "store.stage([CursorPut(sys.argv[2], 'd1', 'r1', 1), OpsPruned('r1', 1)], sync=False)()\n"
+        "os._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", crash, str(path), ALICE.fingerprint], check=True)
+    reopened = SqliteStorage(path)
+    snapshot = reopened.load()
+    reopened.close()
+    assert [c.seq for c in snapshot.cursors] == [1]
+    assert [op.seq for room in snapshot.rooms for op in room.ops] == []
 
 
 def test_database_file_is_private(tmp_path: Path) -> None:
