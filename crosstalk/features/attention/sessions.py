@@ -2,7 +2,7 @@
 the reply lists what surfaced), ``notices`` (what the gate decided, optionally only what is
 surfaced and not yet shown) and ``notice_shown`` (a session showed these); and ``hook_event``,
 all a hook event needs in one round trip: register, then the status, then (when asked) the
-working set and the pending notices with their words, exactly as those ops answer them.
+pending notices with their words and the working set, exactly as those ops answer them.
 
 Plugged in by :func:`crosstalk.features.attention.ops.plug`, which owns the attention gate actor
 and hands over a way to reach its inbox.
