@@ -105,8 +105,17 @@ class NodeServer(FedServer):
                 continue
             if unit is None:
                 await self._recall_device(frame)
-                known = self.core.identity_of(conn)
-                self._feed(self.core.frame_received(conn, message, self._clock()))
+                arriving = _hello_of(self, conn, frame)
+                try:
+                    if arriving is not None and not await self._follow_rooms_of(arriving):
+                        link.close_reason = "the relay's storage did not answer; reconnect"
+                        self._enqueue(conn, link, None)
+                        continue
+                    known = self.core.identity_of(conn)
+                    self._feed(self.core.frame_received(conn, message, self._clock()))
+                finally:
+                    if arriving is not None:
+                        self._arrived_done(arriving)
                 if known is None and self.core.identity_of(conn) is not None:
                     self.presence.changed()
                 continue
@@ -181,6 +190,10 @@ class NodeServer(FedServer):
                 continue
             for unit in units:
                 self._busy.setdefault(unit, [])
+                if unit.startswith("r."):
+                    # Before the write, on the same connection: a won compare-and-set means
+                    # the cache held all before it, and the feed brings all after it.
+                    self._follow(unit[2:])
             try:
                 by = _by(self, conn)
                 await self.nats.acommit(writes, by)
@@ -260,6 +273,16 @@ class NodeServer(FedServer):
             await super()._run_link(ws, stream, conn, source, reason)
         finally:
             self.presence.changed()
+            self._unfollow_idle()
+
+
+def _hello_of(server: NodeServer, conn: int, frame: w.ClientFrame | None) -> str | None:
+    """The identity a hello on a connection not yet authenticated names (not yet verified:
+    its rooms are followed before the core checks it, see FedServer._follow_rooms_of)."""
+    if (not isinstance(frame, w.Hello) or len(frame.ed_pub) != 32
+            or server.core.identity_of(conn) is not None):
+        return None
+    return fingerprint(frame.ed_pub)
 
 
 def _unit_of(frame: w.ClientFrame | None) -> str | None:

@@ -8,7 +8,20 @@ slots and grants are a cache of the stream (see :mod:`relay.nats_store`); the re
 top of it is :mod:`relay.node`, presence :mod:`relay.node_presence`.
 
 Writes of other nodes reach this node through the stream's RePublish (``N.p.>``), which sends
-only what was stored, on the node's Trio NATS client (:mod:`relay.nats_conn`). The client's reader
+only what was stored, on the node's Trio NATS client (:mod:`relay.nats_conn`). Every node takes
+in everything but ops (membership, cursors, devices, prune floors, slots, grants: rare, and any
+node may need them, an invitation say); a room's ops (``N.p.r.<room>.o``) only a node that
+*follows* the room, which it does while an identity connected to it is in the room (invited or
+joined): its hello, an invitation or a write made here starts following, the last such
+connection's close ends it. Taking in an op a node has no client for cost it about as much CPU as
+deciding one. The cached log of a room not followed falls behind, so following starts with a
+reload, sent on the same connection after the subscription (the server has the subscription
+before it reads the stream: each op is in the reload, in the feed or in both, and the feed drops
+what the reload took in); a write decided on a room not followed subscribes first, and if it
+wins its compare-and-set the cache held all before it. A hello waits for the reloads of its
+identity's rooms, so a new device's cursors and the resume after it see the stream as it is.
+A membership message of a room not followed shows a gap (its ops were not taken in) and has the
+room reloaded, which tells a new invitee here of the invitation. The client's reader
 queues each message and wakes the feeder; the feeder takes them in order. The echo of this
 node's own writes (the RePublish sends them here too) is dropped on its ``Nats-Sequence`` header
 alone, before the rest of the headers is parsed: the node applied those writes already. A
@@ -83,6 +96,12 @@ class FedServer(RelayServer):
         self._stale: set[str] = set()
         self._nursery: trio.Nursery | None = None
         self.conflicts = 0
+        # Rooms whose ops this node takes in (room -> subscription id): those a local identity
+        # is in. The cached log and head of any other room may be behind the stream.
+        self._followed: dict[str, str] = {}
+        # Identities whose hello is being handled: their rooms are followed before the hello
+        # is, and must not be unfollowed meanwhile (they are not connected here yet).
+        self._arriving: collections.Counter[str] = collections.Counter()
         self._subscribe()  # sent when the node's NATS client connects, in run
         storage.on_reconnect = self._poke_resync
         super().__init__(storage, signing_key_seed, config=config, timings=timings,
@@ -154,8 +173,68 @@ class FedServer(RelayServer):
             self._inbox.append(_Feed(-1, msg.subject, {}, msg.payload))
             self._poke()
 
-        self.nats.conn.subscribe(f"{lay.republished}.>", stored)
+        self._on_stored = stored
+        # Everything but ops reaches every node (rare, and any node may need it: an invitation,
+        # a device, a slot); a room's ops only the nodes that follow it (_follow).
+        for rest in ("r.*.m", "c.>", "f.*", "d.>", "slot.>", "grant.>"):
+            self.nats.conn.subscribe(f"{lay.republished}.{rest}", stored)
         self.nats.conn.subscribe(f"{lay.ns}.presence.*", presence)
+
+    # --- which rooms' ops come here -----------------------------------------------------------
+
+    def _here(self) -> set[str]:
+        """The identities connected here, or saying hello."""
+        return self.core.identities() | self._arriving.keys()
+
+    def _wants(self, room: str, here: set[str]) -> bool:
+        """Whether one of ``here`` is in ``room`` (invited or joined)."""
+        state = self.core._rooms.rooms.get(room)
+        return state is not None and any(fp in here for fp in state.members)
+
+    def _follow(self, room: str) -> bool:
+        """Subscribe to ``room``'s ops; True if it was not followed (the caller then reloads
+        it: what was stored before the subscription never comes through the feed). The reload
+        goes out on the same connection after the SUB, so the server has the subscription
+        before it reads the stream: every op is in the reload or in the feed, or both (the feed
+        drops what the reload took in)."""
+        if room in self._followed:
+            return False
+        subject = f"{self.nats.layout.republished}.r.{room}.o"
+        self._followed[room] = self.nats.conn.subscribe(subject, self._on_stored)
+        return True
+
+    def _follow_if_wanted(self, unit: str) -> None:
+        """After ``unit``'s membership changed here: if an identity connected here is now in
+        the room and its ops are not followed, follow them and reload the room."""
+        room = unit[2:]
+        if (unit.startswith("r.") and room not in self._followed
+                and self._wants(room, self._here())):
+            self._follow(room)
+            self._start_reload(unit)
+
+    async def _follow_rooms_of(self, fp: str) -> bool:
+        """Before an identity's hello: follow every room it is in and reload those not
+        followed yet, so the hello (a new device's cursors start at each head) and the resume
+        after it see the stream as it is; False if NATS did not answer."""
+        self._arriving[fp] += 1
+        rooms = sorted(self.core._rooms.member_of.get(fp, ()))
+        fresh = [room for room in rooms if self._follow(room)]
+        for room in fresh:
+            async with self._lock(f"r.{room}"):
+                if not await self._reload_busy(f"r.{room}"):
+                    return False
+        return True
+
+    def _arrived_done(self, fp: str) -> None:
+        self._arriving[fp] -= 1
+        if self._arriving[fp] <= 0:
+            del self._arriving[fp]
+
+    def _unfollow_idle(self) -> None:
+        """Stop taking in the ops of rooms no identity connected here is in."""
+        here = self._here()
+        for room in [r for r in self._followed if not self._wants(r, here)]:
+            self.nats.conn.unsubscribe(self._followed.pop(room))
 
     def _poke(self) -> None:
         """Wake the feeder (in the NATS client's reader task; never blocks)."""
@@ -221,6 +300,8 @@ class FedServer(RelayServer):
             return
         self.nats.tails.saw(item.seq, stored)
         self._deliver(effects)
+        if not item.subject.endswith(".o"):
+            self._follow_if_wanted(stored.unit)
 
     def _deliver(self, effects: list[Effect]) -> None:
         """Send what another node's write means here. Frames alone go out at once unless
@@ -275,6 +356,7 @@ class FedServer(RelayServer):
         if unit.startswith("r."):
             self.nats.tails.ops[unit[2:]] = tails.ops.get(unit[2:], {})
         self._deliver(self.core.reload(unit, snapshot))
+        self._follow_if_wanted(unit)
 
     def _release(self, units: list[str]) -> None:
         """Stop buffering ``units``' stored messages and apply what waited."""

@@ -22,7 +22,8 @@ makes the change itself:
 
 :func:`replace_unit` swaps one unit's cached state for a freshly loaded one (after a lost
 compare-and-set, or a gap in what this node saw) and returns what local connections missed: for
-a room the ops after the cached head and a changed roster; for a slot a join, parts and a close
+a room the ops after the cached head, a changed roster and ``invited`` to a new invitee; for a
+slot a join, parts and a close
 that came only through the reload (the stored messages it took in are never fed again).
 """
 
@@ -223,6 +224,9 @@ def replace_unit(
                       out)
         if state.members != members:
             push(state.joined(), w.Roster(None, key, list(state.members.values())), out)
+        for fp, member in state.members.items():  # invited meanwhile (the usual way a node
+            if fp not in members and member.state == "invited":  # hears of a room it does not
+                push([fp], w.Invited(key, member.added_by), out)  # follow: by a reload)
         _introduce_joined(book, joining, introduce, out)
     elif kind == "slot":
         slot = table.slots.get(key)
