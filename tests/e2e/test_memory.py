@@ -232,8 +232,11 @@ def test_decisions_append_in_order_and_survive_concurrent_writers(
     )
 
 
-def test_working_set_filters_by_repository_and_stays_bounded(people: list[Person]) -> None:
-    """The working_set op shows this repository's and global facts, capped, and counts the rest."""
+def test_working_set_filters_by_repository_and_stays_bounded(
+    people: list[Person], short_tmp: Path
+) -> None:
+    """The working_set op shows this repository's and global facts, capped, and counts the rest;
+    asked from a directory inside a repository, it takes the repository's name."""
     ana, ben, _ = people
     pair(ana, ben)
     for n in range(6):  # oldest first: the newest-affirmed facts are shown first
@@ -254,6 +257,10 @@ def test_working_set_filters_by_repository_and_stays_bounded(people: list[Person
     assert "more not shown; call crosstalk_facts" in text
     assert "2 more not shown; call crosstalk_tasks" in text
     assert "claims" in text.lower()  # presented as claims by named people
+    inside = git_repo(short_tmp / "api") / "src"
+    inside.mkdir()
+    by_cwd = op(ben, "working_set", cwd=str(inside))
+    assert (by_cwd["repo"], by_cwd["facts_total"]) == ("api", 8)
 
 
 def test_project_binding_picks_the_room_and_several_rooms_need_one(

@@ -12,6 +12,7 @@ import secrets
 import sqlite3
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import trio
 
@@ -21,8 +22,8 @@ from crosstalk.errors import NeedsReason, UsageError
 from crosstalk.features.feature import ControlOp, Plugs, op
 from crosstalk.features.memory import decide as decide_ops
 from crosstalk.features.memory import views as v
-from crosstalk.features.memory.handle import Host, MemoryFeature, bound_to
-from crosstalk.project import repo_root
+from crosstalk.features.memory.handle import Host, MemoryFeature
+from crosstalk.project import bound_room, repo_root
 from crosstalk.store import memory as m
 from crosstalk.store.rooms import Room, contact_named
 from crosstalk.wire.memory import (
@@ -79,11 +80,18 @@ async def listing(
     )
 
 
+def _place(cwd: str | None) -> tuple[Path | None, str | None]:
+    """The repository at ``cwd`` and the room it is bound to (blocking: run in a thread)."""
+    root = repo_root(cwd) if cwd else None
+    return root, bound_room(root) if root is not None else None
+
+
 async def working_set(feature: MemoryFeature, params: v.WorkingSetParams) -> v.WorkingSetReply:
     """What a session is shown at its start: the memory of our rooms, this repo's room first."""
-    root = await trio.to_thread.run_sync(lambda: repo_root(params.cwd) if params.cwd else None)
+    # One trip to a worker thread for both (each trip waits twice for a thread to be
+    # scheduled, which a loaded machine stretches): every session start asks for this.
+    root, bound = await trio.to_thread.run_sync(_place, params.cwd)
     repo = params.repo or (root.name if root is not None else None)
-    bound = await trio.to_thread.run_sync(bound_to, params.cwd)
     me, label = _me(feature)
     if me is None:
         return v.WorkingSetReply("", repo, 0, 0)
