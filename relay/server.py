@@ -4,9 +4,11 @@ Shape: one listener task; per connection a reader (WebSocket -> core) and a writ
 WebSocket, plus the heartbeat); one committer; one ticker. Readers call the core synchronously and
 append its effects to one pending list *without yielding in between*, so effects keep the core's
 order. The committer takes everything pending, commits all its writes in one SQLite transaction
-(group commit; inline, see ``_commit`` for why not in a thread), then hands each frame to its
-connection's outbox, encoded once (JSON and WebSocket framing) however many connections it goes
-to. So nothing is acknowledged, pushed or replayed before it is durable.
+(group commit; applied on the loop, its fsync waited for on the committer's own thread, see
+``_commit``), then hands each frame to its connection's outbox, encoded once (JSON and WebSocket
+framing) however many connections it goes to. So nothing is acknowledged, pushed or replayed
+before it is durable (acknowledgements alone excepted, which promise nothing: see
+:func:`~relay.storage.needs_sync`).
 
 A writer sends everything queued in its outbox in one write (:meth:`RelayServer._drain`): a
 commit that pushes twenty ops to one connection costs one syscall there, not twenty.
@@ -162,6 +164,9 @@ class RelayServer:
             await self._drained.wait()
 
     async def _committer(self) -> None:
+        if self._staged is None or self._commit_in_thread:
+            await self._commit_batches()  # no fsync of ours to wait for
+            return
         with CommitThread() as self._fsyncs:
             await self._commit_batches()
 
