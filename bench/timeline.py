@@ -22,8 +22,8 @@ stamp                    taken by
 ``held``                 Ben's daemon, ``held_messages.received_at``: the running room opens,
                          verifies and applies the op inside the link's inbound transaction
                          (crosstalk/actors/room_inbound.py), so no commit lies between the two
-``decided``              Ben's gate, ``notices.created_at``: after the link's commit, the room's
-                         hand-off of the batch, the gate's triage
+``decided``              Ben's gate, ``notices.created_at``: its triage, an applier in the same
+                         inbound transaction, after the message is held
 ``reply``                this process, when ``send`` answered (Ana's ``sent``: the relay's
                          ``posted`` came back)
 =======================  ========================================================================
@@ -61,7 +61,7 @@ STAGES = {
     "outbox→relay": "outbox commit, the link's write, the relay reads and sequences",
     "relay→inbound": "the relay's commit and push, the recipient link's read",
     "inbound→held": "open, verify, apply, in the link's inbound transaction",
-    "held→decided": "the inbound commit, the room's hand-off, the gate's triage",
+    "held→decided": "the gate's triage, in the same inbound transaction",
 }
 
 

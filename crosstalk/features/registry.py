@@ -4,8 +4,8 @@ The order is written down because it is behaviour, not taste. Each seam runs in 
 
 - *appliers* run in one room transaction per op, in this order. Rooms (invitations, rekeys,
   names) and membership (key shares) come before anything that reads keys or names; messages
-  hold a message before ``read`` owes its ``delivered`` receipt, and before asks, memory and
-  decisions look at it.
+  hold a message before ``read`` owes its ``delivered`` receipt, and before asks, the gate
+  (attention), memory and decisions look at it.
 - *start hooks* run in this order once the daemon's own actors (fan-out, membership, router) are
   up: the gate (attention) is running before the inbox push that delivers what it surfaces, and
   memory's start is what first reaches for the relay link.

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import sqlite3
 import tempfile
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any, TypeVar
 
 import trio
 import trio.testing
@@ -13,12 +15,16 @@ import trio.testing
 from crosstalk.actors.relay_link import LinkTimings, RelaySocket
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.daemon import Daemon
+from crosstalk.features import attention, messages
 from crosstalk.paths import Home
 from crosstalk.store import room_log
+from crosstalk.store.db import _run_write
 from crosstalk.store.identity import IdentityRecord, save_identity
 from crosstalk.wire.relay_log import Op
 from tests.actors.fakes import running
 from tests.actors.test_room_hold import ANA, BEN, ROOM, _sealed, room_store
+
+R = TypeVar("R")
 
 
 @asynccontextmanager
@@ -43,3 +49,35 @@ async def test_an_op_the_link_commits_is_applied_in_that_commit() -> None:
                     body=_sealed(BEN, "b1"), ts=1.0)
             await daemon.link_store.commit_inbound_many([op], 100.0)
             assert await store.read(lambda conn: room_log.applied_cursor(conn, ROOM)) == 1
+
+
+async def test_a_message_the_link_commits_is_held_and_decided_in_that_commit() -> None:
+    """With the real messages and attention features, the commit that holds a room's message
+    also holds the gate's notice for it: no commit ever has one without the other (the gate
+    decides in the room's transaction, not in a transaction of its own after it)."""
+    seen: list[tuple[int, int]] = []  # (held, notices) after each commit
+
+    async def recording(fn: Callable[..., R], *args: Any, limiter: object = None) -> R:
+        result = fn(*args)  # inline, as the store runs it
+        if fn is _run_write:
+            conn: sqlite3.Connection = args[0]
+            held = conn.execute("SELECT count(*) FROM held_messages").fetchone()[0]
+            seen.append((held, conn.execute("SELECT count(*) FROM notices").fetchone()[0]))
+        await trio.lowlevel.checkpoint()
+        return result
+
+    with tempfile.TemporaryDirectory(prefix="ct-") as root:
+        home = Home(Path(root))
+        save_identity(home.identity, IdentityRecord(
+            "ana", "m", ANA.ed_seed, ANA.x_secret, 0.0), keyring=False)
+        async with room_store(recording) as store, running(Supervisor(heartbeat=5.0)) as sup:
+            features = (messages.FEATURE, attention.FEATURE)
+            daemon = Daemon(home, store, sup, 5.0, features=features, connect=_unreachable)
+            await daemon.start()
+            await trio.testing.wait_all_tasks_blocked()
+            op = Op(room=ROOM, seq=1, sender=BEN.fingerprint, op_id="b1",
+                    body=_sealed(BEN, "b1"), ts=1.0)
+            await daemon.link_store.commit_inbound_many([op], 100.0)
+            await trio.testing.wait_all_tasks_blocked()
+    assert (1, 1) in seen
+    assert all(held == notices for held, notices in seen), seen

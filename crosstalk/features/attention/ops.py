@@ -2,9 +2,11 @@
 notice ops the hooks call live in :mod:`crosstalk.features.attention.sessions` and are plugged
 in from here.
 
-``plug`` also wires the gate into the daemon: it starts the gate actor when the daemon
-starts and feeds it every room message after its room's transaction committed. Settings are
-stored keyed by fingerprint and relay room id; replies show our names for them.
+``plug`` also wires the gate into the daemon: an applier decides every room message inside the
+room's transaction that holds it (:class:`crosstalk.actors.gate.Triage`), and the gate actor,
+started with the daemon, decides the messages that crossed no relay, sends the refusals those
+transactions decided once they committed, and releases what waits. Settings are stored keyed
+by fingerprint and relay room id; replies show our names for them.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from typing import Protocol
 import attrs
 import trio
 
-from crosstalk.actors.gate import Arrived, GateActor, GateInput, Me, Recheck
-from crosstalk.actors.room import AppliedListener
+from crosstalk.actors.gate import Arrived, GateActor, GateInput, Me, Recheck, Refuse, Triage
+from crosstalk.actors.room import AppliedListener, Applier
 from crosstalk.core.attention import WINDOW, summarize
 from crosstalk.core.levels import LOCAL_PREFIX, Level, TrustSettings, resolve_level
 from crosstalk.core.mute import EVERYONE
@@ -262,30 +264,45 @@ class _GateHandle:
         return self.inbox
 
 
-def _wire_gate(daemon: Host, gate: _GateHandle) -> tuple[StartHook, AppliedListener]:
-    """The gate actor's start hook, and the listener that hands it every arrival."""
+@attrs.frozen
+class _GateWiring:
+    start: StartHook
+    applier: Applier  # decides a room's messages in the room's transaction
+    on_applied: AppliedListener  # after that commit: the refusals it decided go to the actor
+    on_local: AppliedListener  # a message that crossed no relay: the actor decides it
+
+
+def _wire_gate(daemon: Host, gate: _GateHandle) -> _GateWiring:
+    """The gate actor's start hook, the rooms' applier, and the listeners that feed the actor."""
 
     def me() -> Me | None:
         if daemon.identity is None:
             return None
         return Me(daemon.keys.fingerprint, daemon.identity.label)
 
+    triage = Triage(me=me, clock=time.time)
+
     async def start_gate() -> None:
-        actor = GateActor(store=daemon.store, me=me, send_op=daemon.send_op)
+        actor = GateActor(store=daemon.store, me=me, send_op=daemon.send_op, triage=triage)
         gate.inbox = await daemon.supervisor.start_actor("gate", actor)
 
     async def on_applied(applied: list[Applied]) -> None:
+        refusals = triage.take_refusals(applied)
+        if refusals and gate.inbox is not None:
+            await gate.inbox.send(Refuse(refusals))
+
+    async def on_local(applied: list[Applied]) -> None:
         messages = tuple(a for a in applied if isinstance(a.op, MessageOp))
         if messages and gate.inbox is not None:
             await gate.inbox.send(Arrived(messages))
 
-    return start_gate, on_applied
+    return _GateWiring(start_gate, triage.applier, on_applied, on_local)
 
 
 def plug(daemon: Host) -> Plugs:
     """The attention and session ops, and the gate actor told of every arrival."""
     gate = _GateHandle()
-    start_gate, arrived = _wire_gate(daemon, gate)
+    wired = _wire_gate(daemon, gate)
 
     async def trust(params: TrustParams) -> TrustReply:
         explain = await daemon.store.write(lambda c: change_trust(c, params))
@@ -307,7 +324,8 @@ def plug(daemon: Host) -> Plugs:
             op("attention", NoParams, attention),
             *session_ops(daemon, gate.get),
         ),
-        applied_listeners=(arrived,),
-        local_listeners=(arrived,),  # posts and me/SESSION are arrivals too
-        start=(start_gate,),
+        appliers=(wired.applier,),
+        applied_listeners=(wired.on_applied,),
+        local_listeners=(wired.on_local,),  # posts and me/SESSION are arrivals too
+        start=(wired.start,),
     )
