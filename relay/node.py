@@ -40,6 +40,7 @@ from trio_websocket import ConnectionClosed, WebSocketConnection
 from crosstalk.crypto import fingerprint
 from crosstalk.errors import CrosstalkError, RemoteProtocolError, StorageUnavailable
 from crosstalk.wire import relay as w
+from relay.conn import verify_sig
 from relay.effects import Close, Effect, Send
 from relay.http import ReplayStream
 from relay.limits import RelayConfig
@@ -277,10 +278,21 @@ class NodeServer(FedServer):
 
 
 def _hello_of(server: NodeServer, conn: int, frame: w.ClientFrame | None) -> str | None:
-    """The identity a hello on a connection not yet authenticated names (not yet verified:
-    its rooms are followed before the core checks it, see FedServer._follow_rooms_of)."""
-    if (not isinstance(frame, w.Hello) or len(frame.ed_pub) != 32
-            or server.core.identity_of(conn) is not None):
+    """The identity a hello on a connection not yet authenticated proves to be, checked as the
+    core will check it: its rooms are followed (reloaded) before the core handles the hello,
+    so a forged hello must not cost the node a reload of someone else's rooms."""
+    if (not isinstance(frame, w.Hello) or len(frame.ed_pub) != 32 or len(frame.x_pub) != 32
+            or frame.version != w.PROTOCOL_VERSION):
+        return None
+    core = server.core
+    c = core._conns.get(conn)
+    if c is None or c.peer is not None:
+        return None
+    transcript = w.hello_transcript(c.nonce, core._relay_pub, frame.ed_pub, frame.x_pub,
+                                    frame.device, frame.version)
+    try:
+        verify_sig(frame.ed_pub, transcript, frame.sig, "unauthenticated", "")
+    except RemoteProtocolError:
         return None
     return fingerprint(frame.ed_pub)
 

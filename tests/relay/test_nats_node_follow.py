@@ -12,7 +12,7 @@ import trio
 
 from crosstalk.crypto import fingerprint
 from crosstalk.wire import relay as w
-from tests.relay.client import Identity, open_client, pair_and_room
+from tests.relay.client import Identity, open_client, open_ws, pair_and_room
 from tests.relay.nats_process import NatsServer, running_nats
 from tests.relay.test_nats_node_races import two_nodes, wait_until
 
@@ -88,3 +88,39 @@ async def test_an_invitation_from_another_node_makes_a_node_follow_the_room(
             async with open_client(port2, bob, resume={ROOM: 0}) as b2:
                 ops = [f for f in b2.pushes if isinstance(f, w.Op)]
                 assert [op.op_id for op in ops] == ["after"]
+
+
+async def test_a_forged_hello_makes_a_node_follow_and_reload_nothing(
+    nats_server: NatsServer,
+) -> None:
+    """A hello naming bob's key with a signature that does not verify is refused, and node 2
+    neither follows bob's room nor reloads it (a reload reads every op the room holds)."""
+    alice, bob, mallory = Identity(), Identity(), Identity()
+    with trio.fail_after(60):
+        async with two_nodes(nats_server.url) as (_one, port1, two, port2):
+            async with open_client(port1, alice) as a, open_client(port1, bob) as b:
+                await pair_and_room(a, b, ROOM)
+                await wait_until(lambda: ROOM in two.core._rooms.member_of.get(bob.fp, set()))
+                reloads = 0
+                reload = two._reload
+
+                async def counted(unit: str) -> None:
+                    nonlocal reloads
+                    reloads += 1
+                    await reload(unit)
+
+                two._reload = counted  # type: ignore[method-assign]
+                async with open_ws(port2) as ws:
+                    challenge = w.decode_relay_frame(await ws.get_message())
+                    assert isinstance(challenge, w.Challenge)
+                    transcript = w.hello_transcript(challenge.nonce, challenge.relay_key,
+                                                    bob.ed_pub, bob.x_pub, "dev-1",
+                                                    w.PROTOCOL_VERSION)
+                    forged = w.Hello(bob.ed_pub, bob.x_pub, "dev-1", w.PROTOCOL_VERSION,
+                                     mallory.key.sign(transcript).signature)
+                    await ws.send_message(w.encode_frame(forged))
+                    refused = w.decode_relay_frame(await ws.get_message())
+                    assert isinstance(refused, w.Error) and refused.code == "unauthenticated"
+                assert ROOM not in two._followed and reloads == 0
+                async with open_client(port2, bob):
+                    assert ROOM in two._followed and reloads == 1
