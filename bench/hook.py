@@ -6,13 +6,12 @@ load hits both alike:
 - ``baseline``: ``python -c 'import json, socket'`` (the floor any Python hook pays);
 - one series per Claude Code event (SessionStart, UserPromptSubmit, PostToolUse, Stop) of the
   hook as the installers write it into client configs (``crosstalk.install.base.
-  resolve_commands``: the installed ``crosstalk-hook`` console script) against a real, paired
-  daemon (a real relay on loopback); a fresh session per SessionStart run, so every one of them
-  fetches the working set;
+  resolve_commands``: ``python -I -S .../crosstalk/hook/launch.py``, no site-packages
+  processing) against a real, paired daemon (a real relay on loopback); a fresh session per
+  SessionStart run, so every one of them fetches the working set;
 - ``module_prompt``: UserPromptSubmit as ``python -m crosstalk.hook.main`` (runpy on top);
-- ``launcher_prompt``: UserPromptSubmit through a launcher that skips site-packages processing
-  (``#!python -I -S``, the package's directory put on ``sys.path`` by the launcher itself): what
-  the console script's wrapper and the interpreter's ``site`` cost on this machine;
+- ``script_prompt``: UserPromptSubmit through the ``crosstalk-hook`` console script (what the
+  Claude Code plugin's hooks run): the script's wrapper and the interpreter's ``site`` on top;
 - ``daemon_down``: the same hook with an identity but no daemon (the promised empty answer);
 - ``cli_read``: ``python -m crosstalk read --json --home H`` against the same running daemon:
   CLI start-up (interpreter, imports, typer) plus one ``read`` request on the control socket;
@@ -82,18 +81,6 @@ def stats(samples: list[float]) -> dict[str, float]:
     }
 
 
-def launcher(path: Path) -> list[str]:
-    """Write the ``-I -S`` launcher at ``path``; its argv."""
-    import crosstalk
-
-    package_parent = Path(crosstalk.__file__).resolve().parents[1]
-    path.write_text(
-        f"import sys\nsys.path.insert(0, {str(package_parent)!r})\n"
-        "from crosstalk.hook.main import main\nmain()\n"
-    )
-    return [sys.executable, "-I", "-S", str(path)]
-
-
 def hook_series(
     ana: Person, down_home: Path, runs: int, project: Path
 ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
@@ -102,11 +89,11 @@ def hook_series(
 
     hook = [*resolve_commands().hook, "--client", "claude"]
     module = [sys.executable, "-m", "crosstalk.hook.main", "--client", "claude"]
-    fast = [*launcher(project.parent / "hook-launcher.py"), "--client", "claude"]
+    script = [str(Path(sys.executable).parent / "crosstalk-hook"), "--client", "claude"]
     env = {**os.environ, "CROSSTALK_HOME": str(ana.home)}
     down_env = {**os.environ, "CROSSTALK_HOME": str(down_home)}
     read = [sys.executable, "-m", "crosstalk", "read", "--json", "--home", str(ana.home)]
-    names = ("baseline", *EVENTS, "module_prompt", "launcher_prompt", "daemon_down", "cli_read")
+    names = ("baseline", *EVENTS, "module_prompt", "script_prompt", "daemon_down", "cli_read")
     series: dict[str, list[float]] = {name: [] for name in names}
     cpu: dict[str, list[float]] = {name: [] for name in names}
 
@@ -126,7 +113,7 @@ def hook_series(
             sample(event, [*hook, event], stdin, env)
             if event == "UserPromptSubmit":
                 sample("module_prompt", [*module, event], stdin, env)
-                sample("launcher_prompt", [*fast, event], stdin, env)
+                sample("script_prompt", [*script, event], stdin, env)
         stdin = json.dumps({"hook_event_name": "SessionStart", "session_id": "x", "cwd": "/tmp"})
         sample("daemon_down", [*hook, "SessionStart"], stdin, down_env)
     return series, cpu
@@ -223,7 +210,7 @@ def report(
     and the process's own CPU (``cpu_p50_ms``, ``cpu_x_baseline``)."""
     result: dict[str, Any] = {name: stats(samples) for name, samples in series.items()}
     base = result["baseline"]["p50_ms"]
-    for event in (*EVENTS, "module_prompt", "launcher_prompt", "mcp_initialize",
+    for event in (*EVENTS, "module_prompt", "script_prompt", "mcp_initialize",
                   "mcp_initialize_sdk_only"):
         result[event]["x_baseline"] = round(result[event]["p50_ms"] / base, 2)
     base_cpu = percentile(cpu["baseline"], 0.50)

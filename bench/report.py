@@ -271,7 +271,7 @@ def hook(runs: dict[str, Any]) -> str:
     base = r["baseline"]
     labels = {"daemon_down": "hook, daemon down (empty answer)",
               "module_prompt": "hook `UserPromptSubmit` as `python -m crosstalk.hook.main`",
-              "launcher_prompt": "hook `UserPromptSubmit` through a `python -I -S` launcher",
+              "script_prompt": "hook `UserPromptSubmit` as the `crosstalk-hook` script",
               "cli_read": "`crosstalk read --json`: CLI start-up and one request",
               "mcp_initialize": "`crosstalk server`: spawn → `initialize` returns",
               "mcp_discover": "`crosstalk server`: spawn → modern `server/discover` returns",
@@ -283,12 +283,12 @@ def hook(runs: dict[str, Any]) -> str:
         _table(["process, wall time", "p50", "p95", "p50 ÷ bare interpreter"], rows), "",
         f"Baseline, same run and interleaved: `python -c 'import json, socket'`, p50 "
         f"{_ms(base['p50_ms'])}. Each hook runs as the installers write it into client configs "
-        "(the installed `crosstalk-hook` console script) for Claude Code, against a real paired "
-        "daemon on a real relay, and sends one request on the control socket (`hook_event`; "
-        "`notice_shown` follows only an answer that showed notices). The launcher row skips "
-        "the console script's wrapper and site-packages processing (`#!python -I -S`, the "
-        "package's directory on `sys.path`): the floor of a Python hook on this machine. See "
-        "`bench/hook.py` for the details.", "",
+        "(`python -I -S …/crosstalk/hook/launch.py`: no site-packages processing) for Claude "
+        "Code, against a real paired daemon on a real relay, and sends one request on the "
+        "control socket (`hook_event`; `notice_shown` follows only an answer that showed "
+        "notices). The script row runs the `crosstalk-hook` console script instead (as the "
+        "Claude Code plugin's hooks do): its wrapper and `site` on top. See `bench/hook.py` for "
+        "the details.", "",
     ])
 
 

@@ -48,6 +48,8 @@ from crosstalk.errors import InvalidConfig
 
 #: The name under which crosstalk registers itself wherever a client names its MCP servers.
 SERVER_NAME = "crosstalk"
+#: The hook's fast entry point, which installers name in client configs (run with ``-I -S``).
+LAUNCHER = Path(__file__).resolve().parents[1] / "hook" / "launch.py"
 BACKUP_TAG = ".crosstalk-bak-"
 #: A format's parser for :func:`settle`: text to comparable data, InvalidConfig if it fails.
 Parse = Callable[[str], object]
@@ -110,11 +112,13 @@ class Commands:
 def resolve_commands(
     python: str | None = None, which: Callable[[str], str | None] = shutil.which
 ) -> Commands:
-    """Absolute paths of the installed ``crosstalk`` and ``crosstalk-hook``.
+    """Absolute command lines of the installed CLI and hook.
 
-    The scripts beside the running interpreter win (they are the ones this very install made;
-    a version manager's shim on PATH may point elsewhere tomorrow), then PATH, then
-    ``python -m crosstalk`` with this interpreter.
+    The hook is this interpreter running :data:`LAUNCHER` with ``-I -S`` (no site-packages
+    processing at each of the many hook starts; see crosstalk/hook/launch.py). For the CLI, and
+    for the hook when another interpreter is named, the scripts beside the interpreter win (they
+    are the ones this very install made; a version manager's shim on PATH may point elsewhere
+    tomorrow), then PATH, then ``python -m crosstalk``.
     """
     exe = python or sys.executable
     found: dict[str, str | None] = {}
@@ -128,7 +132,10 @@ def resolve_commands(
     cli = found["crosstalk"]
     hook = found["crosstalk-hook"]
     cli_argv = (cli,) if cli else (exe, "-m", "crosstalk")
-    hook_argv = (hook,) if hook else (*cli_argv, "hook")
+    if python is None and LAUNCHER.is_file():  # this interpreter runs this very package
+        hook_argv: tuple[str, ...] = (exe, "-I", "-S", str(LAUNCHER))
+    else:
+        hook_argv = (hook,) if hook else (*cli_argv, "hook")
     return Commands(crosstalk=cli_argv, hook=hook_argv)
 
 
@@ -145,6 +152,10 @@ def is_ours(command: object, client: str | None = None) -> bool:
     program = Path(argv[0]).name
     if program == "crosstalk-hook":
         rest = argv[1:]
+    elif argv[1:3] == ["-I", "-S"] and Path(argv[3] if len(argv) > 3 else "").parts[-3:] == (
+        "crosstalk", "hook", LAUNCHER.name
+    ):
+        rest = argv[4:]
     elif program == "crosstalk" and argv[1:2] == ["hook"]:
         rest = argv[2:]
     elif argv[1:4] == ["-m", "crosstalk", "hook"]:

@@ -1,5 +1,6 @@
-"""Sessions end to end: real daemons paired through a real relay, the real ``crosstalk-hook``
-process registering an agent session, and the CLI sending from inside that agent's project.
+"""Sessions end to end: real daemons paired through a real relay, the real hook (the command
+line the installers write) registering an agent session, and the CLI sending from inside that
+agent's project.
 
 The hook answers within its own short deadline, and the daemons share the machine with other
 work, so a hook run whose daemon was slow (it says so on stderr) is simply run again, within a
@@ -11,15 +12,16 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from crosstalk.install import resolve_commands
 from tests.e2e.conftest import Person, pair, wait_for_messages
 from tests.e2e.test_attention import notice, op, send
 
 HOOK_RETRIES_FOR = 30.0
+HOOK = resolve_commands().hook  # as the installers write it into client configs
 TURNS: list[dict[str, Any]] = [
     {"type": "user", "message": {"role": "user", "content": "why do uploads stall?"}},
     {"type": "summary", "summary": "not a turn"},
@@ -34,7 +36,7 @@ def run_hook(person: Person, client: str, event: str, data: dict[str, Any]) -> s
     deadline = time.monotonic() + HOOK_RETRIES_FOR
     while True:
         done = subprocess.run(
-            [sys.executable, "-m", "crosstalk.hook.main", "--client", client, event],
+            [*HOOK, "--client", client, event],
             input=json.dumps({"hook_event_name": event, **data}),
             capture_output=True,
             text=True,

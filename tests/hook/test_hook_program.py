@@ -570,3 +570,21 @@ def test_the_hook_uses_the_socket_c_module_not_socket_py() -> None:
         check=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])},
     )
     assert done.stdout.strip() == "[]"
+
+
+def test_the_installed_command_runs_without_site_packages(tmp_path: Path) -> None:
+    """The command line the installers write (``python -I -S .../hook/launch.py``) answers an
+    event as the console script does, with ``site`` never imported."""
+    from crosstalk.install import resolve_commands
+
+    hook = resolve_commands().hook
+    assert hook[-1].endswith("/crosstalk/hook/launch.py")
+    env = {**os.environ, "CROSSTALK_HOME": str(tmp_path / "nobody")}
+    stdin = json.dumps({"hook_event_name": "SessionStart", "session_id": "s", "cwd": "/tmp"})
+    done = subprocess.run(
+        [hook[0], "-X", "importtime", *hook[1:], "--client", "claude", "SessionStart"],
+        input=stdin, capture_output=True, text=True, timeout=30, check=False, env=env,
+    )
+    assert (done.returncode, done.stdout) == (0, "{}"), done.stderr
+    loaded = {line.split("|")[-1].strip() for line in done.stderr.splitlines()[1:]}
+    assert "crosstalk.hook.main" in loaded and "site" not in loaded

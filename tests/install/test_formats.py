@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import shlex
+import sys
 import tomllib
 from pathlib import Path
 
@@ -13,7 +15,7 @@ from hypothesis import strategies as st
 
 from crosstalk.errors import InvalidConfig, Refused
 from crosstalk.install import Commands, Places, codex, install, resolve_commands, uninstall
-from crosstalk.install.base import backup_path, is_ours
+from crosstalk.install.base import LAUNCHER, backup_path, is_ours
 from crosstalk.install.jsondoc import splice_hooks
 from crosstalk.install.tomlblock import BEGIN, END, toml_string
 
@@ -219,3 +221,13 @@ def test_a_symlinked_config_is_written_through_its_link(
     assert link.is_symlink() and link.resolve() == real
     assert json.loads(real.read_text())["theme"] == "dark"
     assert "crosstalk" in json.loads(real.read_text())["mcpServers"]
+
+
+def test_the_hook_is_installed_as_its_launcher_and_known_as_ours_again() -> None:
+    """The installers' hook command is this interpreter running the ``-I -S`` launcher, and a
+    later install or uninstall finds it again as ours, for its own client only."""
+    hook = resolve_commands().hook
+    assert hook == (sys.executable, "-I", "-S", str(LAUNCHER))
+    line = shlex.join(hook) + " --client codex Stop"
+    assert is_ours(line, "codex") and not is_ours(line, "claude")
+    assert not is_ours(f"{sys.executable} -I -S /elsewhere/launch.py --client codex Stop", "codex")
