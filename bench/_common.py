@@ -85,6 +85,12 @@ def rss_kib(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a live process (all its threads), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def stop_process(proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:
     """SIGTERM by pid, then SIGKILL after a bound; always reaped."""
     if proc.poll() is None:

@@ -49,7 +49,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench._common import echo_round_trips, percentile, progress
+from bench._common import cpu_seconds, echo_round_trips, percentile, progress
 from bench.latency import ARRIVAL_TIMEOUT, TwoDaemons, fsync_times
 from crosstalk.client import call
 from crosstalk.crypto import Keys, open_op, seal_op
@@ -151,12 +151,20 @@ def _ms(samples: list[float], q: float) -> float:
 def run(count: int) -> dict[str, Any]:
     """Measure ``count`` messages (after a warm-up); stage figures in milliseconds."""
     load_before = round(os.getloadavg()[0], 2)
-    with TwoDaemons() as (ana, ben):
+    daemons = TwoDaemons()
+    with daemons as (ana, ben):
         a, b = Home.resolve(str(ana.home)), Home.resolve(str(ben.home))
         for i in range(3):  # warm-up: imports, first statements, caches
             one_message(a, b, -1 - i)
         progress(f"timeline of {count} messages")
+        pids = {"sender": ana.daemon_pid(), "relay": daemons.relay.proc.pid,
+                "recipient": ben.daemon_pid()}
+        cpu_before = {name: cpu_seconds(pid) for name, pid in pids.items() if pid}
+        started = time.monotonic()
         messages = [one_message(a, b, i) for i in range(count)]
+        loop_ms = (time.monotonic() - started) * 1000 / count
+        cpu = {name: (cpu_seconds(pids[name]) - was) * 1000 / count
+               for name, was in cpu_before.items()}
         fsyncs = fsync_times(b.root, 50)
         commits = commit_times(b.root, 50)
         echo = echo_round_trips(100)
@@ -174,6 +182,8 @@ def run(count: int) -> dict[str, Any]:
         "send_to_held": {"p50_ms": _ms(held, 0.5), "p90_ms": _ms(held, 0.9)},
         "send_to_decided": {"p50_ms": _ms(total, 0.5), "p90_ms": _ms(total, 0.9)},
         "send_reply": {"p50_ms": _ms(sent, 0.5), "p90_ms": _ms(sent, 0.9)},
+        "cpu_ms_per_message": cpu,
+        "loop_ms_per_message": loop_ms,
         "alone": {
             "fsync_4k": {"p50_ms": _ms(fsyncs, 0.5)},
             "wal_commit": {"p50_ms": _ms(commits, 0.5)},
@@ -184,6 +194,21 @@ def run(count: int) -> dict[str, Any]:
         "load_before": load_before,
         "load_after": round(os.getloadavg()[0], 2),
     }
+
+
+def _cpu_text(result: dict[str, Any]) -> str:
+    cpu = result.get("cpu_ms_per_message")
+    if not cpu or len(cpu) < 3:
+        return ""
+    return (
+        f" CPU per message over the same messages (user + system, /proc): Ana's daemon "
+        f"{cpu['sender']:.2f} ms, the relay {cpu['relay']:.2f} ms, Ben's daemon "
+        f"{cpu['recipient']:.2f} ms, {sum(cpu.values()):.2f} ms in all against "
+        f"{result['loop_ms_per_message']:.2f} ms of wall time per message (send, then poll "
+        "until decided). Some of it is off the path (the sender's `sent` commit, acks, the "
+        "receipts that go back once per burst); what is on it is most of each stage, so a "
+        "faster send → held has to cut the processes' own work, not only their waits."
+    )
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -214,9 +239,10 @@ def markdown(result: dict[str, Any]) -> str:
         "notice), so nothing is instrumented. Timed alone in the same run: one fsync of "
         f"4 KiB {alone['fsync_4k']['p50_ms']:.2f} ms (each commit pays at least one), sealing "
         f"a 200-byte op {alone['seal_200b']['p50_ms']:.3f} ms, opening and verifying it "
-        f"{alone['open_verify_200b']['p50_ms']:.3f} ms; the rest of a stage is waiting "
-        "(actor hand-offs, the next transaction, the other processes' commits on the same "
-        f"disk).{floor} Load average (1 min) before {result.get('load_before', '?')}, after "
+        f"{alone['open_verify_200b']['p50_ms']:.3f} ms; the rest of a stage is the processes' "
+        "own work around those (decoding, actor hand-offs, store calls) and waiting (the next "
+        f"transaction, the other processes' commits on the same disk).{floor}"
+        f"{_cpu_text(result)} Load average (1 min) before {result.get('load_before', '?')}, after "
         f"{result.get('load_after', '?')}: on a loaded machine every stage stretches. "
         "See `bench/timeline.py`.",
     ]) + "\n"
