@@ -21,7 +21,7 @@ import pytest
 
 from crosstalk.core.link import OutboxItem
 from crosstalk.features.attention import sessions as session_ops
-from crosstalk.features.inbox.actor import load_pending
+from crosstalk.features.inbox.actor import load_pending, pushable_sessions
 from crosstalk.features.messages import ops as message_ops
 from crosstalk.features.peers import ops as peers_ops
 from crosstalk.features.read import ops as read_ops
@@ -218,3 +218,22 @@ def test_the_gate_reads_live_sessions_through_the_last_seen_index(
         plan = [str(row[3]) for row in conn.execute("EXPLAIN QUERY PLAN " + statement)]
         assert any("sessions USING INDEX sessions_by_last_seen" in line for line in plan), plan
     assert [s.name for s in gate_records.live(conn, NOW)] == ["s1"]
+
+
+def test_the_inbox_reads_live_sessions_through_the_last_seen_index(
+    conn: sqlite3.Connection,
+) -> None:
+    """The inbox keeper and each session's actor read the pushable sessions after every
+    committed batch: by ``last_seen``, not every session retention keeps."""
+    sessions.register_session(
+        conn, name="old", client="claude", project="p", inbox_socket="/tmp/o", now=NOW - 86400 * 7
+    )
+    sessions.register_session(
+        conn, name="s1", client="claude", project="p", inbox_socket="/tmp/x", now=NOW
+    )
+    statements = _traced(conn, lambda: pushable_sessions(conn, NOW))
+    assert statements
+    for statement in statements:
+        plan = [str(row[3]) for row in conn.execute("EXPLAIN QUERY PLAN " + statement)]
+        assert any("sessions USING INDEX sessions_by_last_seen" in line for line in plan), plan
+    assert [s.name for s in pushable_sessions(conn, NOW)] == ["s1"]

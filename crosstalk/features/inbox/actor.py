@@ -51,7 +51,7 @@ from crosstalk.core.notice import Arrival, escape_text, render_arrivals
 from crosstalk.core.triage import Decision, SessionStatus
 from crosstalk.store import attention as db
 from crosstalk.store.gate import SurfacedNotice, surfaced_unshown
-from crosstalk.store.sessions import Session, list_sessions
+from crosstalk.store.sessions import Session, seen_since
 
 log = logging.getLogger(__name__)
 
@@ -161,10 +161,14 @@ def _session_for(item: Pending, sessions: list[Session]) -> Session | None:
 
 
 def pushable_sessions(conn: sqlite3.Connection, now: float) -> list[Session]:
-    """The live sessions that have an inbox socket, most recently seen first."""
+    """The live sessions that have an inbox socket, most recently seen first.
+
+    Read through ``sessions_by_last_seen`` (:func:`seen_since`): the keeper and every session's
+    actor ask after each committed batch, and retention keeps a month of sessions."""
     return [
         s
-        for s in sorted(list_sessions(conn), key=lambda s: s.last_seen, reverse=True)
+        for s in sorted(seen_since(conn, now - SESSION_TTL), key=lambda s: s.last_seen,
+                        reverse=True)
         if s.inbox_socket and now - s.last_seen < SESSION_TTL
     ]
 
