@@ -22,9 +22,13 @@ wins its compare-and-set the cache held all before it. A hello waits for the rel
 identity's rooms, so a new device's cursors and the resume after it see the stream as it is.
 A membership message of a room not followed shows a gap (its ops were not taken in) and has the
 room reloaded, which tells a new invitee here of the invitation. The client's reader
-queues each message and wakes the feeder; the feeder takes them in order. The echo of this
-node's own writes (the RePublish sends them here too) is dropped on its ``Nats-Sequence`` header
-alone, before the rest of the headers is parsed: the node applied those writes already. A
+takes each message in at once, in its callback (nothing there blocks), unless older ones wait
+for the feeder task (a reconnect's reload, presence), behind which it queues: in order either
+way, and all the messages of one read of the socket in one scheduling round, not a feeder wake
+more. The echo of this node's own writes (the RePublish sends them here too, often before
+the write's own reply) is dropped on its subject and ``Nats-Sequence`` header alone, at once or
+when the write's unit is released, before the rest of the headers is parsed: the node applied
+those writes already. A
 message for a unit carries the sequence it was checked against; if that is not what this node
 last saw of the unit, something was missed and the unit is reloaded; otherwise the core applies
 it and pushes it to its own connections (:mod:`relay.replica`). While a unit is being written or
@@ -66,7 +70,7 @@ RELOAD_BACKOFF_MAX = 4.0  # ... up to this
 class _Feed:
     seq: int
     subject: str
-    headers: dict[str, str]
+    headers: bytes  # the raw block, parsed only for a message that is applied
     data: bytes
 
 
@@ -96,6 +100,7 @@ class FedServer(RelayServer):
         self._stale: set[str] = set()
         self._nursery: trio.Nursery | None = None
         self.conflicts = 0
+        self.echoes = 0  # this node's own writes come back through RePublish: dropped unparsed
         # Rooms whose ops this node takes in (room -> subscription id): those a local identity
         # is in. The cached log and head of any other room may be behind the stream.
         self._followed: dict[str, str] = {}
@@ -137,9 +142,6 @@ class FedServer(RelayServer):
         lay = self.nats.layout
         cut = len(lay.republished) + 1
         root = f"{lay.root}."
-        tails = self.nats.tails.last
-        unit_of = lay.unit_of_subject
-        busy = self._busy
 
         def stored(msg: wire.Msg) -> None:
             raw = msg.headers or b""
@@ -147,30 +149,15 @@ class FedServer(RelayServer):
                 seq = int(wire.header_value(raw, b"Nats-Sequence") or 0)
             except ValueError:
                 seq = 0
-            subject = root + msg.subject[cut:]
-            unit = unit_of(subject)
-            if unit is not None and unit not in busy and 0 < seq <= tails.get(unit, 0):
-                # This node's own write (or one it reloaded already): the same test as in
-                # _stored, made before the headers are parsed. Only fed_through must move, in
-                # order: at once if nothing waits for the feeder (which then took in all that
-                # came before), else behind what waits.
-                if self._inbox:
-                    self._inbox.append(_Feed(seq, "", {}, b""))
-                    self._poke()
-                else:
-                    self.fed_through = max(self.fed_through, seq)
-                return
-            try:
-                headers = wire.parse_headers(raw).fields if raw else {}
-            except wire.NatsProtocolError:
-                log.warning("relay node %s: dropped a stored message with broken headers %s",
-                            self.node, subject)
-                return
-            self._inbox.append(_Feed(seq, subject, headers, msg.payload))
-            self._poke()
+            item = _Feed(seq, root + msg.subject[cut:], raw, msg.payload)
+            if self._inbox:  # behind what waits for the feeder, in order
+                self._inbox.append(item)
+                self._poke()
+            else:
+                self._take(item)
 
         def presence(msg: wire.Msg) -> None:
-            self._inbox.append(_Feed(-1, msg.subject, {}, msg.payload))
+            self._inbox.append(_Feed(-1, msg.subject, b"", msg.payload))
             self._poke()
 
         self._on_stored = stored
@@ -244,7 +231,7 @@ class FedServer(RelayServer):
         """After a reconnect: what was republished while this node was away is lost (core
         NATS), and a unit written last in that time would show no gap, so every unit this node
         knows is reloaded."""
-        self._inbox.append(_Feed(-2, "", {}, b""))
+        self._inbox.append(_Feed(-2, "", b"", b""))
         self._poke()
 
     async def _feeder(self) -> None:
@@ -253,26 +240,38 @@ class FedServer(RelayServer):
             self._arrived = trio.Event()
             while self._inbox:
                 item = self._inbox.popleft()
-                self.fed_through = max(self.fed_through, item.seq)
                 if item.seq == -2:
                     self._resync()
                 elif item.seq < 0:
                     self._heard(item.data)
-                elif item.subject:
-                    self._stored(item)
+                else:
+                    self._take(item)
             await trio.lowlevel.checkpoint()
+
+    def _take(self, item: _Feed) -> None:
+        """Take in one stored message, in stream order."""
+        self.fed_through = max(self.fed_through, item.seq)
+        self._stored(item)
 
     def _heard(self, data: bytes) -> None:
         """Another node's presence announcement (:mod:`relay.node_presence`)."""
 
     def _stored(self, item: _Feed) -> None:
         unit = self.nats.layout.unit_of_subject(item.subject)
-        if (unit is not None and unit not in self._busy
-                and item.seq <= self.nats.tails.last.get(unit, 0)):
-            return  # this node's own write, or one it reloaded already: not decoded again
+        if unit is not None:
+            # Tested on the subject and sequence alone, before anything is parsed: the
+            # RePublish brings this node's own writes back too (often before the write's own
+            # reply, while its unit is busy), and they were applied when they were decided.
+            if unit in self._busy:
+                self._busy[unit].append(item)
+                return
+            if item.seq <= self.nats.tails.last.get(unit, 0):
+                self.echoes += 1  # this node's own write, or one it reloaded already
+                return
         try:
-            stored = self.nats.layout.decode(item.subject, item.headers, item.data)
-        except (KeyError, ValueError, TypeError, RemoteProtocolError):
+            headers = wire.parse_headers(item.headers).fields if item.headers else {}
+            stored = self.nats.layout.decode(item.subject, headers, item.data)
+        except (KeyError, ValueError, TypeError, RemoteProtocolError, wire.NatsProtocolError):
             log.warning("relay node %s: dropped a malformed stored message %s", self.node,
                         item.subject)
             return
@@ -284,13 +283,8 @@ class FedServer(RelayServer):
                 if isinstance(x, OpsPruned):
                     self.nats.tails.pruned(x.room, x.through)
             return
-        if stored.unit in self._busy:
-            self._busy[stored.unit].append(item)
-            return
         last = self.nats.tails.last.get(stored.unit, 0)
-        if item.seq <= last:
-            return  # this node's own write, or one it reloaded already
-        if item.headers.get("Nats-Expected-Last-Subject-Sequence") != str(last):
+        if headers.get("Nats-Expected-Last-Subject-Sequence") != str(last):
             self._start_reload(stored.unit)
             return
         try:
@@ -398,7 +392,15 @@ class FedServer(RelayServer):
         if not ops:
             return 1 << 62
         fed = self.fed_through
-        return max((seq for seq, at in ops.items() if at <= fed), default=min(ops) - 1)
+        # A room's seqs and their stream seqs rise together (its compare-and-set orders both),
+        # so the ops taken in are a prefix, and any of them bounds it safely; they are held in
+        # the order they were stored, so the newest taken in is found from the end, past the
+        # few still in flight. (The scan from the start walked every op held: with a member
+        # who never acknowledges, all of them, at every other member's acknowledgement.)
+        for seq, at in reversed(ops.items()):
+            if at <= fed:
+                return seq
+        return min(ops) - 1
 
     def _lock(self, unit: str) -> trio.Lock:
         lock = self._locks.get(unit)
