@@ -110,7 +110,12 @@ class Mailroom:
         messages = [a for a in applied if isinstance(a.op, MessageOp)]
         if not messages:
             return
-        labels = await self._daemon.store.read(lambda c: _labels(c, {a.sender for a in messages}))
+        labels: dict[str, str] = {}
+        if self.watchers or (self.asks and any(_asks(a) for a in messages)):
+            # Names only for someone who will see them: a watcher, or a mutual wait (an ask
+            # from someone we are waiting on). Most batches have neither: no read.
+            senders = {a.sender for a in messages}
+            labels = await self._daemon.store.read(lambda c: _labels(c, senders))
         for entry in messages:
             op = entry.op
             assert isinstance(op, MessageOp)
@@ -156,6 +161,10 @@ class Mailroom:
                 )
                 await deliver(self._daemon, note, kind=Kind.NOTICE)
                 return
+
+
+def _asks(entry: Applied) -> bool:
+    return isinstance(entry.op, MessageOp) and entry.op.kind is Kind.ASK
 
 
 def _labels(conn: sqlite3.Connection, senders: set[str]) -> dict[str, str]:
