@@ -87,6 +87,7 @@ def test_a_frame_split_anywhere_gives_the_same_events() -> None:
     b"INFO " + b"[" * 5000 + b"\r\n",  # nesting deep enough for a RecursionError
     b"PING now\r\n",
     b"MSG \xff 1 0\r\n\r\n",  # not UTF-8
+    b"HMSG a 1 x 2\r\nhi\r\n",  # a header size that is not a number
     b"-ERR '\xff'\r\n",
 ])
 def test_what_is_not_the_protocol_raises_the_protocol_error(data: bytes) -> None:
@@ -168,6 +169,9 @@ def test_pub_and_hpub_frame_what_the_server_expects() -> None:
     lambda: wire.pub("a", b"", reply="r\r\n"),
     lambda: wire.pub("a", b"", headers={"K": "v\r\nX: y"}),
     lambda: wire.pub("a", b"", headers={"K:": "v"}),
+    lambda: wire.pub("a", b"", headers={"A": "1", "K": "v\r"}),
+    lambda: wire.pub("a", b"", headers={"K\n": "v", "A": "1"}),
+    lambda: wire.pub("a", b"", headers={"": "v"}),
     lambda: wire.sub("a", "1 2"),
 ])
 def test_commands_that_would_break_the_framing_are_refused(call: object) -> None:
