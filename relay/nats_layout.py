@@ -126,6 +126,9 @@ class Layout:
                 group.clear()
 
         for w in writes:
+            if type(w) is OpAppended and not group:  # a post: most messages (no evolve)
+                out.append(self._op(w))
+                continue
             if isinstance(w, RoomPut | MemberPut | MemberDeleted):
                 if group and group[0].room != w.room:
                     flush()
@@ -153,14 +156,18 @@ class Layout:
         return Outgoing(f"{self.root}.r.{room}.m", _json(events), {"Ct-By": by},
                         unit=f"r.{room}", purges=drops, writes=tuple(group))
 
+    def _op(self, w: OpAppended) -> Outgoing:
+        op = w.op
+        op_id = base64.urlsafe_b64encode(op.op_id.encode()).decode()
+        headers = {"Ct-Seq": str(op.seq), "Ct-Sender": op.sender, "Ct-Ts": repr(op.ts),
+                   "Ct-Op": op_id, "Nats-Msg-Id": f"{w.room}:{op.sender}:{op_id}"}
+        return Outgoing(self.room_ops(w.room), op.body, headers, unit=f"r.{w.room}",
+                        writes=(w,))
+
     def _one(self, w: Write, by: str) -> Outgoing:
         r = self.root
         if isinstance(w, OpAppended):
-            op = w.op
-            op_id = base64.urlsafe_b64encode(op.op_id.encode()).decode()
-            headers = {"Ct-Seq": str(op.seq), "Ct-Sender": op.sender, "Ct-Ts": repr(op.ts),
-                       "Ct-Op": op_id, "Nats-Msg-Id": f"{w.room}:{op.sender}:{op_id}"}
-            return Outgoing(self.room_ops(w.room), op.body, headers, unit=f"r.{w.room}")
+            return self._op(w)
         if isinstance(w, RoomDeleted):
             return Outgoing(f"{r}.r.{w.room}.m", _json([{"w": "gone"}]),
                             {"Ct-By": by, "Nats-Rollup": "sub"}, unit=f"r.{w.room}",

@@ -63,3 +63,17 @@ def test_each_message_carries_what_decoding_it_gives_back() -> None:
         assert stored is not None, out.subject
         assert stored.unit == out.unit
         assert stored.writes == list(out.writes)
+
+
+def test_a_post_alone_is_one_message_carrying_its_op() -> None:
+    """A post's write, planned alone as a node plans it, is one message per op that decodes
+    back to it (the path most messages take)."""
+    lay = Layout("N")
+    posts: list[Write] = [OpAppended("r1", StoredOp(s, "alice-fp", f"op-{s}", b"x", 5.0 + s))
+                          for s in (7, 8)]
+    messages = lay.plan(posts)
+    assert [out.writes for out in messages] == [(posts[0],), (posts[1],)]
+    for out in messages:
+        assert out.unit == "r.r1" and out.headers["Nats-Msg-Id"].startswith("r1:alice-fp:")
+        stored = lay.decode(out.subject, out.headers, out.payload)
+        assert stored is not None and stored.writes == list(out.writes)
