@@ -184,3 +184,24 @@ async def test_reader_gone_mid_write_stalls_no_other_connection(
         assert [op.seq for op in ops] == seqs == list(range(1, 32))
         assert [op.body[:8] for op in ops] == [b"%08d" % i for i in range(31)]
         assert server.core.statistics().connections == 2
+
+
+async def test_a_write_held_for_the_send_timeout_drops_that_connection_then(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A write that cannot finish is given up at ``send_timeout`` after it began, not before and
+    not at the next ping: the heartbeat times writes, the writer opens no scope of its own."""
+    async with _relay() as (server, nursery):
+        a, _ = await _member(server, nursery)
+        b, b_end = await _member(server, nursery)
+        await pair_and_room(a, b, "r")
+        await trio.sleep(17.0)  # off the grid of the connections' own checks
+        b_end.close_gate()  # b's peer stops reading
+        await _post(a, "r", 1)
+        await b_end.holding.wait()
+        began = trio.current_time()
+        await trio.sleep_until(began + TIMINGS.send_timeout - 0.1)
+        assert server.core.statistics().connections == 2
+        await trio.sleep(0.2)
+        assert server.core.statistics().connections == 1
+        assert TIMINGS.send_timeout < TIMINGS.ping_interval  # the ping did not do it
