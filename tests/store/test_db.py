@@ -203,26 +203,40 @@ async def test_inline_write_cancelled_before_it_starts_writes_nothing(tmp_path: 
         assert await store.read(lambda conn: get_setting(conn, "k")) is None
 
 
+class _Steps(trio.abc.Instrument):
+    """Counts how many times ``task`` has been scheduled (each resumption after a yield)."""
+
+    def __init__(self, task: trio.lowlevel.Task) -> None:
+        self.task, self.count = task, 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if task is self.task:
+            self.count += 1
+
+
 async def test_an_inline_call_runs_before_any_other_task_and_yields_once_after(
     tmp_path: Path,
 ) -> None:
     """Inline, a store call does not hand the scheduler a pass before its transaction (taking
-    the free limiter does not yield); other tasks run at the one checkpoint after it."""
-    order: list[str] = []
-
-    async def other() -> None:
-        order.append("other")
+    the free limiter does not yield): the calling task is not rescheduled between the call
+    and the transaction. It still checkpoints once after it, so other tasks get to run."""
+    seen: list[int] = []
+    steps = _Steps(trio.lowlevel.current_task())
 
     def write(conn: sqlite3.Connection) -> None:
-        order.append("write")
+        seen.append(steps.count)
         set_setting(conn, "k", "v")
 
     async with open_store(tmp_path / "state.db") as store:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(other)
-            await store.write(write)
-            order.append("returned")
-    assert order == ["write", "other", "returned"]
+        trio.lowlevel.add_instrument(steps)
+        try:
+            before = steps.count
+            with trio.testing.assert_checkpoints():
+                await store.write(write)
+            after = steps.count
+        finally:
+            trio.lowlevel.remove_instrument(steps)
+    assert seen == [before] and after == before + 1
 
 
 async def test_an_inline_call_waits_for_a_call_running_in_a_thread(tmp_path: Path) -> None:
