@@ -46,7 +46,8 @@ from collections.abc import Mapping
 
 import attrs
 
-from crosstalk.errors import LocalProtocolError, UsageError
+from crosstalk.errors import LocalProtocolError
+from crosstalk.wire.kinds import parse_choice
 
 
 class Level(enum.Enum):
@@ -89,17 +90,8 @@ class Level(enum.Enum):
 
     @classmethod
     def parse(cls, text: str) -> Level:
-        """Read a level as a user typed it (case and surrounding blanks ignored).
-
-        Raises:
-            UsageError: ``text`` names no level.
-        """
-        wanted = text.strip().lower()
-        for level in cls:
-            if level.value == wanted:
-                return level
-        names = ", ".join(level.value for level in cls)
-        raise UsageError(f"{text.strip()!r} is not a trust level: use one of {names}.")
+        """Read a level as a user typed it (see :func:`~crosstalk.wire.kinds.parse_choice`)."""
+        return parse_choice(cls, text, "a trust level")
 
 
 _ORDER: tuple[Level, ...] = tuple(Level)

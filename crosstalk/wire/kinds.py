@@ -8,8 +8,25 @@ the wire is the lower layer: cores take wire models as inputs, the wire imports 
 from __future__ import annotations
 
 import enum
+from typing import TypeVar
 
 from crosstalk.errors import UsageError
+
+E = TypeVar("E", bound=enum.Enum)
+
+
+def parse_choice(cls: type[E], text: str, what: str) -> E:
+    """Read a member of ``cls`` as a user typed its value (case and surrounding blanks ignored).
+
+    Raises:
+        UsageError: ``text`` names none; the sentence calls it ``what`` and lists the values.
+    """
+    wanted = text.strip().lower()
+    for member in cls:
+        if member.value == wanted:
+            return member
+    names = ", ".join(str(member.value) for member in cls)
+    raise UsageError(f"{text.strip()!r} is not {what}: use one of {names}.")
 
 
 class Intent(enum.Enum):
@@ -21,16 +38,8 @@ class Intent(enum.Enum):
 
     @classmethod
     def parse(cls, text: str) -> Intent:
-        """Read ``--intent`` as typed (case and surrounding blanks ignored).
-
-        Raises:
-            UsageError: ``text`` names no intent.
-        """
-        wanted = text.strip().lower()
-        for intent in cls:
-            if intent.value == wanted:
-                return intent
-        raise UsageError(f"{text.strip()!r} is not an intent: use fyi, question or blocking.")
+        """Read ``--intent`` as typed (see :func:`parse_choice`)."""
+        return parse_choice(cls, text, "an intent")
 
 
 class Kind(enum.Enum):

@@ -176,4 +176,4 @@ def test_unknown_intent_is_a_usage_error() -> None:
     with pytest.raises(UsageError) as info:
         Intent.parse("urgent")
     assert info.value.code == "usage"
-    assert info.value.message == "'urgent' is not an intent: use fyi, question or blocking."
+    assert info.value.message == "'urgent' is not an intent: use one of fyi, question, blocking."
