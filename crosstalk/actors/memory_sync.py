@@ -24,7 +24,14 @@ What it does (the rules of the log itself live in :mod:`crosstalk.store.memory_l
   concedes, once, and everyone else installs its snapshot, so replicas converge. Alone in the
   room (no other joined member, online or not) it concedes after one :data:`RETRY_AFTER`. Ops
   that only a member offline for all that while holds are then lost to memory (the relay starts
-  a new member at the head of the log, so it cannot fill the hole either).
+  a new member at the head of the log, so it cannot fill the hole either), unless a repair
+  brings them back.
+* **Repair.** A memory that gave a hole up (or installed the snapshot of one that did) keeps a
+  journal of the ops after it (:mod:`crosstalk.store.memory_log`, "Repair"), and every
+  :data:`PROBE_EVERY` seconds asks each online member it has not asked yet in this run for a
+  snapshot with ``repair`` set. Only a member whose memory gave nothing up answers one; its
+  snapshot, installed under the journal, repairs every conceded member that sees it. A journal
+  past :data:`JOURNAL_MAX` ops is dropped (that memory stays without the ops it gave up).
 * **Own ops.** A claim that answered ``pending`` (the relay was unreachable) is watched here; when
   the relay sequences it, its outcome is applied and reported (logged, and marked reported).
 
@@ -54,7 +61,8 @@ from crosstalk.wire.room_ops import RoomOp, SyncChunk, SyncRequest
 log = logging.getLogger(__name__)
 
 RETRY_AFTER = 15.0
-PROBE_EVERY = 15.0  # how often to look for rooms joined since start
+PROBE_EVERY = 15.0  # how often to look for rooms joined since start, and for members to repair
+JOURNAL_MAX = 10_000  # ops a conceded memory keeps while it waits for a repair
 
 
 @attrs.frozen
@@ -72,6 +80,7 @@ class Answer:
     request_id: str
     requester: str
     held_from: int | None = None  # the requester's (None: an older peer that does not say)
+    repair: bool = False  # the requester gave a hole up; answer only with a complete memory
 
 
 @attrs.frozen
@@ -107,8 +116,13 @@ class SyncStore(Protocol):
 
     async def note_request(self, room: str, request_id: str, asked: str | None) -> None: ...
 
-    async def snapshot(self, room: str) -> MemorySnapshot | None:
-        """The room's memory, or None while it has a hole."""
+    async def snapshot(self, room: str) -> tuple[MemorySnapshot, bool] | None:
+        """The room's memory and whether it gave a hole up; None while it has a hole."""
+
+    async def repairing(self) -> list[tuple[str, int]]:
+        """``(room, ops journaled)`` for rooms whose memory gave a hole up and can be repaired."""
+
+    async def drop_journal(self, room: str) -> None: ...
 
     async def advance(self, room: str) -> None: ...
 
@@ -156,6 +170,7 @@ class MemorySync:
         self._beat: Callable[[], None] = lambda: None
         self._probed: set[str] | None = None  # None until the start probe has run
         self._next_probe = float("inf")
+        self._repair_asked: dict[str, set[str]] = {}  # per room, members asked in this run
 
     async def run(
         self,
@@ -175,21 +190,26 @@ class MemorySync:
                     ctx.beat()
                     continue
                 await self._ask_where_needed()
-                await self._probe_new_rooms()
+                await self._look_around()
                 ctx.beat()
 
     def _next_deadline(self) -> float:
         return min([a.deadline for a in self._asking.values()] + [self._next_probe])
 
-    async def _probe_new_rooms(self) -> None:
-        """Probe rooms joined since start (a new member starts at the head of the log)."""
+    async def _look_around(self) -> None:
+        """Every PROBE_EVERY seconds: probe rooms joined since start, ask for repairs."""
         now = trio.current_time()
         if self._probed is None or now < self._next_probe:
             return
         self._next_probe = now + PROBE_EVERY
+        await self._probe_new_rooms(self._probed)
+        await self._ask_for_repairs()
+
+    async def _probe_new_rooms(self, probed: set[str]) -> None:
+        """Probe rooms joined since start (a new member starts at the head of the log)."""
         for room in await self._store.rooms():
-            if room not in self._probed:
-                self._probed.add(room)
+            if room not in probed:
+                probed.add(room)
                 await _probe_one(self._store, self._send_op, room, self._watch)
 
     _nursery: trio.Nursery
@@ -278,6 +298,34 @@ class MemorySync:
         await self._wait_sent(op_id)
         heard.setdefault(asked, trio.current_time())
 
+    async def _ask_for_repairs(self) -> None:
+        """Ask each online member not asked yet, once per run, to repair a conceded memory."""
+        repairing = await self._store.repairing()
+        for room in set(self._repair_asked) - {room for room, _ in repairing}:
+            del self._repair_asked[room]  # repaired, or no longer repairable
+        online: dict[str, bool] | None = None
+        for room, journaled in repairing:
+            if journaled > JOURNAL_MAX:
+                log.warning(
+                    "room %s: no member repaired the memory we gave up within %d ops; "
+                    "it stays without them", room, JOURNAL_MAX,
+                )
+                await self._store.drop_journal(room)
+                continue
+            online = online if online is not None else await self._presence()
+            asked = self._repair_asked.setdefault(room, set())
+            for fp in sorted(await self._store.members(room)):
+                if fp == self._keys.fingerprint or fp in asked or not online.get(fp):
+                    continue
+                asked.add(fp)
+                have = (await self._store.cursor(room)).last_seq
+                log.info("room %s: asking %s to repair the memory we gave up", room, fp)
+                request = SyncRequest(secrets.token_hex(8), have, fp, repair=True)
+                try:
+                    self._watch(room, await self._send_op(room, request))
+                except CrosstalkError as exc:
+                    log.warning("room %s: repair request not queued: %s", room, exc.message)
+
     # --- answering -------------------------------------------------------------------------------
 
     async def _others(self, room: str) -> bool:
@@ -299,14 +347,18 @@ class MemorySync:
         )
 
     async def _answer(self, item: Answer) -> None:
-        snapshot = await self._store.snapshot(item.room)
-        if snapshot is None:
+        found = await self._store.snapshot(item.room)
+        if found is None:
             async with self._ask_lock:  # not while a round of asks for this hole is under way
                 if await self._may_concede(item):
                     await self._concede(item.room, f"{item.requester} missed more")
-                    snapshot = await self._store.snapshot(item.room)
-        if snapshot is None:
+                    found = await self._store.snapshot(item.room)
+        if found is None:
             log.info("room %s: asked for memory while ours has a hole; not answering", item.room)
+            return
+        snapshot, conceded = found
+        if item.repair and conceded:
+            log.info("room %s: asked to repair memory, but ours gave ops up too", item.room)
             return
         digest, pieces = pack_snapshot(snapshot)
         message = signed_message(item.room, item.request_id, snapshot.last_seq, digest)
@@ -317,7 +369,8 @@ class MemorySync:
         )
         for index, piece in enumerate(pieces):
             chunk = SyncChunk(
-                item.request_id, snapshot.last_seq, index, len(pieces), digest, sig, piece
+                item.request_id, snapshot.last_seq, index, len(pieces), digest, sig, piece,
+                conceded,
             )
             self._watch(item.room, await self._send_op(item.room, chunk))
             self._beat()  # a large snapshot takes a while to queue

@@ -42,13 +42,20 @@ class StoreAdapter:
         now = time.time()
         await self._store.write(lambda c: m.set_request(c, room, request_id, asked, now))
 
-    async def snapshot(self, room: str) -> MemorySnapshot | None:
-        def read(conn: sqlite3.Connection) -> MemorySnapshot | None:
-            if m.cursor(conn, room).hole_from is not None:
+    async def snapshot(self, room: str) -> tuple[MemorySnapshot, bool] | None:
+        def read(conn: sqlite3.Connection) -> tuple[MemorySnapshot, bool] | None:
+            cursor = m.cursor(conn, room)
+            if cursor.hole_from is not None:
                 return None
-            return m.load_snapshot(conn, room)
+            return m.load_snapshot(conn, room), cursor.conceded
 
         return await self._store.read(read)
+
+    async def repairing(self) -> list[tuple[str, int]]:
+        return await self._store.read(m.repairing_rooms)
+
+    async def drop_journal(self, room: str) -> None:
+        await self._store.write(lambda c: m.drop_journal(c, room))
 
     async def advance(self, room: str) -> None:
         """:meth:`MemoryFollower.advance`, in a write transaction only when it has something to

@@ -74,25 +74,75 @@ class MemoryCursor:
     request_id: str | None = None
     asked: str | None = None
     requested_at: float | None = None
+    conceded: bool = False
+    journal_from: int | None = None
+
+
+_CURSOR = "last_seq, hole_from, request_id, asked, requested_at, conceded, journal_from"
+
+
+def _cursor(room_id: str, row: tuple[Any, ...]) -> MemoryCursor:
+    last_seq, hole_from, request_id, asked, requested_at, conceded, journal_from = row
+    return MemoryCursor(
+        room_id, last_seq, hole_from, request_id, asked, requested_at, bool(conceded), journal_from
+    )
 
 
 def cursor(conn: sqlite3.Connection, room_id: str) -> MemoryCursor:
     """The room's memory cursor (all zero for a room with no memory yet)."""
     row = conn.execute(
-        "SELECT last_seq, hole_from, request_id, asked, requested_at FROM memory_rooms "
-        "WHERE room_id = ?",
-        (room_id,),
+        f"SELECT {_CURSOR} FROM memory_rooms WHERE room_id = ?", (room_id,)
     ).fetchone()
-    return MemoryCursor(room_id) if row is None else MemoryCursor(room_id, *row)
+    return MemoryCursor(room_id) if row is None else _cursor(room_id, row)
 
 
 def stalled_rooms(conn: sqlite3.Connection) -> list[MemoryCursor]:
     """Rooms waiting for a snapshot, oldest hole first."""
     rows = conn.execute(
-        "SELECT room_id, last_seq, hole_from, request_id, asked, requested_at FROM memory_rooms "
-        "WHERE hole_from IS NOT NULL ORDER BY room_id"
+        f"SELECT room_id, {_CURSOR} FROM memory_rooms WHERE hole_from IS NOT NULL ORDER BY room_id"
     ).fetchall()
-    return [MemoryCursor(*row) for row in rows]
+    return [_cursor(row[0], row[1:]) for row in rows]
+
+
+def repairing_rooms(conn: sqlite3.Connection) -> list[tuple[str, int]]:
+    """``(room, ops journaled)`` of rooms whose memory gave a hole up and keeps a journal to
+    install a complete member's snapshot under (no hole open now)."""
+    rows = conn.execute(
+        "SELECT r.room_id, (SELECT count(*) FROM memory_pending p WHERE p.room_id = r.room_id) "
+        "FROM memory_rooms r WHERE r.hole_from IS NULL AND r.conceded = 1 "
+        "AND r.journal_from IS NOT NULL ORDER BY r.room_id"
+    ).fetchall()
+    return [(str(room), int(count)) for room, count in rows]
+
+
+def journal_from(conn: sqlite3.Connection, room_id: str) -> int | None:
+    """The seq from which the room keeps every op in its repair journal (None: no journal)."""
+    row = conn.execute(
+        "SELECT journal_from FROM memory_rooms WHERE room_id = ?", (room_id,)
+    ).fetchone()
+    return None if row is None or row[0] is None else int(row[0])
+
+
+def set_conceded(
+    conn: sqlite3.Connection, room_id: str, conceded: bool, journal_from: int | None
+) -> None:
+    """Record whether the memory lacks ops it gave up, and from which seq it keeps a journal."""
+    _ensure(conn, room_id)
+    conn.execute(
+        "UPDATE memory_rooms SET conceded = ?, journal_from = ? WHERE room_id = ?",
+        (int(conceded), journal_from, room_id),
+    )
+
+
+def drop_journal(conn: sqlite3.Connection, room_id: str) -> None:
+    """Stop keeping the journal (the memory stays conceded; it can no longer be repaired)."""
+    dropped = conn.execute(
+        "UPDATE memory_rooms SET journal_from = NULL "
+        "WHERE room_id = ? AND journal_from IS NOT NULL AND hole_from IS NULL",
+        (room_id,),
+    ).rowcount
+    if dropped:  # with a hole, memory_pending holds the ops parked behind it
+        conn.execute("DELETE FROM memory_pending WHERE room_id = ?", (room_id,))
 
 
 def _ensure(conn: sqlite3.Connection, room_id: str) -> None:
@@ -108,11 +158,25 @@ def set_last_seq(conn: sqlite3.Connection, room_id: str, seq: int) -> None:
 
 
 def set_hole(conn: sqlite3.Connection, room_id: str, hole_from: int | None) -> None:
-    """Mark (or, with None, clear) a hole; clearing also closes the open request."""
+    """Mark (or, with None, clear) a hole; clearing also closes the open request.
+
+    A new hole ends a repair journal: the ops parked behind a hole and a journal share
+    memory_pending, and the snapshot that fills the hole decides anew whether memory is complete.
+    """
     _ensure(conn, room_id)
     conn.execute("UPDATE memory_rooms SET hole_from = ? WHERE room_id = ?", (hole_from, room_id))
     if hole_from is None:
         set_request(conn, room_id, None, None, None)
+        return
+    ended = conn.execute(
+        "UPDATE memory_rooms SET journal_from = NULL "
+        "WHERE room_id = ? AND journal_from IS NOT NULL",
+        (room_id,),
+    ).rowcount
+    if ended:
+        conn.execute(
+            "DELETE FROM memory_pending WHERE room_id = ? AND seq < ?", (room_id, hole_from)
+        )
 
 
 def set_request(

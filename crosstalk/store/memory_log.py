@@ -37,6 +37,19 @@ once, every outcome and the cursor, in the same transaction. Any other case firs
 noted, then runs the one-op path below, so holes, parking and snapshots behave exactly as without
 a batch. If an applier raises, the transaction rolls back and the states the batch touched are
 dropped from the cache.
+
+Repair
+------
+A hole given up may have held ops that a member offline at the time still has (sim seed 146:
+the room's creator was cut off while the others conceded, and kept a fact they never got). So a
+conceded memory stays *conceded* (it says so in the snapshots it sends, and a member installing
+such a snapshot becomes conceded too) and keeps a *journal*: from ``journal_from`` on, every seq's
+op stays in ``memory_pending`` after it is applied (a ``NULL`` body for ops that are not memory
+ops, our own included). When a complete member's snapshot arrives (one not conceded, asked for by
+the memory-sync actor, or by another conceded member: every member sees the pieces), it is
+installed exactly as one filling a hole, and the journal after it is applied on top, so every
+replica ends with the complete member's memory plus the same ops after it. A new hole ends the
+journal (the snapshot that fills it decides anew); the actor drops a journal past its bound.
 """
 
 from __future__ import annotations
@@ -177,11 +190,14 @@ class MemoryFollower:
         if cursor.hole_from is None:
             return
         state = self._state(conn, cursor)
+        held = self.held_from(conn, room_id)
         log.warning(
             "room %s: memory gives up the ops from seq %d that no member holds",
             room_id, cursor.hole_from,
         )
         m.set_hole(conn, room_id, None)
+        # Journal from the first op we hold: the seqs before it are the ones given up.
+        m.set_conceded(conn, room_id, True, held if held is not None else cursor.hole_from)
         conn.execute("DELETE FROM memory_chunks WHERE room_id = ?", (room_id,))
         self._drain_parked(conn, state, skip_gaps=True)
 
@@ -229,7 +245,7 @@ class MemoryFollower:
         noted = self._noted.get(entry.room_id)
         if noted is None:
             stored = m.cursor(conn, entry.room_id)
-            if stored.hole_from is not None:
+            if stored.hole_from is not None or stored.journal_from is not None:
                 return False
             state = self._state(conn, stored)
             noted = _Noted(state, m.own_ops_from(conn, entry.room_id, state.last_seq))
@@ -295,6 +311,9 @@ class MemoryFollower:
         else:
             state.skip(seq)
             m.set_last_seq(conn, state.room_id, state.last_seq)
+        start = m.journal_from(conn, state.room_id)
+        if start is not None and seq >= start:
+            _park_row(conn, state.room_id, _row(seq, op_id, sender, relay_ts, op))
 
     def _fill_own(self, conn: sqlite3.Connection, state: MemoryState, upto: int | None) -> None:
         """Apply our own sequenced ops from ``last_seq + 1`` on, while there are some."""
@@ -310,10 +329,13 @@ class MemoryFollower:
     def _take_chunk(self, conn: sqlite3.Connection, entry: Applied, chunk: SyncChunk) -> None:
         room = entry.room_id
         wanted = m.cursor(conn, room)
-        if wanted.hole_from is None or chunk.request_id != wanted.request_id:
+        if wanted.hole_from is not None and chunk.request_id == wanted.request_id:
+            # The snapshot must reach past the hole.
+            needed = (m.first_parked(conn, room) or wanted.hole_from) - 1
+        elif wanted.journal_from is not None and not chunk.conceded:
+            needed = wanted.journal_from - 1  # a repair: the journal must take over from it
+        else:
             return  # not ours, or no longer needed
-        # The snapshot must reach past the hole.
-        needed = (m.first_parked(conn, room) or wanted.hole_from) - 1
         if not (0 <= chunk.index < chunk.count <= MAX_CHUNKS) or not (
             needed <= chunk.last_seq < entry.seq
         ):
@@ -341,7 +363,7 @@ class MemoryFollower:
                 (room, entry.sender),
             )
             return
-        self._install(conn, state)
+        self._install(conn, state, conceded=chunk.conceded)
 
     def _verified(
         self,
@@ -369,13 +391,19 @@ class MemoryFollower:
             raise RemoteProtocolError("its last_seq differs from the one it was signed with")
         return MemoryState.from_snapshot(snapshot)
 
-    def _install(self, conn: sqlite3.Connection, state: MemoryState) -> None:
+    def _install(self, conn: sqlite3.Connection, state: MemoryState, *, conceded: bool) -> None:
+        """Install a verified snapshot; ``conceded``: its sender's memory gave a hole up, so ours
+        lacks those ops too from now on and journals, to be repaired in turn."""
         room = state.room_id
-        log.info("room %s: memory snapshot installed at seq %d", room, state.last_seq)
+        log.info(
+            "room %s: memory snapshot installed at seq %d%s",
+            room, state.last_seq, " (one that gave ops up)" if conceded else "",
+        )
         m.replace_all(conn, state)
         self._cache[room] = state
         conn.execute("DELETE FROM memory_chunks WHERE room_id = ?", (room,))
         m.set_hole(conn, room, None)
+        m.set_conceded(conn, room, conceded, state.last_seq + 1 if conceded else None)
         self._drain_parked(conn, state, skip_gaps=False)
 
 
@@ -386,8 +414,16 @@ def _context(seq: int, op_id: str, sender: str, relay_ts: float, op: MemoryEnvel
 
 
 def _park(conn: sqlite3.Connection, entry: Applied) -> None:
-    body = encode_op(entry.op).decode() if isinstance(entry.op, MemoryEnvelope) else None
-    _park_row(conn, entry.room_id, (entry.seq, entry.op_id, entry.sender, entry.relay_ts, body))
+    row = _row(entry.seq, entry.op_id, entry.sender, entry.relay_ts, entry.op)
+    _park_row(conn, entry.room_id, row)
+
+
+def _row(
+    seq: int, op_id: str, sender: str, relay_ts: float, op: RoomOp | None
+) -> tuple[int, str, str, float, str | None]:
+    """A memory_pending row: the op's memory envelope as JSON, or None for any other op."""
+    body = encode_op(op).decode() if isinstance(op, MemoryEnvelope) else None
+    return (seq, op_id, sender, relay_ts, body)
 
 
 def _park_row(

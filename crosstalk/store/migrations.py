@@ -222,6 +222,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(13, "receipts owed to senders", schema_receipts.STATEMENTS),
     Migration(14, "room keys: every key minted for an epoch", _V14),
     Migration(15, "rooms: a joiner's own name owed", _V15),
+    # A conceded memory hole keeps a journal until a complete member can repair it.
+    Migration(16, "memory: conceded holes and their journal", schema_memory.STATEMENTS_V16),
 )
 LATEST_VERSION = len(MIGRATIONS)
 

@@ -73,3 +73,13 @@ STATEMENTS: tuple[str, ...] = (
     # Our own op at a given seq is looked up for every op applied (outbox is the link's table).
     "CREATE INDEX memory_outbox_by_seq ON outbox (room_id, seq)",
 )
+
+# Migration step 16: a hole given up (conceded) may have held ops a member offline at the time
+# still has. `conceded` says our memory lacks ops it gave up (ours, or those of the member whose
+# snapshot we installed); from `journal_from` on, every seq's op stays in memory_pending (the
+# journal) so a complete member's snapshot can be installed under it later
+# (crosstalk/store/memory_log.py, "Repair").
+STATEMENTS_V16: tuple[str, ...] = (
+    "ALTER TABLE memory_rooms ADD COLUMN conceded INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE memory_rooms ADD COLUMN journal_from INTEGER",
+)

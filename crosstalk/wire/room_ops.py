@@ -91,12 +91,16 @@ class SyncRequest:
     ``held_from`` is the first seq after the requester's hole that it holds (None: not known, as
     from an older peer); an asked member whose own hole nobody can fill compares it with its own
     to decide which of the two gives up its hole and answers (``crosstalk.actors.memory_sync``).
+    ``repair``: the requester has no hole but gave one up; only a member whose memory gave
+    nothing up answers (its snapshot repairs every such member: see
+    ``crosstalk.store.memory_log``, "Repair").
     """
 
     request_id: str
     have: int
     ask: str | None = None
     held_from: int | None = None
+    repair: bool = False
 
 
 @attrs.frozen
@@ -105,6 +109,8 @@ class SyncChunk:
 
     ``sig`` is the sender's Ed25519 signature over the snapshot's digest (see
     :mod:`crosstalk.core.memory_transfer`); every chunk repeats it with ``digest`` and ``count``.
+    ``conceded``: the sender's memory gave up ops nobody could send it, so this snapshot lacks
+    them (a member installing it gives them up too, until a complete member repairs it).
     """
 
     request_id: str
@@ -114,6 +120,7 @@ class SyncChunk:
     digest: bytes
     sig: bytes
     data: bytes
+    conceded: bool = False
 
 
 @attrs.frozen

@@ -10,6 +10,7 @@ import trio.testing
 
 from crosstalk import crypto
 from crosstalk.actors.memory_sync import (
+    JOURNAL_MAX,
     PROBE_EVERY,
     RETRY_AFTER,
     Answer,
@@ -36,6 +37,7 @@ ROOM = "room-1"
 ME = crypto.Keys(b"m" * 32, b"M" * 32)
 BEN = crypto.Keys(b"b" * 32, b"B" * 32)
 CY = crypto.Keys(b"c" * 32, b"C" * 32)
+EVE = crypto.Keys(b"e" * 32, b"E" * 32)
 Posted = tuple[float, str, RoomOp]
 
 
@@ -55,6 +57,9 @@ class FakeStore:
         self.roster = [ME.fingerprint, BEN.fingerprint, CY.fingerprint]
         self.held = 5  # the first seq after our hole that we hold
         self.conceded: list[tuple[float, str]] = []
+        self.gave_up = False  # our memory gave a hole up (conceded)
+        self.journaled: int | None = None  # ops in the repair journal (None: not repairing)
+        self.dropped: list[str] = []
 
     async def rooms(self) -> list[str]:
         return list(self.joined)
@@ -71,8 +76,15 @@ class FakeStore:
     async def note_request(self, room: str, request_id: str, asked: str | None) -> None:
         self.requests.append((request_id, asked))
 
-    async def snapshot(self, room: str) -> MemorySnapshot | None:
-        return None if self.hole else self.state.snapshot()
+    async def snapshot(self, room: str) -> tuple[MemorySnapshot, bool] | None:
+        return None if self.hole else (self.state.snapshot(), self.gave_up)
+
+    async def repairing(self) -> list[tuple[str, int]]:
+        return [] if self.hole or self.journaled is None else [(ROOM, self.journaled)]
+
+    async def drop_journal(self, room: str) -> None:
+        self.dropped.append(room)
+        self.journaled = None
 
     async def advance(self, room: str) -> None:
         self.advanced.append(room)
@@ -347,3 +359,73 @@ async def test_asks_the_relay_has_not_sequenced_do_not_count_towards_giving_up(
         await inbox.send(Answer(ROOM, "later", BEN.fingerprint, held_from=9))
         assert await chunks_within(room, RETRY_AFTER) == []
     assert store.conceded == []
+
+
+# --- repair --------------------------------------------------------------------------------------
+
+
+def repairing_store() -> FakeStore:
+    """No hole, but our memory gave one up and keeps a journal of 3 ops."""
+    store = FakeStore(hole=False)
+    store.gave_up, store.journaled = True, 3
+    return store
+
+
+async def test_a_conceded_memory_asks_each_online_member_once_to_repair_it(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """At each look it asks the online members it has not asked yet (Ben at once, Cy once
+    online), each once, with ``repair`` set; nothing is asked once the memory is repaired."""
+    store, room = repairing_store(), FakeRoom({BEN.fingerprint: True})
+    async with running(Supervisor(heartbeat=5.0)) as supervisor:
+        inbox = await start(supervisor, store, room)
+        await inbox.send(Probed((ROOM,)))
+        ben_at, _, to_ben = await room.next()
+        room.online[CY.fingerprint] = True
+        cy_at, _, to_cy = await room.next()
+        store.journaled = None  # repaired
+        room.online[EVE.fingerprint] = True
+        store.roster.append(EVE.fingerprint)
+        with trio.move_on_after(PROBE_EVERY * 4):
+            got = await room.next()
+            raise AssertionError(f"each member is asked once, and none after a repair: {got}")
+    assert (ben_at, cy_at) == (PROBE_EVERY, PROBE_EVERY * 2)
+    assert isinstance(to_ben, SyncRequest) and isinstance(to_cy, SyncRequest)
+    assert (to_ben.ask, to_ben.repair, to_ben.held_from) == (BEN.fingerprint, True, None)
+    assert (to_cy.ask, to_cy.repair) == (CY.fingerprint, True)
+    assert store.requests == []  # a repair takes any complete member's pieces: nothing to note
+
+
+async def test_asked_to_repair_only_a_memory_that_gave_nothing_up_answers(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A repair ask gets no answer from a conceded memory; a complete one answers with pieces
+    that say they gave nothing up. An ordinary ask to a conceded memory is answered, and its
+    pieces say so (the installer becomes conceded too)."""
+    store, room = repairing_store(), FakeRoom({})
+    async with running(Supervisor(heartbeat=5.0)) as supervisor:
+        inbox = await start(supervisor, store, room)
+        await inbox.send(Answer(ROOM, "fix-1", BEN.fingerprint, repair=True))
+        assert await chunks_within(room, 1.0) == []
+        await inbox.send(Answer(ROOM, "ask-1", BEN.fingerprint))
+        ordinary = await chunks_within(room, 1.0)
+        store.gave_up = False
+        await inbox.send(Answer(ROOM, "fix-2", BEN.fingerprint, repair=True))
+        repaired = await chunks_within(room, 1.0)
+    assert ordinary and all(c.conceded and c.request_id == "ask-1" for _, c in ordinary)
+    assert repaired and all(not c.conceded and c.request_id == "fix-2" for _, c in repaired)
+
+
+async def test_a_journal_past_its_bound_is_dropped_and_nobody_is_asked(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Past JOURNAL_MAX ops the journal goes (the memory stays without what it gave up)."""
+    store, room = repairing_store(), FakeRoom({BEN.fingerprint: True})
+    store.journaled = JOURNAL_MAX + 1
+    async with running(Supervisor(heartbeat=5.0)) as supervisor:
+        inbox = await start(supervisor, store, room)
+        await inbox.send(Probed((ROOM,)))
+        with trio.move_on_after(PROBE_EVERY * 3):
+            got = await room.next()
+            raise AssertionError(f"nothing should be asked, got {got}")
+    assert store.dropped == [ROOM]

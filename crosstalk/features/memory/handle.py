@@ -99,7 +99,10 @@ class MemoryFeature:
         # one retry (it asks again after RETRY_AFTER); a dropped nudge is covered by the next.
         me = self.daemon.keys.fingerprint
         wanted: list[MemorySyncInput] = [
-            Answer(entry.room_id, entry.op.request_id, entry.sender, entry.op.held_from)
+            Answer(
+                entry.room_id, entry.op.request_id, entry.sender, entry.op.held_from,
+                repair=entry.op.repair,
+            )
             for entry in applied
             if isinstance(entry.op, SyncRequest) and entry.op.ask == me and entry.sender != me
         ]
