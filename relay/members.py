@@ -34,7 +34,7 @@ class MemberDesk:
         self._introduce = introduce
 
     def _push_roster(self, state: RoomState, out: list[Effect]) -> None:
-        frame = w.Roster(None, state.room, list(state.members.values()))
+        frame = w.Roster(None, state.room, state.roster())
         self._push(state.joined(), frame, out)
 
     def create(self, c: Conn, f: w.Create, now: float, out: list[Effect]) -> None:
@@ -117,7 +117,7 @@ class MemberDesk:
         state = self._rooms.get(f.room)
         if c.fp not in state.members:
             raise refuse("not_a_member", f"you are not in room {f.room!r}")
-        out.append(Send(c.id, w.Roster(f.req, f.room, list(state.members.values()))))
+        out.append(Send(c.id, w.Roster(f.req, f.room, state.roster())))
 
     def list_rooms(self, c: Conn, f: w.ListRooms, now: float, out: list[Effect]) -> None:
         entries = [

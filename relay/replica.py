@@ -124,11 +124,13 @@ def _membership(book: RoomBook, room: str, writes: list[Write], by: str, push: P
                 was = state.members[x.fingerprint].state
                 book.drop_member(state, x.fingerprint)
                 push([x.fingerprint], _gone(room, x.fingerprint, was, by), out)
+            else:  # a departed entry past the room's bound
+                state.departed.pop(x.fingerprint, None)
         elif isinstance(x, RoomDeleted) and room in book.rooms:
             book.delete(book.rooms[room])
     after = book.rooms.get(room)
     if after is not None:
-        push(after.joined(), w.Roster(None, room, list(after.members.values())), out)
+        push(after.joined(), w.Roster(None, room, after.roster()), out)
         _introduce_joined(book, joining, introduce, out)
     elif before:  # deleted with its last joined member, who left (or declined)
         if by in before:
@@ -223,7 +225,7 @@ def replace_unit(
             push_live(state.joined(), w.Op(key, op.seq, op.sender, op.op_id, op.body, op.ts),
                       out)
         if state.members != members:
-            push(state.joined(), w.Roster(None, key, list(state.members.values())), out)
+            push(state.joined(), w.Roster(None, key, state.roster()), out)
         for fp, member in state.members.items():  # invited meanwhile (the usual way a node
             if fp not in members and member.state == "invited":  # hears of a room it does not
                 push([fp], w.Invited(key, member.added_by), out)  # follow: by a reload)

@@ -5,7 +5,10 @@ Theory of operation
 A room is an id, a roster and a log. Rosters have no owner: each entry is ``invited`` or
 ``joined`` and carries the member's keys signed by whoever added it. Only a joined member may add,
 remove, post or acknowledge; an invited member may only look at the roster, accept or decline.
-When no joined member remains the room is deleted with its log.
+When no joined member remains the room is deleted with its log. A joined member who leaves or is
+removed stays in the roster as ``left`` (the last :data:`MAX_DEPARTED` of them, in ``departed``,
+never in ``members``): their entry, signed by whoever added them, is how a member who was away
+through their whole stay verifies the ops they signed (sim seed 311: such ops were held for ever).
 
 The log is one total order per room: ``head`` is the last seq given out and never goes back (it
 is stored even when every op has been pruned, so cursors stay meaningful). An op is held until
@@ -45,6 +48,7 @@ from relay.storage import (
 )
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
+MAX_DEPARTED = 64  # departed members' entries a room keeps, the oldest dropped first
 
 
 def refuse(code: str, message: str) -> RemoteProtocolError:
@@ -65,9 +69,14 @@ class RoomState:
     log: deque[StoredOp] = attrs.Factory(deque)
     op_ids: dict[str, int] = attrs.Factory(dict)  # op_id -> seq, for ops still held
     log_bytes: int = 0
+    departed: dict[str, Member] = attrs.Factory(dict)  # state "left", oldest first
 
     def joined(self) -> list[str]:
         return [fp for fp, m in self.members.items() if m.state == "joined"]
+
+    def roster(self) -> list[Member]:
+        """What ``roster`` says: the members, then the departed."""
+        return [*self.members.values(), *self.departed.values()]
 
     def first(self) -> int:
         """The oldest seq still held (head + 1 when the log is empty)."""
@@ -97,6 +106,9 @@ class RoomBook:
         for record in snapshot.rooms:
             state = RoomState(record.room, head=record.head)
             for member in record.members:
+                if member.state == "left":
+                    state.departed[member.fingerprint] = member
+                    continue
                 state.members[member.fingerprint] = member
                 self.member_of.setdefault(member.fingerprint, set()).add(record.room)
             for op in record.ops:
@@ -233,6 +245,9 @@ class RoomBook:
         return state, self.drop_member(state, fp)
 
     def _put_member(self, state: RoomState, member: Member) -> list[Write]:
+        if member.state == "left":  # a node replaying another's departure (relay.replica)
+            return self._depart(state, member)
+        state.departed.pop(member.fingerprint, None)  # added again
         state.members[member.fingerprint] = member
         self.member_of.setdefault(member.fingerprint, set()).add(state.room)
         writes: list[Write] = [MemberPut(state.room, member)]
@@ -242,13 +257,27 @@ class RoomBook:
         return writes
 
     def drop_member(self, state: RoomState, fp: str) -> list[Write]:
-        """Take ``fp`` out; delete the room when no joined member is left."""
-        del state.members[fp]
+        """Take ``fp`` out; delete the room when no joined member is left. A joined member is
+        kept as departed (its row written again as ``left``, after the delete that ends its
+        cursors)."""
+        member = state.members.pop(fp)
         self._forget(fp, state.room)
         if not state.joined():
             return self._delete(state)
         writes: list[Write] = [MemberDeleted(state.room, fp)]
+        if member.state == "joined":
+            writes += self._depart(state, attrs.evolve(member, state="left"))
         return writes + self._prune_acknowledged(state)
+
+    def _depart(self, state: RoomState, member: Member) -> list[Write]:
+        state.departed.pop(member.fingerprint, None)
+        state.departed[member.fingerprint] = member
+        writes: list[Write] = [MemberPut(state.room, member)]
+        while len(state.departed) > MAX_DEPARTED:
+            oldest = next(iter(state.departed))
+            del state.departed[oldest]
+            writes.append(MemberDeleted(state.room, oldest))
+        return writes
 
     def _forget(self, fp: str, room: str) -> None:
         rooms = self.member_of.get(fp, set())

@@ -18,7 +18,10 @@ from typing import Literal
 
 import attrs
 
-MemberState = Literal["invited", "joined"]
+# "left": a joined member who has since left or been removed. The relay keeps their entry (up to
+# relay.rooms.MAX_DEPARTED a room) so that a member who was away through their whole stay can
+# still verify the ops they signed; a "left" entry grants nothing at the relay.
+MemberState = Literal["invited", "joined", "left"]
 
 
 @attrs.frozen
@@ -101,7 +104,8 @@ class ListRooms:
 
 @attrs.frozen
 class Roster:
-    """Reply to ``roster`` and push to joined members whenever the roster changes."""
+    """Reply to ``roster`` and push to joined members whenever the roster changes; ``members``
+    holds the departed (state ``left``) after the invited and joined."""
 
     req: int | None
     room: str

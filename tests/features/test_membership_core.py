@@ -113,6 +113,32 @@ def test_a_member_who_comes_back_is_live_again() -> None:
     assert change.joined == (BEN.fingerprint,)
 
 
+def test_someone_who_came_and_went_while_we_were_away_is_kept_gone_with_their_keys() -> None:
+    """cy joined and left while ana was away (sim seed 311): the relay lists cy as left; cy is
+    added gone, with the keys ana needs to verify cy's ops, and is neither joined nor gone news.
+    dan, left but vouched for by nobody we trust, stays out."""
+    local = [known(ANA, "ana"), known(BEN, "ben")]
+    roster = [entry(ANA, ANA), entry(BEN, ANA), entry(CY, BEN, "left"), entry(EVE, DAN, "left")]
+    change = reconcile(ROOM, local, roster, trusted(ANA))
+    rows = {r.fingerprint: r for r in change.rows}
+    cy = rows[CY.fingerprint]
+    assert (cy.gone, cy.state, cy.ed_pub, cy.added_by) == (
+        True, "member", CY.ed_pub, BEN.fingerprint
+    )
+    assert (change.joined, change.gone, change.unverified) == ((), (), (EVE.fingerprint,))
+    assert EVE.fingerprint not in rows
+
+
+def test_a_member_the_relay_lists_as_left_is_gone() -> None:
+    """A live member listed as left is gone (as if the relay had left them out), keys kept."""
+    local = [known(ANA, "ana"), known(BEN, "ben")]
+    change = reconcile(ROOM, local, [entry(ANA, ANA), entry(BEN, ANA, "left")], trusted(ANA))
+    ben = next(r for r in change.rows if r.fingerprint == BEN.fingerprint)
+    assert ben.gone and ben.label == "ben" and change.gone == (BEN.fingerprint,)
+    again = reconcile(ROOM, change.rows, [entry(ANA, ANA), entry(BEN, ANA, "left")], trusted(ANA))
+    assert again.gone == () and not again.changed
+
+
 @pytest.mark.parametrize(
     ("raw", "clean"),
     [

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from crosstalk.wire import relay as w
+from relay import rooms
 from tests.relay.harness import ALICE, BOB, CAROL, MALLORY, World, frames_of
 
 
@@ -204,3 +207,84 @@ def test_shared_room_allows_adding_to_another_room() -> None:
     world.ok(b, w.Create(world.req(), "b2", BOB.vouch("b2", BOB)))
     world.ok(b, w.Add(world.req(), "b2", ALICE.ed_pub, ALICE.x_pub, BOB.vouch("b2", ALICE)))
     assert w.Invited("b2", BOB.fp) in world.take(a)
+
+
+def _three(world: World) -> tuple[int, int, int]:
+    """Alice, Bob and Carol, paired with Alice, joined in room "abc"."""
+    a, b, c = world.login(ALICE), world.login(BOB), world.login(CAROL)
+    world.pair(a, b)
+    world.pair(a, c)
+    world.room_of(a, ALICE, "abc", (b, BOB), (c, CAROL))
+    for conn in (a, b, c):
+        world.take(conn)
+    return a, b, c
+
+
+def _fetch(world: World, conn: int, room: str) -> w.Roster:
+    """The roster ``roster {room}`` answers (pushes received before it are passed over)."""
+    world.take(conn)
+    req = world.req()
+    [reply] = [f for f in world.ok(conn, w.GetRoster(req, room))
+               if isinstance(f, w.Roster) and f.req == req]
+    assert isinstance(reply, w.Roster)
+    return reply
+
+
+def _states(roster: w.RelayFrame) -> dict[str, str]:
+    assert isinstance(roster, w.Roster)
+    return {m.fingerprint: m.state for m in roster.members}
+
+
+def test_a_member_who_leaves_stays_in_the_roster_as_left_and_survives_a_restart() -> None:
+    """Someone who joined and left while another member was away signed ops that member must
+    still verify (sim seed 311): their signed entry stays, as ``left``, granting nothing."""
+    world = World()
+    _, b, c = _three(world)
+    world.ok(c, w.Leave(world.req(), "abc"))
+    [pushed] = frames_of(world.take(b), w.Roster)
+    assert _states(pushed) == {ALICE.fp: "joined", BOB.fp: "joined", CAROL.fp: "left"}
+    assert isinstance(pushed, w.Roster)
+    carol = next(m for m in pushed.members if m.fingerprint == CAROL.fp)
+    assert carol.added_by == ALICE.fp and carol.sig == ALICE.vouch("abc", CAROL)
+    assert world.error(c, w.Post(world.req(), "abc", "x", b"x")) == "not_a_member"
+    assert world.error(c, w.GetRoster(world.req(), "abc")) == "not_a_member"
+    [listing] = world.ok(c, w.ListRooms(world.req()))
+    assert isinstance(listing, w.RoomList) and listing.rooms == []
+    again = World(storage=world.storage)  # a restarted relay loads the same roster
+    b2 = again.login(BOB)
+    assert _states(_fetch(again, b2, "abc")) == _states(pushed)
+
+
+def test_a_departed_member_added_again_is_invited_not_left() -> None:
+    world = World()
+    a, b, c = _three(world)
+    world.ok(b, w.Remove(world.req(), "abc", CAROL.fp))
+    world.take(a)
+    world.pair(a, c)  # they share no room now: a new pairing grants the add
+    world.ok(a, w.Add(world.req(), "abc", CAROL.ed_pub, CAROL.x_pub, ALICE.vouch("abc", CAROL)))
+    roster = _fetch(world, a, "abc")
+    assert _states(roster)[CAROL.fp] == "invited"
+    assert [m.fingerprint for m in roster.members].count(CAROL.fp) == 1
+
+
+def test_an_invitation_declined_leaves_no_departed_entry() -> None:
+    """Only someone who was joined signed ops in the room: a declined invitee is forgotten."""
+    world = World()
+    a, _ = _two(world)
+    c = world.login(CAROL)
+    world.pair(a, c)
+    world.ok(a, w.Add(world.req(), "ab", CAROL.ed_pub, CAROL.x_pub, ALICE.vouch("ab", CAROL)))
+    world.ok(c, w.Decline(world.req(), "ab"))
+    assert CAROL.fp not in _states(_fetch(world, a, "ab"))
+
+
+def test_departed_entries_are_bounded_oldest_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past MAX_DEPARTED the oldest departed entry goes, from the roster and from storage."""
+    monkeypatch.setattr(rooms, "MAX_DEPARTED", 1)
+    world = World()
+    a, b, c = _three(world)
+    world.ok(c, w.Leave(world.req(), "abc"))
+    world.ok(b, w.Leave(world.req(), "abc"))
+    assert _states(_fetch(world, a, "abc")) == {ALICE.fp: "joined", BOB.fp: "left"}
+    [record] = world.storage.load().rooms
+    assert sorted(m.fingerprint for m in record.members) == sorted([ALICE.fp, BOB.fp])

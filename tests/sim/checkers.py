@@ -206,7 +206,11 @@ def check_removed(world: World, truth: Truth, states: dict[str, Any]) -> list[Fa
 def check_roster(world: World, truth: Truth, states: dict[str, Any]) -> list[Failure]:
     out: list[Failure] = []
     snapshot = world.relay.storage.load()
-    relay_rooms = {r.room: {m.fingerprint: m.state for m in r.members} for r in snapshot.rooms}
+    # A "left" entry is someone who is not in the room any more (kept for their signatures).
+    relay_rooms = {
+        r.room: {m.fingerprint: m.state for m in r.members if m.state != "left"}
+        for r in snapshot.rooms
+    }
     for room, members in sorted(relay_rooms.items()):
         want = {fp: ("member" if st == "joined" else "invited") for fp, st in members.items()}
         for name, node in world.nodes.items():

@@ -17,10 +17,12 @@ chain is left out, so a relay that invents a member or swaps a key gets nobody i
 and no room key sealed to it.
 
 :func:`reconcile` turns a verified roster into the new local rows. A member missing from the
-relay's roster becomes ``gone`` rather than deleted: the ops they signed before leaving may still
-be waiting to be applied here, and must still verify. A name comes from the member's own signed
-ops (``named`` 2), else from whoever added them (1), else it is a placeholder made from the
-fingerprint (0) until one of those arrives.
+relay's roster, or listed as ``left``, becomes ``gone`` rather than deleted: the ops they signed
+before leaving may still be waiting to be applied here, and must still verify. A ``left`` entry
+we never knew is added as ``gone`` for the same reason: someone who joined and left while we were
+away signed ops we have yet to apply (sim seed 311: they were held for ever). A name comes from
+the member's own signed ops (``named`` 2), else from whoever added them (1), else it is a
+placeholder made from the fingerprint (0) until one of those arrives.
 
 Nothing here does I/O; the membership actor feeds it and writes what it returns.
 """
@@ -145,7 +147,8 @@ def reconcile(
     before = {row.fingerprint: row for row in local}
     rows: list[KnownMember] = []
     joined: list[str] = []
-    for fp, entry in sorted(verified.items()):
+    present = {fp: e for fp, e in verified.items() if e.state != "left"}
+    for fp, entry in sorted(present.items()):
         state = "member" if entry.state == "joined" else "invited"
         old = before.get(fp)
         if old is None:
@@ -157,9 +160,13 @@ def reconcile(
         if state == "member" and (old is None or old.gone or old.state != "member"):
             joined.append(fp)
         rows.append(row)
+    for fp, entry in sorted(verified.items()):
+        if entry.state == "left" and fp not in before:  # came and went while we were away
+            rows.append(KnownMember(fp, placeholder_label(fp), entry.ed_pub, entry.x_pub,
+                                    "member", entry.added_by, named=PLACEHOLDER, gone=True))
     gone = []
     for fp, old in sorted(before.items()):
-        if fp in verified:
+        if fp in present:
             continue
         if not old.gone:
             gone.append(fp)
