@@ -199,12 +199,24 @@ def made_by_us_alone(conn: sqlite3.Connection, room_id: str, me: str) -> bool:
 
 
 def local_rooms(conn: sqlite3.Connection, me: str) -> list[tuple[str, str, bool]]:
-    """``(room id, state, made by us and only us in it)`` for every room not left or removed."""
+    """``(room id, state, ours to create again)`` for every room not left or removed: the last
+    is true for a room we made, nobody else was ever in, whose creation the relay has not
+    confirmed."""
     rows = conn.execute(
-        "SELECT room_id, state FROM rooms WHERE state IN ('joined', 'invited') "
+        "SELECT room_id, state, create_pending FROM rooms WHERE state IN ('joined', 'invited') "
         "AND kind = 'shared' AND removed_at IS NULL ORDER BY room_id"
     ).fetchall()
-    return [(str(r), str(s), made_by_us_alone(conn, str(r), me)) for r, s in rows]
+    return [
+        (str(r), str(s), bool(pending) and made_by_us_alone(conn, str(r), me))
+        for r, s, pending in rows
+    ]
+
+
+def set_create_pending(conn: sqlite3.Connection, room_id: str, pending: bool) -> None:
+    """Mark the room's creation as asked of the relay and not yet confirmed (or confirmed)."""
+    conn.execute(
+        "UPDATE rooms SET create_pending = ? WHERE room_id = ?", (int(pending), room_id)
+    )
 
 
 def removed_rooms(conn: sqlite3.Connection) -> list[str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
 import trio
 
 from crosstalk import crypto
@@ -20,7 +21,7 @@ from crosstalk.actors.relay_link import LinkCommand, LinkTimings, Request
 from crosstalk.actors.relay_link_api import OutboxWrite
 from crosstalk.features.membership.lifecycle import reconcile_with_relay
 from crosstalk.store.db import Store, open_store
-from crosstalk.store.membership import mark_joined, names_owed
+from crosstalk.store.membership import local_rooms, mark_joined, names_owed, set_create_pending
 from crosstalk.store.rooms import Room, RoomMember, add_member, add_room, get_room
 from crosstalk.wire import relay as w
 from crosstalk.wire.room_ops import MemberNamed, RoomOp
@@ -126,3 +127,50 @@ async def test_a_crash_between_joining_and_naming_ourselves_is_finished_at_link_
                 assert await reconcile_with_relay(host, lambda: None, 5.0) == [ROOM]
         assert host.sent == [(ROOM, MemberNamed({ME.fingerprint: "ana"}))]
         assert await store.read(names_owed) == []
+
+
+def _made_alone(conn: sqlite3.Connection, *, confirmed: bool) -> None:
+    """A room we created, with only us in it; the relay confirmed its creation or not."""
+    add_room(conn, Room(ROOM, "solo", "shared", "joined", 0, 0.0), b"k" * 32)
+    add_member(conn, RoomMember(ROOM, ME.fingerprint, "ana", ME.ed_pub, ME.x_pub, "member",
+                                ME.fingerprint))
+    set_create_pending(conn, ROOM, not confirmed)
+
+
+async def _relay_knowing(
+    commands: trio.MemoryReceiveChannel[LinkCommand], frames: list[w.ClientFrame]
+) -> None:
+    """A relay that lists no room and answers a create (and anything after it) with ok."""
+    async for request in commands:
+        assert isinstance(request, Request)
+        frames.append(request.frame)
+        if isinstance(request.frame, w.ListRooms):
+            request.reply.send_nowait(w.RoomList(0, []))
+        else:
+            request.reply.send_nowait(w.Ok(0))
+
+
+@pytest.mark.parametrize("confirmed", [True, False])
+async def test_only_a_creation_the_relay_never_confirmed_is_made_again(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock, confirmed: bool
+) -> None:
+    """The simulation's seed 800: a leave of a room we were alone in deleted it at the relay,
+    and the link-up's reconcile, which had read the room as still joined here, created it
+    again, so the relay kept us in a room we had left. A room whose creation the relay
+    confirmed and that it does not know now is taken as gone; only an unconfirmed one (the
+    create's request or answer was lost) is created again, and is then confirmed."""
+    async with open_store(tmp_path / "state.db") as store:
+        await store.write(lambda conn: _made_alone(conn, confirmed=confirmed))
+        send, receive = trio.open_memory_channel[LinkCommand](4)
+        frames: list[w.ClientFrame] = []
+        host = _Host(store, RelayClient(send, LinkTimings()))
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_relay_knowing, receive, frames)
+            await reconcile_with_relay(host, lambda: None, 5.0)
+            nursery.cancel_scope.cancel()
+        creates = [f for f in frames if isinstance(f, w.Create)]
+        local = await store.read(lambda conn: local_rooms(conn, ME.fingerprint))
+    if confirmed:
+        assert creates == [] and local == []  # taken as removed
+    else:
+        assert len(creates) == 1 and local == [(ROOM, "joined", False)]

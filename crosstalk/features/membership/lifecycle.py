@@ -6,8 +6,10 @@ relay says:
 
 * **create** writes the room (id, key, ourselves) here first, then asks the relay. Asking again
   is harmless: ``room_exists`` for a room whose roster lists us means an earlier try got there.
-  A room the relay does not know, that only we are in and that we made, is created again at the
-  next link-up (:func:`reconcile_with_relay`).
+  A room the relay does not know, that only we are in, that we made and whose creation the relay
+  never confirmed, is created again at the next link-up (:func:`reconcile_with_relay`). One it
+  confirmed is not: the relay deleted it (our own leave, its answer still on the way, when the
+  link-up read our rooms: the simulation's seed 800 made it again).
 * **accept** asks the relay first (the invitation's key is already here). If the relay says we
   are joined while we still say invited, whether on a retried ``accept`` or at the next link-up,
   :func:`finish_join` does the local half.
@@ -120,15 +122,18 @@ async def reconcile_with_relay(
     listed = await relay.request(w.ListRooms(0), w.RoomList, within=within)
     at_relay = {e.room: e.state for e in listed.rooms}
     joined = []
-    for room_id, state, ours_alone in local:
+    for room_id, state, unconfirmed in local:
         beat()
         there = at_relay.get(room_id)
         if state == "invited" and there == "joined":
             await finish_join(host, room_id)  # an accept whose answer was lost
         elif state == "invited" and there is None:
             await host.store.write(functools.partial(q.forget_invitation, room_id=room_id))
-        elif state == "joined" and there is None and ours_alone:
+        elif state == "joined" and there is None and unconfirmed:
             await create_on_relay(relay, keys, room_id)  # a create whose request was lost
+            await host.store.write(
+                functools.partial(q.set_create_pending, room_id=room_id, pending=False)
+            )
         elif state == "joined" and there is None:
             await host.store.write(
                 functools.partial(q.mark_removed, room_id=room_id, by=None, now=time.time())

@@ -92,6 +92,7 @@ async def create(daemon: Daemon, params: CreateParams) -> RoomReply:
         )
         add_member(conn, RoomMember(room_id, keys.fingerprint, me.label, keys.ed_pub,
                                     keys.x_pub, "member", keys.fingerprint))
+        mq.set_create_pending(conn, room_id, True)
 
     # Here first, then at the relay: an answer lost on the way back leaves a room that the
     # next link-up creates at the relay again, never a relay room with no key anywhere.
@@ -102,6 +103,7 @@ async def create(daemon: Daemon, params: CreateParams) -> RoomReply:
         if exc.code != "relay_unreachable":
             await daemon.store.write(lambda c: room_keys.forget_room(c, room_id))
         raise
+    await daemon.store.write(lambda c: mq.set_create_pending(c, room_id, False))
     await daemon.room_inbox(room_id)
     return RoomReply(name, room_id, "joined")
 
