@@ -10,6 +10,7 @@ from typing import Any
 
 from crosstalk.core.members import KnownMember
 from crosstalk.errors import UnknownPeer
+from crosstalk.store.room_keys import forget_room
 
 _COLUMNS = "fingerprint, label, signing_key, box_key, state, added_by, gone, named"
 
@@ -186,8 +187,13 @@ def names_owed(conn: sqlite3.Connection) -> list[str]:
 
 
 def forget_invitation(conn: sqlite3.Connection, room_id: str) -> None:
-    """An invitation the relay no longer has (declined elsewhere, or the room is gone)."""
-    conn.execute("DELETE FROM rooms WHERE room_id = ? AND state = 'invited'", (room_id,))
+    """An invitation the relay no longer has (declined elsewhere, or the room is gone): taken
+    off as a decline is, the room's row kept as ``left``. Deleting it took the outbox rows of
+    what we sent while we were in the room before, so ``sent`` said ``queued`` for a message
+    the relay had sequenced (the simulation's seed 921: removed, invited back, removed again)."""
+    state = conn.execute("SELECT state FROM rooms WHERE room_id = ?", (room_id,)).fetchone()
+    if state is not None and state[0] == "invited":
+        forget_room(conn, room_id)
 
 
 def made_by_us_alone(conn: sqlite3.Connection, room_id: str, me: str) -> bool:

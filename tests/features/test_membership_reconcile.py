@@ -22,6 +22,7 @@ from crosstalk.actors.relay_link_api import OutboxWrite
 from crosstalk.features.membership.lifecycle import reconcile_with_relay
 from crosstalk.store.db import Store, open_store
 from crosstalk.store.membership import local_rooms, mark_joined, names_owed, set_create_pending
+from crosstalk.store.messages import delivery_state
 from crosstalk.store.rooms import Room, RoomMember, add_member, add_room, get_room
 from crosstalk.wire import relay as w
 from crosstalk.wire.room_ops import MemberNamed, RoomOp
@@ -174,3 +175,30 @@ async def test_only_a_creation_the_relay_never_confirmed_is_made_again(
         assert creates == [] and local == []  # taken as removed
     else:
         assert len(creates) == 1 and local == [(ROOM, "joined", False)]
+
+
+async def test_an_invitation_the_relay_dropped_keeps_what_we_sent_in_the_room_before(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The simulation's seed 921: we were in the room and posted, were removed, invited back,
+    and the invitation was withdrawn while we were away. Forgetting that invitation deleted the
+    room's row and with it the outbox rows, so ``sent`` went from ``sent`` back to ``queued``."""
+    async with open_store(tmp_path / "state.db") as store:
+        await store.write(_invited)
+
+        def posted_then_invited_back(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO outbox (op_id, room_id, frame, state, seq, created_at) "
+                "VALUES ('m1', ?, x'00', 'sent', 3, 0)", (ROOM,),
+            )
+
+        await store.write(posted_then_invited_back)
+        send, receive = trio.open_memory_channel[LinkCommand](4)
+        host = _Host(store, RelayClient(send, LinkTimings()))
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_relay_knowing, receive, [])
+            await reconcile_with_relay(host, lambda: None, 5.0)
+            nursery.cancel_scope.cancel()
+        assert await store.read(lambda conn: delivery_state(conn, "m1")) == ("sent", None)
+        assert await store.read(lambda conn: local_rooms(conn, ME.fingerprint)) == []
+        assert (await store.read(lambda conn: get_room(conn, ROOM))).state == "left"
