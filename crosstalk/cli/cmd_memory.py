@@ -60,9 +60,7 @@ def facts(
         return
     reply = _run("facts", {"room": room, "all": include_all}, home)
     lines = [_fact_line(f) for f in reply["facts"]] or ["No facts yet."]
-    if reply.get("catching_up"):
-        lines.append(f"(catching up: {', '.join(reply['catching_up'])})")
-    Output(json_mode=json_output).emit(reply, "\n".join(lines))
+    Output(json_mode=json_output).emit(reply, "\n".join(lines + _memory_notes(reply)))
 
 
 @facts_app.command("add")
@@ -147,7 +145,20 @@ def tasks(
         return
     reply = _run("tasks", {"room": room, "all": include_all}, home)
     lines = [_task_line(t) for t in reply["tasks"]] or ["No open tasks."]
-    Output(json_mode=json_output).emit(reply, "\n".join(lines))
+    Output(json_mode=json_output).emit(reply, "\n".join(lines + _memory_notes(reply)))
+
+
+def _memory_notes(reply: dict[str, Any]) -> list[str]:
+    """Rooms whose memory is not whole yet, and why."""
+    notes = []
+    if reply.get("catching_up"):
+        notes.append(f"(catching up: {', '.join(reply['catching_up'])})")
+    if reply.get("incomplete"):
+        notes.append(
+            f"(incomplete: {', '.join(reply['incomplete'])}: some of its memory was only ever "
+            "held by members who were away or gone; a member who has it will fill it in)"
+        )
+    return notes
 
 
 @tasks_app.command("add")

@@ -11,8 +11,10 @@ import attrs
 import pytest
 
 from crosstalk.core.memory import MemoryState
+from crosstalk.features.memory.views import list_memory
 from crosstalk.store import memory as m
 from crosstalk.store.memory_log import MemoryFollower
+from crosstalk.store.rooms import Room
 from crosstalk.wire.memory import FactAdd, TaskAdd, TaskClaim
 from crosstalk.wire.room_ops import MemoryEnvelope, MessageOp
 from tests.store.test_memory_store import (
@@ -185,3 +187,21 @@ def test_the_whole_scenario_converges_to_the_complete_member(conn: sqlite3.Conne
     for seq in range(7, m.load_state(conn, ROOM).last_seq + 1):
         ben_now.skip(seq)
     assert m.load_state(conn, ROOM).state_hash() == ben_now.state_hash()
+
+
+def test_facts_and_tasks_say_which_rooms_memory_is_incomplete(
+    conn: sqlite3.Connection,
+) -> None:
+    """A conceded memory is listed as incomplete (not catching up) until it is repaired."""
+    room = Room(ROOM, "team", "shared", "joined", 0, 0.0)
+
+    def listing(facts: bool) -> tuple[list[str], list[str]]:
+        reply = list_memory(conn, [room], facts=facts, include_all=False, now=0.0,
+                            me=ANA.fingerprint, my_label="ana")
+        return reply.catching_up, reply.incomplete
+
+    follower = conceded(conn)
+    assert listing(True) == listing(False) == ([], ["team"])
+    for i, chunk in enumerate(snapshot_chunks(replica([*EARLY, *LATER]), "r", BEN)):
+        follower.applied(conn, inbound(7 + i, chunk))
+    assert listing(True) == ([], [])

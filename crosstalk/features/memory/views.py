@@ -110,6 +110,7 @@ class FactView:
 class FactsReply:
     facts: list[FactView]
     catching_up: list[str]
+    incomplete: list[str] = attrs.Factory(list)  # rooms whose memory gave ops up (memory_log)
 
 
 @attrs.frozen
@@ -128,6 +129,7 @@ class TaskView:
 class TasksReply:
     tasks: list[TaskView]
     catching_up: list[str]
+    incomplete: list[str] = attrs.Factory(list)
 
 
 @attrs.frozen
@@ -284,20 +286,22 @@ def list_memory(
 ) -> FactsReply | TasksReply:
     """Facts (live ones; all with ``include_all``) or tasks (open and claimed; all) of ``rooms``."""
     known = names(conn, me, my_label)
-    catching_up = [r.name for r in rooms if m.cursor(conn, r.room_id).hole_from is not None]
+    cursors = {r.name: m.cursor(conn, r.room_id) for r in rooms}
+    catching_up = [name for name, c in cursors.items() if c.hole_from is not None]
+    incomplete = [name for name, c in cursors.items() if c.conceded and c.hole_from is None]
     if facts:
         fact_views = [
             fact_view(room, fact, known, now)
             for room in rooms
             for fact in m.load_state(conn, room.room_id).facts(include_forgotten=include_all)
         ]
-        return FactsReply(fact_views, catching_up)
+        return FactsReply(fact_views, catching_up, incomplete)
     task_views = [
         task_view(room, task, known)
         for room in rooms
         for task in m.load_state(conn, room.room_id).tasks(include_closed=include_all)
     ]
-    return TasksReply(task_views, catching_up)
+    return TasksReply(task_views, catching_up, incomplete)
 
 
 def memory_state(conn: sqlite3.Connection, rooms: list[Room]) -> MemoryStateReply:
