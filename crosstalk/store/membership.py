@@ -186,6 +186,30 @@ def names_owed(conn: sqlite3.Connection) -> list[str]:
     return [str(room_id) for (room_id,) in rows]
 
 
+def owe_key_shares(conn: sqlite3.Connection, room_id: str, joiner: str, epoch: int) -> None:
+    """The keys newer than ``epoch`` are owed to ``joiner`` (the oldest epoch it named itself
+    under wins: it holds at least that one)."""
+    conn.execute(
+        "INSERT INTO key_shares_owed (room_id, joiner, epoch) VALUES (?, ?, ?) "
+        "ON CONFLICT (room_id, joiner) DO UPDATE SET epoch = min(epoch, excluded.epoch)",
+        (room_id, joiner, epoch),
+    )
+
+
+def key_shares_owed(conn: sqlite3.Connection) -> list[tuple[str, str, int]]:
+    """``(room, joiner, epoch)`` of every joiner owed newer keys."""
+    rows = conn.execute(
+        "SELECT room_id, joiner, epoch FROM key_shares_owed ORDER BY room_id, joiner"
+    ).fetchall()
+    return [(str(r), str(j), int(e)) for r, j, e in rows]
+
+
+def key_shares_sent(conn: sqlite3.Connection, room_id: str, joiner: str) -> None:
+    conn.execute(
+        "DELETE FROM key_shares_owed WHERE room_id = ? AND joiner = ?", (room_id, joiner)
+    )
+
+
 def forget_invitation(conn: sqlite3.Connection, room_id: str) -> None:
     """An invitation the relay no longer has (declined elsewhere, or the room is gone): taken
     off as a decline is, the room's row kept as ``left``. Deleting it took the outbox rows of

@@ -202,6 +202,17 @@ _V15 = ("ALTER TABLE rooms ADD COLUMN name_owed INTEGER NOT NULL DEFAULT 0",)
 # again at link-up when the relay does not know it (a confirmed one it does not know was deleted
 # there, by our own leave racing the link-up: the simulation's seed 800).
 _V17 = ("ALTER TABLE rooms ADD COLUMN create_pending INTEGER NOT NULL DEFAULT 0",)
+# Newer room keys owed to a joiner who named itself under an older epoch, written in the
+# transaction that applies its MemberNamed and cleared with the last KeyShare's outbox commit:
+# sent after that commit, a crash in between lost them for good (the simulation's seed 297).
+_V18 = (
+    """CREATE TABLE key_shares_owed (
+        room_id TEXT NOT NULL REFERENCES rooms (room_id) ON DELETE CASCADE,
+        joiner TEXT NOT NULL,
+        epoch INTEGER NOT NULL,
+        PRIMARY KEY (room_id, joiner)
+    )""",
+)
 
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
@@ -229,6 +240,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     # A conceded memory hole keeps a journal until a complete member can repair it.
     Migration(16, "memory: conceded holes and their journal", schema_memory.STATEMENTS_V16),
     Migration(17, "rooms: a creation the relay has not confirmed", _V17),
+    Migration(18, "room keys owed to joiners", _V18),
 )
 LATEST_VERSION = len(MIGRATIONS)
 

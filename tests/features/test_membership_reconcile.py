@@ -21,11 +21,18 @@ from crosstalk.actors.relay_link import LinkCommand, LinkTimings, Request
 from crosstalk.actors.relay_link_api import OutboxWrite
 from crosstalk.features.membership.lifecycle import reconcile_with_relay
 from crosstalk.store.db import Store, open_store
-from crosstalk.store.membership import local_rooms, mark_joined, names_owed, set_create_pending
+from crosstalk.store.membership import (
+    key_shares_owed,
+    local_rooms,
+    mark_joined,
+    names_owed,
+    owe_key_shares,
+    set_create_pending,
+)
 from crosstalk.store.messages import delivery_state
 from crosstalk.store.rooms import Room, RoomMember, add_member, add_room, get_room
 from crosstalk.wire import relay as w
-from crosstalk.wire.room_ops import MemberNamed, RoomOp
+from crosstalk.wire.room_ops import KeyShare, MemberNamed, RoomOp
 
 ROOM = "r" * 32
 ME = crypto.Keys(b"\x01" * 32, b"\x02" * 32)
@@ -95,7 +102,7 @@ class _Naming(_Host):
         self.sent: list[tuple[str, RoomOp]] = []
 
     async def send_op(
-        self, room_id: str, op: RoomOp, *, op_id: str | None = None,
+        self, room_id: str, op: RoomOp, *, op_id: str | None = None, epoch: int | None = None,
         also: OutboxWrite | None = None,
     ) -> str:
         self.sent.append((room_id, op))
@@ -202,3 +209,28 @@ async def test_an_invitation_the_relay_dropped_keeps_what_we_sent_in_the_room_be
         assert await store.read(lambda conn: delivery_state(conn, "m1")) == ("sent", None)
         assert await store.read(lambda conn: local_rooms(conn, ME.fingerprint)) == []
         assert (await store.read(lambda conn: get_room(conn, ROOM))).state == "left"
+
+
+async def test_keys_owed_to_a_joiner_when_a_crash_came_first_are_sent_at_link_up(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The simulation's seed 297: the one member holding the room's newer key applied a
+    joiner's name under the older epoch and crashed before the listener sent the share; the
+    debt, written with that commit, is paid by the next link-up's reconcile."""
+    cy = crypto.Keys(b"\x03" * 32, b"\x04" * 32)
+    async with open_store(tmp_path / "state.db") as store:
+        def room_at_epoch_1(conn: sqlite3.Connection) -> None:
+            add_room(conn, Room(ROOM, "team", "shared", "joined", 1, 0.0), b"1" * 32)
+            add_member(conn, RoomMember(ROOM, ME.fingerprint, "ana", ME.ed_pub, ME.x_pub))
+            add_member(conn, RoomMember(ROOM, cy.fingerprint, "cy", cy.ed_pub, cy.x_pub))
+            owe_key_shares(conn, ROOM, cy.fingerprint, 0)
+
+        await store.write(room_at_epoch_1)
+        send, receive = trio.open_memory_channel[LinkCommand](1)
+        host = _Naming(store, RelayClient(send, LinkTimings()))
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_relay_lists_us_joined, receive)
+            await reconcile_with_relay(host, lambda: None, 5.0)
+        shares = [op for _, op in host.sent if isinstance(op, KeyShare)]
+        assert [(s.epoch, list(s.sealed)) for s in shares] == [(1, [cy.fingerprint])]
+        assert await store.read(key_shares_owed) == []

@@ -34,6 +34,7 @@ from crosstalk.actors.relay_client import RelayClient
 from crosstalk.actors.relay_link_api import OutboxWrite
 from crosstalk.errors import CrosstalkError
 from crosstalk.features.membership.actor import MembershipInput, fetch_roster
+from crosstalk.features.membership.key_share import send_owed
 from crosstalk.store import membership as q
 from crosstalk.store.db import Store
 from crosstalk.wire import relay as w
@@ -59,7 +60,7 @@ class RoomHost(Protocol):
     async def wake_room(self, room_id: str) -> None: ...
 
     async def send_op(
-        self, room_id: str, op: RoomOp, *, op_id: str | None = None,
+        self, room_id: str, op: RoomOp, *, op_id: str | None = None, epoch: int | None = None,
         also: OutboxWrite | None = None,
     ) -> str: ...
 
@@ -153,5 +154,6 @@ async def reconcile_with_relay(
     for room_id in await host.store.read(q.names_owed):
         if room_id in joined:
             await name_ourselves(host, room_id)  # joined, then a crash before we said who
+    await send_owed(host.store, host.send_op)  # keys owed, then a crash before they were sent
     return joined
 
