@@ -9,7 +9,8 @@ What it does (the rules of the log itself live in :mod:`crosstalk.store.memory_l
 * **Ask.** For each room with a hole and no request in flight it picks an online member (relay
   presence; never ourselves; not one already tried for this hole while others remain), records the
   request id (the follower accepts pieces only for it) and posts ``SyncRequest(ask=member)``. If
-  no snapshot has arrived :data:`RETRY_AFTER` seconds later, it asks the next one. With nobody
+  no snapshot has arrived :data:`RETRY_AFTER` seconds later, it asks the next one, round after
+  round. With nobody
   online it posts nothing and looks again on the next nudge or timer.
 * **Answer.** When a request names us and our own memory has no hole, it sends our snapshot:
   compressed, split into ``SyncChunk`` ops, signed over its digest
@@ -268,7 +269,12 @@ class MemorySync:
         )
         tried = before.tried if before is not None else set()
         heard: dict[str, float] = before.heard if before is not None else {}
-        fresh = [fp for fp in candidates if fp not in tried] or candidates
+        fresh = [fp for fp in candidates if fp not in tried]
+        if not fresh:
+            # Everyone had a turn: a new round, in the same order. Asking the first again and
+            # again never reached the others, one of whom may have filled its own hole since
+            # it refused (sim seed 1683: two members asked only each other for ever).
+            tried, fresh = set(), candidates
         request_id = secrets.token_hex(8)
         deadline = now + RETRY_AFTER
         exhausted = before is not None and (before.exhausted or _exhausted(candidates, heard, now))

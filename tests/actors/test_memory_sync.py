@@ -167,6 +167,21 @@ async def test_a_hole_asks_one_online_member_then_the_next_after_the_timeout(
     assert store.requests == [(first.request_id, first.ask), (second.request_id, second.ask)]
 
 
+async def test_asks_go_round_the_online_members_again_and_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Round after round, each online member in turn: one that refused while it had a hole of
+    its own may have filled it since (sim seed 1683: asking the first again and again, two
+    members asked only each other for ever)."""
+    store, room = FakeStore(hole=True), FakeRoom({BEN.fingerprint: True, CY.fingerprint: True})
+    async with running(Supervisor(heartbeat=5.0)) as supervisor:
+        await start(supervisor, store, room)
+        asks = [(await room.next())[2] for _ in range(5)]
+    asked = [a.ask for a in asks if isinstance(a, SyncRequest)]
+    first, second = sorted([BEN.fingerprint, CY.fingerprint])
+    assert asked == [first, second, first, second, first]
+
+
 async def test_with_nobody_online_nothing_is_posted_until_someone_is(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
