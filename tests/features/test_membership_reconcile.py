@@ -12,6 +12,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import attrs
 import pytest
 import trio
 
@@ -19,7 +20,11 @@ from crosstalk import crypto
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.actors.relay_link import LinkCommand, LinkTimings, Request
 from crosstalk.actors.relay_link_api import OutboxWrite
+from crosstalk.errors import RelayUnreachable
+from crosstalk.features.membership.actor import MembershipInput, Refresh
 from crosstalk.features.membership.lifecycle import reconcile_with_relay
+from crosstalk.features.rooms.ops import create
+from crosstalk.features.rooms.views import CreateParams
 from crosstalk.store.db import Store, open_store
 from crosstalk.store.membership import (
     key_shares_owed,
@@ -234,3 +239,41 @@ async def test_keys_owed_to_a_joiner_when_a_crash_came_first_are_sent_at_link_up
         shares = [op for _, op in host.sent if isinstance(op, KeyShare)]
         assert [(s.epoch, list(s.sealed)) for s in shares] == [(1, [cy.fingerprint])]
         assert await store.read(key_shares_owed) == []
+
+
+class _Unanswered:
+    """A relay that never answers the create in time."""
+
+    async def request(self, *_: object, **__: object) -> w.RelayFrame:
+        raise RelayUnreachable("The relay did not answer in time.")
+
+
+class _Creating:
+    """The daemon as ``room create`` sees it, with the membership actor's inbox."""
+
+    def __init__(self, store: Store, inbox: trio.MemorySendChannel[MembershipInput]) -> None:
+        self.store, self.keys, self.membership = store, ME, inbox
+
+    def require_identity(self) -> object:
+        return attrs.make_class("Identity", ["label"])("ana")
+
+    async def relay(self) -> _Unanswered:
+        return _Unanswered()
+
+
+async def test_a_create_the_relay_did_not_answer_asks_for_a_reconcile_at_once(
+    tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """The simulation's seed 1934: the link stayed up through a slow spell, so the room the
+    relay never answered waited here for a link-up that did not come. The create now asks the
+    membership actor to reconcile (which makes the room at the relay, retrying while it fails)."""
+    async with open_store(tmp_path / "state.db") as store:
+        send, receive = trio.open_memory_channel[MembershipInput](4)
+        daemon = _Creating(store, send)
+        with pytest.raises(RelayUnreachable):
+            await create(daemon, CreateParams("solo"))  # type: ignore[arg-type]
+        assert isinstance(receive.receive_nowait(), Refresh)
+        [(_, state, unconfirmed)] = await store.read(
+            lambda conn: local_rooms(conn, ME.fingerprint)
+        )
+        assert (state, unconfirmed) == ("joined", True)

@@ -108,6 +108,14 @@ def membership_news(inbox: trio.MemorySendChannel[MembershipInput]) -> Membershi
     return tell
 
 
+def refresh_rooms(inbox: trio.MemorySendChannel[MembershipInput] | None) -> None:
+    """Ask the membership actor (``inbox``) to reconcile with the relay now, as after a
+    link-up, without waiting: a refresh already queued covers this one."""
+    if inbox is not None:
+        with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError):
+            inbox.send_nowait(Refresh())
+
+
 async def apply_roster(
     store: Store, keys: crypto.Keys, room: str, members: tuple[w.Member, ...]
 ) -> RosterChange | None:

@@ -26,6 +26,7 @@ from crosstalk.errors import (
 )
 from crosstalk.features.caps import Capabilities as Daemon
 from crosstalk.features.feature import Plugs, op
+from crosstalk.features.membership.actor import refresh_rooms
 from crosstalk.features.membership.lifecycle import (
     create_on_relay,
     finish_join,
@@ -97,12 +98,21 @@ async def create(daemon: Daemon, params: CreateParams) -> RoomReply:
     # Here first, then at the relay: an answer lost on the way back leaves a room that the
     # next link-up creates at the relay again, never a relay room with no key anywhere.
     await daemon.store.write(record)
+    confirmed = False
     try:
         await create_on_relay(await daemon.relay(), keys, room_id)
+        confirmed = True
     except CrosstalkError as exc:
         if exc.code != "relay_unreachable":
             await daemon.store.write(lambda c: room_keys.forget_room(c, room_id))
         raise
+    finally:
+        if not confirmed:
+            # Unanswered (or the caller gave up): the room waits here, and a reconcile creates
+            # it at the relay once the relay answers, retried while it does not. Left to the
+            # next link-up, a link that stayed up through a slow spell never made it (sim seed
+            # 1934).
+            refresh_rooms(daemon.membership)
     await daemon.store.write(lambda c: mq.set_create_pending(c, room_id, False))
     await daemon.room_inbox(room_id)
     return RoomReply(name, room_id, "joined")
