@@ -7,8 +7,11 @@ thing that needs an order of its own:
 
 * ``N.s.r.<room>.m``: the room's membership events (``room``, ``member``, ``drop``) as JSON;
   ``gone`` (the room was deleted) is a rollup that leaves only itself.
-* ``N.s.r.<room>.o``: one message per op; the body is the payload, seq/sender/op id/time are
-  headers, and ``Nats-Msg-Id`` makes a retried publish land once.
+* ``N.s.r.<room>.o``: the room's ops. A lone op is one message: the body is the payload,
+  seq/sender/op id/time are headers. Consecutive ops of one sender that a node decided in one
+  pass (a client's posts queued behind one another) are one message under one compare-and-set:
+  the same headers as comma-separated lists, plus ``Ct-Len`` (each body's length), and the
+  bodies joined. ``Nats-Msg-Id`` (the first op's) makes a retried publish land once.
 * ``N.s.c.<room>.<fp>.<device>``: a device's cursor in a room (a rollup: only the newest stays).
 * ``N.s.d.<fp>.<device>``: a known device (a rollup).
 * ``N.s.f.<room>``: the room's prune floor (a rollup): ops up to it are gone even where the
@@ -64,6 +67,10 @@ _DEFAULTS = RelayConfig()
 # Nats-TTL of every slot and grant message: past the longest a slot or grant lives (a minute of
 # slack for clock skew), so it never removes a live one and sweeps up what no node removed.
 SLOT_KEEP = max(_DEFAULTS.slot_ttl, _DEFAULTS.grant_ttl) + 60.0
+# The most ops one message carries, and the most body bytes a group gathers (a lone op may be
+# larger): the headers of 64 ops with the longest op ids stay far below NATS's limits.
+MAX_GROUP_OPS = 64
+MAX_GROUP_BYTES = 1 << 20
 
 
 @attrs.frozen
@@ -116,21 +123,36 @@ class Layout:
 
     def plan(self, writes: list[Write], by: str = "") -> list[Outgoing]:
         """The messages for ``writes`` in order; consecutive membership writes of a room share
-        one message (so a request's roster change is one event)."""
+        one message (so a request's roster change is one event), and so do consecutive ops of
+        one sender in a room (up to :data:`MAX_GROUP_OPS`)."""
         out: list[Outgoing] = []
         group: list[RoomPut | MemberPut | MemberDeleted] = []
+        ops: list[OpAppended] = []
+        size = 0
 
         def flush() -> None:
             if group:
                 out.append(self._membership(group, by))
                 group.clear()
+            if ops:
+                out.append(self._op(ops[0]) if len(ops) == 1 else self._ops(ops))
+                ops.clear()
 
         for w in writes:
-            if type(w) is OpAppended and not group:  # a post: most messages (no evolve)
-                out.append(self._op(w))
+            if type(w) is OpAppended:
+                if ops and (ops[0].room != w.room or ops[0].op.sender != w.op.sender
+                            or len(ops) >= MAX_GROUP_OPS
+                            or size + len(w.op.body) > MAX_GROUP_BYTES):
+                    flush()
+                if group:
+                    flush()
+                if not ops:
+                    size = 0
+                ops.append(w)
+                size += len(w.op.body)
                 continue
             if isinstance(w, RoomPut | MemberPut | MemberDeleted):
-                if group and group[0].room != w.room:
+                if ops or (group and group[0].room != w.room):
                     flush()
                 group.append(w)
                 continue
@@ -163,6 +185,18 @@ class Layout:
                    "Ct-Op": op_id, "Nats-Msg-Id": f"{w.room}:{op.sender}:{op_id}"}
         return Outgoing(self.room_ops(w.room), op.body, headers, unit=f"r.{w.room}",
                         writes=(w,))
+
+    def _ops(self, run: list[OpAppended]) -> Outgoing:
+        """Several ops of one sender in one room as one message (see the module's notes)."""
+        ops = [w.op for w in run]
+        ids = [base64.urlsafe_b64encode(op.op_id.encode()).decode() for op in ops]
+        room, sender = run[0].room, ops[0].sender
+        headers = {"Ct-Seq": ",".join([str(op.seq) for op in ops]), "Ct-Sender": sender,
+                   "Ct-Ts": ",".join([repr(op.ts) for op in ops]), "Ct-Op": ",".join(ids),
+                   "Ct-Len": ",".join([str(len(op.body)) for op in ops]),
+                   "Nats-Msg-Id": f"{room}:{sender}:{ids[0]}"}
+        return Outgoing(self.room_ops(room), b"".join([op.body for op in ops]), headers,
+                        unit=f"r.{room}", writes=tuple(run))
 
     def _one(self, w: Write, by: str) -> Outgoing:
         r = self.root
@@ -250,6 +284,8 @@ class Layout:
 
     def _room(self, room: str, part: str, headers: dict[str, str], data: bytes) -> Stored:
         unit = f"r.{room}"
+        if part == "o" and "Ct-Len" in headers:
+            return Stored(unit, _grouped_ops(room, headers, data))
         if part == "o":
             op_id = base64.urlsafe_b64decode(headers["Ct-Op"].encode()).decode()
             op = StoredOp(int(headers["Ct-Seq"]), headers["Ct-Sender"], op_id, data,
@@ -280,6 +316,28 @@ def unit_of_write(w: Write) -> str | None:
     if isinstance(w, SlotOpened | SlotFilled | SlotPartPut | SlotRemoved):
         return f"slot.{w.number}"
     return None
+
+
+def _grouped_ops(room: str, headers: dict[str, str], data: bytes) -> list[Write]:
+    """The ops of a message that carries several (see :meth:`Layout._ops`)."""
+    seqs, ids = headers["Ct-Seq"].split(","), headers["Ct-Op"].split(",")
+    stamps, lengths = headers["Ct-Ts"].split(","), headers["Ct-Len"].split(",")
+    if not len(seqs) == len(ids) == len(stamps) == len(lengths):
+        raise ValueError("the lists of a grouped op message differ in length")
+    sender = headers["Ct-Sender"]
+    writes: list[Write] = []
+    at = 0
+    for seq, op_id, ts, length in zip(seqs, ids, stamps, lengths, strict=True):
+        end = at + int(length)
+        if int(length) < 0 or end > len(data):
+            raise ValueError("a grouped op message's bodies are shorter than it says")
+        writes.append(OpAppended(room, StoredOp(
+            int(seq), sender, base64.urlsafe_b64decode(op_id.encode()).decode(),
+            data[at:end], float(ts))))
+        at = end
+    if at != len(data):
+        raise ValueError("a grouped op message's bodies are longer than it says")
+    return writes
 
 
 def _event(w: RoomPut | MemberPut | MemberDeleted) -> dict[str, Any]:

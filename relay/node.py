@@ -44,6 +44,7 @@ from relay.conn import verify_sig
 from relay.effects import Close, Effect, Send
 from relay.http import ReplayStream
 from relay.limits import RelayConfig
+from relay.nats_layout import MAX_GROUP_OPS
 from relay.nats_store import NatsStorage, WriteConflict
 from relay.node_feed import FedServer
 from relay.node_presence import NodeTimings, Presence
@@ -86,13 +87,17 @@ class NodeServer(FedServer):
     # --- requests that write a unit -----------------------------------------------------------
 
     async def _reader(self, ws: WebSocketConnection, conn: int, link: _Link) -> None:
+        held: str | bytes | None = None  # read while gathering posts, not part of them
         while True:
-            try:
-                message = await ws.get_message()
-            except ConnectionClosed:
-                return
-            link.last_inbound = trio.current_time()
-            self.counters.frames_in += 1
+            if held is None:
+                try:
+                    message = await ws.get_message()
+                except ConnectionClosed:
+                    return
+                link.last_inbound = trio.current_time()
+                self.counters.frames_in += 1
+            else:
+                message, held = held, None
             await self._wait_for_room()
             try:
                 frame: w.ClientFrame | None = w.decode_client_frame(message)
@@ -120,14 +125,39 @@ class NodeServer(FedServer):
                 if known is None and self.core.identity_of(conn) is not None:
                     self.presence.changed()
                 continue
+            messages = [message]
+            if isinstance(frame, w.Post):
+                held = self._gather_posts(ws, frame.room, messages, link)
             # What was queued before goes out first, this connection's and others' (a replay
             # must not be overtaken by a push this request makes).
             while self._pending or self._committing:
                 await self._drained.wait()
             async with self._lock(unit):
-                if not await self._decide(conn, message, unit):
+                if not await self._decide(conn, messages, unit):
                     link.close_reason = "the relay's storage did not answer; reconnect"
                     self._enqueue(conn, link, None)
+
+    def _gather_posts(
+        self, ws: WebSocketConnection, room: str, messages: list[str | bytes], link: _Link,
+    ) -> str | bytes | None:
+        """Add to ``messages`` the posts to ``room`` already received behind the first: they
+        are decided together and stored as one message under one compare-and-set (a sender
+        with posts in flight otherwise gets one per JetStream round trip). Returns the first
+        message read that is not one of them, for the reader to handle next."""
+        while len(messages) < MAX_GROUP_OPS:
+            message = _received(ws)
+            if message is None:
+                return None
+            link.last_inbound = trio.current_time()
+            self.counters.frames_in += 1
+            try:
+                frame = w.decode_client_frame(message)
+            except RemoteProtocolError:
+                return message
+            if not isinstance(frame, w.Post) or frame.room != room:
+                return message
+            messages.append(message)
+        return None
 
     async def _resume(self, conn: int, message: str | bytes, frame: w.Resume) -> bool:
         """A resume replays rooms from the cache, which may hold a write decided here but not
@@ -168,13 +198,17 @@ class NodeServer(FedServer):
         if writes and not self.core.knows_device(fp, device):
             self._feed(self.core.stored_elsewhere(writes, ""))
 
-    async def _decide(self, conn: int, message: str | bytes, lock: str) -> bool:
-        """Handle one request that writes a unit; False if storage failed."""
+    async def _decide(self, conn: int, messages: list[str | bytes], lock: str) -> bool:
+        """Handle requests that write one unit (one, or posts gathered from one connection),
+        decided together and stored together; False if storage failed."""
         checked = False
         for _ in range(MAX_TRIES):
             if lock in self._stale and not await self._reload_busy(lock):
                 return False
-            effects = self.core.frame_received(conn, message, self._clock())
+            now = self._clock()
+            effects: list[Effect] = []
+            for message in messages:
+                effects += self.core.frame_received(conn, message, now)
             writes: list[Write] = [e for e in effects if not isinstance(e, Send | Close)]
             if not writes:
                 if not checked and _refused(effects) and lock.startswith(("r.", "slot.")):
@@ -295,6 +329,16 @@ def _hello_of(server: NodeServer, conn: int, frame: w.ClientFrame | None) -> str
     except RemoteProtocolError:
         return None
     return fingerprint(frame.ed_pub)
+
+
+def _received(ws: WebSocketConnection) -> str | bytes | None:
+    """A message trio-websocket has received and queued, without waiting (None: none yet).
+    trio-websocket offers no public call for this; its queue is a Trio memory channel."""
+    try:
+        message: str | bytes = ws._recv_channel.receive_nowait()
+    except (trio.WouldBlock, trio.ClosedResourceError, trio.EndOfChannel):
+        return None
+    return message
 
 
 def _unit_of(frame: w.ClientFrame | None) -> str | None:

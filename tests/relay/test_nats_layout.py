@@ -4,8 +4,10 @@ what it just published."""
 
 from __future__ import annotations
 
+import pytest
+
 from crosstalk.wire.relay import Member
-from relay.nats_layout import Layout
+from relay.nats_layout import MAX_GROUP_OPS, Layout
 from relay.storage import (
     CursorPut,
     DevicePut,
@@ -66,14 +68,55 @@ def test_each_message_carries_what_decoding_it_gives_back() -> None:
 
 
 def test_a_post_alone_is_one_message_carrying_its_op() -> None:
-    """A post's write, planned alone as a node plans it, is one message per op that decodes
-    back to it (the path most messages take)."""
+    """A post's write, planned alone as a node plans it, is one message that decodes back to
+    it (the path most messages take), in the per-op form a grouped message extends."""
     lay = Layout("N")
-    posts: list[Write] = [OpAppended("r1", StoredOp(s, "alice-fp", f"op-{s}", b"x", 5.0 + s))
-                          for s in (7, 8)]
-    messages = lay.plan(posts)
-    assert [out.writes for out in messages] == [(posts[0],), (posts[1],)]
+    post = OpAppended("r1", StoredOp(7, "alice-fp", "op-7", b"x", 12.0))
+    [out] = lay.plan([post])
+    assert out.writes == (post,) and out.unit == "r.r1" and "Ct-Len" not in out.headers
+    assert out.headers["Nats-Msg-Id"].startswith("r1:alice-fp:")
+    stored = lay.decode(out.subject, out.headers, out.payload)
+    assert stored is not None and stored.writes == [post]
+
+
+def test_consecutive_posts_of_a_sender_are_one_message() -> None:
+    """Posts gathered in one pass are one message (one compare-and-set, one message for every
+    other node to take in) that decodes back to every op, bodies of any length included; a
+    post of another sender or room starts a new message."""
+    lay = Layout("N")
+    bodies = [b"", b"a,b", bytes(range(256)), b"x"]
+    posts: list[Write] = [OpAppended("r1", StoredOp(7 + i, "alice-fp", f"op-{i}", body, 5.0 + i))
+                          for i, body in enumerate(bodies)]
+    other = OpAppended("r1", StoredOp(11, "bob-fp", "op-b", b"y", 9.5))
+    elsewhere = OpAppended("r2", StoredOp(1, "bob-fp", "op-c", b"z", 9.5))
+    messages = lay.plan([*posts, other, elsewhere])
+    assert [out.writes for out in messages] == [tuple(posts), (other,), (elsewhere,)]
+    grouped = messages[0]
+    assert grouped.unit == "r.r1" and grouped.headers["Nats-Msg-Id"] == (
+        "r1:alice-fp:" + grouped.headers["Ct-Op"].split(",")[0])  # the first op's
     for out in messages:
-        assert out.unit == "r.r1" and out.headers["Nats-Msg-Id"].startswith("r1:alice-fp:")
         stored = lay.decode(out.subject, out.headers, out.payload)
-        assert stored is not None and stored.writes == list(out.writes)
+        assert stored is not None and stored.unit == out.unit
+        assert stored.writes == list(out.writes)
+
+
+def test_a_group_is_cut_at_its_limit() -> None:
+    lay = Layout("N")
+    posts: list[Write] = [OpAppended("r1", StoredOp(1 + i, "a", f"op-{i}", b"x", 1.0))
+                          for i in range(MAX_GROUP_OPS + 1)]
+    assert [len(out.writes) for out in lay.plan(posts)] == [MAX_GROUP_OPS, 1]
+
+
+@pytest.mark.parametrize("change", [
+    {"Ct-Len": "2,1"},  # bodies shorter than the lengths say
+    {"Ct-Len": "1,0,0"},  # one length more than ops
+    {"Ct-Len": "0,0"},  # bodies longer than the lengths say
+    {"Ct-Len": "-1,3"},
+])
+def test_a_malformed_group_is_refused(change: dict[str, str]) -> None:
+    lay = Layout("N")
+    posts: list[Write] = [OpAppended("r1", StoredOp(1 + i, "a", f"op-{i}", b"x", 1.0))
+                          for i in range(2)]
+    [out] = lay.plan(posts)
+    with pytest.raises(ValueError):
+        lay.decode(out.subject, {**out.headers, **change}, out.payload)

@@ -1,5 +1,6 @@
-"""What a relay node's feed costs: its own writes' echo is dropped before it is parsed, and the
-prune limit is found from the newest op taken in, not by walking every op held."""
+"""What a relay node's feed costs: its own writes' echo is dropped before it is parsed, the
+prune limit is found from the newest op taken in, not by walking every op held, and posts
+queued behind one another are one stored message."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import trio
+import trio.testing
 
 from crosstalk.wire import relay as w
 from tests.relay.client import Identity, open_client, pair_and_room
@@ -58,3 +60,29 @@ async def test_the_prune_limit_is_the_newest_op_the_feed_took_in(
             one.fed_through = 200
             assert one._prunable("r0") == 4
             assert one._prunable("not-held") == 1 << 62
+
+
+async def test_posts_queued_behind_one_another_are_stored_as_one_message(
+    nats_server: NatsServer,
+) -> None:
+    """Posts a client sent while its room was being written at its node are decided together
+    and stored as one message under one compare-and-set; the other node takes in every op of
+    that message, in order, and pushes them to its client."""
+    alice, bob = Identity(), Identity()
+    with trio.fail_after(60):
+        async with two_nodes(nats_server.url) as (one, port1, _two, port2):
+            async with open_client(port1, alice) as a, open_client(port2, bob) as b:
+                await pair_and_room(a, b, ROOM)
+                async with one._lock(f"r.{ROOM}"):  # as if a write of the room were in flight
+                    for n in range(8):
+                        await a.send(w.Post(a.next_req(), ROOM, f"op-{n}", b"sealed-%d" % n))
+                    await trio.testing.wait_all_tasks_blocked(0.05)  # all 8 read off the socket
+                posted = [await a.push(w.Posted) for _ in range(8)]
+                seqs = [p.seq for p in posted if isinstance(p, w.Posted)]
+                assert seqs == list(range(seqs[0], seqs[0] + 8))
+                # The first post was read before the rest arrived: at most two messages.
+                held = one.nats.tails.ops[ROOM]
+                assert len({held[seq] for seq in seqs}) <= 2
+                got = await b.ops(8)
+                assert [(op.seq, op.op_id, op.body) for op in got] == [
+                    (seqs[n], f"op-{n}", b"sealed-%d" % n) for n in range(8)]
