@@ -21,7 +21,7 @@ are not pinned. On a machine with one core nothing is pinned (``pinned`` says so
   SQLite relay's.
 
 Throughput: each sender posts 200-byte ops with up to ``--window`` in flight, its receiver takes
-the pushes and acknowledges every 64; ops/s counts ``posted`` replies.
+the pushes; both acknowledge every 64th op; ops/s counts ``posted`` replies.
 """
 
 from __future__ import annotations
