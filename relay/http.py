@@ -9,11 +9,13 @@ The same stream carries the shell's own writes beside trio-websocket's: :func:`t
 encodes each frame once and :meth:`ReplayStream.send_all_if` writes a connection's queued
 frames in one call, where ``send_message`` would write once per frame (a quarter of the relay's
 time under fan-out went to those writes). Every write on the stream holds one lock, so bytes
-from the two writers never interleave.
+from the two writers never interleave; :meth:`ReplayStream.send_now` writes without a task or a
+scheduling round, and only while nobody holds that lock.
 """
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Callable
 
@@ -130,6 +132,24 @@ class ReplayStream(trio.abc.Stream):
             return True
         finally:
             self._writing.release()
+
+    def send_now(self, data: bytes) -> int | None:
+        """Write what the socket takes of ``data`` at once, without yielding: how many bytes
+        went (0 if its buffer is full); None if this stream cannot (TLS, or a write holds the
+        lock). The caller must send the rest, in order, before anything else.
+
+        Raises OSError if the connection is broken.
+        """
+        inner = self._inner
+        if self._writing.locked() or not isinstance(inner, trio.SocketStream):
+            return None
+        fd = inner.socket.fileno()  # -1 once closed: never write to a number reused since
+        if fd < 0:
+            return None
+        try:
+            return os.write(fd, data)
+        except BlockingIOError:
+            return 0
 
     async def wait_send_all_might_not_block(self) -> None:
         await self._inner.wait_send_all_might_not_block()

@@ -10,8 +10,12 @@ framing) however many connections it goes to. So nothing is acknowledged, pushed
 before it is durable (acknowledgements alone excepted, which promise nothing: see
 :func:`~relay.storage.needs_sync`).
 
-A writer sends everything queued in its outbox in one write (:meth:`RelayServer._drain`): a
-commit that pushes twenty ops to one connection costs one syscall there, not twenty.
+A commit's frames for one connection go out joined, in one write: a commit that pushes twenty
+ops to one connection costs one syscall there, not twenty. The committer writes them itself,
+without yielding, when that connection has nothing queued and its socket takes them
+(:meth:`RelayServer._write_now`); only what the socket does not take (or a TLS connection's frames)
+goes to the connection's writer task, which sends its whole outbox in one write
+(:meth:`RelayServer._drain`). Waking a writer per connection per commit cost more than the write.
 
 Outboxes are bounded; a connection that cannot keep up is closed (it resumes from its cursor when
 it comes back) rather than slowing everyone. The heartbeat pings a connection silent for
@@ -77,6 +81,8 @@ class _Link:
     scope: trio.CancelScope
     last_inbound: float  # when a frame (or the pong of our ping) last came in
     ws: WebSocketConnection | None = None  # pinged by the heartbeat
+    stream: ReplayStream | None = None  # under ws: where the committer writes directly
+    queued: bool = False  # the writer has frames to send: a new frame must go behind them
     close_reason: str | None = None
     sending_since: float | None = None  # when the write under way began
     pinging: bool = False
@@ -254,24 +260,58 @@ class RelayServer:
 
     def _dispatch(self, batch: list[Effect]) -> None:
         encoded: dict[int, bytes] = {}  # one encoding per frame object, however many recipients
+        outgoing: dict[int, list[bytes | None]] = {}  # per connection, in order; None: close
         for effect in batch:
             if isinstance(effect, Send):
-                link = self._links.get(effect.conn)
-                if link is None:
+                if effect.conn not in self._links:
                     continue
                 data = encoded.get(id(effect.frame))
                 if data is None:
                     data = encoded[id(effect.frame)] = text_frame(encode_frame(effect.frame))
-                self._enqueue(effect.conn, link, data)
+                outgoing.setdefault(effect.conn, []).append(data)
             elif isinstance(effect, Close):
                 link = self._links.get(effect.conn)
                 if link is not None:
                     link.close_reason = effect.reason
-                    self._enqueue(effect.conn, link, None)
+                    outgoing.setdefault(effect.conn, []).append(None)
+        for conn, items in outgoing.items():
+            self._write_now(conn, self._links[conn], items)
+
+    def _write_now(self, conn: int, link: _Link, items: list[bytes | None]) -> None:
+        """Write ``items`` to ``link`` now if nothing is queued before them; queue the rest.
+
+        The frames before a close go out joined in one write, without a scheduling round; what
+        the socket does not take, and the close, go to the writer in order.
+        """
+        frames: list[bytes] = []
+        for item in items:
+            if item is None:
+                break
+            frames.append(item)
+        ws, stream = link.ws, link.stream
+        if (frames and not link.queued and stream is not None and ws is not None
+                and ws.closed is None and not link.scope.cancel_called):
+            data = frames[0] if len(frames) == 1 else b"".join(frames)
+            try:
+                sent = stream.send_now(data)
+            except OSError:
+                link.scope.cancel()  # the peer is gone; the reader ends the connection
+                return
+            if sent is not None:
+                rest = items[len(frames):]
+                if sent < len(data):
+                    rest.insert(0, data[sent:])
+                    self.counters.frames_out += len(frames) - 1  # the writer counts the tail
+                else:
+                    self.counters.frames_out += len(frames)
+                items = rest
+        for item in items:
+            self._enqueue(conn, link, item)
 
     def _enqueue(self, conn: int, link: _Link, item: bytes | None) -> None:
         try:
             link.outbox.send_nowait(item)
+            link.queued = True
         except trio.WouldBlock:
             log.warning("relay conn %d: outbox full, closing a slow consumer", conn)
             self.counters.dropped_slow += 1
@@ -435,7 +475,7 @@ class RelayServer:
     ) -> None:
         send, receive = trio.open_memory_channel[bytes | None](OUTBOX)
         with trio.CancelScope() as scope:
-            link = self._links[conn] = _Link(send, scope, trio.current_time(), ws)
+            link = self._links[conn] = _Link(send, scope, trio.current_time(), ws, stream)
             self._schedule(link, link.last_inbound)
             self._feed(self.core.connection_opened(conn, source, self._clock()))
             log.debug("relay conn %d: opened from %s", conn, source)
@@ -498,6 +538,7 @@ class RelayServer:
             try:  # no scheduling round while frames are queued
                 item = receive.receive_nowait()
             except trio.WouldBlock:
+                link.queued = False  # all sent: the committer may write directly again
                 return True
         return False
 

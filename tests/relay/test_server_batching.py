@@ -1,8 +1,10 @@
 """The shell's send path: frames queued for one connection go out joined, and stay whole and in
-order; a stuck or vanished reader holds up nobody else. In-memory streams, autojump clock."""
+order; a stuck or vanished reader holds up nobody else. In-memory streams, autojump clock; the
+committer's direct writes need a real socket, so their tests use a socket pair."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -14,7 +16,7 @@ from wsproto.connection import Connection, ConnectionType
 from wsproto.events import TextMessage
 
 from crosstalk.wire import relay as w
-from relay.http import text_frame
+from relay.http import ReplayStream, text_frame
 from relay.server import WRITE_BYTES, RelayServer, ShellTimings
 from relay.storage import MemoryStorage
 from tests.relay.client import Identity, RelayClient, handshake, pair_and_room
@@ -205,3 +207,58 @@ async def test_a_write_held_for_the_send_timeout_drops_that_connection_then(
         await trio.sleep(0.2)
         assert server.core.statistics().connections == 1
         assert TIMINGS.send_timeout < TIMINGS.ping_interval  # the ping did not do it
+
+
+def _socket_pair(buffer: int | None = None) -> tuple[trio.SocketStream, trio.SocketStream]:
+    """Two ends of a real loopback TCP connection (the committer writes directly only to a
+    socket), ours with a small send buffer and theirs with a small receive buffer if ``buffer``
+    is given."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        theirs = socket.create_connection(listener.getsockname())
+        ours, _ = listener.accept()
+    if buffer is not None:
+        ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, buffer)
+        theirs.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, buffer)
+    return (trio.SocketStream(trio.socket.from_stdlib_socket(ours)),
+            trio.SocketStream(trio.socket.from_stdlib_socket(theirs)))
+
+
+async def test_send_now_writes_at_once_what_the_socket_takes_and_only_with_the_lock_free() -> None:
+    ours, theirs = _socket_pair(buffer=4096)
+    stream = ReplayStream(ours, b"")
+    assert stream.send_now(b"abc") == 3
+    assert await theirs.receive_some() == b"abc"
+    chunk = b"x" * 4096
+    while (sent := stream.send_now(chunk)) == len(chunk):
+        pass
+    assert stream.send_now(chunk) == 0  # full: nothing taken, nothing lost
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(stream.send_all, b"held")  # waits for room, holding the lock
+        await trio.testing.wait_all_tasks_blocked()
+        assert stream.send_now(b"y") is None
+        nursery.cancel_scope.cancel()
+    assert sent is not None and sent < len(chunk)
+    await ours.aclose()
+    await theirs.aclose()
+    memory = ReplayStream(trio.testing.memory_stream_pair()[0], b"")
+    assert memory.send_now(b"abc") is None  # not a socket (TLS, say): the writer sends it
+
+
+async def test_pushes_written_directly_and_the_tails_a_full_socket_left_arrive_in_order() -> None:
+    """Ops to a member that does not read fill its socket: the part written directly, the tail
+    the writer got, and every op committed behind that tail arrive whole and in order."""
+    count = 300
+    async with _relay() as (server, nursery):
+        a_server, a_end = _socket_pair()
+        a = await _connect(server, nursery, a_end, a_server)
+        b_server, b_end = _socket_pair(buffer=8192)
+        b = await _connect(server, nursery, b_end, b_server)
+        await pair_and_room(a, b, "r")
+        with trio.fail_after(60):
+            seqs = await _post(a, "r", count, size=1000)  # b reads nothing meanwhile
+            assert any(link.queued for link in server._links.values())  # a tail is waiting
+            ops = await b.ops(count)
+        assert [op.seq for op in ops] == seqs
+        assert [op.body[:8] for op in ops] == [b"%08d" % i for i in range(count)]
+    for end in (a_end, b_end):  # the relay closed its ends with the connections
+        await end.aclose()
