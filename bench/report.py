@@ -207,12 +207,39 @@ def relay(runs: dict[str, Any], figures: Path) -> str:
         "flight are the pattern real clients make; the deeper windows are an overload test. "
         "Timing starts once every client has had its first window confirmed (the opening burst "
         "of 500 clients 16 deep in rooms of 20 is 150,000 pushes), then a warm-up. All clients "
-        "run in one process beside the relay, and at 500 clients both processes keep a core "
-        "busy, so those rows are bounded by the client side as much as by the relay.", nats_line,
+        "run in one process beside the relay (and beside the echo server for the ceiling).",
+        *_relay_bounds(r), nats_line,
         f"- Memory per idle authenticated connection: {r['kib_per_idle_connection']} KiB "
         f"(relay RSS growth over {r['idle_connections']:,} connections).", "",
         "![relay throughput](performance/relay_throughput.png)", "",
     ])
+
+
+RELAY_GOALS = {2: 0.6, 20: 0.3}  # issue #22: 500 clients, 1 in flight, ops ÷ echo ceiling
+
+
+def _relay_bounds(r: dict[str, Any]) -> list[str]:
+    """What bounds each goal row, from the CPU the row itself measured: the relay's and the
+    client process's CPU per op, and the cores the goal's rate would take at those costs."""
+    lines = []
+    for x in r["runs"]:
+        goal = RELAY_GOALS.get(x["room_size"])
+        if goal is None or x["clients"] != 500 or x["window"] != 1 or not x["ops_per_s"]:
+            continue
+        ops = x["ops_per_s"]
+        relay_us, client_us = 1e6 * x["relay_cores"] / ops, 1e6 * x["client_cores"] / ops
+        target = goal * x["echo_rt_per_s"]
+        need = target * (relay_us + client_us) / 1e6
+        lines.append(
+            f"- Bound of 500 clients in rooms of {x['room_size']}, 1 in flight: the relay was "
+            f"{x['relay_cores']:.2f} cores busy ({relay_us:.0f} µs of CPU per op), the client "
+            f"process {x['client_cores']:.2f} ({client_us:.0f} µs per op; it receives "
+            f"{x['deliveries_per_s'] / ops + 1:.0f} frames per op). The goal, {goal}× the "
+            f"ceiling or {target:,.0f} ops/s, would take {need:.1f} cores for the two at these "
+            f"costs, on a {r['cpus']}-core machine; and the ceiling itself is bounded by its "
+            f"client process ({x['echo_client_cores']:.2f} cores busy, the echo server "
+            f"{x['echo_server_cores']:.2f}).")
+    return lines
 
 
 def pairing_and_catchup(runs: dict[str, Any]) -> str:
