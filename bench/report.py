@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import plots
+from bench.goals import RELAY_GOALS, goals, relay_need
 
 INTRO = """# Performance
 
@@ -215,9 +216,6 @@ def relay(runs: dict[str, Any], figures: Path) -> str:
     ])
 
 
-RELAY_GOALS = {2: 0.6, 20: 0.3}  # issue #22: 500 clients, 1 in flight, ops ÷ echo ceiling
-
-
 def _relay_bounds(r: dict[str, Any]) -> list[str]:
     """What bounds each goal row, from the CPU the row itself measured: the relay's and the
     client process's CPU per op, and the cores the goal's rate would take at those costs."""
@@ -227,9 +225,7 @@ def _relay_bounds(r: dict[str, Any]) -> list[str]:
         if goal is None or x["clients"] != 500 or x["window"] != 1 or not x["ops_per_s"]:
             continue
         ops = x["ops_per_s"]
-        relay_us, client_us = 1e6 * x["relay_cores"] / ops, 1e6 * x["client_cores"] / ops
-        target = goal * x["echo_rt_per_s"]
-        need = target * (relay_us + client_us) / 1e6
+        relay_us, client_us, target, need = relay_need(x, goal)
         lines.append(
             f"- Bound of 500 clients in rooms of {x['room_size']}, 1 in flight: the relay was "
             f"{x['relay_cores']:.2f} cores busy ({relay_us:.0f} µs of CPU per op), the client "
@@ -437,7 +433,7 @@ def render(results: dict[str, Any], figures: Path) -> str:
         minutes = f"its benchmarks take {total / 60:.1f} minutes one after another"
     sections = [
         INTRO.format(machine=_machine(results["machine"]), minutes=minutes, load=_load(results)),
-        side_by_side(runs, figures), daemon(runs), relay(runs, figures),
+        goals(runs), side_by_side(runs, figures), daemon(runs), relay(runs, figures),
         pairing_and_catchup(runs), hook(runs), history(runs), scaling(runs, figures),
         nats_relay(runs),
         *(other(name, run) for name, run in runs.items() if name not in KNOWN_SECTIONS),

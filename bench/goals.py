@@ -1,0 +1,153 @@
+"""Issue 22's goals at a glance: each path, its figure and its yardstick from the same run, the
+goal, and whether it is met or, if not, what bounds it (a floor or a CPU budget measured in the
+same run). Read by bench/report.py; every figure comes from the runs' results, none is typed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+RELAY_GOALS = {2: 0.6, 20: 0.3}  # 500 clients, 1 in flight: ops ÷ the echo ceiling
+HOOK_EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop")
+
+Row = list[str]
+
+
+def relay_need(x: dict[str, Any], goal: float) -> tuple[float, float, float, float]:
+    """``(relay µs/op, client µs/op, goal ops/s, cores the goal would take)`` for one relay row,
+    from the CPU that row measured."""
+    ops = x["ops_per_s"]
+    relay_us, client_us = 1e6 * x["relay_cores"] / ops, 1e6 * x["client_cores"] / ops
+    target = goal * x["echo_rt_per_s"]
+    return relay_us, client_us, target, target * (relay_us + client_us) / 1e6
+
+
+def goals(runs: dict[str, Any]) -> str:
+    """The table, one row per goal; a run that did not complete says so in its rows."""
+    rows: list[Row] = []
+    for build in (_held, _hook, _mcp, _read, _cold_start, _relay, _catchup, _history):
+        try:
+            rows.extend(build(_results(runs)))
+        except (KeyError, TypeError, ZeroDivisionError, ValueError):
+            rows.append([build.__doc__ or build.__name__, "not measured in this run", "—", "—",
+                         "—"])
+    head = "| path | crosstalk | yardstick, same run | goal | verdict |\n|---|---|---|---|---|"
+    body = "\n".join("| " + " | ".join(r) + " |" for r in rows)
+    return "\n".join([
+        "## Issue 22's goals at a glance", "",
+        head, body, "",
+        "Each figure is from the sections below (same run); a goal not met says what bounds it, "
+        "measured in this run.", "",
+    ])
+
+
+def _results(runs: dict[str, Any]) -> Callable[[str], dict[str, Any]]:
+    def result(name: str) -> dict[str, Any]:
+        value: dict[str, Any] = runs[name]["result"]
+        return value
+    return result
+
+
+def _held(result: Callable[[str], dict[str, Any]]) -> list[Row]:
+    """send → held at the recipient's daemon"""
+    held = result("latency")["send_to_held"]
+    crosschat = result("peers")["crosschat"]["latency"]["p50_ms"]
+    alone = result("timeline")["alone"]
+    floor = alone["ws_echo"]["p50_ms"] + 3 * alone["wal_commit"]["p50_ms"]
+    p50_met = held["p50_ms"] <= crosschat
+    verdict = "met" if p50_met else (
+        f"not met: bounded by our durability, whose floor is {floor:.2f} ms (two loopback hops "
+        f"{alone['ws_echo']['p50_ms']:.2f} ms + three `synchronous=FULL` WAL commits of "
+        f"{alone['wal_commit']['p50_ms']:.2f} ms each, timed alone), "
+        + ("above crosschat's, which does not fsync per message; the rest is each stage's "
+           "Python (see the timeline)" if floor > crosschat else "below crosschat's")
+    )
+    return [
+        ["send → held, p50", f"{held['p50_ms']:.1f} ms", f"crosschat {crosschat:.1f} ms",
+         "≤ crosschat's", verdict],
+        ["send → held, p99", f"{held['p99_ms']:.1f} ms", "—", "≤ 10 ms",
+         "met" if held["p99_ms"] <= 10 else "not met"],
+    ]
+
+
+def _hook(result: Callable[[str], dict[str, Any]]) -> list[Row]:
+    """hook process, every event"""
+    hook = result("hook")
+    worst = max(hook[e]["x_baseline"] for e in HOOK_EVENTS)
+    return [["hook process, every event, p50",
+             ", ".join(f"{hook[e]['p50_ms']:.1f}" for e in HOOK_EVENTS) + " ms",
+             f"bare interpreter {hook['baseline']['p50_ms']:.1f} ms", "≤ 1.2× bare",
+             f"met (at most {worst:.2f}×)" if worst <= 1.2 else f"not met ({worst:.2f}×)"]]
+
+
+def _mcp(result: Callable[[str], dict[str, Any]]) -> list[Row]:
+    """`crosstalk server`: spawn → initialize"""
+    hook = result("hook")
+    ms = hook["mcp_initialize"]["p50_ms"]
+    return [["`crosstalk server`: spawn → `initialize`", f"{ms:.0f} ms",
+             f"bare interpreter {hook['baseline']['p50_ms']:.1f} ms", "≤ 400 ms",
+             "met" if ms <= 400 else "not met"]]
+
+
+def _read(result: Callable[[str], dict[str, Any]]) -> list[Row]:
+    """`crosstalk read --json`"""
+    hook = result("hook")
+    ratio = hook["cli_read"]["p50_ms"] / hook["baseline"]["p50_ms"]
+    return [["`crosstalk read --json` (start and one request)",
+             f"{hook['cli_read']['p50_ms']:.1f} ms ({ratio:.2f}×)",
+             f"bare interpreter {hook['baseline']['p50_ms']:.1f} ms", "≤ 1.5× bare",
+             "met" if ratio <= 1.5 else "not met"]]
+
+
+def _cold_start(result: Callable[[str], dict[str, Any]]) -> list[Row]:
+    """daemon cold start → first status"""
+    daemon = result("daemon")
+    ms = 1000 * daemon["daemon_cold_start_s"]
+    return [["daemon cold start → first `status`", f"{ms:.0f} ms",
+             f"bare interpreter {1000 * daemon['bare_interpreter_start_s']:.0f} ms", "≤ 300 ms",
+             "met" if ms <= 300 else "not met"]]
+
+
+def _relay(result: Callable[[str], dict[str, Any]]) -> list[Row]:
+    """relay, 500 clients, one post in flight each"""
+    r = result("relay_throughput")
+    rows = []
+    for x in r["runs"]:
+        goal = RELAY_GOALS.get(x["room_size"])
+        if goal is None or x["clients"] != 500 or x["window"] != 1:
+            continue
+        ratio = x["ops_per_s"] / x["echo_rt_per_s"]
+        relay_us, client_us, target, need = relay_need(x, goal)
+        costs = (f"at the costs measured in this row (relay {relay_us:.0f} µs, clients "
+                 f"{client_us:.0f} µs per op) the goal's {target:,.0f} ops/s would take "
+                 f"{need:.1f} cores")
+        if ratio >= goal:
+            verdict = "met"
+        elif need > r["cpus"]:
+            verdict = f"not met: bounded by CPU: {costs}, on a {r['cpus']}-core machine"
+        else:
+            verdict = f"not met, and not by CPU alone: {costs} of the {r['cpus']} here"
+        rows.append([f"relay, 500 clients, 1 in flight, rooms of {x['room_size']}",
+                     f"{x['ops_per_s']:,} ops/s ({ratio:.2f}×)",
+                     f"echo {x['echo_rt_per_s']:,} round trips/s", f"≥ {goal}× echo", verdict])
+    return rows
+
+
+def _catchup(result: Callable[[str], dict[str, Any]]) -> list[Row]:
+    """catch-up of 10,000 missed ops"""
+    c = result("catchup")
+    s = c["missed_ops"]["seconds"]
+    return [[f"catch-up of {c['missed_ops']['ops']:,} missed ops", f"{s:.2f} s",
+             f"floor (opening them as the actor does) {c['open_floor']['as_actor_seconds']:.2f} s",
+             "≤ 1 s", "met" if s <= 1 else "not met"]]
+
+
+def _history(result: Callable[[str], dict[str, Any]]) -> list[Row]:
+    """flat in history"""
+    points = result("history")["points"]
+    worst = max(r for p in points for r in p["ratio"].values())
+    most = max(p["messages"] for p in points)
+    return [[f"send, read, hook, status after {most:,} messages", f"at most {worst:.2f}× fresh",
+             "the same paths at 0 messages", "≤ 1.2×",
+             "met" if worst <= 1.2 else f"not met ({worst:.2f}×)"]]

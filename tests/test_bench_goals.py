@@ -1,0 +1,51 @@
+"""bench/goals.py: the page's table of issue 22's goals, built from a run's results."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+from bench.goals import goals
+
+RESULTS = Path(__file__).parent.parent / "docs" / "performance" / "results.json"
+
+
+def _runs() -> dict[str, Any]:
+    runs: dict[str, Any] = json.loads(RESULTS.read_text())["runs"]
+    return runs
+
+
+def _row(table: str, path: str) -> str:
+    return next(line for line in table.splitlines() if line.startswith(f"| {path}"))
+
+
+def test_every_goal_has_a_row_with_a_verdict() -> None:
+    table = goals(_runs())
+    for path in ("send → held, p50", "send → held, p99", "hook process", "`crosstalk server`",
+                 "`crosstalk read --json`", "daemon cold start", "relay, 500 clients",
+                 "catch-up", "send, read, hook, status"):
+        assert "met" in _row(table, path)
+
+
+def test_a_goal_not_met_says_what_bounds_it() -> None:
+    """Held above crosschat names the durability floor; a relay row short of its goal names
+    the cores its rate would take, or says that CPU alone does not explain it."""
+    runs = copy.deepcopy(_runs())
+    runs["latency"]["result"]["send_to_held"]["p50_ms"] = 99.0
+    relay = runs["relay_throughput"]["result"]
+    row = next(x for x in relay["runs"] if (x["clients"], x["room_size"], x["window"])
+               == (500, 2, 1))
+    row["ops_per_s"], row["relay_cores"], row["client_cores"] = 100, 0.01, 0.01
+    table = goals(runs)
+    assert "floor is" in _row(table, "send → held, p50")
+    assert "not by CPU alone" in _row(table, "relay, 500 clients, 1 in flight, rooms of 2 ")
+    runs["latency"]["result"]["send_to_held"]["p50_ms"] = 0.1
+    assert _row(goals(runs), "send → held, p50").endswith("| met |")
+
+
+def test_a_run_that_did_not_complete_is_said_so() -> None:
+    runs = _runs()
+    del runs["catchup"]
+    assert "not measured in this run" in goals(runs)
