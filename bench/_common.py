@@ -85,10 +85,14 @@ def rss_kib(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for pid {pid}")
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a live process (all its threads), from /proc."""
+def cpu_seconds(pid: int | None = None) -> float:
+    """User + system CPU time of a live process (all its threads), from /proc; of this process
+    when ``pid`` is None."""
+    if pid is None:
+        times = os.times()
+        return times.user + times.system
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
 def stop_process(proc: subprocess.Popen[str] | subprocess.Popen[bytes]) -> None:

@@ -42,7 +42,7 @@ from typing import Any
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection
 
-from bench._common import close_all, progress, summary_ms
+from bench._common import close_all, cpu_seconds, progress, summary_ms
 from crosstalk.wire import relay as w
 from tests.relay.client import Identity, RelayClient, open_client, pair_and_room
 from tests.relay.nats_process import NatsServer
@@ -50,7 +50,6 @@ from tests.relay.process import RelayProcess
 
 BODY = os.urandom(200)
 NATS_CPU, RELAY_CPU = 0, 1
-TICK = os.sysconf("SC_CLK_TCK")
 
 
 def can_pin() -> bool:
@@ -62,12 +61,6 @@ def pin(pid: int, cpu: int) -> None:
     for task in Path(f"/proc/{pid}/task").iterdir():
         with contextlib.suppress(ProcessLookupError):
             os.sched_setaffinity(int(task.name), {cpu})
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a live process (all its threads), from /proc."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK
 
 
 @contextlib.contextmanager

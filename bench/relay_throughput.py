@@ -35,22 +35,12 @@ from pathlib import Path
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection, serve_websocket
 
-from bench._common import close_all, progress
+from bench._common import close_all, cpu_seconds, progress
 from crosstalk.wire import relay as w
 from tests.relay.client import Identity, RelayClient, handshake, open_ws, pair_and_room
 from tests.relay.process import RelayProcess
 
 BODY = os.urandom(200)
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_seconds(pid: int | None = None) -> float:
-    """User + system CPU time of process ``pid`` (this process if None), all threads."""
-    if pid is None:
-        times = os.times()
-        return times.user + times.system
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime (fields 14 and 15)
 
 
 class _Cpu:
@@ -58,13 +48,13 @@ class _Cpu:
 
     def __init__(self, server_pid: int) -> None:
         self.pid = server_pid
-        self.start = (trio.current_time(), _cpu_seconds(server_pid), _cpu_seconds())
+        self.start = (trio.current_time(), cpu_seconds(server_pid), cpu_seconds())
 
     def cores(self) -> tuple[float, float]:
         t0, server0, client0 = self.start
         elapsed = trio.current_time() - t0
-        return ((_cpu_seconds(self.pid) - server0) / elapsed,
-                (_cpu_seconds() - client0) / elapsed)
+        return ((cpu_seconds(self.pid) - server0) / elapsed,
+                (cpu_seconds() - client0) / elapsed)
 
 
 # --- the ceiling: a raw echo server --------------------------------------------------------------
