@@ -69,9 +69,14 @@ async def _rekey(daemon: Daemon, relay: RelayClient, room_id: str, removed: str)
     epoch, key = room.epoch + 1, nacl.utils.random(32)
     sealed = {m.fingerprint: seal_key(m.box_key, key, room_id, epoch) for m in remaining}
     # Sealed under the old epoch (everyone remaining can open it); the removed member is
-    # already off the relay's roster, so it never receives this op.
-    await daemon.send_op(room_id, Rekey(epoch, removed, sealed))
-    await daemon.store.write(lambda c: room_keys.rotate_key(c, room_id, epoch, key, removed))
+    # already off the relay's roster, so it never receives this op. The room moves to the new
+    # epoch in the same commit: in a commit of its own, a joiner who named itself under the old
+    # epoch in between was owed no share (its MemberNamed applied while we were still at the
+    # old one), and never got the key if it joined after the rekey was sequenced (sim seed 127).
+    rotate = functools.partial(
+        room_keys.rotate_key, room_id=room_id, epoch=epoch, key=key, removed=removed
+    )
+    await daemon.send_op(room_id, Rekey(epoch, removed, sealed), also=rotate)
     # Invited members cannot read the rekey op (their cursor starts when they accept).
     await share_with_stranded(daemon.store, daemon.send_op, room_id, keys.fingerprint, sealed)
     return epoch
