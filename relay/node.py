@@ -35,7 +35,7 @@ import contextlib
 import logging
 
 import trio
-from trio_websocket import ConnectionClosed, WebSocketConnection
+from trio_websocket import WebSocketConnection
 
 from crosstalk.crypto import fingerprint
 from crosstalk.errors import CrosstalkError, RemoteProtocolError, StorageUnavailable
@@ -90,12 +90,9 @@ class NodeServer(FedServer):
         held: str | bytes | None = None  # read while gathering posts, not part of them
         while True:
             if held is None:
-                try:
-                    message = await ws.get_message()
-                except ConnectionClosed:
+                message = await self._next_message(ws, link)
+                if message is None:
                     return
-                link.last_inbound = trio.current_time()
-                self.counters.frames_in += 1
             else:
                 message, held = held, None
             await self._wait_for_room()

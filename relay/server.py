@@ -493,15 +493,19 @@ class RelayServer:
                 log.debug("relay conn %d: closed", conn)
 
     async def _reader(self, ws: WebSocketConnection, conn: int, link: _Link) -> None:
-        while True:
-            try:
-                message = await ws.get_message()
-            except ConnectionClosed:
-                return
-            link.last_inbound = trio.current_time()
-            self.counters.frames_in += 1
+        while (message := await self._next_message(ws, link)) is not None:
             await self._wait_for_room()
             self._feed(self.core.frame_received(conn, message, self._clock()))
+
+    async def _next_message(self, ws: WebSocketConnection, link: _Link) -> str | bytes | None:
+        """The client's next frame, counted and its arrival noted; None once it closed."""
+        try:
+            message = await ws.get_message()
+        except ConnectionClosed:
+            return None
+        link.last_inbound = trio.current_time()
+        self.counters.frames_in += 1
+        return message
 
     async def _writer(
         self, ws: WebSocketConnection, stream: ReplayStream,
