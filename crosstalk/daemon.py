@@ -41,6 +41,7 @@ from crosstalk.actors.relay_link_api import OutboxWrite
 from crosstalk.actors.relay_link_store import SqliteLinkStore, device_id
 from crosstalk.actors.room import RoomActor, RoomInput
 from crosstalk.actors.room_inbound import inbound_applier
+from crosstalk.actors.room_reseal import resealer
 from crosstalk.actors.room_send import SendOp
 from crosstalk.actors.router import Router, RouterInput
 from crosstalk.actors.supervisor import Supervisor
@@ -238,6 +239,7 @@ class Daemon:
             events=self.router.clone(),
             timings=self.timings,
             connect=self._connect or open_relay_socket,
+            reseal=resealer(self.store, keys),
         )
         inbox: trio.MemorySendChannel[LinkCommand] = await self.supervisor.start_actor(
             "relay_link", link

@@ -37,7 +37,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import trio
 
@@ -76,7 +76,7 @@ from crosstalk.actors.relay_socket import (
     Vouch,
     open_relay_socket,
 )
-from crosstalk.core.link import LinkBoss, LinkState, OutboxItem
+from crosstalk.core.link import LinkBoss, LinkState, OutboxItem, Resealed
 from crosstalk.errors import CrosstalkError
 from crosstalk.store.db import Store
 
@@ -100,6 +100,8 @@ class RelayLink:
         timings: timeouts and intervals.
         connect: how to open a socket (tests pass an in-memory fake).
         fraction: draws the backoff jitter in [0, 1].
+        reseal: seals a queued post anew under the room's newest epoch
+            (crosstalk.actors.room_reseal); without it such a post goes as it is.
     """
 
     def __init__(
@@ -113,6 +115,7 @@ class RelayLink:
         timings: LinkTimings | None = None,
         connect: Connector = open_relay_socket,
         fraction: Callable[[], float] = random.random,
+        reseal: Callable[[OutboxItem], Awaitable[Resealed]] | None = None,
     ) -> None:
         self._url = url
         self._keys = keys
@@ -122,6 +125,7 @@ class RelayLink:
         self._t = timings or LinkTimings()
         self._connect = connect
         self._fraction = fraction
+        self._reseal = reseal
         self.history = LinkHistory()
         self._driver: LinkDriver | None = None
 
@@ -175,7 +179,7 @@ class RelayLink:
         driver = self._driver = LinkDriver(
             boss=boss, url=self._url, store=self._store, events=self._events,
             request_timeout=t.request_timeout, fraction=self._fraction, vouch=vouch,
-            dials=dials, history=self.history,
+            dials=dials, history=self.history, reseal=self._reseal,
         )
         async with trio.open_nursery() as nursery:
             nursery.start_soon(driver.run, taken)

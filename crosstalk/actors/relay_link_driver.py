@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
 
 import attrs
@@ -40,7 +40,7 @@ from crosstalk.actors.relay_link_api import (
 )
 from crosstalk.actors.relay_link_store import LinkStore
 from crosstalk.actors.relay_socket import Close, FrameIn, Opened, SocketInput, Vouch
-from crosstalk.core.link import LinkBoss, LinkState, OutboxItem
+from crosstalk.core.link import LinkBoss, LinkState, OutboxItem, Resealed
 from crosstalk.core.link import events as ev
 from crosstalk.errors import CrosstalkError
 from crosstalk.wire import relay as w
@@ -104,8 +104,10 @@ class LinkDriver:
         vouch: Vouch,
         dials: trio.MemorySendChannel[None],
         history: LinkHistory,
+        reseal: Callable[[OutboxItem], Awaitable[Resealed]] | None = None,
     ) -> None:
         self._boss = boss
+        self._reseal = reseal
         self._url = url
         self._store = store
         self._events = events
@@ -239,6 +241,11 @@ class LinkDriver:
         elif isinstance(event, ev.PostRejected):
             await store.drop_post(event.item, event.error)
             await self._events.send(OpRefused(event.item.room, event.item.op_id, event.error))
+        elif isinstance(event, ev.ResealWanted):
+            resealed = Resealed(as_is=True) if self._reseal is None else (
+                await self._reseal(event.item)
+            )
+            boss.resealed(event.item, resealed, trio.current_time())
         elif isinstance(event, ev.RoomJoined):
             await store.track_room(event.room)
         elif isinstance(event, ev.RoomLeft):

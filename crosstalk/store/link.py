@@ -77,6 +77,15 @@ def queue_post(
     return OutboxItem(id_, room, op_id, body) if state == "queued" else None
 
 
+def replace_queued_body(conn: sqlite3.Connection, item_id: int, body: bytes) -> bool:
+    """A queued post sealed anew (crosstalk.actors.room_reseal); ``False`` if it is no longer
+    queued."""
+    cur = conn.execute(
+        "UPDATE outbox SET frame = ? WHERE id = ? AND state = 'queued'", (body, item_id)
+    )
+    return cur.rowcount == 1
+
+
 def mark_sent(conn: sqlite3.Connection, item: OutboxItem, seq: int) -> bool:
     """Record the relay's seq for our post; ``True`` if it also moved the room's cursor."""
     conn.execute("UPDATE outbox SET state = 'sent', seq = ? WHERE id = ?", (seq, item.id))

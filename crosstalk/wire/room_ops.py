@@ -289,6 +289,14 @@ def frame_body(epoch: int, sealed: bytes) -> bytes:
     return _HEADER.pack(BODY_MAGIC, BODY_VERSION, epoch) + sealed
 
 
+def body_epoch(body: bytes) -> int | None:
+    """The epoch a room op's relay bytes say they are sealed under (``None``: not our framing)."""
+    if len(body) < _HEADER.size:
+        return None
+    magic, version, epoch = _HEADER.unpack_from(body)
+    return epoch if magic == BODY_MAGIC and version == BODY_VERSION else None
+
+
 def unframe_body(body: bytes) -> tuple[int, bytes]:
     """``(epoch, sealed)`` from relay bytes, or RemoteProtocolError."""
     if len(body) < _HEADER.size:

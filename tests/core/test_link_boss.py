@@ -7,7 +7,7 @@ import math
 import pytest
 
 from crosstalk.core.link import LinkBoss, LinkState, backoff_delay, post_retry_delay
-from crosstalk.core.link.common import BACKOFF_CAP, ReqNumbers, next_state
+from crosstalk.core.link.common import BACKOFF_CAP, OutboxItem, ReqNumbers, Resealed, next_state
 from crosstalk.core.link.events import (
     Dial,
     Drop,
@@ -21,11 +21,13 @@ from crosstalk.core.link.events import (
     RelayKeySeen,
     ReplyArrived,
     RequestFailed,
+    ResealWanted,
     RoomJoined,
     RoomLeft,
 )
 from crosstalk.errors import LocalProtocolError, RelayUnreachable
 from crosstalk.wire import relay as w
+from crosstalk.wire.room_ops import frame_body
 from tests.core.link_helpers import (
     ME,
     OTHER_RELAY_PUB,
@@ -491,3 +493,20 @@ def test_abandoning_answers_every_open_request() -> None:
     failed = b.events_received()
     assert [e.token for e in failed if isinstance(e, RequestFailed)] == ["sent", "also"]
     assert b.next_deadline() == math.inf
+
+
+def test_the_replay_s_newer_epoch_holds_a_post_until_it_is_sealed_anew() -> None:
+    """The relay replays a rekeyed op (epoch 1) before ``resumed``; our queued post, sealed under
+    epoch 0 while we were away, is not posted: the boss asks for it anew, then posts the new body
+    (the simulation's seed 1516)."""
+    old = OutboxItem(1, "r1", "op-1", frame_body(0, b"while away"))
+    b = boss(outbox=[old], cursors={"r1": 4})
+    resume = to_resuming(b)
+    relay_says(b, w.Op("r1", 5, "aaaa-bbbb-cccc-dddd", "o5", frame_body(1, b"rekeyed"), 1.0))
+    relay_says(b, w.Resumed(resume.req, [], []))
+    assert [f for f in sent(b) if isinstance(f, w.Post)] == []
+    assert ResealWanted(old) in b.events_received()
+    anew = OutboxItem(1, "r1", "op-1", frame_body(1, b"sealed anew"))
+    b.resealed(old, Resealed(anew), 0.1)
+    [post] = sent(b)
+    assert isinstance(post, w.Post) and post.body == anew.body

@@ -6,11 +6,12 @@ import math
 
 import pytest
 
-from crosstalk.core.link.common import ReqNumbers
-from crosstalk.core.link.events import PostAccepted, PostRejected
+from crosstalk.core.link.common import RESEAL_RETRY, OutboxItem, ReqNumbers, Resealed
+from crosstalk.core.link.events import PostAccepted, PostRejected, ResealWanted
 from crosstalk.core.link.outbox import Outbox
 from crosstalk.errors import RemoteProtocolError
 from crosstalk.wire import relay as w
+from crosstalk.wire.room_ops import frame_body
 from tests.core.link_helpers import item
 
 
@@ -108,3 +109,64 @@ def test_an_odd_answer_to_a_post_is_a_protocol_error(answer: w.RelayFrame) -> No
     assert post.req == 1
     with pytest.raises(RemoteProtocolError):
         o.answered(post.req, answer, 0.0)
+
+
+# --- never under an outdated key -------------------------------------------------------------
+
+
+def sealed(i: int, epoch: int, room: str = "r1") -> OutboxItem:
+    """Outbox row ``i`` whose body says it is sealed under ``epoch``."""
+    return OutboxItem(i, room, f"op-{i}", frame_body(epoch, b"sealed-%d" % i))
+
+
+def test_an_item_under_an_older_epoch_than_the_room_showed_is_not_posted_but_resealed() -> None:
+    """The relay's replay shows epoch 1; our item sealed under 0 is held and asked for anew,
+    once per RESEAL_RETRY, while the room's other items wait behind it and other rooms flow."""
+    o = Outbox([sealed(1, 0), sealed(2, 1), sealed(3, 0, "r2")], reqs=ReqNumbers())
+    o.epoch_seen("r1", frame_body(1, b"theirs"))
+    assert ops(o.pump(0.0)) == ["op-3"]  # r2 saw no newer epoch
+    assert o.asks() == [ResealWanted(sealed(1, 0))]
+    assert o.pump(0.5) == [] and o.asks() == []  # not asked again before the retry
+    assert o.next_deadline() == RESEAL_RETRY
+    o.resealed(sealed(1, 0), Resealed(), 0.5)  # no newer key here yet
+    o.expire(RESEAL_RETRY)
+    assert o.pump(RESEAL_RETRY) == [] and o.asks() == [ResealWanted(sealed(1, 0))]
+    anew = sealed(1, 1)
+    o.resealed(sealed(1, 0), Resealed(anew), RESEAL_RETRY)
+    [post] = o.pump(RESEAL_RETRY)
+    assert (post.op_id, post.body) == ("op-1", anew.body)
+
+
+def test_an_op_that_carries_keys_goes_as_it_is() -> None:
+    """A key share sealed under the joiner's old epoch is answered ``as_is``: it is posted with
+    its own body, and the room's next item is checked again on its own."""
+    o = Outbox([sealed(1, 0), sealed(2, 0)], reqs=ReqNumbers())
+    o.epoch_seen("r1", frame_body(3, b"theirs"))
+    assert o.pump(0.0) == []
+    [ask] = o.asks()
+    o.resealed(ask.item, Resealed(as_is=True), 0.0)
+    [post] = o.pump(0.0)
+    assert post.body == sealed(1, 0).body
+    o.answered(post.req, w.Posted(post.req, "r1", 7), 0.0)
+    assert o.pump(0.0) == [] and o.asks() == [ResealWanted(sealed(2, 0))]
+
+
+def test_only_a_newer_epoch_holds_an_item_back() -> None:
+    """Ops under our own epoch or older, and bodies that are not our framing, change nothing."""
+    o = Outbox([sealed(1, 2), item(2, "r2")], reqs=ReqNumbers())
+    o.epoch_seen("r1", frame_body(2, b"same"))
+    o.epoch_seen("r1", frame_body(1, b"older"))
+    o.epoch_seen("r2", frame_body(5, b"newer"))  # item 2's body is not framed: it goes
+    o.epoch_seen("r1", b"not framed")
+    assert ops(o.pump(0.0)) == ["op-1", "op-2"]
+    assert o.asks() == []
+
+
+def test_a_reseal_answer_for_an_item_that_left_changes_nothing() -> None:
+    """An answer that comes after the item was taken (its earlier post was answered) is moot."""
+    o = Outbox([sealed(1, 0)], reqs=ReqNumbers())
+    [post] = o.pump(0.0)
+    o.epoch_seen("r1", frame_body(1, b"theirs"))
+    o.answered(post.req, w.Posted(post.req, "r1", 4), 0.0)
+    o.resealed(sealed(1, 0), Resealed(sealed(1, 1)), 0.0)
+    assert o.queued == 0 and o.pump(0.0) == []

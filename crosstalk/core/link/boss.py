@@ -9,8 +9,8 @@ connections. It owns a :class:`~crosstalk.core.link.handshake.Handshake`, a
 and the ``req`` counter they share; none of them knows the others (magic-wormhole's ``_boss.py``
 composes its machines the same way). The shell tells the boss what happened (``start``,
 ``connected``, ``frame_received``, ``connection_lost``, ``relay_key_pinned``, ``op_committed``,
-``post_queued``, ``request``, ``retry_now``, ``tick``; ``now`` is the shell's monotonic clock) and
-drains :meth:`LinkBoss.data_to_send` (JSON text frames for its one writer) and
+``post_queued``, ``resealed``, ``request``, ``retry_now``, ``tick``; ``now`` is the shell's
+monotonic clock) and drains :meth:`LinkBoss.data_to_send` (JSON text frames for its one writer) and
 :meth:`LinkBoss.events_received`.
 
 States (:class:`LinkState`)::
@@ -46,7 +46,13 @@ from typing import NoReturn
 
 from crosstalk import crypto
 from crosstalk.core.link import events as ev
-from crosstalk.core.link.common import OutboxItem, ReqNumbers, RequestFrame, backoff_delay
+from crosstalk.core.link.common import (
+    OutboxItem,
+    ReqNumbers,
+    RequestFrame,
+    Resealed,
+    backoff_delay,
+)
 from crosstalk.core.link.common import next_state as _next_state
 from crosstalk.core.link.handshake import Handshake
 from crosstalk.core.link.outbox import Outbox
@@ -229,6 +235,11 @@ class LinkBoss:
         self._outbox.add(item)
         self._pump(now)
 
+    def resealed(self, asked: OutboxItem, answer: Resealed, now: float) -> None:
+        """The answer to :class:`~crosstalk.core.link.events.ResealWanted` for ``asked``."""
+        self._outbox.resealed(asked, answer, now)
+        self._pump(now)
+
     def request(
         self, frame: RequestFrame, token: Hashable, *, now: float, timeout: float
     ) -> None:
@@ -284,6 +295,7 @@ class LinkBoss:
         self._write(self._resume.start(self._reqs.take()))
 
     def _on_op(self, op: w.Op) -> None:
+        self._outbox.epoch_seen(op.room, op.body)
         got = self._resume.op_received(op)
         if isinstance(got, w.Ack):
             self._write(got)
@@ -339,6 +351,7 @@ class LinkBoss:
         if self._state is LinkState.READY and not self._dropping:
             for post in self._outbox.pump(now):
                 self._write(post)
+            self._events.extend(self._outbox.asks())
 
     def _dial(self) -> None:
         self._move("dial")

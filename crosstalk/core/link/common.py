@@ -30,6 +30,9 @@ from crosstalk.wire import relay as w
 BACKOFF_BASE = 1.0
 BACKOFF_CAP = 30.0
 TRANSIENT_POST_ERRORS = frozenset({"rate_limited", "backlog_full"})
+RESEAL_RETRY = 1.0
+"""Seconds a room whose next post is sealed under an outdated epoch waits before asking again
+to have it sealed anew (we hold no newer key yet: the rekey or share that brings it is coming)."""
 REQUEST_FRAMES = (
     w.Create, w.Add, w.Accept, w.Decline, w.Leave, w.Remove, w.GetRoster, w.ListRooms,
     w.SlotOpen, w.SlotJoin, w.SlotAttach, w.SlotSend, w.SlotClose,
@@ -48,6 +51,17 @@ class OutboxItem:
     room: str
     op_id: str
     body: bytes
+
+
+@attrs.frozen
+class Resealed:
+    """The answer to :class:`~crosstalk.core.link.events.ResealWanted`: ``item`` sealed anew under
+    the room's newest epoch we hold; ``item=None`` when we hold none newer than its own yet;
+    ``as_is`` for an op that carries keys (a rekey, a key share, a joiner naming itself), which
+    must stay under the epoch its readers are sure to hold."""
+
+    item: OutboxItem | None = None
+    as_is: bool = False
 
 
 class ReqNumbers:

@@ -79,6 +79,14 @@ class PostRejected:
 
 
 @attrs.frozen
+class ResealWanted:
+    """The room's next post is sealed under an epoch older than one the room has moved to:
+    seal it anew under our newest key, then call ``resealed`` (see the outbox's docstring)."""
+
+    item: OutboxItem
+
+
+@attrs.frozen
 class RoomJoined:
     """We created or accepted ``room``: give it a durable cursor (0) so it is resumed."""
 
@@ -122,5 +130,6 @@ class RelayComplained:
 
 LinkEvent = (
     Dial | Drop | RelayKeySeen | LinkReady | LinkLost | OpArrived | PostAccepted | PostRejected
-    | RoomJoined | RoomLeft | ReplyArrived | RequestFailed | PushArrived | RelayComplained
+    | ResealWanted | RoomJoined | RoomLeft | ReplyArrived | RequestFailed | PushArrived
+    | RelayComplained
 )

@@ -15,6 +15,16 @@ sends the first item of every room that is neither busy (a post in flight) nor p
   (:func:`~crosstalk.core.link.common.post_retry_delay`), then the same item goes again.
 * A post in flight when the connection drops is sent again on the next one; the relay answers a
   repeated ``op_id`` with the seq it already gave, so nothing is posted twice.
+* Never under an outdated key: every inbound op shows (outside its seal) the epoch it is sealed
+  under, and the outbox keeps each room's newest (``epoch_seen``). A room whose next item is
+  sealed under an older epoch does not post it: it asks once (:class:`ResealWanted`) to have it
+  sealed anew under our newest key, and waits ``RESEAL_RETRY`` before asking again (the rekey or
+  share that brings the key may still be on its way). Posted under the old epoch, it would be
+  sequenced after members who joined under the new one, who can never open it, while the member
+  the rekey removed still could (the simulation's seed 1516: a daemon back from a long cut
+  posted what it had queued before the relay's replay told it of a kick and a join). An op that
+  carries keys goes as it is (:class:`Resealed` ``as_is``). Not closed: a rekey sequenced while
+  our post is already in flight.
 """
 
 from __future__ import annotations
@@ -23,15 +33,18 @@ import math
 from collections.abc import Iterable
 
 from crosstalk.core.link.common import (
+    RESEAL_RETRY,
     TRANSIENT_POST_ERRORS,
     OutboxItem,
     ReqNumbers,
+    Resealed,
     post_retry_delay,
     relay_error,
 )
-from crosstalk.core.link.events import PostAccepted, PostRejected
+from crosstalk.core.link.events import PostAccepted, PostRejected, ResealWanted
 from crosstalk.errors import RemoteProtocolError
 from crosstalk.wire import relay as w
+from crosstalk.wire.room_ops import body_epoch
 
 
 class Outbox:
@@ -48,6 +61,9 @@ class Outbox:
         self._in_flight: dict[int, OutboxItem] = {}  # req -> item
         self._paused: dict[str, float] = {}  # room -> when it may flow again
         self._failures: dict[str, int] = {}  # room -> transient refusals in a row
+        self._newest: dict[str, int] = {}  # room -> newest epoch an inbound op was sealed under
+        self._as_is: set[str] = set()  # op ids that go under the epoch they were sealed for
+        self._asks: list[ResealWanted] = []
 
     @property
     def queued(self) -> int:
@@ -64,6 +80,27 @@ class Outbox:
         if last is not None and item.id < last:  # rare: ids come in commit order; keep id order
             self._queued = dict(sorted(self._queued.items()))
 
+    def epoch_seen(self, room: str, body: bytes) -> None:
+        """An op of ``room`` came in: note the epoch it is sealed under."""
+        epoch = body_epoch(body)
+        if epoch is not None and epoch > self._newest.get(room, -1):
+            self._newest[room] = epoch
+
+    def asks(self) -> list[ResealWanted]:
+        """The items to seal anew that ``pump`` found since the last call."""
+        asks, self._asks = self._asks, []
+        return asks
+
+    def resealed(self, asked: OutboxItem, answer: Resealed, now: float) -> None:
+        """The answer to a :class:`ResealWanted`: the item anew, as it is, or not yet."""
+        if answer.as_is:
+            self._as_is.add(asked.op_id)
+        elif answer.item is None or asked.id not in self._queued:
+            return  # no newer key yet (the pause asks again), or it left meanwhile
+        else:
+            self._queued[asked.id] = answer.item
+        self._paused.pop(asked.room, None)
+
     def pump(self, now: float) -> list[w.Post]:
         """The posts to send now: each free room's first item (call only while READY)."""
         out = []
@@ -74,6 +111,10 @@ class Outbox:
             seen.add(item.room)
             if self._paused.get(item.room, -math.inf) > now:
                 continue
+            if self._outdated(item):
+                self._asks.append(ResealWanted(item))
+                self._paused[item.room] = now + RESEAL_RETRY
+                continue
             req = self._reqs.take()
             self._in_flight[req] = item
             out.append(w.Post(req, item.room, item.op_id, item.body))
@@ -81,6 +122,13 @@ class Outbox:
 
     def owns(self, req: int) -> bool:
         return req in self._in_flight
+
+    def _outdated(self, item: OutboxItem) -> bool:
+        newest = self._newest.get(item.room)
+        if newest is None or item.op_id in self._as_is:
+            return False
+        epoch = body_epoch(item.body)
+        return epoch is not None and epoch < newest
 
     def answered(
         self, req: int, frame: w.RelayFrame, now: float
@@ -93,6 +141,7 @@ class Outbox:
         item = self._in_flight.pop(req)
         if isinstance(frame, w.Posted) and frame.room == item.room:
             self._queued.pop(item.id, None)
+            self._as_is.discard(item.op_id)
             self._failures.pop(item.room, None)
             return PostAccepted(item, frame.seq)
         if isinstance(frame, w.Error) and frame.code in TRANSIENT_POST_ERRORS:
@@ -101,6 +150,7 @@ class Outbox:
             return None
         if isinstance(frame, w.Error):
             self._queued.pop(item.id, None)
+            self._as_is.discard(item.op_id)
             return PostRejected(item, relay_error(frame))
         raise RemoteProtocolError(f"the relay answered post with {w.tag_of(frame)}")
 
