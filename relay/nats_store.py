@@ -40,6 +40,7 @@ through ``$JS.API.STREAM.MSG.GET`` (never a direct get, which a lagging replica 
 from __future__ import annotations
 
 import base64
+import collections
 import concurrent.futures
 import itertools
 import json
@@ -47,7 +48,7 @@ import secrets
 import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
 
 import attrs
 import trio
@@ -83,6 +84,9 @@ DUPLICATE_WINDOW = 120.0  # seconds JetStream remembers a Nats-Msg-Id
 NANOS = 1_000_000_000  # JetStream's API counts durations in nanoseconds
 NO_MESSAGE = 10037  # a get found no message on the subject
 SCAN_IDLE = 30.0  # seconds after which the server removes a scan's consumer left behind
+NO_RESPONDERS_BACKOFF = 0.01  # seconds before asking a scan's consumer again, doubling ...
+NO_RESPONDERS_BACKOFF_MAX = 0.25  # ... up to this
+NO_RESPONDERS_PATIENCE = 2.0  # seconds of no responder in a row before a scan gives up
 # A server that stops answering (frozen, or cut off without a reset) is left after this many
 # seconds times MAX_OUTSTANDING_PINGS; a client library's usual default (two minutes per ping)
 # would keep a node on a frozen server, failing every write, for minutes.
@@ -518,49 +522,88 @@ class TrioJetStream:
                     pass  # the server removes it once idle (SCAN_IDLE)
 
     async def _fetch_all(self, name: str, subject: str) -> list[StreamMessage]:
+        """Ask the consumer for batches until it has delivered everything pending.
+
+        A request for a batch may find no responder (status 503) for a moment: the consumer
+        listens on the server that hosts it, and in a cluster that interest reaches the server
+        this node is connected to over the routes, apart from the answer that created the
+        consumer (measured: about one scan in eight at start-up, on a loaded machine); its
+        leader may also be moving. So the request is made again, backing off, for at most
+        :data:`NO_RESPONDERS_PATIENCE` seconds in a row before the scan fails."""
         deliver = f"{self._deliver}{next(self._scans)}"
-        arrived: list[wire.Msg] = []
-        wake = trio.Event()
-
-        def take(msg: wire.Msg) -> None:
-            arrived.append(msg)
-            wake.set()
-
+        deliveries = _Deliveries()
+        sid = self.conn.subscribe(deliver, deliveries.take)
         out: list[StreamMessage] = []
-        sid = self.conn.subscribe(deliver, take)
+        unheard_since: float | None = None
+        delay = NO_RESPONDERS_BACKOFF
         try:
             while True:
                 await self.conn.publish(
                     f"$JS.API.CONSUMER.MSG.NEXT.{self.stream}.{name}",
                     json.dumps({"batch": FETCH_BATCH, "no_wait": True}).encode(), reply=deliver)
-                got = 0
-                while got < FETCH_BATCH:
-                    if not arrived:
-                        wake = trio.Event()
-                        with trio.move_on_after(self.timeout):
-                            await wake.wait()
-                        if not arrived:
-                            raise StorageUnavailable(f"no answer from NATS scanning {subject} "
-                                                     f"within {self.timeout} s")
-                    msg = arrived.pop(0)
-                    if msg.reply is None or not msg.reply.startswith("$JS.ACK."):
-                        status = _status(msg)
-                        if status in (404, 408):  # nothing more for this request
-                            break
-                        raise StorageUnavailable(f"JetStream answered {status} scanning "
-                                                 f"{subject}")
-                    seq, left = _acked(msg.reply)
-                    headers = wire.parse_headers(msg.headers).fields if msg.headers else {}
-                    out.append(StreamMessage(seq, msg.subject, headers, msg.payload))
-                    got += 1
-                    if left == 0:
-                        return out
-                if got == 0:
-                    return out  # what was pending is gone (purged or expired meanwhile)
+                batch = await self._take_batch(deliveries, subject, out)
+                if batch == "done":
+                    return out
+                if batch == "more":
+                    unheard_since, delay = None, NO_RESPONDERS_BACKOFF
+                    continue
+                now = trio.current_time()
+                if unheard_since is None:
+                    unheard_since = now
+                elif now - unheard_since >= NO_RESPONDERS_PATIENCE:
+                    raise StorageUnavailable(f"JetStream answered {NO_RESPONDERS} scanning "
+                                             f"{subject} for {NO_RESPONDERS_PATIENCE} s")
+                await trio.sleep(delay)  # the consumer's interest is on its way: ask again
+                delay = min(delay * 2, NO_RESPONDERS_BACKOFF_MAX)
         except (ValueError, wire.NatsProtocolError) as exc:
             raise StorageUnavailable(f"a scan of {subject} does not parse: {exc}") from None
         finally:
             self.conn.unsubscribe(sid)
+
+    async def _take_batch(self, deliveries: _Deliveries, subject: str,
+                          out: list[StreamMessage]) -> Literal["done", "more", "unheard"]:
+        """Take one batch's deliveries into ``out``: ``"done"`` once nothing is pending (or
+        what was is gone: purged or expired meanwhile), ``"more"`` if another batch is needed,
+        ``"unheard"`` if the request found no responder."""
+        got = 0
+        while got < FETCH_BATCH:
+            msg = await deliveries.next(self.timeout, subject)
+            if msg.reply is None or not msg.reply.startswith("$JS.ACK."):
+                status = _status(msg)
+                if status in (404, 408):  # nothing more for this request
+                    break
+                if status == NO_RESPONDERS and not got:
+                    return "unheard"
+                raise StorageUnavailable(f"JetStream answered {status} scanning {subject}")
+            seq, left = _acked(msg.reply)
+            headers = wire.parse_headers(msg.headers).fields if msg.headers else {}
+            out.append(StreamMessage(seq, msg.subject, headers, msg.payload))
+            got += 1
+            if left == 0:
+                return "done"
+        return "more" if got else "done"
+
+
+class _Deliveries:
+    """What a scan's consumer delivered, in order, taken from the reader task's callback."""
+
+    def __init__(self) -> None:
+        self.arrived: collections.deque[wire.Msg] = collections.deque()
+        self.wake = trio.Event()
+
+    def take(self, msg: wire.Msg) -> None:
+        self.arrived.append(msg)
+        self.wake.set()
+
+    async def next(self, limit: float, subject: str) -> wire.Msg:
+        if not self.arrived:
+            self.wake = trio.Event()
+            with trio.move_on_after(limit):
+                await self.wake.wait()
+            if not self.arrived:
+                raise StorageUnavailable(f"no answer from NATS scanning {subject} within "
+                                         f"{limit} s")
+        return self.arrived.popleft()
 
 
 def _status(msg: wire.Msg) -> int | None:
