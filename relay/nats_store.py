@@ -35,6 +35,10 @@ the relay key, the first load) and for :meth:`NatsStorage.commit`; a node closes
 it has started. Reads that decide something (a load or reload, the last message of a subject)
 go to the stream leader: a scan reads through an ephemeral pull consumer, a single message
 through ``$JS.API.STREAM.MSG.GET`` (never a direct get, which a lagging replica may answer).
+A request the server answers with "no responders" (status 503: it reached no one, so nothing
+was done) is made again, backing off, for up to ``timeout`` seconds in a row: that is what a
+stream electing a leader answers, and what a new consumer answers until its interest has
+crossed a cluster's routes. So a node rides out an election instead of failing its requests.
 """
 
 from __future__ import annotations
@@ -84,9 +88,8 @@ DUPLICATE_WINDOW = 120.0  # seconds JetStream remembers a Nats-Msg-Id
 NANOS = 1_000_000_000  # JetStream's API counts durations in nanoseconds
 NO_MESSAGE = 10037  # a get found no message on the subject
 SCAN_IDLE = 30.0  # seconds after which the server removes a scan's consumer left behind
-NO_RESPONDERS_BACKOFF = 0.01  # seconds before asking a scan's consumer again, doubling ...
-NO_RESPONDERS_BACKOFF_MAX = 0.25  # ... up to this
-NO_RESPONDERS_PATIENCE = 2.0  # seconds of no responder in a row before a scan gives up
+NO_RESPONDERS_BACKOFF = 0.01  # seconds before asking again when no one answered, doubling ...
+NO_RESPONDERS_BACKOFF_MAX = 0.25  # ... up to this (for at most ``timeout`` seconds in a row)
 # A server that stops answering (frozen, or cut off without a reset) is left after this many
 # seconds times MAX_OUTSTANDING_PINGS; a client library's usual default (two minutes per ping)
 # would keep a node on a frozen server, failing every write, for minutes.
@@ -454,12 +457,12 @@ class TrioJetStream:
 
     async def api(self, subject: str, request: dict[str, Any], what: str) -> dict[str, Any]:
         """A ``$JS.API`` request; :class:`JetStreamError` if it answers with an API error."""
-        return _api_answer(await self.conn.request(subject, json.dumps(request).encode()), what)
+        return _api_answer(await self._request(subject, json.dumps(request).encode()), what)
 
     async def publish(self, out: Outgoing, headers: dict[str, str]) -> tuple[int, bool]:
         if out.ttl is not None:
             headers["Nats-TTL"] = str(int(out.ttl))  # whole seconds, as the server reads it
-        reply = await self.conn.request(out.subject, out.payload, headers)
+        reply = await self._request(out.subject, out.payload, headers)
         ack = _api_answer(reply, out.subject)
         return int(ack["seq"]), ack.get("duplicate") is True
 
@@ -495,6 +498,21 @@ class TrioJetStream:
             raise StorageUnavailable(f"JetStream's get of {subject} does not parse: {exc}"
                                      ) from None
 
+    async def _request(self, subject: str, payload: bytes,
+                       headers: dict[str, str] | None = None) -> wire.Msg:
+        """A request, made again while the server answers that no one listens on ``subject``
+        (status 503): while a stream elects a leader no server takes its publishes (measured:
+        about 7 s of these after kill -9 of the leader, on a loaded machine), and a consumer's
+        or the API's interest may not have reached this server yet. Such an answer means the
+        request reached no one, so nothing was stored and asking again is safe (a publish
+        carries the same ``Nats-Msg-Id`` and expected sequence anyway). After ``timeout``
+        seconds of them in a row the last one is returned (the caller's StorageUnavailable)."""
+        unheard = _Unheard(self.timeout)
+        while True:
+            reply = await self.conn.request(subject, payload, headers)
+            if _status(reply) != NO_RESPONDERS or not await unheard.wait():
+                return reply
+
     async def scan(self, subject: str) -> list[StreamMessage]:
         """Every stored message on ``subject`` (a wildcard allowed), in stream order, read
         through an ephemeral pull consumer (the stream leader's order, not a replica's)."""
@@ -529,13 +547,12 @@ class TrioJetStream:
         this node is connected to over the routes, apart from the answer that created the
         consumer (measured: about one scan in eight at start-up, on a loaded machine); its
         leader may also be moving. So the request is made again, backing off, for at most
-        :data:`NO_RESPONDERS_PATIENCE` seconds in a row before the scan fails."""
+        ``timeout`` seconds in a row before the scan fails."""
         deliver = f"{self._deliver}{next(self._scans)}"
         deliveries = _Deliveries()
         sid = self.conn.subscribe(deliver, deliveries.take)
         out: list[StreamMessage] = []
-        unheard_since: float | None = None
-        delay = NO_RESPONDERS_BACKOFF
+        unheard = _Unheard(self.timeout)
         try:
             while True:
                 await self.conn.publish(
@@ -545,16 +562,10 @@ class TrioJetStream:
                 if batch == "done":
                     return out
                 if batch == "more":
-                    unheard_since, delay = None, NO_RESPONDERS_BACKOFF
-                    continue
-                now = trio.current_time()
-                if unheard_since is None:
-                    unheard_since = now
-                elif now - unheard_since >= NO_RESPONDERS_PATIENCE:
+                    unheard = _Unheard(self.timeout)
+                elif not await unheard.wait():
                     raise StorageUnavailable(f"JetStream answered {NO_RESPONDERS} scanning "
-                                             f"{subject} for {NO_RESPONDERS_PATIENCE} s")
-                await trio.sleep(delay)  # the consumer's interest is on its way: ask again
-                delay = min(delay * 2, NO_RESPONDERS_BACKOFF_MAX)
+                                             f"{subject} for {self.timeout} s")
         except (ValueError, wire.NatsProtocolError) as exc:
             raise StorageUnavailable(f"a scan of {subject} does not parse: {exc}") from None
         finally:
@@ -582,6 +593,27 @@ class TrioJetStream:
             if left == 0:
                 return "done"
         return "more" if got else "done"
+
+
+class _Unheard:
+    """Backing off between requests that found no responder, for at most ``limit`` seconds
+    from the first."""
+
+    def __init__(self, limit: float) -> None:
+        self.limit = limit
+        self.since: float | None = None
+        self.delay = NO_RESPONDERS_BACKOFF
+
+    async def wait(self) -> bool:
+        """Back off before asking again; False (at once) once ``limit`` has passed."""
+        now = trio.current_time()
+        if self.since is None:
+            self.since = now
+        elif now - self.since >= self.limit:
+            return False
+        await trio.sleep(self.delay)  # the responder is on its way (an election, a route)
+        self.delay = min(self.delay * 2, NO_RESPONDERS_BACKOFF_MAX)
+        return True
 
 
 class _Deliveries:
