@@ -67,13 +67,14 @@ class RelayClient:
             pass
 
     async def post(
-        self, room: str, op_id: str, body: bytes, *, also: OutboxWrite | None = None
+        self, room: str, op_id: str, body: bytes, *, also: OutboxWrite | None = None,
+        pinned: bool = False,
     ) -> None:
         """Commit an op to the durable outbox, with ``also`` in the same transaction; returns
-        once it is queued (sent later)."""
+        once it is queued (sent later). ``pinned``: it carries keys (see ``OutboxItem``)."""
         send, receive = trio.open_memory_channel[Queued | CrosstalkError](1)
         async with receive:
-            await self._inbox.send(Post(room, op_id, body, send, also))
+            await self._inbox.send(Post(room, op_id, body, send, also, pinned))
             with trio.move_on_after(self._timings.send_timeout + _GRACE):
                 answer = await receive.receive()
                 if isinstance(answer, CrosstalkError):

@@ -208,7 +208,8 @@ class RelayLink:
         """Commit a post to the outbox, then tell its caller it is queued."""
         try:
             item = await self._store.queue_post(
-                command.room, command.op_id, command.body, time.time(), also=command.also
+                command.room, command.op_id, command.body, time.time(), also=command.also,
+                pinned=command.pinned,
             )
         except CrosstalkError as exc:
             answer(command.reply, exc)

@@ -54,6 +54,7 @@ class Post:
     body: bytes
     reply: trio.MemorySendChannel[Queued | CrosstalkError] | None = None
     also: OutboxWrite | None = None  # written in the outbox commit too
+    pinned: bool = False  # it carries keys: it goes under the epoch it was sealed for
 
 
 @attrs.frozen(eq=False)

@@ -28,10 +28,11 @@ class LinkStore(Protocol):
     async def load(self, url: str) -> LinkSnapshot: ...
 
     async def queue_post(
-        self, room: str, op_id: str, body: bytes, now: float, *, also: OutboxWrite | None = None
+        self, room: str, op_id: str, body: bytes, now: float, *, also: OutboxWrite | None = None,
+        pinned: bool = False,
     ) -> OutboxItem | None:
         """Commit a post to the outbox, and ``also`` in the same transaction; ``None`` if that
-        op_id was already sent."""
+        op_id was already sent. ``pinned``: it carries keys (see ``OutboxItem``)."""
 
     async def commit_inbound(self, op: w.Op, received_at: float) -> bool:
         """Commit an inbound op and advance its room's cursor; ``True`` if it is new here."""
@@ -70,10 +71,11 @@ class SqliteLinkStore:
         return await self._store.read(lambda conn: link.load(conn, url))
 
     async def queue_post(
-        self, room: str, op_id: str, body: bytes, now: float, *, also: OutboxWrite | None = None
+        self, room: str, op_id: str, body: bytes, now: float, *, also: OutboxWrite | None = None,
+        pinned: bool = False,
     ) -> OutboxItem | None:
         def queue(conn: sqlite3.Connection) -> OutboxItem | None:
-            item = link.queue_post(conn, room, op_id, body, now)
+            item = link.queue_post(conn, room, op_id, body, now, pinned=pinned)
             if also is not None:
                 also(conn)  # idempotent by op id, like the outbox row: a retry writes it again
             return item

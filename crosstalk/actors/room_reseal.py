@@ -8,10 +8,12 @@ one transaction. Until the rekey or share that brings the newer key is applied h
 is "not yet" and the link asks again a little later.
 
 Some ops must stay under the epoch they were sealed for, because what they carry is how their
-readers get newer keys: a ``Rekey`` (sealed under the epoch the remaining members hold), a
-``KeyShare`` (under the joiner's own epoch) and a joiner's ``MemberNamed`` for itself (which
-tells the others which epoch it holds). They go as they are. So does an item we can no longer
-open or whose room is gone: the relay's answer settles it.
+readers get newer keys (:func:`carries_keys`): a ``Rekey`` (sealed under the epoch the remaining
+members hold), a ``KeyShare`` (under the joiner's own epoch) and a joiner's ``MemberNamed`` for
+itself (which tells the others which epoch it holds, so that they share newer keys with it). They
+are queued ``pinned`` and the link never holds them back; one queued before the outbox knew
+(schema 19) is answered ``as_is`` here. So is an item we can no longer open or whose room is
+gone: the relay's answer settles it.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from crosstalk.wire.room_ops import (
     KeyShare,
     MemberNamed,
     Rekey,
+    RoomOp,
     decode_op,
     frame_body,
     unframe_body,
@@ -54,30 +57,33 @@ def resealer(store: Store, keys: crypto.Keys) -> Resealer:
     return reseal
 
 
+def carries_keys(op: RoomOp, me: str) -> bool:
+    """Whether ``op`` is how its readers get newer keys, so it must stay under its epoch."""
+    return isinstance(op, Rekey | KeyShare) or (
+        isinstance(op, MemberNamed) and set(op.names) == {me}
+    )
+
+
 def reseal_in(conn: sqlite3.Connection, keys: crypto.Keys, item: OutboxItem) -> Resealed:
     """Inside a write transaction: :func:`resealer`'s answer for ``item``."""
     try:
         epoch, sealed = unframe_body(item.body)
         room = get_room(conn, item.room)
-    except CrosstalkError:
-        return Resealed(as_is=True)
-    if room.epoch <= epoch:
-        return Resealed()  # no newer key here yet
-    old_key, new_key = room_key(conn, item.room, epoch), room_key(conn, item.room, room.epoch)
-    if old_key is None or new_key is None:
-        return Resealed(as_is=True)
-    try:
+        old_key = room_key(conn, item.room, epoch)
+        if old_key is None:
+            return Resealed(as_is=True)
         plaintext = crypto.open_op(
             old_key, sealed, sender_ed_pub=keys.ed_pub, room_id=item.room, epoch=epoch,
             op_id=item.op_id,
         )
         op = decode_op(plaintext)
-    except CrosstalkError:  # an op we cannot open or read: the relay's answer settles it
+    except CrosstalkError:  # an op we cannot open or read, a room gone: the relay settles it
         return Resealed(as_is=True)
-    if isinstance(op, Rekey | KeyShare) or (
-        isinstance(op, MemberNamed) and set(op.names) == {keys.fingerprint}
-    ):
+    if carries_keys(op, keys.fingerprint):
         return Resealed(as_is=True)
+    new_key = room_key(conn, item.room, room.epoch) if room.epoch > epoch else None
+    if new_key is None:
+        return Resealed()  # no newer key here yet
     resealed = crypto.seal_op(
         keys, new_key, plaintext, room_id=item.room, epoch=room.epoch, op_id=item.op_id,
         nonce=nacl.utils.random(NONCE_SIZE),

@@ -19,6 +19,7 @@ import trio
 from crosstalk import crypto
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.actors.relay_link_api import OutboxWrite
+from crosstalk.actors.room_reseal import carries_keys
 from crosstalk.errors import CrosstalkError, NotAMember, UnknownRoom
 from crosstalk.store.db import Store
 from crosstalk.store.membership import removal
@@ -64,7 +65,8 @@ class Sender:
                 op_id=item.op_id, nonce=self.randomness(NONCE_SIZE),
             )
             await self.relay.post(
-                self.room_id, item.op_id, frame_body(epoch, sealed), also=item.also
+                self.room_id, item.op_id, frame_body(epoch, sealed), also=item.also,
+                pinned=item.epoch is not None or carries_keys(item.op, self.keys.fingerprint),
             )
         except CrosstalkError as exc:
             _answer(item.reply, exc)

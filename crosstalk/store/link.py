@@ -49,22 +49,27 @@ def load(conn: sqlite3.Connection, url: str) -> LinkSnapshot:
     pinned = pinned_keys(conn).get(url)
     cursors = dict(conn.execute("SELECT room_id, seq FROM relay_cursors").fetchall())
     rows = conn.execute(
-        "SELECT id, room_id, op_id, frame FROM outbox WHERE state = 'queued' ORDER BY id"
+        "SELECT id, room_id, op_id, frame, pinned FROM outbox WHERE state = 'queued' ORDER BY id"
     ).fetchall()
-    outbox = [OutboxItem(id, room, op_id, bytes(body)) for id, room, op_id, body in rows]
+    outbox = [
+        OutboxItem(id, room, op_id, bytes(body), bool(pinned))
+        for id, room, op_id, body, pinned in rows
+    ]
     key = base64.b64decode(pinned) if pinned is not None else None
     return LinkSnapshot(key, cursors, outbox)
 
 
 def queue_post(
-    conn: sqlite3.Connection, room: str, op_id: str, body: bytes, now: float
+    conn: sqlite3.Connection, room: str, op_id: str, body: bytes, now: float,
+    *, pinned: bool = False,
 ) -> OutboxItem | None:
-    """Put a post in the outbox; ``None`` if that op id was already sent (see ``LinkStore``)."""
+    """Put a post in the outbox; ``None`` if that op id was already sent (see ``LinkStore``).
+    ``pinned``: the op carries keys (see :class:`OutboxItem`)."""
     try:
         conn.execute(
-            "INSERT INTO outbox (op_id, room_id, frame, created_at) VALUES (?, ?, ?, ?) "
-            "ON CONFLICT (op_id) DO NOTHING",
-            (op_id, room, body, now),
+            "INSERT INTO outbox (op_id, room_id, frame, created_at, pinned) "
+            "VALUES (?, ?, ?, ?, ?) ON CONFLICT (op_id) DO NOTHING",
+            (op_id, room, body, now, int(pinned)),
         )
     except sqlite3.IntegrityError:
         raise UnknownRoom(f"There is no room {room!r} here to post to.") from None
@@ -74,7 +79,7 @@ def queue_post(
     id_, stored_room, stored_body, state = row
     if stored_room != room or bytes(stored_body) != body:
         raise UnknownRoom(f"The op id {op_id!r} was already queued with other content.")
-    return OutboxItem(id_, room, op_id, body) if state == "queued" else None
+    return OutboxItem(id_, room, op_id, body, pinned) if state == "queued" else None
 
 
 def replace_queued_body(conn: sqlite3.Connection, item_id: int, body: bytes) -> bool:

@@ -214,6 +214,11 @@ _V18 = (
     )""",
 )
 
+# An outbox row whose op carries keys (a rekey, a key share, a joiner naming itself): it goes
+# under the epoch it was sealed for even once the room shows a newer one, and may pass the room's
+# posts that wait to be sealed anew (crosstalk/core/link/outbox.py; the simulation's seed 2877).
+_V19 = ("ALTER TABLE outbox ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0",)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "relay link cursors and inbound ops", _V2),
@@ -241,6 +246,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(16, "memory: conceded holes and their journal", schema_memory.STATEMENTS_V16),
     Migration(17, "rooms: a creation the relay has not confirmed", _V17),
     Migration(18, "room keys owed to joiners", _V18),
+    Migration(19, "outbox: ops that carry keys", _V19),
 )
 LATEST_VERSION = len(MIGRATIONS)
 

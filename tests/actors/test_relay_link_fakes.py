@@ -175,13 +175,15 @@ class MemoryLinkStore:
         return LinkSnapshot(self.pins.get(url), dict(self.cursors), queued)
 
     async def queue_post(
-        self, room: str, op_id: str, body: bytes, now: float, *, also: OutboxWrite | None = None
+        self, room: str, op_id: str, body: bytes, now: float, *, also: OutboxWrite | None = None,
+        pinned: bool = False,
     ) -> OutboxItem | None:
         assert also is None, "no SQL here: a test of what a post also writes uses SqliteLinkStore"
         await self._commit(f"queue {op_id}")
         row = self.outbox.get(op_id)
         if row is None:
-            row = self.outbox[op_id] = Row(OutboxItem(len(self.outbox) + 1, room, op_id, body))
+            item = OutboxItem(len(self.outbox) + 1, room, op_id, body, pinned)
+            row = self.outbox[op_id] = Row(item)
         return row.item if row.state == "queued" else None
 
     async def commit_inbound(self, op: w.Op, received_at: float) -> bool:

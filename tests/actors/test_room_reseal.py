@@ -8,13 +8,14 @@ import sqlite3
 import pytest
 
 from crosstalk import crypto
-from crosstalk.actors.room_reseal import resealer
+from crosstalk.actors.room_reseal import carries_keys, resealer
 from crosstalk.core.link import OutboxItem, Resealed
 from crosstalk.store import link, room_keys
 from crosstalk.wire.room_ops import (
     KeyShare,
     MemberNamed,
     MessageOp,
+    Rekey,
     RoomOp,
     decode_op,
     encode_op,
@@ -26,7 +27,6 @@ from tests.actors.room_stores import ANA, BEN, room_of_two
 ROOM = "r" * 32
 KEY0, KEY1 = b"\x10" * 32, b"\x11" * 32
 
-pytestmark = pytest.mark.trio
 
 
 def queued(conn: sqlite3.Connection, op: RoomOp, epoch: int, key: bytes) -> OutboxItem:
@@ -102,3 +102,28 @@ async def test_a_row_sent_meanwhile_is_left_alone() -> None:
         await store.write(lambda conn: link.mark_sent(conn, item, 3))
         assert await resealer(store, ANA)(item) == Resealed()
         assert await store.read(lambda conn: stored_body(conn, item)) == item.body
+
+
+@pytest.mark.parametrize(
+    ("op", "carries"),
+    [
+        (KeyShare(1, {BEN.fingerprint: b"k"}), True),
+        (Rekey(1, BEN.fingerprint, {ANA.fingerprint: b"k"}), True),
+        (MemberNamed({ANA.fingerprint: "ana"}), True),
+        (MemberNamed({BEN.fingerprint: "ben"}), False),
+        (MemberNamed({ANA.fingerprint: "ana", BEN.fingerprint: "ben"}), False),
+        (MessageOp("m1", "hi"), False),
+    ],
+)
+def test_what_carries_keys(op: RoomOp, carries: bool) -> None:
+    assert carries_keys(op, ANA.fingerprint) is carries
+
+
+async def test_a_pinned_row_is_pinned_again_after_a_restart() -> None:
+    """The outbox row keeps ``pinned``, so a link started after a crash lets it pass too."""
+    async with room_of_two(ROOM, KEY0) as store:
+        await store.write(lambda conn: link.queue_post(conn, ROOM, "k", b"key op", 0.0,
+                                                       pinned=True))
+        await store.write(lambda conn: link.queue_post(conn, ROOM, "m", b"message", 0.0))
+        snapshot = await store.read(lambda conn: link.load(conn, "ws://relay.test"))
+        assert [(i.op_id, i.pinned) for i in snapshot.outbox] == [("k", True), ("m", False)]

@@ -114,9 +114,9 @@ def test_an_odd_answer_to_a_post_is_a_protocol_error(answer: w.RelayFrame) -> No
 # --- never under an outdated key -------------------------------------------------------------
 
 
-def sealed(i: int, epoch: int, room: str = "r1") -> OutboxItem:
+def sealed(i: int, epoch: int, room: str = "r1", *, pinned: bool = False) -> OutboxItem:
     """Outbox row ``i`` whose body says it is sealed under ``epoch``."""
-    return OutboxItem(i, room, f"op-{i}", frame_body(epoch, b"sealed-%d" % i))
+    return OutboxItem(i, room, f"op-{i}", frame_body(epoch, b"sealed-%d" % i), pinned)
 
 
 def test_an_item_under_an_older_epoch_than_the_room_showed_is_not_posted_but_resealed() -> None:
@@ -128,27 +128,47 @@ def test_an_item_under_an_older_epoch_than_the_room_showed_is_not_posted_but_res
     assert o.asks() == [ResealWanted(sealed(1, 0))]
     assert o.pump(0.5) == [] and o.asks() == []  # not asked again before the retry
     assert o.next_deadline() == RESEAL_RETRY
-    o.resealed(sealed(1, 0), Resealed(), 0.5)  # no newer key here yet
+    o.resealed(sealed(1, 0), Resealed())  # no newer key here yet
     o.expire(RESEAL_RETRY)
     assert o.pump(RESEAL_RETRY) == [] and o.asks() == [ResealWanted(sealed(1, 0))]
     anew = sealed(1, 1)
-    o.resealed(sealed(1, 0), Resealed(anew), RESEAL_RETRY)
+    o.resealed(sealed(1, 0), Resealed(anew))
     [post] = o.pump(RESEAL_RETRY)
     assert (post.op_id, post.body) == ("op-1", anew.body)
+    assert o.next_deadline() == math.inf
 
 
-def test_an_op_that_carries_keys_goes_as_it_is() -> None:
-    """A key share sealed under the joiner's old epoch is answered ``as_is``: it is posted with
-    its own body, and the room's next item is checked again on its own."""
+def test_a_pinned_item_passes_the_held_ones_and_the_rest_keep_their_order() -> None:
+    """An op that carries keys (here behind a held one) goes under its own epoch at once: it may
+    be what brings us the newer key (seed 2877). The unpinned item behind both keeps waiting."""
+    o = Outbox(
+        [sealed(1, 0), sealed(2, 0, pinned=True), sealed(3, 1)], reqs=ReqNumbers()
+    )
+    o.epoch_seen("r1", frame_body(1, b"theirs"))
+    [post] = o.pump(0.0)
+    assert (post.op_id, post.body) == ("op-2", sealed(2, 0).body)
+    assert o.asks() == [ResealWanted(sealed(1, 0))]
+    o.answered(post.req, w.Posted(post.req, "r1", 7), 0.0)
+    assert o.pump(0.0) == []  # op-3 waits behind op-1, though it is sealed under epoch 1
+    o.resealed(sealed(1, 0), Resealed(sealed(1, 1)))
+    [first] = o.pump(0.0)
+    assert first.op_id == "op-1"
+    o.answered(first.req, w.Posted(first.req, "r1", 8), 0.0)
+    assert ops(o.pump(0.0)) == ["op-3"]
+
+
+def test_an_item_answered_as_is_goes_with_its_own_body() -> None:
+    """An item the resealer cannot or must not seal anew (a room gone, a key op queued before the
+    outbox knew) is posted as it is; the relay's answer settles it."""
     o = Outbox([sealed(1, 0), sealed(2, 0)], reqs=ReqNumbers())
     o.epoch_seen("r1", frame_body(3, b"theirs"))
     assert o.pump(0.0) == []
-    [ask] = o.asks()
-    o.resealed(ask.item, Resealed(as_is=True), 0.0)
+    assert o.asks() == [ResealWanted(sealed(1, 0)), ResealWanted(sealed(2, 0))]
+    o.resealed(sealed(1, 0), Resealed(as_is=True))
     [post] = o.pump(0.0)
     assert post.body == sealed(1, 0).body
     o.answered(post.req, w.Posted(post.req, "r1", 7), 0.0)
-    assert o.pump(0.0) == [] and o.asks() == [ResealWanted(sealed(2, 0))]
+    assert o.pump(0.0) == [] and o.asks() == []  # op-2 was asked already; its answer is due
 
 
 def test_only_a_newer_epoch_holds_an_item_back() -> None:
@@ -168,5 +188,18 @@ def test_a_reseal_answer_for_an_item_that_left_changes_nothing() -> None:
     [post] = o.pump(0.0)
     o.epoch_seen("r1", frame_body(1, b"theirs"))
     o.answered(post.req, w.Posted(post.req, "r1", 4), 0.0)
-    o.resealed(sealed(1, 0), Resealed(sealed(1, 1)), 0.0)
+    o.resealed(sealed(1, 0), Resealed(sealed(1, 1)))
     assert o.queued == 0 and o.pump(0.0) == []
+
+
+def test_a_dropped_link_asks_again_on_the_next_one_and_leaves_no_past_deadline() -> None:
+    """While disconnected nothing is pumped, so a past ask time must not wake the link in a loop:
+    ``lost`` forgets the ask times and the next READY's pump asks again."""
+    o = Outbox([sealed(1, 0)], reqs=ReqNumbers())
+    o.epoch_seen("r1", frame_body(1, b"theirs"))
+    o.pump(0.0)
+    assert len(o.asks()) == 1
+    o.lost()
+    assert o.next_deadline() == math.inf
+    o.pump(0.1)
+    assert o.asks() == [ResealWanted(sealed(1, 0))]

@@ -237,7 +237,7 @@ class LinkBoss:
 
     def resealed(self, asked: OutboxItem, answer: Resealed, now: float) -> None:
         """The answer to :class:`~crosstalk.core.link.events.ResealWanted` for ``asked``."""
-        self._outbox.resealed(asked, answer, now)
+        self._outbox.resealed(asked, answer)
         self._pump(now)
 
     def request(

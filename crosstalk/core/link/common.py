@@ -45,12 +45,15 @@ RequestFrame = (
 
 @attrs.frozen
 class OutboxItem:
-    """One durable outbox row: ``id`` orders the flush."""
+    """One durable outbox row: ``id`` orders the flush. ``pinned``: the op carries keys (a
+    rekey, a key share, a joiner naming itself), so it goes under the epoch it was sealed for
+    (see :mod:`crosstalk.core.link.outbox`)."""
 
     id: int
     room: str
     op_id: str
     body: bytes
+    pinned: bool = False
 
 
 @attrs.frozen

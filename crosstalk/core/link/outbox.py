@@ -16,15 +16,17 @@ sends the first item of every room that is neither busy (a post in flight) nor p
 * A post in flight when the connection drops is sent again on the next one; the relay answers a
   repeated ``op_id`` with the seq it already gave, so nothing is posted twice.
 * Never under an outdated key: every inbound op shows (outside its seal) the epoch it is sealed
-  under, and the outbox keeps each room's newest (``epoch_seen``). A room whose next item is
-  sealed under an older epoch does not post it: it asks once (:class:`ResealWanted`) to have it
-  sealed anew under our newest key, and waits ``RESEAL_RETRY`` before asking again (the rekey or
-  share that brings the key may still be on its way). Posted under the old epoch, it would be
-  sequenced after members who joined under the new one, who can never open it, while the member
-  the rekey removed still could (the simulation's seed 1516: a daemon back from a long cut
-  posted what it had queued before the relay's replay told it of a kick and a join). An op that
-  carries keys goes as it is (:class:`Resealed` ``as_is``). Not closed: a rekey sequenced while
-  our post is already in flight.
+  under, and the outbox keeps each room's newest (``epoch_seen``). An item sealed under an older
+  epoch is held: the outbox asks (:class:`ResealWanted`) to have it sealed anew under our newest
+  key, and asks again every ``RESEAL_RETRY`` while the answer is "not yet" (the rekey or share
+  that brings the key may still be on its way). The room's later items wait behind it, except a
+  ``pinned`` one (an op that carries keys, which must stay under its epoch): it goes, since it
+  may be what brings us the key (a joiner's naming of itself makes members share newer keys; the
+  simulation's seed 2877 waited for ever behind its own held memory request). Posted under the
+  old epoch, an item would be sequenced after members who joined under the new one, who can
+  never open it, while the member the rekey removed still could (seed 1516: a daemon back from a
+  long cut posted what it had queued before the relay's replay told it of a kick and a join).
+  Not closed: a rekey sequenced while our post is already in flight.
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ class Outbox:
         self._newest: dict[str, int] = {}  # room -> newest epoch an inbound op was sealed under
         self._as_is: set[str] = set()  # op ids that go under the epoch they were sealed for
         self._asks: list[ResealWanted] = []
+        self._ask_again: dict[int, float] = {}  # item id -> when to ask again to seal it anew
 
     @property
     def queued(self) -> int:
@@ -91,30 +94,35 @@ class Outbox:
         asks, self._asks = self._asks, []
         return asks
 
-    def resealed(self, asked: OutboxItem, answer: Resealed, now: float) -> None:
+    def resealed(self, asked: OutboxItem, answer: Resealed) -> None:
         """The answer to a :class:`ResealWanted`: the item anew, as it is, or not yet."""
-        if answer.as_is:
+        if answer.item is None and not answer.as_is:
+            return  # no newer key here yet: asked again at its time
+        self._ask_again.pop(asked.id, None)
+        if answer.item is None:
             self._as_is.add(asked.op_id)
-        elif answer.item is None or asked.id not in self._queued:
-            return  # no newer key yet (the pause asks again), or it left meanwhile
-        else:
+        elif asked.id in self._queued:  # (else it left meanwhile)
             self._queued[asked.id] = answer.item
-        self._paused.pop(asked.room, None)
 
     def pump(self, now: float) -> list[w.Post]:
-        """The posts to send now: each free room's first item (call only while READY)."""
+        """The posts to send now: each free room's first item that may go (call only while
+        READY); items to seal anew are asked for (``asks``)."""
         out = []
-        seen = {item.room for item in self._in_flight.values()}
+        taken = {item.room for item in self._in_flight.values()}
+        held: set[str] = set()  # rooms with an item that waits to be sealed anew
         for item in self._queued.values():
-            if item.room in seen:
-                continue
-            seen.add(item.room)
-            if self._paused.get(item.room, -math.inf) > now:
+            room = item.room
+            if room in taken or self._paused.get(room, -math.inf) > now:
                 continue
             if self._outdated(item):
-                self._asks.append(ResealWanted(item))
-                self._paused[item.room] = now + RESEAL_RETRY
+                held.add(room)
+                if self._ask_again.get(item.id, -math.inf) <= now:
+                    self._asks.append(ResealWanted(item))
+                    self._ask_again[item.id] = now + RESEAL_RETRY
                 continue
+            if room in held and not item.pinned:
+                continue  # behind one that waits: the room's order holds
+            taken.add(room)
             req = self._reqs.take()
             self._in_flight[req] = item
             out.append(w.Post(req, item.room, item.op_id, item.body))
@@ -125,7 +133,7 @@ class Outbox:
 
     def _outdated(self, item: OutboxItem) -> bool:
         newest = self._newest.get(item.room)
-        if newest is None or item.op_id in self._as_is:
+        if newest is None or item.pinned or item.op_id in self._as_is:
             return False
         epoch = body_epoch(item.body)
         return epoch is not None and epoch < newest
@@ -155,14 +163,21 @@ class Outbox:
         raise RemoteProtocolError(f"the relay answered post with {w.tag_of(frame)}")
 
     def lost(self) -> None:
-        """The connection dropped: posts in flight go again on the next one."""
+        """The connection dropped: posts in flight go again on the next one (and what waits to
+        be sealed anew is asked for again then)."""
         self._in_flight.clear()
+        self._ask_again.clear()
 
     def expire(self, now: float) -> None:
-        """Rooms whose pause is over may flow again."""
+        """Rooms whose pause is over may flow again; items held for a newer key are asked for
+        again."""
         for room in [r for r, until in self._paused.items() if until <= now]:
             del self._paused[room]
+        for item_id in [i for i, when in self._ask_again.items() if when <= now]:
+            del self._ask_again[item_id]
 
     def next_deadline(self) -> float:
-        """When the first paused room may flow again (inf with none)."""
-        return min(self._paused.values(), default=math.inf)
+        """When the first paused room may flow again, or a held item be asked for again (inf
+        with neither)."""
+        return min(min(self._paused.values(), default=math.inf),
+                   min(self._ask_again.values(), default=math.inf))
