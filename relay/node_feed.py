@@ -101,6 +101,7 @@ class FedServer(RelayServer):
         self._nursery: trio.Nursery | None = None
         self.conflicts = 0
         self.echoes = 0  # this node's own writes come back through RePublish: dropped unparsed
+        self.reloading = 0  # reloads started in the background and not yet done
         # Rooms whose ops this node takes in (room -> subscription id): those a local identity
         # is in. The cached log and head of any other room may be behind the stream.
         self._followed: dict[str, str] = {}
@@ -321,25 +322,29 @@ class FedServer(RelayServer):
     def _start_reload(self, unit: str) -> None:
         self._busy.setdefault(unit, [])
         assert self._nursery is not None
+        self.reloading += 1
         self._nursery.start_soon(self._reload_task, unit)
 
     async def _reload_task(self, unit: str) -> None:
         """Reload ``unit`` until it works (NATS may be electing a leader), its stored messages
         waiting meanwhile; a unit left stale would push nothing until its next write."""
         delay = RELOAD_BACKOFF
-        while True:
-            async with self._lock(unit):
-                self._busy.setdefault(unit, [])
-                try:
-                    await self._reload(unit)
-                    return
-                except StorageUnavailable as exc:
-                    log.warning("relay node %s: cannot reload %s: %s", self.node, unit, exc)
-                finally:
-                    if unit not in self._stale:
-                        self._release([unit])
-            await trio.sleep(delay)  # back off while NATS cannot answer
-            delay = min(delay * 2, RELOAD_BACKOFF_MAX)
+        try:
+            while True:
+                async with self._lock(unit):
+                    self._busy.setdefault(unit, [])
+                    try:
+                        await self._reload(unit)
+                        return
+                    except StorageUnavailable as exc:
+                        log.warning("relay node %s: cannot reload %s: %s", self.node, unit, exc)
+                    finally:
+                        if unit not in self._stale:
+                            self._release([unit])
+                await trio.sleep(delay)  # back off while NATS cannot answer
+                delay = min(delay * 2, RELOAD_BACKOFF_MAX)
+        finally:
+            self.reloading -= 1
 
     async def _reload(self, unit: str) -> None:
         """Replace the cache of ``unit`` with what the stream holds now (caller holds it busy)."""
