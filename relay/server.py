@@ -61,6 +61,7 @@ GATHER_MAX_SECONDS = 0.005  # ... nor longer than this
 WRITE_BYTES = 1 << 16  # a writer joins queued frames into writes of about this size
 MESSAGE_QUEUE = 32  # frames trio-websocket may parse ahead per connection
 STOP_CLOSE = 0.1  # seconds to let our close frame go out when the relay itself stops
+_FRAMES = (Send, Close)  # the effects that are not writes
 
 
 @attrs.frozen
@@ -196,7 +197,7 @@ class RelayServer:
             await self._gather()
             self._wake = trio.Event()
             batch, self._pending = self._pending, []
-            writes: list[Write] = [e for e in batch if not isinstance(e, Send | Close)]
+            writes: list[Write] = [e for e in batch if not isinstance(e, _FRAMES)]
             if writes:
                 # A failed commit is fatal on purpose: the core already counts these as durable.
                 await self._commit(writes)
@@ -261,21 +262,27 @@ class RelayServer:
     def _dispatch(self, batch: list[Effect]) -> None:
         encoded: dict[int, bytes] = {}  # one encoding per frame object, however many recipients
         outgoing: dict[int, list[bytes | None]] = {}  # per connection, in order; None: close
+        links = self._links
         for effect in batch:
-            if isinstance(effect, Send):
-                if effect.conn not in self._links:
+            if type(effect) is Send:  # the bulk of a batch: one per recipient of each op
+                conn, frame = effect.conn, effect.frame
+                if conn not in links:
                     continue
-                data = encoded.get(id(effect.frame))
+                data = encoded.get(id(frame))
                 if data is None:
-                    data = encoded[id(effect.frame)] = text_frame(encode_frame(effect.frame))
-                outgoing.setdefault(effect.conn, []).append(data)
+                    data = encoded[id(frame)] = text_frame(encode_frame(frame))
+                queue = outgoing.get(conn)
+                if queue is None:
+                    outgoing[conn] = [data]
+                else:
+                    queue.append(data)
             elif isinstance(effect, Close):
                 link = self._links.get(effect.conn)
                 if link is not None:
                     link.close_reason = effect.reason
                     outgoing.setdefault(effect.conn, []).append(None)
         for conn, items in outgoing.items():
-            self._write_now(conn, self._links[conn], items)
+            self._write_now(conn, links[conn], items)
 
     def _write_now(self, conn: int, link: _Link, items: list[bytes | None]) -> None:
         """Write ``items`` to ``link`` now if nothing is queued before them; queue the rest.
