@@ -3,6 +3,7 @@
     python -m bench.nats_relay            # 8 sender/receiver pairs for 5 s, 300 latency samples
     python -m bench.nats_relay --quick    # 1 node and 2, 0.3 s windows, 10 samples (smoke)
     python -m bench.nats_relay --json
+    python -m bench.nats_relay --nodes 1,2 --rounds 5   # only these node counts, 5 rounds
 
 Every setup runs on a fresh nats-server (JetStream, file storage, loopback) or data directory.
 NATS is pinned to CPU 0 and every relay node to CPU 1 (all their threads, as ``taskset -a -p``
@@ -11,8 +12,11 @@ are not pinned. On a machine with one core nothing is pinned (``pinned`` says so
 
 * ``sqlite``: one relay on SQLite, the baseline: throughput and post -> push latency.
 * ``nodes`` 1, 2, 3: throughput with each pair's sender on node i and its receiver on node i+1
-  (one node: both on it), the CPU each relay node and NATS used in the window per op, and the
-  busiest node's share of all relay CPU (ideal 1/N).
+  (one node: both on it), the CPU each relay node, NATS and the fake clients used in the window
+  per op, and the busiest node's share of all relay CPU (ideal 1/N). The machine is shared and
+  noisy, so the node counts run in ``--rounds`` rounds (1, 2, 3 nodes, then again), each on a
+  fresh server: a row gives each figure's median over the rounds, and "÷ 1 node" is the median
+  of each round's ratio (runs minutes apart do not share the same background load).
 * ``rooms`` on two nodes: 16 pairs each in its own room against one pair whose sender keeps the
   same 16 posts in flight in one room: a room takes one message per JetStream round trip, and
   the posts its sender queued meanwhile share the next one.
@@ -33,6 +37,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -200,7 +205,7 @@ async def latency(
 class CpuWindow:
     """CPU seconds each process used between the two calls of :meth:`mark`."""
 
-    def __init__(self, pids: list[int]) -> None:
+    def __init__(self, pids: list[int | None]) -> None:
         self.pids = pids
         self.marks: list[list[float]] = []
 
@@ -212,27 +217,29 @@ class CpuWindow:
         return [b - a for a, b in zip(start, end, strict=True)]
 
 
-async def spread(args: argparse.Namespace, count: int, work: Path) -> dict[str, Any]:
-    """Throughput and CPU per op on ``count`` nodes (on two: also 16 rooms against 1 and the
-    cross-node latency)."""
+async def spread(args: argparse.Namespace, count: int, work: Path,
+                 extras: bool = True) -> dict[str, Any]:
+    """Throughput and CPU per op on ``count`` nodes (on two, with ``extras``: also 16 rooms
+    against 1 and the cross-node latency)."""
     with relays("nats", count, work, args.pinned) as (nodes, nats):
         assert nats is not None and nats.proc is not None
         ports = [n.port for n in nodes]
-        pids = [n.proc.pid for n in nodes if n.proc is not None] + [nats.proc.pid]
-        cpu = CpuWindow(pids)
+        pids: list[int | None] = [n.proc.pid for n in nodes if n.proc is not None]
+        cpu = CpuWindow([*pids, nats.proc.pid, None])  # None: this process, the fake clients
         rate = await throughput(ports, args.pairs, args.seconds, args.window, cpu.mark)
         used = cpu.used()
         ops = rate * args.seconds
-        relay_cpu = used[:-1]
+        relay_cpu = used[:-2]
         entry: dict[str, Any] = {
             "ops_per_s": round(rate, 1),
             "cpu_ms_per_op": [round(s * 1000 / ops, 3) for s in relay_cpu],
             "busiest_share": round(max(relay_cpu) / sum(relay_cpu), 3) if sum(relay_cpu) else 0,
             "relay_cpu_s": round(sum(relay_cpu), 3),
-            "nats_cpu_ms_per_op": round(used[-1] * 1000 / ops, 3),
+            "nats_cpu_ms_per_op": round(used[-2] * 1000 / ops, 3),
+            "client_cpu_ms_per_op": round(used[-1] * 1000 / ops, 3),
             "window_s": args.seconds,
         }
-        if count == 2:
+        if count == 2 and extras:
             many, one = args.rooms, 1
             progress(f"nats, 2 nodes: {many} rooms against 1")
             entry["rooms"] = {
@@ -260,12 +267,35 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                                                     args.window), 1),
                 "latency": await latency(ports[0], ports[0], args.samples, "lat-1"),
             }
-    results["nodes"] = {}
-    for count in args.nodes:
-        progress(f"nats, {count} node(s): {args.pairs} pairs for {args.seconds} s")
-        with tempfile.TemporaryDirectory() as tmp, trio.fail_after(300):
-            results["nodes"][str(count)] = await spread(args, count, Path(tmp))
+    rounds: dict[str, list[dict[str, Any]]] = {str(count): [] for count in args.nodes}
+    for i in range(args.rounds):
+        for count in args.nodes:
+            progress(f"nats, {count} node(s), round {i + 1} of {args.rounds}: {args.pairs} pairs "
+                     f"for {args.seconds} s")
+            with tempfile.TemporaryDirectory() as tmp, trio.fail_after(300):
+                rounds[str(count)].append(await spread(args, count, Path(tmp), extras=i == 0))
+    results["rounds"] = args.rounds
+    results["nodes"] = {count: medians(runs, rounds.get("1")) for count, runs in rounds.items()}
     return results
+
+
+def medians(runs: list[dict[str, Any]], ones: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """One node count's row from its rounds: each figure's median (per node for the CPU per op),
+    the ops/s of every round, and the median of each round's ratio to one node's ops/s in the
+    same round (``ones``). Rooms and latency come from the first round, the only one with them."""
+    row: dict[str, Any] = dict(runs[0])
+    for key in ("ops_per_s", "busiest_share", "relay_cpu_s", "nats_cpu_ms_per_op",
+                "client_cpu_ms_per_op"):
+        row[key] = round(statistics.median(r[key] for r in runs), 3)
+    row["cpu_ms_per_op"] = [round(statistics.median(node), 3)
+                            for node in zip(*(r["cpu_ms_per_op"] for r in runs), strict=True)]
+    row["relay_cpu_ms_per_op"] = round(statistics.median(sum(r["cpu_ms_per_op"]) for r in runs),
+                                       3)
+    row["ops_per_s_each_round"] = [r["ops_per_s"] for r in runs]
+    if ones:
+        row["ratio_to_one"] = round(statistics.median(
+            r["ops_per_s"] / one["ops_per_s"] for r, one in zip(runs, ones, strict=True)), 3)
+    return row
 
 
 # --- the page's section (bench/report.py takes it as it is) --------------------------------------
@@ -275,13 +305,22 @@ def _x(a: float, b: float) -> str:
     return f"{a / b:.2f}×" if b else "—"
 
 
+def _ratio(e: dict[str, Any], one: float) -> str:
+    return f"{e['ratio_to_one']:.2f}×" if "ratio_to_one" in e else _x(e["ops_per_s"], one)
+
+
 def section(r: dict[str, Any]) -> str:
     """The markdown of the NATS section (under its heading) for ``r``, this module's result."""
     one = r["nodes"]["1"]["ops_per_s"]
-    rows = [f"| {n} | {e['ops_per_s']:,.0f} | {_x(e['ops_per_s'], one)} | "
+    rows = [f"| {n} | {e['ops_per_s']:,.0f} | {_ratio(e, one)} | "
             f"{' / '.join(f'{c:.3f}' for c in e['cpu_ms_per_op'])} | "
-            f"{e['busiest_share']:.2f} ({1 / int(n):.2f}) | {e['nats_cpu_ms_per_op']:.3f} |"
+            f"{e['busiest_share']:.2f} ({1 / int(n):.2f}) | {e['nats_cpu_ms_per_op']:.3f} | "
+            f"{e.get('client_cpu_ms_per_op', 0):.3f} |"
             for n, e in r["nodes"].items()]
+    rounds = r.get("rounds", 1)
+    each = (f" Each row is the median of {rounds} rounds run in turn (1, 2, 3 nodes, then "
+            "again), each on a fresh server; ÷ 1 node is the median of each round's ratio, "
+            "since the machine is shared and its load moves between runs." if rounds > 1 else "")
     pinning = ("NATS pinned to CPU 0 and every relay node to CPU 1 (all threads, as "
                "`taskset -a -p`); the fake clients float" if r["pinned"]
                else "nothing pinned (fewer than two CPUs)")
@@ -289,10 +328,10 @@ def section(r: dict[str, Any]) -> str:
         f"Stateless nodes, each deciding by compare-and-set on JetStream; {pinning}. "
         f"{r['pairs']} sender/receiver pairs, each in its own room with up to {r['window']} "
         "posts in flight, each sender on node i and its receiver on node i+1; SQLite "
-        f"relay: {r['sqlite']['ops_per_s']:,.0f} ops/s in the same run.", "",
+        f"relay: {r['sqlite']['ops_per_s']:,.0f} ops/s in the same run.{each}", "",
         "| relay nodes | ops/s | ÷ 1 node | relay CPU per op, each node (ms) | busiest node's "
-        "share of relay CPU (ideal) | NATS CPU per op (ms) |",
-        "|---|---|---|---|---|---|",
+        "share of relay CPU (ideal) | NATS CPU per op (ms) | fake clients' CPU per op (ms) |",
+        "|---|---|---|---|---|---|---|",
         *rows, "",
     ]
     two = r["nodes"].get("2", {})
@@ -337,9 +376,17 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--window", type=int, default=16)
+    parser.add_argument("--nodes", help="node counts, comma-separated (1 must be one of them; "
+                        "default 1,2,3, or 1,2 with --quick)")
+    parser.add_argument("--rounds", type=int, help="rounds of every node count (default 3, or "
+                        "1 with --quick)")
     args = parser.parse_args()
-    args.pairs, args.seconds, args.samples, args.nodes, args.rooms = (
-        (1, 0.3, 10, (1, 2), 2) if args.quick else (8, 5.0, 300, (1, 2, 3), 16))
+    args.pairs, args.seconds, args.samples, nodes, args.rooms, rounds = (
+        (1, 0.3, 10, (1, 2), 2, 1) if args.quick else (8, 5.0, 300, (1, 2, 3), 16, 3))
+    args.nodes = tuple(int(n) for n in args.nodes.split(",")) if args.nodes else nodes
+    if 1 not in args.nodes:
+        parser.error("--nodes must include 1 (every ratio is to one node)")
+    args.rounds = args.rounds or rounds
     args.pinned = can_pin()
     results = trio.run(measure, args)
     results["markdown"] = section(results)
