@@ -55,6 +55,9 @@ from relay.storage import GrantDeleted, GrantPut, Write
 log = logging.getLogger(__name__)
 
 MAX_TRIES = 64  # compare-and-set rounds for one request before its connection is dropped
+# A client's WebSocket message and its frame as the reader decoded it (None: it did not decode;
+# the core refuses it as it would on one relay).
+_Message = tuple[str | bytes, w.ClientFrame | None]
 ROOM_WRITERS = (w.Create, w.Add, w.Accept, w.Decline, w.Leave, w.Remove, w.Post)
 SLOT_WRITERS = (w.SlotJoin, w.SlotSend, w.SlotClose)
 # Refusals that no fresher state would change: not worth a reload.
@@ -115,14 +118,14 @@ class NodeServer(FedServer):
                         self._enqueue(conn, link, None)
                         continue
                     known = self.core.identity_of(conn)
-                    self._feed(self.core.frame_received(conn, message, self._clock()))
+                    self._feed(self.core.frame_received(conn, message, self._clock(), frame))
                 finally:
                     if arriving is not None:
                         self._arrived_done(arriving)
                 if known is None and self.core.identity_of(conn) is not None:
                     self.presence.changed()
                 continue
-            messages = [message]
+            messages: list[_Message] = [(message, frame)]
             if isinstance(frame, w.Post):
                 held = self._gather_posts(ws, frame.room, messages, link)
             # What was queued before goes out first, this connection's and others' (a replay
@@ -135,7 +138,7 @@ class NodeServer(FedServer):
                     self._enqueue(conn, link, None)
 
     def _gather_posts(
-        self, ws: WebSocketConnection, room: str, messages: list[str | bytes], link: _Link,
+        self, ws: WebSocketConnection, room: str, messages: list[_Message], link: _Link,
     ) -> str | bytes | None:
         """Add to ``messages`` the posts to ``room`` already received behind the first: they
         are decided together and stored as one message under one compare-and-set (a sender
@@ -153,7 +156,7 @@ class NodeServer(FedServer):
                 return message
             if not isinstance(frame, w.Post) or frame.room != room:
                 return message
-            messages.append(message)
+            messages.append((message, frame))
         return None
 
     async def _resume(self, conn: int, message: str | bytes, frame: w.Resume) -> bool:
@@ -171,7 +174,7 @@ class NodeServer(FedServer):
                 await held.enter_async_context(self._lock(unit))
                 if unit in self._stale and not await self._reload_busy(unit):
                     return False
-            self._feed(self.core.frame_received(conn, message, self._clock()))
+            self._feed(self.core.frame_received(conn, message, self._clock(), frame))
         return True
 
     async def _recall_device(self, frame: w.ClientFrame | None) -> None:
@@ -195,17 +198,19 @@ class NodeServer(FedServer):
         if writes and not self.core.knows_device(fp, device):
             self._feed(self.core.stored_elsewhere(writes, ""))
 
-    async def _decide(self, conn: int, messages: list[str | bytes], lock: str) -> bool:
+    async def _decide(self, conn: int, messages: list[_Message], lock: str) -> bool:
         """Handle requests that write one unit (one, or posts gathered from one connection),
-        decided together and stored together; False if storage failed."""
+        decided together and stored together; False if storage failed. Each message comes
+        with its frame, decoded once by the reader (the core would decode it again, per try:
+        as much CPU as the rest of deciding a post)."""
         checked = False
         for _ in range(MAX_TRIES):
             if lock in self._stale and not await self._reload_busy(lock):
                 return False
             now = self._clock()
             effects: list[Effect] = []
-            for message in messages:
-                effects += self.core.frame_received(conn, message, now)
+            for message, frame in messages:
+                effects += self.core.frame_received(conn, message, now, frame)
             writes: list[Write] = [e for e in effects if not isinstance(e, Send | Close)]
             if not writes:
                 if not checked and _refused(effects) and lock.startswith(("r.", "slot.")):
