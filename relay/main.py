@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import gc
 import logging
 import signal
 import ssl
@@ -94,6 +95,23 @@ async def _serve_until_signal(
                 break
 
 
+def _tune_gc() -> None:
+    """Collect cycles less often, and never look again at what exists once the state is loaded.
+
+    Every op makes a few dozen short-lived objects (its frames, a ``Send`` per recipient), so
+    with the default thresholds (700, 10, 10) the cycle collector ran every few dozen ops and
+    walked the young generations, and now and then every object the relay holds (each
+    connection's tasks, rooms, held ops). py-spy put 13% of the relay's CPU in rooms of 20 on
+    the allocation of ``Send``, where those collections land. Most of these objects are freed by
+    their reference count alone; a cycle simply waits longer. Relay CPU per op, 500 clients one
+    post in flight, A/B interleaved 3 rounds: 234 -> 186 us in rooms of 20, 145 -> 134 us in rooms
+    of 2.
+    """
+    gc.collect()
+    gc.freeze()  # the loaded snapshot and the imports: long-lived, never garbage to scan for
+    gc.set_threshold(20_000, 20, 10)
+
+
 def serve(opts: ServeOptions, on_listening: Callable[[str, str], None]) -> None:
     """Serve until a signal; ``on_listening(url, pubkey_b64)`` is called once it accepts."""
     logging.basicConfig(
@@ -108,6 +126,7 @@ def serve(opts: ServeOptions, on_listening: Callable[[str, str], None]) -> None:
         op_burst=max(DEFAULTS.op_burst, opts.op_rate * 5),
     )
     storage, server = _open_server(opts, bytes(key), config, data)
+    _tune_gc()
     pubkey = base64.b64encode(bytes(key.verify_key)).decode()
     try:
         trio.run(_serve_until_signal, server, opts, context, lambda url: on_listening(url, pubkey))
