@@ -203,7 +203,9 @@ def relay(runs: dict[str, Any], figures: Path) -> str:
         f"- {r['seconds']} s per run after a warm-up; each client keeps up to *in flight* posts "
         "outstanding; ops/s counts `posted` replies (committed ops), deliveries/s pushed ops "
         "received by the other members. The ceiling is the same number of clients driving a "
-        "raw trio-websocket echo server the same way, with the same window.",
+        "raw trio-websocket echo server the same way, with the same window. Both use the same "
+        "minimal client (`bench/_wsload.py`: one task per client, frames split in place, a "
+        "relay frame told by its tag), not trio-websocket.",
         "- A daemon's relay link keeps one post in flight per room, so the rows with 1 in "
         "flight are the pattern real clients make; the deeper windows are an overload test. "
         "Timing starts once every client has had its first window confirmed (the opening burst "
@@ -232,9 +234,9 @@ def _relay_bounds(r: dict[str, Any]) -> list[str]:
             f"process {x['client_cores']:.2f} ({client_us:.0f} µs per op; it receives "
             f"{x['deliveries_per_s'] / ops + 1:.0f} frames per op). The goal, {goal}× the "
             f"ceiling or {target:,.0f} ops/s, would take {need:.1f} cores for the two at these "
-            f"costs, on a {r['cpus']}-core machine; and the ceiling itself is bounded by its "
-            f"client process ({x['echo_client_cores']:.2f} cores busy, the echo server "
-            f"{x['echo_server_cores']:.2f}).")
+            f"costs, on a {r['cpus']}-core machine. For the ceiling, the echo server was "
+            f"{x['echo_server_cores']:.2f} cores busy and its client process "
+            f"{x['echo_client_cores']:.2f}.")
     return lines
 
 
