@@ -15,7 +15,7 @@ import trio.testing
 from trio_websocket import WebSocketConnection, wrap_client_stream
 
 from crosstalk.wire import relay as w
-from relay.server import RelayServer, ShellTimings
+from relay.server import INLINE_SYNC_WRITES, RelayServer, ShellTimings
 from relay.storage import (
     CursorPut,
     DevicePut,
@@ -114,25 +114,34 @@ def _kinds(commit: Commit) -> set[type]:
 
 
 async def test_acks_alone_skip_the_fsync_and_everything_else_waits_for_it() -> None:
-    """A post's batch and a new device's (with its first cursor) are synced on the commit
-    thread; a batch of acknowledgements alone is committed unsynced, on the loop."""
+    """A post's batch and a new device's (with its first cursors) are synced: on the loop while
+    the batch is small, on the commit thread past INLINE_SYNC_WRITES; a batch of
+    acknowledgements alone is committed unsynced, on the loop."""
     disk = DiskStorage()
+    loop = threading.current_thread().name
     with trio.fail_after(WITHIN):
         async with _relay(disk) as (server, nursery):
             a = await _client(server, nursery, Identity())
             b = await _client(server, nursery, Identity())
             await pair_and_room(a, b, "r")
+            mark = len(disk.commits)
             await _post(a, b"one")
             [op] = await b.ops(1)
             await _ack(b, op.seq)
             await _client(server, nursery, b.me, "dev-2")
-    post, ack, device = disk.commits[-3:]
+            for n in range(INLINE_SYNC_WRITES):  # a's new device will start a cursor in each
+                await a.ok(w.Create(a.next_req(), f"more-{n}", a.me.vouch(f"more-{n}", a.me)))
+            await _client(server, nursery, a.me, "dev-2")
+    post, ack, device = disk.commits[mark:mark + 3]
     assert _kinds(post) == {OpAppended}
-    assert (post.synced, post.thread) == (True, "relay commit")
+    assert (post.synced, post.thread) == (True, loop)
     assert _kinds(ack) == {CursorPut}
-    assert (ack.synced, ack.thread) == (False, threading.current_thread().name)
+    assert (ack.synced, ack.thread) == (False, loop)
     assert _kinds(device) == {DevicePut, CursorPut}
-    assert (device.synced, device.thread) == (True, "relay commit")
+    assert (device.synced, device.thread) == (True, loop)
+    big = disk.commits[-1]
+    assert _kinds(big) == {DevicePut, CursorPut} and len(big.writes) > INLINE_SYNC_WRITES
+    assert (big.synced, big.thread) == (True, "relay commit")
 
 
 async def test_an_ack_lost_to_a_power_cut_means_a_redelivery_and_nothing_else() -> None:
