@@ -248,8 +248,8 @@ class RelayServer:
         Such a batch means little traffic, so there is little for the loop to do meanwhile, and
         the thread's hand-off was a sixth of the relay's CPU per message when two daemons trade
         messages one at a time (1.47 -> 1.23 ms per message, bench/timeline.py, A/B
-        interleaved, 5 rounds). Under load batches grow past it (a relay held up by an fsync finds more
-        frames waiting when it comes back), and the fsync goes to the thread again.
+        interleaved, 5 rounds). Under load batches grow past it (a relay held up by an fsync
+        finds more frames waiting when it comes back), and the fsync goes to the thread again.
 
         A backend whose commit is a network round trip (NATS) passes ``commit_in_thread=True``
         and accepts the handoff cost instead of blocking the loop for the round trip.
