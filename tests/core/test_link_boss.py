@@ -510,3 +510,32 @@ def test_the_replay_s_newer_epoch_holds_a_post_until_it_is_sealed_anew() -> None
     b.resealed(old, Resealed(anew), 0.1)
     [post] = sent(b)
     assert isinstance(post, w.Post) and post.body == anew.body
+
+
+def test_our_post_replayed_before_resumed_is_taken_and_a_leave_follows_the_room_s_posts() -> None:
+    """Sim seed 3116: the answer to our post was lost in a crash; back online we leave the room.
+    The resume's replay brings our op back, which answers the item (not posted again, where the
+    relay, after the leave, would refuse it as from a non-member though the room read it); the
+    room's next post goes before the leave, which follows once that post is taken."""
+    b = boss(outbox=[item(1), item(2)])
+    b.request(w.Leave(0, "r1"), "leave", now=0.0, timeout=20.0)
+    resume = to_resuming(b)
+    relay_says(b, w.Op("r1", 7, ME.fingerprint, "op-1", b"body-1", 1.0))
+    relay_says(b, w.Resumed(resume.req, [], []))
+    assert PostAccepted(item(1), 7) in b.events_received()
+    post, *rest = sent(b)
+    assert isinstance(post, w.Post) and post.op_id == "op-2"
+    assert not any(isinstance(f, w.Leave) for f in rest)
+    relay_says(b, w.Posted(post.req, "r1", 8))
+    [leave] = [f for f in sent(b) if isinstance(f, w.Leave)]
+    assert leave.room == "r1"
+
+
+def test_someone_else_s_op_with_our_op_id_takes_nothing() -> None:
+    """Only an op we sent answers our item: the same op id from another sender is not ours."""
+    b = boss(outbox=[item(1)])
+    resume = to_resuming(b)
+    relay_says(b, w.Op("r1", 7, "aaaa-bbbb-cccc-dddd", "op-1", b"x", 1.0))
+    relay_says(b, w.Resumed(resume.req, [], []))
+    assert not any(isinstance(e, PostAccepted) for e in b.events_received())
+    assert [f.op_id for f in sent(b) if isinstance(f, w.Post)] == ["op-1"]

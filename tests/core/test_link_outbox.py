@@ -203,3 +203,22 @@ def test_a_dropped_link_asks_again_on_the_next_one_and_leaves_no_past_deadline()
     assert o.next_deadline() == math.inf
     o.pump(0.1)
     assert o.asks() == [ResealWanted(sealed(1, 0))]
+
+
+def test_our_own_op_coming_back_takes_its_item_out_at_that_seq() -> None:
+    """A replay that brings back an op we posted answers its item: it leaves at the op's seq,
+    its post in flight is forgotten (a late posted matches nothing) and the room's next goes."""
+    o = outbox(1, 2)
+    [post] = o.pump(0.0)
+    back = w.Op("r1", 7, "me", "op-1", b"body-1", 1.0)
+    assert o.came_back(back) == PostAccepted(item(1), 7)
+    assert not o.owns(post.req) and o.queued == 1
+    assert ops(o.pump(0.0)) == ["op-2"]
+
+
+def test_an_op_that_matches_no_item_takes_nothing() -> None:
+    """Another op id, or the same op id in another room, leaves the outbox as it was."""
+    o = outbox(1)
+    assert o.came_back(w.Op("r1", 7, "me", "op-9", b"", 1.0)) is None
+    assert o.came_back(w.Op("r2", 7, "me", "op-1", b"", 1.0)) is None
+    assert o.queued == 1 and o.rooms() == {"r1"}

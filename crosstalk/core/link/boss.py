@@ -101,6 +101,7 @@ class LinkBoss:
     ) -> None:
         reqs = ReqNumbers()
         self._url = url
+        self._me = keys.fingerprint
         self._handshake = Handshake(keys=keys, device=device, url=url, pinned_key=pinned_key)
         self._resume = Resume(cursors or {})
         self._requests = Requests(url=url, reqs=reqs)
@@ -245,9 +246,7 @@ class LinkBoss:
     ) -> None:
         """Send a request (its ``req`` is replaced) now or once READY, answered by ``timeout``."""
         self._requests.add(frame, token, now=now, timeout=timeout)
-        if self._state is LinkState.READY and not self._dropping:
-            for sent in self._requests.send_held():
-                self._write(sent)
+        self._send_held(now)
 
     def tick(self, now: float) -> None:
         """Time passed: expire requests, let paused rooms flow, redial, give up a handshake."""
@@ -261,6 +260,7 @@ class LinkBoss:
             self._drop(f"the relay did not finish the handshake within "
                        f"{self._handshake_timeout:g} s")
         self._pump(now)
+        self._send_held(now)
 
     def abandon_requests(self, reason: str) -> None:
         """The link is going away: answer every open request with RelayUnreachable now."""
@@ -296,6 +296,8 @@ class LinkBoss:
 
     def _on_op(self, op: w.Op) -> None:
         self._outbox.epoch_seen(op.room, op.body)
+        if op.sender == self._me and (taken := self._outbox.came_back(op)) is not None:
+            self._events.append(taken)
         got = self._resume.op_received(op)
         if isinstance(got, w.Ack):
             self._write(got)
@@ -322,6 +324,7 @@ class LinkBoss:
             if (outcome := self._outbox.answered(req, frame, now)) is not None:
                 self._events.append(outcome)
             self._pump(now)
+            self._send_held(now)  # a leave waits for its room's posts
         elif self._requests.owns(req):
             answered = self._requests.answered(req, frame)
             sent = answered.sent
@@ -341,11 +344,15 @@ class LinkBoss:
         key = self._handshake.relay_key
         assert key is not None, "READY only after the key is pinned"
         self._events.append(ev.LinkReady(key, rooms, missing))
-        for sent in self._requests.send_held():
-            self._write(sent)
+        self._send_held(now)
         self._pump(now)
 
     # --- internals --------------------------------------------------------------------------
+
+    def _send_held(self, now: float) -> None:
+        if self._state is LinkState.READY and not self._dropping:
+            for sent in self._requests.send_held(now, self._outbox.rooms()):
+                self._write(sent)
 
     def _pump(self, now: float) -> None:
         if self._state is LinkState.READY and not self._dropping:

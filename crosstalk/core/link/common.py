@@ -33,6 +33,9 @@ TRANSIENT_POST_ERRORS = frozenset({"rate_limited", "backlog_full"})
 RESEAL_RETRY = 1.0
 """Seconds a room whose next post is sealed under an outdated epoch waits before asking again
 to have it sealed anew (we hold no newer key yet: the rekey or share that brings it is coming)."""
+LEAVE_FLUSH = 5.0
+"""Seconds at most a leave waits for its room's queued posts to be taken (never more than half
+its request's timeout): what was sent before leaving goes before the leave."""
 REQUEST_FRAMES = (
     w.Create, w.Add, w.Accept, w.Decline, w.Leave, w.Remove, w.GetRoster, w.ListRooms,
     w.SlotOpen, w.SlotJoin, w.SlotAttach, w.SlotSend, w.SlotClose,

@@ -14,7 +14,10 @@ sends the first item of every room that is neither busy (a post in flight) nor p
   (``rate_limited``, ``backlog_full``) pauses the room for 1, 2, 4 … 30 s
   (:func:`~crosstalk.core.link.common.post_retry_delay`), then the same item goes again.
 * A post in flight when the connection drops is sent again on the next one; the relay answers a
-  repeated ``op_id`` with the seq it already gave, so nothing is posted twice.
+  repeated ``op_id`` with the seq it already gave, so nothing is posted twice. If the resume's
+  replay brings the op back first (``came_back``), that is its answer: the item leaves then, so
+  it is not posted again after, say, a leave that would have it refused as from a non-member
+  though it was sequenced and read (sim seed 3116).
 * Never under an outdated key: every inbound op shows (outside its seal) the epoch it is sealed
   under, and the outbox keeps each room's newest (``epoch_seen``). An item sealed under an older
   epoch is held: the outbox asks (:class:`ResealWanted`) to have it sealed anew under our newest
@@ -73,6 +76,10 @@ class Outbox:
         """Items not yet taken by the relay."""
         return len(self._queued)
 
+    def rooms(self) -> set[str]:
+        """The rooms with an item not yet taken by the relay."""
+        return {item.room for item in self._queued.values()}
+
     def add(self, item: OutboxItem) -> None:
         """A post is committed to the outbox; it goes when its turn comes (one already here is
         ignored)."""
@@ -82,6 +89,21 @@ class Outbox:
         self._queued[item.id] = item
         if last is not None and item.id < last:  # rare: ids come in commit order; keep id order
             self._queued = dict(sorted(self._queued.items()))
+
+    def came_back(self, op: w.Op) -> PostAccepted | None:
+        """Our own op ``op`` came from the relay (a replay: the answer to its post was lost).
+        The item it was leaves the outbox, taken at ``op.seq``."""
+        for req, item in list(self._in_flight.items()):
+            if item.op_id == op.op_id and item.room == op.room:
+                del self._in_flight[req]  # its late answer, if any, matches nothing
+        for item in self._queued.values():
+            if item.op_id == op.op_id and item.room == op.room:
+                del self._queued[item.id]
+                self._ask_again.pop(item.id, None)
+                self._as_is.discard(item.op_id)
+                self._failures.pop(item.room, None)
+                return PostAccepted(item, op.seq)
+        return None
 
     def epoch_seen(self, room: str, body: bytes) -> None:
         """An op of ``room`` came in: note the epoch it is sealed under."""

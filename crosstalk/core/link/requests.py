@@ -16,16 +16,26 @@ counter (the caller's own ``req`` is replaced). Invariants:
   is ignored.
 * A held request waits across reconnects; a pending one does not survive its connection (the
   relay forgets it), so it fails at once rather than at its deadline.
+* A leave goes after its room's queued posts: once READY it stays held while the outbox has a
+  post for that room, for at most ``LEAVE_FLUSH`` (or half the time left to its deadline), then
+  goes anyway: leaving never waits on a post the relay will not take. What was sent before the
+  leave reaches the room, rather than being refused as from a non-member.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable
+from collections.abc import Container, Hashable
 
 import attrs
 
-from crosstalk.core.link.common import REQUEST_FRAMES, ReqNumbers, RequestFrame, relay_error
+from crosstalk.core.link.common import (
+    LEAVE_FLUSH,
+    REQUEST_FRAMES,
+    ReqNumbers,
+    RequestFrame,
+    relay_error,
+)
 from crosstalk.core.link.events import ReplyArrived, RequestFailed
 from crosstalk.errors import LocalProtocolError, RelayUnreachable
 from crosstalk.wire import relay as w
@@ -37,6 +47,7 @@ class _Request:
     frame: RequestFrame
     deadline: float
     timeout: float
+    flush_by: float | None = None  # a leave: until when it waits for its room's posts
 
 
 @attrs.frozen
@@ -60,6 +71,7 @@ class Requests:
         self._reqs = reqs
         self._held: list[_Request] = []
         self._pending: dict[int, _Request] = {}
+        self._flush_at = math.inf  # READY: when a leave held for its room's posts goes anyway
 
     @property
     def open(self) -> int:
@@ -77,11 +89,24 @@ class Requests:
             raise LocalProtocolError(f"{type(frame).__name__} is not a request the link forwards")
         self._held.append(_Request(token, frame, now + timeout, timeout))
 
-    def send_held(self) -> list[RequestFrame]:
-        """The link is READY: every held request, with its fresh ``req``, to send in order."""
+    def send_held(self, now: float, posting: Container[str] = ()) -> list[RequestFrame]:
+        """The link is READY: the held requests to send, in order, with their fresh ``req``;
+        a leave of a room in ``posting`` (the outbox holds a post for it) stays held until its
+        ``flush_by``."""
         out = []
         held, self._held = self._held, []
+        self._flush_at = math.inf
         for request in held:
+            frame = request.frame
+            if isinstance(frame, w.Leave) and frame.room in posting:
+                if request.flush_by is None:  # the wait starts once the posts can go
+                    wait = min(LEAVE_FLUSH, (request.deadline - now) / 2)
+                    request = attrs.evolve(request, flush_by=now + wait)
+                assert request.flush_by is not None
+                if request.flush_by > now:
+                    self._held.append(request)
+                    self._flush_at = min(self._flush_at, request.flush_by)
+                    continue
             req = self._reqs.take()
             self._pending[req] = request
             out.append(attrs.evolve(request.frame, req=req))
@@ -106,6 +131,7 @@ class Requests:
         )
         failed = [RequestFailed(r.token, error) for r in self._pending.values()]
         self._pending.clear()
+        self._flush_at = math.inf  # held leaves wait for READY again
         return failed
 
     def expire(self, now: float, last_error: str | None) -> list[RequestFailed]:
@@ -136,6 +162,7 @@ class Requests:
         return [RequestFailed(token, error) for token in tokens]
 
     def next_deadline(self) -> float:
-        """The earliest deadline of an open request (inf with none)."""
+        """The earliest deadline of an open request, or the end of a leave's wait for its room's
+        posts (inf with neither)."""
         times = [r.deadline for r in self._held] + [r.deadline for r in self._pending.values()]
-        return min(times, default=math.inf)
+        return min([*times, self._flush_at])
