@@ -289,6 +289,24 @@ async def test_a_room_joined_after_start_is_probed_at_the_next_look(
     assert isinstance(request, SyncRequest) and request.ask is None
 
 
+async def test_a_room_left_and_joined_again_is_probed_again(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Sim seed 4483: leaving deletes a room's memory and a rejoiner starts at the head of the
+    log, so the rejoin is probed like a first join, at the first look that finds it joined
+    again after a look that found it left."""
+    store, room = FakeStore(hole=False), FakeRoom({})
+    async with running(Supervisor(heartbeat=5.0)) as supervisor:
+        inbox = await start(supervisor, store, room)
+        await inbox.send(Probed((ROOM,)))
+        store.joined.remove(ROOM)
+        await trio.sleep(PROBE_EVERY * 1.5)  # (mock clock) one look finds the room left
+        store.joined.append(ROOM)
+        at, posted_room, request = await room.next()
+    assert (at, posted_room) == (PROBE_EVERY * 2, ROOM)
+    assert isinstance(request, SyncRequest) and request.ask is None
+
+
 async def chunks_within(room: FakeRoom, seconds: float) -> list[tuple[float, SyncChunk]]:
     """The snapshot pieces posted in the next ``seconds`` (requests are passed over)."""
     out: list[tuple[float, SyncChunk]] = []
