@@ -9,22 +9,28 @@ conversation for Ben's busy Claude Code session (``crosstalk.hook.main.run`` in 
 so interpreter start-up, the same at every point, does not dilute the ratio), and Ben's
 ``status``. Each figure is divided by the same figure at 0 messages, measured in the same run.
 
-Between points both daemons are stopped by pid and their stores given history: the rows the
-warm-up's real messages left in every table (held messages, notices, the attention record,
-inbound ops, outbox, sent messages) copied under new ids, read and finished and a day old, as a
-long-running pair would have them; then the daemons start again. Copying real rows keeps their
-shapes and sizes, so bytes on disk per message are ``state.db`` growth over the copies. Daemon
-RSS is Ben's after each point's rounds. Sending 50,000 messages for real would take over ten
-minutes at the loop's pace; the history is what is measured here, not the sending.
+Each size has its own relay and pair, all running at once, and the rounds go round the pairs in
+turn: a machine that speeds up or slows down during the run (shared machines do, by half and
+more within a minute) then moves every size alike instead of whichever was measured last.
+
+A pair's history is given while its daemons are stopped (by pid): the rows its warm-up's real
+messages left in every table (held messages, notices, the attention record, inbound ops, outbox,
+sent messages) copied under new ids, read and finished and a day old, as a long-running pair
+would have them; then the daemons start again. Copying real rows keeps their shapes and sizes,
+so bytes on disk per message are ``state.db`` growth over the copies. Daemon RSS is Ben's after
+the rounds. Sending 50,000 messages for real would take over ten minutes at the loop's pace; the
+history is what is measured here, not the sending.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sqlite3
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -98,26 +104,42 @@ def _hook(home: Home, project: Path) -> float:
     return elapsed
 
 
-def measure(a: Home, b: Home, project: Path, rounds: int) -> dict[str, list[float]]:
-    """``rounds`` samples of every path, interleaved."""
-    samples: dict[str, list[float]] = {path: [] for path in PATHS}
-    for i in range(rounds):
+@dataclass
+class Point:
+    """One size's pair, and what was measured on it."""
+
+    size: int
+    a: Home
+    b: Home
+    project: Path
+    per_message: float | None = None
+    samples: dict[str, list[float]] = field(
+        default_factory=lambda: {path: [] for path in PATHS})
+
+    def round(self, i: int) -> None:
+        """One sample of every path."""
         start = time.perf_counter()
-        reply = call(a, "send", {"to": "ben", "text": f"history bench {i}"})
-        samples["send"].append(time.perf_counter() - start)
-        _held_at(b.database, str(reply["id"]), 30.0)
+        reply = call(self.a, "send", {"to": "ben", "text": f"history bench {i}"})
+        self.samples["send"].append(time.perf_counter() - start)
+        _held_at(self.b.database, str(reply["id"]), 30.0)
         start = time.perf_counter()
-        lease = call(b, "read", {})["lease"]
-        call(b, "ack", {"lease": lease})
-        samples["read"].append(time.perf_counter() - start)
-        samples["hook"].append(_hook(b, project))
+        lease = call(self.b, "read", {})["lease"]
+        call(self.b, "ack", {"lease": lease})
+        self.samples["read"].append(time.perf_counter() - start)
+        self.samples["hook"].append(_hook(self.b, self.project))
         start = time.perf_counter()
-        call(b, "status", {})
-        samples["status"].append(time.perf_counter() - start)
-    return samples
+        call(self.b, "status", {})
+        self.samples["status"].append(time.perf_counter() - start)
+
+    def warm(self, rounds: int) -> None:
+        """Rounds not kept: imports, first statements, caches."""
+        for i in range(rounds):
+            self.round(-i - 1)
+        for path in PATHS:
+            self.samples[path].clear()
 
 
-def restart_with_history(homes: list[Home], start: int, count: int) -> float:
+def restart_with_history(homes: list[Home], count: int) -> float | None:
     """Stop both daemons by pid, seed ``count`` messages of history, start them; bytes added
     to Ben's store per message."""
     for home in homes:
@@ -125,46 +147,57 @@ def restart_with_history(homes: list[Home], start: int, count: int) -> float:
         if pid:
             stop_pid(pid)
     before = _disk_bytes(homes[1].database)
-    for home in homes:
-        seed(home.database, start, count)
-    per_message = (_disk_bytes(homes[1].database) - before) / count
+    if count:
+        for home in homes:
+            seed(home.database, 0, count)
+    per_message = (_disk_bytes(homes[1].database) - before) / count if count else None
     for home in homes:
         start_daemon(home)
     return per_message
 
 
+def _start_point(stack: contextlib.ExitStack, size: int) -> Point:
+    ana, ben = stack.enter_context(TwoDaemons())
+    a, b = Home.resolve(str(ana.home)), Home.resolve(str(ben.home))
+    project = ana.home.parent / "proj"
+    project.mkdir()
+    start_busy_session(b, project)
+    point = Point(size, a, b, project)
+    point.warm(5)  # also the rows history is copied from
+    if size:
+        progress(f"seeding history to {size:,} messages")
+    # Every size restarts, none seeded included, so that all daemons are alike in age.
+    os.environ["CROSSTALK_RELAY"] = ana.relay
+    point.per_message = restart_with_history([a, b], size)
+    point.warm(2)  # first statements after a restart
+    return point
+
+
 def run(sizes: list[int], rounds: int) -> dict[str, Any]:
-    """Measure every path at every size; figures and ratios to the first size."""
-    points: list[dict[str, Any]] = []
-    with TwoDaemons() as (ana, ben):
-        os.environ["CROSSTALK_RELAY"] = ana.relay
-        a, b = Home.resolve(str(ana.home)), Home.resolve(str(ben.home))
-        project = ana.home.parent / "proj"
-        project.mkdir()
-        start_busy_session(b, project)
-        measure(a, b, project, 5)  # warm-up, and the rows history is copied from
-        have = 0
-        for size in sizes:
-            per_message = None
-            if size > have:
-                progress(f"seeding history to {size:,} messages")
-                per_message = restart_with_history([a, b], have, size - have)
-                have = size
-                measure(a, b, project, 2)  # first statements after a restart
-            progress(f"{rounds} rounds at {size:,} messages")
-            samples = measure(a, b, project, rounds)
-            pid = daemon_pid(b)
+    """Measure every path at every size, the sizes' rounds interleaved; figures and ratios to
+    the first size."""
+    with contextlib.ExitStack() as stack:
+        live = [_start_point(stack, size) for size in sizes]
+        progress(f"{rounds} rounds at each of {', '.join(f'{s:,}' for s in sizes)} messages, "
+                 "taking the sizes in turn")
+        for i in range(rounds):
+            for k in range(len(live)):  # a different size goes first each round
+                live[(i + k) % len(live)].round(i)
+        points: list[dict[str, Any]] = []
+        for point in live:
+            pid = daemon_pid(point.b)
             points.append({
-                "messages": size,
-                **{path: summary_ms(samples[path]) for path in PATHS},
+                "messages": point.size,
+                **{path: summary_ms(point.samples[path]) for path in PATHS},
                 "rss_mib": round(rss_kib(pid) / 1024, 1) if pid else None,
-                "disk_bytes_per_message": round(per_message) if per_message else None,
-                "db_mib": round(_disk_bytes(b.database) / 2**20, 1),
+                "disk_bytes_per_message":
+                    round(point.per_message) if point.per_message else None,
+                "db_mib": round(_disk_bytes(point.b.database) / 2**20, 1),
             })
     base = points[0]
-    for point in points:
-        point["ratio"] = {
-            path: round(point[path]["p50_ms"] / base[path]["p50_ms"], 2) for path in PATHS
+    for entry in points:
+        entry["ratio"] = {
+            path: round(entry[path]["p50_ms"] / base[path]["p50_ms"], 2) for path in PATHS
         }
     return {"rounds": rounds, "points": points}
 

@@ -470,10 +470,13 @@ def history(runs: dict[str, Any]) -> str:
                     "daemon RSS", "disk per message", "state.db"], rows)
     return head + table + (
         "\n\n- p50 of each path, and in brackets ÷ the same path at 0 messages, same run "
-        "(goal: ≤ 1.2×). Two real daemons on a real relay; the recipient's store (and the "
-        "sender's) is given history between points by copying the rows real messages left, "
-        "read and finished, then both daemons restart. The hook is the conversation of one "
-        "`UserPromptSubmit` run in-process (start-up excluded: it does not grow). Disk per "
+        "(goal: ≤ 1.2×). Each size has its own two real daemons on its own real relay, all "
+        "running at once, and the rounds take the sizes in turn, so a machine that slows down "
+        "during the run slows every size alike. A pair's stores (the recipient's and the "
+        "sender's) are given their history by copying the rows real messages left, read and "
+        "finished, then both daemons restart (at 0 messages too). The hook is the "
+        "conversation of one `UserPromptSubmit` run in-process (start-up excluded: it does not "
+        "grow). Disk per "
         "message is the recipient's `state.db` growth over the copies.\n")
 
 
