@@ -73,9 +73,24 @@ def _held(result: Callable[[str], dict[str, Any]]) -> list[Row]:
     return [
         ["send → held, p50", f"{held['p50_ms']:.1f} ms", f"crosschat {crosschat:.1f} ms",
          "≤ crosschat's", verdict],
-        ["send → held, p99", f"{held['p99_ms']:.1f} ms", "—", "≤ 10 ms",
-         "met" if held["p99_ms"] <= 10 else "not met"],
+        ["send → held, p99", f"{held['p99_ms']:.1f} ms",
+         f"raw echo p99 {result('latency')['ws_echo_round_trip']['p99_ms']:.2f} ms", "≤ 10 ms",
+         _tail_verdict(held, result("latency")["ws_echo_round_trip"])],
     ]
+
+
+def _tail_verdict(ours: dict[str, float], echo: dict[str, float]) -> str:
+    """Met, or how far the tail follows the median: a tail as wide as the raw echo's, on the
+    same machine in the same run, is the machine's spread applied to our p50."""
+    if ours["p99_ms"] <= 10:
+        return "met"
+    spread, echo_spread = ours["p99_ms"] / ours["p50_ms"], echo["p99_ms"] / echo["p50_ms"]
+    if spread > 1.2 * echo_spread:
+        return (f"not met: our p99 is {spread:.1f}× our p50, the raw echo's "
+                f"{echo_spread:.1f}× its own: the tail is wider than the machine's")
+    return (f"not met: bounded by the p50: p99 is {spread:.1f}× p50, as wide as the raw echo's "
+            f"tail ({echo_spread:.1f}× its p50, same run), so 10 ms at p99 needs a p50 of "
+            f"{10 / spread:.1f} ms")
 
 
 def _hook(result: Callable[[str], dict[str, Any]]) -> list[Row]:
@@ -144,10 +159,15 @@ def _relay(result: Callable[[str], dict[str, Any]]) -> list[Row]:
 def _catchup(result: Callable[[str], dict[str, Any]]) -> list[Row]:
     """catch-up of 10,000 missed ops"""
     c = result("catchup")
-    s = c["missed_ops"]["seconds"]
-    return [[f"catch-up of {c['missed_ops']['ops']:,} missed ops", f"{s:.2f} s",
-             f"floor (opening them as the actor does) {c['open_floor']['as_actor_seconds']:.2f} s",
-             "≤ 1 s", "met" if s <= 1 else "not met"]]
+    s, ops, floor = c["missed_ops"]["seconds"], c["missed_ops"]["ops"], c["open_floor"]
+    rest = s - floor["as_actor_seconds"]
+    verdict = "met" if s <= 1 else (
+        f"not met: opening and checking them alone, as the actor does, takes "
+        f"{floor['as_actor_seconds']:.2f} s on this machine; applying and committing take the "
+        f"other {rest:.2f} s ({1e6 * rest / ops:.0f} µs per op)")
+    return [[f"catch-up of {ops:,} missed ops", f"{s:.2f} s",
+             f"floor (opening them as the actor does) {floor['as_actor_seconds']:.2f} s",
+             "≤ 1 s", verdict]]
 
 
 def _history(result: Callable[[str], dict[str, Any]]) -> list[Row]:

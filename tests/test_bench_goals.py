@@ -52,3 +52,28 @@ def test_a_run_that_did_not_complete_is_said_so() -> None:
     runs = _runs()
     del runs["catchup"]
     assert "not measured in this run" in goals(runs)
+
+
+def test_a_p99_over_its_goal_says_whether_the_tail_is_the_machine_s() -> None:
+    runs = copy.deepcopy(_runs())
+    held, echo = runs["latency"]["result"]["send_to_held"], runs["latency"]["result"][
+        "ws_echo_round_trip"]
+    echo["p50_ms"], echo["p99_ms"] = 0.5, 1.0
+    held["p50_ms"], held["p99_ms"] = 6.0, 12.0  # as wide as the echo's tail
+    row = _row(goals(runs), "send → held, p99")
+    assert "bounded by the p50" in row and "a p50 of 5.0 ms" in row
+    held["p99_ms"] = 30.0  # five times the p50: wider than the machine's
+    assert "wider than the machine's" in _row(goals(runs), "send → held, p99")
+    held["p99_ms"] = 9.0
+    assert _row(goals(runs), "send → held, p99").endswith("| met |")
+
+
+def test_a_slow_catch_up_splits_into_the_opening_floor_and_the_rest() -> None:
+    runs = copy.deepcopy(_runs())
+    result = runs["catchup"]["result"]
+    result["missed_ops"]["seconds"], result["missed_ops"]["ops"] = 1.5, 10_000
+    result["open_floor"]["as_actor_seconds"] = 0.75
+    row = _row(goals(runs), "catch-up")
+    assert "takes 0.75 s on this machine" in row and "other 0.75 s (75 µs per op)" in row
+    result["missed_ops"]["seconds"] = 0.9
+    assert _row(goals(runs), "catch-up").endswith("| met |")
