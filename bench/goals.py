@@ -125,10 +125,12 @@ def _read(result: Callable[[str], dict[str, Any]]) -> list[Row]:
 def _cold_start(result: Callable[[str], dict[str, Any]]) -> list[Row]:
     """daemon cold start → first status"""
     daemon = result("daemon")
-    ms = 1000 * daemon["daemon_cold_start_s"]
+    ms, bare = 1000 * daemon["daemon_cold_start_s"], 1000 * daemon["bare_interpreter_start_s"]
+    verdict = "met" if ms <= 300 else (
+        f"not met on this machine: {ms / bare:.1f}× its bare interpreter's start; at that "
+        f"ratio 300 ms needs an interpreter that starts in {300 * bare / ms:.0f} ms")
     return [["daemon cold start → first `status`", f"{ms:.0f} ms",
-             f"bare interpreter {1000 * daemon['bare_interpreter_start_s']:.0f} ms", "≤ 300 ms",
-             "met" if ms <= 300 else "not met"]]
+             f"bare interpreter {bare:.0f} ms", "≤ 300 ms", verdict]]
 
 
 def _relay(result: Callable[[str], dict[str, Any]]) -> list[Row]:

@@ -77,3 +77,13 @@ def test_a_slow_catch_up_splits_into_the_opening_floor_and_the_rest() -> None:
     assert "takes 0.75 s on this machine" in row and "other 0.75 s (75 µs per op)" in row
     result["missed_ops"]["seconds"] = 0.9
     assert _row(goals(runs), "catch-up").endswith("| met |")
+
+
+def test_a_slow_cold_start_is_put_against_the_machine_s_interpreter() -> None:
+    runs = copy.deepcopy(_runs())
+    daemon = runs["daemon"]["result"]
+    daemon["daemon_cold_start_s"], daemon["bare_interpreter_start_s"] = 0.4, 0.1
+    row = _row(goals(runs), "daemon cold start")
+    assert "4.0× its bare interpreter's start" in row and "starts in 75 ms" in row
+    daemon["daemon_cold_start_s"] = 0.2
+    assert _row(goals(runs), "daemon cold start").endswith("| met |")
