@@ -34,6 +34,7 @@ from crosstalk.actors.relay_link import (
     LinkCommand,
     LinkStatus,
     LinkTimings,
+    LinkUp,
     RelayLink,
     open_relay_socket,
 )
@@ -43,7 +44,7 @@ from crosstalk.actors.room import RoomActor, RoomInput
 from crosstalk.actors.room_inbound import inbound_applier
 from crosstalk.actors.room_reseal import resealer
 from crosstalk.actors.room_send import SendOp
-from crosstalk.actors.router import Router, RouterInput
+from crosstalk.actors.router import MembershipNews, Router, RouterInput
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.room import Applied
 from crosstalk.errors import CrosstalkError, NotSetUp, UnknownRoom
@@ -62,6 +63,7 @@ from crosstalk.store.db import Store
 from crosstalk.store.identity import IdentityRecord, load_identity, new_identity, save_identity
 from crosstalk.store.rooms import list_rooms, room_state
 from crosstalk.store.settings import RELAY_URL, get_setting, set_setting
+from crosstalk.wire import relay as w
 from crosstalk.wire.room_ops import RoomOp
 
 log = logging.getLogger(__name__)
@@ -346,6 +348,20 @@ class Daemon:
         if await self.room_inbox(room_id) is not None:
             self._doorbells[room_id].ring()
 
+    def _relay_news(self) -> MembershipNews:
+        """What the router tells of the relay's news: all of it to the membership actor, and
+        each link-up to the features' link-up listeners too."""
+        assert self.membership is not None
+        membership = membership_news(self.membership.clone())
+
+        async def tell(news: w.Roster | w.RoomGone | LinkUp) -> None:
+            await membership(news)
+            if isinstance(news, LinkUp):
+                for listener in self.seams.link_up_listeners:
+                    await listener(news.rooms)
+
+        return tell
+
     async def start(self) -> None:
         """Start the fan-out of applied ops, membership and the router, the feature actors,
         then (with an identity) link and rooms."""
@@ -361,9 +377,7 @@ class Daemon:
             ),
             inbox_size=64,
         )
-        router = Router(
-            wake_room=self.wake_room, membership=membership_news(self.membership.clone())
-        )
+        router = Router(wake_room=self.wake_room, membership=self._relay_news())
         self.router = await self.supervisor.start_actor("router", router, inbox_size=64)
         for hook in self.seams.start:
             await hook()

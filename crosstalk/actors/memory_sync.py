@@ -36,7 +36,12 @@ What it does (the rules of the log itself live in :mod:`crosstalk.store.memory_l
 * **Own ops.** A claim that answered ``pending`` (the relay was unreachable) is watched here; when
   the relay sequences it, its outcome is applied and reported (logged, and marked reported).
 
-Inputs: :class:`Nudge` (rooms that just committed ops), :class:`Answer`, :class:`WatchOwn`.
+* **Probe after a link-up** (:class:`Resumed`): a room whose oldest op still at the relay
+  comes after the last we hold lost ops to the relay's retention while we were away; it is
+  probed like a room at start.
+
+Inputs: :class:`Nudge` (rooms that just committed ops), :class:`Answer`, :class:`WatchOwn`,
+:class:`Resumed`.
 Time: one deadline, the earliest retry (or the next look for newly joined rooms, every
 :data:`PROBE_EVERY` seconds), waited on with ``move_on_at`` around the inbox.
 """
@@ -99,7 +104,14 @@ class Probed:
     rooms: tuple[str, ...]
 
 
-MemorySyncInput = Nudge | Answer | WatchOwn | Probed
+@attrs.frozen
+class Resumed:
+    """The relay link is up again: per room, the oldest seq the relay still holds."""
+
+    firsts: tuple[tuple[str, int], ...]
+
+
+MemorySyncInput = Nudge | Answer | WatchOwn | Probed | Resumed
 
 
 class SyncStore(Protocol):
@@ -112,6 +124,10 @@ class SyncStore(Protocol):
         """The room's joined members (not those only invited), ourselves included."""
 
     async def cursor(self, room: str) -> MemoryCursor: ...
+
+    async def received_through(self, room: str) -> int:
+        """The highest seq of the room we hold, applied or still in the inbound log."""
+        ...
 
     async def stalled(self) -> list[MemoryCursor]: ...
 
@@ -218,6 +234,16 @@ class MemorySync:
                 probed.add(room)
                 await _probe_one(self._store, self._send_op, room, self._watch)
 
+    async def _probe_pruned(self, firsts: tuple[tuple[str, int], ...]) -> None:
+        """Probe each room whose oldest op held at the relay comes after a gap in what we hold:
+        the relay dropped ops we never got (we were away past its retention), and no later op
+        may come to show the gap (e2e, under load: a claim made while the relay was down never
+        reached a member that reconnected after the retention, until someone wrote again)."""
+        joined = set(await self._store.rooms())
+        for room, first in firsts:
+            if room in joined and first - 1 > await self._store.received_through(room):
+                await _probe_one(self._store, self._send_op, room, self._watch)
+
     _nursery: trio.Nursery
 
     async def _at_start(self) -> None:
@@ -236,6 +262,8 @@ class MemorySync:
         elif isinstance(item, Probed):
             self._probed = set(item.rooms) | (self._probed or set())
             self._next_probe = trio.current_time() + PROBE_EVERY
+        elif isinstance(item, Resumed):
+            await self._probe_pruned(item.firsts)
         else:
             self._watch(item.room, item.op_id)
 

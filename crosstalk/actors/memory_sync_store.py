@@ -35,6 +35,14 @@ class StoreAdapter:
     async def cursor(self, room: str) -> MemoryCursor:
         return await self._store.read(lambda c: m.cursor(c, room))
 
+    async def received_through(self, room: str) -> int:
+        def read(conn: sqlite3.Connection) -> int:
+            (inbound,) = conn.execute(
+                "SELECT max(seq) FROM relay_inbound WHERE room_id = ?", (room,)
+            ).fetchone()
+            return max(m.cursor(conn, room).last_seq, inbound or 0)
+        return await self._store.read(read)
+
     async def stalled(self) -> list[MemoryCursor]:
         return await self._store.read(m.stalled_rooms)
 

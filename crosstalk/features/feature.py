@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from crosstalk.actors.fanout import Subscriber
     from crosstalk.actors.room import AppliedListener, Applier, ApplyScope
     from crosstalk.features.caps import Capabilities
+    from crosstalk.wire.relay_log import ResumedRoom
     from crosstalk.wire.room_ops import RoomOp
 
 P = TypeVar("P")
@@ -41,6 +42,9 @@ SentWriter = Callable[["sqlite3.Connection", str, str, "RoomOp"], None]
 """Writes (room, op id, op) in the transaction that commits one of our own ops to the outbox,
 so what the feature keeps about it is durable with it, at no commit of its own; idempotent by
 op id (a retried post writes again)."""
+LinkUpListener = Callable[[list["ResumedRoom"]], Awaitable[None]]
+"""Told, in the router, where each room stands at the relay each time the link is up again;
+must not block (the router waits for it)."""
 StatusRead = Callable[[], Awaitable[Any]]
 """Returns an attrs value (or plain JSON data) shown under the feature's name in ``status``."""
 
@@ -91,6 +95,7 @@ class Plugs:
     sent_writers: tuple[SentWriter, ...] = ()  # in our own op's outbox transaction
     sent_listeners: tuple[SentListener, ...] = ()  # after it
     start: tuple[StartHook, ...] = ()
+    link_up_listeners: tuple[LinkUpListener, ...] = ()
     status: StatusRead | None = None
 
 

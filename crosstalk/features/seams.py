@@ -16,7 +16,14 @@ from crosstalk.actors.fanout import Subscriber
 from crosstalk.actors.relay_link_api import OutboxWrite
 from crosstalk.actors.room import AppliedListener, Applier, ApplyScope
 from crosstalk.core.room import Applied
-from crosstalk.features.feature import Plugs, SentListener, SentWriter, StartHook, StatusRead
+from crosstalk.features.feature import (
+    LinkUpListener,
+    Plugs,
+    SentListener,
+    SentWriter,
+    StartHook,
+    StatusRead,
+)
 from crosstalk.wire.room_ops import RoomOp
 
 
@@ -34,6 +41,7 @@ class Seams:
         self.sent_writers: list[SentWriter] = []
         self.sent_listeners: list[SentListener] = []
         self.start: list[StartHook] = []
+        self.link_up_listeners: list[LinkUpListener] = []
         self._status: dict[str, StatusRead] = {}
 
     def add(self, name: str, plugs: Plugs) -> None:
@@ -49,6 +57,7 @@ class Seams:
         self.sent_writers.extend(plugs.sent_writers)
         self.sent_listeners.extend(plugs.sent_listeners)
         self.start.extend(plugs.start)
+        self.link_up_listeners.extend(plugs.link_up_listeners)
         if plugs.status is not None:
             self._status[name] = plugs.status
 

@@ -18,6 +18,7 @@ from crosstalk.actors.memory_sync import (
     MemorySyncInput,
     Nudge,
     Probed,
+    Resumed,
     WatchOwn,
     probe,
 )
@@ -69,6 +70,9 @@ class FakeStore:
 
     async def cursor(self, room: str) -> MemoryCursor:
         return MemoryCursor(room, self.state.last_seq, 2 if self.hole else None)
+
+    async def received_through(self, room: str) -> int:
+        return self.state.last_seq
 
     async def stalled(self) -> list[MemoryCursor]:
         return [await self.cursor(ROOM)] if self.hole else []
@@ -305,6 +309,40 @@ async def test_a_room_left_and_joined_again_is_probed_again(
         at, posted_room, request = await room.next()
     assert (at, posted_room) == (PROBE_EVERY * 2, ROOM)
     assert isinstance(request, SyncRequest) and request.ask is None
+
+
+async def test_after_a_link_up_a_room_whose_log_now_starts_past_what_we_hold_is_probed(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The relay dropped ops we never got while we were away (past its retention): with no
+    later op to show the gap, the link-up's news must. A room without a gap, and one we are
+    not in, are not probed."""
+    store, room = FakeStore(hole=False), FakeRoom({})
+    have = store.state.last_seq
+    async with running(Supervisor(heartbeat=5.0)) as supervisor:
+        inbox = await start(supervisor, store, room)
+        await inbox.send(Probed((ROOM,)))
+        await inbox.send(Resumed((("elsewhere", have + 9), (ROOM, have + 1))))
+        with trio.move_on_after(1.0):
+            got = await room.next()
+            raise AssertionError(f"nothing is missing in {ROOM}, yet {got} was posted")
+        await inbox.send(Resumed(((ROOM, have + 2),)))  # seq have + 1 is gone
+        at, posted_room, request = await room.next()
+    assert (at, posted_room) == (1.0, ROOM)
+    assert isinstance(request, SyncRequest) and request.ask is None and request.have == have
+
+
+async def test_the_store_counts_ops_still_in_the_inbound_log_as_held(tmp_path: Path) -> None:
+    """An op committed by the link but not yet applied is no gap: no probe for it."""
+    async with open_store(tmp_path / "state.db") as db:
+        await db.write(lambda c: add_room(c, Room(ROOM, "r", "shared", "joined", 0, 0.0),
+                                          b"k" * 32))
+        adapter = StoreAdapter(db, MemoryFollower(ME.fingerprint))
+        assert await adapter.received_through(ROOM) == 0
+        await db.write(lambda c: c.execute(
+            "INSERT INTO relay_inbound (room_id, op_id, seq, sender, body, relay_ts, received_at)"
+            " VALUES (?, 'op-7', 7, 'x', x'00', 1.0, 1.0)", (ROOM,)))
+        assert await adapter.received_through(ROOM) == 7
 
 
 async def chunks_within(room: FakeRoom, seconds: float) -> list[tuple[float, SyncChunk]]:

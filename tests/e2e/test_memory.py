@@ -156,6 +156,42 @@ def test_a_member_away_past_retention_catches_up_by_snapshot(
     assert memory_rooms(ben)[0]["catching_up"] is False
 
 
+def test_a_member_whose_link_comes_back_after_the_retention_still_gets_the_op(
+    short_memory_people: tuple[list[Person], RelayProcess],
+) -> None:
+    """Ben's daemon keeps running but is away (frozen) while the relay restarts, ana's claim is
+    sequenced and the relay drops it past its retention. Nothing is written after it, so no later
+    op shows ben the gap: his link-up must (the relay says where each room's log now starts).
+    Seen in CI under load, when ben merely reconnected late."""
+    (ana, ben, _), relay = short_memory_people
+    pair(ana, ben)
+    task = op(ana, "task_add", text="rotate the signing key")["id"]
+    wait_until(lambda: len(op(ben, "tasks")["tasks"]) == 1, timeout=30, what="the task at ben's")
+    ben_pid = ben.daemon_pid()
+    assert ben_pid
+    port = relay.port
+    relay.kill(signal.SIGKILL)
+    os.kill(ben_pid, signal.SIGSTOP)
+    back = RelayProcess(relay.data, relay.stderr_path, "--retention", "2", "--port", str(port))
+    try:
+        back.start()
+        wait_until(lambda: op(ana, "status")["relay"]["connected"], timeout=30,
+                   what="ana to reconnect")
+        assert op(ana, "task_claim", id=task)["outcome"] in ("won", "pending")
+        wait_until(lambda: [t["claimed_by"] for t in op(ana, "tasks")["tasks"]] == ["ana"],
+                   timeout=30, what="ana's claim to be sequenced")
+        wait_until(lambda: relay_backlog(back) == 0, timeout=30, what="the relay to drop it")
+        os.kill(ben_pid, signal.SIGCONT)
+        wait_until(
+            lambda: [t["claimed_by"] for t in op(ben, "tasks")["tasks"]] == ["ana"],
+            timeout=60,
+            what="the claim to reach ben",
+        )
+    finally:
+        os.kill(ben_pid, signal.SIGCONT)
+        back.kill(signal.SIGTERM)
+
+
 def run_in(person: Person, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """The person's CLI run from ``cwd`` (the CLI passes its working directory on)."""
     env = {**os.environ, "CROSSTALK_RELAY": person.relay}

@@ -26,6 +26,7 @@ from crosstalk.actors.memory_sync import (
     MemorySync,
     MemorySyncInput,
     Nudge,
+    Resumed,
     WatchOwn,
     probe,
 )
@@ -43,6 +44,7 @@ from crosstalk.wire.memory import (
     MemoryOp,
     Outcome,
 )
+from crosstalk.wire.relay_log import ResumedRoom
 from crosstalk.wire.room_ops import MemoryEnvelope, RoomOp, SyncRequest
 
 log = logging.getLogger(__name__)
@@ -112,6 +114,17 @@ class MemoryFeature:
                 sync.send_nowait(item)
             except trio.WouldBlock:
                 log.info("memory sync is busy; dropped %s", type(item).__name__)
+
+    async def on_link_up(self, rooms: list[ResumedRoom]) -> None:
+        """Link-up listener: where each room stands at the relay, for the memory-sync actor to
+        probe the rooms whose ops the relay dropped while we were away (never blocks)."""
+        sync = await self.sync_inbox()
+        if sync is None:
+            return
+        try:
+            sync.send_nowait(Resumed(tuple((r.room, r.first) for r in rooms)))
+        except trio.WouldBlock:
+            log.info("memory sync is busy; dropped a link-up")
 
     async def sync_inbox(self) -> trio.MemorySendChannel[MemorySyncInput] | None:
         """The memory-sync actor's inbox, started once there is an identity."""

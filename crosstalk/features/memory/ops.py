@@ -188,6 +188,7 @@ def plug(daemon: Host) -> Plugs:
         apply_scopes=(feature.batch,),
         applied_listeners=(feature.on_applied,),
         start=(feature.start,),
+        link_up_listeners=(feature.on_link_up,),
     )
 
 
