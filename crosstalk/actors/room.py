@@ -242,7 +242,9 @@ class RoomActor:
 
     def _open_decided(self, conn: sqlite3.Connection, decided: list[_Decided]) -> list[Applied]:
         """Open the decided ops (on two threads if they are many), then accept or reject each,
-        in order."""
+        in order. Each accepted op's keys are taken before the next is accepted: a rekey of an
+        epoch we minted too brings the second key that the ops after it in the same batch were
+        sealed under (sim seed 297: taken only at apply, after the batch, they were dropped)."""
         results = iter(room_open.open_all(self._room, [d.job for d in decided if d.job]))
         opened = []
         for d in decided:
@@ -252,9 +254,13 @@ class RoomActor:
                 op = None
             else:
                 op = self._accept(conn, d.job, next(results), item)
-            opened.append(Applied(
+            entry = Applied(
                 self._room, item.seq, item.op_id, item.sender, item.relay_ts, op, d.epoch
-            ))
+            )
+            if op is not None:
+                for taker in self._key_takers:
+                    taker(conn, entry)
+            opened.append(entry)
         return opened
 
     def _accept(

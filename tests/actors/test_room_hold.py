@@ -21,9 +21,11 @@ from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.room import Applied
 from crosstalk.features.membership.key_share import apply_key_share
 from crosstalk.features.membership.keys import seal_key
+from crosstalk.features.rooms.appliers import apply_rekey
+from crosstalk.store import room_keys
 from crosstalk.store.db import RunSync, Store, run_inline
 from crosstalk.store.rooms import Room, RoomMember, add_member, add_room
-from crosstalk.wire.room_ops import KeyShare, MessageOp, encode_op, frame_body
+from crosstalk.wire.room_ops import KeyShare, MessageOp, Rekey, RoomOp, encode_op, frame_body
 
 ROOM = "h" * 32
 KEYS = {0: bytes(range(32)), 1: bytes(range(1, 33))}
@@ -32,11 +34,15 @@ BEN = crypto.Keys(b"\x03" * 32, b"\x04" * 32)
 CY = crypto.Keys(b"\x05" * 32, b"\x06" * 32)
 
 
-def _sealed(signer: crypto.Keys, op_id: str, epoch: int = 0) -> bytes:
-    op = MessageOp(msg_id=op_id, text=op_id)
+def _sealed(
+    signer: crypto.Keys, op_id: str, epoch: int = 0, *, key: bytes | None = None,
+    op: RoomOp | None = None,
+) -> bytes:
+    """``op`` (by default a message) sealed under ``key`` (by default the epoch's in KEYS)."""
     sealed = crypto.seal_op(
-        signer, KEYS[epoch], encode_op(op), room_id=ROOM, epoch=epoch, op_id=op_id,
-        nonce=op_id.encode().ljust(24, b"\x00")[:24],
+        signer, KEYS[epoch] if key is None else key,
+        encode_op(MessageOp(msg_id=op_id, text=op_id) if op is None else op),
+        room_id=ROOM, epoch=epoch, op_id=op_id, nonce=op_id.encode().ljust(24, b"\x00")[:24],
     )
     return frame_body(epoch, sealed)
 
@@ -110,6 +116,7 @@ async def _run(
     test: Callable[[_Room, trio.MemorySendChannel[Wake]], object],
     *,
     key_takers: Sequence[Applier] = (),
+    appliers: Sequence[Applier] = (),
 ) -> None:
     world = _Room(store)
     link_send, link_receive = trio.open_memory_channel[LinkCommand](1)
@@ -118,7 +125,8 @@ async def _run(
         await nursery.start(supervisor.run)
         actor = RoomActor(
             room_id=ROOM, store=store, keys=ANA, relay=RelayClient(link_send, LinkTimings()),
-            appliers=[world.record], on_applied=world.listener, key_takers=key_takers,
+            appliers=[*appliers, world.record], on_applied=world.listener,
+            key_takers=key_takers,
         )
         inbox = await supervisor.start_actor("room", actor)
         await test(world, inbox)  # type: ignore[misc]
@@ -228,3 +236,42 @@ async def test_a_key_that_comes_after_the_op_it_opens_is_taken_ahead_of_the_log(
         ]
     else:
         assert [a.seq for a in seen] == [1]
+
+
+BENS_EPOCH_1 = bytes(range(2, 34))  # ben's key for epoch 1; ana minted KEYS[1] for it too
+
+
+@pytest.mark.parametrize("takes_keys_in_order", [True, False])
+async def test_a_second_key_for_an_epoch_we_minted_opens_what_follows_it_in_the_same_batch(
+    takes_keys_in_order: bool,
+) -> None:
+    """Ana and ben removed someone at once: both minted epoch 1. Ben's rekey (seq 1) and his
+    first message under his epoch-1 key (seq 2) come in one batch (ana was away). Ana already
+    holds a key for epoch 1, so seq 2 is opened at once: it opens only if ben's key, taken from
+    seq 1, is kept beside hers before seq 2 is accepted (sim seed 297). The planted bug takes
+    keys only when the batch is applied: seq 2 is rejected."""
+    rekey = Rekey(1, CY.fingerprint, {ANA.fingerprint: seal_key(ANA.x_pub, BENS_EPOCH_1, ROOM, 1)})
+    async with room_store() as store:
+        def minted(conn: sqlite3.Connection) -> None:
+            room_keys.rotate_key(conn, ROOM, 1, KEYS[1], removed=CY.fingerprint)
+            _inbound(
+                (1, "r1", BEN, _sealed(BEN, "r1", epoch=0, op=rekey)),
+                (2, "b1", BEN, _sealed(BEN, "b1", epoch=1, key=BENS_EPOCH_1)),
+            )(conn)
+
+        await store.write(minted)
+        seen: list[Applied] = []
+
+        async def test(world: _Room, inbox: trio.MemorySendChannel[Wake]) -> None:
+            await world.wait_for(2, inbox)
+            seen.extend(world.seen)
+
+        def take(conn: sqlite3.Connection, applied: Applied) -> None:
+            apply_rekey(conn, applied, ANA)
+
+        await _run(store, test, appliers=[take], key_takers=[take] if takes_keys_in_order else [])
+    opened = [(a.seq, type(a.op).__name__) for a in seen]
+    if takes_keys_in_order:
+        assert opened == [(1, "Rekey"), (2, "MessageOp")]
+    else:
+        assert opened == [(1, "Rekey"), (2, "NoneType")]
