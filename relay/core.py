@@ -320,13 +320,16 @@ class RelayCore:
     # --- the log -------------------------------------------------------------------------------
 
     def _post(self, c: Conn, f: w.Post, now: float, out: list[Effect]) -> None:
-        state = self._rooms.require_joined(f.room, c.fp)
         if not 1 <= len(f.op_id) <= 128:
             raise refuse("bad_frame", "op_id must be 1-128 characters")
-        seq = state.op_ids.get(f.op_id)
-        if seq is not None:  # a retried post: same answer, stored once
+        # A retried post: the same answer, stored once. Asked before membership: a member
+        # removed after its op was sequenced, whose answer was lost, must hear that it was
+        # (sim seed 5249: it was told refused, and the others had read it).
+        seq = self._rooms.own_seq(f.room, c.fp, f.op_id)
+        if seq is not None:
             out.append(Send(c.id, w.Posted(f.req, f.room, seq)))
             return
+        state = self._rooms.require_joined(f.room, c.fp)
         if len(f.body) > w.MAX_OP_BODY:
             raise refuse("too_large", "an op body is limited to 1 MiB")
         cfg = self.config

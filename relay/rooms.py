@@ -129,6 +129,14 @@ class RoomBook:
             raise refuse("unknown_room", f"there is no room {room!r}")
         return state
 
+    def own_seq(self, room: str, fp: str, op_id: str) -> int | None:
+        """The seq of ``fp``'s op ``op_id`` in ``room`` while the relay still holds it."""
+        state = self.rooms.get(room)
+        seq = state.op_ids.get(op_id) if state is not None else None
+        if state is None or seq is None or state.log[seq - state.first()].sender != fp:
+            return None
+        return seq
+
     def require_joined(self, room: str, fp: str) -> RoomState:
         state = self.get(room)
         member = state.members.get(fp)

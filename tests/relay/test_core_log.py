@@ -6,7 +6,7 @@ from crosstalk.wire import relay as w
 from relay.effects import Send
 from relay.limits import RelayConfig
 from relay.storage import MemoryStorage, OpAppended
-from tests.relay.harness import ALICE, BOB, MALLORY, World, frames_of
+from tests.relay.harness import ALICE, BOB, CAROL, MALLORY, World, frames_of
 
 
 def _two(world: World, **login: object) -> tuple[int, int]:
@@ -65,6 +65,24 @@ def test_retried_post_returns_original_seq_and_is_stored_once() -> None:
     [p2] = world.ok(a, w.Post(world.req(), "ab", "same", b"x"))
     assert isinstance(p1, w.Posted) and isinstance(p2, w.Posted) and p1.seq == p2.seq == 1
     assert _seqs(world.take(b)) == [1]
+    assert world.core.statistics().held_ops == 1
+
+
+def test_a_retried_post_is_answered_posted_after_its_sender_was_removed() -> None:
+    """Alice's op is sequenced, her answer lost, and Bob removes her before she retries: while
+    the relay holds the op, her retry hears its seq, not not_a_member (she would report as
+    refused an op Bob reads). Nobody else gets an answer for her op id."""
+    world = World()
+    a, b = _two(world)
+    world.ok(a, w.Post(world.req(), "ab", "mine", b"x"))
+    world.close(a)
+    world.ok(b, w.Remove(world.req(), "ab", ALICE.fp))
+    a2 = world.login(ALICE, resume=False)
+    [posted] = world.ok(a2, w.Post(world.req(), "ab", "mine", b"x"))
+    assert isinstance(posted, w.Posted) and posted.seq == 1
+    assert world.error(a2, w.Post(world.req(), "ab", "new", b"x")) == "not_a_member"
+    c = world.login(CAROL)
+    assert world.error(c, w.Post(world.req(), "ab", "mine", b"x")) == "not_a_member"
     assert world.core.statistics().held_ops == 1
 
 
