@@ -126,7 +126,8 @@ class SyncStore(Protocol):
     async def cursor(self, room: str) -> MemoryCursor: ...
 
     async def received_through(self, room: str) -> int:
-        """The highest seq of the room we hold, applied or still in the inbound log."""
+        """The seq through which we hold the room's log: committed by the link (applied or
+        not), or reached by a memory snapshot."""
         ...
 
     async def stalled(self) -> list[MemoryCursor]: ...

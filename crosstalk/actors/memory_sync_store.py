@@ -8,6 +8,7 @@ import sqlite3
 import time
 
 from crosstalk.store import memory as m
+from crosstalk.store import room_log
 from crosstalk.store.db import Store
 from crosstalk.store.memory import MemoryCursor
 from crosstalk.store.memory_log import MemoryFollower
@@ -37,10 +38,9 @@ class StoreAdapter:
 
     async def received_through(self, room: str) -> int:
         def read(conn: sqlite3.Connection) -> int:
-            (inbound,) = conn.execute(
-                "SELECT max(seq) FROM relay_inbound WHERE room_id = ?", (room,)
-            ).fetchone()
-            return max(m.cursor(conn, room).last_seq, inbound or 0)
+            # The link's cursor (ops committed, applied or not, and our own posts), or the
+            # memory's, when a snapshot took it further.
+            return max(m.cursor(conn, room).last_seq, room_log.relay_cursor(conn, room))
         return await self._store.read(read)
 
     async def stalled(self) -> list[MemoryCursor]:

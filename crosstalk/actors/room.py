@@ -242,25 +242,29 @@ class RoomActor:
 
     def _open_decided(self, conn: sqlite3.Connection, decided: list[_Decided]) -> list[Applied]:
         """Open the decided ops (on two threads if they are many), then accept or reject each,
-        in order. Each accepted op's keys are taken before the next is accepted: a rekey of an
-        epoch we minted too brings the second key that the ops after it in the same batch were
-        sealed under (sim seed 297: taken only at apply, after the batch, they were dropped)."""
+        in order. An op that did not open under its epoch's key first takes the keys the ops
+        before it in the batch bring: a rekey of an epoch we minted too brings the second key
+        the ops after it were sealed under (sim seed 297: taken only when the batch was
+        applied, they were dropped). Only then: the appliers' order stays the log's."""
         results = iter(room_open.open_all(self._room, [d.job for d in decided if d.job]))
-        opened = []
+        opened: list[Applied] = []
+        taken = 0  # opened[:taken] had their keys taken
         for d in decided:
             item = d.item
             if d.job is None:
                 self._reject(item, d.why)
                 op = None
             else:
-                op = self._accept(conn, d.job, next(results), item)
-            entry = Applied(
+                result = next(results)
+                if isinstance(result, crypto.OpenFailed):
+                    for entry in opened[taken:]:
+                        for taker in self._key_takers:
+                            taker(conn, entry)
+                    taken = len(opened)
+                op = self._accept(conn, d.job, result, item)
+            opened.append(Applied(
                 self._room, item.seq, item.op_id, item.sender, item.relay_ts, op, d.epoch
-            )
-            if op is not None:
-                for taker in self._key_takers:
-                    taker(conn, entry)
-            opened.append(entry)
+            ))
         return opened
 
     def _accept(

@@ -73,6 +73,12 @@ def epochs_held(conn: sqlite3.Connection, room_id: str) -> frozenset[int]:
     return frozenset(int(r[0]) for r in rows)
 
 
+def relay_cursor(conn: sqlite3.Connection, room_id: str) -> int:
+    """The seq up to which the link has committed the room's ops here (0 before any)."""
+    row = conn.execute("SELECT seq FROM relay_cursors WHERE room_id = ?", (room_id,)).fetchone()
+    return int(row[0]) if row else 0
+
+
 def relay_cursors(conn: sqlite3.Connection) -> dict[str, int]:
     """Each room's relay cursor: the seq up to which the link has committed its ops here."""
     return {str(r): int(s) for r, s in conn.execute("SELECT room_id, seq FROM relay_cursors")}

@@ -27,9 +27,11 @@ from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.memory import MemoryState
 from crosstalk.core.memory_transfer import signed_message, unpack_snapshot
 from crosstalk.store.db import open_store
+from crosstalk.store.link import commit_inbound
 from crosstalk.store.memory import MemoryCursor
 from crosstalk.store.memory_log import MemoryFollower
 from crosstalk.store.rooms import Room, RoomMember, add_member, add_room
+from crosstalk.wire import relay as w
 from crosstalk.wire.memory import FactAdd, MemorySnapshot, OpContext, Outcome, OutcomeCode
 from crosstalk.wire.room_ops import RoomOp, SyncChunk, SyncRequest
 from tests.actors.fakes import running
@@ -339,9 +341,7 @@ async def test_the_store_counts_ops_still_in_the_inbound_log_as_held(tmp_path: P
                                           b"k" * 32))
         adapter = StoreAdapter(db, MemoryFollower(ME.fingerprint))
         assert await adapter.received_through(ROOM) == 0
-        await db.write(lambda c: c.execute(
-            "INSERT INTO relay_inbound (room_id, op_id, seq, sender, body, relay_ts, received_at)"
-            " VALUES (?, 'op-7', 7, 'x', x'00', 1.0, 1.0)", (ROOM,)))
+        await db.write(lambda c: commit_inbound(c, w.Op(ROOM, 7, "x", "op-7", b"\x00", 1.0), 1.0))
         assert await adapter.received_through(ROOM) == 7
 
 
