@@ -382,7 +382,11 @@ def test_a_claim_made_while_the_relay_is_down_is_pending_then_settled(
             what="the claim to reach ben",
         )
         assert [t["claimed_by"] for t in op(ana, "tasks")["tasks"]] == ["ana"]
-        log = (ana.home / "daemon.log").read_text()
-        assert "our pending claim" in log and "resolved: won" in log
+
+        def reported() -> bool:  # logged by ana's memory sync once it sees the claim applied
+            log = (ana.home / "daemon.log").read_text()
+            return "our pending claim" in log and "resolved: won" in log
+
+        wait_until(reported, timeout=30, what="ana's daemon to report its pending claim won")
     finally:
         back.kill(signal.SIGTERM)
