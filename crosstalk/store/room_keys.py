@@ -29,11 +29,11 @@ def take_key(conn: sqlite3.Connection, room_id: str, epoch: int, key: bytes) -> 
     conn.execute("UPDATE rooms SET epoch = max(epoch, ?) WHERE room_id = ?", (epoch, room_id))
 
 
-def rotate_key(
-    conn: sqlite3.Connection, room_id: str, epoch: int, key: bytes, removed: str
-) -> None:
-    """Our kick: ``removed`` is gone and the room moves to ``epoch`` under ``key`` (minted here;
-    if a rekey for ``epoch`` from someone else came first, ours is kept beside it)."""
+def rotate_key(conn: sqlite3.Connection, room_id: str, epoch: int, key: bytes) -> None:
+    """Our kick: the room moves to ``epoch`` under ``key`` (minted here; if a rekey for
+    ``epoch`` from someone else came first, ours is kept beside it). The removed member is
+    already gone from the roster the kick fetched after the removal, unless someone invited
+    them back since; then they stay listed, as the relay has them (sim seed 7520)."""
     held = _held(conn, room_id, epoch)
     if held is None:
         conn.execute(
@@ -43,7 +43,6 @@ def rotate_key(
     elif held[0] != key:
         _keep_alternate(conn, room_id, epoch, key)
     conn.execute("UPDATE rooms SET epoch = max(epoch, ?) WHERE room_id = ?", (epoch, room_id))
-    mark_gone(conn, room_id, removed)
 
 
 def take_rekeyed(conn: sqlite3.Connection, room_id: str, epoch: int, key: bytes) -> bool:

@@ -253,7 +253,7 @@ async def test_a_second_key_for_an_epoch_we_minted_opens_what_follows_it_in_the_
     rekey = Rekey(1, CY.fingerprint, {ANA.fingerprint: seal_key(ANA.x_pub, BENS_EPOCH_1, ROOM, 1)})
     async with room_store() as store:
         def minted(conn: sqlite3.Connection) -> None:
-            room_keys.rotate_key(conn, ROOM, 1, KEYS[1], removed=CY.fingerprint)
+            room_keys.rotate_key(conn, ROOM, 1, KEYS[1])
             _inbound(
                 (1, "r1", BEN, _sealed(BEN, "r1", epoch=0, op=rekey)),
                 (2, "b1", BEN, _sealed(BEN, "b1", epoch=1, key=BENS_EPOCH_1)),

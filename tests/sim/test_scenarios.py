@@ -7,11 +7,13 @@ every run (the seed still drives scheduling), with no faults, and then apply eve
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from crosstalk.features.rooms import appliers
 from crosstalk.store import room_keys
 from tests.sim.faults import Fault
 from tests.sim.runner import Outcome, run_seed
@@ -161,3 +163,62 @@ def test_a_memory_hole_nobody_can_fill_is_given_up_by_one_and_the_rest_converge(
     assert "giving it up" in log.read_text(), "the race did not happen: no hole was given up"
     assert outcome.coverage.get("check:memory", 0) >= 2
     assert outcome.failures == [], outcome.failures
+
+
+# n1 removes n3 while n0 invites n3 back, in the same instant (seed 7089's shape): where the
+# relay takes the removal first, n3 ends invited, and every member must list it so.
+KICK_AND_INVITE_BACK = [
+    *ROOM_OF_FOUR,
+    (60.0, "n1", "kick", {"room": "r1", "peer": "n3"}),
+    (60.0, "n0", "invite", {"room": "r1", "peer": "n3"}),
+    (120.0, "n1", "send", {"to": "#r1"}),
+    (120.0, "n2", "send", {"to": "#r1"}),
+]
+REINVITE_SEEDS = (1, 3, 5)  # seeds whose schedule sequences the removal before the invite
+
+
+def _kicked_and_invited_back(seed: int) -> Outcome:
+    outcome = run_seed(seed, scenario=_scenario(KICK_AND_INVITE_BACK), faults_keep=set())
+    events = [json.loads(line) for line in outcome.history]
+    done = sorted(e["op"] for e in events if e["phase"] == "ok" and e["t"] > 50.0
+                  and e["op"] in ("room_kick", "room_invite"))
+    assert done == ["room_invite", "room_kick"], (seed, done)
+    return outcome
+
+
+def test_a_member_invited_back_while_being_removed_is_listed_invited_by_everyone() -> None:
+    """Applying the rekey marks n3 gone; the relay's roster, fetched once the rekey is applied,
+    lists it again (the push saying so may have been applied first), and the remover's own kick
+    leaves it as the roster it fetched after the removal has it. Each run: the roster checker
+    agrees with the relay."""
+    for seed in REINVITE_SEEDS:
+        outcome = _kicked_and_invited_back(seed)
+        assert outcome.coverage.get("check:roster", 0) >= 1
+        assert outcome.failures == [], (seed, outcome.failures)
+
+
+@pytest.mark.parametrize("plant", ["no roster after a rekey", "the remover marks gone"])
+def test_trusting_the_rekey_over_the_relay_leaves_the_invited_member_out(
+    plant: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The planted bugs: the rekey's removal stands without the relay's later word (at the
+    members, or at the remover): the roster checker catches one of the runs."""
+    if plant == "no roster after a rekey":
+        async def kept(daemon: object, room_id: str) -> bool:
+            return True
+
+        monkeypatch.setattr(appliers, "_roster_now", kept)
+    else:
+        rotate = room_keys.rotate_key
+
+        def rotate_and_forget(conn: sqlite3.Connection, room_id: str, epoch: int,
+                              key: bytes) -> None:
+            rotate(conn, room_id, epoch, key)
+            conn.execute("UPDATE room_members SET gone = 1 WHERE room_id = ? AND fingerprint IN "
+                         "(SELECT fingerprint FROM room_members WHERE room_id = ? AND "
+                         "state = 'invited')", (room_id, room_id))
+
+        monkeypatch.setattr(room_keys, "rotate_key", rotate_and_forget)
+    caught = [seed for seed in REINVITE_SEEDS
+              if "roster" in {f.checker for f in _kicked_and_invited_back(seed).failures}]
+    assert caught, f"no run of seeds {REINVITE_SEEDS} caught the planted bug"

@@ -13,6 +13,7 @@ from crosstalk import crypto
 from crosstalk.core.room import Applied
 from crosstalk.errors import CrosstalkError
 from crosstalk.features.caps import Capabilities as Daemon
+from crosstalk.features.membership.actor import fetch_roster
 from crosstalk.features.membership.keys import (
     key_context,
     share_with_stranded,
@@ -75,7 +76,10 @@ def apply_rekey(conn: sqlite3.Connection, applied: Applied, keys: crypto.Keys) -
     op = applied.op
     if not isinstance(op, Rekey):
         return
-    # Gone, not deleted: what they signed before the removal must still verify here.
+    # Gone, not deleted: what they signed before the removal must still verify here. Gone at
+    # once, because the relay's roster saying so may come later (another actor applies it) and
+    # the key listener must not pass the new key to them; _roster_now then lists them again
+    # if someone invited them back after the removal.
     room_keys.mark_gone(conn, applied.room_id, op.removed)
     take_sealed_key(conn, keys, applied.room_id, op.epoch, op.sealed)
 
@@ -106,8 +110,28 @@ async def _after(daemon: Daemon, entry: Applied) -> None:
         if names is not None:
             await daemon.send_op(entry.room_id, names)
     elif isinstance(entry.op, Rekey):
+        if not await _roster_now(daemon, entry.room_id):
+            return
         await share_with_stranded(
             daemon.store, daemon.send_op, entry.room_id, daemon.keys.fingerprint,
             entry.op.sealed,
         )
         await rekeyed_at_once(daemon, entry, entry.op)
+
+
+async def _roster_now(daemon: Daemon, room_id: str) -> bool:
+    """Bring the room's roster to the relay's before passing a rekey on; False if we are no
+    longer in the room. Applying the rekey marked its removed member gone, but someone may have
+    invited them back after the removal: the relay's roster lists them again (the push that
+    said so may have been applied before the rekey), and whoever invited them owes them the new
+    key (sim seed 7089). Fetched after the rekey was sequenced, the relay's roster is at least
+    as new as the removal, so a member it lists was not removed by this rekey."""
+    try:
+        return await fetch_roster(
+            daemon.store, await daemon.relay(), daemon.membership, room_id
+        )
+    except CrosstalkError as exc:
+        # Passed on to the roster as we hold it; the next refresh brings the rest.
+        log.info("room %s: roster not fetched after a rekey: %s", room_id, exc.message)
+        return True
+

@@ -73,9 +73,7 @@ async def _rekey(daemon: Daemon, relay: RelayClient, room_id: str, removed: str)
     # epoch in the same commit: in a commit of its own, a joiner who named itself under the old
     # epoch in between was owed no share (its MemberNamed applied while we were still at the
     # old one), and never got the key if it joined after the rekey was sequenced (sim seed 127).
-    rotate = functools.partial(
-        room_keys.rotate_key, room_id=room_id, epoch=epoch, key=key, removed=removed
-    )
+    rotate = functools.partial(room_keys.rotate_key, room_id=room_id, epoch=epoch, key=key)
     await daemon.send_op(room_id, Rekey(epoch, removed, sealed), also=rotate)
     # Invited members cannot read the rekey op (their cursor starts when they accept).
     await share_with_stranded(daemon.store, daemon.send_op, room_id, keys.fingerprint, sealed)
