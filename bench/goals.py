@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from bench.cpu_profile import CRYPTO, OURS, SCHEDULING
+
 RELAY_GOALS = {2: 0.6, 20: 0.3}  # 500 clients, 1 in flight: ops ÷ the echo ceiling
 HOOK_EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop")
 
@@ -49,6 +51,21 @@ def _results(runs: dict[str, Any]) -> Callable[[str], dict[str, Any]]:
     return result
 
 
+def _scheduling(timeline: dict[str, Any]) -> str:
+    """What the timeline's CPU profile says of the daemons' work, if it was taken."""
+    profile = [timeline.get("cpu_profile", {}).get(n) for n in ("sender", "recipient")]
+    if not all(profile):
+        return ""
+
+    def span(kind: str) -> str:
+        shares = [p.get(kind, 0.0) for p in profile if p]
+        return f"{min(shares):.0%}-{max(shares):.0%}"
+
+    return (f"; a profile of the two daemons puts {span(SCHEDULING)} of their CPU in trio's "
+            f"scheduling (the hand-offs between actors), {span(OURS)} in our actors' own code "
+            f"and {span(CRYPTO)} in crypto")
+
+
 def _held(result: Callable[[str], dict[str, Any]]) -> list[Row]:
     """send → held at the recipient's daemon"""
     held = result("latency")["send_to_held"]
@@ -69,7 +86,7 @@ def _held(result: Callable[[str], dict[str, Any]]) -> list[Row]:
     else:
         verdict = (f"not met: the floor of our durability is {floor:.2f} ms ({parts}), below "
                    f"crosschat's; the rest is the processes' own work ({work}; the stages are "
-                   "in the timeline)")
+                   f"in the timeline){_scheduling(result('timeline'))}")
     return [
         ["send → held, p50", f"{held['p50_ms']:.1f} ms", f"crosschat {crosschat:.1f} ms",
          "≤ crosschat's", verdict],

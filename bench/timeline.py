@@ -49,6 +49,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import cpu_profile
 from bench._common import cpu_seconds, echo_round_trips, percentile, progress
 from bench.latency import ARRIVAL_TIMEOUT, TwoDaemons, fsync_times
 from crosstalk.client import call
@@ -165,6 +166,7 @@ def run(count: int) -> dict[str, Any]:
         loop_ms = (time.monotonic() - started) * 1000 / count
         cpu = {name: (cpu_seconds(pids[name]) - was) * 1000 / count
                for name, was in cpu_before.items()}
+        profile = _profile({name: pid for name, pid in pids.items() if pid}, a, b, count)
         fsyncs = fsync_times(b.root, 50)
         commits = commit_times(b.root, 50)
         echo = echo_round_trips(100)
@@ -183,6 +185,7 @@ def run(count: int) -> dict[str, Any]:
         "send_to_decided": {"p50_ms": _ms(total, 0.5), "p90_ms": _ms(total, 0.9)},
         "send_reply": {"p50_ms": _ms(sent, 0.5), "p90_ms": _ms(sent, 0.9)},
         "cpu_ms_per_message": cpu,
+        "cpu_profile": profile,
         "loop_ms_per_message": loop_ms,
         "alone": {
             "fsync_4k": {"p50_ms": _ms(fsyncs, 0.5)},
@@ -194,6 +197,48 @@ def run(count: int) -> dict[str, Any]:
         "load_before": load_before,
         "load_after": round(os.getloadavg()[0], 2),
     }
+
+
+def _profile(pids: dict[str, int], sender: Home, recipient: Home, count: int
+             ) -> dict[str, dict[str, float]]:
+    """Each process's CPU by kind of work (bench/cpu_profile.py), over ``count`` more messages
+    sent under py-spy after the timed ones; empty without py-spy."""
+    if not cpu_profile.available():
+        return {}
+    progress(f"where the CPU goes: {count} more messages under py-spy")
+    with cpu_profile.sampled(pids) as samples:
+        for i in range(count):
+            one_message(sender, recipient, 100_000 + i)
+    return {name: cpu_profile.shares(bins) for name, bins in samples.items()}
+
+
+def _profile_table(result: dict[str, Any]) -> str:
+    """Per kind of work, the CPU per message it took in each process (its share of the samples
+    times that process's measured CPU per message)."""
+    profile, cpu = result.get("cpu_profile") or {}, result.get("cpu_ms_per_message") or {}
+    names = [n for n in ("sender", "relay", "recipient") if profile.get(n) and n in cpu]
+    if not names:
+        return ""
+    bins = [b for b, _ in cpu_profile.BINS] + [cpu_profile.OTHER]
+    heads = {"sender": "Ana's daemon", "relay": "the relay", "recipient": "Ben's daemon"}
+    rows = ["| CPU per message, by kind of work | " + " | ".join(heads[n] for n in names) + " |",
+            "|---|" + "---|" * len(names)]
+    for kind in bins:
+        cells = [f"{profile[n].get(kind, 0.0) * cpu[n]:.2f} ms ({profile[n].get(kind, 0.0):.0%})"
+                 for n in names]
+        rows.append(f"| {kind} | " + " | ".join(cells) + " |")
+    rows.append("| **all (measured, /proc)** | " + " | ".join(f"{cpu[n]:.2f} ms" for n in names)
+                + " |")
+    return "\n".join([
+        "", *rows, "",
+        "Where that CPU goes: py-spy sampled the thread holding the GIL in each process while "
+        "the same number of messages again went through, after the timed ones "
+        "(`bench/cpu_profile.py`); each sample is binned by its innermost frame that names a "
+        "kind of work, and a bin's share of the samples is applied to the CPU per message "
+        "measured above. Crypto, SQLite, encoding and the sockets are the work any design "
+        "pays; trio's scheduling and our actors' own code are the hand-offs between actors and "
+        "what each does per message, the part a faster send → held has to cut.",
+    ]) + "\n"
 
 
 def _cpu_text(result: dict[str, Any]) -> str:
@@ -245,7 +290,7 @@ def markdown(result: dict[str, Any]) -> str:
         f"{_cpu_text(result)} Load average (1 min) before {result.get('load_before', '?')}, after "
         f"{result.get('load_after', '?')}: on a loaded machine every stage stretches. "
         "See `bench/timeline.py`.",
-    ]) + "\n"
+    ]) + "\n" + _profile_table(result)
 
 
 def main() -> None:

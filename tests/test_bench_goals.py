@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from bench.cpu_profile import CRYPTO, OURS, SCHEDULING
 from bench.goals import goals
 
 RESULTS = Path(__file__).parent.parent / "docs" / "performance" / "results.json"
@@ -87,3 +88,18 @@ def test_a_slow_cold_start_is_put_against_the_machine_s_interpreter() -> None:
     assert "4.0× its bare interpreter's start" in row and "starts in 75 ms" in row
     daemon["daemon_cold_start_s"] = 0.2
     assert _row(goals(runs), "daemon cold start").endswith("| met |")
+
+
+def test_a_send_slower_than_crosschat_cites_the_daemons_profile_when_it_was_taken() -> None:
+    runs = copy.deepcopy(_runs())
+    runs["latency"]["result"]["send_to_held"]["p50_ms"] = 99.0
+    runs["timeline"]["result"]["alone"]["wal_commit"]["p50_ms"] = 0.1
+    runs["timeline"]["result"].pop("cpu_profile", None)
+    assert "trio's scheduling" not in _row(goals(runs), "send → held, p50")
+    runs["timeline"]["result"]["cpu_profile"] = {
+        "sender": {SCHEDULING: 0.42, OURS: 0.17, CRYPTO: 0.03},
+        "recipient": {SCHEDULING: 0.35, OURS: 0.21, CRYPTO: 0.04},
+    }
+    row = _row(goals(runs), "send → held, p50")
+    assert "puts 35%-42% of their CPU in trio's scheduling" in row
+    assert "17%-21% in our actors' own code and 3%-4% in crypto" in row

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -52,6 +53,11 @@ def test_quick_bench_writes_every_section_plot_and_figure(tmp_path: Path) -> Non
     # A notice cannot be printed by the hook before the message is held at the daemon.
     assert printed["n"] == 3 and printed["p50_ms"] >= latency["notice_hook_run"]["p50_ms"] > 0
     assert "notice printed by recipient's hook" in page
+    if shutil.which("py-spy"):  # the test extra installs it: the daemons' CPU, by kind of work
+        profile = results["runs"]["timeline"]["result"]["cpu_profile"]
+        assert set(profile) == {"sender", "relay", "recipient"}, profile
+        assert all(abs(sum(shares.values()) - 1) < 1e-6 for shares in profile.values())
+        assert "| CPU per message, by kind of work |" in page
     assert "`crosstalk read --json`" in page
     assert "send → notice at the recipient's hook" not in page.split("## Not measured yet")[1]
     assert (ROOT / "docs" / "performance.md").read_bytes() == docs_page  # docs/ untouched
