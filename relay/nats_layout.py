@@ -5,7 +5,8 @@ Theory of operation
 Everything durable lives in stream ``N_rooms`` (namespace ``N``) under ``N.s.>``, one subject per
 thing that needs an order of its own:
 
-* ``N.s.r.<room>.m``: the room's membership events (``room``, ``member``, ``drop``) as JSON;
+* ``N.s.r.<room>.m``: the room's membership events (``room``, ``member``, ``drop``, and
+  ``owed``: a departed member's unacknowledged op ids) as JSON;
   ``gone`` (the room was deleted) is a rollup that leaves only itself.
 * ``N.s.r.<room>.o``: the room's ops. A lone op is one message: the body is the payload,
   seq/sender/op id/time are headers. Consecutive ops of one sender that a node decided in one
@@ -45,6 +46,7 @@ from crosstalk.wire.relay import Member, Side
 from relay.limits import RelayConfig
 from relay.storage import (
     CursorPut,
+    DepartedOps,
     DevicePut,
     GrantDeleted,
     GrantPut,
@@ -71,6 +73,9 @@ SLOT_KEEP = max(_DEFAULTS.slot_ttl, _DEFAULTS.grant_ttl) + 60.0
 # larger): the headers of 64 ops with the longest op ids stay far below NATS's limits.
 MAX_GROUP_OPS = 64
 MAX_GROUP_BYTES = 1 << 20
+
+# The writes of a room's membership message (``N.s.r.<room>.m``), one event each.
+Membership = RoomPut | MemberPut | MemberDeleted | DepartedOps
 
 
 @attrs.frozen
@@ -126,7 +131,7 @@ class Layout:
         one message (so a request's roster change is one event), and so do consecutive ops of
         one sender in a room (up to :data:`MAX_GROUP_OPS`)."""
         out: list[Outgoing] = []
-        group: list[RoomPut | MemberPut | MemberDeleted] = []
+        group: list[Membership] = []
         ops: list[OpAppended] = []
         size = 0
 
@@ -151,7 +156,7 @@ class Layout:
                 ops.append(w)
                 size += len(w.op.body)
                 continue
-            if isinstance(w, RoomPut | MemberPut | MemberDeleted):
+            if isinstance(w, RoomPut | MemberPut | MemberDeleted | DepartedOps):
                 if ops or (group and group[0].room != w.room):
                     flush()
                 group.append(w)
@@ -171,7 +176,7 @@ class Layout:
                 units.append(unit)
         return units
 
-    def _membership(self, group: list[RoomPut | MemberPut | MemberDeleted], by: str) -> Outgoing:
+    def _membership(self, group: list[Membership], by: str) -> Outgoing:
         room = group[0].room
         events = [_event(w) for w in group]
         drops = tuple(f"{self.root}.c.{room}.{e['fp']}.*" for e in events if e["w"] == "drop")
@@ -300,6 +305,9 @@ class Layout:
                 writes.append(MemberPut(room, structure_remote(event["m"], Member)))
             elif kind == "drop":
                 writes.append(MemberDeleted(room, str(event["fp"])))
+            elif kind == "owed":
+                owed = tuple((str(op_id), int(seq)) for op_id, seq in event["ops"])
+                writes.append(DepartedOps(room, str(event["fp"]), owed))
             elif kind == "gone":
                 writes.append(RoomDeleted(room))
             else:
@@ -309,7 +317,8 @@ class Layout:
 
 def unit_of_write(w: Write) -> str | None:
     """The unit a write's message is compare-and-set against (None: newest wins)."""
-    if isinstance(w, RoomPut | MemberPut | MemberDeleted | RoomDeleted | OpAppended):
+    if isinstance(w, RoomPut | MemberPut | MemberDeleted | DepartedOps | RoomDeleted
+                  | OpAppended):
         return f"r.{w.room}"
     if isinstance(w, GrantPut | GrantDeleted):
         return f"grant.{w.a}.{w.b}"
@@ -340,11 +349,13 @@ def _grouped_ops(room: str, headers: dict[str, str], data: bytes) -> list[Write]
     return writes
 
 
-def _event(w: RoomPut | MemberPut | MemberDeleted) -> dict[str, Any]:
+def _event(w: Membership) -> dict[str, Any]:
     if isinstance(w, RoomPut):
         return {"w": "room"}
     if isinstance(w, MemberPut):
         return {"w": "member", "m": unstructure(w.member)}
+    if isinstance(w, DepartedOps):
+        return {"w": "owed", "fp": w.fingerprint, "ops": [list(pair) for pair in w.ops]}
     return {"w": "drop", "fp": w.fingerprint}
 
 

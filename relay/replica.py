@@ -37,6 +37,7 @@ from relay.rooms import RoomBook, RoomState
 from relay.slots import PairingSlot, SlotTable, other
 from relay.storage import (
     CursorPut,
+    DepartedOps,
     DevicePut,
     GrantDeleted,
     GrantPut,
@@ -69,7 +70,7 @@ def apply_stored(
 ) -> None:
     """Apply another node's stored writes (one message) to the cache; frames go to ``out``."""
     first = writes[0] if writes else None
-    if isinstance(first, RoomPut | MemberPut | MemberDeleted | RoomDeleted):
+    if isinstance(first, RoomPut | MemberPut | MemberDeleted | DepartedOps | RoomDeleted):
         _membership(book, first.room, writes, by, push, introduce, out)
         return
     for x in writes:
@@ -126,6 +127,8 @@ def _membership(book: RoomBook, room: str, writes: list[Write], by: str, push: P
                 push([x.fingerprint], _gone(room, x.fingerprint, was, by), out)
             else:  # a departed entry past the room's bound
                 state.departed.pop(x.fingerprint, None)
+        elif isinstance(x, DepartedOps):
+            book.keep_departed_ops(book.rooms[room], x.fingerprint, x.ops)
         elif isinstance(x, RoomDeleted) and room in book.rooms:
             book.delete(book.rooms[room])
     after = book.rooms.get(room)

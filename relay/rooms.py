@@ -9,6 +9,10 @@ When no joined member remains the room is deleted with its log. A joined member 
 removed stays in the roster as ``left`` (the last :data:`MAX_DEPARTED` of them, in ``departed``,
 never in ``members``): their entry, signed by whoever added them, is how a member who was away
 through their whole stay verifies the ops they signed (sim seed 311: such ops were held for ever).
+With a joined member's departure the room also keeps the ids of the ops it posted and had not
+acknowledged (``departed_ops``, at most :data:`MAX_DEPARTED_OPS`): the departure may prune them
+(everyone left has them), and a retry of one whose ``posted`` was lost must still be answered
+with its seq, not refused (sim seed 5249: the sender reported refused an op the others read).
 
 The log is one total order per room: ``head`` is the last seq given out and never goes back (it
 is stored even when every op has been pruned, so cursors stay meaningful). An op is held until
@@ -36,6 +40,7 @@ from crosstalk.errors import RemoteProtocolError
 from crosstalk.wire.relay import Member
 from relay.storage import (
     CursorPut,
+    DepartedOps,
     DevicePut,
     MemberDeleted,
     MemberPut,
@@ -49,6 +54,7 @@ from relay.storage import (
 
 ID_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
 MAX_DEPARTED = 64  # departed members' entries a room keeps, the oldest dropped first
+MAX_DEPARTED_OPS = 64  # a departed member's unacknowledged op ids kept, the newest
 
 
 def refuse(code: str, message: str) -> RemoteProtocolError:
@@ -70,6 +76,8 @@ class RoomState:
     op_ids: dict[str, int] = attrs.Factory(dict)  # op_id -> seq, for ops still held
     log_bytes: int = 0
     departed: dict[str, Member] = attrs.Factory(dict)  # state "left", oldest first
+    # fingerprint -> op id -> seq: what a departed member posted and had not acknowledged
+    departed_ops: dict[str, dict[str, int]] = attrs.Factory(dict)
 
     def joined(self) -> list[str]:
         return [fp for fp, m in self.members.items() if m.state == "joined"]
@@ -111,6 +119,7 @@ class RoomBook:
                     continue
                 state.members[member.fingerprint] = member
                 self.member_of.setdefault(member.fingerprint, set()).add(record.room)
+            state.departed_ops = {fp: dict(ops) for fp, ops in record.departed_ops.items()}
             for op in record.ops:
                 state.log.append(op)
                 state.op_ids[op.op_id] = op.seq
@@ -130,12 +139,15 @@ class RoomBook:
         return state
 
     def own_seq(self, room: str, fp: str, op_id: str) -> int | None:
-        """The seq of ``fp``'s op ``op_id`` in ``room`` while the relay still holds it."""
+        """The seq of ``fp``'s op ``op_id`` in ``room`` while the relay still holds it, or
+        remembers it as one ``fp`` had not acknowledged when it departed."""
         state = self.rooms.get(room)
-        seq = state.op_ids.get(op_id) if state is not None else None
-        if state is None or seq is None or state.log[seq - state.first()].sender != fp:
+        if state is None:
             return None
-        return seq
+        seq = state.op_ids.get(op_id)
+        if seq is not None and state.log[seq - state.first()].sender == fp:
+            return seq
+        return state.departed_ops.get(fp, {}).get(op_id)
 
     def require_joined(self, room: str, fp: str) -> RoomState:
         state = self.get(room)
@@ -269,13 +281,33 @@ class RoomBook:
         kept as departed (its row written again as ``left``, after the delete that ends its
         cursors)."""
         member = state.members.pop(fp)
+        owed = self._unacknowledged(state, fp) if member.state == "joined" else None
         self._forget(fp, state.room)
         if not state.joined():
             return self._delete(state)
         writes: list[Write] = [MemberDeleted(state.room, fp)]
         if member.state == "joined":
             writes += self._depart(state, attrs.evolve(member, state="left"))
+        if owed is not None and (owed or fp in state.departed_ops):
+            writes += self.keep_departed_ops(state, fp, owed)
         return writes + self._prune_acknowledged(state)
+
+    def _unacknowledged(self, state: RoomState, fp: str) -> tuple[tuple[str, int], ...]:
+        """``fp``'s held ops past the cursor of its least advanced device, the newest
+        :data:`MAX_DEPARTED_OPS`, with those it already had from an earlier stay."""
+        cursor = min((self.cursors.get((fp, dev, state.room), 0)
+                      for _, dev in self.devices_of([fp])), default=0)
+        owed = dict(state.departed_ops.get(fp, {}))
+        owed.update((op.op_id, op.seq) for op in state.after(cursor) if op.sender == fp)
+        return tuple(sorted(owed.items(), key=lambda item: item[1])[-MAX_DEPARTED_OPS:])
+
+    def keep_departed_ops(self, state: RoomState, fp: str,
+                          ops: tuple[tuple[str, int], ...]) -> list[Write]:
+        """Keep ``ops`` (op id, seq) as ``fp``'s unacknowledged ones in place of any before."""
+        state.departed_ops.pop(fp, None)
+        if ops:
+            state.departed_ops[fp] = dict(ops)
+        return [DepartedOps(state.room, fp, ops)]
 
     def _depart(self, state: RoomState, member: Member) -> list[Write]:
         state.departed.pop(member.fingerprint, None)
@@ -285,6 +317,8 @@ class RoomBook:
             oldest = next(iter(state.departed))
             del state.departed[oldest]
             writes.append(MemberDeleted(state.room, oldest))
+            if oldest in state.departed_ops:
+                writes += self.keep_departed_ops(state, oldest, ())
         return writes
 
     def _forget(self, fp: str, room: str) -> None:

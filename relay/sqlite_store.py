@@ -23,6 +23,7 @@ from crosstalk.wire.relay import Member
 from relay.storage import (
     SLOT_WRITES,
     CursorPut,
+    DepartedOps,
     DevicePut,
     GrantDeleted,
     GrantPut,
@@ -55,6 +56,9 @@ CREATE TABLE IF NOT EXISTS members (
 CREATE TABLE IF NOT EXISTS ops (
     room TEXT NOT NULL, seq INTEGER NOT NULL, sender TEXT NOT NULL, op_id TEXT NOT NULL,
     body BLOB NOT NULL, ts REAL NOT NULL, PRIMARY KEY (room, seq));
+CREATE TABLE IF NOT EXISTS departed_ops (
+    room TEXT NOT NULL, fingerprint TEXT NOT NULL, op_id TEXT NOT NULL, seq INTEGER NOT NULL,
+    PRIMARY KEY (room, fingerprint, op_id));
 CREATE TABLE IF NOT EXISTS devices (
     fingerprint TEXT NOT NULL, device TEXT NOT NULL, PRIMARY KEY (fingerprint, device));
 CREATE TABLE IF NOT EXISTS cursors (
@@ -106,8 +110,12 @@ class SqliteStorage:
             "SELECT room, seq, sender, op_id, body, ts FROM ops ORDER BY room, seq"
         ):
             ops.setdefault(room, []).append(StoredOp(seq, sender, op_id, body, ts))
+        departed: dict[str, dict[str, dict[str, int]]] = {}
+        for room, fp, op_id, seq in q("SELECT room, fingerprint, op_id, seq FROM departed_ops"):
+            departed.setdefault(room, {}).setdefault(fp, {})[op_id] = seq
         rooms = [
-            RoomRecord(room, head, members.get(room, []), ops.get(room, []))
+            RoomRecord(room, head, members.get(room, []), ops.get(room, []),
+                       departed.get(room, {}))
             for room, head in q("SELECT room, head FROM rooms ORDER BY room")
         ]
         devices = [DevicePut(fp, d) for fp, d in q("SELECT fingerprint, device FROM devices")]
@@ -181,7 +189,7 @@ class SqliteStorage:
         elif isinstance(w, RoomPut):
             x("INSERT OR IGNORE INTO rooms (room, head) VALUES (?, 0)", (w.room,))
         elif isinstance(w, RoomDeleted):
-            for table in ("rooms", "members", "ops", "cursors"):
+            for table in ("rooms", "members", "ops", "cursors", "departed_ops"):
                 x(f"DELETE FROM {table} WHERE room = ?", (w.room,))
         elif isinstance(w, MemberPut):
             m = w.member
@@ -190,6 +198,11 @@ class SqliteStorage:
         elif isinstance(w, MemberDeleted):
             x("DELETE FROM members WHERE room = ? AND fingerprint = ?", (w.room, w.fingerprint))
             x("DELETE FROM cursors WHERE room = ? AND fingerprint = ?", (w.room, w.fingerprint))
+        elif isinstance(w, DepartedOps):
+            x("DELETE FROM departed_ops WHERE room = ? AND fingerprint = ?",
+              (w.room, w.fingerprint))
+            self._db.executemany("INSERT INTO departed_ops VALUES (?, ?, ?, ?)",
+                                 [(w.room, w.fingerprint, op_id, seq) for op_id, seq in w.ops])
         elif isinstance(w, OpAppended):
             op = w.op
             x("INSERT INTO ops VALUES (?, ?, ?, ?, ?, ?)",

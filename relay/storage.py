@@ -67,6 +67,17 @@ class MemberDeleted:
 
 
 @attrs.frozen
+class DepartedOps:
+    """The ops a member had posted and not yet acknowledged when it left or was removed, as
+    ``(op_id, seq)`` pairs: a retry of one is answered with its seq after the op itself is
+    pruned. Replaces what was kept for that member before; empty forgets it."""
+
+    room: str
+    fingerprint: str
+    ops: tuple[tuple[str, int], ...]
+
+
+@attrs.frozen
 class OpAppended:
     """Appends ``op`` and sets the room's head to ``op.seq``."""
 
@@ -161,8 +172,8 @@ class GrantDeleted:
 
 
 Write = Union[  # noqa: UP007 - a plain alias reads better in isinstance-free code
-    RoomPut, RoomDeleted, MemberPut, MemberDeleted, OpAppended, OpsPruned, DevicePut, CursorPut,
-    SlotOpened, SlotFilled, SlotPartPut, SlotRemoved, GrantPut, GrantDeleted,
+    RoomPut, RoomDeleted, MemberPut, MemberDeleted, DepartedOps, OpAppended, OpsPruned, DevicePut,
+    CursorPut, SlotOpened, SlotFilled, SlotPartPut, SlotRemoved, GrantPut, GrantDeleted,
 ]
 SLOT_WRITES = (SlotOpened, SlotFilled, SlotPartPut, SlotRemoved, GrantPut, GrantDeleted)
 
@@ -173,6 +184,7 @@ class RoomRecord:
     head: int
     members: list[Member]
     ops: list[StoredOp]
+    departed_ops: dict[str, dict[str, int]] = attrs.Factory(dict)  # fingerprint -> op id -> seq
 
 
 @attrs.frozen
@@ -259,6 +271,7 @@ class _MemRoom:
     head: int = 0
     members: dict[str, Member] = attrs.Factory(dict)
     ops: dict[int, StoredOp] = attrs.Factory(dict)
+    departed_ops: dict[str, dict[str, int]] = attrs.Factory(dict)
 
 
 class MemoryStorage:
@@ -281,7 +294,8 @@ class MemoryStorage:
 
     def load(self) -> Snapshot:
         rooms = [
-            RoomRecord(name, r.head, list(r.members.values()), [r.ops[s] for s in sorted(r.ops)])
+            RoomRecord(name, r.head, list(r.members.values()), [r.ops[s] for s in sorted(r.ops)],
+                       {fp: dict(ops) for fp, ops in r.departed_ops.items()})
             for name, r in self._rooms.items()
         ]
         devices = [DevicePut(fp, dev) for fp, dev in sorted(self._devices)]
@@ -314,6 +328,11 @@ class MemoryStorage:
             self._cursors = {
                 k: v for k, v in self._cursors.items() if (k[0], k[2]) != (w.fingerprint, w.room)
             }
+        elif isinstance(w, DepartedOps):
+            departed = self._rooms[w.room].departed_ops
+            departed.pop(w.fingerprint, None)
+            if w.ops:
+                departed[w.fingerprint] = dict(w.ops)
         elif isinstance(w, OpAppended):
             room = self._rooms[w.room]
             room.ops[w.op.seq] = w.op

@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
+
+import pytest
+
 from crosstalk.wire import relay as w
 from relay.effects import Send
 from relay.limits import RelayConfig
-from relay.storage import MemoryStorage, OpAppended
+from relay.replica import apply_stored
+from relay.rooms import RoomBook
+from relay.slots import SlotTable
+from relay.storage import DepartedOps, MemberDeleted, MemberPut, MemoryStorage, OpAppended
 from tests.relay.harness import ALICE, BOB, CAROL, MALLORY, World, frames_of
 
 
@@ -84,6 +91,59 @@ def test_a_retried_post_is_answered_posted_after_its_sender_was_removed() -> Non
     c = world.login(CAROL)
     assert world.error(c, w.Post(world.req(), "ab", "mine", b"x")) == "not_a_member"
     assert world.core.statistics().held_ops == 1
+
+
+def _removed_after_everyone_else_read(world: World) -> int:
+    """Alice posts "mine" (seq 1) and her connection drops before she reads the answer; Bob
+    has read it, so removing her prunes it. Returns her new connection."""
+    a, b = _two(world)
+    world.ok(a, w.Post(world.req(), "ab", "mine", b"x"))
+    world.close(a)
+    world.send(b, w.Ack("ab", 1))
+    world.ok(b, w.Remove(world.req(), "ab", ALICE.fp))
+    assert world.core.statistics().held_ops == 0  # pruned: nobody left is owed it
+    return world.login(ALICE, resume=False)
+
+
+@pytest.mark.parametrize("plant", [False, True])
+def test_a_retried_post_pruned_by_its_sender_s_removal_is_still_answered_posted(
+    plant: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sim seed 5249: the removal pruned Alice's op (Bob had it), so only what the room keeps
+    with her departure can answer her retry with its seq; also after a restart from storage.
+    Her other op ids stay refused. The planted bug keeps nothing with the departure: she is
+    refused an op Bob read."""
+    if plant:
+        monkeypatch.setattr(RoomBook, "_unacknowledged", lambda self, state, fp: ())
+    world = World()
+    a2 = _removed_after_everyone_else_read(world)
+    retry = w.Post(world.req(), "ab", "mine", b"x")
+    if plant:
+        assert world.error(a2, retry) == "not_a_member"
+        return
+    [posted] = world.ok(a2, retry)
+    assert isinstance(posted, w.Posted) and posted.seq == 1
+    assert world.error(a2, w.Post(world.req(), "ab", "other", b"x")) == "not_a_member"
+    restarted = World(storage=world.storage)
+    a3 = restarted.login(ALICE, resume=False)
+    [again] = restarted.ok(a3, w.Post(restarted.req(), "ab", "mine", b"x"))
+    assert isinstance(again, w.Posted) and again.seq == 1
+
+
+def test_only_the_ops_a_removed_member_had_not_acknowledged_are_kept_with_it() -> None:
+    """Alice's first op came back to her (her cursor passed it), her second did not: only the
+    second is kept with her departure, and her own retry is all it answers."""
+    world = World()
+    a, b = _two(world)
+    world.ok(a, w.Post(world.req(), "ab", "seen", b"x"))
+    world.send(a, w.Ack("ab", 1))
+    world.ok(a, w.Post(world.req(), "ab", "unseen", b"x"))
+    world.send(b, w.Ack("ab", 2))
+    world.ok(b, w.Remove(world.req(), "ab", ALICE.fp))
+    [room] = world.storage.load().rooms
+    assert room.departed_ops == {ALICE.fp: {"unseen": 2}}
+    c = world.login(CAROL)
+    assert world.error(c, w.Post(world.req(), "ab", "unseen", b"x")) == "not_a_member"
 
 
 def test_no_live_ops_before_resume_then_replay_after_cursor_in_order() -> None:
@@ -280,3 +340,31 @@ def test_negative_cursor_in_resume_is_bad_frame_and_changes_nothing() -> None:
     assert world.take(b2) == []
     world.ok(a, w.Post(world.req(), "ab", "o2", b"x"))
     assert world.take(b2) == []  # still not live
+
+
+def test_another_relay_node_answers_the_retry_from_the_stored_departure() -> None:
+    """Relay nodes on NATS: the removal is decided on one node, Alice retries on another. The
+    other node applies the stored membership message (with the departed member's ops) and
+    answers her retry with its seq."""
+    world = World()
+    a, b = _two(world)
+    world.ok(a, w.Post(world.req(), "ab", "mine", b"x"))
+    world.close(a)
+    world.send(b, w.Ack("ab", 1))
+    other = RoomBook()
+    other.load(world.storage.load())  # the other node, as of before the removal
+    before = len(world.writes())
+    world.ok(b, w.Remove(world.req(), "ab", ALICE.fp))
+    removal = world.writes()[before:]
+    membership = list(itertools.takewhile(
+        lambda x: isinstance(x, MemberDeleted | MemberPut | DepartedOps), removal))
+    assert any(isinstance(x, DepartedOps) for x in membership), removal
+
+    def ignore(*_: object) -> None:
+        pass
+
+    apply_stored(other, SlotTable(ttl=60.0, grant_ttl=60.0, max_open=3), membership, BOB.fp,
+                 ignore, ignore, ignore, [])
+    other.drop_through(other.rooms["ab"], 1)  # the prune, stored as a message of its own
+    assert other.own_seq("ab", ALICE.fp, "mine") == 1
+    assert other.own_seq("ab", BOB.fp, "mine") is None

@@ -69,7 +69,8 @@ def opener(request: pytest.FixtureRequest, tmp_path: Path, wall: WallClock) -> I
 def normal(snapshot: Snapshot) -> Snapshot:
     """Order-free form: backends may list members, devices and cursors in any order."""
     rooms = [
-        type(r)(r.room, r.head, sorted(r.members, key=lambda m: m.fingerprint), r.ops)
+        type(r)(r.room, r.head, sorted(r.members, key=lambda m: m.fingerprint), r.ops,
+                r.departed_ops)
         for r in sorted(snapshot.rooms, key=lambda r: r.room)
     ]
     return Snapshot(rooms, sorted(snapshot.devices, key=repr), sorted(snapshot.cursors, key=repr))
@@ -87,6 +88,7 @@ def test_backend_matches_memory_model_and_survives_reopen(opener: Opener) -> Non
     assert normal(snapshot) == normal(memory.load())
     [room] = snapshot.rooms
     assert (room.head, [op.seq for op in room.ops]) == (5, [3, 4, 5])
+    assert room.departed_ops == {BOB.fingerprint: {"o4": 4, "o5": 5}}
 
 
 def test_pruning_every_op_keeps_the_head_and_the_sequence_continues(opener: Opener) -> None:

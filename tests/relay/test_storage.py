@@ -16,6 +16,7 @@ from relay.keys import load_or_create_key
 from relay.sqlite_store import SqliteStorage
 from relay.storage import (
     CursorPut,
+    DepartedOps,
     DevicePut,
     MemberDeleted,
     MemberPut,
@@ -40,7 +41,11 @@ SCRIPT: list[list[Write]] = [
     [OpsPruned("r1", 2), CursorPut(ALICE.fingerprint, "d1", "r1", 2),
      MemberPut("r1", Member(BOB.fingerprint, BOB.ed_pub, BOB.x_pub, "joined", ALICE.fingerprint,
                             b"t"))],
-    [MemberDeleted("r1", BOB.fingerprint), RoomDeleted("r2")],
+    [DepartedOps("r2", ALICE.fingerprint, (("z", 1),)),
+     DepartedOps("r1", "cccc-cccc-cccc-cccc", (("x", 3),))],
+    [MemberDeleted("r1", BOB.fingerprint), DepartedOps("r1", BOB.fingerprint, (("o4", 4),)),
+     DepartedOps("r1", BOB.fingerprint, (("o4", 4), ("o5", 5))),
+     DepartedOps("r1", "cccc-cccc-cccc-cccc", ()), RoomDeleted("r2")],
 ]
 
 
@@ -59,6 +64,8 @@ def test_sqlite_and_memory_storage_agree_and_survive_reopen(tmp_path: Path) -> N
     [room] = snapshot.rooms
     assert (room.room, room.head, [op.seq for op in room.ops]) == ("r1", 5, [3, 4, 5])
     assert [m.fingerprint for m in room.members] == [ALICE.fingerprint]
+    # a departed member's unacknowledged ops: the last word per member, none once emptied
+    assert room.departed_ops == {BOB.fingerprint: {"o4": 4, "o5": 5}}
 
 
 def test_failed_batch_leaves_nothing_behind(tmp_path: Path) -> None:
