@@ -96,10 +96,18 @@ def cursor(conn: sqlite3.Connection, room_id: str) -> MemoryCursor:
     return MemoryCursor(room_id) if row is None else _cursor(room_id, row)
 
 
+# Rooms we are in now: asking (or answering) for one we were removed from is refused by the
+# relay, and an ask's history there must not count once we are back (sim seed 7366: rounds
+# "heard" before the removal let a rejoined member give its hole up without asking anyone).
+_IN_ROOM = ("room_id IN (SELECT room_id FROM rooms WHERE state = 'joined' "
+            "AND removed_at IS NULL)")
+
+
 def stalled_rooms(conn: sqlite3.Connection) -> list[MemoryCursor]:
-    """Rooms waiting for a snapshot, oldest hole first."""
+    """Rooms we are in that wait for a snapshot, oldest hole first."""
     rows = conn.execute(
-        f"SELECT room_id, {_CURSOR} FROM memory_rooms WHERE hole_from IS NOT NULL ORDER BY room_id"
+        f"SELECT room_id, {_CURSOR} FROM memory_rooms WHERE hole_from IS NOT NULL "
+        f"AND {_IN_ROOM} ORDER BY room_id"
     ).fetchall()
     return [_cursor(row[0], row[1:]) for row in rows]
 
@@ -110,7 +118,7 @@ def repairing_rooms(conn: sqlite3.Connection) -> list[tuple[str, int]]:
     rows = conn.execute(
         "SELECT r.room_id, (SELECT count(*) FROM memory_pending p WHERE p.room_id = r.room_id) "
         "FROM memory_rooms r WHERE r.hole_from IS NULL AND r.conceded = 1 "
-        "AND r.journal_from IS NOT NULL ORDER BY r.room_id"
+        f"AND r.journal_from IS NOT NULL AND {_IN_ROOM} ORDER BY r.room_id"
     ).fetchall()
     return [(str(room), int(count)) for room, count in rows]
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from crosstalk.features.rooms import appliers
+from crosstalk.store import memory as memory_store
 from crosstalk.store import room_keys
 from tests.sim.faults import Fault
 from tests.sim.runner import Outcome, run_seed
@@ -222,3 +223,55 @@ def test_trusting_the_rekey_over_the_relay_leaves_the_invited_member_out(
     caught = [seed for seed in REINVITE_SEEDS
               if "roster" in {f.checker for f in _kicked_and_invited_back(seed).failures}]
     assert caught, f"no run of seeds {REINVITE_SEEDS} caught the planted bug"
+
+
+# n2 makes the room and is the only one whose memory is whole; n1 removes n2, n0 removes n1,
+# and n0, alone, gives its hole up and writes a fact. n1 comes back, then n2 (seed 7366's
+# shape, shrunk): n1 must take n0's memory, the fact with it, rather than give its own hole up
+# on the strength of asks it made before it was removed.
+REJOINED_WITH_A_HOLE = (
+    (2.371, "n1", "send", {"to": "n0"}),
+    (10.074, "n0", "send", {"to": "n1"}),
+    (12.961, "n2", "create", {"room": "r1"}),
+    (13.461, "n2", "invite", {"room": "r1", "peer": "n0"}),
+    (13.461, "n2", "invite", {"room": "r1", "peer": "n1"}),
+    (14.961, "n0", "accept", {"room": "r1"}),
+    (14.961, "n1", "accept", {"room": "r1"}),
+    (17.091, "n1", "kick", {"room": "r1", "peer": "n2"}),
+    (21.515, "n1", "invite", {"room": "r1", "peer": "n2"}),
+    (22.015, "n0", "kick", {"room": "r1", "peer": "n1"}),
+    (45.594, "n0", "fact_add", {"room": "r1"}),
+    (45.688, "n0", "read", {}),
+    (48.597, "n2", "send", {"to": "n1"}),
+    (49.977, "n2", "ask", {"to": "n0"}),
+    (56.494, "n0", "invite", {"room": "r1", "peer": "n1"}),
+    (75.719, "n1", "accept", {"room": "r1"}),
+    (79.977, "n2", "accept", {"room": "r1"}),
+)
+
+
+def _rejoined_with_a_hole() -> Outcome:
+    pairs = (("n0", "n1"), ("n0", "n2"), ("n1", "n2"))
+    actions = tuple(Action(i, at, node, kind, args)
+                    for i, (at, node, kind, args) in enumerate(REJOINED_WITH_A_HOLE))
+    return run_seed(7366, scenario=Scenario(("n0", "n1", "n2"), pairs, actions),
+                    faults_keep=set())
+
+
+def test_a_member_back_in_a_room_asks_again_before_giving_its_memory_hole_up() -> None:
+    """While n1 is out of the room its hole is not asked about, and its earlier asks are
+    forgotten: back in, it asks n0, whose memory holds the fact, so all three end with it."""
+    outcome = _rejoined_with_a_hole()
+    assert outcome.coverage.get("check:memory", 0) >= 1
+    assert outcome.failures == [], outcome.failures
+
+
+def test_counting_asks_made_before_a_removal_loses_the_fact(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The planted bug: a room we were removed from still counts as stalled, so n1's asks from
+    before its removal count as a finished round; back in, it gives its hole up to answer n2
+    and neither ever holds n0's fact (the memory checker)."""
+    monkeypatch.setattr(memory_store, "_IN_ROOM", "1")
+    outcome = _rejoined_with_a_hole()
+    assert "memory" in {f.checker for f in outcome.failures}, outcome.failures
