@@ -176,7 +176,7 @@ class MemorySync:
         store: SyncStore,
         send_op: Callable[[str, RoomOp], Awaitable[str]],
         presence: Callable[[], Awaitable[dict[str, bool]]],
-        wait_sent: Callable[[str], Awaitable[None]],
+        wait_sent: Callable[[str], Awaitable[bool]],
     ) -> None:
         self._keys = keys
         self._store = store
@@ -270,7 +270,8 @@ class MemorySync:
 
     def _watch(self, room: str, op_id: str) -> None:
         async def watcher() -> None:
-            await self._wait_sent(op_id)
+            if not await self._wait_sent(op_id):
+                return  # refused: nothing of ours to apply or report
             await self._store.advance(room)
             await self._report_resolved()
             await self._ask_where_needed()
@@ -334,9 +335,10 @@ class MemorySync:
         self._nursery.start_soon(self._note_heard, op_id, asked, heard)
 
     async def _note_heard(self, op_id: str, asked: str, heard: dict[str, float]) -> None:
-        """An ask counts once the relay has sequenced it (while we are cut off it waits queued)."""
-        await self._wait_sent(op_id)
-        heard.setdefault(asked, trio.current_time())
+        """An ask counts once the relay has sequenced it (while we are cut off it waits queued);
+        a refused one never does."""
+        if await self._wait_sent(op_id):
+            heard.setdefault(asked, trio.current_time())
 
     async def _ask_for_repairs(self) -> None:
         """Ask each online member not asked yet, once per run, to repair a conceded memory."""

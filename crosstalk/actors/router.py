@@ -54,7 +54,8 @@ class WatchInvitation:
 
 @attrs.frozen(eq=False)
 class WatchSent:
-    """Tell ``reply`` the seq once ``op_id`` is sequenced by the relay (buffer >= 1)."""
+    """Tell ``reply`` the seq once ``op_id`` is sequenced by the relay (buffer >= 1); if the
+    relay refuses it, ``reply`` is closed (its receiver gets ``trio.EndOfChannel``)."""
 
     op_id: str
     reply: trio.MemorySendChannel[int]
@@ -124,6 +125,10 @@ class Router:
                 _tell(reply, item.seq)
         elif isinstance(item, OpRefused):
             log.warning("the relay refused op %s in %s: %s", item.op_id, item.room, item.error)
+            # It will never be sequenced: its waiters hear the end of their channel instead of
+            # waiting (and being kept here) for ever.
+            for reply in self._sent_waiters.pop(item.op_id, []):
+                reply.close()
         elif isinstance(item, LinkUp):
             await self._link_up(item)
         elif isinstance(item, LinkDown):

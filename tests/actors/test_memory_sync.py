@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
 import trio
 import trio.testing
 
@@ -119,22 +120,31 @@ class FakeRoom:
         self.online = online
         self.posted_send, self.posted = trio.open_memory_channel[Posted](64)
         self.sequenced: dict[str, trio.Event] = {}
+        self.refused: set[str] = set()
         self.count = 0
         self.relay_up = False  # True: the relay sequences each op as soon as it is posted
+        self.relay_refuses = False  # True: it refuses each (we were removed from the room)
 
     async def send_op(self, room: str, op: RoomOp) -> str:
         self.count += 1
         op_id = f"mine-{self.count}"
         self.posted_send.send_nowait((trio.current_time(), room, op))
-        if self.relay_up:
+        if self.relay_refuses:
+            self.refuse(op_id)
+        elif self.relay_up:
             self.sequence(op_id)
         return op_id
 
     async def presence(self) -> dict[str, bool]:
         return dict(self.online)
 
-    async def wait_sent(self, op_id: str) -> None:
+    async def wait_sent(self, op_id: str) -> bool:
         await self.sequenced.setdefault(op_id, trio.Event()).wait()
+        return op_id not in self.refused
+
+    def refuse(self, op_id: str) -> None:
+        self.refused.add(op_id)
+        self.sequence(op_id)
 
     def sequence(self, op_id: str) -> None:
         self.sequenced.setdefault(op_id, trio.Event()).set()
@@ -430,6 +440,31 @@ async def test_asks_the_relay_has_not_sequenced_do_not_count_towards_giving_up(
         await inbox.send(Answer(ROOM, "later", BEN.fingerprint, held_from=9))
         assert await chunks_within(room, RETRY_AFTER) == []
     assert store.conceded == []
+
+
+@pytest.mark.parametrize("refusals_count", [False, True])
+async def test_asks_the_relay_refused_do_not_count_towards_giving_up(
+    refusals_count: bool, autojump_clock: trio.testing.MockClock
+) -> None:
+    """Every ask of ours is refused (we were removed, say): nobody heard them, so Ben's ask does
+    not make us give our hole up. The planted bug hears a refusal as the ask being sequenced:
+    we concede to Ben on the strength of asks nobody got."""
+    store, room = FakeStore(hole=True), FakeRoom({BEN.fingerprint: True})
+    room.relay_refuses = True
+    if refusals_count:
+        heard = room.wait_sent
+
+        async def counted(op_id: str) -> bool:
+            await heard(op_id)
+            return True
+
+        room.wait_sent = counted  # type: ignore[method-assign]
+    async with running(Supervisor(heartbeat=5.0)) as supervisor:
+        inbox = await start(supervisor, store, room)
+        await trio.sleep(RETRY_AFTER * 4)
+        await inbox.send(Answer(ROOM, "later", BEN.fingerprint, held_from=9))
+        answered = await chunks_within(room, RETRY_AFTER)
+    assert (store.conceded != [] and answered != []) is refusals_count
 
 
 # --- repair --------------------------------------------------------------------------------------

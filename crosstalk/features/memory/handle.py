@@ -11,6 +11,7 @@ time; the memory-sync actor then watches it and reports the outcome when it is d
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import secrets
@@ -159,11 +160,16 @@ class MemoryFeature:
             return await receive.receive()
         return {}
 
-    async def _wait_sent(self, op_id: str) -> None:
+    async def _wait_sent(self, op_id: str) -> bool:
+        """Wait until the relay sequences ``op_id`` (True) or refuses it (False)."""
         assert self.daemon.router is not None
         send, receive = trio.open_memory_channel[int](1)
         await self.daemon.router.send(WatchSent(op_id, send))
-        await receive.receive()
+        try:
+            await receive.receive()
+        except trio.EndOfChannel:
+            return False
+        return True
 
     # --- writing ---------------------------------------------------------------------------------
 
@@ -205,7 +211,7 @@ class MemoryFeature:
         outcome: Outcome | None = None
         connected = status is not None and status.connected
         wait = self.daemon.heartbeat * OUTCOME_HEARTBEATS if connected else OFFLINE_WAIT
-        with trio.move_on_after(wait):
+        with trio.move_on_after(wait), contextlib.suppress(trio.EndOfChannel):  # refused
             await sequenced.receive()
             outcome = await self._outcome(room.room_id, op_id)
         if outcome is None:

@@ -12,6 +12,7 @@ reason. Messages that cross no relay (``post``, ``me/SESSION``) are held and the
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -334,7 +335,7 @@ async def _queue(daemon: Host, op: MessageOp, address: Address, *, kind: Kind) -
     await daemon.send_op(
         address.room_id, op, op_id=op.msg_id, also=record
     )
-    with trio.move_on_after(SENT_WAIT):
+    with trio.move_on_after(SENT_WAIT), contextlib.suppress(trio.EndOfChannel):  # refused
         await sent_receive.receive()
     state, _ = await daemon.store.read(lambda c: messages.delivery_state(c, op.msg_id))
     return state
