@@ -225,9 +225,10 @@ class MemorySync:
 
     async def _probe_new_rooms(self, probed: set[str]) -> None:
         """Probe rooms joined since start (a new member starts at the head of the log). A room
-        we have left is forgotten here too, so joining it again is probed again: leaving
-        deleted its memory, and a rejoiner starts at the head like any joiner (sim seed 4483:
-        a creator that left and came back held none of the facts added while it was out)."""
+        we have left or were removed from is forgotten here too, so joining it again is probed
+        again: a rejoiner starts at the head like any joiner (sim seed 4483: a creator that left
+        and came back held none of the facts added while it was out; 8678: the same after a
+        removal)."""
         joined = await self._store.rooms()
         probed.intersection_update(joined)
         for room in joined:

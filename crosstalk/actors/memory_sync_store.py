@@ -12,7 +12,7 @@ from crosstalk.store import room_log
 from crosstalk.store.db import Store
 from crosstalk.store.memory import MemoryCursor
 from crosstalk.store.memory_log import MemoryFollower
-from crosstalk.store.rooms import list_rooms, members
+from crosstalk.store.rooms import members
 from crosstalk.wire.memory import MemorySnapshot, Outcome
 
 
@@ -24,8 +24,7 @@ class StoreAdapter:
         self._follower = follower
 
     async def rooms(self) -> list[str]:
-        rooms = await self._store.read(list_rooms)
-        return [r.room_id for r in rooms if r.state == "joined"]
+        return await self._store.read(m.rooms_in)
 
     async def members(self, room: str) -> list[str]:
         """Joined members only: one still invited gets none of the room's ops, so it never

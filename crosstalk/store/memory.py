@@ -103,6 +103,13 @@ _IN_ROOM = ("room_id IN (SELECT room_id FROM rooms WHERE state = 'joined' "
             "AND removed_at IS NULL)")
 
 
+def rooms_in(conn: sqlite3.Connection) -> list[str]:
+    """The rooms we are in now: joined, and not removed since (sim seed 8678: a room we were
+    removed from and rejoined stayed "probed", so the ops of the time away never came)."""
+    rows = conn.execute(f"SELECT room_id FROM rooms WHERE {_IN_ROOM} ORDER BY room_id")
+    return [row[0] for row in rows]
+
+
 def stalled_rooms(conn: sqlite3.Connection) -> list[MemoryCursor]:
     """Rooms we are in that wait for a snapshot, oldest hole first."""
     rows = conn.execute(

@@ -16,6 +16,7 @@ import pytest
 from crosstalk.features.rooms import appliers
 from crosstalk.store import memory as memory_store
 from crosstalk.store import room_keys
+from crosstalk.store.rooms import list_rooms
 from tests.sim.faults import Fault
 from tests.sim.runner import Outcome, run_seed
 from tests.sim.workload import Action, Scenario
@@ -275,3 +276,41 @@ def test_counting_asks_made_before_a_removal_loses_the_fact(
     monkeypatch.setattr(memory_store, "_IN_ROOM", "1")
     outcome = _rejoined_with_a_hole()
     assert "memory" in {f.checker for f in outcome.failures}, outcome.failures
+
+
+# n2 removes n1 (the room's creator), writes a fact and invites n1 back (seed 8678's shape,
+# shrunk): back in, n1 starts at the head of the log, past the fact, so it must be probed again.
+REMOVED_AND_BACK = (
+    (0.587, "n1", "create", {"room": "r1"}),
+    (1.087, "n1", "invite", {"room": "r1", "peer": "n2"}),
+    (2.587, "n2", "accept", {"room": "r1"}),
+    (19.055, "n2", "kick", {"room": "r1", "peer": "n1"}),
+    (25.885, "n2", "ask", {"to": "n0"}),
+    (28.667, "n2", "fact_add", {"room": "r1"}),
+    (28.981, "n2", "invite", {"room": "r1", "peer": "n1"}),
+    (52.842, "n1", "accept", {"room": "r1"}),
+)
+
+
+def _removed_and_back() -> Outcome:
+    pairs = (("n0", "n1"), ("n0", "n2"), ("n1", "n2"))
+    actions = tuple(Action(i, at, node, kind, args)
+                    for i, (at, node, kind, args) in enumerate(REMOVED_AND_BACK))
+    return run_seed(8678, scenario=Scenario(("n0", "n1", "n2"), pairs, actions),
+                    faults_keep=set())
+
+
+def test_a_member_removed_and_invited_back_is_probed_again_and_gets_the_fact() -> None:
+    outcome = _removed_and_back()
+    assert outcome.coverage.get("check:memory", 0) >= 1
+    assert outcome.failures == [], outcome.failures
+
+
+def test_a_removed_room_still_counted_as_probed_misses_the_fact(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The planted bug: a room we were removed from still counts as one we are in, so it stays
+    probed and n1, back in, never learns of the fact written while it was out."""
+    monkeypatch.setattr(memory_store, "rooms_in", lambda conn: [
+        r.room_id for r in list_rooms(conn) if r.state == "joined"])
+    assert "memory" in {f.checker for f in _removed_and_back().failures}

@@ -13,8 +13,8 @@ import pytest
 from crosstalk.core.memory import MemoryState
 from crosstalk.features.memory.views import list_memory
 from crosstalk.store import memory as m
-from crosstalk.store.memory_log import MemoryFollower
 from crosstalk.store.membership import mark_removed
+from crosstalk.store.memory_log import MemoryFollower
 from crosstalk.store.room_keys import reopen_room
 from crosstalk.store.rooms import Room
 from crosstalk.wire.memory import FactAdd, TaskAdd, TaskClaim
@@ -209,19 +209,19 @@ def test_facts_and_tasks_say_which_rooms_memory_is_incomplete(
     assert listing(True) == ([], [])
 
 
-def test_a_room_we_were_removed_from_neither_waits_for_a_snapshot_nor_asks_for_repair(
+def test_a_room_we_were_removed_from_is_not_probed_stalled_or_repairing(
     conn: sqlite3.Connection,
 ) -> None:
     """Removed, our asks would be refused and their history must not count once we are back
     (sim seed 7366): the room drops out of both lists, and is in them again when rejoined."""
     m.set_hole(conn, ROOM, 1)
-    assert [c.room_id for c in m.stalled_rooms(conn)] == [ROOM]
+    assert [c.room_id for c in m.stalled_rooms(conn)] == [ROOM] and m.rooms_in(conn) == [ROOM]
     mark_removed(conn, ROOM, BEN.fingerprint, 10.0)
-    assert m.stalled_rooms(conn) == []
+    assert m.stalled_rooms(conn) == [] and m.rooms_in(conn) == []
     reopen_room(conn, ROOM, 0, b"k" * 32)  # invited back: not in the room yet either
-    assert m.stalled_rooms(conn) == []
+    assert m.stalled_rooms(conn) == [] and m.rooms_in(conn) == []
     conn.execute("UPDATE rooms SET state = 'joined' WHERE room_id = ?", (ROOM,))
-    assert [c.room_id for c in m.stalled_rooms(conn)] == [ROOM]
+    assert [c.room_id for c in m.stalled_rooms(conn)] == [ROOM] and m.rooms_in(conn) == [ROOM]
     m.set_hole(conn, ROOM, None)
     conceded(conn).applied(conn, inbound(7, env(FactAdd("f2", "late"), "ben", 7.0)))
     assert m.repairing_rooms(conn) == [(ROOM, 4)]
