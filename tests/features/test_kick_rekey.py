@@ -17,10 +17,11 @@ import pytest
 
 from crosstalk import crypto
 from crosstalk.actors.relay_link_api import OutboxWrite
+from crosstalk.features.membership.keys import share_with_stranded
 from crosstalk.features.rooms import kick
 from crosstalk.store.db import Store, open_store
 from crosstalk.store.rooms import Room, RoomMember, add_member, add_room, get_room
-from crosstalk.wire.room_ops import Rekey, RoomOp
+from crosstalk.wire.room_ops import Rekey, RoomInvite, RoomOp
 
 ROOM = "r" * 32
 ME = crypto.Keys(b"\x01" * 32, b"\x02" * 32)
@@ -66,3 +67,39 @@ async def test_the_rekey_post_carries_the_move_to_the_new_epoch(
         await store.write(also)
         # ... and the post's commit moves the room.
         assert (await store.read(lambda c: get_room(c, ROOM))).epoch == 1
+
+
+@pytest.mark.parametrize("plant", [False, True])
+async def test_the_member_a_rekey_removed_gets_no_key_share_though_listed_again(
+    tmp_path: Path, plant: bool
+) -> None:
+    """We added Ben and Cy; the rekey removed Cy, but the roster lists Cy again as invited (by
+    us, as the relay says): the rekey's share goes to Ben, still invited, never to Cy, who gets
+    the newer keys by joining if the invitation is real. The planted bug names nobody removed:
+    Cy is sent the current key."""
+    directs = {BEN.fingerprint: "b" * 32, CY.fingerprint: "c" * 32}
+    async with open_store(tmp_path / "state.db") as store:
+        def rooms(conn: sqlite3.Connection) -> None:
+            add_room(conn, Room(ROOM, "team", "shared", "joined", 1, 0.0), b"1" * 32)
+            add_member(conn, RoomMember(ROOM, ME.fingerprint, "me", ME.ed_pub, ME.x_pub,
+                                        "member", ME.fingerprint))
+            for who, label in ((BEN, "ben"), (CY, "cy")):
+                add_member(conn, RoomMember(ROOM, who.fingerprint, label, who.ed_pub, who.x_pub,
+                                            "invited", ME.fingerprint))
+                direct = directs[who.fingerprint]
+                add_room(conn, Room(direct, label, "direct", "joined", 0, 0.0), b"d" * 32)
+                add_member(conn, RoomMember(direct, who.fingerprint, label, who.ed_pub,
+                                            who.x_pub))
+
+        await store.write(rooms)
+        sent_to: list[str] = []
+
+        async def send_op(room_id: str, op: RoomOp) -> str:
+            assert isinstance(op, RoomInvite) and op.room_id == ROOM and op.epoch == 1
+            sent_to.append(room_id)
+            return "op"
+
+        await share_with_stranded(store, send_op, ROOM, ME.fingerprint, {},
+                                  "" if plant else CY.fingerprint)
+    told = {fp for fp, direct in directs.items() if direct in sent_to}
+    assert told == ({BEN.fingerprint, CY.fingerprint} if plant else {BEN.fingerprint})

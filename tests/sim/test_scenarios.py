@@ -199,6 +199,21 @@ def test_a_member_invited_back_while_being_removed_is_listed_invited_by_everyone
         assert outcome.failures == [], (seed, outcome.failures)
 
 
+def test_a_member_invited_back_while_being_removed_reads_the_new_epoch_once_it_accepts() -> None:
+    """The rekey's own share skips the member it removed, even listed again: n3, invited back,
+    accepts and gets the new epoch's key from those who hold it (key shares), so what n1 and n2
+    send afterwards reaches it (the delivery checker)."""
+    steps = [*KICK_AND_INVITE_BACK[:-2], (90.0, "n3", "accept", {"room": "r1"}),
+             *KICK_AND_INVITE_BACK[-2:]]
+    for seed in REINVITE_SEEDS:
+        outcome = run_seed(seed, scenario=_scenario(steps), faults_keep=set())
+        accepted = [json.loads(line) for line in outcome.history
+                    if '"room_accept"' in line and '"ok"' in line]
+        assert any(e["node"] == "n3" and e["t"] > 60 for e in accepted), seed
+        assert outcome.coverage.get("check:delivery", 0) >= 1
+        assert outcome.failures == [], (seed, outcome.failures)
+
+
 @pytest.mark.parametrize("plant", ["no roster after a rekey", "the remover marks gone"])
 def test_trusting_the_rekey_over_the_relay_leaves_the_invited_member_out(
     plant: str, monkeypatch: pytest.MonkeyPatch

@@ -97,13 +97,18 @@ def _refreshes(
 
 
 async def share_with_stranded(
-    store: Store, send_op: SendOp, room_id: str, me: str, sealed: Collection[str]
+    store: Store, send_op: SendOp, room_id: str, me: str, sealed: Collection[str],
+    removed: str,
 ) -> None:
     """Send the room's current key, through our room of two, to each member we added who will
-    not read a rekey sealed to ``sealed``."""
+    not read a rekey sealed to ``sealed``; never to the member that rekey ``removed``, even if
+    the roster lists them again: one really invited back is owed the newer keys when it joins
+    (:mod:`crosstalk.features.membership.key_share`), and the rekey's own share is no way round
+    the removal for a relay that re-lists them."""
 
     def refreshes(conn: sqlite3.Connection) -> list[tuple[str, RoomInvite]]:
-        return _refreshes(conn, room_id, stranded(conn, room_id, me, sealed))
+        wanted = [fp for fp in stranded(conn, room_id, me, sealed) if fp != removed]
+        return _refreshes(conn, room_id, wanted)
 
     for direct, op in await store.read(refreshes):
         await send_op(direct, op)

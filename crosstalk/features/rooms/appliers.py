@@ -114,7 +114,7 @@ async def _after(daemon: Daemon, entry: Applied) -> None:
             return
         await share_with_stranded(
             daemon.store, daemon.send_op, entry.room_id, daemon.keys.fingerprint,
-            entry.op.sealed,
+            entry.op.sealed, entry.op.removed,
         )
         await rekeyed_at_once(daemon, entry, entry.op)
 

@@ -76,7 +76,8 @@ async def _rekey(daemon: Daemon, relay: RelayClient, room_id: str, removed: str)
     rotate = functools.partial(room_keys.rotate_key, room_id=room_id, epoch=epoch, key=key)
     await daemon.send_op(room_id, Rekey(epoch, removed, sealed), also=rotate)
     # Invited members cannot read the rekey op (their cursor starts when they accept).
-    await share_with_stranded(daemon.store, daemon.send_op, room_id, keys.fingerprint, sealed)
+    await share_with_stranded(daemon.store, daemon.send_op, room_id, keys.fingerprint, sealed,
+                              removed)
     return epoch
 
 
