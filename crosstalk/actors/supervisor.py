@@ -27,10 +27,13 @@ and, once it has unwound (at once, unless it shields itself from cancellation), 
 starts at exactly ``b + heartbeat + d``, where ``d`` is that restart's backoff. The watchdog does
 not poll: it sleeps until the earliest beat deadline of all instances (and is woken when an
 earlier one appears), so there is no polling slack on top of ``heartbeat``. Under the real clock,
-add scheduling latency. One exception: a watchdog that wakes more than a quarter heartbeat past
-its deadline was itself not running (the process was stopped or the machine slept), so instead
-of judging anyone it gives every instance a fresh beat; a real hang is then caught one heartbeat
-later.
+add scheduling latency. One exception: if the event loop itself did not run for more than a
+quarter heartbeat since the overdue beat (the process was stopped or the machine slept), no
+instance could beat either, so instead of judging anyone the watchdog gives every instance a
+fresh beat; a real hang is then caught one heartbeat later. A pulse task that ticks eight times a
+heartbeat notices such a stall even when the watchdog itself wakes on time (the stop ended just
+past its deadline, and the beats due in it were not run yet: an e2e test saw the control actor
+restarted so, and its socket refused a connection).
 
 Logging policy (STYLE rule 25): INFO for start, ready, restart, finish and stop; WARNING for a
 missed heartbeat (degraded, not a bug); ERROR with the traceback for a crash and for FAILED.
@@ -65,8 +68,10 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 MISSED_HEARTBEAT = "missed heartbeat"
-# A watchdog this late (as a fraction of the heartbeat) means the process itself was stopped.
+# A loop that did not run for this long (as a fraction of the heartbeat) was stopped, with
+# every actor in it.
 SUSPENDED_FRACTION = 0.25
+PULSE_FRACTION = SUSPENDED_FRACTION / 2  # the pulse's period, as a fraction of the heartbeat
 
 
 class _Child(Generic[T]):
@@ -183,6 +188,8 @@ class Supervisor:
         self._ran = False
         self._wakeup = trio.Event()
         self._watch_until = math.inf
+        self._last_pulse = -math.inf  # the pulse's last tick
+        self._stalled_at = -math.inf  # when the pulse last saw the loop had stood still
 
     @property
     def heartbeat(self) -> float:
@@ -195,6 +202,8 @@ class Supervisor:
         self._ran = True
         try:
             async with trio.open_nursery() as nursery:
+                self._last_pulse = trio.current_time()
+                nursery.start_soon(self._pulse)
                 nursery.start_soon(self._watchdog)
                 self._nursery = nursery
                 task_status.started()
@@ -343,20 +352,47 @@ class Supervisor:
             with trio.move_on_at(self._watch_until):
                 await self._wakeup.wait()
             now = trio.current_time()
-            if now - self._watch_until > self._heartbeat * SUSPENDED_FRACTION:
-                self._excuse_everyone(now - self._watch_until)
+            stood_still = self._stood_still(now)
+            if stood_still is not None:
+                self._excuse_everyone(stood_still)
                 continue
             for child in list(self._children.values()):
                 # Same float expression as the deadline slept on, so no rounding gap.
                 if now >= child.beat_deadline():
                     self._miss(child, now)
 
-    def _excuse_everyone(self, late: float) -> None:
-        """The watchdog woke far past its deadline, so the whole process was not running
-        (SIGSTOP, a suspended VM, a laptop lid): no instance could beat either. Judging them now
-        would restart every busy actor at once; each gets a fresh heartbeat instead, and the
-        ones that really hang are caught one heartbeat later."""
-        log.info("the daemon did not run for %.1f s; every actor gets a fresh heartbeat", late)
+    async def _pulse(self) -> None:
+        """Tick every ``PULSE_FRACTION`` of a heartbeat; a tick far later than asked means the
+        loop stood still meanwhile, and is noted for the watchdog."""
+        period = self._heartbeat * PULSE_FRACTION
+        while True:
+            await trio.sleep(period)
+            now = trio.current_time()
+            if now - self._last_pulse - period > self._heartbeat * SUSPENDED_FRACTION:
+                self._stalled_at = now
+            self._last_pulse = now
+
+    def _stood_still(self, now: float) -> float | None:
+        """How long the loop stood still, if it did for more than a quarter heartbeat since the
+        beat now overdue (a heartbeat before the deadline the watchdog slept until)."""
+        limit = self._heartbeat * SUSPENDED_FRACTION
+        unseen = now - self._last_pulse - self._heartbeat * PULSE_FRACTION  # past the pulse's due
+        if unseen > limit:
+            return unseen
+        if self._stalled_at > self._watch_until - self._heartbeat:
+            return limit  # the pulse saw it first, and has ticked since
+        return None
+
+    def _excuse_everyone(self, stood_still: float) -> None:
+        """The loop did not run for a while, so the whole process was not running (SIGSTOP, a
+        suspended VM, a laptop lid): no instance could beat either. Judging them now would
+        restart every busy actor at once; each gets a fresh heartbeat instead, and the ones
+        that really hang are caught one heartbeat later. The stall is used up: the pulse does
+        not report it again."""
+        log.info("the daemon did not run for %.1f s or more; every actor gets a fresh heartbeat",
+                 stood_still)
+        now = trio.current_time()
+        self._last_pulse, self._stalled_at = max(self._last_pulse, now), -math.inf
         for child in self._children.values():
             if child.liveness is not None:
                 child.liveness.beat()
