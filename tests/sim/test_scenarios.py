@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,10 @@ from tests.sim.faults import Fault
 from tests.sim.runner import Outcome, run_seed
 from tests.sim.workload import Action, Scenario
 
+Step = tuple[float, str, str, dict[str, Any]]
 
-def _scenario(steps: list[tuple[float, str, str, dict[str, Any]]]) -> Scenario:
+
+def _scenario(steps: list[Step]) -> Scenario:
     nodes = ("n0", "n1", "n2", "n3")
     pairs = (("n0", "n1"), ("n0", "n2"), ("n0", "n3"))
     actions = tuple(Action(i, at, node, kind, args) for i, (at, node, kind, args) in
@@ -176,16 +179,20 @@ KICK_AND_INVITE_BACK = [
     (120.0, "n1", "send", {"to": "#r1"}),
     (120.0, "n2", "send", {"to": "#r1"}),
 ]
-REINVITE_SEEDS = (1, 3, 5)  # seeds whose schedule sequences the removal before the invite
+REINVITE_SEEDS = range(1, 13)  # the race is placed, but whether the relay takes the removal
+# before the invitation depends on the schedule a seed draws; each test looks for such runs
 
 
-def _kicked_and_invited_back(seed: int) -> Outcome:
-    outcome = run_seed(seed, scenario=_scenario(KICK_AND_INVITE_BACK), faults_keep=set())
-    events = [json.loads(line) for line in outcome.history]
-    done = sorted(e["op"] for e in events if e["phase"] == "ok" and e["t"] > 50.0
-                  and e["op"] in ("room_kick", "room_invite"))
-    assert done == ["room_invite", "room_kick"], (seed, done)
-    return outcome
+def _kicked_and_invited_back(seeds: range, steps: list[Step] | None = None) -> Iterator[Outcome]:
+    """The runs of ``seeds`` in which both the kick and the invitation back succeeded."""
+    for seed in seeds:
+        outcome = run_seed(seed, scenario=_scenario(steps or KICK_AND_INVITE_BACK),
+                           faults_keep=set())
+        events = [json.loads(line) for line in outcome.history]
+        done = sorted(e["op"] for e in events if e["phase"] == "ok" and e["t"] > 50.0
+                      and e["op"] in ("room_kick", "room_invite"))
+        if done == ["room_invite", "room_kick"]:
+            yield outcome
 
 
 def test_a_member_invited_back_while_being_removed_is_listed_invited_by_everyone() -> None:
@@ -193,10 +200,14 @@ def test_a_member_invited_back_while_being_removed_is_listed_invited_by_everyone
     lists it again (the push saying so may have been applied first), and the remover's own kick
     leaves it as the roster it fetched after the removal has it. Each run: the roster checker
     agrees with the relay."""
-    for seed in REINVITE_SEEDS:
-        outcome = _kicked_and_invited_back(seed)
+    raced = 0
+    for outcome in _kicked_and_invited_back(REINVITE_SEEDS):
         assert outcome.coverage.get("check:roster", 0) >= 1
-        assert outcome.failures == [], (seed, outcome.failures)
+        assert outcome.failures == [], outcome.failures
+        raced += 1
+        if raced == 3:
+            return
+    pytest.fail(f"the invitation back came after the removal in only {raced} of {REINVITE_SEEDS}")
 
 
 def test_a_member_invited_back_while_being_removed_reads_the_new_epoch_once_it_accepts() -> None:
@@ -205,13 +216,17 @@ def test_a_member_invited_back_while_being_removed_reads_the_new_epoch_once_it_a
     send afterwards reaches it (the delivery checker)."""
     steps = [*KICK_AND_INVITE_BACK[:-2], (90.0, "n3", "accept", {"room": "r1"}),
              *KICK_AND_INVITE_BACK[-2:]]
-    for seed in REINVITE_SEEDS:
-        outcome = run_seed(seed, scenario=_scenario(steps), faults_keep=set())
+    raced = 0
+    for outcome in _kicked_and_invited_back(REINVITE_SEEDS, steps):
         accepted = [json.loads(line) for line in outcome.history
                     if '"room_accept"' in line and '"ok"' in line]
-        assert any(e["node"] == "n3" and e["t"] > 60 for e in accepted), seed
+        assert any(e["node"] == "n3" and e["t"] > 60 for e in accepted)
         assert outcome.coverage.get("check:delivery", 0) >= 1
-        assert outcome.failures == [], (seed, outcome.failures)
+        assert outcome.failures == [], outcome.failures
+        raced += 1
+        if raced == 3:
+            return
+    pytest.fail(f"the invitation back came after the removal in only {raced} of {REINVITE_SEEDS}")
 
 
 @pytest.mark.parametrize("plant", ["no roster after a rekey", "the remover marks gone"])
@@ -236,9 +251,10 @@ def test_trusting_the_rekey_over_the_relay_leaves_the_invited_member_out(
                          "state = 'invited')", (room_id, room_id))
 
         monkeypatch.setattr(room_keys, "rotate_key", rotate_and_forget)
-    caught = [seed for seed in REINVITE_SEEDS
-              if "roster" in {f.checker for f in _kicked_and_invited_back(seed).failures}]
-    assert caught, f"no run of seeds {REINVITE_SEEDS} caught the planted bug"
+    for outcome in _kicked_and_invited_back(REINVITE_SEEDS):
+        if "roster" in {f.checker for f in outcome.failures}:
+            return
+    pytest.fail(f"no run of seeds {REINVITE_SEEDS} caught the planted bug")
 
 
 # n2 makes the room and is the only one whose memory is whole; n1 removes n2, n0 removes n1,

@@ -189,7 +189,11 @@ class MemoryFeature:
         return [await self.room_for(where)]
 
     async def record_in(self, kind: str, where: v.Where, wanted: str) -> tuple[Room, str]:
+        """The room holding the fact or task ``wanted``, after applying our own sequenced ops:
+        a task we added whose answer came back ``pending`` is ours to claim once the relay has
+        it (a full CI run: "There is no task" for our own task, sequenced a moment before)."""
         rooms = await self.rooms_for(where)
+        await self.catch_up_own(rooms)
         return await self.daemon.store.read(lambda c: v.find_record(c, kind, wanted, rooms))
 
     async def write(self, room: Room, op: MemoryOp) -> tuple[str, Outcome | None]:

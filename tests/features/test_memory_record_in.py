@@ -1,0 +1,44 @@
+"""Finding a fact or task by id applies our own sequenced ops first (features/memory)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from crosstalk.errors import UsageError
+from crosstalk.features.memory import handle
+from crosstalk.features.memory.handle import MemoryFeature
+from crosstalk.features.memory.views import Where
+from crosstalk.store.db import open_store
+from crosstalk.wire.memory import TaskAdd
+from tests.store.test_memory_store import ANA, ROOM, env, room_db, sent
+
+
+@pytest.mark.parametrize("plant", [False, True])
+async def test_our_own_task_is_found_once_the_relay_has_sequenced_it(
+    tmp_path: Path, plant: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ana added t1; the relay sequenced it (seq 1) but nothing has applied it here yet (her
+    add answered pending, say). Claiming it finds it. The planted bug looks it up without
+    catching up: "There is no task"."""
+    conn = room_db(tmp_path / "state.db")
+    sent(conn, 1, env(TaskAdd("t1", "rotate the key"), "ana", 1.0), "mine-1")
+    conn.execute("COMMIT")
+    conn.close()
+    if plant:
+        async def nothing(self: MemoryFeature, rooms: list[Any]) -> None:
+            pass
+
+        monkeypatch.setattr(handle.MemoryFeature, "catch_up_own", nothing)
+    async with open_store(tmp_path / "state.db") as store:
+        daemon = SimpleNamespace(store=store, keys=ANA, identity=SimpleNamespace(label="ana"))
+        feature = MemoryFeature(daemon)  # type: ignore[arg-type]
+        if plant:
+            with pytest.raises(UsageError):
+                await feature.record_in("task", Where(room=ROOM), "t1")
+            return
+        room, task = await feature.record_in("task", Where(room=ROOM), "t1")
+    assert (room.room_id, task) == (ROOM, "t1")
