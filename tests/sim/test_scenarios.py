@@ -282,12 +282,17 @@ REJOINED_WITH_A_HOLE = (
 )
 
 
-def _rejoined_with_a_hole() -> Outcome:
+def _three_paired(seed: int, steps: tuple[Step, ...]) -> Outcome:
+    """``steps`` run by n0, n1 and n2, each paired with the others, without faults."""
     pairs = (("n0", "n1"), ("n0", "n2"), ("n1", "n2"))
     actions = tuple(Action(i, at, node, kind, args)
-                    for i, (at, node, kind, args) in enumerate(REJOINED_WITH_A_HOLE))
-    return run_seed(7366, scenario=Scenario(("n0", "n1", "n2"), pairs, actions),
+                    for i, (at, node, kind, args) in enumerate(steps))
+    return run_seed(seed, scenario=Scenario(("n0", "n1", "n2"), pairs, actions),
                     faults_keep=set())
+
+
+def _rejoined_with_a_hole() -> Outcome:
+    return _three_paired(7366, REJOINED_WITH_A_HOLE)
 
 
 def test_a_member_back_in_a_room_asks_again_before_giving_its_memory_hole_up() -> None:
@@ -324,11 +329,7 @@ REMOVED_AND_BACK = (
 
 
 def _removed_and_back() -> Outcome:
-    pairs = (("n0", "n1"), ("n0", "n2"), ("n1", "n2"))
-    actions = tuple(Action(i, at, node, kind, args)
-                    for i, (at, node, kind, args) in enumerate(REMOVED_AND_BACK))
-    return run_seed(8678, scenario=Scenario(("n0", "n1", "n2"), pairs, actions),
-                    faults_keep=set())
+    return _three_paired(8678, REMOVED_AND_BACK)
 
 
 def test_a_member_removed_and_invited_back_is_probed_again_and_gets_the_fact() -> None:
