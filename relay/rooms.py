@@ -288,7 +288,7 @@ class RoomBook:
         writes: list[Write] = [MemberDeleted(state.room, fp)]
         if member.state == "joined":
             writes += self._depart(state, attrs.evolve(member, state="left"))
-        if owed is not None and (owed or fp in state.departed_ops):
+        if owed:  # with those of an earlier stay, so never fewer than were kept
             writes += self.keep_departed_ops(state, fp, owed)
         return writes + self._prune_acknowledged(state)
 
