@@ -9,14 +9,16 @@ and lends it its pushes (to every connection of an identity) and its presence in
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from crosstalk.crypto import fingerprint
 from crosstalk.wire import relay as w
+from crosstalk.wire.chain import ChainRefused, ChainState, Statement
 from relay.conn import Conn, verify_member
 from relay.effects import Effect, Send
 from relay.rooms import RoomBook, RoomState, check_id, refuse
 from relay.slots import PairingDesk
+from relay.storage import Write
 
 Push = Callable[[Iterable[str], w.RelayFrame, list[Effect]], None]
 Introduce = Callable[[str, Iterable[str], list[Effect]], None]
@@ -34,16 +36,41 @@ class MemberDesk:
         self._introduce = introduce
 
     def _push_roster(self, state: RoomState, out: list[Effect]) -> None:
-        frame = w.Roster(None, state.room, state.roster())
+        """The roster to every joined member, with the statement the change added (the last)."""
+        last = state.history.length - 1
+        chain = state.statements[last:] if last >= 0 else []
+        frame = w.Roster(None, state.room, state.roster(), chain, max(last, 0))
         self._push(state.joined(), frame, out)
+
+    @staticmethod
+    def _check_statement(
+        history: ChainState, c: Conn, room: str, stmt: Statement | None, kind: str,
+        subject: str,
+    ) -> Statement:
+        """Refuse a request whose statement is not the requester's own word for this very
+        change, or does not follow from the room's history (members would refuse it too)."""
+        if stmt is None:
+            raise refuse("bad_statement", "a membership change needs the member's signed "
+                         "statement of it; upgrade crosstalk")
+        if (stmt.room, stmt.kind, stmt.actor, stmt.subject) != (room, kind, c.fp, subject):
+            raise refuse("bad_statement", "the statement does not describe this request")
+        try:
+            history.check(stmt)
+        except ChainRefused as exc:
+            raise refuse(exc.hint or "bad_statement", exc.message) from None
+        return stmt
 
     def create(self, c: Conn, f: w.Create, now: float, out: list[Effect]) -> None:
         assert c.peer is not None
         check_id(f.room, "room")
         verify_member(c.peer.ed_pub, f.room, c.peer.ed_pub, c.peer.x_pub, f.sig)
+        if f.room in self._rooms.rooms:
+            raise refuse("room_exists", f"room {f.room!r} already exists; pick another random id")
+        stmt = self._check_statement(ChainState(f.room), c, f.room, f.stmt, "create", c.fp)
         member = w.Member(c.fp, c.peer.ed_pub, c.peer.x_pub, "joined", c.fp, f.sig)
         state, writes = self._rooms.create(f.room, member)
         out.extend(writes)
+        out.extend(self._rooms.record_statement(state, stmt))
         out.append(Send(c.id, w.Ok(f.req)))
         self._push_roster(state, out)
 
@@ -56,6 +83,9 @@ class MemberDesk:
         invitee = fingerprint(f.ed_pub)
         if invitee in state.members:
             raise refuse("already_member", "that person is already in the room's roster")
+        stmt = self._check_statement(state.history, c, f.room, f.stmt, "invite", invitee)
+        if (stmt.ed_pub, stmt.x_pub) != (f.ed_pub, f.x_pub):
+            raise refuse("bad_statement", "the statement names other keys than the request")
         # The grant's spending is written after the room's change: on a relay node the room's
         # write may lose its compare-and-set, and a grant already spent then would refuse the
         # retry as forbidden (the node settles a grant write that loses after the room won).
@@ -66,6 +96,7 @@ class MemberDesk:
             raise refuse("forbidden", "you can only add someone you already share a room with")
         member = w.Member(invitee, f.ed_pub, f.x_pub, "invited", c.fp, f.sig)
         out.extend(self._rooms.add(state, member))
+        out.extend(self._rooms.record_statement(state, stmt))
         out.extend(spent)
         out.append(Send(c.id, w.Ok(f.req)))
         self._push_roster(state, out)
@@ -73,23 +104,30 @@ class MemberDesk:
 
     def accept(self, c: Conn, f: w.Accept, now: float, out: list[Effect]) -> None:
         before = self._rooms.peers(c.fp)
+        invited = self._rooms.invitation(f.room, c.fp)
+        stmt = self._check_statement(invited.history, c, f.room, f.stmt, "accept", c.fp)
         state, writes = self._rooms.accept(f.room, c.fp)
         out.extend(writes)
+        out.extend(self._rooms.record_statement(state, stmt))
         out.append(Send(c.id, w.Ok(f.req)))
         self._push_roster(state, out)
         self._introduce(c.fp, sorted(self._rooms.peers(c.fp) - before), out)
 
     def decline(self, c: Conn, f: w.Decline, now: float, out: list[Effect]) -> None:
         state = self._rooms.get(f.room) if f.room in self._rooms.rooms else None
+        invited = self._rooms.invitation(f.room, c.fp)
+        stmt = self._check_statement(invited.history, c, f.room, f.stmt, "decline", c.fp)
         _, writes = self._rooms.decline(f.room, c.fp)
-        out.extend(writes)
+        out.extend(self._record_unless_deleted(invited, stmt, writes))
         out.append(Send(c.id, w.Ok(f.req)))
         if state is not None:
             self._after_drop(state, c.fp, "declined", out)
 
     def leave(self, c: Conn, f: w.Leave, now: float, out: list[Effect]) -> None:
         state = self._rooms.require_joined(f.room, c.fp)
-        out.extend(self._rooms.drop_member(state, c.fp))
+        stmt = self._check_statement(state.history, c, f.room, f.stmt, "leave", c.fp)
+        writes = self._rooms.drop_member(state, c.fp)
+        out.extend(self._record_unless_deleted(state, stmt, writes))
         out.append(Send(c.id, w.Ok(f.req)))
         self._after_drop(state, c.fp, "left", out)
 
@@ -99,9 +137,19 @@ class MemberDesk:
             raise refuse("bad_frame", "to take yourself out of a room, leave it")
         if f.fingerprint not in state.members:
             raise refuse("not_a_member", "that person is not in the room")
-        out.extend(self._rooms.drop_member(state, f.fingerprint))
+        stmt = self._check_statement(state.history, c, f.room, f.stmt, "remove", f.fingerprint)
+        writes = self._rooms.drop_member(state, f.fingerprint)
+        out.extend(self._record_unless_deleted(state, stmt, writes))
         out.append(Send(c.id, w.Ok(f.req)))
         self._after_drop(state, f.fingerprint, "removed", out, by=c.fp)
+
+    def _record_unless_deleted(
+        self, state: RoomState, stmt: Statement, writes: Sequence[Write]
+    ) -> list[Effect]:
+        """``writes`` and, unless they deleted the room, the statement that made them."""
+        if state.room not in self._rooms.rooms:
+            return list(writes)
+        return [*writes, *self._rooms.record_statement(state, stmt)]
 
     def _after_drop(
         self, state: RoomState, gone: str, reason: str, out: list[Effect], *, by: str | None = None
@@ -117,7 +165,9 @@ class MemberDesk:
         state = self._rooms.get(f.room)
         if c.fp not in state.members:
             raise refuse("not_a_member", f"you are not in room {f.room!r}")
-        out.append(Send(c.id, w.Roster(f.req, f.room, state.roster())))
+        have = min(max(f.have, 0), state.history.length)
+        chain = state.statements[have:]
+        out.append(Send(c.id, w.Roster(f.req, f.room, state.roster(), chain, have)))
 
     def list_rooms(self, c: Conn, f: w.ListRooms, now: float, out: list[Effect]) -> None:
         entries = [

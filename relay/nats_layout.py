@@ -5,8 +5,9 @@ Theory of operation
 Everything durable lives in stream ``N_rooms`` (namespace ``N``) under ``N.s.>``, one subject per
 thing that needs an order of its own:
 
-* ``N.s.r.<room>.m``: the room's membership events (``room``, ``member``, ``drop``, and
-  ``owed``: a departed member's unacknowledged op ids) as JSON;
+* ``N.s.r.<room>.m``: the room's membership events (``room``, ``member``, ``drop``,
+  ``owed``: a departed member's unacknowledged op ids, and ``stmt``: a statement of the room's
+  membership history) as JSON;
   ``gone`` (the room was deleted) is a rollup that leaves only itself.
 * ``N.s.r.<room>.o``: the room's ops. A lone op is one message: the body is the payload,
   seq/sender/op id/time are headers. Consecutive ops of one sender that a node decided in one
@@ -41,6 +42,7 @@ from typing import Any
 
 import attrs
 
+from crosstalk.wire.chain import Statement
 from crosstalk.wire.converter import structure_remote, unstructure
 from crosstalk.wire.relay import Member, Side
 from relay.limits import RelayConfig
@@ -61,6 +63,7 @@ from relay.storage import (
     SlotOpened,
     SlotPartPut,
     SlotRemoved,
+    StatementAppended,
     StoredOp,
     Write,
 )
@@ -75,7 +78,7 @@ MAX_GROUP_OPS = 64
 MAX_GROUP_BYTES = 1 << 20
 
 # The writes of a room's membership message (``N.s.r.<room>.m``), one event each.
-Membership = RoomPut | MemberPut | MemberDeleted | DepartedOps
+Membership = RoomPut | MemberPut | MemberDeleted | DepartedOps | StatementAppended
 
 
 @attrs.frozen
@@ -156,7 +159,8 @@ class Layout:
                 ops.append(w)
                 size += len(w.op.body)
                 continue
-            if isinstance(w, RoomPut | MemberPut | MemberDeleted | DepartedOps):
+            if isinstance(w, RoomPut | MemberPut | MemberDeleted | DepartedOps
+                          | StatementAppended):
                 if ops or (group and group[0].room != w.room):
                     flush()
                 group.append(w)
@@ -308,6 +312,9 @@ class Layout:
             elif kind == "owed":
                 owed = tuple((str(op_id), int(seq)) for op_id, seq in event["ops"])
                 writes.append(DepartedOps(room, str(event["fp"]), owed))
+            elif kind == "stmt":
+                stmt = structure_remote(event["s"], Statement)
+                writes.append(StatementAppended(room, int(event["i"]), stmt))
             elif kind == "gone":
                 writes.append(RoomDeleted(room))
             else:
@@ -317,8 +324,8 @@ class Layout:
 
 def unit_of_write(w: Write) -> str | None:
     """The unit a write's message is compare-and-set against (None: newest wins)."""
-    if isinstance(w, RoomPut | MemberPut | MemberDeleted | DepartedOps | RoomDeleted
-                  | OpAppended):
+    if isinstance(w, RoomPut | MemberPut | MemberDeleted | DepartedOps | StatementAppended
+                  | RoomDeleted | OpAppended):
         return f"r.{w.room}"
     if isinstance(w, GrantPut | GrantDeleted):
         return f"grant.{w.a}.{w.b}"
@@ -356,6 +363,8 @@ def _event(w: Membership) -> dict[str, Any]:
         return {"w": "member", "m": unstructure(w.member)}
     if isinstance(w, DepartedOps):
         return {"w": "owed", "fp": w.fingerprint, "ops": [list(pair) for pair in w.ops]}
+    if isinstance(w, StatementAppended):
+        return {"w": "stmt", "i": w.index, "s": unstructure(w.stmt)}
     return {"w": "drop", "fp": w.fingerprint}
 
 

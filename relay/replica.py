@@ -52,6 +52,7 @@ from relay.storage import (
     SlotPartPut,
     SlotRemoved,
     Snapshot,
+    StatementAppended,
     Write,
 )
 
@@ -70,7 +71,8 @@ def apply_stored(
 ) -> None:
     """Apply another node's stored writes (one message) to the cache; frames go to ``out``."""
     first = writes[0] if writes else None
-    if isinstance(first, RoomPut | MemberPut | MemberDeleted | DepartedOps | RoomDeleted):
+    if isinstance(first, RoomPut | MemberPut | MemberDeleted | DepartedOps | StatementAppended
+                  | RoomDeleted):
         _membership(book, first.room, writes, by, push, introduce, out)
         return
     for x in writes:
@@ -129,16 +131,28 @@ def _membership(book: RoomBook, room: str, writes: list[Write], by: str, push: P
                 state.departed.pop(x.fingerprint, None)
         elif isinstance(x, DepartedOps):
             book.keep_departed_ops(book.rooms[room], x.fingerprint, x.ops)
+        elif isinstance(x, StatementAppended):
+            state = book.rooms[room]
+            if x.index == state.history.length:  # else a reload already took it in
+                book.record_statement(state, x.stmt)
         elif isinstance(x, RoomDeleted) and room in book.rooms:
             book.delete(book.rooms[room])
     after = book.rooms.get(room)
     if after is not None:
-        push(after.joined(), w.Roster(None, room, after.roster()), out)
+        push(after.joined(), _roster(after, writes), out)
         _introduce_joined(book, joining, introduce, out)
     elif before:  # deleted with its last joined member, who left (or declined)
         if by in before:
             push([by], _gone(room, by, before[by].state, by), out)
         push([fp for fp in before if fp != by], w.RoomGone(room, "deleted"), out)
+
+
+def _roster(state: RoomState, writes: list[Write]) -> w.Roster:
+    """The roster push for another node's change, with the statements it added (with none, its
+    ``chain_from`` still says how long the history is, so a member behind it fetches)."""
+    added = [x for x in writes if isinstance(x, StatementAppended)]
+    start = added[0].index if added else state.history.length
+    return w.Roster(None, state.room, state.roster(), [x.stmt for x in added], start)
 
 
 def _joining(book: RoomBook, room: str, writes: list[Write]) -> dict[str, set[str]]:
@@ -228,7 +242,7 @@ def replace_unit(
             push_live(state.joined(), w.Op(key, op.seq, op.sender, op.op_id, op.body, op.ts),
                       out)
         if state.members != members:
-            push(state.joined(), w.Roster(None, key, state.roster()), out)
+            push(state.joined(), _roster(state, []), out)
         for fp, member in state.members.items():  # invited meanwhile (the usual way a node
             if fp not in members and member.state == "invited":  # hears of a room it does not
                 push([fp], w.Invited(key, member.added_by), out)  # follow: by a reload)

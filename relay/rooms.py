@@ -37,6 +37,7 @@ from collections.abc import Callable, Iterable, Iterator
 import attrs
 
 from crosstalk.errors import RemoteProtocolError
+from crosstalk.wire.chain import ChainState, Statement
 from crosstalk.wire.relay import Member
 from relay.storage import (
     CursorPut,
@@ -48,6 +49,7 @@ from relay.storage import (
     RoomDeleted,
     RoomPut,
     Snapshot,
+    StatementAppended,
     StoredOp,
     Write,
 )
@@ -78,6 +80,9 @@ class RoomState:
     departed: dict[str, Member] = attrs.Factory(dict)  # state "left", oldest first
     # fingerprint -> op id -> seq: what a departed member posted and had not acknowledged
     departed_ops: dict[str, dict[str, int]] = attrs.Factory(dict)
+    # The membership history members believe (the rows above are the relay's own view of it).
+    history: ChainState = attrs.Factory(lambda self: ChainState(self.room), takes_self=True)
+    statements: list[Statement] = attrs.Factory(list)
 
     def joined(self) -> list[str]:
         return [fp for fp, m in self.members.items() if m.state == "joined"]
@@ -120,6 +125,9 @@ class RoomBook:
                 state.members[member.fingerprint] = member
                 self.member_of.setdefault(member.fingerprint, set()).add(record.room)
             state.departed_ops = {fp: dict(ops) for fp, ops in record.departed_ops.items()}
+            for stmt in record.chain:  # checked when they came; a history stored is a history
+                state.history.append(stmt, verify=False)
+                state.statements.append(stmt)
             for op in record.ops:
                 state.log.append(op)
                 state.op_ids[op.op_id] = op.seq
@@ -249,11 +257,12 @@ class RoomBook:
         return self._put_member(state, member)
 
     def accept(self, room: str, fp: str) -> tuple[RoomState, list[Write]]:
-        state = self._invitation(room, fp)
+        state = self.invitation(room, fp)
         member = attrs.evolve(state.members[fp], state="joined")
         return state, self._put_member(state, member)
 
-    def _invitation(self, room: str, fp: str) -> RoomState:
+    def invitation(self, room: str, fp: str) -> RoomState:
+        """The room ``fp`` is invited to; ``not_invited`` if there is no such invitation."""
         state = self.rooms.get(room)
         member = state.members.get(fp) if state else None
         if state is None or member is None or member.state != "invited":
@@ -261,7 +270,7 @@ class RoomBook:
         return state
 
     def decline(self, room: str, fp: str) -> tuple[RoomState, list[Write]]:
-        state = self._invitation(room, fp)
+        state = self.invitation(room, fp)
         return state, self.drop_member(state, fp)
 
     def _put_member(self, state: RoomState, member: Member) -> list[Write]:
@@ -334,6 +343,13 @@ class RoomBook:
             self._forget(fp, state.room)
         del self.rooms[state.room]  # the caller may still read the detached roster
         return [RoomDeleted(state.room)]
+
+    def record_statement(self, state: RoomState, stmt: Statement) -> list[Write]:
+        """Append ``stmt`` (already checked against the history) to the room's history."""
+        index = state.history.length
+        state.history.append(stmt, verify=False)
+        state.statements.append(stmt)
+        return [StatementAppended(state.room, index, stmt)]
 
     # --- the log -------------------------------------------------------------------------------
 

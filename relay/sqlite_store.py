@@ -12,6 +12,7 @@ newest schema the file has been opened with.
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import time
@@ -19,6 +20,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from crosstalk.errors import DamagedState
+from crosstalk.wire.chain import Statement
+from crosstalk.wire.converter import structure_remote, unstructure
 from crosstalk.wire.relay import Member
 from relay.storage import (
     SLOT_WRITES,
@@ -41,11 +44,12 @@ from relay.storage import (
     SlotRecord,
     SlotRemoved,
     Snapshot,
+    StatementAppended,
     StoredOp,
     Write,
 )
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: the membership history (chain)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS rooms (room TEXT PRIMARY KEY, head INTEGER NOT NULL);
@@ -59,6 +63,8 @@ CREATE TABLE IF NOT EXISTS ops (
 CREATE TABLE IF NOT EXISTS departed_ops (
     room TEXT NOT NULL, fingerprint TEXT NOT NULL, op_id TEXT NOT NULL, seq INTEGER NOT NULL,
     PRIMARY KEY (room, fingerprint, op_id));
+CREATE TABLE IF NOT EXISTS chain (
+    room TEXT NOT NULL, idx INTEGER NOT NULL, stmt TEXT NOT NULL, PRIMARY KEY (room, idx));
 CREATE TABLE IF NOT EXISTS devices (
     fingerprint TEXT NOT NULL, device TEXT NOT NULL, PRIMARY KEY (fingerprint, device));
 CREATE TABLE IF NOT EXISTS cursors (
@@ -113,9 +119,12 @@ class SqliteStorage:
         departed: dict[str, dict[str, dict[str, int]]] = {}
         for room, fp, op_id, seq in q("SELECT room, fingerprint, op_id, seq FROM departed_ops"):
             departed.setdefault(room, {}).setdefault(fp, {})[op_id] = seq
+        chains: dict[str, list[Statement]] = {}
+        for room, text in q("SELECT room, stmt FROM chain ORDER BY room, idx"):
+            chains.setdefault(room, []).append(structure_remote(json.loads(text), Statement))
         rooms = [
             RoomRecord(room, head, members.get(room, []), ops.get(room, []),
-                       departed.get(room, {}))
+                       departed.get(room, {}), chains.get(room, []))
             for room, head in q("SELECT room, head FROM rooms ORDER BY room")
         ]
         devices = [DevicePut(fp, d) for fp, d in q("SELECT fingerprint, device FROM devices")]
@@ -189,7 +198,7 @@ class SqliteStorage:
         elif isinstance(w, RoomPut):
             x("INSERT OR IGNORE INTO rooms (room, head) VALUES (?, 0)", (w.room,))
         elif isinstance(w, RoomDeleted):
-            for table in ("rooms", "members", "ops", "cursors", "departed_ops"):
+            for table in ("rooms", "members", "ops", "cursors", "departed_ops", "chain"):
                 x(f"DELETE FROM {table} WHERE room = ?", (w.room,))
         elif isinstance(w, MemberPut):
             m = w.member
@@ -203,6 +212,9 @@ class SqliteStorage:
               (w.room, w.fingerprint))
             self._db.executemany("INSERT INTO departed_ops VALUES (?, ?, ?, ?)",
                                  [(w.room, w.fingerprint, op_id, seq) for op_id, seq in w.ops])
+        elif isinstance(w, StatementAppended):
+            x("INSERT OR REPLACE INTO chain VALUES (?, ?, ?)",
+              (w.room, w.index, json.dumps(unstructure(w.stmt))))
         elif isinstance(w, OpAppended):
             op = w.op
             x("INSERT INTO ops VALUES (?, ?, ?, ?, ?, ?)",

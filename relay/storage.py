@@ -24,6 +24,7 @@ from typing import Protocol, Union, runtime_checkable
 
 import attrs
 
+from crosstalk.wire.chain import Statement
 from crosstalk.wire.relay import Member, Side
 
 
@@ -75,6 +76,15 @@ class DepartedOps:
     room: str
     fingerprint: str
     ops: tuple[tuple[str, int], ...]
+
+
+@attrs.frozen
+class StatementAppended:
+    """The room's membership history gains ``stmt`` at ``index`` (kept as long as the room)."""
+
+    room: str
+    index: int
+    stmt: Statement
 
 
 @attrs.frozen
@@ -172,8 +182,9 @@ class GrantDeleted:
 
 
 Write = Union[  # noqa: UP007 - a plain alias reads better in isinstance-free code
-    RoomPut, RoomDeleted, MemberPut, MemberDeleted, DepartedOps, OpAppended, OpsPruned, DevicePut,
-    CursorPut, SlotOpened, SlotFilled, SlotPartPut, SlotRemoved, GrantPut, GrantDeleted,
+    RoomPut, RoomDeleted, MemberPut, MemberDeleted, DepartedOps, StatementAppended, OpAppended,
+    OpsPruned, DevicePut, CursorPut, SlotOpened, SlotFilled, SlotPartPut, SlotRemoved, GrantPut,
+    GrantDeleted,
 ]
 SLOT_WRITES = (SlotOpened, SlotFilled, SlotPartPut, SlotRemoved, GrantPut, GrantDeleted)
 
@@ -185,6 +196,7 @@ class RoomRecord:
     members: list[Member]
     ops: list[StoredOp]
     departed_ops: dict[str, dict[str, int]] = attrs.Factory(dict)  # fingerprint -> op id -> seq
+    chain: list[Statement] = attrs.Factory(list)  # the membership history, in order
 
 
 @attrs.frozen
@@ -272,6 +284,7 @@ class _MemRoom:
     members: dict[str, Member] = attrs.Factory(dict)
     ops: dict[int, StoredOp] = attrs.Factory(dict)
     departed_ops: dict[str, dict[str, int]] = attrs.Factory(dict)
+    chain: dict[int, Statement] = attrs.Factory(dict)
 
 
 class MemoryStorage:
@@ -295,7 +308,8 @@ class MemoryStorage:
     def load(self) -> Snapshot:
         rooms = [
             RoomRecord(name, r.head, list(r.members.values()), [r.ops[s] for s in sorted(r.ops)],
-                       {fp: dict(ops) for fp, ops in r.departed_ops.items()})
+                       {fp: dict(ops) for fp, ops in r.departed_ops.items()},
+                       [r.chain[i] for i in sorted(r.chain)])
             for name, r in self._rooms.items()
         ]
         devices = [DevicePut(fp, dev) for fp, dev in sorted(self._devices)]
@@ -333,6 +347,8 @@ class MemoryStorage:
             departed.pop(w.fingerprint, None)
             if w.ops:
                 departed[w.fingerprint] = dict(w.ops)
+        elif isinstance(w, StatementAppended):
+            self._rooms[w.room].chain[w.index] = w.stmt
         elif isinstance(w, OpAppended):
             room = self._rooms[w.room]
             room.ops[w.op.seq] = w.op

@@ -168,6 +168,8 @@ def _room_lines(rooms: list[dict[str, Any]]) -> str:
             what = ", ".join(_member_text(m) for m in room["members"])
         pending = "  (invitation: `crosstalk room accept` or `decline`)" if room["pending"] else ""
         lines.append(f"  {name:<16} {what}{pending}")
+        if room.get("relay_alarm"):
+            lines.append(f"  {'':<16} warning: {room['relay_alarm']}")
     return "\n".join(lines)
 
 

@@ -219,6 +219,23 @@ _V18 = (
 # posts that wait to be sealed anew (crosstalk/core/link/outbox.py; the simulation's seed 2877).
 _V19 = ("ALTER TABLE outbox ADD COLUMN pinned INTEGER NOT NULL DEFAULT 0",)
 
+# The membership history each room's roster is derived from (crosstalk/wire/chain.py), and what a
+# relay offered that did not verify (shown by `crosstalk room` and the page).
+_V20 = (
+    """CREATE TABLE membership_chain (
+        room_id TEXT NOT NULL REFERENCES rooms(room_id),
+        idx INTEGER NOT NULL,
+        link BLOB NOT NULL,
+        stmt TEXT NOT NULL,
+        PRIMARY KEY (room_id, idx)
+    )""",
+    """CREATE TABLE membership_alarms (
+        room_id TEXT PRIMARY KEY REFERENCES rooms(room_id),
+        at REAL NOT NULL,
+        reason TEXT NOT NULL
+    )""",
+)
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _V1),
     Migration(2, "relay link cursors and inbound ops", _V2),
@@ -247,6 +264,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(17, "rooms: a creation the relay has not confirmed", _V17),
     Migration(18, "room keys owed to joiners", _V18),
     Migration(19, "outbox: ops that carry keys", _V19),
+    Migration(20, "membership: the signed history, and what did not verify", _V20),
 )
 LATEST_VERSION = len(MIGRATIONS)
 

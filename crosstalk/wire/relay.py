@@ -121,6 +121,8 @@ ERROR_CODES = (
     "slot_taken",  # the slot's single join attempt is used
     "slot_part_written",  # slot_send to a (side, index) already written
     "busy",  # no free slot number
+    "stale_chain",  # a membership statement signed before the history moved on: fetch, sign again
+    "bad_statement",  # a membership statement that does not follow from the room's history
 )
 
 

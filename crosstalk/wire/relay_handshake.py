@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import attrs
 
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: membership changes carry signed statements (wire.chain)
 NONCE_SIZE = 32
 
 

@@ -2,9 +2,14 @@
 
 Requests: ``create {room, sig}`` (the creator's own roster entry, self-signed), ``add {room,
 ed_pub, x_pub, sig}`` (sig by the adder over ``member_transcript``), ``accept``, ``decline``,
-``leave``, ``remove {room, fingerprint}``, ``roster {room}``, ``rooms {}`` (which lists
+``leave``, ``remove {room, fingerprint}``, ``roster {room, have}``, ``rooms {}`` (which lists
 invitations too). Pushes: ``roster`` to joined members whenever the roster changes, ``invited``
 to the invitee, ``room_gone`` to whoever is no longer in a room, ``presence``.
+
+Every change carries ``stmt``, the member's signed statement of it (:mod:`crosstalk.wire.chain`),
+which the relay appends to the room's membership history; members believe the history, not the
+relay's rows. A ``roster`` reply carries the statements from index ``have`` on; a push carries
+the one the change added (``chain_from`` is the index of the first statement given).
 
 Only a joined member may add, and only someone it shares a joined room with, or someone it has
 just met through a pairing slot (that counts for one add, 15 minutes). Any joined member may
@@ -17,6 +22,8 @@ from __future__ import annotations
 from typing import Literal
 
 import attrs
+
+from crosstalk.wire.chain import Statement
 
 # "left": a joined member who has since left or been removed. The relay keeps their entry (up to
 # relay.rooms.MAX_DEPARTED a room) so that a member who was away through their whole stay can
@@ -52,6 +59,7 @@ class Create:
     req: int
     room: str
     sig: bytes
+    stmt: Statement | None = None  # required by the relay; None only to say it is missing
 
 
 @attrs.frozen
@@ -61,24 +69,28 @@ class Add:
     ed_pub: bytes
     x_pub: bytes
     sig: bytes
+    stmt: Statement | None = None  # required by the relay; None only to say it is missing
 
 
 @attrs.frozen
 class Accept:
     req: int
     room: str
+    stmt: Statement | None = None  # required by the relay; None only to say it is missing
 
 
 @attrs.frozen
 class Decline:
     req: int
     room: str
+    stmt: Statement | None = None  # required by the relay; None only to say it is missing
 
 
 @attrs.frozen
 class Leave:
     req: int
     room: str
+    stmt: Statement | None = None  # required by the relay; None only to say it is missing
 
 
 @attrs.frozen
@@ -86,12 +98,14 @@ class Remove:
     req: int
     room: str
     fingerprint: str
+    stmt: Statement | None = None  # required by the relay; None only to say it is missing
 
 
 @attrs.frozen
 class GetRoster:
     req: int
     room: str
+    have: int = 0  # membership statements the asker holds: the reply starts there
 
 
 @attrs.frozen
@@ -110,6 +124,8 @@ class Roster:
     req: int | None
     room: str
     members: list[Member]
+    chain: list[Statement] = attrs.Factory(list)
+    chain_from: int = 0
 
 
 @attrs.frozen

@@ -218,6 +218,10 @@ class SessionsPublished:
     """
 
     sessions: tuple[PublishedSession, ...]
+    # The newest statement of the room's membership history the sender holds (index and link):
+    # a roommate holding that index with another link was shown another history (a fork).
+    membership: int = -1
+    membership_link: bytes = b""
 
 
 RoomOp = (

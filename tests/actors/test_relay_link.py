@@ -21,6 +21,7 @@ from crosstalk.actors.relay_link import (
     RetryNow,
 )
 from crosstalk.errors import CrosstalkError, RelayUnreachable
+from crosstalk.features.membership.history import create_frame
 from crosstalk.wire import relay as w
 from tests.actors.test_relay_link_fakes import (
     URL,
@@ -49,8 +50,8 @@ async def post(running: Running, room: str, op_id: str, body: bytes) -> Queued |
 
 
 async def create_room(running: Running, keys: crypto.Keys, room: str) -> None:
-    sig = crypto.sign(keys, w.member_transcript(room, keys.ed_pub, keys.x_pub))
-    assert isinstance(await ask(running, w.Create(0, room, sig)), w.Ok)
+    create, _ = create_frame(keys, room)
+    assert isinstance(await ask(running, create), w.Ok)
 
 
 def restarts(running: Running) -> int:

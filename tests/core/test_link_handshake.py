@@ -37,7 +37,8 @@ def test_the_challenge_is_answered_with_a_hello_signed_over_the_transcript() -> 
     h = handshake()
     hello = h.frame_received(challenge())
     assert isinstance(hello, w.Hello)
-    transcript = w.hello_transcript(NONCE, RELAY_PUB, ME.ed_pub, ME.x_pub, "dev-1", 1)
+    transcript = w.hello_transcript(NONCE, RELAY_PUB, ME.ed_pub, ME.x_pub, "dev-1",
+                                    w.PROTOCOL_VERSION)
     crypto.verify(ME.ed_pub, transcript, hello.sig)
     assert (hello.device, hello.ed_pub, hello.x_pub) == ("dev-1", ME.ed_pub, ME.x_pub)
     assert state(h) is HandshakeState.AWAIT_READY
@@ -107,7 +108,7 @@ def test_a_ready_that_does_not_verify_is_a_protocol_error(bad_ready: w.Ready) ->
 @pytest.mark.parametrize(
     ("frame", "match"),
     [
-        (challenge(version=2), "protocol 2"),
+        (challenge(version=w.PROTOCOL_VERSION + 1), f"protocol {w.PROTOCOL_VERSION + 1}"),
         (w.Challenge(NONCE[:8], RELAY_PUB, w.PROTOCOL_VERSION), "wrong size"),
         (w.Challenge(NONCE, RELAY_PUB[:8], w.PROTOCOL_VERSION), "wrong size"),
         (ready(), "ready during the handshake"),

@@ -41,6 +41,7 @@ from crosstalk.store.db import Store, open_store
 from crosstalk.store.settings import RELAY_KEYS, set_setting
 from crosstalk.wire import relay as w
 from tests.actors.test_relay_link_fakes import Running, next_event
+from tests.wire.chain_helpers import room_of_two_frames
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -151,10 +152,6 @@ async def post(running: Running, op_id: str, body: bytes) -> None:
         assert await receive.receive() == Queued(op_id)
 
 
-def vouch(signer: crypto.Keys, member: crypto.Keys) -> bytes:
-    return crypto.sign(signer, w.member_transcript(ROOM, member.ed_pub, member.x_pub))
-
-
 async def events_until(running: Running, kind: type, *, within: float) -> list[LinkOutput]:
     """Every event up to and including the first of type ``kind``."""
     seen: list[LinkOutput] = []
@@ -169,9 +166,10 @@ async def pair_into_room(a: Running, ka: crypto.Keys, b: Running, kb: crypto.Key
     slot = await ask(a, w.SlotOpen(0))
     assert isinstance(slot, w.Slot)
     assert isinstance(await ask(b, w.SlotJoin(0, slot.slot)), w.SlotJoined)
-    assert isinstance(await ask(a, w.Create(0, ROOM, vouch(ka, ka))), w.Ok)
-    assert isinstance(await ask(a, w.Add(0, ROOM, kb.ed_pub, kb.x_pub, vouch(ka, kb))), w.Ok)
-    assert isinstance(await ask(b, w.Accept(0, ROOM)), w.Ok)
+    create, add, accept = room_of_two_frames(ka, kb, ROOM)
+    assert isinstance(await ask(a, create), w.Ok)
+    assert isinstance(await ask(a, add), w.Ok)
+    assert isinstance(await ask(b, accept), w.Ok)
     assert isinstance(await ask(a, w.SlotClose(0, slot.slot)), w.Ok)
 
 

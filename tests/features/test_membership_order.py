@@ -33,6 +33,7 @@ from crosstalk.store.db import Store, open_store
 from crosstalk.store.rooms import Room, add_room
 from crosstalk.wire import relay as w
 from tests.actors.fakes import running
+from tests.wire.chain_helpers import History
 
 ME = crypto.Keys(b"\x01" * 32, b"\x02" * 32)
 N0 = crypto.Keys(b"\x03" * 32, b"\x04" * 32)
@@ -48,6 +49,20 @@ def entry(keys: crypto.Keys, state: str) -> w.Member:
 
 BEFORE = [entry(ME, "joined"), entry(N0, "invited")]  # the relay's roster before n0 accepted
 AFTER = [entry(ME, "joined"), entry(N0, "joined")]
+HISTORY = History(ROOM)
+HISTORY.do(ME, "create")
+HISTORY.do(ME, "invite", N0)
+ACCEPTED = HISTORY.make(N0, "accept")
+
+
+def before(req: int | None) -> w.Roster:
+    """The relay's word before n0 accepted: the roster and the history so far."""
+    return w.Roster(req, ROOM, BEFORE, HISTORY.statements, 0)
+
+
+def after(req: int | None) -> w.Roster:
+    """After n0 accepted: the push carries the accept (statement 2)."""
+    return w.Roster(req, ROOM, AFTER, [ACCEPTED], 2)
 
 
 class Link:
@@ -91,7 +106,7 @@ async def membership(tmp_path: Path) -> AsyncIterator[tuple[Store, Inbox]]:
             store=store, keys=lambda: ME, relay=_no_relay, wake=_no_wake, reconcile=_nothing_joined
         )
         inbox = await supervisor.start_actor("membership", actor)
-        await membership_news(inbox.clone())(w.Roster(None, ROOM, BEFORE))
+        await membership_news(inbox.clone())(before(None))
         yield store, inbox
 
 
@@ -106,9 +121,9 @@ async def test_a_stale_fetched_roster_does_not_undo_a_newer_push(
     """The relay answers the fetch, then pushes n0's join; the caller hears its answer last."""
 
     async def answered_then_pushed(link: Link) -> w.Roster:
-        reply = w.Roster(7, ROOM, BEFORE)
+        reply = before(7)
         await link.news(reply)  # the boss tells a roster reply as news, ahead of its answer
-        await link.news(w.Roster(None, ROOM, AFTER))
+        await link.news(after(None))
         await trio.testing.wait_all_tasks_blocked()  # both applied before the caller resumes
         return reply
 
@@ -122,7 +137,7 @@ async def test_a_fetch_returns_only_once_the_actor_has_applied_its_roster(
     tmp_path: Path, autojump_clock: trio.testing.MockClock
 ) -> None:
     """The answer can reach the caller before its news reaches the actor: the caller waits."""
-    reply = w.Roster(9, ROOM, AFTER)
+    reply = w.Roster(9, ROOM, AFTER, [*HISTORY.statements, ACCEPTED], 0)
 
     async def answered_first(link: Link) -> w.Roster:
         return reply
@@ -148,7 +163,7 @@ async def test_a_fetched_roster_whose_news_never_comes_fails_in_bounded_time(
     """News lost on the way (a router restarting) leaves no caller hanging."""
 
     async def answered_news_lost(link: Link) -> w.Roster:
-        return w.Roster(11, ROOM, AFTER)
+        return after(11)
 
     async with membership(tmp_path) as (store, inbox):
         link = Link(membership_news(inbox.clone()), answered_news_lost)

@@ -11,6 +11,7 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import attrs
 import trio
 from nacl.signing import SigningKey, VerifyKey
 from trio_websocket import WebSocketConnection, wrap_client_stream
@@ -18,6 +19,9 @@ from wsproto.utilities import LocalProtocolError
 
 from crosstalk.crypto import fingerprint
 from crosstalk.wire import relay as w
+from crosstalk.wire.chain import ChainState, Statement, transcript
+
+MEMBERSHIP = (w.Create, w.Add, w.Accept, w.Decline, w.Leave, w.Remove)
 
 
 class Identity:
@@ -31,6 +35,13 @@ class Identity:
 
     def vouch(self, room: str, who: Identity) -> bytes:
         return self.key.sign(w.member_transcript(room, who.ed_pub, who.x_pub)).signature
+
+    def statement(self, history: ChainState, kind: str, subject: str, ed_pub: bytes = b"",
+                  x_pub: bytes = b"") -> Statement:
+        """Our signed statement of a change, on ``history``'s newest head."""
+        after, link = history.head()
+        unsigned = Statement(history.room, kind, self.fp, subject, ed_pub, x_pub, after, link)
+        return attrs.evolve(unsigned, sig=self.key.sign(transcript(unsigned)).signature)
 
 
 class RelayClient:
@@ -53,8 +64,34 @@ class RelayClient:
     async def send(self, frame: w.ClientFrame) -> None:
         await self.ws.send_message(w.encode_frame(frame))
 
+    async def history(self, room: str) -> ChainState:
+        """The room's membership history as the relay gives it (empty if we cannot see it)."""
+        reply = await self.request(w.GetRoster(self.next_req(), room, 0))
+        if not isinstance(reply, w.Roster):
+            return ChainState(room)
+        return ChainState.replay(room, reply.chain, verify=False)
+
+    async def signed(self, frame: w.ClientFrame) -> w.ClientFrame:
+        """A membership request with the statement an honest client signs (unless it has one)."""
+        if not isinstance(frame, MEMBERSHIP) or frame.stmt is not None:
+            return frame
+        me = self.me
+        if isinstance(frame, w.Create):
+            stmt = me.statement(ChainState(frame.room), "create", me.fp, me.ed_pub, me.x_pub)
+        elif isinstance(frame, w.Add):
+            stmt = me.statement(await self.history(frame.room), "invite",
+                                fingerprint(frame.ed_pub), frame.ed_pub, frame.x_pub)
+        elif isinstance(frame, w.Remove):
+            stmt = me.statement(await self.history(frame.room), "remove", frame.fingerprint)
+        else:
+            kind = {w.Accept: "accept", w.Decline: "decline", w.Leave: "leave"}[type(frame)]
+            stmt = me.statement(await self.history(frame.room), kind, me.fp)
+        return attrs.evolve(frame, stmt=stmt)  # type: ignore[arg-type]
+
     async def request(self, frame: w.ClientFrame) -> w.RelayFrame:
-        """Send a request and return its reply; pushes arriving first go to ``pushes``."""
+        """Send a request and return its reply; pushes arriving first go to ``pushes``. A
+        membership request without a statement gets an honest one (see :meth:`signed`)."""
+        frame = await self.signed(frame)
         await self.send(frame)
         req = getattr(frame, "req", None)
         while True:

@@ -14,6 +14,7 @@ from nacl.signing import SigningKey
 
 from crosstalk.crypto import fingerprint
 from crosstalk.wire import relay as w
+from crosstalk.wire.chain import ChainState, Statement, transcript
 from relay.core import RelayCore
 from relay.effects import Close, Effect, Send
 from relay.limits import RelayConfig
@@ -57,14 +58,27 @@ class Ident:
         return fingerprint(self.ed_pub)
 
     def hello(self, challenge: w.Challenge, device: str) -> w.Hello:
-        transcript = w.hello_transcript(
-            challenge.nonce, challenge.relay_key, self.ed_pub, self.x_pub, device, 1
-        )
-        return w.Hello(self.ed_pub, self.x_pub, device, 1, self.key.sign(transcript).signature)
+        transcript = w.hello_transcript(challenge.nonce, challenge.relay_key, self.ed_pub,
+                                        self.x_pub, device, w.PROTOCOL_VERSION)
+        return w.Hello(self.ed_pub, self.x_pub, device, w.PROTOCOL_VERSION,
+                       self.key.sign(transcript).signature)
 
     def vouch(self, room: str, who: Ident) -> bytes:
         """This identity's signature on ``who``'s roster entry in ``room``."""
         return self.key.sign(w.member_transcript(room, who.ed_pub, who.x_pub)).signature
+
+    def statement(self, history: ChainState, kind: str, subject: Ident | str | None = None
+                  ) -> Statement:
+        """This identity's signed statement of a change, on ``history``'s newest head."""
+        who = subject if subject is not None else self
+        fp = who if isinstance(who, str) else who.fp
+        carries = kind in ("create", "invite") and not isinstance(who, str)
+        after, link = history.head()
+        unsigned = Statement(
+            history.room, kind, self.fp, fp, who.ed_pub if carries else b"",  # type: ignore[union-attr]
+            who.x_pub if carries else b"", after, link,  # type: ignore[union-attr]
+        )
+        return attrs.evolve(unsigned, sig=self.key.sign(transcript(unsigned)).signature)
 
 
 @attrs.define
@@ -75,6 +89,18 @@ class WallClock:
 
     def __call__(self) -> float:
         return self.now
+
+
+@attrs.frozen
+class _Keyed:
+    """Someone known only by their keys (an invitee named in an ``add``)."""
+
+    ed_pub: bytes
+    x_pub: bytes
+
+    @property
+    def fp(self) -> str:
+        return fingerprint(self.ed_pub)
 
 
 ALICE, BOB, CAROL, MALLORY = Ident(1), Ident(2), Ident(3), Ident(4)
@@ -96,6 +122,7 @@ class World:
         self.effects: list[Effect] = []
         self._next = 0
         self._req = 0
+        self.idents: dict[int, Ident] = {}  # who logged in on each connection
 
     def apply(self, effects: list[Effect]) -> None:
         self.effects = effects
@@ -119,8 +146,30 @@ class World:
         return self.take(conn)
 
     def send(self, conn: int, frame: w.ClientFrame, now: float = 0.0) -> list[w.RelayFrame]:
-        """Send one frame; return what this connection got back (and drain it)."""
-        return self.raw(conn, w.encode_frame(frame), now)
+        """Send one frame; return what this connection got back (and drain it). A membership
+        request without a statement gets the one an honest client would sign, on the relay's
+        newest head (tests of the statements themselves pass their own)."""
+        return self.raw(conn, w.encode_frame(self.signed(conn, frame)), now)
+
+    def history(self, room: str) -> ChainState:
+        state = self.core._rooms.rooms.get(room)
+        return state.history if state is not None else ChainState(room)
+
+    def signed(self, conn: int, frame: w.ClientFrame) -> w.ClientFrame:
+        who = self.idents.get(conn)
+        if who is None or getattr(frame, "stmt", "n/a") is not None:
+            return frame
+        history = self.history(frame.room)  # type: ignore[union-attr]
+        subject: Ident | str | None = None
+        if isinstance(frame, w.Create):
+            kind = "create"
+        elif isinstance(frame, w.Add):
+            kind, subject = "invite", _Keyed(frame.ed_pub, frame.x_pub)  # type: ignore[assignment]
+        elif isinstance(frame, w.Remove):
+            kind, subject = "remove", frame.fingerprint
+        else:
+            kind = {w.Accept: "accept", w.Decline: "decline", w.Leave: "leave"}[type(frame)]
+        return attrs.evolve(frame, stmt=who.statement(history, kind, subject))  # type: ignore[misc]
 
     def take(self, conn: int) -> list[w.RelayFrame]:
         got = self.inbox.pop(conn, [])
@@ -133,6 +182,7 @@ class World:
         assert isinstance(challenge, w.Challenge)
         got = self.send(conn, who.hello(challenge, device), now)
         assert isinstance(got[0], w.Ready), got
+        self.idents[conn] = who
         if resume:
             assert isinstance(self.send(conn, w.Resume(self.req(), {}), now)[-1], w.Resumed)
         return conn

@@ -65,7 +65,7 @@ def test_hello_with_someone_elses_key_is_refused() -> None:
     [c] = world.take(conn)
     assert isinstance(c, w.Challenge)
     genuine = ALICE.hello(c, "laptop")
-    forged = w.Hello(BOB.ed_pub, BOB.x_pub, "laptop", 1, genuine.sig)
+    forged = w.Hello(BOB.ed_pub, BOB.x_pub, "laptop", w.PROTOCOL_VERSION, genuine.sig)
     assert world.error(conn, forged) == "unauthenticated"
 
 
@@ -97,7 +97,7 @@ def test_malformed_frames_each_get_bad_frame_with_req_when_known() -> None:
         assert world.error(conn, text) == "bad_frame", text
     got = world.raw(conn, json.dumps({"t": "roster", "req": 77, "room": 5}))
     assert isinstance(got[0], w.Error) and got[0].req is None
-    got = world.raw(conn, json.dumps({"t": "roster", "req": 78, "room": "../etc"}))
+    got = world.raw(conn, json.dumps({"t": "roster", "req": 78, "room": "../etc", "have": 0}))
     assert isinstance(got[0], w.Error) and got[0].req == 78
 
 

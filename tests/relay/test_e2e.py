@@ -78,8 +78,8 @@ async def test_client_that_cannot_sign_for_a_fingerprint_gets_nothing(relay: Rel
             challenge = w.decode_relay_frame(await ws.get_message())
             assert isinstance(challenge, w.Challenge)
             transcript = w.hello_transcript(challenge.nonce, challenge.relay_key, alice.ed_pub,
-                                            alice.x_pub, "evil", 1)
-            forged = w.Hello(alice.ed_pub, alice.x_pub, "evil", 1,
+                                            alice.x_pub, "evil", w.PROTOCOL_VERSION)
+            forged = w.Hello(alice.ed_pub, alice.x_pub, "evil", w.PROTOCOL_VERSION,
                              mallory.key.sign(transcript).signature)
             for frame in (forged, w.Resume(1, {"private": 0}),
                           w.Post(2, "private", "o2", b"as alice"), w.GetRoster(3, "private")):

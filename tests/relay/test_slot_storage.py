@@ -8,7 +8,7 @@ from pathlib import Path
 
 from relay.nats_layout import SLOT_KEEP
 from relay.nats_store import NatsStorage
-from relay.sqlite_store import SqliteStorage
+from relay.sqlite_store import SCHEMA_VERSION, SqliteStorage
 from relay.storage import (
     GrantDeleted,
     GrantPut,
@@ -123,7 +123,7 @@ def test_an_older_sqlite_file_gains_the_slot_tables_and_keeps_its_rooms(tmp_path
         store.close()
     assert [(r.room, r.head) for r in snapshot.rooms] == [("old", 7)]
     assert [s.number for s in snapshot.slots] == ["0042", "7001"]
-    assert version == 2
+    assert version == SCHEMA_VERSION
 
 
 def test_nats_slot_messages_outlive_a_slot_or_grant_and_nothing_else_expires(

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from crosstalk.errors import DamagedState
+from crosstalk.wire.chain import Statement
 from crosstalk.wire.relay import Member
 from relay.keys import load_or_create_key
 from relay.sqlite_store import SqliteStorage
@@ -25,6 +26,7 @@ from relay.storage import (
     OpsPruned,
     RoomDeleted,
     RoomPut,
+    StatementAppended,
     StoredOp,
     Write,
 )
@@ -32,10 +34,17 @@ from relay.storage import (
 ALICE = Member("aaaa-aaaa-aaaa-aaaa", b"A" * 32, b"a" * 32, "joined", "aaaa-aaaa-aaaa-aaaa", b"s")
 BOB = Member("bbbb-bbbb-bbbb-bbbb", b"B" * 32, b"b" * 32, "invited", ALICE.fingerprint, b"t")
 
+# Storage keeps statements as they are (the core checked them): any will do.
+STMT = Statement("r1", "create", ALICE.fingerprint, ALICE.fingerprint, b"A" * 32, b"a" * 32,
+                 -1, bytes(32), b"s" * 64)
+STMT2 = Statement("r1", "invite", ALICE.fingerprint, BOB.fingerprint, b"B" * 32, b"b" * 32,
+                  0, b"\x01" * 32, b"t" * 64)
+
 SCRIPT: list[list[Write]] = [
     [RoomPut("r1"), MemberPut("r1", ALICE), DevicePut(ALICE.fingerprint, "d1"),
      CursorPut(ALICE.fingerprint, "d1", "r1", 0)],
-    [MemberPut("r1", BOB), RoomPut("r2"), MemberPut("r2", ALICE)],
+    [MemberPut("r1", BOB), StatementAppended("r1", 0, STMT), StatementAppended("r1", 1, STMT2),
+     RoomPut("r2"), MemberPut("r2", ALICE), StatementAppended("r2", 0, STMT)],
     [OpAppended("r1", StoredOp(i, ALICE.fingerprint, f"o{i}", bytes([i]) * 10, float(i)))
      for i in range(1, 6)],
     [OpsPruned("r1", 2), CursorPut(ALICE.fingerprint, "d1", "r1", 2),

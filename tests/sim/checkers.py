@@ -16,8 +16,11 @@ linear in the history; each names the invariant of issue #18 it guards:
    still think it is joined.
 5. ``state``: a sent message's delivery state only moves forward, and its final state is true.
 Also ``link`` (M's relay cursor covers every op posted while M was a member: the lead of #18),
-``memory`` (after healing, no member's room memory still waits on a hole) and ``bug`` (an op
-raised something that is not a CrosstalkError).
+``memory`` (after healing, no member's room memory still waits on a hole), ``bug`` (an op
+raised something that is not a CrosstalkError) and ``alarm`` (a member reports a membership
+change that does not verify only about a room a lying relay touched). The roster checker's truth
+is the room's signed membership history, not the relay's rows (issue 36: a lying relay may put
+a removed member back in its rows; ``removed`` then shows they read nothing sent after).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import Any
 
 import attrs
 
+from crosstalk.wire.chain import ChainState
 from tests.sim.history import stamp
 from tests.sim.world import World
 
@@ -197,7 +201,11 @@ def check_removed(world: World, truth: Truth, states: dict[str, Any]) -> list[Fa
             # What the relay handed this node (its inbound log) or held as a message; not the
             # memory outcomes a member's snapshot brought when it was let back in (seed 154:
             # the room's tasks are every member's to know, whenever they were added).
-            if p.op_id in s["held"] or p.op_id in s["inbound"].get(p.room, ()):
+            # A lying relay that put the node back in its rows routes ops to it (inbound):
+            # what counts there is that nothing of them was opened (held).
+            routed = p.room not in world.relay.lied_rooms and p.op_id in s["inbound"].get(
+                p.room, ())
+            if p.op_id in s["held"] or routed:
                 out.append(Failure("removed", f"{name} opened {p.op_id[:8]} (room {p.room[:6]} "
                                               f"seq {p.seq}) posted after it was out"))
     return out
@@ -206,9 +214,11 @@ def check_removed(world: World, truth: Truth, states: dict[str, Any]) -> list[Fa
 def check_roster(world: World, truth: Truth, states: dict[str, Any]) -> list[Failure]:
     out: list[Failure] = []
     snapshot = world.relay.storage.load()
-    # A "left" entry is someone who is not in the room any more (kept for their signatures).
+    # Whom the room's signed membership history lists (a lying relay's rows do not count); a
+    # "left" entry is someone who is not in the room any more (kept for their signatures).
     relay_rooms = {
-        r.room: {m.fingerprint: m.state for m in r.members if m.state != "left"}
+        r.room: {fp: e.state for fp, e in ChainState.replay(r.room, r.chain, verify=False)
+                 .members.items() if e.state != "left"}
         for r in snapshot.rooms
     }
     for room, members in sorted(relay_rooms.items()):
@@ -396,8 +406,20 @@ def check_bugs(world: World) -> list[Failure]:
             if e.phase == "fail" and isinstance(e.result, dict) and e.result.get("bug")]
 
 
+def check_alarms(world: World, truth: Truth, states: dict[str, Any]) -> list[Failure]:
+    """``alarm``: a member says the relay offered a membership change that does not verify only
+    about a room a lie touched: an honest relay never sets one off."""
+    out: list[Failure] = []
+    for name in world.nodes:
+        for room, reason in sorted(states[name].get("alarms", {}).items()):
+            world.count("check:alarm")
+            if room not in world.relay.lied_rooms:
+                out.append(Failure("alarm", f"{name} in room {room[:6]}: {reason}"))
+    return out
+
+
 CHECKERS = (check_delivery, check_claims, check_removed, check_roster, check_states, check_link,
-            check_memory)
+            check_memory, check_alarms)
 
 
 def check_all(world: World, states: dict[str, Any]) -> list[Failure]:

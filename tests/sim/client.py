@@ -18,7 +18,6 @@ from typing import Any
 
 import trio
 
-from crosstalk import crypto
 from crosstalk.errors import CrosstalkError
 from crosstalk.store.rooms import Contact, Room, RoomMember, add_member, add_room, upsert_contact
 from crosstalk.wire import relay as w
@@ -26,6 +25,7 @@ from crosstalk.wire.control import ControlRequest
 from tests.sim.determinism import NODE
 from tests.sim.workload import Action
 from tests.sim.world import Node, World
+from tests.wire.chain_helpers import room_of_two_frames
 
 OP_TIMEOUT = 120.0
 
@@ -48,11 +48,10 @@ async def pair(world: World, a: Node, b: Node) -> None:
     slot = await ra.request(w.SlotOpen(0), w.Slot)
     await rb.request(w.SlotJoin(0, slot.slot), w.SlotJoined)
     ka, kb = a.keys, b.keys
-    sig = crypto.sign(ka, w.member_transcript(room_id, ka.ed_pub, ka.x_pub))
-    await ra.request(w.Create(0, room_id, sig), w.Ok)
-    sig = crypto.sign(ka, w.member_transcript(room_id, kb.ed_pub, kb.x_pub))
-    await ra.request(w.Add(0, room_id, kb.ed_pub, kb.x_pub, sig), w.Ok)
-    await rb.request(w.Accept(0, room_id), w.Ok)
+    create, add, accept = room_of_two_frames(ka, kb, room_id)
+    await ra.request(create, w.Ok)
+    await ra.request(add, w.Ok)
+    await rb.request(accept, w.Ok)
     await da.store.write(lambda c: _adopt(c, a, b, room_id, key))
     await db.store.write(lambda c: _adopt(c, b, a, room_id, key))
     await da.room_inbox(room_id)

@@ -6,6 +6,13 @@ refused), ``freeze`` (the relay stops processing; frames wait), ``relay_crash`` 
 and restarts from its storage), ``daemon_crash`` (kill -9 of a node; it restarts from its SQLite
 file), ``clock_jump`` (the whole world sleeps and wakes: every timer fires at once) and ``skew``
 (one node's wall clock steps, possibly backwards). BUGGIFY points add crashes after a commit.
+
+``lie``: the relay as an adversary about membership (``SimRelay.lie``), for a while, towards one
+node: ``readd`` puts a removed member back in the relay's rows (as an operator editing its
+database would; the member's daemon then finds itself joined and names itself in the room),
+``replay`` shows an old statement of the room's history again as if it were the next,
+``reorder`` hands a fetched history out of order. Drawn from a stream of its own, so adding it
+moved no other kind's schedule.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import trio.testing
 from tests.sim.world import World
 
 KINDS = ("drop", "delay", "cut", "freeze", "relay_crash", "daemon_crash", "clock_jump", "skew")
+LIES = ("readd", "replay", "reorder")
 
 
 @attrs.frozen
@@ -44,6 +52,13 @@ def schedule(seed: int, nodes: tuple[str, ...], horizon: float) -> tuple[set[str
                 "clock_jump": rng.uniform(5, 120), "skew": rng.uniform(-60, 60),
             }.get(kind, 0.0)
             faults.append(Fault(0, round(rng.uniform(0, horizon), 3), kind, target, size))
+    lies = random.Random(f"{seed}/lies")
+    if lies.random() < 0.5:
+        profile.add("lie")
+        for _ in range(lies.randint(1, 3)):
+            mode = float(LIES.index(lies.choice(LIES)))
+            faults.append(Fault(0, round(lies.uniform(0, horizon), 3), "lie",
+                                lies.choice(nodes), mode))
     faults.sort(key=lambda f: (f.at, f.kind))
     return profile, [attrs.evolve(f, index=i) for i, f in enumerate(faults)]
 
@@ -67,6 +82,12 @@ async def _for_a_while(world: World, fault: Fault) -> None:
         relay.crash()
         await trio.sleep(fault.size)
         relay.restart()
+    elif fault.kind == "lie" and fault.target:
+        mode = LIES[int(fault.size)]
+        fp = world.nodes[fault.target].fp
+        relay.lie(fault.target, fp, mode)
+        await trio.sleep(20)
+        relay.stop_lying(fault.target)
 
 
 async def run_faults(
@@ -98,6 +119,8 @@ def heal(world: World) -> None:
     world.faults_on = False
     relay.delays.clear()
     relay.cuts.clear()
+    for node in list(relay.lies):
+        relay.stop_lying(node)
     if relay.frozen:
         relay.thaw()
     if relay.core is None:

@@ -117,6 +117,12 @@ class SimRelay:
         self.leak = leak
         self._dropped: dict[str, set[str]] = {}
         self.fps: dict[str, str] = {}  # node -> fingerprint (for the leak)
+        # The relay as an adversary about membership (faults.py, kind "lie"): node -> mode, the
+        # rows it put a removed member back into, and every room a lie touched (where members
+        # may rightly say the relay offered something that does not verify).
+        self.lies: dict[str, str] = {}
+        self._readded: set[tuple[str, str, str]] = set()  # (node, room, fingerprint)
+        self.lied_rooms: set[str] = set()
 
     def _new_core(self) -> RelayCore:
         return RelayCore(
@@ -159,7 +165,8 @@ class SimRelay:
             self._record(writes)
         for effect in effects:
             if isinstance(effect, Send) and effect.conn in self.sockets:
-                text = w.encode_frame(effect.frame)
+                frame = self._lie_in(self.sockets[effect.conn].node, effect.frame)
+                text = w.encode_frame(frame)
                 self.digest.update(b">" + text.encode())
                 self.sockets[effect.conn].deliver(text)
                 if self.leak and isinstance(effect.frame, w.Op):
@@ -206,6 +213,61 @@ class SimRelay:
                 except Exception:
                     return " epoch ?"
         return ""
+
+    # --- lies --------------------------------------------------------------------------------
+
+    def lie(self, node: str, fp: str, mode: str) -> None:
+        """Start lying to (``replay``, ``reorder``) or about (``readd``) ``node``."""
+        self.lies[node] = mode
+        if mode == "readd" and self.core is not None:
+            book = self.core._rooms
+            for room, state in sorted(book.rooms.items()):
+                member = state.departed.get(fp)
+                if member is None or fp in state.members:
+                    continue
+                del state.departed[fp]
+                state.members[fp] = attrs.evolve(member, state="joined")
+                book.member_of.setdefault(fp, set()).add(room)
+                self._readded.add((node, room, fp))
+                self.lied_rooms.add(room)
+            self.drop(node)  # its next link-up finds it joined again
+
+    def stop_lying(self, node: str) -> None:
+        """Stop; rows put back are taken out again (as long as the history does not list them:
+        the lie is in the rows, and honest changes since are in the history)."""
+        self.lies.pop(node, None)
+        if self.core is None:  # the rows died with the core: a restart loads honest ones
+            self._readded.clear()
+            return
+        book = self.core._rooms
+        mine = {(n, r, f) for n, r, f in self._readded if n == node}
+        self._readded -= mine
+        for _, room, fp in sorted(mine):
+            state = book.rooms.get(room)
+            entry = state.history.members.get(fp) if state is not None else None
+            if state is None or fp not in state.members or (
+                    entry is not None and entry.state != "left"):
+                continue
+            member = state.members.pop(fp)
+            state.departed[fp] = attrs.evolve(member, state="left")
+            rooms = book.member_of.get(fp, set())
+            rooms.discard(room)
+            for device in book.devices.get(fp, ()):
+                book.cursors.pop((fp, device, room), None)
+
+    def _lie_in(self, node: str, frame: w.RelayFrame) -> w.RelayFrame:
+        """``frame`` as a lying relay tells it to ``node``."""
+        mode = self.lies.get(node)
+        if mode is None or not isinstance(frame, w.Roster) or self.core is None:
+            return frame
+        state = self.core._rooms.rooms.get(frame.room)
+        if mode == "replay" and state is not None and len(state.statements) >= 2:
+            self.lied_rooms.add(frame.room)
+            return attrs.evolve(frame, chain=[*frame.chain, state.statements[1]])
+        if mode == "reorder" and len(frame.chain) >= 2:
+            self.lied_rooms.add(frame.room)
+            return attrs.evolve(frame, chain=frame.chain[::-1])
+        return frame
 
     # --- faults ------------------------------------------------------------------------------
 

@@ -54,8 +54,10 @@ def read_state(conn: sqlite3.Connection) -> dict[str, Any]:
         facts.setdefault(r["room_id"], []).append(r["record_id"])
     holes = {r["room_id"]: r["hole_from"] for r in _rows(
         conn, "SELECT room_id, hole_from FROM memory_rooms WHERE hole_from IS NOT NULL")}
+    alarms = {r["room_id"]: r["reason"] for r in _rows(
+        conn, "SELECT room_id, reason FROM membership_alarms")}
     return {
-        "memory_holes": holes, "facts": facts,
+        "memory_holes": holes, "facts": facts, "alarms": alarms,
         "rooms": rooms, "roster": roster, "held": held, "sent": sent, "tasks": tasks,
         "applied": outcomes, "cursors": cursors,
         "inbound": inbound,

@@ -38,10 +38,12 @@ from crosstalk.errors import (
     RemoteProtocolError,
 )
 from crosstalk.features.membership.answered import AnsweredRosters
-from crosstalk.features.membership.core import RosterChange, reconcile
+from crosstalk.features.membership.core import HistoryChange, apply_history
 from crosstalk.store import membership as q
+from crosstalk.store import membership_chain as mc
 from crosstalk.store.db import Store
 from crosstalk.wire import relay as w
+from crosstalk.wire.chain import Statement
 
 log = logging.getLogger(__name__)
 
@@ -54,11 +56,14 @@ APPLY_WITHIN = 10.0
 
 @attrs.frozen
 class RosterSeen:
-    """The relay's roster of ``room``: a push, or (``req``) the answer to a request."""
+    """The relay's roster of ``room``: a push, or (``req``) the answer to a request, with the
+    statements of the room's membership history it carried (from index ``chain_from``)."""
 
     room: str
     members: tuple[w.Member, ...]
     req: int | None = None
+    chain: tuple[Statement, ...] = ()
+    chain_from: int = 0
 
 
 @attrs.frozen
@@ -99,7 +104,8 @@ def membership_news(inbox: trio.MemorySendChannel[MembershipInput]) -> Membershi
 
     async def tell(news: w.Roster | w.RoomGone | LinkUp) -> None:
         if isinstance(news, w.Roster):
-            await inbox.send(RosterSeen(news.room, tuple(news.members), news.req))
+            await inbox.send(RosterSeen(news.room, tuple(news.members), news.req,
+                                        tuple(news.chain), news.chain_from))
         elif isinstance(news, w.RoomGone):
             await inbox.send(RoomLost(news.room, news.reason, news.by))
         else:
@@ -116,26 +122,30 @@ def refresh_rooms(inbox: trio.MemorySendChannel[MembershipInput] | None) -> None
             inbox.send_nowait(Refresh())
 
 
-async def apply_roster(
-    store: Store, keys: crypto.Keys, room: str, members: tuple[w.Member, ...]
-) -> RosterChange | None:
-    """Reconcile a room's local roster with the relay's; None if the room is not ours."""
+async def apply_roster(store: Store, keys: crypto.Keys, seen: RosterSeen) -> HistoryChange | None:
+    """Take the relay's word about a room's membership: the statements that extend the history
+    we hold, verified, and the roster that history gives; None if the room is not ours."""
     own = (keys.fingerprint, keys.ed_pub, keys.x_pub)
+    room = seen.room
 
-    def write(conn: sqlite3.Connection) -> RosterChange | None:
+    def write(conn: sqlite3.Connection) -> HistoryChange | None:
         if not q.room_exists(conn, room):
             return None
-        change = reconcile(room, q.roster(conn, room), members, q.trusted_keys(conn, own))
-        q.write_roster(conn, room, change.rows)
-        return change
+        held = mc.statements(conn, room)
+        result = apply_history(room, held, seen.chain_from, seen.chain, seen.members,
+                               q.roster(conn, room), q.trusted_keys(conn, own), keys.fingerprint)
+        mc.append(conn, room, len(held), list(result.added))
+        if result.change is not None:
+            q.write_roster(conn, room, result.change.rows)
+        if result.alarm is not None and mc.raise_alarm(conn, room, result.alarm, time.time()):
+            log.warning("room %s: %s", room, result.alarm)
+        # The history has us out, whatever the relay's rows say: a relay that lists us again
+        # after a removal does not make us a member (we would only name ourselves there).
+        if result.out and q.mark_removed(conn, room, result.removed_by, time.time()):
+            log.info("room %s: the membership history has us out", room)
+        return result
 
-    change = await store.write(write)
-    if change is not None and change.unverified:
-        log.warning(
-            "room %s: the relay lists %s, whom no signature we trust vouches for; left out",
-            room, ", ".join(change.unverified),
-        )
-    return change
+    return await store.write(write)
 
 
 async def fetch_roster(
@@ -166,8 +176,9 @@ async def fetch_roster(
 async def _fetch_applied(
     store: Store, relay: RelayClient, register: Register, room: str, within: float | None
 ) -> bool:
+    have = (await store.read(lambda conn: mc.head(conn, room)))[0] + 1
     try:
-        reply = await relay.request(w.GetRoster(0, room), w.Roster, within=within)
+        reply = await relay.request(w.GetRoster(0, room, have), w.Roster, within=within)
     except CrosstalkError as exc:
         if exc.code not in GONE_FROM_RELAY:
             raise
@@ -217,7 +228,7 @@ class MembershipActor:
             while True:
                 item = await ctx.receive()
                 if isinstance(item, RosterSeen):
-                    await self._roster(item)
+                    await self._roster(item, wanted)
                 elif isinstance(item, RoomLost):
                     await self._lost(item)
                 elif isinstance(item, WaitApplied):
@@ -226,10 +237,16 @@ class MembershipActor:
                     with contextlib.suppress(trio.WouldBlock):
                         wanted.send_nowait(None)  # one already wanted covers this one
 
-    async def _roster(self, item: RosterSeen) -> None:
-        change = await apply_roster(self._store, self._keys(), item.room, item.members)
+    async def _roster(self, item: RosterSeen, wanted: trio.MemorySendChannel[None]) -> None:
+        result = await apply_roster(self._store, self._keys(), item)
         if item.req is not None:
             self._answered.applied(item.req)
+        if result is None:
+            return
+        if result.behind:  # a push past what we hold: fetch the rest (never from here, where
+            with contextlib.suppress(trio.WouldBlock):  # a fetch would wait on this very actor)
+                wanted.send_nowait(None)
+        change = result.change
         if change is not None:
             if change.changed:
                 log.info("room %s: joined %s, gone %s", item.room, change.joined, change.gone)

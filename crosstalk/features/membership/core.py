@@ -36,6 +36,7 @@ import attrs
 
 from crosstalk import crypto
 from crosstalk.core.members import BY_ADDER, BY_SELF, PLACEHOLDER, KnownMember
+from crosstalk.wire.chain import ChainRefused, ChainState, Statement
 from crosstalk.wire.relay import Member, member_transcript
 
 MAX_LABEL = 64
@@ -186,3 +187,115 @@ def name_member(row: KnownMember, label: str, *, by_self: bool) -> KnownMember |
     if not cleaned or source < row.named or (cleaned == row.label and source == row.named):
         return None
     return attrs.evolve(row, label=cleaned, named=source)
+
+
+@attrs.frozen
+class HistoryChange:
+    """What the relay's word about a room's membership history did here.
+
+    ``added``: the statements (with their links) that extend what we hold, to store. ``change``:
+    the roster the whole verified history gives, or None when nothing was added and the relay's
+    rows agree. ``alarm``: one sentence on what the relay offered that does not verify (a fork,
+    a statement that does not follow, a roster the history does not give), or None. ``behind``:
+    the relay's history goes past what it sent us (fetch the rest).
+    """
+
+    added: tuple[tuple[Statement, bytes], ...] = ()
+    change: RosterChange | None = None
+    alarm: str | None = None
+    behind: bool = False
+    # The history says we are not in the room (left, removed, or never invited), and who
+    # removed us if someone did: a relay that still lists us does not make us a member.
+    out: bool = False
+    removed_by: str | None = None
+
+
+def apply_history(
+    room: str,
+    held: Sequence[Statement],
+    chain_from: int,
+    offered: Sequence[Statement],
+    relay_rows: Sequence[Member],
+    local: Sequence[KnownMember],
+    trusted: Mapping[str, tuple[bytes, bytes]],
+    me: str = "",
+) -> HistoryChange:
+    """Take what the relay offered of a room's history (``offered``, starting at index
+    ``chain_from``) on top of what we hold (``held``, verified before), and derive the roster.
+
+    A statement we hold already must be the very one offered at its index, or the relay is
+    showing us another history than before (a fork). The first statement that does not follow is
+    refused with everything after it. The roster is the history's, never the relay's rows; rows
+    that list someone the history does not are reported (``alarm``), and so is anyone the history
+    gives other keys than ``trusted`` (ours, our contacts') holds for them.
+    """
+    state = ChainState.replay(room, held, verify=False)
+    added: list[tuple[Statement, bytes]] = []
+    alarm = None
+    for i, stmt in enumerate(offered):
+        index = chain_from + i
+        if index < len(held):
+            if stmt != held[index]:
+                alarm = f"the relay showed another membership history at statement {index}"
+                break
+            continue
+        if index > state.length:
+            break  # a gap: the rest comes with a fetch
+        try:
+            state.append(stmt)
+        except ChainRefused as exc:
+            alarm = f"the relay offered a membership change that does not verify: {exc.message}"
+            break
+        added.append((stmt, state.links[-1]))
+    total = chain_from + len(offered)
+    behind = alarm is None and total > state.length
+    entries, swapped = _entries(state, trusted)
+    if swapped:
+        alarm = alarm or (f"the membership history gives {', '.join(swapped)} other keys than "
+                          "the ones we hold")
+    if alarm is None and not behind:
+        alarm = _rows_disagree(state, relay_rows)
+    change = None
+    if added or state.length:
+        change = reconcile(room, local, entries, {e.fingerprint: (e.ed_pub, e.x_pub)
+                                                  for e in entries})
+    mine = state.members.get(me)
+    # What we verified says we are out (a statement refused after it changes nothing there; a
+    # gap may hold our re-invitation, so behind we wait for the rest).
+    out = bool(me) and state.length > 0 and not behind and (
+        mine is None or mine.state == "left")
+    removed_by = _removed_by(held, added, me) if out else None
+    return HistoryChange(tuple(added), change, alarm, behind, out, removed_by)
+
+
+def _removed_by(held: Sequence[Statement], added: Sequence[tuple[Statement, bytes]], me: str
+                ) -> str | None:
+    """Who removed ``me`` in the last statement about us (None if we left or declined)."""
+    for stmt in reversed([*held, *(s for s, _ in added)]):
+        if stmt.subject == me:
+            return stmt.actor if stmt.kind == "remove" else None
+    return None
+
+
+def _entries(state: ChainState, trusted: Mapping[str, tuple[bytes, bytes]]
+             ) -> tuple[list[Member], list[str]]:
+    """The history's members as roster entries, leaving out (and naming) key swaps."""
+    entries, swapped = [], []
+    for fp, e in sorted(state.members.items()):
+        known = trusted.get(fp)
+        if known is not None and known != (e.ed_pub, e.x_pub):
+            swapped.append(fp[:9])
+            continue
+        entries.append(Member(fp, e.ed_pub, e.x_pub, e.state, e.added_by, b""))
+    return entries, swapped
+
+
+def _rows_disagree(state: ChainState, rows: Sequence[Member]) -> str | None:
+    """A sentence if the relay's rows put someone in the room the history does not."""
+    listed = {m.fingerprint: m.state for m in rows if m.state != "left"}
+    believed = {fp: e.state for fp, e in state.members.items() if e.state != "left"}
+    extra = sorted(fp for fp, st in listed.items() if believed.get(fp) != st)
+    if not extra or not state.length:
+        return None
+    return (f"the relay lists {', '.join(fp[:9] for fp in extra)} in a way the room's signed "
+            "membership history does not; they are not treated as members")

@@ -34,6 +34,7 @@ from crosstalk.actors.relay_client import RelayClient
 from crosstalk.actors.relay_link_api import OutboxWrite
 from crosstalk.errors import CrosstalkError
 from crosstalk.features.membership.actor import MembershipInput, fetch_roster
+from crosstalk.features.membership.history import create_frame
 from crosstalk.features.membership.key_share import send_owed
 from crosstalk.store import membership as q
 from crosstalk.store.db import Store
@@ -67,9 +68,9 @@ class RoomHost(Protocol):
 
 async def create_on_relay(relay: RelayClient, keys: crypto.Keys, room_id: str) -> None:
     """Create ``room_id`` on the relay with us as its only member; a retry is harmless."""
-    sig = crypto.sign(keys, w.member_transcript(room_id, keys.ed_pub, keys.x_pub))
+    create, _ = create_frame(keys, room_id)
     try:
-        await relay.request(w.Create(0, room_id, sig), w.Ok)
+        await relay.request(create, w.Ok)
     except CrosstalkError as exc:
         if exc.code != "room_exists":
             raise

@@ -1,8 +1,10 @@
 """Membership's part in the daemon: the key-share appliers and the listener that answers a joiner
-who accepted with an older key (see :mod:`crosstalk.features.membership.key_share`)."""
+who accepted with an older key (see :mod:`crosstalk.features.membership.key_share`), and the
+comparison of membership histories with roommates (fork detection)."""
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from typing import Protocol
 
@@ -10,11 +12,30 @@ from crosstalk.core.room import Applied
 from crosstalk.features.caps import Identified, SendsOps, Stored
 from crosstalk.features.feature import Plugs
 from crosstalk.features.membership.key_share import apply_key_share, owe_shares, send_owed
-from crosstalk.wire.room_ops import MemberNamed
+from crosstalk.store import membership_chain as mc
+from crosstalk.wire.room_ops import MemberNamed, SessionsPublished
+
+log = logging.getLogger(__name__)
 
 
 class Host(Stored, Identified, SendsOps, Protocol):
     """What membership's seams use: the store, our keys, and rooms to send key shares into."""
+
+
+def compare_histories(conn: sqlite3.Connection, applied: Applied) -> None:
+    """Applier: a roommate told us where their membership history stands; if we hold that
+    statement with another link, the relay has shown us different histories (a fork), and the
+    person is told (``crosstalk room``, the page). A head past ours is just news not yet here."""
+    op = applied.op
+    if not isinstance(op, SessionsPublished) or op.membership < 0:
+        return
+    ours = mc.link_at(conn, applied.room_id, op.membership)
+    if ours is None or ours == op.membership_link:
+        return
+    reason = (f"{applied.sender[:9]} was shown another membership history than ours (at "
+              f"statement {op.membership}): the relay is showing members different histories")
+    if mc.raise_alarm(conn, applied.room_id, reason, applied.relay_ts):
+        log.warning("room %s: %s", applied.room_id, reason)
 
 
 def plug(daemon: Host) -> Plugs:
@@ -32,7 +53,7 @@ def plug(daemon: Host) -> Plugs:
             await send_owed(daemon.store, daemon.send_op, rooms)
 
     return Plugs(
-        appliers=(take_shared_key, owe),
+        appliers=(take_shared_key, owe, compare_histories),
         key_takers=(take_shared_key,),
         applied_listeners=(answer_joiners,),
     )

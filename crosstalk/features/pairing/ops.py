@@ -29,6 +29,7 @@ from crosstalk.core.invite import Invite
 from crosstalk.core.words import BYTES_PER_WORD
 from crosstalk.errors import CrosstalkError, RelayKeyMismatch
 from crosstalk.features.caps import (
+    FollowsRosters,
     Identified,
     Linked,
     MakesIdentity,
@@ -39,6 +40,12 @@ from crosstalk.features.caps import (
     Supervises,
 )
 from crosstalk.features.feature import Plugs, op, stream_op
+from crosstalk.features.membership.history import (
+    add_after_create,
+    create_frame,
+    request_change,
+    with_statement,
+)
 from crosstalk.local_relay import ensure_relay_at, hosted_port, is_local_default, lan_address
 from crosstalk.store.rooms import (
     Contact,
@@ -61,7 +68,7 @@ class Pairer(Identified, Linked, Routed, Supervises, Protocol):
     supervisor for the pairing actor (``link`` runs the same exchange)."""
 
 
-class Host(Pairer, Stored, SendsOps, MakesIdentity, MovesRelay, Protocol):
+class Host(Pairer, Stored, SendsOps, MakesIdentity, MovesRelay, FollowsRosters, Protocol):
     """What ``room new`` and ``room join`` use: pairing, then a room of two and its relay."""
 
 
@@ -227,10 +234,9 @@ async def _create_room_of_two(
     relay: RelayClient, keys: crypto.Keys, room: str, their: Offer
 ) -> None:
     """Create the room on the relay and add the joiner (allowed: we just met in its slot)."""
-    own = crypto.sign(keys, w.member_transcript(room, keys.ed_pub, keys.x_pub))
-    await relay.request(w.Create(0, room, own), w.Ok)
-    theirs = crypto.sign(keys, w.member_transcript(room, their.ed_pub, their.x_pub))
-    await relay.request(w.Add(0, room, their.ed_pub, their.x_pub, theirs), w.Ok)
+    create, created = create_frame(keys, room)
+    await relay.request(create, w.Ok)
+    await relay.request(add_after_create(keys, room, created, their.ed_pub, their.x_pub), w.Ok)
 
 
 async def room_new(
@@ -309,7 +315,9 @@ async def room_join(daemon: Host, params: RoomJoinParams) -> JoinedLine:
         lambda c: _adopt(c, paired.offer, grant, state="invited", me=keys, my_label=label)
     )
     await _wait_for_invitation(daemon, grant.room_id)
-    await relay.request(w.Accept(0, grant.room_id), w.Ok)
+    await request_change(daemon, grant.room_id, "accept", keys.fingerprint,
+                         with_statement(w.Accept(0, grant.room_id)), fetch_first=True,
+                         relay=relay)
     await daemon.store.write(lambda c: set_room_state(c, grant.room_id, "joined"))
     await daemon.room_inbox(grant.room_id)
     return JoinedLine(contact.label, grant.room_id, contact.fingerprint, keys.fingerprint)

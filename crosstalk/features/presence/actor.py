@@ -9,17 +9,20 @@ next check.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sqlite3
 import time
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
+import attrs
 import trio
 
 from crosstalk.actors.context import ActorContext
 from crosstalk.errors import CrosstalkError
 from crosstalk.features.presence.core import CHECK_EVERY, Publisher, published
+from crosstalk.store import membership_chain as mc
 from crosstalk.store.rooms import list_rooms
 from crosstalk.store.sessions import list_sessions
 from crosstalk.wire.room_ops import RoomOp, SessionsPublished
@@ -71,8 +74,10 @@ class PresenceActor:
         self._publisher.forget_others(rooms)
         now = time.time()
         for room in self._publisher.due(rooms, op, now):
-            try:
-                await self._send_op(room, op)
+            index, link = await self._store.read(functools.partial(mc.head, room_id=room))
+            try:  # with where our membership history stands, for roommates to compare
+                await self._send_op(room, attrs.evolve(op, membership=index,
+                                                       membership_link=link))
             except CrosstalkError as exc:
                 log.info("presence: sessions not published to %s: %s", room, exc.message)
                 continue

@@ -12,6 +12,7 @@ from crosstalk.errors import (
 )
 from crosstalk.features.caps import Capabilities as Daemon
 from crosstalk.features.membership.actor import fetch_roster
+from crosstalk.features.membership.history import request_change, with_statement
 from crosstalk.features.membership.keys import invitation as invitation_op
 from crosstalk.store.rooms import (
     Contact,
@@ -57,7 +58,9 @@ async def invite_one(daemon: Daemon, room: Room, who: str) -> str:
     )
     relay = await daemon.relay()
     try:
-        await relay.request(add, w.Ok)
+        await request_change(daemon, room.room_id, "invite", contact.fingerprint,
+                             with_statement(add), ed_pub=contact.signing_key,
+                             x_pub=contact.box_key, relay=relay)
     except CrosstalkError as exc:
         if exc.code != "already_member":
             raise

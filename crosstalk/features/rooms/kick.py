@@ -20,6 +20,7 @@ from crosstalk.errors import (
 )
 from crosstalk.features.caps import Capabilities as Daemon
 from crosstalk.features.membership.actor import fetch_roster
+from crosstalk.features.membership.history import request_change, with_statement
 from crosstalk.features.membership.keys import (
     seal_key,
     share_with_stranded,
@@ -52,7 +53,9 @@ async def remove_member(daemon: Daemon, room_name: str, peer: str) -> KickReply:
     if target is None or target.fingerprint == keys.fingerprint:
         raise UsageError(f"{peer!r} is not someone else in {room.name}.")
     relay = await daemon.relay()
-    await relay.request(w.Remove(0, room.room_id, target.fingerprint), w.Ok)
+    await request_change(daemon, room.room_id, "remove", target.fingerprint,
+                         with_statement(w.Remove(0, room.room_id, target.fingerprint)),
+                         relay=relay)
     epoch = await _rekey(daemon, relay, room.room_id, target.fingerprint)
     return KickReply(room.name, target.label, epoch)
 

@@ -27,6 +27,7 @@ from crosstalk.errors import (
 from crosstalk.features.caps import Capabilities as Daemon
 from crosstalk.features.feature import Plugs, op
 from crosstalk.features.membership.actor import refresh_rooms
+from crosstalk.features.membership.history import request_change, with_statement
 from crosstalk.features.membership.lifecycle import (
     create_on_relay,
     finish_join,
@@ -132,7 +133,9 @@ async def accept(daemon: Daemon, params: RoomParams) -> RoomReply:
     if room.state != "invited" and not await _invited_back(daemon, relay, room.room_id):
         raise NotInvited(f"There is no pending invitation to {room.name}.")
     try:
-        await relay.request(w.Accept(0, room.room_id), w.Ok)
+        await request_change(daemon, room.room_id, "accept", daemon.keys.fingerprint,
+                             with_statement(w.Accept(0, room.room_id)), fetch_first=True,
+                             relay=relay)
     except CrosstalkError as exc:
         # An earlier accept whose answer was lost: the relay has us joined already.
         if exc.code != "not_invited" or not await relay_says_joined(relay, room.room_id):
@@ -145,7 +148,8 @@ async def decline(daemon: Daemon, params: RoomParams) -> RoomReply:
     room = await daemon.store.read(lambda c: find_room(c, params.room))
     if room.state != "invited":
         raise NotInvited(f"There is no pending invitation to {room.name}.")
-    await (await daemon.relay()).request(w.Decline(0, room.room_id), w.Ok)
+    await request_change(daemon, room.room_id, "decline", daemon.keys.fingerprint,
+                         with_statement(w.Decline(0, room.room_id)), fetch_first=True)
     await daemon.store.write(lambda c: room_keys.forget_room(c, room.room_id))
     return RoomReply(room.name, room.room_id, "declined")
 
@@ -153,7 +157,8 @@ async def decline(daemon: Daemon, params: RoomParams) -> RoomReply:
 async def leave(daemon: Daemon, params: RoomParams) -> RoomReply:
     room = await daemon.store.read(lambda c: find_room(c, params.room))
     try:
-        await (await daemon.relay()).request(w.Leave(0, room.room_id), w.Ok)
+        await request_change(daemon, room.room_id, "leave", daemon.keys.fingerprint,
+                             with_statement(w.Leave(0, room.room_id)))
     except CrosstalkError as exc:
         if exc.code not in {"unknown_room", "not_a_member"}:
             raise

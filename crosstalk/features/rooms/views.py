@@ -10,6 +10,7 @@ from crosstalk.errors import (
     UnknownRoom,
 )
 from crosstalk.store import membership as mq
+from crosstalk.store import membership_chain as mc
 from crosstalk.store.rooms import (
     Room,
     find_contact,
@@ -82,6 +83,10 @@ class RoomView:
     members: list[MemberView]
     state: str = "joined"  # "joined", "invited" or "removed"
     removed_by: str | None = None
+    # What the relay offered about this room's membership that did not verify (a fork, a
+    # change nobody signed, a roster the signed history does not give), and when (Unix time).
+    relay_alarm: str | None = None
+    relay_alarm_at: float | None = None
 
 
 @attrs.frozen
@@ -109,8 +114,10 @@ def room_views(conn: sqlite3.Connection, me: str) -> RoomsReply:
             roster.append(MemberView(label, m.fingerprint, m.state, None if known else room.name))
         removal = mq.removal(conn, room.room_id)
         state = "removed" if removal else room.state
+        alarm = mc.alarm(conn, room.room_id)
         views.append(
             RoomView(room.name, room.room_id, room.kind, room.state == "invited", roster, state,
-                     removal[1] if removal else None)
+                     removal[1] if removal else None, alarm[1] if alarm else None,
+                     alarm[0] if alarm else None)
         )
     return RoomsReply(views)

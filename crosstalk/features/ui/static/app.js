@@ -86,6 +86,12 @@ function renderRooms() {
       members.appendChild(item);
     }
     li.appendChild(members);
+    if (room.relay_alarm) {
+      // The relay offered a membership change that does not verify (el() sets text, not HTML).
+      const alarm = el("p", "warning: " + room.relay_alarm, "relay-alarm");
+      alarm.dataset.testid = "relay-alarm";
+      li.appendChild(alarm);
+    }
     return li;
   }));
   fill("invites", rooms.filter((r) => r.state === "invited" || r.pending).map((room) => {
