@@ -5,23 +5,37 @@ turns of the agent's transcript: the one the sender names, else the one its sess
 when the hook registered it, see ``crosstalk.store.sessions.current_transcript``),
 ``note:TEXT``. Credential files and paths outside the project are refused; content past 128 KiB
 is cut with a marker saying how much was left out.
+
+A file is never read whole: its size is taken first, then at most ``FILE_READ_LIMIT`` bytes
+(the cap, and a margin so a secret cut in two by the cap is still seen whole by the scan) are
+read in ``READ_CHUNK`` pieces; the rest is only counted, in the marker. Slices are built on a
+worker thread, and the credential scan goes in pieces (:mod:`crosstalk.credentials`), so the
+daemon's event loop keeps running: a 400 MB file read and scanned whole once held the daemon
+for minutes, and its send was delivered after the CLI had given up on it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
+from typing import BinaryIO
 
-from crosstalk.credentials import credential_content, credential_name
+from crosstalk.credentials import SCAN_OVERLAP, credential_content, credential_name
 from crosstalk.errors import CredentialRefused, InvalidSlice, Refused, UsageError
 from crosstalk.wire.room_ops import MAX_SLICE, Slice
 
 _REVISION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./~^@{}+-]*")
 _RANGE = re.compile(r"\.\.\.?")
 _DIFF_FILE = re.compile(r"^diff --git a/(.*) b/(.*)$", re.MULTILINE)
+_MARKER_ROOM = 200  # bytes of the cap kept for the marker that says what was cut
+
+READ_CHUNK = 64 * 1024
+# A UTF-8 character is at most 4 bytes, so this margin holds SCAN_OVERLAP characters.
+FILE_READ_LIMIT = MAX_SLICE + 4 * SCAN_OVERLAP
 
 
 def is_credential(path: Path) -> bool:
@@ -44,12 +58,37 @@ def project_root(cwd: Path) -> Path:
     return Path(out.stdout.strip()).resolve() if out.returncode == 0 else cwd.resolve()
 
 
-def _cap(kind: str, label: str, content: str) -> Slice:
+def read_capped(stream: BinaryIO, size: int, limit: int) -> tuple[bytes, int]:
+    """At most ``limit`` bytes from the start of ``stream``, read ``READ_CHUNK`` at a time.
+
+    Args:
+        stream: an open binary file, at its start.
+        size: its size as ``stat`` gave it before reading.
+        limit: the most bytes to read; nothing past it is ever asked for.
+
+    Returns:
+        The bytes read, and how many bytes of ``size`` were left unread.
+    """
+    pieces: list[bytes] = []
+    taken = 0
+    while taken < limit:
+        piece = stream.read(min(READ_CHUNK, limit - taken))
+        if not piece:
+            break
+        pieces.append(piece)
+        taken += len(piece)
+    return b"".join(pieces), max(size - taken, 0)
+
+
+def _cap(kind: str, label: str, content: str, *, left_out: int = 0) -> Slice:
+    """The slice of ``content``, cut to the cap with a marker; ``left_out`` counts bytes of the
+    source that were never read, so are not in ``content`` either."""
     data = content.encode()
-    truncated = len(data) > MAX_SLICE
+    truncated = len(data) > MAX_SLICE or left_out > 0
     if truncated:
-        marker = f"\n[… cut: {len(data) - MAX_SLICE + 200} more bytes not sent]\n"
-        data = data[: MAX_SLICE - 200].decode(errors="ignore").encode() + marker.encode()
+        keep = min(len(data), MAX_SLICE - _MARKER_ROOM)
+        marker = f"\n[… cut: {len(data) - keep + left_out} more bytes not sent]\n"
+        data = data[:keep].decode(errors="ignore").encode() + marker.encode()
     text = data.decode(errors="replace")
     return Slice(kind, label, text, hashlib.sha256(text.encode()).hexdigest(), truncated)
 
@@ -75,9 +114,11 @@ def _file(spec: str, root: Path) -> Slice:
             raise CredentialRefused(f"{spec} was not attached: {reason}.")
     if not path.is_file():
         raise UsageError(f"There is no file {spec} in the project.")
-    content = path.read_text(errors="replace")
-    _refuse_secrets(spec, None, content)
-    return _cap("file", str(path.relative_to(root)), content)
+    with path.open("rb") as stream:
+        data, left_out = read_capped(stream, os.fstat(stream.fileno()).st_size, FILE_READ_LIMIT)
+    content = data.decode(errors="replace")
+    _refuse_secrets(spec, None, content)  # all that was read: what is sent, and a margin
+    return _cap("file", str(path.relative_to(root)), content, left_out=left_out)
 
 
 def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
