@@ -42,6 +42,10 @@ heartbeat notices such a stall even when the watchdog itself wakes on time (the 
 past its deadline, and the beats due in it were not run yet: an e2e test saw the control actor
 restarted so, and its socket refused a connection).
 
+Loop lag. The pulse also keeps the worst lateness of its own wakes (:class:`LoopLag`): how long
+the event loop once ran nothing else, because something held it without yielding (one request
+read and scanned a 400 MB slice for minutes). ``status`` and ``doctor`` show it.
+
 Logging policy (STYLE rule 25): INFO for start, ready, restart, finish and stop; WARNING for a
 missed heartbeat (degraded, not a bug); ERROR with the traceback for a crash and for FAILED, and
 ERROR for a PERMANENT actor that returned (a bug: nothing else ends its loop).
@@ -53,13 +57,14 @@ import enum
 import functools
 import logging
 import math
+import time
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 import trio
 
 from crosstalk.actors.context import Actor, ActorContext, Liveness
-from crosstalk.actors.health import ActorHealth, ActorState
+from crosstalk.actors.health import ActorHealth, ActorState, LoopLag
 from crosstalk.actors.restarts import RestartIntensity
 from crosstalk.errors import LocalProtocolError
 
@@ -70,6 +75,7 @@ __all__ = [
     "ActorContext",
     "ActorHealth",
     "ActorState",
+    "LoopLag",
     "Restart",
     "Supervisor",
 ]
@@ -187,6 +193,7 @@ class Supervisor:
         backoff_initial: wait before the first restart in a window; doubles with each
             further recent restart.
         backoff_max: the cap on that wait.
+        wall: reads the wall clock, to say when the worst loop lag was (:meth:`loop_lag`).
     """
 
     def __init__(
@@ -197,6 +204,7 @@ class Supervisor:
         window: float = 60.0,
         backoff_initial: float = 0.05,
         backoff_max: float = 2.0,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         if not heartbeat > 0:
             raise ValueError(f"heartbeat must be > 0 seconds, not {heartbeat}")
@@ -217,6 +225,10 @@ class Supervisor:
         self._watch_until = math.inf
         self._last_pulse = -math.inf  # the pulse's last tick
         self._stalled_at = -math.inf  # when the pulse last saw the loop had stood still
+        self._worst_lag = 0.0  # the pulse's latest wake past its due time (LoopLag)
+        self._worst_lag_at: float | None = None  # and when it was
+        self._worst_lag_wall: float | None = None  # the same, by the wall clock
+        self._wall = wall
 
     @property
     def heartbeat(self) -> float:
@@ -300,6 +312,15 @@ class Supervisor:
         """The health of the actor called ``name``; None when no such actor is supervised."""
         child = self._children.get(name)
         return None if child is None else child.health(trio.current_time())
+
+    def loop_lag(self) -> LoopLag:
+        """The worst lateness of the pulse so far: how long the event loop once ran nothing."""
+        return LoopLag(
+            self._worst_lag,
+            self._worst_lag_at,
+            self._heartbeat * PULSE_FRACTION,
+            self._worst_lag_wall,
+        )
 
     def statistics(self) -> list[ActorHealth]:
         """The health of every actor, in the order they were started."""
@@ -421,11 +442,18 @@ class Supervisor:
         loop stood still meanwhile, and is noted for the watchdog."""
         period = self._heartbeat * PULSE_FRACTION
         while True:
-            await trio.sleep(period)
+            due = trio.current_time() + period
+            await trio.sleep_until(due)
             now = trio.current_time()
+            self._lagged(now - due, now)
             if now - self._last_pulse - period > self._heartbeat * SUSPENDED_FRACTION:
                 self._stalled_at = now
             self._last_pulse = now
+
+    def _lagged(self, lag: float, now: float) -> None:
+        """The pulse woke ``lag`` seconds past its due time, at ``now``: keep the worst."""
+        if lag > self._worst_lag:
+            self._worst_lag, self._worst_lag_at, self._worst_lag_wall = lag, now, self._wall()
 
     def _stood_still(self, now: float) -> float | None:
         """How long the loop stood still, if it did for more than a quarter heartbeat since the
