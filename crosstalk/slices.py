@@ -21,6 +21,7 @@ import json
 import os
 import re
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import BinaryIO
 
@@ -30,7 +31,6 @@ from crosstalk.wire.room_ops import MAX_SLICE, Slice
 
 _REVISION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./~^@{}+-]*")
 _RANGE = re.compile(r"\.\.\.?")
-_DIFF_FILE = re.compile(r"^diff --git a/(.*) b/(.*)$", re.MULTILINE)
 _MARKER_ROOM = 200  # bytes of the cap kept for the marker that says what was cut
 
 READ_CHUNK = 64 * 1024
@@ -179,29 +179,40 @@ def parse_diff_spec(spec: str, root: Path) -> tuple[list[str], list[str]]:
     return revisions, paths
 
 
+def _diff_to(output: BinaryIO, root: Path, *args: str) -> None:
+    """``git diff ARGS`` (user words after ``--end-of-options``) written to ``output``."""
+    argv = ["git", "-C", str(root), "--literal-pathspecs", "diff", "--no-color", "--no-ext-diff",
+            "--no-textconv", *args]
+    try:
+        done = subprocess.run(argv, stdout=output, stderr=subprocess.PIPE, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UsageError(f"git diff failed: {exc}") from None
+    if done.returncode != 0:
+        why = done.stderr.decode(errors="replace").strip() or "not a git repository"
+        raise UsageError(f"git diff failed: {why}")
+
+
 def _diff(spec: str | None, root: Path) -> Slice:
+    """The diff, which is never held whole: git writes it to a temporary file, of which only
+    the cap and the scan's margin are read. Every file it touches is checked by name first
+    (``--name-only``, renames as their two sides), so a credential file anywhere in it refuses
+    the whole diff, as when the diff was read whole."""
     revisions, paths = parse_diff_spec(spec or "", root)
-    out = _git(
-        root,
-        "diff",
-        "--no-color",
-        "--no-ext-diff",
-        "--no-textconv",
-        "--end-of-options",
-        *revisions,
-        "--",
-        *paths,
-    )
-    if out.returncode != 0:
-        raise UsageError(f"git diff failed: {out.stderr.strip() or 'not a git repository'}")
-    for left, right in _DIFF_FILE.findall(out.stdout):
-        for name in (left, right):
-            if (reason := credential_name(Path(name))) is not None:
-                raise CredentialRefused(
-                    f"the diff was not attached: it touches {name}, and {reason}."
-                )
-    _refuse_secrets("the diff", None, out.stdout)
-    return _cap("diff", f"diff {spec}" if spec else "diff", out.stdout)
+    words = ["--end-of-options", *revisions, "--", *paths]
+    with tempfile.TemporaryFile() as names:
+        _diff_to(names, root, "--no-renames", "--name-only", "-z", *words)
+        names.seek(0)
+        touched = names.read().decode(errors="replace").split("\0")
+    for name in filter(None, touched):
+        if (reason := credential_name(Path(name))) is not None:
+            raise CredentialRefused(f"the diff was not attached: it touches {name}, and {reason}.")
+    with tempfile.TemporaryFile() as diff:
+        _diff_to(diff, root, *words)
+        diff.seek(0)
+        data, left_out = read_capped(diff, os.fstat(diff.fileno()).st_size, FILE_READ_LIMIT)
+    content = data.decode(errors="replace")
+    _refuse_secrets("the diff", None, content)
+    return _cap("diff", f"diff {spec}" if spec else "diff", content, left_out=left_out)
 
 
 def needs_transcript(specs: list[str]) -> bool:
