@@ -8,7 +8,9 @@ is cut with a marker saying how much was left out.
 
 A file is never read whole: its size is taken first, then at most ``FILE_READ_LIMIT`` bytes
 (the cap, and a margin so a secret cut in two by the cap is still seen whole by the scan) are
-read in ``READ_CHUNK`` pieces; the rest is only counted, in the marker. Slices are built on a
+read in ``READ_CHUNK`` pieces; the rest is only counted, in the marker. A diff goes to a
+temporary file and is read the same way; a turns slice reads only the transcript's last
+``TURNS_READ_LIMIT`` bytes. Slices are built on a
 worker thread, and the credential scan goes in pieces (:mod:`crosstalk.credentials`), so the
 daemon's event loop keeps running: a 400 MB file read and scanned whole once held the daemon
 for minutes, and its send was delivered after the CLI had given up on it.
@@ -26,7 +28,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from crosstalk.credentials import SCAN_OVERLAP, credential_content, credential_name
-from crosstalk.errors import CredentialRefused, InvalidSlice, Refused, UsageError
+from crosstalk.errors import CredentialRefused, InvalidSlice, Refused, TooLarge, UsageError
 from crosstalk.wire.room_ops import MAX_SLICE, Slice
 
 _REVISION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./~^@{}+-]*")
@@ -36,6 +38,9 @@ _MARKER_ROOM = 200  # bytes of the cap kept for the marker that says what was cu
 READ_CHUNK = 64 * 1024
 # A UTF-8 character is at most 4 bytes, so this margin holds SCAN_OVERLAP characters.
 FILE_READ_LIMIT = MAX_SLICE + 4 * SCAN_OVERLAP
+# How much of a transcript's end is read for a turns slice: a turn is a JSON line, parsed whole,
+# so this is more than the cap; one big tool result can be a turn of megabytes.
+TURNS_READ_LIMIT = 4 * 2**20
 
 
 def is_credential(path: Path) -> bool:
@@ -220,29 +225,57 @@ def needs_transcript(specs: list[str]) -> bool:
     return any(spec.partition(":")[0] == "turns" for spec in specs)
 
 
+def tail_lines(stream: BinaryIO, size: int, limit: int) -> tuple[list[str], bool]:
+    """The whole lines in the last ``limit`` bytes of ``stream`` (``size`` long), and whether
+    the file holds more before them. A line cut by the window's start is dropped."""
+    start = max(size - limit, 0)
+    stream.seek(start)
+    data, _ = read_capped(stream, size - start, limit)
+    lines = data.decode(errors="replace").split("\n")
+    if start > 0:
+        lines = lines[1:]
+    return lines, start > 0
+
+
 def _turns(count: int, transcript: str | None) -> Slice:
+    """The last ``count`` turns, found from the transcript's end: only its last
+    ``TURNS_READ_LIMIT`` bytes are read (a long session's transcript runs to hundreds of MB),
+    so turns that begin before them are not found, and the label says how many were."""
     if not transcript:
         raise UsageError(
             "A turns slice needs the agent's transcript, and no session here recorded one; "
             "send it from an agent session whose hooks are installed."
         )
     try:
-        lines = Path(transcript).read_text(errors="replace").splitlines()
+        with Path(transcript).open("rb") as stream:
+            size = os.fstat(stream.fileno()).st_size
+            lines, more = tail_lines(stream, size, TURNS_READ_LIMIT)
     except OSError as exc:
         raise UsageError(
             f"The agent's transcript {transcript} could not be read ({exc.strerror or exc})."
         ) from None
-    turns = []
-    for line in lines:
+    turns: list[str] = []
+    for line in reversed(lines):
+        if len(turns) == count:
+            break
         try:
             entry = json.loads(line)
         except ValueError:
             continue
         if isinstance(entry, dict) and entry.get("type") in {"user", "assistant"}:
             turns.append(json.dumps(entry.get("message", entry), ensure_ascii=False))
-    content = "\n".join(turns[-count:])
-    _refuse_secrets(f"the last {count} turns", None, content)
-    return _cap("turns", f"last {count} turns", content)
+    if more and not turns:
+        raise TooLarge(
+            f"The transcript's last turn alone is over {TURNS_READ_LIMIT // 2**20} MiB; "
+            "attach what you mean as a file: or note: slice instead."
+        )
+    content = "\n".join(reversed(turns))
+    label = f"last {count} turns"
+    if more and len(turns) < count:
+        label = (f"last {len(turns)} turns (of {count} asked: the others begin before the "
+                 f"transcript's last {TURNS_READ_LIMIT // 2**20} MiB)")
+    _refuse_secrets(f"the last {count} turns", None, content[:FILE_READ_LIMIT])  # what is sent
+    return _cap("turns", label, content)
 
 
 def build_slice(spec: str, *, cwd: Path, transcript: str | None = None) -> Slice:

@@ -1,16 +1,24 @@
-"""A file slice reads at most its cap (and the scan's margin), never the whole file."""
+"""A file slice reads at most its cap (and the scan's margin), never the whole file; a turns
+slice reads only the end of the transcript."""
 
 from __future__ import annotations
 
 import io
+import json
 import tracemalloc
 from pathlib import Path
 from typing import BinaryIO
 
 import pytest
 
-from crosstalk.errors import CredentialRefused
-from crosstalk.slices import FILE_READ_LIMIT, READ_CHUNK, build_slice, read_capped
+from crosstalk.errors import CredentialRefused, TooLarge
+from crosstalk.slices import (
+    FILE_READ_LIMIT,
+    READ_CHUNK,
+    TURNS_READ_LIMIT,
+    build_slice,
+    read_capped,
+)
 from crosstalk.wire.room_ops import MAX_SLICE
 
 MiB = 1024 * 1024
@@ -112,3 +120,58 @@ def test_a_secret_cut_in_two_by_the_cap_is_still_refused(
         return
     with pytest.raises(CredentialRefused):
         build_slice("file:notes.txt", cwd=tmp_path)
+
+
+def _transcript(path: Path, *parts: int | str) -> Path:
+    """A JSONL transcript: each int is that many MiB of progress lines, each str one turn
+    (user and assistant in turn)."""
+    progress = json.dumps({"type": "progress", "data": "." * 1000}) + "\n"
+    role = "assistant"
+    with path.open("w") as out:
+        for part in parts:
+            if isinstance(part, int):
+                out.write(progress * (part * MiB // len(progress)))
+                continue
+            role = "user" if role == "assistant" else "assistant"
+            out.write(json.dumps({"type": role, "message": {"role": role, "content": part}}))
+            out.write("\n")
+    return path
+
+
+@pytest.mark.parametrize("plant", [False, True])
+def test_turns_are_found_from_the_end_of_a_long_transcript(
+    plant: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The last 3 turns of a 32 MiB transcript, in order, reading only its last 4 MiB: the
+    peak stays a few times that, under the transcript's size. The planted bug reads it whole."""
+    if plant:
+        monkeypatch.setattr("crosstalk.slices.TURNS_READ_LIMIT", 2**40)
+    path = _transcript(tmp_path / "t.jsonl", 32, *(f"turn {n}" for n in range(6)))
+    tracemalloc.start()
+    try:
+        built = build_slice("turns:3", cwd=tmp_path, transcript=str(path))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert built.label == "last 3 turns"
+    assert [json.loads(line)["content"] for line in built.content.splitlines()] == [
+        "turn 3", "turn 4", "turn 5",
+    ]
+    if plant:
+        assert peak > path.stat().st_size
+    else:
+        assert peak < 5 * TURNS_READ_LIMIT < path.stat().st_size
+
+
+def test_turns_that_begin_before_the_window_are_named_in_the_label(tmp_path: Path) -> None:
+    """Asked for 3 turns where the third from last begins before the last 4 MiB: the two found
+    are sent and the label says so; a last turn bigger than the window is too_large."""
+    path = _transcript(tmp_path / "t.jsonl", 1, "first", 1, "x" * (3 * MiB), "after")
+    built = build_slice("turns:3", cwd=tmp_path, transcript=str(path))
+    assert built.label == (
+        "last 2 turns (of 3 asked: the others begin before the transcript's last 4 MiB)"
+    )
+    assert built.truncated and built.content.startswith('{"role": "assistant", "content": "xxx')
+    huge = _transcript(tmp_path / "huge.jsonl", 1, "first", "x" * (5 * MiB))
+    with pytest.raises(TooLarge):
+        build_slice("turns:2", cwd=tmp_path, transcript=str(huge))
