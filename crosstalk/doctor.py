@@ -214,7 +214,7 @@ def loop_row(home: Home, status: dict[str, Any]) -> Check:
         return Check("event_loop", True, "never late")
     when = time.strftime("at %Y-%m-%d %H:%M:%S", time.localtime(float(at)))
     if worst < LOOP_LAG_LIMIT:
-        return Check("event_loop", True, f"worst lag {worst:.3f} s, {when}")
+        return Check("event_loop", True, f"worst lag {worst * 1000:.0f} ms, {when}")
     return Check(
         "event_loop",
         False,

@@ -229,7 +229,7 @@ def test_the_loop_row_fails_once_the_daemon_stood_still_for_a_second(home: Home)
     assert loop_row(home, never) == loop_row(home, {}) == Check("event_loop", True, "never late")
     at = time.mktime((2026, 12, 6, 1, 2, 3, 0, 0, -1))  # local time, as the row shows it
     brief = loop_row(home, {"loop": {"worst_lag_s": 0.08, "worst_lag_at": at}})
-    assert brief == Check("event_loop", True, "worst lag 0.080 s, at 2026-12-06 01:02:03")
+    assert brief == Check("event_loop", True, "worst lag 80 ms, at 2026-12-06 01:02:03")
     stalled = loop_row(home, {"loop": {"worst_lag_s": 152.3, "worst_lag_at": at}})
     assert not stalled.ok
     assert stalled.detail.startswith(

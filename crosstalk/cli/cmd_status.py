@@ -42,12 +42,12 @@ def _live_status(h: Home, pid: int | None) -> dict[str, Any] | None:
 
 
 def loop_text(loop: dict[str, Any]) -> str:
-    """``worst lag 0.052 s at 14:02:07 (measured every 0.625 s)`` from status's ``loop``."""
+    """``worst lag 52 ms at 14:02:07 (measured every 0.625 s)`` from status's ``loop``."""
     every = f"(measured every {float(loop['resolution_s']):g} s)"
     if loop.get("worst_lag_at") is None:
         return f"never late {every}"
     at = time.strftime("%H:%M:%S", time.localtime(float(loop["worst_lag_at"])))
-    return f"worst lag {float(loop['worst_lag_s']):.3f} s at {at} {every}"
+    return f"worst lag {float(loop['worst_lag_s']) * 1000:.0f} ms at {at} {every}"
 
 
 def status(json_output: JsonOption = False, home: HomeOption = None) -> None:
