@@ -10,10 +10,10 @@ A file is never read whole: its size is taken first, then at most ``FILE_READ_LI
 (the cap, and a margin so a secret cut in two by the cap is still seen whole by the scan) are
 read in ``READ_CHUNK`` pieces; the rest is only counted, in the marker. A diff goes to a
 temporary file and is read the same way; a turns slice reads only the transcript's last
-``TURNS_READ_LIMIT`` bytes. Slices are built on a
-worker thread, and the credential scan goes in pieces (:mod:`crosstalk.credentials`), so the
-daemon's event loop keeps running: a 400 MB file read and scanned whole once held the daemon
-for minutes, and its send was delivered after the CLI had given up on it.
+``TURNS_READ_LIMIT`` bytes. Slices are built on a worker thread, and the credential scan goes in
+pieces (:mod:`crosstalk.credentials`), so the daemon's event loop keeps running: a 400 MB file
+read and scanned whole once held the daemon for minutes, and its send was delivered after the
+CLI had given up on it.
 """
 
 from __future__ import annotations

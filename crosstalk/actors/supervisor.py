@@ -225,7 +225,7 @@ class Supervisor:
         self._watch_until = math.inf
         self._last_pulse = -math.inf  # the pulse's last tick
         self._stalled_at = -math.inf  # when the pulse last saw the loop had stood still
-        self._worst_lag = 0.0  # the pulse's latest wake past its due time (LoopLag)
+        self._worst_lag = 0.0  # the pulse's worst wake past its due time (LoopLag)
         self._worst_lag_at: float | None = None  # and when it was
         self._worst_lag_wall: float | None = None  # the same, by the wall clock
         self._wall = wall
