@@ -264,7 +264,7 @@ def _turns(count: int, transcript: str | None) -> Slice:
             continue
         if isinstance(entry, dict) and entry.get("type") in {"user", "assistant"}:
             turns.append(json.dumps(entry.get("message", entry), ensure_ascii=False))
-    if more and not turns:
+    if more and count and not turns:
         raise TooLarge(
             f"The transcript's last turn alone is over {TURNS_READ_LIMIT // 2**20} MiB; "
             "attach what you mean as a file: or note: slice instead."
