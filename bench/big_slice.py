@@ -86,7 +86,8 @@ def _markdown(result: dict[str, Any]) -> str:
         f"| `status` while it is sent, p50 / p99 / max | {status['p50_ms']:.1f} / "
         f"{status['p99_ms']:.1f} / {status['max_ms']:.1f} ms over {status['n']:.0f} |\n"
         f"| the send, CLI start included, p50 | {result['send']['p50_ms']:.0f} ms "
-        f"({result['sends']} sends, each cut to the cap: {result['truncated']}) |\n"
+        f"({result['sends']} send{'s' if result['sends'] != 1 else ''}, each cut to the "
+        f"cap: {result['truncated']}) |\n"
     )
 
 
