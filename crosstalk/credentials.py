@@ -5,7 +5,14 @@ Names: key and token files (``.git-credentials``, ``.netrc``, ``.npmrc``, ``.pyp
 remote URL), and the folders cloud and container tools keep their logins in (``.aws``,
 ``.config/gcloud``, ``.azure``, ``.docker``, ``.kube``, ``.ssh``, ``.gnupg``). Content: a short list
 of patterns for private keys and well-known token formats, each tested in
-``tests/test_credentials.py``. A hit names the reason, never the secret.
+``tests/security/test_credentials.py``. A hit names the reason, never the secret.
+
+Content is scanned in pieces of ``SCAN_PIECE`` characters, each searched together with the last
+``SCAN_OVERLAP`` characters before it, so no single regex call holds the GIL for long (a scan
+runs on a worker thread beside the daemon's event loop: one search over a 400 MB slice held the
+loop for minutes) and a secret up to ``SCAN_OVERLAP`` characters long is found wherever the
+pieces were cut. (A window can begin inside a word, where ``\b`` matches: that can only refuse
+more, never less.)
 """
 
 from __future__ import annotations
@@ -84,9 +91,33 @@ def credential_name(path: PurePath) -> str | None:
     return None
 
 
+SCAN_PIECE = 64 * 1024
+SCAN_OVERLAP = 4 * 1024
+
+
+class SecretScan:
+    """The content scan over text that comes in pieces: :meth:`feed` each in order."""
+
+    def __init__(self) -> None:
+        self._tail = ""
+        self.reason: str | None = None
+
+    def feed(self, piece: str) -> str | None:
+        """Scan ``piece`` after what came before; the reason for the first secret found."""
+        if self.reason is None and piece:
+            window = self._tail + piece
+            for reason, pattern in _CONTENT_PATTERNS:
+                if pattern.search(window):
+                    self.reason = f"it contains what looks like {reason}"
+                    break
+            self._tail = window[max(len(window) - SCAN_OVERLAP, 0) :]
+        return self.reason
+
+
 def credential_content(text: str) -> str | None:
     """Why ``text`` looks like it carries a secret (the kind, never the secret), else None."""
-    for reason, pattern in _CONTENT_PATTERNS:
-        if pattern.search(text):
-            return f"it contains what looks like {reason}"
-    return None
+    scan = SecretScan()
+    for start in range(0, len(text), SCAN_PIECE):
+        if scan.feed(text[start : start + SCAN_PIECE]) is not None:
+            break
+    return scan.reason

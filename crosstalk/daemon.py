@@ -38,7 +38,7 @@ from crosstalk.actors.relay_link import (
     RelayLink,
     open_relay_socket,
 )
-from crosstalk.actors.relay_link_api import OutboxWrite
+from crosstalk.actors.relay_link_api import OutboxWrite, while_running
 from crosstalk.actors.relay_link_store import SqliteLinkStore, device_id
 from crosstalk.actors.room import RoomActor, RoomInput
 from crosstalk.actors.room_inbound import inbound_applier
@@ -70,6 +70,8 @@ log = logging.getLogger(__name__)
 
 FANOUT_INBOX = 64
 """Committed batches the rooms may be ahead of the fan-out before a room's hand-off waits."""
+LINK_ACTOR = "relay_link"
+"""The relay link actor's name under the supervisor."""
 
 
 def _saved_relay(conn: sqlite3.Connection) -> str | None:
@@ -193,7 +195,7 @@ class Daemon:
         """Stop the link and start it again with this identity's keys (after ``link``)."""
         async with self._link_lock:
             if self._relay is not None:
-                await self.supervisor.stop_actor("relay_link")
+                await self.supervisor.stop_actor(LINK_ACTOR)
                 self._relay = self._link = None
             await self._start_link(self.keys)
 
@@ -244,7 +246,7 @@ class Daemon:
             reseal=resealer(self.store, keys),
         )
         inbox: trio.MemorySendChannel[LinkCommand] = await self.supervisor.start_actor(
-            "relay_link", link
+            LINK_ACTOR, link
         )
         self._link = link
         self._relay = RelayClient(inbox, self.timings)
@@ -260,7 +262,10 @@ class Daemon:
             self._relay.retry_now()
 
     def link_status(self) -> LinkStatus | None:
-        return self._link.statistics() if self._link is not None else None
+        """Where the link stands; never connected while its actor is not running."""
+        if self._link is None:
+            return None
+        return while_running(self._link.statistics(), self.supervisor.health(LINK_ACTOR))
 
     # --- rooms -----------------------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import shlex
 import sqlite3
 import stat
+import time
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,9 @@ from crosstalk.store.checks import inspect_state_files
 from crosstalk.store.migrations import LATEST_VERSION, schema_version
 
 UPGRADE = "in your crosstalk clone, run `git pull`, then `python3 -m pip install -e .`"
+# The daemon promises to answer `status` within a second: an event loop that stood still longer
+# broke that promise.
+LOOP_LAG_LIMIT = 1.0
 
 
 @attrs.frozen
@@ -201,6 +205,25 @@ def relay_row(status: dict[str, Any]) -> Check:
     )
 
 
+def loop_row(home: Home, status: dict[str, Any]) -> Check:
+    """The daemon's event loop: passes while it has never stood still for ``LOOP_LAG_LIMIT``
+    (a request that held it, or the process stopped); fails naming how long and when."""
+    loop = status.get("loop") or {}
+    worst, at = float(loop.get("worst_lag_s") or 0.0), loop.get("worst_lag_at")
+    if at is None:
+        return Check("event_loop", True, "never late")
+    when = time.strftime("at %Y-%m-%d %H:%M:%S", time.localtime(float(at)))
+    if worst < LOOP_LAG_LIMIT:
+        return Check("event_loop", True, f"worst lag {worst * 1000:.0f} ms, {when}")
+    return Check(
+        "event_loop",
+        False,
+        f"the daemon ran nothing else for {worst:.1f} s, {when} (something held its event "
+        "loop, or the process was stopped): meanwhile it answered no one and its relay link "
+        f"may have dropped. If nothing stopped it, report it with {home.log}.",
+    )
+
+
 def check_daemon(home: Home) -> tuple[list[Check], list[dict[str, Any]]]:
     """Exactly one daemon holds the home and answers; its actors are healthy; the relay is up."""
     pid = daemon_pid(home)
@@ -216,7 +239,7 @@ def check_daemon(home: Home) -> tuple[list[Check], list[dict[str, Any]]]:
     actors = list(health.get("actors", []))
     rows = daemon_rows(home, pid, status, actors)
     if all(row.ok for row in rows):
-        rows.append(relay_row(status))
+        rows += [relay_row(status), loop_row(home, status)]
     return rows, actors
 
 

@@ -5,23 +5,42 @@ turns of the agent's transcript: the one the sender names, else the one its sess
 when the hook registered it, see ``crosstalk.store.sessions.current_transcript``),
 ``note:TEXT``. Credential files and paths outside the project are refused; content past 128 KiB
 is cut with a marker saying how much was left out.
+
+A file is never read whole: its size is taken first, then at most ``FILE_READ_LIMIT`` bytes
+(the cap, and a margin so a secret cut in two by the cap is still seen whole by the scan) are
+read in ``READ_CHUNK`` pieces; the rest is only counted, in the marker. A diff goes to a
+temporary file and is read the same way; a turns slice reads only the transcript's last
+``TURNS_READ_LIMIT`` bytes. Slices are built on a worker thread, and the credential scan goes in
+pieces (:mod:`crosstalk.credentials`), so the daemon's event loop keeps running: a 400 MB file
+read and scanned whole once held the daemon for minutes, and its send was delivered after the
+CLI had given up on it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import subprocess
+import tempfile
 from pathlib import Path
+from typing import BinaryIO
 
-from crosstalk.credentials import credential_content, credential_name
-from crosstalk.errors import CredentialRefused, InvalidSlice, Refused, UsageError
+from crosstalk.credentials import SCAN_OVERLAP, credential_content, credential_name
+from crosstalk.errors import CredentialRefused, InvalidSlice, Refused, TooLarge, UsageError
 from crosstalk.wire.room_ops import MAX_SLICE, Slice
 
 _REVISION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./~^@{}+-]*")
 _RANGE = re.compile(r"\.\.\.?")
-_DIFF_FILE = re.compile(r"^diff --git a/(.*) b/(.*)$", re.MULTILINE)
+_MARKER_ROOM = 200  # bytes of the cap kept for the marker that says what was cut
+
+READ_CHUNK = 64 * 1024
+# A UTF-8 character is at most 4 bytes, so this margin holds SCAN_OVERLAP characters.
+FILE_READ_LIMIT = MAX_SLICE + 4 * SCAN_OVERLAP
+# How much of a transcript's end is read for a turns slice: a turn is a JSON line, parsed whole,
+# so this is more than the cap; one big tool result can be a turn of megabytes.
+TURNS_READ_LIMIT = 4 * 2**20
 
 
 def is_credential(path: Path) -> bool:
@@ -44,12 +63,37 @@ def project_root(cwd: Path) -> Path:
     return Path(out.stdout.strip()).resolve() if out.returncode == 0 else cwd.resolve()
 
 
-def _cap(kind: str, label: str, content: str) -> Slice:
+def read_capped(stream: BinaryIO, size: int, limit: int) -> tuple[bytes, int]:
+    """At most ``limit`` bytes from the start of ``stream``, read ``READ_CHUNK`` at a time.
+
+    Args:
+        stream: an open binary file, at its start.
+        size: its size as ``stat`` gave it before reading.
+        limit: the most bytes to read; nothing past it is ever asked for.
+
+    Returns:
+        The bytes read, and how many bytes of ``size`` were left unread.
+    """
+    pieces: list[bytes] = []
+    taken = 0
+    while taken < limit:
+        piece = stream.read(min(READ_CHUNK, limit - taken))
+        if not piece:
+            break
+        pieces.append(piece)
+        taken += len(piece)
+    return b"".join(pieces), max(size - taken, 0)
+
+
+def _cap(kind: str, label: str, content: str, *, left_out: int = 0) -> Slice:
+    """The slice of ``content``, cut to the cap with a marker; ``left_out`` counts bytes of the
+    source that were never read, so are not in ``content`` either."""
     data = content.encode()
-    truncated = len(data) > MAX_SLICE
+    truncated = len(data) > MAX_SLICE or left_out > 0
     if truncated:
-        marker = f"\n[… cut: {len(data) - MAX_SLICE + 200} more bytes not sent]\n"
-        data = data[: MAX_SLICE - 200].decode(errors="ignore").encode() + marker.encode()
+        keep = min(len(data), MAX_SLICE - _MARKER_ROOM)
+        marker = f"\n[… cut: {len(data) - keep + left_out} more bytes not sent]\n"
+        data = data[:keep].decode(errors="ignore").encode() + marker.encode()
     text = data.decode(errors="replace")
     return Slice(kind, label, text, hashlib.sha256(text.encode()).hexdigest(), truncated)
 
@@ -75,9 +119,11 @@ def _file(spec: str, root: Path) -> Slice:
             raise CredentialRefused(f"{spec} was not attached: {reason}.")
     if not path.is_file():
         raise UsageError(f"There is no file {spec} in the project.")
-    content = path.read_text(errors="replace")
-    _refuse_secrets(spec, None, content)
-    return _cap("file", str(path.relative_to(root)), content)
+    with path.open("rb") as stream:
+        data, left_out = read_capped(stream, os.fstat(stream.fileno()).st_size, FILE_READ_LIMIT)
+    content = data.decode(errors="replace")
+    _refuse_secrets(spec, None, content)  # all that was read: what is sent, and a margin
+    return _cap("file", str(path.relative_to(root)), content, left_out=left_out)
 
 
 def _git(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -138,29 +184,40 @@ def parse_diff_spec(spec: str, root: Path) -> tuple[list[str], list[str]]:
     return revisions, paths
 
 
+def _diff_to(output: BinaryIO, root: Path, *args: str) -> None:
+    """``git diff ARGS`` (user words after ``--end-of-options``) written to ``output``."""
+    argv = ["git", "-C", str(root), "--literal-pathspecs", "diff", "--no-color", "--no-ext-diff",
+            "--no-textconv", *args]
+    try:
+        done = subprocess.run(argv, stdout=output, stderr=subprocess.PIPE, timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UsageError(f"git diff failed: {exc}") from None
+    if done.returncode != 0:
+        why = done.stderr.decode(errors="replace").strip() or "not a git repository"
+        raise UsageError(f"git diff failed: {why}")
+
+
 def _diff(spec: str | None, root: Path) -> Slice:
+    """The diff, which is never held whole: git writes it to a temporary file, of which only
+    the cap and the scan's margin are read. Every file it touches is checked by name first
+    (``--name-only``, renames as their two sides), so a credential file anywhere in it refuses
+    the whole diff, as when the diff was read whole."""
     revisions, paths = parse_diff_spec(spec or "", root)
-    out = _git(
-        root,
-        "diff",
-        "--no-color",
-        "--no-ext-diff",
-        "--no-textconv",
-        "--end-of-options",
-        *revisions,
-        "--",
-        *paths,
-    )
-    if out.returncode != 0:
-        raise UsageError(f"git diff failed: {out.stderr.strip() or 'not a git repository'}")
-    for left, right in _DIFF_FILE.findall(out.stdout):
-        for name in (left, right):
-            if (reason := credential_name(Path(name))) is not None:
-                raise CredentialRefused(
-                    f"the diff was not attached: it touches {name}, and {reason}."
-                )
-    _refuse_secrets("the diff", None, out.stdout)
-    return _cap("diff", f"diff {spec}" if spec else "diff", out.stdout)
+    words = ["--end-of-options", *revisions, "--", *paths]
+    with tempfile.TemporaryFile() as names:
+        _diff_to(names, root, "--no-renames", "--name-only", "-z", *words)
+        names.seek(0)
+        touched = names.read().decode(errors="replace").split("\0")
+    for name in filter(None, touched):
+        if (reason := credential_name(Path(name))) is not None:
+            raise CredentialRefused(f"the diff was not attached: it touches {name}, and {reason}.")
+    with tempfile.TemporaryFile() as diff:
+        _diff_to(diff, root, *words)
+        diff.seek(0)
+        data, left_out = read_capped(diff, os.fstat(diff.fileno()).st_size, FILE_READ_LIMIT)
+    content = data.decode(errors="replace")
+    _refuse_secrets("the diff", None, content)
+    return _cap("diff", f"diff {spec}" if spec else "diff", content, left_out=left_out)
 
 
 def needs_transcript(specs: list[str]) -> bool:
@@ -168,29 +225,57 @@ def needs_transcript(specs: list[str]) -> bool:
     return any(spec.partition(":")[0] == "turns" for spec in specs)
 
 
+def tail_lines(stream: BinaryIO, size: int, limit: int) -> tuple[list[str], bool]:
+    """The whole lines in the last ``limit`` bytes of ``stream`` (``size`` long), and whether
+    the file holds more before them. A line cut by the window's start is dropped."""
+    start = max(size - limit, 0)
+    stream.seek(start)
+    data, _ = read_capped(stream, size - start, limit)
+    lines = data.decode(errors="replace").split("\n")
+    if start > 0:
+        lines = lines[1:]
+    return lines, start > 0
+
+
 def _turns(count: int, transcript: str | None) -> Slice:
+    """The last ``count`` turns, found from the transcript's end: only its last
+    ``TURNS_READ_LIMIT`` bytes are read (a long session's transcript runs to hundreds of MB),
+    so turns that begin before them are not found, and the label says how many were."""
     if not transcript:
         raise UsageError(
             "A turns slice needs the agent's transcript, and no session here recorded one; "
             "send it from an agent session whose hooks are installed."
         )
     try:
-        lines = Path(transcript).read_text(errors="replace").splitlines()
+        with Path(transcript).open("rb") as stream:
+            size = os.fstat(stream.fileno()).st_size
+            lines, more = tail_lines(stream, size, TURNS_READ_LIMIT)
     except OSError as exc:
         raise UsageError(
             f"The agent's transcript {transcript} could not be read ({exc.strerror or exc})."
         ) from None
-    turns = []
-    for line in lines:
+    turns: list[str] = []
+    for line in reversed(lines):
+        if len(turns) == count:
+            break
         try:
             entry = json.loads(line)
         except ValueError:
             continue
         if isinstance(entry, dict) and entry.get("type") in {"user", "assistant"}:
             turns.append(json.dumps(entry.get("message", entry), ensure_ascii=False))
-    content = "\n".join(turns[-count:])
-    _refuse_secrets(f"the last {count} turns", None, content)
-    return _cap("turns", f"last {count} turns", content)
+    if more and count and not turns:
+        raise TooLarge(
+            f"The transcript's last turn alone is over {TURNS_READ_LIMIT // 2**20} MiB; "
+            "attach what you mean as a file: or note: slice instead."
+        )
+    content = "\n".join(reversed(turns))
+    label = f"last {count} turns"
+    if more and len(turns) < count:
+        label = (f"last {len(turns)} turns (of {count} asked: the others begin before the "
+                 f"transcript's last {TURNS_READ_LIMIT // 2**20} MiB)")
+    _refuse_secrets(f"the last {count} turns", None, content[:FILE_READ_LIMIT])  # what is sent
+    return _cap("turns", label, content)
 
 
 def build_slice(spec: str, *, cwd: Path, transcript: str | None = None) -> Slice:

@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,9 +28,11 @@ from crosstalk.doctor import (
     check_state_dir,
     crosstalk_command,
     daemon_rows,
+    loop_row,
     relay_row,
     run_checks,
 )
+from crosstalk.doctor_check import Check
 from crosstalk.paths import Home
 from crosstalk.store.migrations import LATEST_VERSION
 from tests.e2e.conftest import pid_alive, stop_pid
@@ -89,7 +92,7 @@ def test_a_missing_home_says_so_and_starting_the_daemon_fixes_it(home: Home) -> 
     run_fix(fix_of(row.detail))
     assert all(r.ok for r in check_state_dir(home))
     rows, actors = check_daemon(home)
-    assert [r.name for r in rows if r.ok] == ["daemon", "actors", "relay"] and actors
+    assert [r.name for r in rows if r.ok] == ["daemon", "actors", "relay", "event_loop"] and actors
 
 
 def test_a_loose_home_and_loose_files_name_the_chmod_that_fixes_them(home: Home) -> None:
@@ -217,6 +220,22 @@ def test_the_relay_row_passes_only_while_the_link_is_up() -> None:
         "is back. Check it with `crosstalk relay status --relay ws://r:1`; start that relay, "
         "or set CROSSTALK_RELAY to the right one."
     )
+
+
+def test_the_loop_row_fails_once_the_daemon_stood_still_for_a_second(home: Home) -> None:
+    """The worst lag of the daemon's event loop passes under a second, with when it was; a
+    longer one fails, saying for how long and when, what it cost, and which log to report."""
+    never = {"loop": {"worst_lag_s": 0.0, "worst_lag_at": None, "resolution_s": 0.625}}
+    assert loop_row(home, never) == loop_row(home, {}) == Check("event_loop", True, "never late")
+    at = time.mktime((2026, 12, 6, 1, 2, 3, 0, 0, -1))  # local time, as the row shows it
+    brief = loop_row(home, {"loop": {"worst_lag_s": 0.08, "worst_lag_at": at}})
+    assert brief == Check("event_loop", True, "worst lag 80 ms, at 2026-12-06 01:02:03")
+    stalled = loop_row(home, {"loop": {"worst_lag_s": 152.3, "worst_lag_at": at}})
+    assert not stalled.ok
+    assert stalled.detail.startswith(
+        "the daemon ran nothing else for 152.3 s, at 2026-12-06 01:02:03"
+    )
+    assert stalled.detail.endswith(f"report it with {home.log}.")
 
 
 def test_every_failing_row_of_a_fresh_home_names_a_command(

@@ -52,3 +52,25 @@ class ActorHealth:
     last_error: str | None
     beat_age_s: float
     inbox: int
+
+
+@attrs.frozen
+class LoopLag:
+    """How late the event loop ran the supervisor's pulse: the worst since the daemon started.
+
+    A pulse asked to wake at ``t`` and woken at ``t + lag`` waited ``lag`` for the loop, which
+    was busy with something that did not yield (or the process was stopped). The pulse samples:
+    a stall of ``d`` seconds shows as at least ``d`` minus the pulse's period, so every stall
+    longer than a period is seen, shorter ones only when they span a tick.
+
+    Attributes:
+        worst_s: the worst lag seen, in seconds (0.0 until the loop is ever late).
+        worst_at: when, in trio time; None while it has never been late.
+        period_s: the pulse's period: the resolution of the measurement.
+        worst_wall: when, as the wall clock (Unix time) read it then; None with ``worst_at``.
+    """
+
+    worst_s: float
+    worst_at: float | None
+    period_s: float
+    worst_wall: float | None = None

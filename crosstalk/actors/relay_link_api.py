@@ -13,6 +13,7 @@ from collections.abc import Callable
 import attrs
 import trio
 
+from crosstalk.actors.health import ActorHealth, ActorState
 from crosstalk.core.link import RequestFrame
 from crosstalk.errors import CrosstalkError
 from crosstalk.wire import relay as w
@@ -151,6 +152,26 @@ class LinkStatus:
     lost_ago_s: float | None = None  # how long ago the last one was lost
     last_loss: str | None = None  # why it was lost
     reconnect_s: float | None = None  # how long the last loss took to heal (None: not yet)
+
+
+def while_running(status: LinkStatus, actor: ActorHealth | None) -> LinkStatus:
+    """``status`` as long as the link's actor runs; otherwise not connected, in the actor's state.
+
+    The status is the driver's last view of the boss, and a driver outlives nothing: once its
+    instance has ended (returned, crashed, FAILED, stopped) or before the next one is up, that
+    view is stale. A link whose instance once returned after a relay freeze kept showing
+    ``connected`` while every send failed ``relay_unreachable``.
+    """
+    if actor is not None and actor.state is ActorState.RUNNING:
+        return status
+    state = actor.state.value if actor is not None else "stopped"
+    error = actor.last_error if actor is not None else None
+    return attrs.evolve(
+        status,
+        connected=False,
+        state=f"link actor {state}",
+        last_error=error or status.last_error or f"the link's actor is {state}",
+    )
 
 
 @attrs.define

@@ -11,8 +11,15 @@ Theory of operation.
   supervisor keeps the receive end for the actor's whole life and hands it to every instance, so
   messages sent while an actor is restarting are processed by the next instance. A message an
   instance had already taken when it crashed is gone: retrying it could crash it again forever.
-* Outcomes of an instance: it returns → STOPPED, never restarted. It raises (or the watchdog
-  cancels it) → the failure is logged and counted by :class:`RestartIntensity`; the next instance
+* Each child spec says what a normal return means (:class:`Restart`, OTP's restart types). A
+  ``PERMANENT`` actor (the default: the relay link, rooms, the gate…) is meant to run for the
+  daemon's life, so its return is a fault: logged at ERROR and restarted exactly as a crash is.
+  A ``TRANSIENT`` actor (a pairing) may finish: its return → STOPPED, never restarted. (An 8 s
+  relay freeze once ended the relay link's instance normally; nothing restarted it and sends
+  failed ``relay_unreachable`` until the daemon was restarted by hand.)
+* Outcomes of an instance: a TRANSIENT one returns → STOPPED. It raises, the watchdog cancels
+  it, or a PERMANENT one returns → the failure is logged and counted by
+  :class:`RestartIntensity`; the next instance
   starts after an exponential backoff, or, beyond ``max_restarts`` restarts within ``window``
   seconds of ``trio.current_time()``, the actor is FAILED, logged at ERROR, and left alone. A
   FAILED actor's inbox stays open, so senders do not crash (but once it is full they wait: send
@@ -35,31 +42,41 @@ heartbeat notices such a stall even when the watchdog itself wakes on time (the 
 past its deadline, and the beats due in it were not run yet: an e2e test saw the control actor
 restarted so, and its socket refused a connection).
 
+Loop lag. The pulse also keeps the worst lateness of its own wakes (:class:`LoopLag`): how long
+the event loop once ran nothing else, because something held it without yielding (one request
+read and scanned a 400 MB slice for minutes). ``status`` and ``doctor`` show it.
+
 Logging policy (STYLE rule 25): INFO for start, ready, restart, finish and stop; WARNING for a
-missed heartbeat (degraded, not a bug); ERROR with the traceback for a crash and for FAILED.
+missed heartbeat (degraded, not a bug); ERROR with the traceback for a crash and for FAILED, and
+ERROR for a PERMANENT actor that returned (a bug: nothing else ends its loop).
 """
 
 from __future__ import annotations
 
+import enum
 import functools
 import logging
 import math
+import time
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 import trio
 
 from crosstalk.actors.context import Actor, ActorContext, Liveness
-from crosstalk.actors.health import ActorHealth, ActorState
+from crosstalk.actors.health import ActorHealth, ActorState, LoopLag
 from crosstalk.actors.restarts import RestartIntensity
 from crosstalk.errors import LocalProtocolError
 
 __all__ = [
     "MISSED_HEARTBEAT",
+    "RETURNED",
     "Actor",
     "ActorContext",
     "ActorHealth",
     "ActorState",
+    "LoopLag",
+    "Restart",
     "Supervisor",
 ]
 
@@ -68,10 +85,24 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 MISSED_HEARTBEAT = "missed heartbeat"
+RETURNED = "returned, but it runs for the daemon's life"
 # A loop that did not run for this long (as a fraction of the heartbeat) was stopped, with
 # every actor in it.
 SUSPENDED_FRACTION = 0.25
 PULSE_FRACTION = SUSPENDED_FRACTION / 2  # the pulse's period, as a fraction of the heartbeat
+
+
+class Restart(enum.Enum):
+    """What an actor's normal return means, stated in its child spec (``start_actor``).
+
+    ``PERMANENT``: it runs for the daemon's life; a return is a fault, restarted as a crash.
+    ``TRANSIENT``: it may finish (a pairing ends with its outcome); a return stops it for good.
+    Either is restarted when it raises or misses its heartbeat (OTP's ``permanent`` and
+    ``transient``; ``temporary``, never restarted at all, has no user here).
+    """
+
+    PERMANENT = "permanent"
+    TRANSIENT = "transient"
 
 
 class _Child(Generic[T]):
@@ -83,11 +114,13 @@ class _Child(Generic[T]):
         actor: Actor[T],
         inbox: trio.MemoryReceiveChannel[T],
         intensity: RestartIntensity,
+        restart: Restart,
     ) -> None:
         self.name = name
         self.actor = actor
         self.inbox = inbox
         self.intensity = intensity
+        self.restart = restart
         self.state = ActorState.STARTING
         self.restarts = 0
         self.last_error: str | None = None
@@ -160,6 +193,7 @@ class Supervisor:
         backoff_initial: wait before the first restart in a window; doubles with each
             further recent restart.
         backoff_max: the cap on that wait.
+        wall: reads the wall clock, to say when the worst loop lag was (:meth:`loop_lag`).
     """
 
     def __init__(
@@ -170,6 +204,7 @@ class Supervisor:
         window: float = 60.0,
         backoff_initial: float = 0.05,
         backoff_max: float = 2.0,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         if not heartbeat > 0:
             raise ValueError(f"heartbeat must be > 0 seconds, not {heartbeat}")
@@ -190,6 +225,10 @@ class Supervisor:
         self._watch_until = math.inf
         self._last_pulse = -math.inf  # the pulse's last tick
         self._stalled_at = -math.inf  # when the pulse last saw the loop had stood still
+        self._worst_lag = 0.0  # the pulse's worst wake past its due time (LoopLag)
+        self._worst_lag_at: float | None = None  # and when it was
+        self._worst_lag_wall: float | None = None  # the same, by the wall clock
+        self._wall = wall
 
     @property
     def heartbeat(self) -> float:
@@ -212,9 +251,18 @@ class Supervisor:
             self._nursery = None
 
     async def start_actor(
-        self, name: str, actor: Actor[T], *, inbox_size: int = 16
+        self,
+        name: str,
+        actor: Actor[T],
+        *,
+        inbox_size: int = 16,
+        restart: Restart = Restart.PERMANENT,
     ) -> trio.MemorySendChannel[T]:
         """Start supervising ``actor`` under ``name``.
+
+        ``restart`` says whether a normal return ends the actor (``TRANSIENT``) or is a fault
+        restarted like a crash (``PERMANENT``, the default: an actor that should run for the
+        daemon's life and stops quietly would leave the daemon looking well while it is not).
 
         Returns once the first instance has called ``task_status.started()``, or once the
         actor has ended (STOPPED or FAILED) without getting there; ``statistics()`` tells which.
@@ -231,7 +279,7 @@ class Supervisor:
         if name in self._children:
             raise LocalProtocolError(f"an actor named {name!r} is already supervised")
         send, receive = trio.open_memory_channel[T](inbox_size)
-        child = _Child(name, actor, receive, self._new_intensity())
+        child = _Child(name, actor, receive, self._new_intensity(), restart)
         self._children[name] = child
         log.info("actor %s starting", name)
         try:
@@ -259,6 +307,20 @@ class Supervisor:
         self._forget(child)
         log.info("actor %s stopped", name)
         return True
+
+    def health(self, name: str) -> ActorHealth | None:
+        """The health of the actor called ``name``; None when no such actor is supervised."""
+        child = self._children.get(name)
+        return None if child is None else child.health(trio.current_time())
+
+    def loop_lag(self) -> LoopLag:
+        """The worst lateness of the pulse so far: how long the event loop once ran nothing."""
+        return LoopLag(
+            self._worst_lag,
+            self._worst_lag_at,
+            self._heartbeat * PULSE_FRACTION,
+            self._worst_lag_wall,
+        )
 
     def statistics(self) -> list[ActorHealth]:
         """The health of every actor, in the order they were started."""
@@ -288,11 +350,20 @@ class Supervisor:
 
     async def _supervise(self, child: _Child[Any], report_ready: Callable[[], None]) -> None:
         while True:
-            if not await self._run_instance(child, report_ready):
+            if await self._run_instance(child, report_ready):
+                event = "missed_heartbeat" if child.missed else "crashed"
+            elif self._return_ends(child):
                 child.enter(ActorState.STOPPED, "returned")
                 log.info("actor %s finished", child.name)
                 return
-            event = "missed_heartbeat" if child.missed else "crashed"
+            else:
+                event = "returned"
+                child.last_error, child.last_exc = RETURNED, None
+                log.error(
+                    "actor %s returned, but it is meant to run for the daemon's life; "
+                    "restarting it as a crash",
+                    child.name,
+                )
             delay = child.intensity.failed(trio.current_time())
             if delay is None:
                 child.enter(ActorState.FAILED, event)
@@ -312,6 +383,11 @@ class Supervisor:
                 "actor %s restarting in %.3f s (restart %d)", child.name, delay, child.restarts
             )
             await trio.sleep(delay)
+
+    @staticmethod
+    def _return_ends(child: _Child[Any]) -> bool:
+        """Whether an instance's normal return ends its actor: only a TRANSIENT one's does."""
+        return child.restart is Restart.TRANSIENT
 
     async def _run_instance(self, child: _Child[Any], report_ready: Callable[[], None]) -> bool:
         """Run one instance to its end. Returns whether it failed (crash or missed heartbeat)."""
@@ -366,11 +442,18 @@ class Supervisor:
         loop stood still meanwhile, and is noted for the watchdog."""
         period = self._heartbeat * PULSE_FRACTION
         while True:
-            await trio.sleep(period)
+            due = trio.current_time() + period
+            await trio.sleep_until(due)
             now = trio.current_time()
+            self._lagged(now - due, now)
             if now - self._last_pulse - period > self._heartbeat * SUSPENDED_FRACTION:
                 self._stalled_at = now
             self._last_pulse = now
+
+    def _lagged(self, lag: float, now: float) -> None:
+        """The pulse woke ``lag`` seconds past its due time, at ``now``: keep the worst."""
+        if lag > self._worst_lag:
+            self._worst_lag, self._worst_lag_at, self._worst_lag_wall = lag, now, self._wall()
 
     def _stood_still(self, now: float) -> float | None:
         """How long the loop stood still, if it did for more than a quarter heartbeat since the

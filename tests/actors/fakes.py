@@ -108,7 +108,8 @@ class ScriptedCrasher:
     """Instance ``n`` becomes ready, lives ``lifetimes[n]`` seconds, then raises.
 
     Instances past the script idle on their inbox. With ``crash_before_ready`` each scripted
-    instance raises before calling ``task_status.started()``.
+    instance raises before calling ``task_status.started()``; with ``returns`` it returns
+    normally instead of raising (reporting ``"return"``).
     """
 
     def __init__(
@@ -117,10 +118,12 @@ class ScriptedCrasher:
         lifetimes: list[float],
         *,
         crash_before_ready: bool = False,
+        returns: bool = False,
     ) -> None:
         self.out = out
         self.lifetimes = lifetimes
         self.crash_before_ready = crash_before_ready
+        self.returns = returns
         self.instances = 0
 
     async def run(
@@ -140,6 +143,9 @@ class ScriptedCrasher:
         if not self.crash_before_ready:
             task_status.started()
         await trio.sleep(self.lifetimes[n])
+        if self.returns:
+            report(self.out, ctx.name, "return")
+            return
         raise ValueError(f"crash {n}")
 
 

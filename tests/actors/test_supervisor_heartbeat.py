@@ -9,7 +9,7 @@ import trio
 import trio.testing
 from trio.testing import MockClock
 
-from crosstalk.actors.health import ActorState
+from crosstalk.actors.health import ActorState, LoopLag
 from crosstalk.actors.supervisor import MISSED_HEARTBEAT, SUSPENDED_FRACTION, Supervisor
 from tests.actors.fakes import Freezer, Recorder, next_report, open_reports, quiet_until, running
 
@@ -147,3 +147,30 @@ async def test_a_loop_stopped_only_briefly_still_judges(autojump_clock: MockCloc
         await trio.sleep(3.5)
         autojump_clock.jump(0.9)  # stood still 3.5 -> 4.4; the watchdog's deadline was 4.0
         assert await next_report(reports, within=10) == ("f", "cancelled", 4.4)
+
+
+@pytest.mark.parametrize("plant", [False, True])
+async def test_the_worst_loop_lag_and_when_it_was_are_kept(
+    plant: bool, autojump_clock: MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pulse (every 0.5 s at a 4 s heartbeat) notes how late the loop woke it: a 0.4 s stall
+    ending at 1.9 is the worst, and a later 0.2 s one does not replace it. The planted bug keeps
+    the latest late wake instead of the worst."""
+    if plant:
+        def latest(self: Supervisor, lag: float, now: float) -> None:
+            if lag > 0:
+                self._worst_lag, self._worst_lag_at, self._worst_lag_wall = lag, now, self._wall()
+
+        monkeypatch.setattr(Supervisor, "_lagged", latest)
+    async with running(Supervisor(heartbeat=4.0, wall=lambda: 1e9 + trio.current_time())) as sup:
+        assert sup.loop_lag() == LoopLag(0.0, None, 0.5, None)
+        await trio.sleep(1.2)
+        autojump_clock.jump(0.7)  # nothing runs from 1.2 to 1.9: the tick due at 1.5 waits
+        await trio.sleep(1.2)  # to 3.1; the pulse ticks at 1.9, 2.4 and 2.9
+        autojump_clock.jump(0.5)  # 3.1 to 3.6: the tick due at 3.4 waits 0.2 s
+        await trio.sleep(1.0)
+        lag = sup.loop_lag()
+    expected = (0.2, 3.6) if plant else (0.4, 1.9)
+    assert (lag.worst_s, lag.worst_at) == pytest.approx(expected)
+    assert lag.worst_wall == 1e9 + lag.worst_at
+    assert lag.period_s == 0.5

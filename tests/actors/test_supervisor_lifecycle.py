@@ -10,7 +10,7 @@ import trio.testing
 from trio.testing import MockClock
 
 from crosstalk.actors.health import ActorState
-from crosstalk.actors.supervisor import Supervisor
+from crosstalk.actors.supervisor import Restart, Supervisor
 from crosstalk.errors import LocalProtocolError
 from tests.actors.fakes import (
     Recorder,
@@ -71,11 +71,13 @@ async def test_stop_actor_ends_a_restart_backoff(autojump_clock: MockClock) -> N
         assert crasher.instances == 1
 
 
-async def test_actor_that_returns_is_stopped_and_not_restarted(autojump_clock: MockClock) -> None:
-    """Closing an actor's inbox makes it return; it is STOPPED and never restarted."""
+async def test_transient_actor_that_returns_is_stopped_and_not_restarted(
+    autojump_clock: MockClock,
+) -> None:
+    """Closing a transient actor's inbox makes it return; it is STOPPED and never restarted."""
     out, reports = open_reports()
     async with running(Supervisor(heartbeat=1.0)) as sup:
-        to_a = await sup.start_actor("a", Recorder(out))
+        to_a = await sup.start_actor("a", Recorder(out), restart=Restart.TRANSIENT)
         assert await next_report(reports, within=1) == ("a", "start", 0.0)
         await to_a.aclose()
         assert await next_report(reports, within=1) == ("a", "end", 0.0)

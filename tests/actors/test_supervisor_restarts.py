@@ -10,7 +10,7 @@ import trio.testing
 from trio.testing import MockClock
 
 from crosstalk.actors.health import ActorHealth, ActorState
-from crosstalk.actors.supervisor import Supervisor
+from crosstalk.actors.supervisor import RETURNED, Restart, Supervisor
 from tests.actors.fakes import (
     GroupCrasher,
     Recorder,
@@ -181,3 +181,65 @@ async def test_crash_inside_an_actors_own_nursery_is_contained(autojump_clock: M
         assert health["s"].restarts == 0
         await to_s.send("fine")
         assert await next_report(reports, within=1) == ("s", "fine", 0.5)
+
+
+@pytest.mark.parametrize("plant", [False, True])
+async def test_a_permanent_actor_that_returns_is_restarted_as_a_crash(
+    plant: bool,
+    autojump_clock: MockClock,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An actor meant to run for the daemon's life that returns (the relay link did, after an
+    8 s relay freeze, and nothing restarted it) is restarted after the crash backoff, counted
+    toward the intensity limit and logged at ERROR; a transient one beside it finishes for good.
+    The planted bug takes every return as the end, as the supervisor once did."""
+    if plant:
+        monkeypatch.setattr(Supervisor, "_return_ends", staticmethod(lambda child: True))
+    caplog.set_level(logging.INFO, logger="crosstalk.actors.supervisor")
+    out, reports = open_reports()
+    supervisor = Supervisor(
+        heartbeat=100.0, max_restarts=2, window=60.0, backoff_initial=0.5, backoff_max=8.0
+    )
+    async with running(supervisor) as sup:
+        returner = ScriptedCrasher(out, [1.0, 1.0, 1.0], returns=True)
+        await sup.start_actor("p", returner)
+        done = ScriptedCrasher(out, [1.0], returns=True)
+        await sup.start_actor("t", done, restart=Restart.TRANSIENT)
+        await quiet_until_blocked_at(30.0)
+        health = _health(sup)
+    assert done.instances == 1
+    assert health["t"].state is ActorState.STOPPED
+    assert health["t"].restarts == 0
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    if plant:
+        assert returner.instances == 1
+        assert health["p"].state is ActorState.STOPPED
+        assert errors == []
+        return
+    # Returns at 1, 2.5 (backoff 0.5) and 4.5 (backoff 1): the third is one too many.
+    assert returner.instances == 3
+    assert [at for who, what, at in _drain(reports) if (who, what) == ("p", "start")] == [
+        0.0, 1.5, 3.5,
+    ]
+    assert health["p"].state is ActorState.FAILED
+    assert health["p"].restarts == 2
+    assert health["p"].last_error == RETURNED
+    returned = "actor p returned, but it is meant to run for the daemon's life; restarting it"
+    assert sum(message.startswith(returned) for message in errors) == 3
+    assert any(message.startswith("actor p FAILED") for message in errors)
+
+
+async def quiet_until_blocked_at(deadline: float) -> None:
+    """Let virtual time run to ``deadline`` and every task settle there."""
+    await trio.sleep_until(deadline)
+    await trio.testing.wait_all_tasks_blocked()
+
+
+def _drain(reports: trio.MemoryReceiveChannel[Report]) -> list[Report]:
+    drained: list[Report] = []
+    while True:
+        try:
+            drained.append(reports.receive_nowait())
+        except trio.WouldBlock:
+            return drained

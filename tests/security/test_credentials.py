@@ -7,7 +7,7 @@ from pathlib import Path, PurePath
 
 import pytest
 
-from crosstalk.credentials import credential_content, credential_name
+from crosstalk.credentials import SCAN_PIECE, credential_content, credential_name
 from crosstalk.errors import CredentialRefused
 from crosstalk.slices import build_slice
 
@@ -84,6 +84,27 @@ def test_content_that_looks_like_a_key_or_token_is_caught(kind: str) -> None:
 def test_ordinary_content_passes(text: str) -> None:
     """Code, links, public keys and certificates are not flagged."""
     assert credential_content(text) is None
+
+
+@pytest.mark.parametrize("plant", [False, True])
+def test_a_secret_across_two_scan_pieces_is_caught(
+    plant: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Content is scanned in pieces (so no one search holds the GIL for long); every kind of
+    secret that straddles the cut between two pieces is still caught, by the overlap each piece
+    is searched with. The planted bug scans the pieces with no overlap and misses them."""
+    if plant:
+        monkeypatch.setattr("crosstalk.credentials.SCAN_OVERLAP", 0)
+    missed = []
+    for kind, secret in sorted(TOKENS.items()):
+        # The first piece ends one character before the shortest caught prefix of the secret.
+        caught = next(n for n in range(len(secret) + 1) if credential_content(secret[:n]))
+        before = ("x " * SCAN_PIECE)[: SCAN_PIECE - caught] + "\n"
+        text = before + secret + "\n" + "tail " * 100
+        assert len(before) + caught - 1 == SCAN_PIECE
+        if credential_content(text) is None:
+            missed.append(kind)
+    assert missed == (sorted(TOKENS) if plant else [])
 
 
 def test_a_git_config_cannot_be_attached(tmp_path: Path) -> None:

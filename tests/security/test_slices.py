@@ -9,6 +9,7 @@ import pytest
 
 from crosstalk.errors import CredentialRefused, InvalidSlice, Refused
 from crosstalk.slices import build_slice
+from crosstalk.wire.room_ops import MAX_SLICE
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "t",
@@ -89,6 +90,28 @@ def test_a_diff_that_touches_a_credential_file_is_refused(repo: Path) -> None:
         build_slice("diff:HEAD", cwd=repo)
     with pytest.raises(CredentialRefused):
         build_slice("diff:HEAD .env", cwd=repo)
+
+
+def test_a_big_diff_is_cut_at_the_cap_yet_a_credential_file_past_it_still_refuses_it(
+    repo: Path,
+) -> None:
+    """A 2 MB diff is cut at the cap, its marker counting every byte of the diff not sent;
+    the same diff that also touches a .env whose part lies far past the cap is refused, as it
+    was when the diff was read whole."""
+    (repo / "app.py").write_text("print('a line that changed')\n" * 70_000)
+    whole = subprocess.run(["git", "-C", str(repo), "diff", "--no-color"], capture_output=True,
+                           check=True, env=GIT_ENV).stdout
+    assert len(whole) > 2_000_000
+    built = build_slice("diff", cwd=repo)
+    kept = MAX_SLICE - 200
+    assert built.truncated
+    assert built.content.endswith(f"\n[… cut: {len(whole) - kept} more bytes not sent]\n")
+    assert built.content[:kept].encode() == whole[:kept]
+    (repo / "zz").mkdir()
+    (repo / "zz" / ".env").write_text("A=1\n")
+    git(repo, "add", "zz/.env")
+    with pytest.raises(CredentialRefused, match=r"zz/\.env"):
+        build_slice("diff:HEAD", cwd=repo)
 
 
 def test_a_file_outside_the_project_stays_refused(repo: Path) -> None:

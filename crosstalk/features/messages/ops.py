@@ -60,6 +60,10 @@ class Host(Stored, Identified, SendsOps, Routed, TellsLocal, Protocol):
 
 
 SENT_WAIT = 2.0
+# Building the slices (reading files, running git) may take this long. A send answers well
+# inside its clients' 30 s, so a slow slice fails the send, with nothing queued, instead of the
+# client giving up (daemon_unreachable) on a send that is then delivered anyway.
+SLICE_DEADLINE = 10.0
 STATES = ("queued", "sent", "delivered", "read", "refused")
 #: What sealing adds to an op's JSON on its way to the relay: framing header (7), nonce (24),
 #: signature (64) and AEAD tag (16), rounded up.
@@ -253,7 +257,14 @@ async def _build_slices(daemon: Host, params: SendParams) -> tuple[Slice, ...]:
     def build() -> tuple[Slice, ...]:
         return tuple(build_slice(spec, cwd=cwd, transcript=transcript) for spec in params.slices)
 
-    return await trio.to_thread.run_sync(build)
+    # A worker thread, so the event loop goes on serving everyone else while files are read
+    # (each slice reads at most its cap, and scans it in pieces: crosstalk.slices).
+    with trio.move_on_after(SLICE_DEADLINE):
+        return await trio.to_thread.run_sync(build, abandon_on_cancel=True)
+    raise TooLarge(
+        f"The slices took longer than {SLICE_DEADLINE:g} s to gather, so nothing was sent. "
+        "Attach a smaller slice or a narrower diff."
+    )
 
 
 def _spend_ration(conn: sqlite3.Connection, recipient: str, reason: str | None, now: float) -> None:

@@ -25,6 +25,7 @@ from crosstalk import crypto
 from crosstalk.actors.pairing import Paired, PairingActor, PairingOutcome
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.actors.router import RoutePairing, WatchInvitation
+from crosstalk.actors.supervisor import Restart
 from crosstalk.core.invite import Invite
 from crosstalk.core.words import BYTES_PER_WORD
 from crosstalk.errors import CrosstalkError, RelayKeyMismatch
@@ -153,7 +154,7 @@ async def run_pairing(
     )
     name = f"pairing-{slot}"
     # Pushes that beat the route to the router are held there until it appears.
-    inbox = await daemon.supervisor.start_actor(name, actor)
+    inbox = await daemon.supervisor.start_actor(name, actor, restart=Restart.TRANSIENT)
     await daemon.router.send(RoutePairing(slot, inbox))
     try:
         with trio.fail_after(max(0.0, deadline - trio.current_time()) + 30):

@@ -10,7 +10,7 @@ import attrs
 import trio
 
 from crosstalk import __version__
-from crosstalk.actors.supervisor import ActorHealth
+from crosstalk.actors.supervisor import ActorHealth, LoopLag
 from crosstalk.features.caps import Homed, Identified, Linked, ShowsStatus, Stored, Supervises
 from crosstalk.features.feature import Plugs, op
 from crosstalk.store.sessions import list_sessions
@@ -39,6 +39,22 @@ class RelayView:
 
 
 @attrs.frozen
+class LoopView:
+    """How late the daemon's event loop has run (the supervisor's pulse): the worst since it
+    started, when (Unix time: unlike an age, two answers agree), and the pulse's period, the
+    measurement's resolution."""
+
+    worst_lag_s: float
+    worst_lag_at: float | None
+    resolution_s: float
+
+    @classmethod
+    def from_lag(cls, lag: LoopLag) -> LoopView:
+        at = None if lag.worst_wall is None else round(lag.worst_wall, 3)
+        return cls(round(lag.worst_s, 3), at, round(lag.period_s, 3))
+
+
+@attrs.frozen
 class OwnSession:
     name: str
     client: str
@@ -56,6 +72,7 @@ class StatusReply:
     label: str | None
     fingerprint: str | None
     relay: RelayView
+    loop: LoopView
     sessions: list[OwnSession] = attrs.Factory(list)  # this identity's agent sessions here
     # What each feature shows, by feature name (an attrs value or JSON data per feature).
     features: dict[str, Any] = attrs.Factory(dict)
@@ -115,6 +132,7 @@ def plug(daemon: Host) -> Plugs:
                 last_loss=link.last_loss if link else None,
                 reconnect_s=link.reconnect_s if link else None,
             ),
+            loop=LoopView.from_lag(daemon.supervisor.loop_lag()),
             sessions=own,
             features=await daemon.feature_status(),
         )
