@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from crosstalk.cli.options import HomeOption, JsonOption
-from crosstalk.cli.output import Output, reports_errors
+from crosstalk.cli.output import Output, reports_errors, visible
 from crosstalk.cli.reading import read_messages
 from crosstalk.client import ask_daemon, ensure_daemon
 from crosstalk.errors import UsageError
@@ -104,9 +104,8 @@ def ask(
             if "answer" in reply:
                 out.emit(reply, f"{reply['from']}: {reply['answer']}")
                 return
-            sys.stderr.write(
-                f"crosstalk: you and {reply['waiting_on_each_other']} are waiting on each other.\n"
-            )
+            waiting = visible(str(reply["waiting_on_each_other"]))  # peers' names
+            sys.stderr.write(f"crosstalk: you and {waiting} are waiting on each other.\n")
 
 
 @reports_errors

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from crosstalk.cli.output import Output, run_reporting
+from crosstalk.cli.output import Output, run_reporting, visible
 from crosstalk.client import ask_daemon, call
 from crosstalk.errors import CrosstalkError
 from crosstalk.paths import Home
@@ -61,7 +61,8 @@ def read_messages(
         try:
             call(Home.resolve(home), "ack", {"lease": reply["lease"]}, timeout=ACK_TIMEOUT)
         except CrosstalkError as exc:
-            sys.stderr.write(f"crosstalk: not marked read ({exc.message}); they show again.\n")
+            why = visible(exc.message)
+            sys.stderr.write(f"crosstalk: not marked read ({why}); they show again.\n")
 
 
 def main(kwargs: dict[str, Any]) -> int:
