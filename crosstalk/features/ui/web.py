@@ -65,6 +65,8 @@ ACTIONS = frozenset({
 _TOKEN_CHARS = re.compile(r"[A-Za-z0-9_-]+")
 #: Seconds between looks at the state when nothing nudges a live stream.
 STREAM_TICK = 1.0
+#: A slice index longer than this is no index of a message that fits in a room op.
+MAX_INDEX_DIGITS = 6
 
 
 def _static(name: str) -> bytes:
@@ -158,14 +160,24 @@ async def _answer(call: Call, name: str, params: dict[str, Any]) -> Response:
         return _error(exc)
 
 
+def _bad_query(message: str) -> JSONResponse:
+    """A query the page itself never sends: one sentence, ``invalid_request``, 400 (not a bug)."""
+    return JSONResponse({"error": {"code": "invalid_request", "message": message}}, 400)
+
+
 async def room(call: Call, request: Request) -> Response:
-    return await _answer(call, "ui_room", {"room": request.query_params["id"]})
+    room_id = request.query_params.get("id", "")
+    if not room_id:
+        return _bad_query("Name the room: /api/room?id=ROOM.")
+    return await _answer(call, "ui_room", {"room": room_id})
 
 
 async def slice_(call: Call, request: Request) -> Response:
-    params = {"id": request.query_params.get("id", ""),
-              "index": int(request.query_params.get("index", "0") or 0)}
-    return await _answer(call, "read_slice", params)
+    index = request.query_params.get("index", "0") or "0"
+    if not (index.isascii() and index.isdigit()) or len(index) > MAX_INDEX_DIGITS:
+        return _bad_query("A slice index is a whole number from 0: /api/slice?id=ID&index=N.")
+    return await _answer(call, "read_slice", {"id": request.query_params.get("id", ""),
+                                              "index": int(index)})
 
 
 async def _action_params(request: Request) -> dict[str, Any] | Response:
