@@ -1,0 +1,69 @@
+"""What a client does wrong is not a daemon bug: a real daemon's log keeps ERROR for bugs.
+
+A client hanging up before its reply, and a hook reporting a cwd past PATH_MAX, each used to
+write an ERROR with a traceback to daemon.log (issue 36).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from crosstalk.store.identity import new_identity, save_identity
+from tests.e2e.conftest import Cli
+
+pytestmark = pytest.mark.e2e
+
+HANG_UPS = 30
+
+
+def _set_up(cli: Cli) -> None:
+    """An identity on a fresh home (no pairing needed to talk to one's own daemon), and its
+    daemon running."""
+    cli.home.mkdir(mode=0o700)
+    save_identity(cli.home / "identity.json", new_identity("ana"))
+    assert cli.json("daemon", "start")["running"] is True
+
+
+def _bad_lines(cli: Cli) -> list[dict[str, Any]]:
+    """daemon.log's lines at ERROR or above, or carrying a traceback."""
+    lines = [json.loads(line) for line in (cli.home / "daemon.log").read_text().splitlines()]
+    return [line for line in lines if line["level"] in ("ERROR", "CRITICAL") or "exc" in line]
+
+
+def test_clients_hanging_up_before_their_replies_log_no_error(cli: Cli) -> None:
+    """Thirty clients each send `status` and close at once: the daemon logs no ERROR, no
+    traceback, and answers the next client."""
+    _set_up(cli)
+    for _ in range(HANG_UPS):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.connect(str(cli.home / "daemon.sock"))
+            sock.sendall(json.dumps({"v": 1, "op": "status", "params": {}}).encode() + b"\n")
+    assert cli.json("daemon", "status")["running"] is True  # answered after all of them
+    assert _bad_lines(cli) == []
+
+
+@pytest.mark.parametrize("cwd", ["/" + "a" * 5000, "/" + "/".join(["b" * 250] * 40)],
+                         ids=["one long name", "past PATH_MAX"])
+def test_a_hook_with_a_cwd_past_path_max_logs_no_error(cli: Cli, cwd: str) -> None:
+    """The real hook program, each event a Claude Code session sends, with an impossible cwd:
+    exit 0 with nothing on stderr, and daemon.log holds no ERROR."""
+    _set_up(cli)
+    env = {**os.environ, "CROSSTALK_HOME": str(cli.home)}
+    for event in ("SessionStart", "UserPromptSubmit", "PreToolUse", "Stop"):
+        payload = {"hook_event_name": event, "session_id": "s-long", "cwd": cwd, "prompt": "x"}
+        done = subprocess.run(
+            [sys.executable, "-m", "crosstalk.hook.main", "--client", "claude", event],
+            input=json.dumps(payload), capture_output=True, text=True, timeout=60, env=env,
+            check=False,
+        )
+        assert (done.returncode, done.stderr) == (0, ""), event
+    assert _bad_lines(cli) == []
+    sessions = cli.json("status")["sessions"]
+    assert "s-long" in json.dumps(sessions)  # the hook did reach the daemon
