@@ -94,8 +94,16 @@ def mute(
     if reply["until"] is None:
         human = f"{target}: not muted"
     else:
-        human = f"{target}: muted until {time.strftime('%H:%M', time.localtime(reply['until']))}"
+        human = f"{target}: muted until {_clock(reply['until'])}"
     out.emit(reply, human)
+
+
+def _clock(until: float) -> str:
+    """The local time a mute ends, as HH:MM."""
+    try:
+        return time.strftime("%H:%M", time.localtime(until))
+    except (OverflowError, OSError, ValueError):  # an end stored before ends were capped
+        return "further notice"
 
 
 def _looks_numeric(text: str) -> bool:
