@@ -76,6 +76,16 @@ class Cli:
         return pid or None
 
 
+def start_alone(cli: Cli, label: str = "ana") -> None:
+    """An identity on ``cli``'s fresh home, without pairing (enough to talk to one's own
+    daemon), and its daemon running (stopped by the ``cli`` fixture)."""
+    from crosstalk.store.identity import new_identity, save_identity
+
+    cli.home.mkdir(mode=0o700)
+    save_identity(cli.home / "identity.json", new_identity(label))
+    assert cli.json("daemon", "start")["running"] is True
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -15,20 +15,11 @@ from typing import Any
 
 import pytest
 
-from crosstalk.store.identity import new_identity, save_identity
-from tests.e2e.conftest import Cli
+from tests.e2e.conftest import Cli, start_alone
 
 pytestmark = pytest.mark.e2e
 
 HANG_UPS = 30
-
-
-def _set_up(cli: Cli) -> None:
-    """An identity on a fresh home (no pairing needed to talk to one's own daemon), and its
-    daemon running."""
-    cli.home.mkdir(mode=0o700)
-    save_identity(cli.home / "identity.json", new_identity("ana"))
-    assert cli.json("daemon", "start")["running"] is True
 
 
 def _bad_lines(cli: Cli) -> list[dict[str, Any]]:
@@ -40,7 +31,7 @@ def _bad_lines(cli: Cli) -> list[dict[str, Any]]:
 def test_clients_hanging_up_before_their_replies_log_no_error(cli: Cli) -> None:
     """Thirty clients each send `status` and close at once: the daemon logs no ERROR, no
     traceback, and answers the next client."""
-    _set_up(cli)
+    start_alone(cli)
     for _ in range(HANG_UPS):
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.connect(str(cli.home / "daemon.sock"))
@@ -54,7 +45,7 @@ def test_clients_hanging_up_before_their_replies_log_no_error(cli: Cli) -> None:
 def test_a_hook_with_a_cwd_past_path_max_logs_no_error(cli: Cli, cwd: str) -> None:
     """The real hook program, each event a Claude Code session sends, with an impossible cwd:
     exit 0 with nothing on stderr, and daemon.log holds no ERROR."""
-    _set_up(cli)
+    start_alone(cli)
     env = {**os.environ, "CROSSTALK_HOME": str(cli.home)}
     for event in ("SessionStart", "UserPromptSubmit", "PreToolUse", "Stop"):
         payload = {"hook_event_name": event, "session_id": "s-long", "cwd": cwd, "prompt": "x"}
