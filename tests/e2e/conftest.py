@@ -86,6 +86,15 @@ def start_alone(cli: Cli, label: str = "ana") -> None:
     assert cli.json("daemon", "start")["running"] is True
 
 
+def work_in(person: Cli, project: Path, session: str = "agent-1") -> None:
+    """Register an agent session working in ``project``, as its hook does on every event: the
+    daemon takes file and diff slices only from its sessions' projects."""
+    from crosstalk.hook.control import request
+
+    params = {"name": session, "client": "claude", "project": str(project)}
+    assert request(person.home / "daemon.sock", "session_register", params)["ok"] is True
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
