@@ -33,6 +33,17 @@ def test_a_decision_for_a_room_that_does_not_exist_is_unknown_room_and_writes_no
     assert recorded["room"] is None and "use sqlite" in (repo / "DECISIONS.md").read_text()
 
 
+def test_a_decision_for_a_repository_path_past_path_max_is_a_usage_error(cli: Cli) -> None:
+    """``decide --repo`` with a path the OS will not look at: exit 2, one sentence, and no
+    ERROR in daemon.log (it was an unhandled OSError in the daemon)."""
+    start_alone(cli)
+    done = cli.run("decide", "use sqlite", "--repo", "/" + "a" * 5000)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "not a directory" in done.stderr
+    log = (cli.home / "daemon.log").read_text()
+    assert '"level": "ERROR"' not in log and "Traceback" not in log
+
+
 @pytest.mark.parametrize("minutes", ["1e308", "600000", "inf"])
 def test_a_mute_longer_than_a_year_is_a_usage_error_without_a_traceback(
     cli: Cli, minutes: str

@@ -93,6 +93,11 @@ async def _tell(feature: MemoryFeature, who: str, text: str, *, announced_in: Ro
 
 def _repo_dir(repo: str | None, cwd: str | None) -> Path:
     chosen = Path(repo) if repo else (repo_root(cwd) if cwd else None) or Path(cwd or os.getcwd())
-    if not chosen.is_dir():
-        raise UsageError(f"{chosen} is not a directory; pass the repository with --repo.")
+    try:
+        is_dir = chosen.is_dir()
+    except OSError:  # a path too long for the OS to look at is no directory either
+        is_dir = False
+    if not is_dir:
+        shown = str(chosen) if len(str(chosen)) <= 200 else f"{str(chosen)[:200]}…"
+        raise UsageError(f"{shown} is not a directory; pass the repository with --repo.")
     return chosen.absolute()
