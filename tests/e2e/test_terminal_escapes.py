@@ -3,7 +3,7 @@ control characters instead of passing them to the terminal (issue 36, item 6).
 
 Real relay, real daemons. ana pairs with ben under a label full of escape sequences, then
 writes to him everywhere she can: a message (with a thread, a file slice, a session name), a
-fact, a task, a decision, a named room she invites him to, a closing summary. Every human
+fact, a task, a decision, a named room she invites him to, the thread's closing summary. Every human
 command ben runs to look at it prints no raw ESC, C1 or C0 byte other than newline and tab,
 and shows the escapes as text (``\\x1b``), so the words did arrive.
 """
@@ -61,6 +61,7 @@ def _ana_writes_everywhere(ana: Person, project: Path) -> str:
     ana.json("decide", f"decision {EVIL}", "--why", f"because {EVIL}", "--repo", str(project))
     ana.json("room", "create", f"room{TITLE}")
     ana.json("room", "invite", f"room{TITLE}", "ben")
+    ana.json("thread", "close", str(sent["id"]), "--summary", f"summary {EVIL}")
     return str(sent["id"])
 
 
@@ -86,9 +87,12 @@ def test_nothing_a_peer_writes_reaches_the_terminal_raw(
     def arrived() -> bool:
         facts, tasks = ben.json("facts")["facts"], ben.json("tasks")["tasks"]
         rooms = ben.json("room")["rooms"]
-        return bool(facts and tasks and ben.json("decisions")["decisions"]) and len(rooms) == 2
+        closed = ben.json("thread", msg_id)["closed"]
+        return bool(facts and tasks and ben.json("decisions")["decisions"] and closed) and (
+            len(rooms) == 2
+        )
 
-    wait_until(arrived, timeout=60, what="ana's fact, task, decision and room at ben")
+    wait_until(arrived, timeout=60, what="ana's fact, task, decision, summary and room at ben")
     shown = {
         args: _assert_shown_not_obeyed(ben, *args)
         for args in [
@@ -103,6 +107,7 @@ def test_nothing_a_peer_writes_reaches_the_terminal_raw(
     for args in [("facts",), ("tasks",), ("decisions",), ("thread", msg_id), ("peers",)]:
         assert "\\x1b" in shown[args], args
     assert "room\\x1b]0;pwned" in shown[("room",)]
+    assert "summary \\x1b]0;pwned" in shown[("thread", msg_id)]
     assert json.loads(ben.run("read", "--all", "--json").stdout)["messages"][0]["text"] == (
         f"hello {EVIL}\x00"  # --json keeps the exact words, escaped by JSON itself
     )
