@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 from urllib.parse import urlencode
 
@@ -34,17 +35,28 @@ class Page:
 
     async def get(self, path: str, query: dict[str, str]) -> int:
         """The response status of ``GET path?query`` with the token."""
+        return await self._request("GET", path, urlencode({**query, "t": self.token}), b"", [])
+
+    async def post(self, path: str, body: dict[str, Any]) -> int:
+        """The response status of a JSON ``POST`` carrying the token in its header."""
+        headers = [(b"content-type", b"application/json"),
+                   (b"x-crosstalk-token", self.token.encode())]
+        return await self._request("POST", path, "", json.dumps(body).encode(), headers)
+
+    async def _request(
+        self, method: str, path: str, query: str, body: bytes, headers: list[tuple[bytes, bytes]]
+    ) -> int:
         scope = {
-            "type": "http", "method": "GET", "path": path, "raw_path": path.encode(),
-            "query_string": urlencode({**query, "t": self.token}).encode(), "root_path": "",
-            "headers": [(b"host", f"127.0.0.1:{PORT}".encode())], "scheme": "http",
+            "type": "http", "method": method, "path": path, "raw_path": path.encode(),
+            "query_string": query.encode(), "root_path": "",
+            "headers": [(b"host", f"127.0.0.1:{PORT}".encode()), *headers], "scheme": "http",
             "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", PORT),
             "http_version": "1.1", "asgi": {"version": "3.0"},
         }
         sent: list[dict[str, Any]] = []
 
         async def receive() -> dict[str, Any]:
-            return {"type": "http.request", "body": b"", "more_body": False}
+            return {"type": "http.request", "body": body, "more_body": False}
 
         async def send(message: dict[str, Any]) -> None:
             sent.append(message)
@@ -74,6 +86,17 @@ async def test_a_room_query_without_an_id_is_400() -> None:
     assert page.calls == []
     assert await page.get("/api/room", {"id": "r1"}) == 200
     assert page.calls == [("ui_room", {"room": "r1"})]
+
+
+async def test_the_pages_send_names_no_place_on_this_machine() -> None:
+    """A ``send`` action's ``cwd`` and ``transcript`` never reach the op: the page has neither,
+    so it cannot pick where slices come from or which file a turns slice reads."""
+    page = Page()
+    body = {"to": "#r", "text": "hi", "slices": ["file:etc/passwd", "turns:3"], "cwd": "/",
+            "transcript": "/home/someone/other-project.jsonl"}
+    assert await page.post("/api/act/send", body) == 200
+    assert page.calls == [("send", {"to": "#r", "text": "hi",
+                                    "slices": ["file:etc/passwd", "turns:3"]})]
 
 
 @given(path=st.sampled_from(["/api/slice", "/api/room"]),

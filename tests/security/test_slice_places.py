@@ -117,20 +117,27 @@ def test_the_control_socket_slices_only_inside_a_sessions_project(
 def test_the_pages_send_cannot_name_a_cwd_outside_the_projects(
     cli: Cli, places: dict[str, Path]
 ) -> None:
-    """The page's ``send`` action with a caller-chosen ``cwd="/"`` is 400 not_in_project,
-    and nothing outside the project is attached."""
+    """The page's ``send`` action with a caller-chosen ``cwd="/"``: the cwd never reaches the
+    op, so the path is taken inside the session's project (no such file there), and a path
+    climbing out of it is refused; nothing is attached."""
     start_alone(cli)
     work_in(cli, places["project"], session="agent-1")
     url = urlsplit(cli.json("ui", "--no-open")["url"])
     token = url.query.removeprefix("t=")
-    body = {"to": "me/agent-1", "text": "see", "cwd": "/",
-            "slices": [f"file:{str(places['outside'] / 'secret.txt').lstrip('/')}"]}
-    action = urllib.request.Request(
-        f"http://{url.netloc}/api/act/send", data=json.dumps(body).encode(), method="POST",
-        headers={"Content-Type": "application/json", "X-Crosstalk-Token": token},
-    )
-    with pytest.raises(urllib.error.HTTPError) as refused:
-        urllib.request.urlopen(action, timeout=30)
-    assert refused.value.code == 400
-    assert json.loads(refused.value.read())["error"]["code"] == "not_in_project"
+
+    def act(slice_spec: str) -> dict[str, Any]:
+        body = {"to": "me/agent-1", "text": "see", "cwd": "/", "slices": [slice_spec]}
+        action = urllib.request.Request(
+            f"http://{url.netloc}/api/act/send", data=json.dumps(body).encode(), method="POST",
+            headers={"Content-Type": "application/json", "X-Crosstalk-Token": token},
+        )
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(action, timeout=30)
+        assert refused.value.code == 400
+        error: dict[str, Any] = json.loads(refused.value.read())["error"]
+        return error
+
+    absolute = act(f"file:{str(places['outside'] / 'secret.txt').lstrip('/')}")
+    assert absolute["code"] == "usage" and "no file" in absolute["message"]
+    assert act("file:../outside/secret.txt")["code"] == "refused"
     assert request(cli.home / "daemon.sock", "read", {"all": True})["messages"] == []

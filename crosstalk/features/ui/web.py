@@ -62,6 +62,11 @@ ACTIONS = frozenset({
     "send", "answer", "room_accept", "room_decline", "trust", "mute", "task_claim",
     "task_release",
 })
+#: Parameters naming places on this machine. The page has no working directory or transcript of
+#: its own, so an action never carries them: a page's ``send`` takes file and diff slices only
+#: as the op allows a request with no ``cwd`` (from the one project a session works in), and
+#: ``turns`` slices not at all.
+PLACES = frozenset({"cwd", "transcript"})
 _TOKEN_CHARS = re.compile(r"[A-Za-z0-9_-]+")
 #: Seconds between looks at the state when nothing nudges a live stream.
 STREAM_TICK = 1.0
@@ -202,7 +207,7 @@ async def act(hub: UiHub, call: Call, request: Request) -> Response:
     if isinstance(params, Response):
         return params
     try:
-        result = await call(name, params)
+        result = await call(name, {k: v for k, v in params.items() if k not in PLACES})
     except CrosstalkError as exc:
         return _error(exc)
     hub.changed()
