@@ -249,14 +249,12 @@ async def _build_slices(daemon: Host, params: SendParams) -> tuple[Slice, ...]:
         transcript = await daemon.store.read(
             lambda c: current_transcript(c, session=params.session, cwd=params.cwd)
         )
-    projects: list[str] = []
+    projects = None  # asked for only when a slice reads the project
     if needs_project(params.slices):
-        projects = await daemon.store.read(
-            lambda c: slice_projects(c, session=params.session)
-        )
+        projects = await daemon.store.read(lambda c: slice_projects(c, session=params.session))
 
     def build() -> tuple[Slice, ...]:
-        root = slice_root(params.cwd, projects) if needs_project(params.slices) else None
+        root = None if projects is None else slice_root(params.cwd, projects)
         return tuple(build_slice(spec, root=root, transcript=transcript) for spec in params.slices)
 
     return await trio.to_thread.run_sync(build)

@@ -64,8 +64,8 @@ ACTIONS = frozenset({
 })
 #: Parameters naming places on this machine. The page has no working directory or transcript of
 #: its own, so an action never carries them: a page's ``send`` takes file and diff slices only
-#: as the op allows a request with no ``cwd`` (from the one project a session works in), and
-#: ``turns`` slices not at all.
+#: as the op allows a request with no ``cwd`` (from the one project a session works in), and a
+#: ``turns`` slice only from a transcript a session registered.
 PLACES = frozenset({"cwd", "transcript"})
 _TOKEN_CHARS = re.compile(r"[A-Za-z0-9_-]+")
 #: Seconds between looks at the state when nothing nudges a live stream.
