@@ -24,8 +24,7 @@ def _notice(label: str, session: str | None, words: str | None) -> dict[str, Any
 def test_meta_values_can_neither_leave_their_attribute_nor_hold_a_control_character(
     label: str, session: str | None, words: str | None
 ) -> None:
-    """Whatever the label and session, meta holds no quote, angle bracket or control character,
-    and names the sender as the content's own tag does."""
+    """Any label or session: meta has no quote, bracket or control character and matches the tag."""
     (notification,), shown = channel_notifications([_notice(label, session, words)])
     params = notification.params or {}
     meta: dict[str, str] = params["meta"]

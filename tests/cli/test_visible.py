@@ -37,8 +37,7 @@ def _obeyable(char: str) -> bool:
 
 @given(st.text(alphabet=st.characters(codec=None, exclude_categories=())))
 def test_nothing_a_terminal_obeys_survives_and_the_rest_is_untouched(text: str) -> None:
-    """Any text: no obeyable character is left, the result encodes as UTF-8, and text without
-    one comes back exactly as it was."""
+    """Any text: nothing obeyable survives, it encodes as UTF-8, and clean text is unchanged."""
     shown = visible(text)
     assert not any(_obeyable(c) for c in shown)
     shown.encode("utf-8")  # a lone surrogate would raise here, and on a real stdout

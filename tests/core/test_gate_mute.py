@@ -55,8 +55,7 @@ def test_bad_minutes_are_a_usage_error(minutes: float) -> None:
 
 @given(st.floats(allow_nan=True, allow_infinity=True))
 def test_any_mute_ends_at_a_time_a_clock_can_show_or_is_refused(minutes: float) -> None:
-    """Any number of minutes: a usage error, or an end `time.localtime` formats (the CLI
-    prints it); at most a year, exactly, is taken."""
+    """Any minutes: a usage error, or an end `time.localtime` formats; up to a year is taken."""
     now = 1_700_000_000.0
     try:
         mutes = MuteState().mute("marie", minutes, now=now)

@@ -17,8 +17,7 @@ pytestmark = pytest.mark.e2e
 def test_a_decision_for_a_room_that_does_not_exist_is_unknown_room_and_writes_nothing(
     cli: Cli, short_tmp: Path
 ) -> None:
-    """``decide --room nosuch`` exits 1 with unknown_room and leaves DECISIONS.md unwritten;
-    without --room the decision is still recorded (announced nowhere)."""
+    """``decide --room nosuch``: exit 1, unknown_room, no DECISIONS.md; no --room still records."""
     start_alone(cli)
     repo = short_tmp / "repo"
     repo.mkdir()
@@ -34,8 +33,7 @@ def test_a_decision_for_a_room_that_does_not_exist_is_unknown_room_and_writes_no
 
 
 def test_a_decision_for_a_repository_path_past_path_max_is_a_usage_error(cli: Cli) -> None:
-    """``decide --repo`` with a path the OS will not look at: exit 2, one sentence, and no
-    ERROR in daemon.log (it was an unhandled OSError in the daemon)."""
+    """``decide --repo`` past PATH_MAX: exit 2, one sentence, and no ERROR in daemon.log."""
     start_alone(cli)
     done = cli.run("decide", "use sqlite", "--repo", "/" + "a" * 5000)
     assert done.returncode == 2, done.stderr

@@ -76,8 +76,7 @@ def _assert_shown_not_obeyed(ben: Person, *args: str) -> str:
 def test_nothing_a_peer_writes_reaches_the_terminal_raw(
     people: list[Person], short_tmp: Path
 ) -> None:
-    """ben's `read`, `slice`, `facts`, `tasks`, `decisions`, `thread`, `peers`, `room` and
-    `status` show ana's escape sequences as text, and write none of them raw."""
+    """ben's human commands show ana's escape sequences as text and write none of them raw."""
     ana, ben = people[:2]
     _pair_as(ben, ana, f"ana{EVIL}")
     project = short_tmp / "project"

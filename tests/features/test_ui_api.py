@@ -89,8 +89,7 @@ async def test_a_room_query_without_an_id_is_400() -> None:
 
 
 async def test_the_pages_send_names_no_place_on_this_machine() -> None:
-    """A ``send`` action's ``cwd`` and ``transcript`` never reach the op: the page has neither,
-    so it cannot pick where slices come from or which file a turns slice reads."""
+    """A page ``send``'s ``cwd`` and ``transcript`` never reach the op: the page has neither."""
     page = Page()
     body = {"to": "#r", "text": "hi", "slices": ["file:etc/passwd", "turns:3"], "cwd": "/",
             "transcript": "/home/someone/other-project.jsonl"}

@@ -47,8 +47,7 @@ def places(tmp_path: Path) -> dict[str, Path]:
 def test_a_cwd_picks_among_the_projects_and_names_no_place_of_its_own(
     places: dict[str, Path],
 ) -> None:
-    """Inside a project: the innermost, narrowed to the git root at cwd when that lies inside
-    it; anywhere else, through ``..`` or a symlink out of it included: not_in_project."""
+    """In a project: the innermost (or its git root); elsewhere, by ``..`` or a symlink: refused."""
     project, nested = places["project"], places["nested"]
     projects = [str(project), str(nested)]
     assert slice_root(str(project / "src"), projects) == project
@@ -60,8 +59,7 @@ def test_a_cwd_picks_among_the_projects_and_names_no_place_of_its_own(
 
 
 def test_no_session_or_no_cwd_among_several_is_not_in_project(places: dict[str, Path]) -> None:
-    """No registered project at all, or no cwd to choose between two: refused; one project
-    and no cwd: that project."""
+    """No project, or no cwd among two: refused; one project and no cwd: that project."""
     with pytest.raises(NotInProject):
         slice_root(str(places["project"]), [])
     with pytest.raises(NotInProject):
@@ -93,9 +91,7 @@ def _send(cli: Cli, **params: Any) -> str:
 def test_the_control_socket_slices_only_inside_a_sessions_project(
     cli: Cli, places: dict[str, Path]
 ) -> None:
-    """``send`` with ``cwd="/"`` (or any place outside) is not_in_project, before and after a
-    session registers; inside its project the same file slice goes; a session named in the
-    request pins slices to its own project."""
+    """``send`` from outside the sessions' projects is not_in_project; from inside, it goes."""
     start_alone(cli)
     outside = places["outside"]
     attack = {"cwd": "/", "slices": [f"file:{str(outside / 'secret.txt').lstrip('/')}"]}
@@ -117,9 +113,7 @@ def test_the_control_socket_slices_only_inside_a_sessions_project(
 def test_the_pages_send_cannot_name_a_cwd_outside_the_projects(
     cli: Cli, places: dict[str, Path]
 ) -> None:
-    """The page's ``send`` action with a caller-chosen ``cwd="/"``: the cwd never reaches the
-    op, so the path is taken inside the session's project (no such file there), and a path
-    climbing out of it is refused; nothing is attached."""
+    """The page's ``send`` with ``cwd="/"``: cwd ignored, a climb out refused, nothing attached."""
     start_alone(cli)
     work_in(cli, places["project"], session="agent-1")
     url = urlsplit(cli.json("ui", "--no-open")["url"])

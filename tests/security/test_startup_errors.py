@@ -87,8 +87,7 @@ def test_a_cluster_node_with_another_key_fails_in_one_sentence(
 def test_a_relay_option_no_relay_can_run_with_is_a_usage_error(
     tmp_path: Path, args: list[str]
 ) -> None:
-    """``relay serve --port 99999`` (which bound port 34463) or ``--retention -1`` exits 2
-    with code usage naming the option, before the data directory is made."""
+    """``--port 99999`` (it bound 34463) or ``--retention -1``: exit 2, usage, no data dir."""
     data = tmp_path / "relay-data"
     done = relay_serve("--data", str(data), *args)
     assert done.returncode == 2, done.stdout + done.stderr
@@ -101,8 +100,7 @@ def test_a_relay_option_no_relay_can_run_with_is_a_usage_error(
 def test_serve_options_are_taken_exactly_when_a_relay_can_run_with_them(
     port: int, retention: float, op_rate: float
 ) -> None:
-    """Any port, retention and rate: refused (usage) unless the port is 0..65535 and both
-    numbers are finite and positive."""
+    """Any port, retention and rate: taken exactly when the port fits and both are positive."""
     opts = ServeOptions(port=port, retention=retention, op_rate=op_rate)
     fine = 0 <= port <= 65535 and all(
         math.isfinite(value) and value > 0 for value in (retention, op_rate)
