@@ -41,14 +41,19 @@ def _unprintable() -> dict[int, str]:
 
 
 _UNPRINTABLE = _unprintable()
+_ONE_LINE = {**_UNPRINTABLE, ord("\n"): "\\x0a", ord("\t"): "\\x09"}
 
 
-def visible(text: str) -> str:
+def visible(text: str, *, one_line: bool = False) -> str:
     """``text`` as a terminal can only show it: control characters (C0 but newline and tab,
     DEL, C1), line separators, bidi controls and lone surrogates become their escapes, so ESC
     reads ``\\x1b``. Everything else is left as it is (a backslash too: this is for eyes, not
-    a reversible encoding)."""
-    return text.translate(_UNPRINTABLE)
+    a reversible encoding).
+
+    ``one_line`` escapes newline and tab as well, for a peer's name inside a line we write (a
+    sender, a session): a newline there would start a line that looks like ours.
+    """
+    return text.translate(_ONE_LINE if one_line else _UNPRINTABLE)
 
 
 class Output:

@@ -73,3 +73,9 @@ def test_human_output_and_error_sentences_show_the_escapes(
 def test_esc_reads_as_backslash_x1b() -> None:
     """The convention, pinned: ESC is shown as the four characters ``\\x1b``."""
     assert visible("a\x1b[2Jb") == "a\\x1b[2Jb"
+
+
+def test_one_line_also_shows_newline_and_tab() -> None:
+    """For a name inside a line: newline and tab read ``\\x0a`` and ``\\x09``, the rest as ever."""
+    assert visible("a\nb\tc\x1b", one_line=True) == "a\\x0ab\\x09c\\x1b"
+    assert visible("a\nb\tc\x1b") == "a\nb\tc\\x1b"
