@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -208,14 +208,28 @@ def thread(
         reply = ask_daemon(home, "thread", {"id": words[0]})
     else:
         raise UsageError("Usage: crosstalk thread ID | thread close ID --summary TEXT.")
-    lines = [f"thread {reply['thread']}" + (" (closed)" if reply["closed"] else "")]
+    out.emit(reply, _thread_text(reply))
+
+
+def _thread_text(reply: dict[str, Any]) -> str:
+    """A thread for a person: one line per message, its words' further lines indented under
+    it, and peers' names kept to their line, so no newline they wrote starts a line of ours."""
+
+    def one(value: object) -> str:
+        return visible(str(value), one_line=True)
+
+    def words(text: object) -> str:
+        return str(text).replace("\n", "\n    ")
+
+    lines = [f"thread {one(reply['thread'])}" + (" (closed)" if reply["closed"] else "")]
     for m in reply["messages"]:
-        who = f"{m['from']} → {m['to']}" if m.get("to") else m["from"]
-        reply_to = f" (reply to {m['reply_to'][:8]})" if m.get("reply_to") else ""
-        lines.append(f"  [{m['id'][:8]}] {who}{reply_to}: {m['text']}")
+        who = f"{one(m['from'])} → {one(m['to'])}" if m.get("to") else one(m["from"])
+        reply_to = f" (reply to {one(m['reply_to'][:8])})" if m.get("reply_to") else ""
+        lines.append(f"  [{one(m['id'][:8])}] {who}{reply_to}: {words(m['text'])}")
     if reply["closed"]:
-        lines.append(f"  summary ({reply.get('closed_by') or '?'}): {reply['summary']}")
-    out.emit(reply, "\n".join(lines))
+        by = one(reply.get("closed_by") or "?")
+        lines.append(f"  summary ({by}): {words(reply['summary'])}")
+    return "\n".join(lines)
 
 
 @reports_errors
@@ -228,10 +242,12 @@ def peers(json_output: JsonOption = False, home: HomeOption = None) -> None:
         state = "online" if p["online"] else "offline"
         extra = (" · muted" if p["muted"] else "") + (" · bot" if p["agent"] else "")
         unread = f" · {p['unread']} unread" if p["unread"] else ""
-        lines.append(f"  {p['label']:<16} {state:<8} {p['level']}{extra}{unread}")
+        label = visible(p["label"], one_line=True)  # peers' names stay on their line
+        lines.append(f"  {label:<16} {state:<8} {p['level']}{extra}{unread}")
         lines += [  # what they published: `send LABEL/NAME` reaches that session
-            f"    {p['label']}/{s['name']}" + (f" in {s['project']}" if s["project"] else "")
-            + f" ({s['status']})"
+            f"    {label}/{visible(s['name'], one_line=True)}"
+            + (f" in {visible(s['project'], one_line=True)}" if s["project"] else "")
+            + f" ({visible(s['status'], one_line=True)})"
             for s in p.get("sessions", [])
         ]
     out.emit(reply, "\n".join(lines))

@@ -80,7 +80,7 @@ def test_nothing_a_peer_writes_reaches_the_terminal_raw(
 ) -> None:
     """ben's human commands show ana's escape sequences as text and write none of them raw."""
     ana, ben = people[:2]
-    _pair_as(ben, ana, f"ana{EVIL}")
+    _pair_as(ben, ana, f"ana{EVIL}{FORGED}")
     project = short_tmp / "project"
     project.mkdir()
     msg_id = _ana_writes_everywhere(ana, project)
@@ -104,6 +104,8 @@ def test_nothing_a_peer_writes_reaches_the_terminal_raw(
     assert "\\x1b]0;pwned\\x07" in shown[("read", "--all")]  # the words arrived, made visible
     headers = [line for line in shown[("read", "--all")].split("\n") if line[:1] not in ("", " ")]
     assert headers and all(h.startswith("ana\\x1b") for h in headers), headers  # none "ben"
+    for args in [("thread", msg_id), ("peers",)]:  # their first line is ours, the rest indented
+        assert all(line.startswith("  ") for line in shown[args].split("\n")[1:] if line), args
     assert "\\x1b[1A\\x1b[2K\\x0dcy" in shown[("read", "--all")]
     assert "\\x9b31m" in shown[("slice", msg_id, "1")]
     assert "line one \\x1b]0;pwned" in shown[("slice", msg_id, "0")]
