@@ -58,9 +58,10 @@ def _ana_writes_everywhere(ana: Person, project: Path) -> str:
         "to": "ben", "text": f"hello {EVIL}\x00{FORGED}", "session": f"agent{TITLE}",
         "cwd": str(project), "thread": f"t{CLEAR}", "slices": ["file:evil.txt", f"note:{EVIL}"],
     }, timeout=30)
-    ana.json("facts", "add", f"fact {EVIL}")
-    ana.json("tasks", "add", f"task {EVIL}")
-    ana.json("decide", f"decision {EVIL}", "--why", f"because {EVIL}", "--repo", str(project))
+    ana.json("facts", "add", f"fact {EVIL}{FORGED}")
+    ana.json("tasks", "add", f"task {EVIL}{FORGED}")
+    ana.json("decide", f"decision {EVIL}{FORGED}", "--why", f"because {EVIL}{FORGED}",
+             "--repo", str(project))
     ana.json("room", "create", f"room{TITLE}")
     ana.json("room", "invite", f"room{TITLE}", "ben")
     ana.json("thread", "close", str(sent["id"]), "--summary", f"summary {EVIL}")
@@ -106,6 +107,10 @@ def test_nothing_a_peer_writes_reaches_the_terminal_raw(
     assert headers and all(h.startswith("ana\\x1b") for h in headers), headers  # none "ben"
     for args in [("thread", msg_id), ("peers",)]:  # their first line is ours, the rest indented
         assert all(line.startswith("  ") for line in shown[args].split("\n")[1:] if line), args
+    for args in [("facts",), ("tasks",), ("room",)]:  # one line per record, whatever ana wrote
+        records = ben.json(*args)[args[0] if args[0] != "room" else "rooms"]
+        assert len(shown[args].rstrip("\n").split("\n")) == len(records), args
+    assert len(shown[("decisions",)].rstrip("\n").split("\n")) == 2  # the decision, its why
     assert "\\x1b[1A\\x1b[2K\\x0dcy" in shown[("read", "--all")]
     assert "\\x9b31m" in shown[("slice", msg_id, "1")]
     assert "line one \\x1b]0;pwned" in shown[("slice", msg_id, "0")]
