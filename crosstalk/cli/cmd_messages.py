@@ -276,7 +276,8 @@ def cost(json_output: JsonOption = False, home: HomeOption = None) -> None:
     rows = ask_daemon(home, "cost")["rows"]
     lines = [f"  {'peer':<16} {'sent':>5} {'recv':>5} {'agent':>6} {'~tok out':>9} {'~tok in':>8}"]
     lines += [
-        f"  {r['peer']:<16} {r['sent']:>5} {r['received']:>5} {r['delivered_to_agent']:>6} "
+        f"  {visible(str(r['peer']), one_line=True):<16} {r['sent']:>5} {r['received']:>5} "
+        f"{r['delivered_to_agent']:>6} "
         f"{r['tokens_out']:>9} {r['tokens_in']:>8}"
         for r in rows
     ]

@@ -100,6 +100,7 @@ def test_nothing_a_peer_writes_reaches_the_terminal_raw(
         for args in [
             ("read", "--all"), ("slice", msg_id, "0"), ("slice", msg_id, "1"), ("facts",),
             ("tasks",), ("decisions",), ("thread", msg_id), ("peers",), ("room",), ("status",),
+            ("cost",), ("attention",), ("trust",),
         ]
     }
     assert "\\x1b]0;pwned\\x07" in shown[("read", "--all")]  # the words arrived, made visible
@@ -114,7 +115,8 @@ def test_nothing_a_peer_writes_reaches_the_terminal_raw(
     assert "\\x1b[1A\\x1b[2K\\x0dcy" in shown[("read", "--all")]
     assert "\\x9b31m" in shown[("slice", msg_id, "1")]
     assert "line one \\x1b]0;pwned" in shown[("slice", msg_id, "0")]
-    for args in [("facts",), ("tasks",), ("decisions",), ("thread", msg_id), ("peers",)]:
+    for args in [("facts",), ("tasks",), ("decisions",), ("thread", msg_id), ("peers",),
+                 ("cost",)]:
         assert "\\x1b" in shown[args], args
     assert "room\\x1b]0;pwned" in shown[("room",)]
     assert "summary \\x1b]0;pwned" in shown[("thread", msg_id)]
