@@ -65,7 +65,8 @@ def send(
     if not reply.get("truncated"):
         reply.pop("truncated", None)
     cut = "".join(f"; slice {i} was cut to its cap" for i in reply.get("truncated", []))
-    out.emit(reply, f"{reply['state']}: to {', '.join(reply['to'])} ({reply['id'][:8]}){cut}")
+    to = visible(", ".join(reply["to"]), one_line=True)
+    out.emit(reply, f"{reply['state']}: to {to} ({reply['id'][:8]}){cut}")
 
 
 @reports_errors
@@ -177,9 +178,12 @@ def sent(json_output: JsonOption = False, home: HomeOption = None) -> None:
     """What you sent lately and how far each got: queued, sent, delivered, read."""
     out = Output(json_mode=json_output)
     rows = ask_daemon(home, "sent", {})["sent"]
-    human = "\n".join(
-        f"  {r['state']:<9} {r['to']:<16} {r['kind']:<8} {r['id'][:8]}"
-        + (f"  ({r['reason']})" if r.get("reason") else "")
+    human = "\n".join(  # one line per message, whatever its recipient is called
+        visible(
+            f"  {r['state']:<9} {r['to']:<16} {r['kind']:<8} {r['id'][:8]}"
+            + (f"  ({r['reason']})" if r.get("reason") else ""),
+            one_line=True,
+        )
         for r in rows
     )
     # CLI.md names the list "messages"; "sent" is the name it had first (scripts and tests read it).

@@ -120,6 +120,10 @@ def test_nothing_a_peer_writes_reaches_the_terminal_raw(
         assert "\\x1b" in shown[args], args
     assert "room\\x1b]0;pwned" in shown[("room",)]
     assert "summary \\x1b]0;pwned" in shown[("thread", msg_id)]
+    ana_label = ben.json("peers")["peers"][0]["label"]
+    sent = _assert_shown_not_obeyed(ben, "send", ana_label, "got it")
+    assert sent.startswith(("queued: to ana\\x1b", "sent: to ana\\x1b")), sent
+    assert len(_assert_shown_not_obeyed(ben, "sent").rstrip("\n").split("\n")) == 1
     assert json.loads(ben.run("read", "--all", "--json").stdout)["messages"][0]["text"] == (
         f"hello {EVIL}\x00{FORGED}"  # --json keeps the exact words, escaped by JSON itself
     )
