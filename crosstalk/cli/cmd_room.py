@@ -40,7 +40,7 @@ def _check_code(code: str, *, link: bool) -> None:
 
 def _joined_text(line: dict[str, Any]) -> str:
     return (
-        f"Now in a room with {line['joined']}.\n\n"
+        f"Now in a room with {visible(str(line['joined']), one_line=True)}.\n\n"
         f"  them  {line['them']}\n"
         f"  you   {line['you']}\n\n"
         "Read yours aloud: your 'them' should be their 'you', and theirs should be yours."

@@ -79,3 +79,12 @@ def test_one_line_also_shows_newline_and_tab() -> None:
     """For a name inside a line: newline and tab read ``\\x0a`` and ``\\x09``, the rest as ever."""
     assert visible("a\nb\tc\x1b", one_line=True) == "a\\x0ab\\x09c\\x1b"
     assert visible("a\nb\tc\x1b") == "a\nb\tc\\x1b"
+
+
+def test_a_new_roommates_label_stays_on_the_joined_line() -> None:
+    """`room new`/`join` name the peer by the label they chose: it cannot add lines of its own."""
+    from crosstalk.cli.cmd_room import _joined_text
+
+    text = _joined_text({"joined": "ana\n\n  them  0000-0000\x1b[1A", "them": "1111", "you": "2"})
+    assert text.split("\n")[:3] == ["Now in a room with ana\\x0a\\x0a  them  0000-0000\\x1b[1A.",
+                                    "", "  them  1111"]
