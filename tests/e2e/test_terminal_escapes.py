@@ -76,6 +76,20 @@ def _assert_shown_not_obeyed(ben: Person, *args: str) -> str:
     return done.stdout
 
 
+def _assert_no_forged_lines(
+    ben: Person, shown: dict[tuple[str, ...], str], msg_id: str
+) -> None:
+    """No newline ana wrote starts a line of ben's own: headers, records, sent rows."""
+    headers = [line for line in shown[("read", "--all")].split("\n") if line[:1] not in ("", " ")]
+    assert headers and all(h.startswith("ana\\x1b") for h in headers), headers  # none "ben"
+    for args in [("thread", msg_id), ("peers",)]:  # their first line is ours, the rest indented
+        assert all(line.startswith("  ") for line in shown[args].split("\n")[1:] if line), args
+    for args in [("facts",), ("tasks",), ("room",)]:  # one line per record, whatever ana wrote
+        records = ben.json(*args)[args[0] if args[0] != "room" else "rooms"]
+        assert len(shown[args].rstrip("\n").split("\n")) == len(records), args
+    assert len(shown[("decisions",)].rstrip("\n").split("\n")) == 2  # the decision, its why
+
+
 def test_nothing_a_peer_writes_reaches_the_terminal_raw(
     people: list[Person], short_tmp: Path
 ) -> None:
@@ -103,15 +117,8 @@ def test_nothing_a_peer_writes_reaches_the_terminal_raw(
             ("cost",), ("attention",), ("trust",),
         ]
     }
+    _assert_no_forged_lines(ben, shown, msg_id)
     assert "\\x1b]0;pwned\\x07" in shown[("read", "--all")]  # the words arrived, made visible
-    headers = [line for line in shown[("read", "--all")].split("\n") if line[:1] not in ("", " ")]
-    assert headers and all(h.startswith("ana\\x1b") for h in headers), headers  # none "ben"
-    for args in [("thread", msg_id), ("peers",)]:  # their first line is ours, the rest indented
-        assert all(line.startswith("  ") for line in shown[args].split("\n")[1:] if line), args
-    for args in [("facts",), ("tasks",), ("room",)]:  # one line per record, whatever ana wrote
-        records = ben.json(*args)[args[0] if args[0] != "room" else "rooms"]
-        assert len(shown[args].rstrip("\n").split("\n")) == len(records), args
-    assert len(shown[("decisions",)].rstrip("\n").split("\n")) == 2  # the decision, its why
     assert "\\x1b[1A\\x1b[2K\\x0dcy" in shown[("read", "--all")]
     assert "\\x9b31m" in shown[("slice", msg_id, "1")]
     assert "line one \\x1b]0;pwned" in shown[("slice", msg_id, "0")]
