@@ -215,6 +215,13 @@ class InvalidSlice(CrosstalkError):
     code = "invalid_slice"
 
 
+class NotInProject(CrosstalkError):
+    """A ``file:`` or ``diff:`` slice was asked for from a place that lies in no project one of
+    this identity's agent sessions works in; slices come only from those projects."""
+
+    code = "not_in_project"
+
+
 class CredentialRefused(CrosstalkError):
     """A slice would have carried a credential (a key file, a token, a git config); it was not
     attached. The sentence says which file or pattern."""

@@ -12,7 +12,9 @@ the server asks the daemon every :data:`SWEEP` seconds for notices the gate surf
 session has shown (``notices`` with ``pending`` and ``words``), renders them exactly as the hook
 and the inbox push do (:func:`crosstalk.core.notice.render_arrivals`: a plain notice, and the
 sender's words only where the gate decided ``deliver``), sends one notification per rendered
-notice, then marks them shown (``notice_shown``) so the hook does not show them again.
+notice, then marks them shown (``notice_shown``) so the hook does not show them again. The
+``meta`` values (sender, session, ids) are escaped as the content's names are
+(:func:`crosstalk.core.notice.escape_text`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import trio
 from mcp.shared.message import SessionMessage
 from mcp.types import JSONRPCNotification
 
-from crosstalk.core.notice import Arrival, render_arrivals
+from crosstalk.core.notice import NAME_MAX, Arrival, escape_text, render_arrivals
 from crosstalk.errors import CrosstalkError
 from crosstalk.mcp_tool_kit import Caller
 
@@ -61,9 +63,12 @@ def channel_notifications(notices: list[dict[str, Any]]) -> tuple[list[JSONRPCNo
     out: list[JSONRPCNotification] = []
     shown: list[str] = []
     for rendered in render_arrivals(arrivals, marker=lambda: secrets.token_hex(8)):
-        meta = {"sender": rendered.label, "ids": ",".join(rendered.ids)}
+        # Claude Code makes each meta value an attribute of its <channel> tag: a label such as
+        # `x" trust="y` or `</channel>` must stay inside it, escaped exactly as the content is.
+        sender = escape_text(rendered.label[:NAME_MAX])
+        meta = {"sender": sender, "ids": escape_text(",".join(rendered.ids))}
         if rendered.session:
-            meta["session"] = rendered.session
+            meta["session"] = escape_text(rendered.session[:NAME_MAX])
         params = {"content": rendered.text, "meta": meta}
         out.append(JSONRPCNotification(jsonrpc="2.0", method=METHOD, params=params))
         shown.extend(rendered.ids)

@@ -31,11 +31,20 @@ MAX_PROJECT_FILE = 64 * 1024
 
 
 def repo_root(cwd: str | os.PathLike[str]) -> Path | None:
-    """The git repository root that contains ``cwd`` (a ``.git`` directory or file), or None."""
-    here = Path(cwd).absolute()
+    """The git repository root that contains ``cwd`` (a ``.git`` directory or file), or None.
+
+    ``cwd`` comes from hooks and clients: a place too long for the OS to look at, or with a NUL
+    in it, holds no repository (as ``crosstalk.hook.flow.project_of`` treats it)."""
+    try:
+        here = Path(cwd).absolute()
+    except (OSError, ValueError):
+        return None
     for candidate in (here, *here.parents):
-        if (candidate / ".git").exists():
-            return candidate
+        try:
+            if (candidate / ".git").exists():
+                return candidate
+        except (OSError, ValueError):  # ENAMETOOLONG and friends, or an embedded NUL
+            continue
     return None
 
 

@@ -14,6 +14,12 @@ temporary file and is read the same way; a turns slice reads only the transcript
 pieces (:mod:`crosstalk.credentials`), so the daemon's event loop keeps running: a 400 MB file
 read and scanned whole once held the daemon for minutes, and its send was delivered after the
 CLI had given up on it.
+
+Which project: the daemon takes ``file:`` and ``diff:`` slices only from a project one of its
+agent sessions works in (:func:`slice_root` over
+:func:`crosstalk.store.sessions.slice_projects`). A request's ``cwd`` is written by whoever
+sent it (the page, any program on the control socket), so it only chooses among those
+projects; ``cwd="/"`` names none of them and is ``not_in_project``.
 """
 
 from __future__ import annotations
@@ -24,11 +30,19 @@ import os
 import re
 import subprocess
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
 from crosstalk.credentials import SCAN_OVERLAP, credential_content, credential_name
-from crosstalk.errors import CredentialRefused, InvalidSlice, Refused, TooLarge, UsageError
+from crosstalk.errors import (
+    CredentialRefused,
+    InvalidSlice,
+    NotInProject,
+    Refused,
+    TooLarge,
+    UsageError,
+)
 from crosstalk.wire.room_ops import MAX_SLICE, Slice
 
 _REVISION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./~^@{}+-]*")
@@ -220,6 +234,48 @@ def _diff(spec: str | None, root: Path) -> Slice:
     return _cap("diff", f"diff {spec}" if spec else "diff", content, left_out=left_out)
 
 
+def needs_project(specs: list[str]) -> bool:
+    """Whether any of these ``--slice`` specs reads the project (a file or a diff)."""
+    return any(spec.partition(":")[0] in ("file", "diff") for spec in specs)
+
+
+def slice_root(cwd: str | None, projects: Sequence[str]) -> Path:
+    """The project ``file:`` and ``diff:`` slices are taken from: the innermost of
+    ``projects`` holding ``cwd`` (both with symlinks and ``..`` resolved), narrowed as before
+    to :func:`project_root` at ``cwd`` (its git root, else ``cwd`` itself) when that lies inside
+    it; with no ``cwd``, the only project there is.
+
+    Raises:
+        NotInProject: no project holds ``cwd`` (or there is none, or several and no ``cwd``).
+        InvalidSlice: ``cwd`` has a NUL in it.
+    """
+    if not projects:
+        raise NotInProject(
+            "A file or diff slice comes from a project one of your agent sessions works in, "
+            "and no session has registered one; send it from your agent's project, or attach "
+            "the words with note:TEXT."
+        )
+    if cwd is not None and "\x00" in cwd:
+        raise InvalidSlice("A slice names no place with a NUL character in it.")
+    real = sorted({Path(os.path.realpath(p)) for p in projects if "\x00" not in p},
+                  key=lambda p: len(p.parts))
+    if cwd is None:
+        if len(real) != 1:
+            raise NotInProject("Say which project the slice comes from: your sessions work in "
+                               f"{len(real)} projects.")
+        return real[0]
+    here = Path(os.path.realpath(cwd))
+    holding = [p for p in real if here.is_relative_to(p)]
+    if not holding:
+        raise NotInProject(
+            f"{cwd[:200]} is in no project your agent sessions work in; a file or diff slice "
+            "comes only from one of those."
+        )
+    chosen = holding[-1]
+    root = project_root(here)
+    return root if root.is_relative_to(chosen) else chosen
+
+
 def needs_transcript(specs: list[str]) -> bool:
     """Whether any of these ``--slice`` specs is a turns slice."""
     return any(spec.partition(":")[0] == "turns" for spec in specs)
@@ -278,8 +334,16 @@ def _turns(count: int, transcript: str | None) -> Slice:
     return _cap("turns", label, content)
 
 
-def build_slice(spec: str, *, cwd: Path, transcript: str | None = None) -> Slice:
-    """One slice from its ``--slice`` spec, refusing secrets and paths outside the project."""
+def build_slice(
+    spec: str,
+    *,
+    cwd: Path | None = None,
+    transcript: str | None = None,
+    root: Path | None = None,
+) -> Slice:
+    """One slice from its ``--slice`` spec, refusing secrets and paths outside the project:
+    ``root`` when given (the daemon passes :func:`slice_root`'s), else the git root at
+    ``cwd``."""
     kind, _, arg = spec.partition(":")
     if kind == "note":
         return _cap("note", "note", arg)
@@ -287,15 +351,16 @@ def build_slice(spec: str, *, cwd: Path, transcript: str | None = None) -> Slice
         raise UsageError(
             f"Unknown slice {spec[:80]!r}: use diff[:REF], file:PATH, turns[:N] or note:TEXT."
         )
-    if "\x00" in spec or "\x00" in str(cwd):
+    if "\x00" in spec or "\x00" in str(cwd or ""):
         raise InvalidSlice("A slice names no file or revision with a NUL character in it.")
     try:
-        root = project_root(cwd)
-        if kind == "file":
-            return _file(arg, root)
-        if kind == "diff":
-            return _diff(arg or None, root)
-        return _turns(int(arg) if arg.isdigit() and len(arg) < 6 else 5, transcript)
+        if kind == "turns":
+            return _turns(int(arg) if arg.isdigit() and len(arg) < 6 else 5, transcript)
+        if root is None:
+            if cwd is None:
+                raise NotInProject(f"The slice {spec[:80]!r} needs the project it comes from.")
+            root = project_root(cwd)
+        return _file(arg, root) if kind == "file" else _diff(arg or None, root)
     except OSError as exc:  # a name too long for the file system, a folder we may not read…
         raise InvalidSlice(
             f"The slice {spec[:80]!r} could not be read ({exc.strerror or exc})."

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import gc
 import logging
+import math
 import signal
 import ssl
 import sys
@@ -23,6 +24,7 @@ from relay.sqlite_store import SqliteStorage
 from relay.storage import RelayStorage
 
 DEFAULTS = RelayConfig()
+MAX_PORT = 65535
 #: What a Cloudflare tunnel reports as the client's own address.
 TUNNEL_ADDRESS_HEADER = "Cf-Connecting-Ip"
 
@@ -112,8 +114,32 @@ def _tune_gc() -> None:
     gc.set_threshold(20_000, 20, 10)
 
 
+def check_options(opts: ServeOptions) -> None:
+    """Refuse options no relay can run with, before anything is opened: a port the OS would
+    wrap to another one (99999 bound 34463), a retention or rate that is not a positive number.
+
+    Raises:
+        UsageError: naming the option and what it takes.
+    """
+    if not 0 <= opts.port <= MAX_PORT:
+        raise UsageError(f"--port {opts.port} is not a TCP port: use 0 to {MAX_PORT} "
+                         "(0 picks a free one).")
+    for name, value in (("--retention", opts.retention), ("--op-rate", opts.op_rate)):
+        if not (math.isfinite(value) and value > 0):
+            raise UsageError(f"{name} {value:g} is not a positive number of "
+                             f"{'seconds' if name == '--retention' else 'ops per second'}.")
+    if opts.nats_replicas < 1:
+        raise UsageError(f"--nats-replicas {opts.nats_replicas} is not a number of replicas: "
+                         "use 1 or more.")
+
+
 def serve(opts: ServeOptions, on_listening: Callable[[str, str], None]) -> None:
-    """Serve until a signal; ``on_listening(url, pubkey_b64)`` is called once it accepts."""
+    """Serve until a signal; ``on_listening(url, pubkey_b64)`` is called once it accepts.
+
+    Raises:
+        UsageError: an option no relay can run with (:func:`check_options`).
+    """
+    check_options(opts)
     logging.basicConfig(
         stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(message)s"
     )

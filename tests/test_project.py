@@ -20,6 +20,15 @@ from crosstalk.project import (
 WHEN = "2026-11-29T07:45:00+00:00"
 
 
+@pytest.mark.parametrize(
+    "cwd", ["/" + "a" * 5000, "/" + "/".join(["b" * 250] * 40), "/tmp/\x00nul"],
+    ids=["a name past NAME_MAX", "a path past PATH_MAX", "a NUL"],
+)
+def test_a_place_the_os_cannot_look_at_is_in_no_repository(cwd: str) -> None:
+    """A cwd a hook or client reports that the OS refuses to stat is no repository (no error)."""
+    assert repo_root(cwd) is None
+
+
 def test_repo_root_is_the_nearest_directory_with_git(tmp_path: Path) -> None:
     """A subdirectory of a repository resolves to the repository root; elsewhere, None."""
     (tmp_path / "repo" / ".git").mkdir(parents=True)

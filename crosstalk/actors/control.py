@@ -159,8 +159,20 @@ class ControlServer:
                 while (line := await conn.next_line()) is not None:
                     if line.strip():
                         await conn.answer(self._ops, line)
+            except _HungUp as gone:
+                # Not a bug and not a degradation: the client chose to stop listening (a CLI
+                # killed by Ctrl-C, a hook past its deadline). Its reply is undeliverable.
+                log.debug("control: client hung up before the reply to %r", gone.op)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 return
+
+
+class _HungUp(Exception):
+    """The client closed its end before a reply could be written to it."""
+
+    def __init__(self, op: str) -> None:
+        super().__init__(op)
+        self.op = op
 
 
 class _Connection:
@@ -195,7 +207,7 @@ class _Connection:
             request = ControlRequest.from_line(line)
             ops = await served.table_for(request.op)
         except CrosstalkError as exc:
-            await self._stream.send_all(render_error(exc))
+            await self._write(render_error(exc), "?")
             return
         if not ops.is_stream(request.op):
             await self._send_replies(ops, request)
@@ -212,19 +224,28 @@ class _Connection:
         if b"\n" not in self._buffer:
             scope.cancel()
 
+    async def _write(self, data: bytes, op: str) -> None:
+        """Send one reply line; a client that has gone is :class:`_HungUp`, not an op's bug."""
+        try:
+            await self._stream.send_all(data)
+        except trio.BrokenResourceError:
+            raise _HungUp(op) from None
+
     async def _send_replies(self, ops: OpTable, request: ControlRequest) -> None:
         try:
             async with aclosing(ops.replies(request)) as replies:
                 async for reply in replies:
-                    await self._stream.send_all(render_ok(reply))
+                    await self._write(render_ok(reply), request.op)
+        except _HungUp:
+            raise  # before the bug handler below: a hang-up is the client's choice
         except CrosstalkError as exc:
-            await self._stream.send_all(render_error(exc))
+            await self._write(render_error(exc), request.op)
         except Exception as exc:
             # A bug in one op must not drop every other client's connection: log it loudly
             # and answer this client, instead of letting it restart the whole control server.
             log.error("op %r failed", request.op, exc_info=exc)
             error = CrosstalkError(f"The daemon hit a bug running {request.op!r}.")
-            await self._stream.send_all(render_error(error))
+            await self._write(render_error(error), request.op)
 
 
 async def _open_listener(path: Path) -> trio.SocketListener:

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 import typer
 
 from crosstalk.cli.options import HomeOption, JsonOption
-from crosstalk.cli.output import Output, reports_errors
+from crosstalk.cli.output import Output, reports_errors, visible
 from crosstalk.client import call, ensure_daemon
 from crosstalk.paths import Home
 
@@ -42,8 +42,10 @@ def _write(op: str, params: dict[str, Any], json_output: bool, home: str | None)
 
 
 def _fact_line(fact: dict[str, Any]) -> str:
+    """One fact, one line: a newline in what peers wrote shows as ``\\x0a``, never a new fact."""
     tags = f" [{', '.join(fact['tags'])}]" if fact["tags"] else ""
-    return f"{fact['id']}  {fact['text']}  ({', '.join(fact['by'])}, #{fact['room']}){tags}"
+    line = f"{fact['id']}  {fact['text']}  ({', '.join(fact['by'])}, #{fact['room']}){tags}"
+    return visible(line, one_line=True)
 
 
 @facts_app.callback()
@@ -128,7 +130,8 @@ def _task_line(task: dict[str, Any]) -> str:
         status = f"{task['state']}, for {task['for']}"
     else:
         status = task["state"]
-    return f"{task['id']}  {task['text']}  ({status}, from {task['by']}, #{task['room']})"
+    line = f"{task['id']}  {task['text']}  ({status}, from {task['by']}, #{task['room']})"
+    return visible(line, one_line=True)  # one task, one line, whatever peers wrote in it
 
 
 @tasks_app.callback()
@@ -152,10 +155,11 @@ def _memory_notes(reply: dict[str, Any]) -> list[str]:
     """Rooms whose memory is not whole yet, and why."""
     notes = []
     if reply.get("catching_up"):
-        notes.append(f"(catching up: {', '.join(reply['catching_up'])})")
+        notes.append(visible(f"(catching up: {', '.join(reply['catching_up'])})", one_line=True))
     if reply.get("incomplete"):
+        rooms = visible(", ".join(reply["incomplete"]), one_line=True)
         notes.append(
-            f"(incomplete: {', '.join(reply['incomplete'])}: some of its memory was only ever "
+            f"(incomplete: {rooms}: some of its memory was only ever "
             "held by members who were away or gone; a member who has it will fill it in)"
         )
     return notes
@@ -254,9 +258,9 @@ def decisions(
 ) -> None:
     """List the decisions of your rooms, oldest first."""
     reply = _run("decisions", {"room": room}, home)
-    lines = [
-        f"{d['id']}  {d['text']}  ({d['by']}, #{d['room']})" + (f"\n    why: {d['why']}"
-                                                               if d["why"] else "")
+    lines = [  # one line each for the decision and its reason, whatever peers wrote in them
+        visible(f"{d['id']}  {d['text']}  ({d['by']}, #{d['room']})", one_line=True)
+        + (f"\n    why: {visible(d['why'], one_line=True)}" if d["why"] else "")
         for d in reply["decisions"]
     ]
     Output(json_mode=json_output).emit(reply, "\n".join(lines) or "No decisions yet.")

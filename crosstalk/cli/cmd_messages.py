@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from crosstalk.cli.options import HomeOption, JsonOption
-from crosstalk.cli.output import Output, reports_errors
+from crosstalk.cli.output import Output, reports_errors, visible
 from crosstalk.cli.reading import read_messages
 from crosstalk.client import ask_daemon, ensure_daemon
 from crosstalk.errors import UsageError
@@ -65,7 +65,8 @@ def send(
     if not reply.get("truncated"):
         reply.pop("truncated", None)
     cut = "".join(f"; slice {i} was cut to its cap" for i in reply.get("truncated", []))
-    out.emit(reply, f"{reply['state']}: to {', '.join(reply['to'])} ({reply['id'][:8]}){cut}")
+    to = visible(", ".join(reply["to"]), one_line=True)
+    out.emit(reply, f"{reply['state']}: to {to} ({reply['id'][:8]}){cut}")
 
 
 @reports_errors
@@ -104,9 +105,8 @@ def ask(
             if "answer" in reply:
                 out.emit(reply, f"{reply['from']}: {reply['answer']}")
                 return
-            sys.stderr.write(
-                f"crosstalk: you and {reply['waiting_on_each_other']} are waiting on each other.\n"
-            )
+            waiting = visible(str(reply["waiting_on_each_other"]))  # peers' names
+            sys.stderr.write(f"crosstalk: you and {waiting} are waiting on each other.\n")
 
 
 @reports_errors
@@ -178,9 +178,12 @@ def sent(json_output: JsonOption = False, home: HomeOption = None) -> None:
     """What you sent lately and how far each got: queued, sent, delivered, read."""
     out = Output(json_mode=json_output)
     rows = ask_daemon(home, "sent", {})["sent"]
-    human = "\n".join(
-        f"  {r['state']:<9} {r['to']:<16} {r['kind']:<8} {r['id'][:8]}"
-        + (f"  ({r['reason']})" if r.get("reason") else "")
+    human = "\n".join(  # one line per message, whatever its recipient is called
+        visible(
+            f"  {r['state']:<9} {r['to']:<16} {r['kind']:<8} {r['id'][:8]}"
+            + (f"  ({r['reason']})" if r.get("reason") else ""),
+            one_line=True,
+        )
         for r in rows
     )
     # CLI.md names the list "messages"; "sent" is the name it had first (scripts and tests read it).
@@ -209,14 +212,28 @@ def thread(
         reply = ask_daemon(home, "thread", {"id": words[0]})
     else:
         raise UsageError("Usage: crosstalk thread ID | thread close ID --summary TEXT.")
-    lines = [f"thread {reply['thread']}" + (" (closed)" if reply["closed"] else "")]
+    out.emit(reply, _thread_text(reply))
+
+
+def _thread_text(reply: dict[str, Any]) -> str:
+    """A thread for a person: one line per message, its words' further lines indented under
+    it, and peers' names kept to their line, so no newline they wrote starts a line of ours."""
+
+    def one(value: object) -> str:
+        return visible(str(value), one_line=True)
+
+    def words(text: object) -> str:
+        return str(text).replace("\n", "\n    ")
+
+    lines = [f"thread {one(reply['thread'])}" + (" (closed)" if reply["closed"] else "")]
     for m in reply["messages"]:
-        who = f"{m['from']} → {m['to']}" if m.get("to") else m["from"]
-        reply_to = f" (reply to {m['reply_to'][:8]})" if m.get("reply_to") else ""
-        lines.append(f"  [{m['id'][:8]}] {who}{reply_to}: {m['text']}")
+        who = f"{one(m['from'])} → {one(m['to'])}" if m.get("to") else one(m["from"])
+        reply_to = f" (reply to {one(m['reply_to'][:8])})" if m.get("reply_to") else ""
+        lines.append(f"  [{one(m['id'][:8])}] {who}{reply_to}: {words(m['text'])}")
     if reply["closed"]:
-        lines.append(f"  summary ({reply.get('closed_by') or '?'}): {reply['summary']}")
-    out.emit(reply, "\n".join(lines))
+        by = one(reply.get("closed_by") or "?")
+        lines.append(f"  summary ({by}): {words(reply['summary'])}")
+    return "\n".join(lines)
 
 
 @reports_errors
@@ -229,10 +246,12 @@ def peers(json_output: JsonOption = False, home: HomeOption = None) -> None:
         state = "online" if p["online"] else "offline"
         extra = (" · muted" if p["muted"] else "") + (" · bot" if p["agent"] else "")
         unread = f" · {p['unread']} unread" if p["unread"] else ""
-        lines.append(f"  {p['label']:<16} {state:<8} {p['level']}{extra}{unread}")
+        label = visible(p["label"], one_line=True)  # peers' names stay on their line
+        lines.append(f"  {label:<16} {state:<8} {p['level']}{extra}{unread}")
         lines += [  # what they published: `send LABEL/NAME` reaches that session
-            f"    {p['label']}/{s['name']}" + (f" in {s['project']}" if s["project"] else "")
-            + f" ({s['status']})"
+            f"    {label}/{visible(s['name'], one_line=True)}"
+            + (f" in {visible(s['project'], one_line=True)}" if s["project"] else "")
+            + f" ({visible(s['status'], one_line=True)})"
             for s in p.get("sessions", [])
         ]
     out.emit(reply, "\n".join(lines))
@@ -261,7 +280,8 @@ def cost(json_output: JsonOption = False, home: HomeOption = None) -> None:
     rows = ask_daemon(home, "cost")["rows"]
     lines = [f"  {'peer':<16} {'sent':>5} {'recv':>5} {'agent':>6} {'~tok out':>9} {'~tok in':>8}"]
     lines += [
-        f"  {r['peer']:<16} {r['sent']:>5} {r['received']:>5} {r['delivered_to_agent']:>6} "
+        f"  {visible(str(r['peer']), one_line=True):<16} {r['sent']:>5} {r['received']:>5} "
+        f"{r['delivered_to_agent']:>6} "
         f"{r['tokens_out']:>9} {r['tokens_in']:>8}"
         for r in rows
     ]

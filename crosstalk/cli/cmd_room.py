@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from crosstalk.cli.options import HomeOption, JsonOption
-from crosstalk.cli.output import Output, reports_errors
+from crosstalk.cli.output import Output, reports_errors, visible
 from crosstalk.client import ask_daemon, call, ensure_daemon
 from crosstalk.hook.control import ControlConnection
 from crosstalk.paths import Home
@@ -40,7 +40,7 @@ def _check_code(code: str, *, link: bool) -> None:
 
 def _joined_text(line: dict[str, Any]) -> str:
     return (
-        f"Now in a room with {line['joined']}.\n\n"
+        f"Now in a room with {visible(str(line['joined']), one_line=True)}.\n\n"
         f"  them  {line['them']}\n"
         f"  you   {line['you']}\n\n"
         "Read yours aloud: your 'them' should be their 'you', and theirs should be yours."
@@ -144,9 +144,9 @@ link = reports_errors(link)
 
 def _member_text(member: dict[str, Any]) -> str:
     """``carl``, ``carl (via #r3)`` for someone you never paired with, ``(invited)`` if pending."""
-    text = str(member["label"])
+    text = visible(str(member["label"]), one_line=True)
     if member.get("via"):
-        text += f" (via #{member['via']})"
+        text += f" (via #{visible(str(member['via']), one_line=True)})"
     if member.get("state") == "invited":
         text += " (invited)"
     return text
@@ -157,9 +157,11 @@ def _room_lines(rooms: list[dict[str, Any]]) -> str:
         return "No rooms yet. `crosstalk room new` pairs you with someone."
     lines = []
     for room in rooms:
-        name = room["name"] if room["kind"] == "direct" else f"#{room['name']}"
+        shown = visible(str(room["name"]), one_line=True)  # a name others gave: one line
+        name = shown if room["kind"] == "direct" else f"#{shown}"
         if room.get("state") == "removed":
-            by = f" by {room['removed_by']}" if room.get("removed_by") else ""
+            remover = visible(str(room.get("removed_by") or ""), one_line=True)
+            by = f" by {remover}" if remover else ""
             lines.append(f"  {name:<16} removed from {name}{by}")
             continue
         if room["kind"] == "direct":

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from crosstalk.cli.options import HomeOption, JsonOption
-from crosstalk.cli.output import Output, reports_errors
+from crosstalk.cli.output import Output, reports_errors, visible
 from crosstalk.client import call, ensure_daemon
 from crosstalk.errors import UsageError
 from crosstalk.paths import Home
@@ -43,17 +43,20 @@ def trust(
 
 
 def _render_trust(reply: dict[str, Any]) -> str:
+    def one(value: object) -> str:  # names peers chose (labels, rooms) stay on their line
+        return visible(str(value), one_line=True)
+
     lines = []
     if reply.get("explain"):
         lines += [reply["explain"], ""]
     lines.append(f"  default       {reply['default']}")
     lines.append(f"  local posts   {reply['local']}")
     for name, level in reply["rooms"].items():
-        lines.append(f"  room {name:<12} {level}")
+        lines.append(f"  room {one(name):<12} {level}")
     for name, level in reply["people"].items():
-        lines.append(f"  {name:<13} {level}")
+        lines.append(f"  {one(name):<13} {level}")
     for pin in reply["pins"]:
-        lines.append(f"  {pin['person']:<13} {pin['level']} in {pin['room']}")
+        lines.append(f"  {one(pin['person']):<13} {pin['level']} in {one(pin['room'])}")
     lines += ["", f"  {LADDER}"]
     return "\n".join(lines)
 
@@ -94,8 +97,16 @@ def mute(
     if reply["until"] is None:
         human = f"{target}: not muted"
     else:
-        human = f"{target}: muted until {time.strftime('%H:%M', time.localtime(reply['until']))}"
+        human = f"{target}: muted until {_clock(reply['until'])}"
     out.emit(reply, human)
+
+
+def _clock(until: float) -> str:
+    """The local time a mute ends, as HH:MM."""
+    try:
+        return time.strftime("%H:%M", time.localtime(until))
+    except (OverflowError, OSError, ValueError):  # an end stored before ends were capped
+        return "further notice"
 
 
 def _looks_numeric(text: str) -> bool:
@@ -116,10 +127,13 @@ def attention(json_output: JsonOption = False, home: HomeOption = None) -> None:
     ensure_daemon(h)
     reply = call(h, "attention", {})
     reply.pop("ok", None)
+    by_source: dict[str, int] = {}
+    for name, count in reply["by_source"].items():  # peers' labels, shown as everywhere else
+        shown = visible(str(name), one_line=True)
+        by_source[shown] = by_source.get(shown, 0) + int(count)
     summary = AttentionSummary(
-        reached_last_hour=int(reply["reached_last_hour"]),
-        held=int(reply["held"]),
-        by_source={str(k): int(v) for k, v in reply["by_source"].items()},
+        reached_last_hour=int(reply["reached_last_hour"]), held=int(reply["held"]),
+        by_source=by_source,
     )
     human = render_attention(summary) + "\n\n  Nothing is capped: turn one source down with trust."
     out.emit(reply, human)

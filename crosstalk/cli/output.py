@@ -2,6 +2,13 @@
 
 Success prints one JSON object (streams print one per line, flushed). Failure prints
 ``{"error": {"code", "message"}}`` and exits 1; usage errors exit 2 (CLI.md).
+
+Human text is full of what peers wrote: their labels, messages, slices, facts, tasks, session
+and room names. A terminal obeys control characters in it (a window title, a cleared screen, a
+cursor moved up to overwrite who sent a line, an OSC 52 write to the clipboard), so every human
+line and error sentence passes through :func:`visible` on its way out, which shows each control
+character as its Python escape (``\\x1b`` for ESC): one convention, one place. JSON output needs
+no such step: ``json.dumps`` already writes them as ``\\u001b``.
 """
 
 from __future__ import annotations
@@ -18,8 +25,40 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+def _unprintable() -> dict[int, str]:
+    """Code point -> its escape, for everything a terminal may act on instead of showing."""
+    codes = [
+        *range(0x20), 0x7F, *range(0x80, 0xA0),  # C0, DEL, C1 (ESC, CSI, OSC, ST among them)
+        0x2028, 0x2029,  # line and paragraph separators
+        *range(0x202A, 0x202F), *range(0x2066, 0x206A),  # bidi embeddings, overrides, isolates
+        *range(0xD800, 0xE000),  # lone surrogates: writing one to stdout raises
+    ]
+    return {
+        code: f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+        for code in codes
+        if chr(code) not in "\n\t"
+    }
+
+
+_UNPRINTABLE = _unprintable()
+_ONE_LINE = {**_UNPRINTABLE, ord("\n"): "\\x0a", ord("\t"): "\\x09"}
+
+
+def visible(text: str, *, one_line: bool = False) -> str:
+    """``text`` as a terminal can only show it: control characters (C0 but newline and tab,
+    DEL, C1), line separators, bidi controls and lone surrogates become their escapes, so ESC
+    reads ``\\x1b``. Everything else is left as it is (a backslash too: this is for eyes, not
+    a reversible encoding).
+
+    ``one_line`` escapes newline and tab as well, for a peer's name inside a line we write (a
+    sender, a session): a newline there would start a line that looks like ours.
+    """
+    return text.translate(_ONE_LINE if one_line else _UNPRINTABLE)
+
+
 class Output:
-    """Prints results for one command invocation, in human or JSON form."""
+    """Prints results for one command invocation, in human or JSON form; human text only
+    through :func:`visible`."""
 
     def __init__(self, *, json_mode: bool) -> None:
         self.json_mode = json_mode
@@ -29,7 +68,7 @@ class Output:
         if self.json_mode:
             sys.stdout.write(json.dumps(data, sort_keys=False) + "\n")
         elif human is not None:
-            sys.stdout.write(human.rstrip("\n") + "\n")
+            sys.stdout.write(visible(human.rstrip("\n")) + "\n")
         sys.stdout.flush()
 
     def report(self, error: CrosstalkError) -> int:
@@ -39,7 +78,7 @@ class Output:
             sys.stdout.write(json.dumps({"error": error.to_dict()}) + "\n")
             sys.stdout.flush()
         else:
-            sys.stderr.write(f"crosstalk: {error.message}\n")
+            sys.stderr.write(f"crosstalk: {visible(error.message)}\n")
         return 2 if error.code == UsageError.code else 1
 
     def fail(self, error: CrosstalkError) -> None:

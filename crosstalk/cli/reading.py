@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from crosstalk.cli.output import Output, run_reporting
+from crosstalk.cli.output import Output, run_reporting, visible
 from crosstalk.client import ask_daemon, call
 from crosstalk.errors import CrosstalkError
 from crosstalk.paths import Home
@@ -61,7 +61,8 @@ def read_messages(
         try:
             call(Home.resolve(home), "ack", {"lease": reply["lease"]}, timeout=ACK_TIMEOUT)
         except CrosstalkError as exc:
-            sys.stderr.write(f"crosstalk: not marked read ({exc.message}); they show again.\n")
+            why = visible(exc.message)
+            sys.stderr.write(f"crosstalk: not marked read ({why}); they show again.\n")
 
 
 def main(kwargs: dict[str, Any]) -> int:
@@ -70,21 +71,30 @@ def main(kwargs: dict[str, Any]) -> int:
 
 
 def render(message: dict[str, Any]) -> str:
-    """One message for a person: who, what, its short id (which `answer` and `slice` take)."""
-    short = message.get("short") or message["id"][:8]
-    head = f"{message['from']}" + (f" ({message['session']})" if message.get("session") else "")
-    lines = [f"{head} · {message['kind']} · {message['intent']}  [{short}]"]
+    """One message for a person: who, what, its short id (which `answer` and `slice` take).
+
+    The header is ours: the peer's names in it are kept to one line, and every line of their
+    words is indented under it, so no newline they wrote draws a header of its own.
+    """
+
+    def one(value: object) -> str:
+        return visible(str(value), one_line=True)
+
+    short = one(message.get("short") or message["id"][:8])
+    session = f" ({one(message['session'])})" if message.get("session") else ""
+    head = one(message["from"]) + session
+    lines = [f"{head} · {one(message['kind'])} · {one(message['intent'])}  [{short}]"]
     if message.get("reply_to") or message.get("thread"):
-        where = [f"reply to {message['reply_to'][:8]}"] if message.get("reply_to") else []
-        where += [f"thread {message['thread']}"] if message.get("thread") else []
+        where = [f"reply to {one(message['reply_to'][:8])}"] if message.get("reply_to") else []
+        where += [f"thread {one(message['thread'])}"] if message.get("thread") else []
         lines.append(f"  ({', '.join(where)})")
-    lines.append(f"  {message['text']}")
+    lines.append("  " + str(message["text"]).replace("\n", "\n  "))
     lines += [
-        f"  [slice {s['index']}] {s['kind']}: {s['label']} ({s['bytes']} bytes"
+        f"  [slice {s['index']}] {one(s['kind'])}: {one(s['label'])} ({s['bytes']} bytes"
         + (", cut to the cap)" if s.get("truncated") else ")")
         + f" · crosstalk slice {short} {s['index']}"
         for s in message.get("slices", [])
     ]
     if message.get("kind") == "ask":
-        lines.append(f"  answer with: crosstalk answer {message['from']} {short} \"…\"")
+        lines.append(f"  answer with: crosstalk answer {one(message['from'])} {short} \"…\"")
     return "\n".join(lines)

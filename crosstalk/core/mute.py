@@ -30,6 +30,9 @@ from crosstalk.errors import UsageError
 
 EVERYONE = "*"
 """The key that mutes every source at once (``crosstalk mute`` with no WHO)."""
+MAX_MINUTES = 366 * 24 * 60
+"""The longest timed mute, a year: its end must be a time a clock can show (``1e308`` minutes
+is finite, but its end is not). For good, there is the ``mute`` trust level."""
 
 
 def _copy(value: Mapping[str, float]) -> dict[str, float]:
@@ -50,10 +53,15 @@ class MuteState:
         """A copy with ``who`` muted for ``minutes`` from ``now``; ``0`` lifts it.
 
         Raises:
-            UsageError: ``minutes`` is negative or not a finite number.
+            UsageError: ``minutes`` is negative, not a finite number, or past :data:`MAX_MINUTES`.
         """
         if not math.isfinite(minutes) or minutes < 0:
             raise UsageError(f"{minutes!r} is not a number of minutes: use 0 or more (0 unmutes).")
+        if minutes > MAX_MINUTES:
+            raise UsageError(
+                f"{minutes:g} minutes is longer than a year: mute for at most {MAX_MINUTES} "
+                "minutes, or use the trust level mute (`crosstalk trust WHO mute`)."
+            )
         if minutes == 0:
             return self.lift(who)
         return MuteState({**self.until, who: now + minutes * 60.0})

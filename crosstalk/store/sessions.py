@@ -8,6 +8,10 @@ the attention gate treats as busy.
 The transcript path lets ``--slice turns`` work without being told where the transcript is:
 :func:`current_transcript` picks the named session's, else that of the session most recently
 seen in the project the sender works in.
+
+The projects are also the only places ``file:`` and ``diff:`` slices come from
+(:func:`slice_projects`): a request's ``cwd`` is whatever its caller wrote, so it chooses among
+them and never names a place of its own.
 """
 
 from __future__ import annotations
@@ -132,3 +136,16 @@ def current_transcript(
         return None
     best = max(candidates, key=lambda s: (s.last_seen, len(s.project)))
     return best.transcript_path
+
+
+def slice_projects(conn: sqlite3.Connection, *, session: str | None) -> list[str]:
+    """The projects a send may take ``file:`` and ``diff:`` slices from.
+
+    ``session`` named and registered: that session's project alone (an agent slices its own
+    project). Otherwise (no name, or one no hook registered, as an MCP server may give) every
+    registered session's project; the caller's ``cwd`` picks among them.
+    """
+    named = None if session is None else get_session(conn, session)
+    if named is not None:
+        return [named.project] if named.project else []
+    return sorted({s.project for s in list_sessions(conn) if s.project})

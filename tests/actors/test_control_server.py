@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import tempfile
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -11,6 +12,7 @@ from pathlib import Path
 import attrs
 import pytest
 import trio
+import trio.testing
 
 from crosstalk.actors.control import ControlServer, OpTable
 from crosstalk.actors.supervisor import Supervisor
@@ -49,6 +51,16 @@ class Fixture:
         self.path = path
         self.stream_finished = trio.Event()
         self.stream_cancelled = trio.Event()
+        self.held = trio.Event()
+        self.release = trio.Event()
+        self.replied = trio.Event()
+
+    async def hold(self, params: Echo) -> Echo:
+        """Answers once released, so a test can hang up while the op runs."""
+        self.held.set()
+        await self.release.wait()
+        self.replied.set()
+        return params
 
     async def count(self, params: Count) -> AsyncGenerator[Value, None]:
         for i in range(params.upto):
@@ -72,6 +84,7 @@ async def server() -> AsyncIterator[Fixture]:
     ops.add("echo", Echo, _echo)
     ops.add("buggy", Echo, _buggy)
     ops.add("refuse", Echo, _refuse)
+    ops.add("hold", Echo, fx.hold)
     ops.add_stream("count", Count, fx.count)
     ops.add_stream("forever", Count, fx.forever)
     async with trio.open_nursery() as nursery:
@@ -149,6 +162,30 @@ async def test_handler_bug_is_answered_and_the_connection_lives_on(server: Fixtu
         assert bug["error"]["code"] == "internal"  # type: ignore[index]
         assert refused["error"] == {"code": "no_answer", "message": "Nobody answered."}
         assert echo == {"ok": True, "text": "still here"}
+
+
+async def test_a_client_hanging_up_before_its_reply_is_a_quiet_debug_line(
+    server: Fixture, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A client gone before its reply: one DEBUG line, no ERROR or traceback, others served."""
+    caplog.set_level(logging.DEBUG, logger="crosstalk.actors.control")
+    stream = await trio.open_unix_socket(str(server.path))
+    await _send(stream, op="hold", text="never read")
+    with trio.fail_after(10):
+        await server.held.wait()
+    await stream.aclose()
+    server.release.set()
+    await server.replied.wait()
+    await trio.testing.wait_all_tasks_blocked()  # the server has tried to write the reply
+    records = [r for r in caplog.records if r.name == "crosstalk.actors.control"]
+    assert not [r.getMessage() for r in records if r.levelno >= logging.WARNING]
+    assert not any(r.exc_info for r in records)
+    assert [r.getMessage() for r in records if r.levelno == logging.DEBUG] == [
+        "control: client hung up before the reply to 'hold'"
+    ]
+    async with await trio.open_unix_socket(str(server.path)) as other:
+        await _send(other, op="echo", text="still serving")
+        assert await _lines(other, 1) == [{"ok": True, "text": "still serving"}]
 
 
 def test_an_op_name_can_be_registered_only_once() -> None:

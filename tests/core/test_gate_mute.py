@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from crosstalk.core.levels import local_key
-from crosstalk.core.mute import EVERYONE, MuteState
+from crosstalk.core.mute import EVERYONE, MAX_MINUTES, MuteState
 from crosstalk.errors import UsageError
 
 
@@ -42,12 +45,27 @@ def test_muting_again_replaces_the_end_time() -> None:
     assert mutes.until == {"marie": 90.0}
 
 
-@pytest.mark.parametrize("minutes", [-1.0, math.nan, math.inf])
+@pytest.mark.parametrize("minutes", [-1.0, math.nan, math.inf, 1e308, MAX_MINUTES + 0.5])
 def test_bad_minutes_are_a_usage_error(minutes: float) -> None:
-    """Negative, NaN or infinite minutes are refused with the usage code."""
+    """Negative, NaN, infinite or past-a-year minutes are refused with the usage code."""
     with pytest.raises(UsageError) as info:
         MuteState().mute("marie", minutes, now=0.0)
     assert info.value.code == "usage"
+
+
+@given(st.floats(allow_nan=True, allow_infinity=True))
+def test_any_mute_ends_at_a_time_a_clock_can_show_or_is_refused(minutes: float) -> None:
+    """Any minutes: a usage error, or an end `time.localtime` formats; up to a year is taken."""
+    now = 1_700_000_000.0
+    try:
+        mutes = MuteState().mute("marie", minutes, now=now)
+    except UsageError as exc:
+        assert exc.code == "usage"
+        assert not 0 <= minutes <= MAX_MINUTES
+        return
+    assert 0 <= minutes <= MAX_MINUTES
+    for end in mutes.until.values():
+        time.strftime("%H:%M", time.localtime(end))
 
 
 def test_a_person_is_covered_by_their_own_their_rooms_or_everyones_mute() -> None:

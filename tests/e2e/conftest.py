@@ -76,6 +76,25 @@ class Cli:
         return pid or None
 
 
+def start_alone(cli: Cli, label: str = "ana") -> None:
+    """An identity on ``cli``'s fresh home, without pairing (enough to talk to one's own
+    daemon), and its daemon running (stopped by the ``cli`` fixture)."""
+    from crosstalk.store.identity import new_identity, save_identity
+
+    cli.home.mkdir(mode=0o700)
+    save_identity(cli.home / "identity.json", new_identity(label))
+    assert cli.json("daemon", "start")["running"] is True
+
+
+def work_in(person: Cli, project: Path, session: str = "agent-1") -> None:
+    """Register an agent session working in ``project``, as its hook does on every event: the
+    daemon takes file and diff slices only from its sessions' projects."""
+    from crosstalk.hook.control import request
+
+    params = {"name": session, "client": "claude", "project": str(project)}
+    assert request(person.home / "daemon.sock", "session_register", params)["ok"] is True
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

@@ -8,7 +8,15 @@ import threading
 from pathlib import Path
 
 from crosstalk.hook import control
-from tests.e2e.conftest import Person, pair, read_json_line, stop_pid, wait_for_messages, wait_until
+from tests.e2e.conftest import (
+    Person,
+    pair,
+    read_json_line,
+    stop_pid,
+    wait_for_messages,
+    wait_until,
+    work_in,
+)
 
 
 def test_ask_is_answered_and_an_unanswered_ask_says_no_answer(people: list[Person]) -> None:
@@ -63,6 +71,7 @@ def test_slices_refuse_secrets_and_arrive_intact(people: list[Person], short_tmp
     (project / ".env").write_text("API_KEY=hunter2\n")
     (project / "notes.md").write_text("uploads chunk at 4KB\n" * 50)
     (short_tmp / "outside.txt").write_text("not in the project")
+    work_in(ana, project)
 
     def send(*args: str, expect: int = 0) -> dict[str, object]:
         proc = ana.run("send", "ben", "see attached", *args, "--json", cwd=project)

@@ -24,6 +24,7 @@ from tests.e2e.conftest import (
     read_json_line,
     wait_for_messages,
     wait_until,
+    work_in,
 )
 from tests.e2e.test_attention import notice, op, send, session
 from tests.e2e.test_sessions import run_hook
@@ -235,6 +236,7 @@ def test_a_slice_cut_to_its_cap_is_reported_to_the_sender_and_marked_at_the_rece
     project = short_tmp / "project"
     project.mkdir()
     (project / "big.log").write_text("line of log\n" * 25_000)
+    work_in(ana, project)
     proc = ana.run("send", "ben", "see the log", "--slice", "file:big.log", "--json", cwd=project)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     sent = json.loads(proc.stdout.splitlines()[-1])

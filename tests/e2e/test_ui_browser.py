@@ -19,7 +19,14 @@ from typing import Any
 import pytest
 
 from crosstalk.hook.control import ControlConnection
-from tests.e2e.conftest import Person, pair, read_json_line, wait_for_messages, wait_until
+from tests.e2e.conftest import (
+    Person,
+    pair,
+    read_json_line,
+    wait_for_messages,
+    wait_until,
+    work_in,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -153,6 +160,7 @@ def test_nothing_a_peer_writes_runs_on_the_page(
     project = short_tmp / "project"
     project.mkdir()
     (project / f"{XSS_IMG}.txt").write_text("content\n")
+    work_in(ben, project)
     ben.json("send", "ana", f"hi {XSS_IMG} {XSS_SCRIPT}", "--slice", f"file:{XSS_IMG}.txt",
              cwd=project)
     ben.json("facts", "add", f"fact {XSS_IMG} {XSS_SCRIPT}")

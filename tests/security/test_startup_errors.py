@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import signal
 import socket
 import subprocess
@@ -11,9 +12,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from crosstalk.cli.output import startup_error
 from crosstalk.errors import UsageError
+from relay.main import ServeOptions, check_options
 from tests.relay.nats_process import NatsServer, running_nats
 from tests.relay.process import RelayProcess
 
@@ -72,3 +76,37 @@ def test_a_cluster_node_with_another_key_fails_in_one_sentence(
     assert done.returncode == 2
     error = one_error(done)
     assert error["code"] == "usage" and "relay key differs" in error["message"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--port", "99999"], ["--port", "-1"], ["--retention", "-1"], ["--retention", "0"],
+     ["--retention", "nan"], ["--op-rate", "0"], ["--nats-replicas", "0"]],
+    ids=lambda args: " ".join(args),
+)
+def test_a_relay_option_no_relay_can_run_with_is_a_usage_error(
+    tmp_path: Path, args: list[str]
+) -> None:
+    """``--port 99999`` (it bound 34463) or ``--retention -1``: exit 2, usage, no data dir."""
+    data = tmp_path / "relay-data"
+    done = relay_serve("--data", str(data), *args)
+    assert done.returncode == 2, done.stdout + done.stderr
+    error = one_error(done)
+    assert error["code"] == "usage" and error["message"].startswith(args[0])
+    assert not data.exists()
+
+
+@given(port=st.integers(), retention=st.floats(), op_rate=st.floats())
+def test_serve_options_are_taken_exactly_when_a_relay_can_run_with_them(
+    port: int, retention: float, op_rate: float
+) -> None:
+    """Any port, retention and rate: taken exactly when the port fits and both are positive."""
+    opts = ServeOptions(port=port, retention=retention, op_rate=op_rate)
+    fine = 0 <= port <= 65535 and all(
+        math.isfinite(value) and value > 0 for value in (retention, op_rate)
+    )
+    if fine:
+        check_options(opts)
+    else:
+        with pytest.raises(UsageError):
+            check_options(opts)

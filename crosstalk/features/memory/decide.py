@@ -38,10 +38,15 @@ async def decide(feature: MemoryFeature, params: v.DecideParams) -> v.DecideRepl
     """Append to DECISIONS.md first (the record that matters), then announce it in the room.
 
     A decision is recorded even when it cannot be announced (no room to choose, relay refusing):
-    that is logged, and the reply's ``room`` is None.
+    that is logged, and the reply's ``room`` is None. A ``--room`` that names no room of ours is
+    ``unknown_room`` before DECISIONS.md is touched: the person asked for that room, and a
+    typo must not be recorded silently unannounced.
     """
     if not params.text.strip():
         raise UsageError("There is no decision to record: the text is empty.")
+    named = None
+    if params.room is not None:  # a room asked for by name must exist before anything is written
+        named = await feature.room_for(v.Where(params.room, params.cwd))
     repo = _repo_dir(params.repo, params.cwd)
     who = feature.identity_label()
     when = dt.datetime.now(dt.UTC).isoformat()
@@ -51,7 +56,7 @@ async def decide(feature: MemoryFeature, params: v.DecideParams) -> v.DecideRepl
     )
     decision_id, room = "d" + secrets.token_hex(5), None
     try:
-        chosen = await feature.room_for(v.Where(params.room, params.cwd))
+        chosen = named or await feature.room_for(v.Where(params.room, params.cwd))
         await feature.write(chosen, DecisionMade(decision_id, params.text, params.why, repo.name))
         room = chosen
     except CrosstalkError as exc:
@@ -88,6 +93,11 @@ async def _tell(feature: MemoryFeature, who: str, text: str, *, announced_in: Ro
 
 def _repo_dir(repo: str | None, cwd: str | None) -> Path:
     chosen = Path(repo) if repo else (repo_root(cwd) if cwd else None) or Path(cwd or os.getcwd())
-    if not chosen.is_dir():
-        raise UsageError(f"{chosen} is not a directory; pass the repository with --repo.")
+    try:
+        is_dir = chosen.is_dir()
+    except OSError:  # a path too long for the OS to look at is no directory either
+        is_dir = False
+    if not is_dir:
+        shown = str(chosen) if len(str(chosen)) <= 200 else f"{str(chosen)[:200]}…"
+        raise UsageError(f"{shown} is not a directory; pass the repository with --repo.")
     return chosen.absolute()

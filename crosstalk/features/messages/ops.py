@@ -18,7 +18,6 @@ import json
 import logging
 import sqlite3
 import time
-from pathlib import Path
 from typing import Protocol
 
 import attrs
@@ -41,12 +40,12 @@ from crosstalk.features.caps import Identified, Routed, SendsOps, Stored, TellsL
 from crosstalk.features.feature import Plugs, op
 from crosstalk.features.read.ops import find_held
 from crosstalk.features.rooms.views import find_room
-from crosstalk.slices import build_slice, needs_transcript
+from crosstalk.slices import build_slice, needs_project, needs_transcript, slice_root
 from crosstalk.store import messages
 from crosstalk.store.attention import load_ration_stamps, save_ration_stamps
 from crosstalk.store.gate import LOCAL_ROOM
 from crosstalk.store.rooms import contact_named, direct_room_with
-from crosstalk.store.sessions import current_transcript
+from crosstalk.store.sessions import current_transcript, slice_projects
 from crosstalk.store.threads import reply_target
 from crosstalk.wire.converter import unstructure
 from crosstalk.wire.relay_log import MAX_OP_BODY
@@ -245,17 +244,22 @@ def _asked_us(conn: sqlite3.Connection, ref: str, asker: str) -> tuple[str, str]
 
 
 async def _build_slices(daemon: Host, params: SendParams) -> tuple[Slice, ...]:
+    """The slices ``params`` ask for. Files and diffs come only from a project one of our
+    sessions works in (``params.cwd`` is the caller's word, so it only picks among them)."""
     if not params.slices:
         return ()
-    cwd = Path(params.cwd or ".")
     transcript = params.transcript
     if transcript is None and needs_transcript(params.slices):  # the session's, as recorded
         transcript = await daemon.store.read(
             lambda c: current_transcript(c, session=params.session, cwd=params.cwd)
         )
+    projects = None  # asked for only when a slice reads the project
+    if needs_project(params.slices):
+        projects = await daemon.store.read(lambda c: slice_projects(c, session=params.session))
 
     def build() -> tuple[Slice, ...]:
-        return tuple(build_slice(spec, cwd=cwd, transcript=transcript) for spec in params.slices)
+        root = None if projects is None else slice_root(params.cwd, projects)
+        return tuple(build_slice(spec, root=root, transcript=transcript) for spec in params.slices)
 
     # A worker thread, so the event loop goes on serving everyone else while files are read
     # (each slice reads at most its cap, and scans it in pieces: crosstalk.slices).

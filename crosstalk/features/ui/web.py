@@ -62,9 +62,16 @@ ACTIONS = frozenset({
     "send", "answer", "room_accept", "room_decline", "trust", "mute", "task_claim",
     "task_release",
 })
+#: Parameters naming places on this machine. The page has no working directory or transcript of
+#: its own, so an action never carries them: a page's ``send`` takes file and diff slices only
+#: as the op allows a request with no ``cwd`` (from the one project a session works in), and a
+#: ``turns`` slice only from a transcript a session registered.
+PLACES = frozenset({"cwd", "transcript"})
 _TOKEN_CHARS = re.compile(r"[A-Za-z0-9_-]+")
 #: Seconds between looks at the state when nothing nudges a live stream.
 STREAM_TICK = 1.0
+#: A slice index longer than this is no index of a message that fits in a room op.
+MAX_INDEX_DIGITS = 6
 
 
 def _static(name: str) -> bytes:
@@ -158,14 +165,24 @@ async def _answer(call: Call, name: str, params: dict[str, Any]) -> Response:
         return _error(exc)
 
 
+def _bad_query(message: str) -> JSONResponse:
+    """A query the page itself never sends: one sentence, ``invalid_request``, 400 (not a bug)."""
+    return JSONResponse({"error": {"code": "invalid_request", "message": message}}, 400)
+
+
 async def room(call: Call, request: Request) -> Response:
-    return await _answer(call, "ui_room", {"room": request.query_params["id"]})
+    room_id = request.query_params.get("id", "")
+    if not room_id:
+        return _bad_query("Name the room: /api/room?id=ROOM.")
+    return await _answer(call, "ui_room", {"room": room_id})
 
 
 async def slice_(call: Call, request: Request) -> Response:
-    params = {"id": request.query_params.get("id", ""),
-              "index": int(request.query_params.get("index", "0") or 0)}
-    return await _answer(call, "read_slice", params)
+    index = request.query_params.get("index", "0") or "0"
+    if not (index.isascii() and index.isdigit()) or len(index) > MAX_INDEX_DIGITS:
+        return _bad_query("A slice index is a whole number from 0: /api/slice?id=ID&index=N.")
+    return await _answer(call, "read_slice", {"id": request.query_params.get("id", ""),
+                                              "index": int(index)})
 
 
 async def _action_params(request: Request) -> dict[str, Any] | Response:
@@ -190,7 +207,7 @@ async def act(hub: UiHub, call: Call, request: Request) -> Response:
     if isinstance(params, Response):
         return params
     try:
-        result = await call(name, params)
+        result = await call(name, {k: v for k, v in params.items() if k not in PLACES})
     except CrosstalkError as exc:
         return _error(exc)
     hub.changed()
