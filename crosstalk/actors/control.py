@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
+import struct
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import aclosing
 from pathlib import Path
@@ -182,6 +184,7 @@ class _Connection:
         self._stream = stream
         self._buffer = b""
         self._eof = False
+        self._peer_cwd = peer_cwd(stream)
 
     async def _fill(self) -> None:
         chunk = await self._stream.receive_some(65536)
@@ -205,6 +208,11 @@ class _Connection:
         """Send every reply line for one request, or one error line."""
         try:
             request = ControlRequest.from_line(line)
+            # Where the caller really runs, from the kernel, never from what it wrote.
+            params = {k: v for k, v in request.params.items() if k != PEER_CWD}
+            if self._peer_cwd is not None:
+                params[PEER_CWD] = self._peer_cwd
+            request = attrs.evolve(request, params=params)
             ops = await served.table_for(request.op)
         except CrosstalkError as exc:
             await self._write(render_error(exc), "?")
@@ -246,6 +254,24 @@ class _Connection:
             log.error("op %r failed", request.op, exc_info=exc)
             error = CrosstalkError(f"The daemon hit a bug running {request.op!r}.")
             await self._write(render_error(error), request.op)
+
+
+PEER_CWD = "peer_cwd"
+"""The parameter the control server sets to the calling process's working directory."""
+
+
+def peer_cwd(stream: trio.SocketStream) -> str | None:
+    """The working directory of the process at the other end of a unix socket (Linux: its pid
+    from ``SO_PEERCRED``, then ``/proc/PID/cwd``); None where that cannot be known."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:
+        return None
+    try:
+        creds = stream.socket.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
+        pid = struct.unpack("3i", creds)[0]
+        return os.readlink(f"/proc/{pid}/cwd") if pid > 0 else None
+    except OSError:
+        return None
 
 
 async def _open_listener(path: Path) -> trio.SocketListener:

@@ -135,3 +135,26 @@ def test_the_pages_send_cannot_name_a_cwd_outside_the_projects(
     assert absolute["code"] == "usage" and "no file" in absolute["message"]
     assert act("file:../outside/secret.txt")["code"] == "refused"
     assert request(cli.home / "daemon.sock", "read", {"all": True})["messages"] == []
+
+
+def test_a_person_at_their_own_terminal_slices_the_project_they_run_in(
+    cli: Cli, places: dict[str, Path]
+) -> None:
+    """No session works in the project, but the CLI runs there: the daemon learns the caller's
+    working directory from the kernel (``SO_PEERCRED``), so the file goes. A caller that writes
+    a ``peer_cwd`` of its own gets it replaced, and outside every project it is refused."""
+    start_alone(cli)
+    work_in(cli, places["outside"], session="agent-1")  # the recipient session, elsewhere
+    (places["project"] / "notes.md").write_text("project notes\n")
+    sent = cli.json("send", "me/agent-1", "see", "--slice", "file:notes.md",
+                    cwd=places["project"])
+    assert sent["state"] in ("delivered", "read", "sent", "queued"), sent
+    held = request(cli.home / "daemon.sock", "read", {"all": True, "session": "agent-1"})
+    assert [[s["label"] for s in m["slices"]] for m in held["messages"]] == [["notes.md"]]
+    climb = cli.json("send", "me/agent-1", "see", "--slice", "file:../outside/secret.txt",
+                     expect=1, cwd=places["project"])
+    assert climb["error"]["code"] == "refused"
+    forged = {"peer_cwd": str(places["project"]), "cwd": str(places["project"]),
+              "slices": ["file:notes.md"]}
+    # This process runs outside the project, and the named session pins its own project.
+    assert _send(cli, session="agent-1", **forged) == "not_in_project"

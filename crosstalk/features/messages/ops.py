@@ -18,6 +18,7 @@ import json
 import logging
 import sqlite3
 import time
+from pathlib import Path
 from typing import Protocol
 
 import attrs
@@ -40,7 +41,13 @@ from crosstalk.features.caps import Identified, Routed, SendsOps, Stored, TellsL
 from crosstalk.features.feature import Plugs, op
 from crosstalk.features.read.ops import find_held
 from crosstalk.features.rooms.views import find_room
-from crosstalk.slices import build_slice, needs_project, needs_transcript, slice_root
+from crosstalk.slices import (
+    build_slice,
+    needs_project,
+    needs_transcript,
+    project_root,
+    slice_root,
+)
 from crosstalk.store import messages
 from crosstalk.store.attention import load_ration_stamps, save_ration_stamps
 from crosstalk.store.gate import LOCAL_ROOM
@@ -80,6 +87,9 @@ class SendParams:
     session: str | None = None  # the sending session, shown to the recipient
     slices: list[str] = attrs.Factory(list)  # diff[:REF] | file:PATH | turns[:N] | note:TEXT
     cwd: str | None = None  # where file and diff slices are taken from
+    # Where the caller's process really runs (set by the control server from the kernel, never
+    # by the caller): its project is one a person at their own terminal may slice from.
+    peer_cwd: str | None = None
     transcript: str | None = None  # for turns slices
     unprompted: bool = False  # self-initiated: rationed, and must say why
     because: str | None = None
@@ -258,7 +268,11 @@ async def _build_slices(daemon: Host, params: SendParams) -> tuple[Slice, ...]:
         projects = await daemon.store.read(lambda c: slice_projects(c, session=params.session))
 
     def build() -> tuple[Slice, ...]:
-        root = None if projects is None else slice_root(params.cwd, projects)
+        allowed = projects
+        if allowed is not None and params.peer_cwd is not None and (
+                params.session is None or not allowed):
+            allowed = [*allowed, str(project_root(Path(params.peer_cwd)))]
+        root = None if allowed is None else slice_root(params.cwd or params.peer_cwd, allowed)
         return tuple(build_slice(spec, root=root, transcript=transcript) for spec in params.slices)
 
     # A worker thread, so the event loop goes on serving everyone else while files are read
