@@ -13,6 +13,11 @@ edited before it starts, or a sim-only option of the relay shell; never a patch 
 * ``state_regress`` (state): a sender's ``read`` receipts fall back to ``delivered``.
 * ``sync_deaf`` (memory): every node's appliers skip memory snapshot pieces, so a member whose
   memory has a hole (it joined after the room's first ops) never fills it.
+* ``rows_believed`` (roster): every node lists again, after each batch, whoever its roster had
+  as gone, as a member who believes a relay's rows over the signed history would after the relay
+  put a removed member back.
+* ``false_alarm`` (alarm): ``n1`` says the relay offered a change that does not verify, about
+  every room it is in, after each batch.
 """
 
 from __future__ import annotations
@@ -88,6 +93,25 @@ def _regress(daemon: Daemon) -> None:
     daemon.seams.applied_listeners.append(listener)
 
 
+def _believe_rows(daemon: Daemon) -> None:
+    async def listener(applied: list[Applied]) -> None:
+        del applied
+        await daemon.store.write(lambda c: c.execute(
+            "UPDATE room_members SET gone = 0 WHERE gone = 1 AND room_id IN "
+            "(SELECT room_id FROM rooms WHERE kind = 'shared')"))
+    daemon.seams.applied_listeners.append(listener)
+
+
+def _cry_wolf(daemon: Daemon) -> None:
+    async def listener(applied: list[Applied]) -> None:
+        rooms = {a.room_id for a in applied}
+        await daemon.store.write(lambda c: [
+            c.execute("INSERT OR IGNORE INTO membership_alarms SELECT room_id, 0, 'planted' "
+                      "FROM rooms WHERE room_id = ?", (r,))
+            for r in rooms])
+    daemon.seams.applied_listeners.append(listener)
+
+
 PLANTS: dict[str, Callable[[Scenario, int], dict[str, list[Plant]]]] = {
     "drop_sender": lambda sc, seed: {n: [_drop_sender(_fp_of(seed, sc, "n0"))] for n in sc.nodes},
     "claim_flip": lambda sc, seed: {"n1": [_claim_flip]},
@@ -95,6 +119,8 @@ PLANTS: dict[str, Callable[[Scenario, int], dict[str, list[Plant]]]] = {
     "roster_ignores": lambda sc, seed: {"n1": [_forget(_fp_of(seed, sc, "n0"))]},
     "state_regress": lambda sc, seed: {n: [_regress] for n in sc.nodes},
     "sync_deaf": lambda sc, seed: {n: [_skip_snapshots] for n in sc.nodes},
+    "rows_believed": lambda sc, seed: {n: [_believe_rows] for n in sc.nodes},
+    "false_alarm": lambda sc, seed: {"n1": [_cry_wolf]},
 }
 
 

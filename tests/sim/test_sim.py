@@ -104,6 +104,8 @@ def test_same_seed_same_run() -> None:
         ("roster_ignores", "roster"),
         ("state_regress", "state"),
         ("sync_deaf", "memory"),
+        ("rows_believed", "roster"),
+        ("false_alarm", "alarm"),
     ],
 )
 def test_planted_bug_is_caught(plant: str, checker: str) -> None:
