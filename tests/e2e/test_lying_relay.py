@@ -2,23 +2,31 @@
 
 After ``room kick crew ben``, the operator stops the relay, flips ben's member row back to
 joined in its database (the adder's old signature on it still verifies) and starts it again.
-Ben's daemon, on its next link-up, sees itself joined and names itself in the room, which used
-to make every remaining member list ben again and answer him with the newer epoch's key. Members
-now believe the room's signed membership history, where ben is removed: nobody lists him, nobody
-shares a key with him, what cy sends next reaches his daemon and stays unreadable, and ana and
-cy are told the relay lists someone the history does not.
+Ben, colluding, names himself in the room under the epoch he holds (his own daemon no longer
+does: the history it fetches has him out), which used to make every remaining member list ben
+again and answer him with the newer epoch's key. Members now believe the room's signed
+membership history, where ben is removed: nobody lists him, nobody shares a key with him, what
+cy sends next reaches his daemon and stays unreadable, and ana and cy are told the relay lists
+someone the history does not.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import trio
 
+from crosstalk import crypto
+from crosstalk.store.identity import load_identity
+from crosstalk.wire import relay as w
+from crosstalk.wire.room_ops import MemberNamed, encode_op, frame_body
 from tests.e2e.conftest import Person, pair, stop_pid, wait_for_messages, wait_until
+from tests.relay.client import Identity, open_client
 from tests.relay.process import RelayProcess
 
 
@@ -53,6 +61,24 @@ def _holds_op_from(person: Person, room_id: str, sender: str, after_seq: int) ->
             (room_id, sender, after_seq),
         ).fetchone()
     return row is not None
+
+
+async def _name_himself(ben: Person, port: int, room_id: str) -> None:
+    """Post ben's ``MemberNamed`` for himself, sealed under the room key he holds, through a
+    connection of his own (the relay's rows say he is joined, so it takes the post)."""
+    record = load_identity(ben.home / "identity.json")
+    assert record is not None
+    keys = crypto.Keys(record.signing_seed, record.box_secret)
+    with sqlite3.connect(ben.home / "state.db") as db:
+        key = bytes(db.execute("SELECT key FROM room_keys WHERE room_id = ? AND epoch = 0",
+                               (room_id,)).fetchone()[0])
+    op_id = os.urandom(16).hex()
+    sealed = crypto.seal_op(keys, key, encode_op(MemberNamed({keys.fingerprint: "ben"})),
+                            room_id=room_id, epoch=0, op_id=op_id, nonce=os.urandom(24))
+    with trio.fail_after(30):
+        async with open_client(port, Identity(record.signing_seed), device="colluding") as me:
+            posted = await me.ok(w.Post(me.next_req(), room_id, op_id, frame_body(0, sealed)))
+    assert isinstance(posted, w.Posted)
 
 
 def _epochs_held(person: Person, room_id: str) -> set[int]:
@@ -94,7 +120,8 @@ def test_a_relay_that_flips_a_kicked_member_back_gets_them_no_key_and_is_reporte
     back.start(timeout=60.0)
     relay.proc = back.proc  # stopped by the fixture, by pid
 
-    # Everyone reconnects; ben's daemon finds itself "joined" and names itself in the room.
+    # Everyone reconnects; ben names himself in the room, as his daemon once did by itself.
+    trio.run(_name_himself, ben, back.port, room_id)
     wait_until(lambda: _holds_op_from(ana, room_id, ben_fp, head), timeout=60,
                what="ben's op after the flip reaches ana")
     for person in (ana, cy):
@@ -103,6 +130,7 @@ def test_a_relay_that_flips_a_kicked_member_back_gets_them_no_key_and_is_reporte
         alarm = str(_room(person, "crew")["relay_alarm"])  # type: ignore[index]
         assert ben_fp[:9] in alarm
         assert "ben" not in _members(person, "crew")
+        assert f"warning: {alarm}" in person.run("room").stdout  # people see it too
     cy.json("send", "#crew", "after the flip")
     assert "after the flip" in [m["text"] for m in wait_for_messages(ana, 1)]
     wait_until(lambda: _holds_op_from(ben, room_id, cy_fp, head), timeout=60,

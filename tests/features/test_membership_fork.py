@@ -1,0 +1,57 @@
+"""Forks: a roommate's published sessions carry where their membership history stands; holding
+that statement with another link means the relay showed us two different histories."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from crosstalk import crypto
+from crosstalk.core.room import Applied
+from crosstalk.features.membership.ops import compare_histories
+from crosstalk.store import membership_chain as mc
+from crosstalk.store.db import Store, open_store
+from crosstalk.store.rooms import Room, add_room
+from crosstalk.wire.room_ops import SessionsPublished
+from tests.wire.chain_helpers import History
+
+ANA = crypto.Keys(b"\x01" * 32, b"\x02" * 32)
+BEN = crypto.Keys(b"\x03" * 32, b"\x04" * 32)
+ROOM = "r1"
+
+
+def told(index: int, link: bytes) -> Applied:
+    """Ben's published sessions, saying his history's newest statement is ``index``."""
+    op = SessionsPublished((), membership=index, membership_link=link)
+    return Applied(ROOM, 9, "op-9", BEN.fingerprint, 100.0, op)
+
+
+async def holding(store: Store) -> list[bytes]:
+    """Our store with the room and its first three statements; returns their links."""
+    h = History(ROOM)
+    h.do(ANA, "create")
+    h.do(ANA, "invite", BEN)
+    h.do(BEN, "accept")
+
+    def write(conn) -> None:  # type: ignore[no-untyped-def]
+        add_room(conn, Room(ROOM, "r", "shared", "joined", 0, 0.0), b"k" * 32)
+        mc.append(conn, ROOM, 0, list(zip(h.statements, h.state.links, strict=True)))
+
+    await store.write(write)
+    return list(h.state.links)
+
+
+async def test_a_roommate_at_another_link_for_a_statement_we_hold_raises_the_fork_alarm(
+    tmp_path: Path,
+) -> None:
+    """Same link: nothing. A head past ours: nothing (news not here yet). Another link at an
+    index we hold: the alarm, naming who and where."""
+    async with open_store(tmp_path / "state.db") as store:
+        links = await holding(store)
+        for quiet in (told(2, links[2]), told(1, links[1]), told(7, b"\x00" * 32),
+                      told(-1, b"")):
+            await store.write(lambda c, a=quiet: compare_histories(c, a))
+            assert await store.read(lambda c: mc.alarm(c, ROOM)) is None
+        await store.write(lambda c: compare_histories(c, told(1, b"\x05" * 32)))
+        alarm = await store.read(lambda c: mc.alarm(c, ROOM))
+        assert alarm is not None and BEN.fingerprint[:9] in alarm[1]
+        assert "statement 1" in alarm[1]
