@@ -231,15 +231,17 @@ def read_json_line(proc: subprocess.Popen[str], *, timeout: float) -> dict[str, 
 
 
 def pair(
-    inviter: Person, joiner: Person, *, host: bool = False
+    inviter: Person, joiner: Person, *, host: bool = False, label: str | None = None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Pair two people through the real CLI; returns (inviter's result, joiner's result)."""
+    """Pair two people through the real CLI (the joiner calling itself ``label``, its home's
+    name by default); returns (inviter's result, joiner's result)."""
     extra = ("--host",) if host else ()
     new = inviter.spawn("room", "new", "--json", "--label", inviter.home.name, *extra)
     try:
         invite = read_json_line(new, timeout=60)
         assert invite["expires_in"] == 900
-        joined = joiner.json("room", "join", invite["invite"], "--label", joiner.home.name)
+        joined = joiner.json("room", "join", invite["invite"], "--label",
+                             joiner.home.name if label is None else label)
         result = read_json_line(new, timeout=60)
         assert new.wait(timeout=30) == 0
     finally:

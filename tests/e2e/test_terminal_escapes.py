@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from crosstalk.hook.control import request
-from tests.e2e.conftest import Person, read_json_line, wait_until, work_in
+from tests.e2e.conftest import Person, pair, wait_until, work_in
 
 pytestmark = pytest.mark.e2e
 
@@ -35,19 +35,7 @@ RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f\x80-\x9f]")
 
 def _pair_as(inviter: Person, joiner: Person, label: str) -> None:
     """``joiner`` joins ``inviter``'s new room calling itself ``label``."""
-    new = inviter.spawn("room", "new", "--json", "--label", inviter.home.name)
-    try:
-        invite = read_json_line(new, timeout=60)
-        joiner.json("room", "join", invite["invite"], "--label", label)
-        read_json_line(new, timeout=60)
-        assert new.wait(timeout=30) == 0
-    finally:
-        if new.poll() is None:
-            new.kill()
-        new.wait(timeout=10)
-        for stream in (new.stdout, new.stderr):
-            if stream:
-                stream.close()
+    pair(inviter, joiner, label=label)
 
 
 def _ana_writes_everywhere(ana: Person, project: Path) -> str:

@@ -14,6 +14,7 @@ from crosstalk.features.membership.core import HistoryChange, apply_history, rec
 from crosstalk.wire import relay as w
 from crosstalk.wire.chain import Statement
 from tests.wire.chain_helpers import History
+from tests.wire.chain_helpers import team as made_team
 
 ANA = crypto.Keys(b"\x01" * 32, b"\x02" * 32)
 BEN = crypto.Keys(b"\x03" * 32, b"\x04" * 32)
@@ -29,13 +30,8 @@ def row(keys: crypto.Keys, state: str) -> w.Member:
 
 
 def team() -> History:
-    h = History(ROOM)
-    h.do(ANA, "create")
-    h.do(ANA, "invite", BEN)
-    h.do(BEN, "accept")
-    h.do(ANA, "invite", CARL)
-    h.do(CARL, "accept")
-    return h
+    """ana creates; ben and carl are invited by ana and accept."""
+    return made_team(ROOM, ANA, BEN, CARL)
 
 
 def carl_sees(held: Sequence[Statement], start: int, offered: Sequence[Statement],

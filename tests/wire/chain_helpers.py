@@ -46,3 +46,14 @@ def room_of_two_frames(
     after, link = ChainState.replay(room, [created, add.stmt]).head()
     accept = sign_statement(kb, room, "accept", kb.fingerprint, after=after, after_link=link)
     return create, add, w.Accept(0, room, accept)
+
+
+def team(room: str, ana: crypto.Keys, ben: crypto.Keys, carl: crypto.Keys) -> History:
+    """``ana`` creates ``room``; ``ben`` and ``carl`` are invited by her and accept."""
+    h = History(room)
+    h.do(ana, "create")
+    h.do(ana, "invite", ben)
+    h.do(ben, "accept")
+    h.do(ana, "invite", carl)
+    h.do(carl, "accept")
+    return h

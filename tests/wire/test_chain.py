@@ -17,6 +17,7 @@ from crosstalk.wire.chain import (
 )
 from crosstalk.wire.converter import converter
 from tests.wire.chain_helpers import History
+from tests.wire.chain_helpers import team as made_team
 
 ANA = crypto.Keys(b"\x01" * 32, b"\x02" * 32)
 BEN = crypto.Keys(b"\x03" * 32, b"\x04" * 32)
@@ -27,13 +28,7 @@ ROOM = "r1"
 
 def team() -> History:
     """ana creates; ben and carl are invited by ana and accept."""
-    h = History()
-    h.do(ANA, "create")
-    h.do(ANA, "invite", BEN)
-    h.do(BEN, "accept")
-    h.do(ANA, "invite", CARL)
-    h.do(CARL, "accept")
-    return h
+    return made_team(ROOM, ANA, BEN, CARL)
 
 
 def states(state: ChainState) -> dict[str, str]:
