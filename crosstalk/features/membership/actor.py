@@ -1,11 +1,14 @@
-"""The membership actor: keeps every room's local roster at the relay's, checked by signature.
+"""The membership actor: keeps every room's local roster at what its signed history gives.
 
-Its inbox gets the relay's rosters and ``room_gone`` pushes (from the router), and a
+Its inbox gets the relay's rosters (with the statements of each room's membership history they
+carry) and ``room_gone`` pushes (from the router), and a
 ``Refresh`` whenever the link is (re)established: the pushes missed while away are replaced by
 one ``roster`` request per joined room, tried again every ``REFRESH_RETRY`` seconds until it
 succeeds. A room the relay no longer lets us into is marked
 removed. After any change the room's actor is woken, because ops it held from a sender it could
-not verify may now open. The rules are in :mod:`crosstalk.features.membership.core`.
+not verify may now open. The rules are in :mod:`crosstalk.features.membership.core`; a push
+past the history we hold asks the refresher for a fetch (never from the inbox loop itself, where
+a fetch would wait on this very actor).
 
 Rosters are applied only from the inbox, in the order the relay sent them: the link reports a
 reply to a ``roster`` request as news too, ahead of the reply itself, and :func:`fetch_roster`

@@ -1,28 +1,27 @@
-"""Who is in a room, as every member agrees: the relay's roster, checked against signatures.
+"""Who is in a room, as every member agrees: the room's signed membership history.
 
 Theory of operation
 -------------------
-The relay orders every membership change (create, add, accept, decline, leave, remove) in the
-same one order as the room's ops, and pushes the whole roster to every joined member after each
-change (``roster``), answering ``roster {room}`` at any time. That order is the truth about *who*
-receives a room's ops, so every member's roster converges to the relay's: after each push, after
-each reconnect (the pushes missed while away are replaced by one fetch) and after accepting.
+Since protocol 2 a member's roster is derived from the room's membership history
+(:mod:`crosstalk.wire.chain`), which the relay sequences and hands out but cannot forge.
+:func:`apply_history` takes what the relay offered (a push carries the statement the change
+added, a fetch the statements from the index we asked for) on top of what we hold, verifies each
+new statement, and derives the roster from the whole history: the relay's rows are compared with
+it, never believed. What does not verify is refused and reported (``alarm``): another statement
+where we already hold one (a fork), a statement that does not follow, rows that list someone the
+history does not, a person the history gives other keys than we hold. A push past what we hold
+is ``behind`` (fetch the rest). The history having us out marks the room removed, whatever the
+rows say.
 
-The relay is not trusted with *keys*. A roster entry carries the member's Ed25519 and X25519 keys
-and the signature of whoever added them over ``member_transcript(room, ed, x)``; the creator's own
-entry is self-signed. :func:`verify_entries` accepts an entry only through a chain of such
-signatures that starts at a key we already hold for that fingerprint (our own, a contact's, a
-member we verified before, or one the inviter's sealed invitation named). An entry that does not
-chain is left out, so a relay that invents a member or swaps a key gets nobody into our roster
-and no room key sealed to it.
-
-:func:`reconcile` turns a verified roster into the new local rows. A member missing from the
-relay's roster, or listed as ``left``, becomes ``gone`` rather than deleted: the ops they signed
-before leaving may still be waiting to be applied here, and must still verify. A ``left`` entry
-we never knew is added as ``gone`` for the same reason: someone who joined and left while we were
+:func:`reconcile` turns verified roster entries into the new local rows. A member missing from
+them, or listed as ``left``, becomes ``gone`` rather than deleted: the ops they signed before
+leaving may still be waiting to be applied here, and must still verify. A ``left`` entry we
+never knew is added as ``gone`` for the same reason: someone who joined and left while we were
 away signed ops we have yet to apply (sim seed 311: they were held for ever). A name comes from
 the member's own signed ops (``named`` 2), else from whoever added them (1), else it is a
-placeholder made from the fingerprint (0) until one of those arrives.
+placeholder made from the fingerprint (0) until one of those arrives. (:func:`verify_entries`,
+the adder-signature chains rosters were checked by before protocol 2, still checks entries whose
+keys are not already vouched for; with a history every entry is.)
 
 Nothing here does I/O; the membership actor feeds it and writes what it returns.
 """
