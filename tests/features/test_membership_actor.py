@@ -7,6 +7,7 @@ next reconnect (seed 233 of the simulation: one member saw a joiner as invited f
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from pathlib import Path
 
@@ -90,3 +91,66 @@ async def test_the_relays_membership_news_becomes_the_actors_inputs() -> None:
     assert [receive.receive_nowait() for _ in range(3)] == [
         RosterSeen("r1", (member,)), RoomLost("r1", "removed", "f0"), Refresh(),
     ]
+
+
+class LyingThenHonest:
+    """A relay whose answers to ``roster`` give the history out of order ``lies`` times, then
+    as it is; each answer reaches the actor as news first, as the link's boss sends it."""
+
+    def __init__(self, lies: int, history: list[w.Roster]) -> None:
+        self.lies = lies
+        self.history = history
+        self.asked: list[float] = []
+        self.news: Callable[[w.Roster], object] | None = None
+
+    async def request(self, frame: w.GetRoster, expect: type, *, within: float | None = None
+                      ) -> w.Roster:
+        del expect, within
+        self.asked.append(trio.current_time())
+        honest = self.history[0]
+        chain = honest.chain if len(self.asked) > self.lies else honest.chain[::-1]
+        reply = w.Roster(len(self.asked), frame.room, honest.members, chain[frame.have:],
+                         frame.have)
+        assert self.news is not None
+        await self.news(reply)  # type: ignore[misc]
+        return reply
+
+
+@pytest.mark.parametrize("lies", [0, 1, 3])
+async def test_a_history_the_relay_lied_about_is_fetched_again_until_it_verifies(
+    lies: int, tmp_path: Path, autojump_clock: trio.testing.MockClock
+) -> None:
+    """A fetch whose history does not verify leaves the room unsettled: fetched again every
+    REFRESH_RETRY seconds (never a busy loop), and once it verifies, no more."""
+    from crosstalk.store.rooms import Room, add_room
+    from tests.wire.chain_helpers import History
+
+    other = crypto.Keys(b"\x03" * 32, b"\x04" * 32)
+    h = History("r1")
+    h.do(other, "create")
+    h.do(other, "invite", KEYS)
+    h.do(KEYS, "accept")
+    relay = LyingThenHonest(lies, [w.Roster(None, "r1", [], h.statements, 0)])
+
+    async def the_relay() -> RelayClient:
+        return relay  # type: ignore[return-value]
+
+    async def joined(beat: Callable[[], None], within: float) -> list[str]:
+        return ["r1"]
+
+    async with open_store(tmp_path / "state.db") as store, running(
+        Supervisor(heartbeat=5.0)
+    ) as supervisor:
+        await store.write(lambda c: add_room(c, Room("r1", "r", "shared", "joined", 0, 0.0),
+                                             b"k" * 32))
+        actor = MembershipActor(store=store, keys=lambda: KEYS, relay=the_relay,
+                                wake=_no_wake, reconcile=joined)
+        inbox = await supervisor.start_actor("membership", actor)
+        relay.news = membership_news(inbox.clone())
+        await inbox.send(Refresh())
+        await trio.sleep(REFRESH_RETRY * (lies + 5))
+        from crosstalk.store import membership_chain as mc
+        held = await store.read(lambda c: mc.head(c, "r1"))
+    assert len(relay.asked) == lies + 1 and held == h.state.head()
+    gaps = [b - a for a, b in itertools.pairwise(relay.asked)]
+    assert all(gap >= REFRESH_RETRY for gap in gaps)

@@ -216,6 +216,10 @@ class MembershipActor:
         self._wake = wake
         self._reconcile = reconcile
         self._answered = AnsweredRosters()
+        # Rooms whose history we could not bring up to date (the relay offered what does not
+        # verify, or a push past what we hold): refreshed again every REFRESH_RETRY seconds,
+        # so a member lied to once catches up once the relay tells the truth again.
+        self._unsettled: set[str] = set()
 
     async def run(
         self,
@@ -246,9 +250,12 @@ class MembershipActor:
             self._answered.applied(item.req)
         if result is None:
             return
-        if result.behind:  # a push past what we hold: fetch the rest (never from here, where
-            with contextlib.suppress(trio.WouldBlock):  # a fetch would wait on this very actor)
-                wanted.send_nowait(None)
+        if result.behind or result.refused:
+            self._unsettled.add(item.room)
+            with contextlib.suppress(trio.WouldBlock):  # fetch the rest (never from here, where
+                wanted.send_nowait(None)  # a fetch would wait on this very actor)
+        else:
+            self._unsettled.discard(item.room)
         change = result.change
         if change is not None:
             if change.changed:
@@ -272,7 +279,11 @@ class MembershipActor:
         while True:
             with trio.move_on_after(retry):
                 await wants.receive()
-            retry = math.inf if await self._refresh(ctx) else REFRESH_RETRY
+            settled = await self._refresh(ctx) and not self._unsettled
+            if not settled:  # what it left undone waits REFRESH_RETRY, not a loop of fetches
+                with contextlib.suppress(trio.WouldBlock):
+                    wants.receive_nowait()
+            retry = math.inf if settled else REFRESH_RETRY
 
     async def _register(self, req: int, reply: trio.MemorySendChannel[None]) -> None:
         self._answered.wait_for(req, reply)
@@ -284,6 +295,7 @@ class MembershipActor:
             # First our own state in each room as the relay has it (finishing an accept or a
             # create whose answer was lost), then each joined room's roster.
             rooms = await self._reconcile(ctx.beat, within)
+            self._unsettled &= set(rooms)  # a room we are out of is nothing to catch up on
             relay = await self._relay()
             for room in rooms:
                 ctx.beat()

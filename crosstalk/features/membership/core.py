@@ -207,6 +207,7 @@ class HistoryChange:
     # removed us if someone did: a relay that still lists us does not make us a member.
     out: bool = False
     removed_by: str | None = None
+    refused: bool = False  # part of what was offered of the history did not verify
 
 
 def apply_history(
@@ -247,7 +248,8 @@ def apply_history(
             break
         added.append((stmt, state.links[-1]))
     total = chain_from + len(offered)
-    behind = alarm is None and total > state.length
+    refused = alarm is not None
+    behind = not refused and total > state.length
     entries, swapped = _entries(state, trusted)
     if swapped:
         alarm = alarm or (f"the membership history gives {', '.join(swapped)} other keys than "
@@ -264,7 +266,7 @@ def apply_history(
     out = bool(me) and state.length > 0 and not behind and (
         mine is None or mine.state == "left")
     removed_by = _removed_by(held, added, me) if out else None
-    return HistoryChange(tuple(added), change, alarm, behind, out, removed_by)
+    return HistoryChange(tuple(added), change, alarm, behind, out, removed_by, refused)
 
 
 def _removed_by(held: Sequence[Statement], added: Sequence[tuple[Statement, bytes]], me: str
