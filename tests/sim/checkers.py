@@ -202,9 +202,14 @@ def check_removed(world: World, truth: Truth, states: dict[str, Any]) -> list[Fa
             # memory outcomes a member's snapshot brought when it was let back in (seed 154:
             # the room's tasks are every member's to know, whenever they were added).
             # A lying relay that put the node back in its rows routes ops to it (inbound):
-            # what counts there is that nothing of them was opened (held).
-            routed = p.room not in world.relay.lied_rooms and p.op_id in s["inbound"].get(
-                p.room, ())
+            # what counts there is that nothing of them was opened (held). And once the room
+            # invites the node back, the invitation's key opens that epoch's earlier ops too, if
+            # the relay handed them over (by design: an invitation carries the current key; seed
+            # 1281), so in such a room only a node never invited back after the op counts.
+            lied = p.room in world.relay.lied_rooms
+            if lied and any(i > p.step for i in truth.invites.get((p.room, node.fp), [])):
+                continue
+            routed = not lied and p.op_id in s["inbound"].get(p.room, ())
             if p.op_id in s["held"] or routed:
                 out.append(Failure("removed", f"{name} opened {p.op_id[:8]} (room {p.room[:6]} "
                                               f"seq {p.seq}) posted after it was out"))
