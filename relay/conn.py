@@ -33,6 +33,7 @@ class Conn:
     bad: int = 0
     live: bool = False
     opened_at: float = 0.0
+    work_seed: bytes | None = None  # the proof-of-work seed last handed out (relay.work)
 
     @property
     def fp(self) -> str:

@@ -11,12 +11,13 @@ import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import attrs
 import trio
 from nacl.signing import SigningKey, VerifyKey
 from trio_websocket import WebSocketConnection, wrap_client_stream
 from wsproto.utilities import LocalProtocolError
 
-from crosstalk.crypto import fingerprint
+from crosstalk.crypto import do_work, fingerprint
 from crosstalk.wire import relay as w
 
 
@@ -42,6 +43,7 @@ class RelayClient:
         self.challenge = challenge
         self.pushes: list[w.RelayFrame] = []
         self.resumed: w.Resumed | None = None
+        self.paying = True
         self._req = itertools.count(1)
 
     def next_req(self) -> int:
@@ -54,7 +56,16 @@ class RelayClient:
         await self.ws.send_message(w.encode_frame(frame))
 
     async def request(self, frame: w.ClientFrame) -> w.RelayFrame:
-        """Send a request and return its reply; pushes arriving first go to ``pushes``."""
+        """Send a request and return its reply; pushes arriving first go to ``pushes``.
+
+        A slot open or join without a proof of work first pays what the relay asks (as the
+        daemon does), unless ``paying`` is off.
+        """
+        if self.paying and isinstance(frame, w.SlotOpen | w.SlotJoin) and not frame.work:
+            slot = frame.slot if isinstance(frame, w.SlotJoin) else ""
+            ask = await self.request(w.WorkAsk(self.next_req(), slot))
+            assert isinstance(ask, w.Work), ask
+            frame = attrs.evolve(frame, work=do_work(ask.seed, ask.bits))
         await self.send(frame)
         req = getattr(frame, "req", None)
         while True:
