@@ -39,6 +39,11 @@ class ServeOptions:
     nats: str | None = None  # NATS URL(s), comma-separated: a stateless node (relay/node.py)
     nats_replicas: int = 1
     behind_tunnel: bool = False  # trust the local tunnel's client-address header
+    max_per_source: int = DEFAULTS.max_per_source
+    max_per_identity: int = DEFAULTS.max_per_identity
+    max_authenticated: int = DEFAULTS.max_authenticated
+    slot_rate: float = DEFAULTS.slot_rate
+    slot_work_bits: int = DEFAULTS.slot_work_bits
 
 
 def _ssl_context(opts: ServeOptions) -> ssl.SSLContext | None:
@@ -58,6 +63,7 @@ def _open_server(
     opts: ServeOptions, key: bytes, config: RelayConfig, data: Path
 ) -> tuple[RelayStorage, RelayServer]:
     """The storage and the server over it: a stateless node on NATS, or SQLite in ``data``."""
+    header = TUNNEL_ADDRESS_HEADER if opts.behind_tunnel else None
     if opts.nats:
         # Imported only when asked for: the NATS client is an optional dependency.
         from relay.nats_store import NatsStorage
@@ -65,15 +71,13 @@ def _open_server(
 
         nats_storage = NatsStorage(opts.nats, replicas=opts.nats_replicas)
         try:
-            return nats_storage, NodeServer(nats_storage, key, config=config)
+            return nats_storage, NodeServer(nats_storage, key, config=config,
+                                            client_address_header=header)
         except BaseException:
             nats_storage.close()
             raise
     storage = SqliteStorage(data / "relay.db")
-    server = RelayServer(
-        storage, key, config=config,
-        client_address_header=TUNNEL_ADDRESS_HEADER if opts.behind_tunnel else None,
-    )
+    server = RelayServer(storage, key, config=config, client_address_header=header)
     return storage, server
 
 
@@ -124,7 +128,14 @@ def serve(opts: ServeOptions, on_listening: Callable[[str, str], None]) -> None:
     config = attrs.evolve(
         DEFAULTS, retention=opts.retention, op_rate=opts.op_rate,
         op_burst=max(DEFAULTS.op_burst, opts.op_rate * 5),
+        max_per_source=opts.max_per_source, max_per_identity=opts.max_per_identity,
+        max_authenticated=opts.max_authenticated, slot_rate=opts.slot_rate,
+        slot_work_bits=opts.slot_work_bits,
     )
+    if min(opts.max_per_source, opts.max_per_identity, opts.max_authenticated) < 1:
+        raise UsageError("connection limits must be at least 1")
+    if opts.slot_rate < 0 or not 0 <= opts.slot_work_bits <= 24:
+        raise UsageError("--slot-rate must not be negative, --slot-work-bits must be 0-24")
     storage, server = _open_server(opts, bytes(key), config, data)
     _tune_gc()
     pubkey = base64.b64encode(bytes(key.verify_key)).decode()

@@ -118,7 +118,10 @@ class RelayServer:
         budget = fd_budget()
         self._max_handshaking = min(MAX_HANDSHAKING, budget // 4)
         config = attrs.evolve(
-            config, max_unauthenticated=min(config.max_unauthenticated, budget - budget // 4)
+            config, max_unauthenticated=min(config.max_unauthenticated, budget - budget // 4),
+            # The budget is half of what is left after the reserve: authenticated connections
+            # may have it all (one descriptor each; their peers are elsewhere).
+            max_authenticated=min(config.max_authenticated, 2 * budget),
         )
         self.core = RelayCore(
             signing_key=SigningKey(signing_key_seed), draw=random, config=config,

@@ -11,10 +11,13 @@ import typer
 
 from crosstalk.cli.options import HomeOption, JsonOption
 from crosstalk.cli.output import Output, reports_errors
+from relay.limits import RelayConfig
 
 app = typer.Typer(help="Run or check a relay.", no_args_is_help=True)
 
 DEFAULT_RELAY = "ws://127.0.0.1:8787"
+# The relay's limits, for the defaults of `serve`'s options (relay.limits is pure and small).
+DEFAULT_LIMITS = RelayConfig()
 
 
 @app.command()
@@ -43,6 +46,26 @@ def serve(
             "its Cf-Connecting-Ip header (only on loopback connections) for pairing limits.",
         ),
     ] = False,
+    max_connections_per_address: Annotated[
+        int, typer.Option(help="Authenticated connections one address may hold (an IPv6 /64 "
+                               "counts as one address); past it the idlest of them is shed.")
+    ] = DEFAULT_LIMITS.max_per_source,
+    max_connections_per_identity: Annotated[
+        int, typer.Option(help="Authenticated connections one identity may hold; past it its "
+                               "idlest is shed.")
+    ] = DEFAULT_LIMITS.max_per_identity,
+    max_connections: Annotated[
+        int, typer.Option(help="Authenticated connections in all (lowered to fit the file "
+                               "descriptor limit); past it the busiest address's idlest goes.")
+    ] = DEFAULT_LIMITS.max_authenticated,
+    slot_rate: Annotated[
+        float, typer.Option(help="Pairing slot opens and joins per second per address "
+                                 "(bursts of 20; an identity: one per 10 s, bursts of 6).")
+    ] = DEFAULT_LIMITS.slot_rate,
+    slot_work_bits: Annotated[
+        int, typer.Option(help="Proof of work a new identity pays per pairing slot, in bits "
+                               "(17: about 0.13 s of one core; 0 asks none).")
+    ] = DEFAULT_LIMITS.slot_work_bits,
     json_output: JsonOption = False,
 ) -> None:
     """Run a relay in the foreground until SIGTERM or Ctrl-C."""
@@ -51,7 +74,11 @@ def serve(
 
     out = Output(json_mode=json_output)
     opts = ServeOptions(host, port, data, retention, op_rate, tls_cert, tls_key, nats=nats,
-                        nats_replicas=nats_replicas, behind_tunnel=behind_tunnel)
+                        nats_replicas=nats_replicas, behind_tunnel=behind_tunnel,
+                        max_per_source=max_connections_per_address,
+                        max_per_identity=max_connections_per_identity,
+                        max_authenticated=max_connections, slot_rate=slot_rate,
+                        slot_work_bits=slot_work_bits)
 
     def listening(url: str, pubkey: str) -> None:
         out.emit({"listening": url, "pubkey": pubkey}, f"relay listening on {url} (key {pubkey})")
