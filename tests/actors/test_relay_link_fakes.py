@@ -36,8 +36,8 @@ from crosstalk.errors import CrosstalkError
 from crosstalk.store.link import LinkSnapshot
 from crosstalk.wire import relay as w
 from relay.core import RelayCore
-from relay.limits import RelayConfig
 from relay.effects import Close, Send
+from relay.limits import RelayConfig
 
 URL = "ws://fake-relay"
 

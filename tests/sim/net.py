@@ -27,8 +27,8 @@ from crosstalk.actors.relay_link import LinkTimings, RelaySocket
 from crosstalk.wire import relay as w
 from crosstalk.wire.room_ops import unframe_body
 from relay.core import RelayCore
-from relay.limits import RelayConfig
 from relay.effects import Close, Send
+from relay.limits import RelayConfig
 from relay.storage import MemberDeleted, MemberPut, MemoryStorage, OpAppended, RoomDeleted
 from tests.sim.determinism import NODE, _time
 
