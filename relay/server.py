@@ -49,6 +49,7 @@ from relay.http import HeadTooLarge, ReplayStream, RequestHead, read_head, respo
 from relay.limits import RelayConfig
 from relay.metrics import ShellCounters, health_body, metrics_body
 from relay.storage import RelayStorage, StagedStorage, Write, needs_sync
+from relay.trim import Trimmer, give_back
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +143,7 @@ class RelayServer:
         self._beat_entries = 0
         self._beat_sleep = trio.CancelScope()
         self._pings: trio.Nursery | None = None
+        self._trimmer = Trimmer()
 
     async def serve(
         self,
@@ -343,6 +345,9 @@ class RelayServer:
         while True:
             await trio.sleep(self.timings.tick_interval)
             self._feed(self.core.tick(self._clock()))
+            if self._trimmer.observe(len(self._links)):
+                give_back()
+                self.counters.memory_trims += 1
 
     # --- the heartbeat -------------------------------------------------------------------------
 
