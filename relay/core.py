@@ -24,6 +24,13 @@ owns; connections and the signature checks are :mod:`relay.conn`'s. Malformed fr
 unauthenticated frames and version mismatches count as misbehaviour; ``max_bad_frames`` of them
 close that connection and nothing else.
 
+Limits a stranger with free identities cannot get around: authenticated connections per source
+address (an IPv6 /64 is one, :func:`~relay.limits.source_key`), per identity and in all, the
+idlest shed first (:mod:`relay.crowd`); slot opens and joins per address and per identity
+(:mod:`relay.slots`); a proof of work for a slot between strangers (:mod:`relay.work`). A device
+is stored only once its identity is in a room (create and accept store the devices of its
+connections), so a throwaway identity leaves nothing behind.
+
 Presence: an identity is online while it has a READY connection. Changes are pushed only to
 identities that share a room with it where both are joined, and a newly shared room exchanges the
 current presence both ways.

@@ -15,6 +15,12 @@ expires; a closed or expired slot is forgotten and its number may be handed out 
   a live slot is never limited, since its single attempt already bounds it and a stranger's
   misses from a shared address must not lock out the holder of the right code; nothing the
   owner does is counted.
+* Opens, and joins at a live slot, are rate-limited per source address and per identity
+  (:meth:`PairingDesk.admit`, before anything else about the frame): identities are free, so
+  the address is what a stranger cannot multiply, and the identity bucket keeps one key from
+  using up an address it shares. An address may also hold only ``max_slots_per_source`` live
+  slots (open or joined: a joined slot holds its number until it is closed or expires). A slot
+  between two strangers also costs a proof of work (:mod:`relay.work`, checked by the core).
 * Parts are write-once per (side, index). Each part is delivered to the other side's attached
   connections and kept, so a side that reconnects and ``attach``-es gets every part again.
 
@@ -27,10 +33,11 @@ attach, and a slot whose join was spent stays spent, so no restart hands a guess
 on the same slot. Attachments (which connections watch a slot) are not stored: every connection
 is new after a restart.
 
-The per-source guess buckets stay in memory on purpose: they are a rate (guesses per address per
-window), not a budget of any one slot. A restart or failover at worst starts one window afresh
-for each address, which lets an attacker make at most ``guess_burst`` more join attempts, each on
-a slot whose own single attempt is durable; to gain more it would have to crash the relay.
+The per-source guess and slot buckets (and each slot's source address) stay in memory on
+purpose: they are a rate (guesses per address per window), not a budget of any one slot. A
+restart or failover at worst starts one window afresh for each address, which lets an attacker
+make at most ``guess_burst`` more join attempts, each on a slot whose own single attempt is
+durable; to gain more it would have to crash the relay.
 
 A successful join also records a grant: for ``grant_ttl`` the owner and joiner count as sharing a
 room for one ``add`` (so the room of two made after pairing can be created, after a failover too).
