@@ -34,6 +34,7 @@ class Conn:
     live: bool = False
     opened_at: float = 0.0
     work_seed: bytes | None = None  # the proof-of-work seed last handed out (relay.work)
+    work_paid_by: object = None  # the decoded frame that spent it (decided again: still paid)
 
     @property
     def fp(self) -> str:

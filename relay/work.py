@@ -19,6 +19,11 @@ A *stranger* is an identity that shares no room, both joined, with anyone on thi
   spent by that frame whether or not the proof holds, so one proof buys one slot action and a
   proof cannot be found before the relay chose the seed. Otherwise ``work_required``.
 
+A relay node decides a frame again after losing a compare-and-set, or to check a refusal against
+fresh state (:mod:`relay.node`); it passes the same decoded frame object each time, so the frame
+that spent the seed (``Conn.work_paid_by``) passes again. A new frame, even with the same proof,
+is a new request and must pay anew.
+
 The seed lives on the connection (16 bytes, gone with it): nothing here outlives a connection,
 and a restart or another relay node simply asks again.
 """
@@ -64,7 +69,7 @@ class WorkDesk:
     def check(self, c: Conn, f: w.SlotOpen | w.SlotJoin) -> None:
         """Refuse (``work_required``) an open or join that owes work without a proof of it."""
         slot = f.slot if isinstance(f, w.SlotJoin) else None
-        if not self._owes(c.fp, slot):
+        if not self._owes(c.fp, slot) or f is c.work_paid_by:
             return
         seed, c.work_seed = c.work_seed, None
         if seed is None or not work_done(seed, f.work, self._bits):
@@ -74,3 +79,4 @@ class WorkDesk:
                 "send work_ask and carry its proof in this frame's work (crosstalk does this "
                 "itself since this version; upgrade)",
             )
+        c.work_paid_by = f

@@ -158,3 +158,21 @@ def test_idle_slot_buckets_are_forgotten() -> None:
     assert len(desk._by_source) == 1 and len(desk._by_identity) == 1
     world.tick(60.0)
     assert len(desk._by_source) == 0 and len(desk._by_identity) == 0
+
+
+def test_a_frame_decided_again_is_still_paid_but_a_copy_is_not() -> None:
+    """A relay node deciding the same decoded join again (after a lost compare-and-set, or a
+    refusal checked on fresh state) is not asked to pay twice; a new frame with the same proof
+    is."""
+    world = World(CONFIG, work=True)
+    a, b = world.login(ALICE), world.login(BOB)
+    number = _open_paid(world, a)
+    work = _ask(world, b, number)
+    frame = w.SlotJoin(world.req(), "9999" if number != "9999" else "9998",
+                       do_work(work.seed, work.bits))
+    text = w.encode_frame(frame)
+    for _ in range(2):  # a miss, decided twice: slot_not_found both times, not work_required
+        world.apply(world.core.frame_received(b, text, 0.0, frame))
+        [error] = world.take(b)
+        assert isinstance(error, w.Error) and error.code == "slot_not_found"
+    assert world.error(b, text) == "work_required"
