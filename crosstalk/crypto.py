@@ -288,6 +288,9 @@ def open_op(
 
 WORK_TAG = b"crosstalk slot work v1"
 MAX_WORK_PROOF = 16  # bytes: do_work's proofs are 8
+# The most work a crosstalk client does for a relay (2**24 hashes, about 15 s): a relay asking
+# more is misbehaving, and a relay may not be configured to ask more.
+MAX_WORK_BITS = 24
 
 
 def _work_digest(seed: bytes, proof: bytes) -> int:

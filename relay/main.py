@@ -14,6 +14,7 @@ from pathlib import Path
 import attrs
 import trio
 
+from crosstalk.crypto import MAX_WORK_BITS
 from crosstalk.errors import UsageError
 from crosstalk.paths import relay_data_dir
 from relay.keys import load_or_create_key, prepare_data_dir
@@ -43,7 +44,30 @@ class ServeOptions:
     max_per_identity: int = DEFAULTS.max_per_identity
     max_authenticated: int = DEFAULTS.max_authenticated
     slot_rate: float = DEFAULTS.slot_rate
+    max_slots_per_source: int = DEFAULTS.max_slots_per_source
     slot_work_bits: int = DEFAULTS.slot_work_bits
+
+
+def relay_config(opts: ServeOptions) -> RelayConfig:
+    """The core's limits from the serve options.
+
+    Raises:
+        UsageError: a limit that cannot work (a cap below 1, a negative rate, more proof of
+            work than crosstalk clients will do).
+    """
+    if min(opts.max_per_source, opts.max_per_identity, opts.max_authenticated,
+           opts.max_slots_per_source) < 1:
+        raise UsageError("connection and slot limits must be at least 1")
+    if opts.slot_rate < 0 or not 0 <= opts.slot_work_bits <= MAX_WORK_BITS:
+        raise UsageError(f"--slot-rate must not be negative, --slot-work-bits must be "
+                         f"0-{MAX_WORK_BITS}")
+    return attrs.evolve(
+        DEFAULTS, retention=opts.retention, op_rate=opts.op_rate,
+        op_burst=max(DEFAULTS.op_burst, opts.op_rate * 5),
+        max_per_source=opts.max_per_source, max_per_identity=opts.max_per_identity,
+        max_authenticated=opts.max_authenticated, slot_rate=opts.slot_rate,
+        max_slots_per_source=opts.max_slots_per_source, slot_work_bits=opts.slot_work_bits,
+    )
 
 
 def _ssl_context(opts: ServeOptions) -> ssl.SSLContext | None:
@@ -122,20 +146,10 @@ def serve(opts: ServeOptions, on_listening: Callable[[str, str], None]) -> None:
         stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(message)s"
     )
     data = (opts.data or relay_data_dir()).expanduser().absolute()
+    config = relay_config(opts)
     context = _ssl_context(opts)
     prepare_data_dir(data)
     key = load_or_create_key(data)
-    config = attrs.evolve(
-        DEFAULTS, retention=opts.retention, op_rate=opts.op_rate,
-        op_burst=max(DEFAULTS.op_burst, opts.op_rate * 5),
-        max_per_source=opts.max_per_source, max_per_identity=opts.max_per_identity,
-        max_authenticated=opts.max_authenticated, slot_rate=opts.slot_rate,
-        slot_work_bits=opts.slot_work_bits,
-    )
-    if min(opts.max_per_source, opts.max_per_identity, opts.max_authenticated) < 1:
-        raise UsageError("connection limits must be at least 1")
-    if opts.slot_rate < 0 or not 0 <= opts.slot_work_bits <= 24:
-        raise UsageError("--slot-rate must not be negative, --slot-work-bits must be 0-24")
     storage, server = _open_server(opts, bytes(key), config, data)
     _tune_gc()
     pubkey = base64.b64encode(bytes(key.verify_key)).decode()

@@ -21,7 +21,7 @@ from crosstalk.actors.relay_link import (
 )
 from crosstalk.actors.relay_link_api import OutboxWrite
 from crosstalk.core.link import RequestFrame
-from crosstalk.crypto import do_work
+from crosstalk.crypto import MAX_WORK_BITS, do_work
 from crosstalk.errors import CrosstalkError, RelayUnreachable, RemoteProtocolError
 from crosstalk.wire import relay as w
 
@@ -29,9 +29,6 @@ F = TypeVar("F", bound=w.RelayFrame)
 
 # Our own bound on top of the link's: the link answers every request by its deadline.
 _GRACE = 5.0
-# The most proof of work we do for a relay (2**24 hashes, about 15 s): a relay asking more is
-# misbehaving. Relays ask 17 bits by default (docs/security.md).
-MAX_WORK_BITS = 24
 # Tries at a paid slot frame: the seed is the connection's, so a reconnect between the ask and
 # the frame costs one more round (a refusal ``work_required``).
 WORK_TRIES = 3

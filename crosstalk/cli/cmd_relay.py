@@ -62,6 +62,10 @@ def serve(
         float, typer.Option(help="Pairing slot opens and joins per second per address "
                                  "(bursts of 20; an identity: one per 10 s, bursts of 6).")
     ] = DEFAULT_LIMITS.slot_rate,
+    max_slots_per_address: Annotated[
+        int, typer.Option(help="Live pairing slots (open or joined, until closed or expired) "
+                               "opened from one address.")
+    ] = DEFAULT_LIMITS.max_slots_per_source,
     slot_work_bits: Annotated[
         int, typer.Option(help="Proof of work a new identity pays per pairing slot, in bits "
                                "(17: about 0.13 s of one core; 0 asks none).")
@@ -78,6 +82,7 @@ def serve(
                         max_per_source=max_connections_per_address,
                         max_per_identity=max_connections_per_identity,
                         max_authenticated=max_connections, slot_rate=slot_rate,
+                        max_slots_per_source=max_slots_per_address,
                         slot_work_bits=slot_work_bits)
 
     def listening(url: str, pubkey: str) -> None:
