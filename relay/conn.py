@@ -56,6 +56,7 @@ class RelayStats:
     ops_in: int
     ops_out: int
     errors: dict[str, int]
+    shed: int = 0  # connections closed for a limit (relay.core._admit, relay.crowd)
 
 
 def verify_sig(key: bytes, message: bytes, sig: bytes, code: str, sentence: str) -> None:

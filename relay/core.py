@@ -215,7 +215,7 @@ class RelayCore:
             identities=len(self._by_identity), rooms=len(self._rooms.rooms),
             held_ops=self._rooms.held_ops(), held_bytes=self._rooms.held_bytes(),
             slots=len(self._pairing.table.slots), ops_in=self._ops_in, ops_out=self._ops_out,
-            errors=dict(self._errors),
+            errors=dict(self._errors), shed=self.shed,
         )
 
     # --- a stateless node (relay.node): what other nodes did --------------------------------

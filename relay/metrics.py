@@ -60,6 +60,9 @@ def metrics_body(stats: RelayStats, shell: ShellCounters) -> bytes:
     metric("crosstalk_relay_commits_total", "counter", "Storage transactions.", shell.commits)
     metric("crosstalk_relay_committed_writes_total", "counter", "Storage writes committed.",
            shell.committed_writes)
+    metric("crosstalk_relay_shed_total", "counter",
+           "Connections closed for a limit: past the hello deadline, or past a cap per "
+           "address, per identity or in all.", stats.shed)
     metric("crosstalk_relay_memory_trims_total", "counter",
            "Times memory was given back after most connections closed.", shell.memory_trims)
     metric("crosstalk_relay_slow_consumers_dropped_total", "counter",

@@ -147,6 +147,7 @@ async def test_one_address_flooding_cannot_crowd_out_a_pairing_or_keep_memory(
     assert held["authenticated"] > 5 * DEFAULTS.max_per_source, held  # it did try
     assert held.get("shed", 0) >= held["authenticated"] - DEFAULTS.max_per_source - 2, held
     assert peak["crosstalk_relay_authenticated_connections"] <= DEFAULTS.max_per_source + 2
+    assert peak["crosstalk_relay_shed_total"] >= held.get("shed", 0), peak
     filled = final.get("slots_filled", 0)
     assert 0 < filled <= DEFAULTS.slot_burst // 2, final  # an open and a join each
     assert final.get("open_refused:rate_limited", 0) > 0, final
