@@ -39,6 +39,7 @@ FLOOD_CONNECTIONS = 2000
 FLOOD_SLOT_TRIES = 30
 ATTACKER = "127.0.0.5"
 WARM_CLIENTS = 40
+POLL = 0.05  # seconds between looks at the relay's /metrics (each is an HTTP request)
 DEFAULTS = RelayConfig()
 
 
@@ -59,10 +60,13 @@ def _metrics(port: int) -> dict[str, float]:
 async def _until(condition: object, *, within: float, what: str) -> None:
     """Poll ``condition`` (a blocking call, on a thread) until true; fail after ``within``."""
     assert callable(condition)
+    # The relay is another process: nothing here can be awaited for it, so this polls its
+    # /metrics (each look an HTTP request), as tests.e2e.conftest.wait_until polls.
     with trio.move_on_after(within):
-        while not await trio.to_thread.run_sync(condition):
-            await trio.lowlevel.checkpoint()
-        return
+        while True:
+            if await trio.to_thread.run_sync(condition):
+                return
+            await trio.sleep(POLL)
     raise AssertionError(f"timed out after {within} s waiting for {what}")
 
 
