@@ -43,7 +43,7 @@ def serve(
         bool,
         typer.Option(
             help="A tunnel on this machine fronts the relay: take each client's address from "
-            "its Cf-Connecting-Ip header (only on loopback connections) for pairing limits.",
+            "its Cf-Connecting-Ip header (only on loopback connections) for per-address limits.",
         ),
     ] = False,
     max_connections_per_address: Annotated[
