@@ -11,13 +11,13 @@ import typer
 
 from crosstalk.cli.options import HomeOption, JsonOption
 from crosstalk.cli.output import Output, reports_errors
-from relay.limits import RelayConfig
 
 app = typer.Typer(help="Run or check a relay.", no_args_is_help=True)
 
 DEFAULT_RELAY = "ws://127.0.0.1:8787"
-# The relay's limits, for the defaults of `serve`'s options (relay.limits is pure and small).
-DEFAULT_LIMITS = RelayConfig()
+# `serve`'s limit options default to relay.limits.RelayConfig's values, written out here because
+# a command must not import the relay (or attrs) to parse; tests/relay/test_serve_limits.py
+# keeps them equal.
 
 
 @app.command()
@@ -49,27 +49,27 @@ def serve(
     max_connections_per_address: Annotated[
         int, typer.Option(help="Authenticated connections one address may hold (an IPv6 /64 "
                                "counts as one address); past it the idlest of them is shed.")
-    ] = DEFAULT_LIMITS.max_per_source,
+    ] = 128,
     max_connections_per_identity: Annotated[
         int, typer.Option(help="Authenticated connections one identity may hold; past it its "
                                "idlest is shed.")
-    ] = DEFAULT_LIMITS.max_per_identity,
+    ] = 32,
     max_connections: Annotated[
         int, typer.Option(help="Authenticated connections in all (lowered to fit the file "
                                "descriptor limit); past it the busiest address's idlest goes.")
-    ] = DEFAULT_LIMITS.max_authenticated,
+    ] = 10_000,
     slot_rate: Annotated[
         float, typer.Option(help="Pairing slot opens and joins per second per address "
                                  "(bursts of 20; an identity: one per 10 s, bursts of 6).")
-    ] = DEFAULT_LIMITS.slot_rate,
+    ] = 1 / 3,
     max_slots_per_address: Annotated[
         int, typer.Option(help="Live pairing slots (open or joined, until closed or expired) "
                                "opened from one address.")
-    ] = DEFAULT_LIMITS.max_slots_per_source,
+    ] = 64,
     slot_work_bits: Annotated[
         int, typer.Option(help="Proof of work a new identity pays per pairing slot, in bits "
                                "(17: about 0.13 s of one core; 0 asks none).")
-    ] = DEFAULT_LIMITS.slot_work_bits,
+    ] = 17,
     json_output: JsonOption = False,
 ) -> None:
     """Run a relay in the foreground until SIGTERM or Ctrl-C."""

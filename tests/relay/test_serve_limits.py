@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 
+from crosstalk.cli.cmd_relay import serve
 from crosstalk.errors import UsageError
+from relay.limits import RelayConfig
 from relay.main import ServeOptions, relay_config
 
 
@@ -26,3 +30,15 @@ def test_impossible_limits_are_a_usage_error(bad: ServeOptions) -> None:
     """A cap below 1, a negative rate or more work than clients do is refused at start."""
     with pytest.raises(UsageError):
         relay_config(bad)
+
+
+def test_the_cli_defaults_are_the_cores() -> None:
+    """`relay serve`'s limit options default to the core's limits (written out in the CLI,
+    which must not import the relay to parse)."""
+    defaults = {name: p.default for name, p in inspect.signature(serve).parameters.items()}
+    core = RelayConfig()
+    assert (defaults["max_connections_per_address"], defaults["max_connections_per_identity"],
+            defaults["max_connections"], defaults["slot_rate"],
+            defaults["max_slots_per_address"], defaults["slot_work_bits"]) == (
+        core.max_per_source, core.max_per_identity, core.max_authenticated, core.slot_rate,
+        core.max_slots_per_source, core.slot_work_bits)
