@@ -36,6 +36,8 @@ FAILED = (ConnectionClosed, AssertionError, trio.BrokenResourceError, trio.Close
 
 
 class Flood:
+    """The attacker's state: what it counted, and when to let go."""
+
     def __init__(self, port: int, source: str, connections: int) -> None:
         self.port = port
         self.source = source
