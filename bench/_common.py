@@ -21,6 +21,10 @@ from trio_websocket import WebSocketConnection
 from tests.relay.client import open_ws
 
 ECHO_BODY = "x" * 200
+# Every load client connects from loopback: lift the relay's per-address and per-identity
+# connection caps, which a bench would otherwise run into (it measures the relay, not them).
+MANY = ("--max-connections-per-address", "100000", "--max-connections-per-identity", "100000",
+        "--max-connections", "100000", "--slot-work-bits", "0")
 
 
 def compile_bytecode() -> None:

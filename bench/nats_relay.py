@@ -47,7 +47,7 @@ from typing import Any
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection
 
-from bench._common import close_all, cpu_seconds, progress, summary_ms
+from bench._common import MANY, close_all, cpu_seconds, progress, summary_ms
 from crosstalk.wire import relay as w
 from tests.relay.client import Identity, RelayClient, open_client, pair_and_room
 from tests.relay.nats_process import NatsServer
@@ -75,7 +75,7 @@ def relays(kind: str, count: int, work: Path, pinned: bool) -> Iterator[
     nats: NatsServer | None = None
     started: list[RelayProcess] = []
     try:
-        extra: tuple[str, ...] = ("--op-rate", "1000000")  # measure the relay, not its limiter
+        extra: tuple[str, ...] = ("--op-rate", "1000000", *MANY)  # the relay, not its limits
         if kind == "nats":
             nats = NatsServer(work / "nats")
             nats.start()

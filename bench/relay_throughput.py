@@ -43,7 +43,7 @@ from pathlib import Path
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection, serve_websocket
 
-from bench._common import close_all, cpu_seconds, progress
+from bench._common import MANY, close_all, cpu_seconds, progress
 from bench._wsload import LoadSocket, open_load_socket
 from crosstalk.wire import relay as w
 from tests.relay.client import Identity, RelayClient, handshake, open_ws, pair_and_room
@@ -341,7 +341,7 @@ async def _bench(
         base = Path(tmp)
         for clients, room_size, depth in loads:
             relay = RelayProcess(base / f"data-{clients}-{room_size}-{depth}",
-                                 base / "relay.stderr", "--op-rate", "1000000")
+                                 base / "relay.stderr", "--op-rate", "1000000", *MANY)
             relay.start()
             assert relay.proc is not None
             try:
@@ -366,7 +366,7 @@ async def _bench(
         if not idle_memory:
             return results
         progress(f"memory of {idle:,} idle connections")
-        relay = RelayProcess(base / "data-idle", base / "relay.stderr")
+        relay = RelayProcess(base / "data-idle", base / "relay.stderr", *MANY)
         relay.start()
         try:
             results["idle_connections"] = idle

@@ -40,7 +40,7 @@ import nacl.utils
 import trio
 from trio_websocket import ConnectionClosed
 
-from bench._common import close_all, progress, rss_kib, summary_ms
+from bench._common import MANY, close_all, progress, rss_kib, summary_ms
 from bench.latency import TwoDaemons, measure_pair
 from bench.relay_throughput import _pair_and_add
 from crosstalk.client import call
@@ -55,7 +55,7 @@ from tests.relay.client import Identity, RelayClient, open_client, pair_and_room
 from tests.relay.process import RelayProcess
 
 BODY = b"x" * 200
-FAST = ("--op-rate", "1000000")  # the per-identity send limit would pace the posts
+FAST = ("--op-rate", "1000000", *MANY)  # the per-identity send limit would pace the posts
 
 
 # --- fan-out: one poster, everyone else counts arrivals ------------------------------------------

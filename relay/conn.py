@@ -33,6 +33,8 @@ class Conn:
     bad: int = 0
     live: bool = False
     opened_at: float = 0.0
+    work_seed: bytes | None = None  # the proof-of-work seed last handed out (relay.work)
+    work_paid_by: object = None  # the decoded frame that spent it (decided again: still paid)
 
     @property
     def fp(self) -> str:
@@ -54,6 +56,7 @@ class RelayStats:
     ops_in: int
     ops_out: int
     errors: dict[str, int]
+    shed: int = 0  # connections closed for a limit (relay.core._admit, relay.crowd)
 
 
 def verify_sig(key: bytes, message: bytes, sig: bytes, code: str, sentence: str) -> None:

@@ -24,6 +24,13 @@ owns; connections and the signature checks are :mod:`relay.conn`'s. Malformed fr
 unauthenticated frames and version mismatches count as misbehaviour; ``max_bad_frames`` of them
 close that connection and nothing else.
 
+Limits a stranger with free identities cannot get around: authenticated connections per source
+address (an IPv6 /64 is one, :func:`~relay.limits.source_key`), per identity and in all, the
+idlest shed first (:mod:`relay.crowd`); slot opens and joins per address and per identity
+(:mod:`relay.slots`); a proof of work for a slot between strangers (:mod:`relay.work`). A device
+is stored only once its identity is in a room (create and accept store the devices of its
+connections), so a throwaway identity leaves nothing behind.
+
 Presence: an identity is online while it has a READY connection. Changes are pushed only to
 identities that share a room with it where both are joined, and a newly shared room exchanges the
 current presence both ways.
@@ -41,12 +48,14 @@ from crosstalk.errors import RemoteProtocolError
 from crosstalk.wire import relay as w
 from relay import replica
 from relay.conn import MISBEHAVIOUR, Conn, ConnState, RelayStats, verify_sig
+from relay.crowd import Crowd, CrowdLimits
 from relay.effects import Close, Effect, Send
-from relay.limits import Buckets, RelayConfig
+from relay.limits import Buckets, RelayConfig, source_key
 from relay.members import MemberDesk
 from relay.rooms import RoomBook, check_id, refuse
 from relay.slots import PairingDesk, Peer
 from relay.storage import OpAppended, Snapshot, Write
+from relay.work import WorkDesk
 
 
 class RelayCore:
@@ -73,6 +82,9 @@ class RelayCore:
             self._rooms.load(snapshot)
         cfg = self.config
         self._pairing = PairingDesk(cfg, draw, snapshot)
+        self._crowd = Crowd(CrowdLimits(cfg.max_per_source, cfg.max_per_identity,
+                                        cfg.max_authenticated))
+        self._work = WorkDesk(cfg.slot_work_bits, draw, self._known, self._pairing.owner_of)
         self._op_buckets = Buckets(cfg.op_rate, cfg.op_burst)
         self._ops_in = 0
         self._ops_out = 0
@@ -86,12 +98,13 @@ class RelayCore:
             self._rooms, self._pairing, push=self._push, introduce=self._introduce
         )
         self._handlers: dict[type, Callable[[Conn, Any, float, list[Effect]], None]] = {
-            w.Create: m.create, w.Add: m.add, w.Accept: m.accept, w.Decline: m.decline,
+            w.Create: self._registering(m.create), w.Add: m.add,
+            w.Accept: self._registering(m.accept), w.Decline: m.decline,
             w.Leave: m.leave, w.Remove: m.remove, w.GetRoster: m.roster,
             w.ListRooms: m.list_rooms, w.Post: self._post,
             w.Ack: self._ack, w.Resume: self._resume, w.SlotOpen: self._slot,
             w.SlotJoin: self._slot, w.SlotAttach: self._slot, w.SlotSend: self._slot,
-            w.SlotClose: self._slot,
+            w.SlotClose: self._slot, w.WorkAsk: self._work_ask,
         }
 
     # --- events from the shell -----------------------------------------------------------------
@@ -99,7 +112,7 @@ class RelayCore:
     def connection_opened(self, conn: int, source: str, now: float) -> list[Effect]:
         """A socket was accepted from ``source`` (its address); greet it with a challenge."""
         nonce = self._draw(w.NONCE_SIZE)
-        c = self._conns[conn] = Conn(conn, source, nonce, opened_at=now)
+        c = self._conns[conn] = Conn(conn, source_key(source), nonce, opened_at=now)
         out: list[Effect] = [Send(conn, w.Challenge(nonce, self._relay_pub, w.PROTOCOL_VERSION))]
         self._admit(c, out)
         return out
@@ -126,6 +139,13 @@ class RelayCore:
             if not mine:
                 del self._waiting_by_source[c.source]
 
+    def _shed_ready(self, c: Conn, out: list[Effect]) -> None:
+        """Close an authenticated connection the crowd let go (relay.crowd says which)."""
+        c.state = ConnState.CLOSING
+        self.shed += 1
+        out.append(Close(c.id, "too many connections from your address or identity; this was "
+                               "the idlest"))
+
     def _shed(self, c: Conn, reason: str, out: list[Effect]) -> None:
         self._stop_waiting(c)
         c.state = ConnState.CLOSING
@@ -151,6 +171,7 @@ class RelayCore:
             elif isinstance(frame, w.Hello):
                 raise refuse("bad_frame", "this connection is already authenticated")
             else:
+                self._crowd.active(conn)
                 self._handlers[type(frame)](c, frame, now, out)
         except RemoteProtocolError as exc:
             self._error(c, req, exc, out)
@@ -163,6 +184,7 @@ class RelayCore:
         if c is None:
             return out
         self._stop_waiting(c)
+        self._crowd.left(conn)
         self._pairing.detach(conn)
         if c.peer is not None:
             conns = self._by_identity.get(c.fp, set())
@@ -193,7 +215,7 @@ class RelayCore:
             identities=len(self._by_identity), rooms=len(self._rooms.rooms),
             held_ops=self._rooms.held_ops(), held_bytes=self._rooms.held_bytes(),
             slots=len(self._pairing.table.slots), ops_in=self._ops_in, ops_out=self._ops_out,
-            errors=dict(self._errors),
+            errors=dict(self._errors), shed=self.shed,
         )
 
     # --- a stateless node (relay.node): what other nodes did --------------------------------
@@ -303,7 +325,12 @@ class RelayCore:
         self._stop_waiting(c)
         ready = w.ready_transcript(c.nonce, self._relay_pub, f.ed_pub, f.x_pub)
         out.append(Send(c.id, w.Ready(c.fp, self._key.sign(ready).signature)))
-        out.extend(self._rooms.device_seen(c.fp, c.device))
+        # A device is stored only once its identity is in a room (or joins one: _registering):
+        # a throwaway identity that never joins anything leaves nothing behind when it goes.
+        if c.fp in self._rooms.member_of:
+            out.extend(self._rooms.device_seen(c.fp, c.device))
+        for idle in self._crowd.arrived(c.id, c.source, c.fp):
+            self._shed_ready(self._conns[idle], out)
         first = not self._online(c.fp)
         self._by_identity.setdefault(c.fp, set()).add(c.id)
         peers = self._rooms.peers(c.fp)
@@ -315,7 +342,34 @@ class RelayCore:
 
     def _slot(self, c: Conn, f: w.ClientFrame, now: float, out: list[Effect]) -> None:
         assert c.peer is not None
+        if isinstance(f, w.SlotOpen | w.SlotJoin):
+            self._pairing.admit(c.fp, c.source, f, now)  # rate limits first: they are cheaper
+            self._work.check(c, f)
         self._pairing.handle(c.id, c.peer, c.source, f, now, out)
+
+    def _work_ask(self, c: Conn, f: w.WorkAsk, now: float, out: list[Effect]) -> None:
+        out.append(Send(c.id, self._work.ask(c, f)))
+
+    def _known(self, fp: str) -> bool:
+        """Whether ``fp`` shares a room, both joined, with anyone here (not a stranger)."""
+        return bool(self._rooms.peers(fp))
+
+    def _registering(self, handler: Callable[[Conn, Any, float, list[Effect]], None]
+                     ) -> Callable[[Conn, Any, float, list[Effect]], None]:
+        """``handler`` (create, accept: the requests that make an identity a member), after
+        storing the devices of the identity's connections here that were not stored yet."""
+        def registered(c: Conn, f: Any, now: float, out: list[Effect]) -> None:
+            # Written every time, not only when new to memory: a refused request drops them
+            # (below), and a relay node whose write lost its compare-and-set decides again.
+            before = len(out)
+            for cid in self._by_identity.get(c.fp, ()):
+                out.extend(self._rooms.device_stored(c.fp, self._conns[cid].device))
+            try:
+                handler(c, f, now, out)
+            except RemoteProtocolError:
+                del out[before:]  # a refused request leaves no trace but its error
+                raise
+        return registered
 
     # --- the log -------------------------------------------------------------------------------
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ipaddress
+
 import attrs
 
 
@@ -28,6 +30,41 @@ class RelayConfig:
     hello_timeout: float = 10.0
     max_unauthenticated_per_source: int = 64
     max_unauthenticated: int = 1024
+    # Authenticated connections. Identities are free (a fresh key each), so the address is the
+    # bound a stranger cannot multiply; the identity cap stops one key from hogging an address
+    # shared with others (a NAT, our own tunnel). Past a cap the idlest connection of that
+    # address or identity is shed; past the total, the idlest of the address holding the most
+    # (see relay.crowd for why idlest, not newest). The shell lowers the total to fit its fds.
+    # 128, not more: a flood from one address holding 256 left the relay's RSS 30% above its
+    # start for good (CPython keeps the arenas its objects were spread over), 128 left 16%.
+    max_per_source: int = 128
+    max_per_identity: int = 32
+    max_authenticated: int = 10_000
+    # Pairing slot opens and joins at a live slot, per source address and per identity (misses
+    # are guesses: guess_rate above). Live slots (open or joined) opened from one address are
+    # capped too: a joined slot holds its number until it is closed or expires.
+    slot_rate: float = 1 / 3  # per second per source address
+    slot_burst: float = 20.0
+    slot_identity_rate: float = 1 / 10  # per second per identity
+    slot_identity_burst: float = 6.0
+    max_slots_per_source: int = 64
+    # Proof of work a stranger (an identity that shares no room with anyone here) pays for each
+    # slot open or join, unless the other side of the slot is known; see relay.work. 0: none.
+    slot_work_bits: int = 17
+
+
+def source_key(address: str) -> str:
+    """What per-address limits count by: an IPv4 address, or an IPv6 address's /64 (one
+    subscriber is routinely given a whole /64, so its 2**64 addresses are one source)."""
+    try:
+        parsed = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(parsed, ipaddress.IPv6Address):
+        if parsed.ipv4_mapped is not None:
+            return str(parsed.ipv4_mapped)
+        return str(ipaddress.IPv6Network((parsed, 64), strict=False))
+    return str(parsed)
 
 
 @attrs.define

@@ -15,6 +15,7 @@ from pathlib import Path
 import attrs
 import trio
 
+from crosstalk.crypto import MAX_WORK_BITS
 from crosstalk.errors import UsageError
 from crosstalk.paths import relay_data_dir
 from relay.keys import load_or_create_key, prepare_data_dir
@@ -41,6 +42,34 @@ class ServeOptions:
     nats: str | None = None  # NATS URL(s), comma-separated: a stateless node (relay/node.py)
     nats_replicas: int = 1
     behind_tunnel: bool = False  # trust the local tunnel's client-address header
+    max_per_source: int = DEFAULTS.max_per_source
+    max_per_identity: int = DEFAULTS.max_per_identity
+    max_authenticated: int = DEFAULTS.max_authenticated
+    slot_rate: float = DEFAULTS.slot_rate
+    max_slots_per_source: int = DEFAULTS.max_slots_per_source
+    slot_work_bits: int = DEFAULTS.slot_work_bits
+
+
+def relay_config(opts: ServeOptions) -> RelayConfig:
+    """The core's limits from the serve options.
+
+    Raises:
+        UsageError: a limit that cannot work (a cap below 1, a negative rate, more proof of
+            work than crosstalk clients will do).
+    """
+    if min(opts.max_per_source, opts.max_per_identity, opts.max_authenticated,
+           opts.max_slots_per_source) < 1:
+        raise UsageError("connection and slot limits must be at least 1")
+    if opts.slot_rate < 0 or not 0 <= opts.slot_work_bits <= MAX_WORK_BITS:
+        raise UsageError(f"--slot-rate must not be negative, --slot-work-bits must be "
+                         f"0-{MAX_WORK_BITS}")
+    return attrs.evolve(
+        DEFAULTS, retention=opts.retention, op_rate=opts.op_rate,
+        op_burst=max(DEFAULTS.op_burst, opts.op_rate * 5),
+        max_per_source=opts.max_per_source, max_per_identity=opts.max_per_identity,
+        max_authenticated=opts.max_authenticated, slot_rate=opts.slot_rate,
+        max_slots_per_source=opts.max_slots_per_source, slot_work_bits=opts.slot_work_bits,
+    )
 
 
 def _ssl_context(opts: ServeOptions) -> ssl.SSLContext | None:
@@ -60,6 +89,7 @@ def _open_server(
     opts: ServeOptions, key: bytes, config: RelayConfig, data: Path
 ) -> tuple[RelayStorage, RelayServer]:
     """The storage and the server over it: a stateless node on NATS, or SQLite in ``data``."""
+    header = TUNNEL_ADDRESS_HEADER if opts.behind_tunnel else None
     if opts.nats:
         # Imported only when asked for: the NATS client is an optional dependency.
         from relay.nats_store import NatsStorage
@@ -67,15 +97,13 @@ def _open_server(
 
         nats_storage = NatsStorage(opts.nats, replicas=opts.nats_replicas)
         try:
-            return nats_storage, NodeServer(nats_storage, key, config=config)
+            return nats_storage, NodeServer(nats_storage, key, config=config,
+                                            client_address_header=header)
         except BaseException:
             nats_storage.close()
             raise
     storage = SqliteStorage(data / "relay.db")
-    server = RelayServer(
-        storage, key, config=config,
-        client_address_header=TUNNEL_ADDRESS_HEADER if opts.behind_tunnel else None,
-    )
+    server = RelayServer(storage, key, config=config, client_address_header=header)
     return storage, server
 
 
@@ -144,13 +172,10 @@ def serve(opts: ServeOptions, on_listening: Callable[[str, str], None]) -> None:
         stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(message)s"
     )
     data = (opts.data or relay_data_dir()).expanduser().absolute()
+    config = relay_config(opts)
     context = _ssl_context(opts)
     prepare_data_dir(data)
     key = load_or_create_key(data)
-    config = attrs.evolve(
-        DEFAULTS, retention=opts.retention, op_rate=opts.op_rate,
-        op_burst=max(DEFAULTS.op_burst, opts.op_rate * 5),
-    )
     storage, server = _open_server(opts, bytes(key), config, data)
     _tune_gc()
     pubkey = base64.b64encode(bytes(key.verify_key)).decode()

@@ -19,6 +19,7 @@ class ShellCounters:
     committed_writes: int = 0
     dropped_slow: int = 0
     shed_handshakes: int = 0  # accepted streams cancelled before their upgrade (fd headroom)
+    memory_trims: int = 0  # times memory was given back after a crowd left (relay.trim)
 
 
 def health_body(stats: RelayStats) -> bytes:
@@ -59,6 +60,11 @@ def metrics_body(stats: RelayStats, shell: ShellCounters) -> bytes:
     metric("crosstalk_relay_commits_total", "counter", "Storage transactions.", shell.commits)
     metric("crosstalk_relay_committed_writes_total", "counter", "Storage writes committed.",
            shell.committed_writes)
+    metric("crosstalk_relay_shed_total", "counter",
+           "Connections closed for a limit: past the hello deadline, or past a cap per "
+           "address, per identity or in all.", stats.shed)
+    metric("crosstalk_relay_memory_trims_total", "counter",
+           "Times memory was given back after most connections closed.", shell.memory_trims)
     metric("crosstalk_relay_slow_consumers_dropped_total", "counter",
            "Connections closed because they could not keep up.", shell.dropped_slow)
     for code in sorted(stats.errors):

@@ -62,7 +62,7 @@ ROOM_WRITERS = (w.Create, w.Add, w.Accept, w.Decline, w.Leave, w.Remove, w.Post)
 SLOT_WRITERS = (w.SlotJoin, w.SlotSend, w.SlotClose)
 # Refusals that no fresher state would change: not worth a reload.
 FINAL = frozenset({"rate_limited", "backlog_full", "too_large", "bad_frame", "unauthenticated",
-                   "version", "forbidden"})
+                   "version", "forbidden", "work_required"})
 
 
 class NodeServer(FedServer):

@@ -192,6 +192,16 @@ class RoomBook:
             writes.extend(self._start_cursor(fp, device, self.rooms[room]))
         return writes
 
+    def device_stored(self, fp: str, device: str) -> list[Write]:
+        """:meth:`device_seen`'s writes, made again even for a device known in memory (whose
+        write may never have been stored), without moving any cursor it already has."""
+        self.devices.setdefault(fp, set()).add(device)
+        writes: list[Write] = [DevicePut(fp, device)]
+        for room in sorted(self.member_of.get(fp, ())):
+            if (fp, device, room) not in self.cursors:
+                writes.extend(self._start_cursor(fp, device, self.rooms[room]))
+        return writes
+
     def _start_cursor(self, fp: str, device: str, state: RoomState) -> list[Write]:
         self.cursors[(fp, device, state.room)] = state.head
         return [CursorPut(fp, device, state.room, state.head)]

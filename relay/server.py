@@ -49,6 +49,7 @@ from relay.http import HeadTooLarge, ReplayStream, RequestHead, read_head, respo
 from relay.limits import RelayConfig
 from relay.metrics import ShellCounters, health_body, metrics_body
 from relay.storage import RelayStorage, StagedStorage, Write, needs_sync
+from relay.trim import Trimmer, give_back
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +119,10 @@ class RelayServer:
         budget = fd_budget()
         self._max_handshaking = min(MAX_HANDSHAKING, budget // 4)
         config = attrs.evolve(
-            config, max_unauthenticated=min(config.max_unauthenticated, budget - budget // 4)
+            config, max_unauthenticated=min(config.max_unauthenticated, budget - budget // 4),
+            # The budget is half of what is left after the reserve: authenticated connections
+            # may have it all (one descriptor each; their peers are elsewhere).
+            max_authenticated=min(config.max_authenticated, 2 * budget),
         )
         self.core = RelayCore(
             signing_key=SigningKey(signing_key_seed), draw=random, config=config,
@@ -139,6 +143,7 @@ class RelayServer:
         self._beat_entries = 0
         self._beat_sleep = trio.CancelScope()
         self._pings: trio.Nursery | None = None
+        self._trimmer = Trimmer()
 
     async def serve(
         self,
@@ -340,6 +345,9 @@ class RelayServer:
         while True:
             await trio.sleep(self.timings.tick_interval)
             self._feed(self.core.tick(self._clock()))
+            if self._trimmer.observe(len(self._links)):
+                give_back()
+                self.counters.memory_trims += 1
 
     # --- the heartbeat -------------------------------------------------------------------------
 
@@ -391,6 +399,20 @@ class RelayServer:
         heapq.heappush(self._beats, (due, link.check, link))
         if due < self._beat_sleep.deadline:
             self._beat_sleep.deadline = due
+
+    def _drop_stale_beats(self) -> None:
+        """Rebuild the heartbeat heap without stale entries once they outnumber the live.
+
+        A closed link's entry would otherwise stay until its deadline came up (up to
+        ``send_timeout`` later), and with it the link, its WebSocket, socket and channels: after
+        a flood of 1,500 connections the relay still held all of them, about 20 MB, for half a
+        minute. Rebuilding costs one pass over the heap per about as many closes as live links.
+        """
+        if len(self._beats) <= 2 * len(self._links) + 64:
+            return
+        self._beats = [entry for entry in self._beats
+                       if not entry[2].closed and entry[1] == entry[2].check]
+        heapq.heapify(self._beats)
 
     async def _ping(self, link: _Link) -> None:
         assert link.ws is not None
@@ -505,6 +527,7 @@ class RelayServer:
                 reason[0] = link.close_reason
                 link.closed = True
                 del self._links[conn]
+                self._drop_stale_beats()
                 receive.close()
                 self._feed(self.core.connection_closed(conn, self._clock()))
                 log.debug("relay conn %d: closed", conn)

@@ -15,6 +15,12 @@ expires; a closed or expired slot is forgotten and its number may be handed out 
   a live slot is never limited, since its single attempt already bounds it and a stranger's
   misses from a shared address must not lock out the holder of the right code; nothing the
   owner does is counted.
+* Opens, and joins at a live slot, are rate-limited per source address and per identity
+  (:meth:`PairingDesk.admit`, before anything else about the frame): identities are free, so
+  the address is what a stranger cannot multiply, and the identity bucket keeps one key from
+  using up an address it shares. An address may also hold only ``max_slots_per_source`` live
+  slots (open or joined: a joined slot holds its number until it is closed or expires). A slot
+  between two strangers also costs a proof of work (:mod:`relay.work`, checked by the core).
 * Parts are write-once per (side, index). Each part is delivered to the other side's attached
   connections and kept, so a side that reconnects and ``attach``-es gets every part again.
 
@@ -27,10 +33,11 @@ attach, and a slot whose join was spent stays spent, so no restart hands a guess
 on the same slot. Attachments (which connections watch a slot) are not stored: every connection
 is new after a restart.
 
-The per-source guess buckets stay in memory on purpose: they are a rate (guesses per address per
-window), not a budget of any one slot. A restart or failover at worst starts one window afresh
-for each address, which lets an attacker make at most ``guess_burst`` more join attempts, each on
-a slot whose own single attempt is durable; to gain more it would have to crash the relay.
+The per-source guess and slot buckets (and each slot's source address) stay in memory on
+purpose: they are a rate (guesses per address per window), not a budget of any one slot. A
+restart or failover at worst starts one window afresh for each address, which lets an attacker
+make at most ``guess_burst`` more join attempts, each on a slot whose own single attempt is
+durable; to gain more it would have to crash the relay.
 
 A successful join also records a grant: for ``grant_ttl`` the owner and joiner count as sharing a
 room for one ``add`` (so the room of two made after pairing can be created, after a failover too).
@@ -71,6 +78,7 @@ class PairingSlot:
     joiner: Peer | None = None
     parts: dict[tuple[Side, int], bytes] = attrs.Factory(dict)
     attached: dict[Side, set[int]] = attrs.Factory(lambda: {"owner": set(), "joiner": set()})
+    opened_from: str = ""  # the owner's source address (not stored: "" after a restart)
 
     def side_of(self, fp: str) -> Side | None:
         if fp == self.owner.fingerprint:
@@ -106,7 +114,7 @@ class SlotTable:
         self.grants.update(((g.a, g.b), g.expires_at) for g in snapshot.grants)
 
     def open(
-        self, owner: Peer, conn: int, now: float, draw: Callable[[int], bytes]
+        self, owner: Peer, conn: int, now: float, draw: Callable[[int], bytes], source: str = ""
     ) -> tuple[PairingSlot, list[Write]]:
         """A new slot for ``owner``, attached to ``conn``; ``draw(n)`` gives n random bytes."""
         # Only slots still waiting for their joiner count: a joined (finished) slot may stay
@@ -122,7 +130,7 @@ class SlotTable:
         for step in range(10_000):
             number = f"{(start + step) % 10_000:04d}"
             if number not in self.slots:
-                slot = PairingSlot(number, owner, expires_at=now + self._ttl)
+                slot = PairingSlot(number, owner, expires_at=now + self._ttl, opened_from=source)
                 slot.attached["owner"].add(conn)
                 self.slots[number] = slot
                 return slot, [SlotOpened(number, owner, slot.expires_at)]
@@ -226,13 +234,45 @@ class PairingDesk:
         self._ttl = config.slot_ttl
         self._draw = draw
         self._guesses = Buckets(config.guess_rate, config.guess_burst)
+        self._by_source = Buckets(config.slot_rate, config.slot_burst)
+        self._by_identity = Buckets(config.slot_identity_rate, config.slot_identity_burst)
+        self._max_per_source = config.max_slots_per_source
+
+    def owner_of(self, number: str) -> str | None:
+        """The owner's fingerprint of slot ``number``, if one is stored (live or not)."""
+        slot = self.table.slots.get(number)
+        return None if slot is None else slot.owner.fingerprint
+
+    def admit(self, fp: str, source: str, f: w.SlotOpen | w.SlotJoin, now: float) -> None:
+        """Refuse (``rate_limited``) an open or a join at a live slot past its source's or its
+        identity's rate, or an open past the live slots its source may hold. A join that
+        misses is a guess, counted by :meth:`_join` instead."""
+        if isinstance(f, w.SlotJoin):
+            live = self.table.slots.get(f.slot)
+            if live is None or now >= live.expires_at:
+                return
+        elif source and self._live_from(source, now) >= self._max_per_source:
+            raise refuse("rate_limited", "too many pairing slots are open from your address; "
+                                         "close some or wait for them to expire")
+        if not self._by_source.take(source, now):
+            raise refuse("rate_limited", "too many pairing slots from your address; wait a minute")
+        if not self._by_identity.take(fp, now):
+            self._by_source.refund(source)
+            raise refuse("rate_limited", "too many pairing slots for you; wait a minute")
+
+    def _live_from(self, source: str, now: float) -> int:
+        # A scan, not a count kept alongside: nothing to keep in step with closes, expiries,
+        # reloads and other nodes' changes (and at most 10,000 slots, only for an open that
+        # passed the rate limits).
+        return sum(1 for s in self.table.slots.values()
+                   if s.opened_from == source and now < s.expires_at)
 
     def handle(
         self, conn: int, peer: Peer, source: str, f: w.ClientFrame, now: float, out: list[Effect]
     ) -> None:
         """Apply one slot frame from an authenticated connection."""
         if isinstance(f, w.SlotOpen):
-            slot, writes = self.table.open(peer, conn, now, self._draw)
+            slot, writes = self.table.open(peer, conn, now, self._draw, source)
             out.extend(writes)
             out.append(Send(conn, w.Slot(f.req, slot.number, self._ttl)))
         elif isinstance(f, w.SlotJoin):
@@ -303,6 +343,8 @@ class PairingDesk:
             for conns in slot.attached.values():
                 out.extend(Send(cid, w.SlotClosed(slot.number, "expired")) for cid in conns)
         self._guesses.sweep(now)
+        self._by_source.sweep(now)
+        self._by_identity.sweep(now)
 
     def detach(self, conn: int) -> None:
         self.table.detach(conn)

@@ -36,7 +36,8 @@ from crosstalk.wire.pairing import Offer, Purpose, Role
 log = logging.getLogger(__name__)
 
 # Relay refusals that end a pairing for good (anything else is retried by a restart).
-FINAL_SLOT_ERRORS = frozenset({"slot_not_found", "slot_expired", "slot_taken", "rate_limited"})
+FINAL_SLOT_ERRORS = frozenset({"slot_not_found", "slot_expired", "slot_taken", "rate_limited",
+                               "work_required"})
 OFFER_NONCE_SIZE = 24
 SPAKE_ENTROPY_SIZE = 64
 
@@ -212,7 +213,9 @@ class PairingActor:
     async def _join(self) -> bool:
         """Take the slot's one join attempt; False (and reported) when the relay refuses."""
         try:
-            joined = await self._relay.request(w.SlotJoin(0, self._slot), w.SlotJoined)
+            joined = await self._relay.request_paid(
+                lambda work: w.SlotJoin(0, self._slot, work), w.SlotJoined, slot=self._slot
+            )
         except CrosstalkError as exc:
             if exc.code not in FINAL_SLOT_ERRORS:
                 raise

@@ -6,6 +6,7 @@ the link; the link answers every request by its deadline, and we bound our own w
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TypeVar
 
 import trio
@@ -20,6 +21,7 @@ from crosstalk.actors.relay_link import (
 )
 from crosstalk.actors.relay_link_api import OutboxWrite
 from crosstalk.core.link import RequestFrame
+from crosstalk.crypto import MAX_WORK_BITS, do_work
 from crosstalk.errors import CrosstalkError, RelayUnreachable, RemoteProtocolError
 from crosstalk.wire import relay as w
 
@@ -27,6 +29,9 @@ F = TypeVar("F", bound=w.RelayFrame)
 
 # Our own bound on top of the link's: the link answers every request by its deadline.
 _GRACE = 5.0
+# Tries at a paid slot frame: the seed is the connection's, so a reconnect between the ask and
+# the frame costs one more round (a refusal ``work_required``).
+WORK_TRIES = 3
 
 
 class RelayClient:
@@ -57,6 +62,44 @@ class RelayClient:
                     )
                 return answer
         raise RelayUnreachable("The relay did not answer in time.")
+
+    async def request_paid(
+        self, make: Callable[[bytes], w.SlotOpen | w.SlotJoin], expect: type[F], *,
+        slot: str = "",
+    ) -> F:
+        """Send ``make(proof)``, a slot open or join, with the proof of work the relay asks of
+        an identity it does not know yet (``slot``: the slot being joined).
+
+        A relay from before proof of work does not know ``work_ask`` (``bad_frame``): then the
+        frame goes without one. The work runs on a thread, so the actors keep beating.
+
+        Raises:
+            CrosstalkError: the relay's refusal of the frame, as :meth:`request`.
+            RemoteProtocolError: the relay asked for more than ``MAX_WORK_BITS``.
+        """
+        for attempt in range(1, WORK_TRIES + 1):
+            try:
+                ask = await self.request(w.WorkAsk(0, slot), w.Work)
+            except CrosstalkError as exc:
+                if exc.code != "bad_frame":
+                    raise
+                return await self.request(make(b""), expect)
+            if ask.bits > MAX_WORK_BITS:
+                raise RemoteProtocolError(
+                    f"the relay asks for {ask.bits} bits of work before a pairing slot; "
+                    f"crosstalk does at most {MAX_WORK_BITS}"
+                )
+            proof = b""
+            if ask.bits > 0:
+                proof = await trio.to_thread.run_sync(
+                    do_work, ask.seed, ask.bits, abandon_on_cancel=True
+                )
+            try:
+                return await self.request(make(proof), expect)
+            except CrosstalkError as exc:
+                if exc.code != "work_required" or attempt == WORK_TRIES:
+                    raise
+        raise AssertionError("unreachable: the last try returns or raises")
 
     def retry_now(self) -> None:
         """Tell the link to stop backing off and connect (the relay is back). Best effort: a

@@ -15,6 +15,9 @@ from crosstalk.cli.output import Output, reports_errors
 app = typer.Typer(help="Run or check a relay.", no_args_is_help=True)
 
 DEFAULT_RELAY = "ws://127.0.0.1:8787"
+# `serve`'s limit options default to relay.limits.RelayConfig's values, written out here because
+# a command must not import the relay (or attrs) to parse; tests/relay/test_serve_limits.py
+# keeps them equal.
 
 
 @app.command()
@@ -40,9 +43,33 @@ def serve(
         bool,
         typer.Option(
             help="A tunnel on this machine fronts the relay: take each client's address from "
-            "its Cf-Connecting-Ip header (only on loopback connections) for pairing limits.",
+            "its Cf-Connecting-Ip header (only on loopback connections) for per-address limits.",
         ),
     ] = False,
+    max_connections_per_address: Annotated[
+        int, typer.Option(help="Authenticated connections one address may hold (an IPv6 /64 "
+                               "counts as one address); past it the idlest of them is shed.")
+    ] = 128,
+    max_connections_per_identity: Annotated[
+        int, typer.Option(help="Authenticated connections one identity may hold; past it its "
+                               "idlest is shed.")
+    ] = 32,
+    max_connections: Annotated[
+        int, typer.Option(help="Authenticated connections in all (lowered to fit the file "
+                               "descriptor limit); past it the busiest address's idlest goes.")
+    ] = 10_000,
+    slot_rate: Annotated[
+        float, typer.Option(help="Pairing slot opens and joins per second per address "
+                                 "(bursts of 20; an identity: one per 10 s, bursts of 6).")
+    ] = 1 / 3,
+    max_slots_per_address: Annotated[
+        int, typer.Option(help="Live pairing slots (open or joined, until closed or expired) "
+                               "opened from one address.")
+    ] = 64,
+    slot_work_bits: Annotated[
+        int, typer.Option(help="Proof of work a new identity pays per pairing slot, in bits "
+                               "(17: about 0.13 s of one core; 0 asks none).")
+    ] = 17,
     json_output: JsonOption = False,
 ) -> None:
     """Run a relay in the foreground until SIGTERM or Ctrl-C."""
@@ -51,7 +78,12 @@ def serve(
 
     out = Output(json_mode=json_output)
     opts = ServeOptions(host, port, data, retention, op_rate, tls_cert, tls_key, nats=nats,
-                        nats_replicas=nats_replicas, behind_tunnel=behind_tunnel)
+                        nats_replicas=nats_replicas, behind_tunnel=behind_tunnel,
+                        max_per_source=max_connections_per_address,
+                        max_per_identity=max_connections_per_identity,
+                        max_authenticated=max_connections, slot_rate=slot_rate,
+                        max_slots_per_source=max_slots_per_address,
+                        slot_work_bits=slot_work_bits)
 
     def listening(url: str, pubkey: str) -> None:
         out.emit({"listening": url, "pubkey": pubkey}, f"relay listening on {url} (key {pubkey})")

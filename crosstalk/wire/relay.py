@@ -87,6 +87,8 @@ from crosstalk.wire.relay_slots import (
     SlotMsg,
     SlotOpen,
     SlotSend,
+    Work,
+    WorkAsk,
 )
 from crosstalk.wire.relay_transcripts import hello_transcript, member_transcript, ready_transcript
 
@@ -97,6 +99,7 @@ __all__ = [
     "Op", "Post", "Posted", "Presence", "Ready", "RelayFrame", "Remove", "Resume", "Resumed",
     "ResumedRoom", "RoomEntry", "RoomGone", "RoomList", "Roster", "Side", "Slot", "SlotAttach",
     "SlotClose", "SlotClosed", "SlotJoin", "SlotJoined", "SlotMsg", "SlotOpen", "SlotSend",
+    "Work", "WorkAsk",
     "decode_client_frame", "decode_relay_frame", "encode_frame", "hello_transcript",
     "member_transcript", "ready_transcript", "tag_of",
 ]
@@ -123,6 +126,7 @@ ERROR_CODES = (
     "busy",  # no free slot number
     "stale_chain",  # a membership statement signed before the history moved on: fetch, sign again
     "bad_statement",  # a membership statement that does not follow from the room's history
+    "work_required",  # slot_open/slot_join by a stranger without the proof of work asked for
 )
 
 
@@ -140,12 +144,12 @@ class Error:
 
 ClientFrame = Union[  # noqa: UP007 - cattrs' tagged union wants a typing.Union object
     Hello, Create, Add, Accept, Decline, Leave, Remove, GetRoster, ListRooms, Post, Ack, Resume,
-    SlotOpen, SlotJoin, SlotAttach, SlotSend, SlotClose,
+    SlotOpen, SlotJoin, SlotAttach, SlotSend, SlotClose, WorkAsk,
 ]
 
 RelayFrame = Union[  # noqa: UP007 - cattrs' tagged union wants a typing.Union object
     Challenge, Ready, Ok, Error, Roster, RoomList, Invited, RoomGone, Posted, Op, Resumed, Slot,
-    SlotJoined, SlotMsg, SlotClosed, Presence,
+    SlotJoined, SlotMsg, SlotClosed, Presence, Work,
 ]
 
 _TAGS: dict[type, str] = {
@@ -156,7 +160,7 @@ _TAGS: dict[type, str] = {
     Challenge: "challenge", Ready: "ready", Ok: "ok", Error: "error", Roster: "roster",
     RoomList: "rooms", Invited: "invited", RoomGone: "room_gone", Posted: "posted", Op: "op",
     Resumed: "resumed", Slot: "slot", SlotJoined: "slot_joined", SlotMsg: "slot_msg",
-    SlotClosed: "slot_closed", Presence: "presence",
+    SlotClosed: "slot_closed", Presence: "presence", WorkAsk: "work_ask", Work: "work",
 }
 _CLIENT_BY_TAG = {_TAGS[c]: c for c in get_args(ClientFrame)}
 _RELAY_BY_TAG = {_TAGS[c]: c for c in get_args(RelayFrame)}

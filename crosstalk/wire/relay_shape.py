@@ -62,24 +62,29 @@ def _check(value: Any, tp: Any, where: str) -> None:
 
 
 @functools.cache
-def _field_types(cls: type) -> tuple[tuple[str, Any], ...]:
-    """Each field's resolved type (resolving string annotations is slow; do it once)."""
+def _field_types(cls: type) -> tuple[tuple[str, Any, bool], ...]:
+    """Each field's resolved type, and whether it has a default (resolving string annotations
+    is slow; do it once)."""
     hints = typing.get_type_hints(cls)
-    return tuple((field.name, hints[field.name]) for field in attrs.fields(cls))
+    return tuple((field.name, hints[field.name], field.default is not attrs.NOTHING)
+                 for field in attrs.fields(cls))
 
 
 def check_fields(data: dict[str, Any], cls: type, where: str) -> None:
     """Check that ``data`` has every field of attrs class ``cls``, each of its exact JSON type.
 
     Args:
-        data: one decoded JSON object (extra keys are ignored).
+        data: one decoded JSON object (extra keys are ignored; a field with a default may be
+            absent, since it was added later and an older peer does not send it).
         cls: the attrs model it should structure into.
         where: how error messages name the object (the frame's ``t``, then the field path).
 
     Raises:
         RemoteProtocolError: a field is missing or mistyped; ``hint`` is ``bad_frame``.
     """
-    for name, tp in _field_types(cls):
+    for name, tp, optional in _field_types(cls):
         if name not in data:
+            if optional:  # added to the protocol later: an older peer omits it
+                continue
             raise RemoteProtocolError(f"{where} lacks {name!r}", hint="bad_frame")
         _check(data[name], tp, f"{where}.{name}")

@@ -37,6 +37,7 @@ from crosstalk.store.link import LinkSnapshot
 from crosstalk.wire import relay as w
 from relay.core import RelayCore
 from relay.effects import Close, Send
+from relay.limits import RelayConfig
 
 URL = "ws://fake-relay"
 
@@ -88,7 +89,9 @@ class FakeRelay:
     def __init__(self, seed: bytes = b"\x09" * 32) -> None:
         self.key = SigningKey(seed)
         self.pub = bytes(self.key.verify_key)
-        self.core = RelayCore(signing_key=self.key, draw=random.Random(7).randbytes)
+        # No proof of work: it would run on a thread, outside the tests' virtual clock.
+        self.core = RelayCore(signing_key=self.key, draw=random.Random(7).randbytes,
+                              config=RelayConfig(slot_work_bits=0))
         self.sockets: dict[int, FakeSocket] = {}
         self.heard: list[Heard] = []
         self.connects: list[float] = []

@@ -163,9 +163,14 @@ async def events_until(running: Running, kind: type, *, within: float) -> list[L
 
 async def pair_into_room(a: Running, ka: crypto.Keys, b: Running, kb: crypto.Keys) -> None:
     """Pair through a slot, then create / add / accept the room, all via Request frames."""
-    slot = await ask(a, w.SlotOpen(0))
+    work = await ask(a, w.WorkAsk(0))
+    assert isinstance(work, w.Work)
+    slot = await ask(a, w.SlotOpen(0, crypto.do_work(work.seed, work.bits)))
     assert isinstance(slot, w.Slot)
-    assert isinstance(await ask(b, w.SlotJoin(0, slot.slot)), w.SlotJoined)
+    work = await ask(b, w.WorkAsk(0, slot.slot))
+    assert isinstance(work, w.Work)
+    joined = await ask(b, w.SlotJoin(0, slot.slot, crypto.do_work(work.seed, work.bits)))
+    assert isinstance(joined, w.SlotJoined)
     create, add, accept = room_of_two_frames(ka, kb, ROOM)
     assert isinstance(await ask(a, create), w.Ok)
     assert isinstance(await ask(a, add), w.Ok)

@@ -17,7 +17,7 @@ from nacl.signing import SigningKey, VerifyKey
 from trio_websocket import WebSocketConnection, wrap_client_stream
 from wsproto.utilities import LocalProtocolError
 
-from crosstalk.crypto import fingerprint
+from crosstalk.crypto import do_work, fingerprint
 from crosstalk.wire import relay as w
 from crosstalk.wire.chain import ChainState, Statement, transcript
 
@@ -53,6 +53,7 @@ class RelayClient:
         self.challenge = challenge
         self.pushes: list[w.RelayFrame] = []
         self.resumed: w.Resumed | None = None
+        self.paying = True
         self._req = itertools.count(1)
 
     def next_req(self) -> int:
@@ -89,9 +90,18 @@ class RelayClient:
         return attrs.evolve(frame, stmt=stmt)  # type: ignore[arg-type]
 
     async def request(self, frame: w.ClientFrame) -> w.RelayFrame:
-        """Send a request and return its reply; pushes arriving first go to ``pushes``. A
-        membership request without a statement gets an honest one (see :meth:`signed`)."""
+        """Send a request and return its reply; pushes arriving first go to ``pushes``.
+
+        A membership request without a statement gets an honest one (see :meth:`signed`); a
+        slot open or join without a proof of work first pays what the relay asks (as the daemon
+        does), unless ``paying`` is off.
+        """
         frame = await self.signed(frame)
+        if self.paying and isinstance(frame, w.SlotOpen | w.SlotJoin) and not frame.work:
+            slot = frame.slot if isinstance(frame, w.SlotJoin) else ""
+            ask = await self.request(w.WorkAsk(self.next_req(), slot))
+            assert isinstance(ask, w.Work), ask
+            frame = attrs.evolve(frame, work=do_work(ask.seed, ask.bits))
         await self.send(frame)
         req = getattr(frame, "req", None)
         while True:

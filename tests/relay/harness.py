@@ -110,9 +110,12 @@ RELAY_KEY = SigningKey(b"\x09" * 32)
 class World:
     """One relay core and everything it said, per connection."""
 
-    def __init__(self, config: RelayConfig | None = None, storage: MemoryStorage | None = None):
+    def __init__(self, config: RelayConfig | None = None, storage: MemoryStorage | None = None,
+                 *, work: bool = False):
         self.storage = storage or MemoryStorage()
-        self.config = config or RelayConfig()
+        # Tests of other rules do not pay the strangers' proof of work (test_core_work does).
+        config = config or RelayConfig()
+        self.config = config if work else attrs.evolve(config, slot_work_bits=0)
         self.core = RelayCore(
             signing_key=RELAY_KEY, draw=CountingDraw(), config=self.config,
             snapshot=self.storage.load(),

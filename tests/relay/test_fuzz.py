@@ -23,9 +23,9 @@ pytestmark = pytest.mark.e2e
 
 TAGS = ["hello", "create", "add", "accept", "decline", "leave", "remove", "roster", "rooms",
         "post", "ack", "resume", "slot_open", "slot_join", "slot_attach", "slot_send",
-        "slot_close", "ready", "op", "nope", ""]
+        "slot_close", "work_ask", "work", "ready", "op", "nope", ""]
 FIELDS = ["req", "room", "op_id", "body", "seq", "cursors", "slot", "index", "data", "ed_pub",
-          "x_pub", "sig", "device", "version", "fingerprint", "t"]
+          "x_pub", "sig", "device", "version", "fingerprint", "t", "work", "seed", "bits"]
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
@@ -45,7 +45,9 @@ plausible = st.builds(  # right shapes, wrong contents: unknown rooms, bad slots
         st.builds(w.Post, st.integers(0, 9), st.text(max_size=70), st.text(max_size=200),
                   st.binary(max_size=300)),
         st.builds(w.Ack, st.text(max_size=10), st.integers()),
-        st.builds(w.SlotJoin, st.integers(0, 9), st.text(max_size=6)),
+        st.builds(w.SlotJoin, st.integers(0, 9), st.text(max_size=6), st.binary(max_size=40)),
+        st.builds(w.SlotOpen, st.integers(0, 9), st.binary(max_size=40)),
+        st.builds(w.WorkAsk, st.integers(0, 9), st.text(max_size=6)),
         st.builds(w.SlotSend, st.integers(0, 9), st.text(max_size=6), st.integers(),
                   st.binary(max_size=50)),
         st.builds(w.Hello, st.binary(max_size=40), st.binary(max_size=40), st.text(max_size=70),

@@ -40,9 +40,10 @@ async def test_a_node_takes_in_a_rooms_ops_only_while_a_member_is_connected_to_i
                 for n in (1, 2, 3):
                     await a.ok(w.Post(a.next_req(), ROOM, f"op-{n}", b"sealed"))
                 # A device stored after the ops reaches node 2 after them (one stream, one
-                # order): once it is there, op 3 would be too if node 2 followed the room.
-                async with open_client(port1, carol):
-                    pass
+                # order): once it is there, op 3 would be too if node 2 followed the room. (A
+                # device is stored once its identity is in a room: carol makes one of her own.)
+                async with open_client(port1, carol) as c:
+                    await c.ok(w.Create(c.next_req(), "carols", carol.vouch("carols", carol)))
                 await wait_until(lambda: two.core.knows_device(fingerprint(carol.ed_pub),
                                                                "dev-1"))
                 assert ROOM not in two._followed

@@ -53,12 +53,40 @@ def test_tag_names_the_frame() -> None:
     '{"t":"slot_send","req":1,"slot":"1","index":0,"data":"***"}',
     '{"t":"resume","req":1,"cursors":{"r":"1"}}',
     '{"t":"resume","req":1,"cursors":[]}',
+    '{"t":"slot_open","req":1,"work":5}',
+    '{"t":"slot_join","req":1,"slot":"0001","work":null}',
+    '{"t":"slot_open","req":1,"work":"***"}',
+    '{"t":"work_ask","req":1,"slot":3}',
 ])
 def test_mistyped_fields_are_bad_frames(text: str) -> None:
     """The strict shape check refuses anything the converter would otherwise coerce."""
     with pytest.raises(RemoteProtocolError) as caught:
         w.decode_client_frame(text)
     assert caught.value.hint == "bad_frame"
+
+
+def test_a_slot_frame_from_before_proof_of_work_decodes_with_no_proof() -> None:
+    """An older client's slot_open and slot_join (no ``work``) decode, with an empty proof."""
+    assert w.decode_client_frame('{"t":"slot_open","req":3}') == w.SlotOpen(3, b"")
+    joined = w.decode_client_frame('{"t":"slot_join","req":4,"slot":"0042"}')
+    assert joined == w.SlotJoin(4, "0042", b"")
+    assert w.decode_client_frame('{"t":"work_ask","req":5}') == w.WorkAsk(5, "")
+
+
+@given(st.sampled_from(["slot_open", "slot_join", "work_ask", "work"]),
+       st.dictionaries(st.sampled_from(["req", "slot", "work", "seed", "bits"]),
+                       st.none() | st.booleans() | st.integers() | st.text(max_size=12)
+                       | st.lists(st.integers(), max_size=2), max_size=5))
+def test_proof_of_work_fields_decode_or_are_bad_frames(tag: str, fields: dict[str, Any]) -> None:
+    """Any JSON in the proof-of-work frames' fields decodes to its model or is bad_frame."""
+    text = json.dumps({"t": tag, **fields})
+    decode = w.decode_relay_frame if tag == "work" else w.decode_client_frame
+    try:
+        frame = decode(text)
+    except RemoteProtocolError as exc:
+        assert exc.hint == "bad_frame"
+        return
+    assert w.tag_of(frame) == tag and frame.req == fields["req"]
 
 
 def test_transcripts_are_domain_separated_and_unambiguous() -> None:

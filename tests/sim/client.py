@@ -45,6 +45,8 @@ async def pair(world: World, a: Node, b: Node) -> None:
     da, _ = await world.up(a)
     db, _ = await world.up(b)
     ra, rb = await da.relay(), await db.relay()
+    # The simulated relay asks no proof of work (tests/sim/net.py): no work_ask round trip,
+    # so a seed's schedule is what it was before there was one.
     slot = await ra.request(w.SlotOpen(0), w.Slot)
     await rb.request(w.SlotJoin(0, slot.slot), w.SlotJoined)
     ka, kb = a.keys, b.keys

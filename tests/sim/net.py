@@ -28,6 +28,7 @@ from crosstalk.wire import relay as w
 from crosstalk.wire.room_ops import unframe_body
 from relay.core import RelayCore
 from relay.effects import Close, Send
+from relay.limits import RelayConfig
 from relay.storage import MemberDeleted, MemberPut, MemoryStorage, OpAppended, RoomDeleted
 from tests.sim.determinism import NODE, _time
 
@@ -125,8 +126,11 @@ class SimRelay:
         self.lied_rooms: set[str] = set()
 
     def _new_core(self) -> RelayCore:
+        # No proof of work: the simulation runs on virtual time, and a thread's CPU time is
+        # not in it (the real relay's e2e tests pay it).
         return RelayCore(
-            signing_key=self.key, draw=self._draw.randbytes, snapshot=self.storage.load()
+            signing_key=self.key, draw=self._draw.randbytes, snapshot=self.storage.load(),
+            config=RelayConfig(slot_work_bits=0),
         )
 
     def delay_for(self, node: str) -> float:

@@ -38,11 +38,11 @@ LEAVE_FLUSH = 5.0
 its request's timeout): what was sent before leaving goes before the leave."""
 REQUEST_FRAMES = (
     w.Create, w.Add, w.Accept, w.Decline, w.Leave, w.Remove, w.GetRoster, w.ListRooms,
-    w.SlotOpen, w.SlotJoin, w.SlotAttach, w.SlotSend, w.SlotClose,
+    w.SlotOpen, w.SlotJoin, w.SlotAttach, w.SlotSend, w.SlotClose, w.WorkAsk,
 )
 RequestFrame = (
     w.Create | w.Add | w.Accept | w.Decline | w.Leave | w.Remove | w.GetRoster | w.ListRooms
-    | w.SlotOpen | w.SlotJoin | w.SlotAttach | w.SlotSend | w.SlotClose
+    | w.SlotOpen | w.SlotJoin | w.SlotAttach | w.SlotSend | w.SlotClose | w.WorkAsk
 )
 
 

@@ -154,7 +154,7 @@ async def link_new(daemon: Host, _: NoParams) -> AsyncGenerator[InviteLine | Lin
     """Show six words at once, then hand our identity to the machine that pairs with them."""
     keys = daemon.keys
     relay = await daemon.relay()
-    slot = await relay.request(w.SlotOpen(0), w.Slot)
+    slot = await relay.request_paid(lambda work: w.SlotOpen(0, work), w.Slot)
     deadline = trio.current_time() + slot.expires_in
     invite = Invite.new(slot.slot, nacl.utils.random(6 * BYTES_PER_WORD), purpose=Purpose.LINK)
     bundle = await _identity_bundle(daemon)

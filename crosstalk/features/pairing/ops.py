@@ -250,7 +250,7 @@ async def room_new(
     hosted = params.host or params.public
     where = await _host_relay(daemon, public=params.public) if hosted else None
     relay = await daemon.relay()
-    slot = await relay.request(w.SlotOpen(0), w.Slot)
+    slot = await relay.request_paid(lambda work: w.SlotOpen(0, work), w.Slot)
     deadline = trio.current_time() + slot.expires_in
     invite = Invite.new(
         slot.slot,

@@ -1,0 +1,44 @@
+"""`relay serve`'s limit options become the core's limits, and impossible ones are refused."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+from crosstalk.cli.cmd_relay import serve
+from crosstalk.errors import UsageError
+from relay.limits import RelayConfig
+from relay.main import ServeOptions, relay_config
+
+
+def test_the_limit_options_reach_the_core() -> None:
+    """Each connection and slot option sets its limit in the core's config."""
+    config = relay_config(ServeOptions(max_per_source=7, max_per_identity=3, max_authenticated=50,
+                                       slot_rate=2.0, max_slots_per_source=9, slot_work_bits=5))
+    assert (config.max_per_source, config.max_per_identity, config.max_authenticated,
+            config.slot_rate, config.max_slots_per_source, config.slot_work_bits) == (
+        7, 3, 50, 2.0, 9, 5)
+
+
+@pytest.mark.parametrize("bad", [
+    ServeOptions(max_per_source=0), ServeOptions(max_per_identity=0),
+    ServeOptions(max_authenticated=0), ServeOptions(max_slots_per_source=0),
+    ServeOptions(slot_rate=-1.0), ServeOptions(slot_work_bits=25), ServeOptions(slot_work_bits=-1),
+])
+def test_impossible_limits_are_a_usage_error(bad: ServeOptions) -> None:
+    """A cap below 1, a negative rate or more work than clients do is refused at start."""
+    with pytest.raises(UsageError):
+        relay_config(bad)
+
+
+def test_the_cli_defaults_are_the_cores() -> None:
+    """`relay serve`'s limit options default to the core's limits (written out in the CLI,
+    which must not import the relay to parse)."""
+    defaults = {name: p.default for name, p in inspect.signature(serve).parameters.items()}
+    core = RelayConfig()
+    assert (defaults["max_connections_per_address"], defaults["max_connections_per_identity"],
+            defaults["max_connections"], defaults["slot_rate"],
+            defaults["max_slots_per_address"], defaults["slot_work_bits"]) == (
+        core.max_per_source, core.max_per_identity, core.max_authenticated, core.slot_rate,
+        core.max_slots_per_source, core.slot_work_bits)
