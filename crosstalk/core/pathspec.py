@@ -71,6 +71,7 @@ _MAX_CODE = 0x10FFFF
 ANY: CharSet = ((1, ord("/") - 1), (ord("/") + 1, _MAX_CODE))
 ANY_SEGMENT: Segment = (STAR,)  # with a segment's non-emptiness: any one segment
 _GLOB_SPECIALS = frozenset("*?[\\")
+MAX_GLOB_SEGMENT = 64
 
 
 class PathspecError(ValueError):
@@ -163,7 +164,13 @@ def _literal_segment(segment: str) -> Segment:
 def _glob_part(text: str, segment: str) -> Part:
     if len(segment) >= 2 and set(segment) == {"*"}:
         return GLOBSTAR
-    return tuple(_tokens(text, segment))
+    tokens = tuple(_tokens(text, segment))
+    if len(segment) > MAX_GLOB_SEGMENT and _fixed_text(tokens) is None:
+        # Deciding overlap costs the product of two such segments' lengths on every replica.
+        raise PathspecError(
+            f"{text!r}: a segment with wildcards is at most {MAX_GLOB_SEGMENT} characters"
+        )
+    return tokens
 
 
 def _tokens(text: str, segment: str) -> Iterator[Token]:
@@ -302,8 +309,15 @@ def _token_regex(token: Token) -> str:
         return "[^/]*"
     if not token:
         return "(?!)"  # a class that admits nothing (unreachable from parse, kept for safety)
-    ranges = "".join(f"\\U{low:08x}-\\U{high:08x}" for low, high in token)
-    return f"[{ranges}]"
+    if token[-1][1] == _MAX_CODE:
+        # A negated class: write it as one (re takes ~0.1 s to compile a range to U+10FFFF).
+        left_out = _subtract(((0, _MAX_CODE),), token)
+        return f"[^{_ranges_regex(left_out)}]"
+    return f"[{_ranges_regex(token)}]"
+
+
+def _ranges_regex(charset: CharSet) -> str:
+    return "".join(f"\\U{low:08x}-\\U{high:08x}" for low, high in charset)
 
 
 # --- overlap -----------------------------------------------------------------------------------
@@ -380,6 +394,10 @@ def _path_moves(
 @functools.lru_cache(maxsize=8192)
 def _common_segment(a: Segment, b: Segment) -> str | None:
     """A non-empty string (no ``/``) both segment patterns match, or None."""
+    for fixed, other in ((a, b), (b, a)):
+        text = _fixed_text(fixed)
+        if text is not None:  # one string: just match it (the common case, and linear)
+            return text if text and _segment_regex(other).fullmatch(text) else None
     start = (0, 0, False)
     came_from: dict[tuple[int, int, bool], tuple[tuple[int, int, bool], str | None]] = {}
     queue = deque([start])
@@ -408,9 +426,27 @@ def _segment_moves(
     if p == len(a) or q == len(b):
         return
     token_a, token_b = a[p], b[q]
-    both = _intersect(ANY if token_a is None else token_a, ANY if token_b is None else token_b)
-    if both:
-        yield (p + (token_a is not STAR), q + (token_b is not STAR), True), _pick(both)
+    char = _common_char(token_a, token_b)
+    if char is not None:
+        yield (p + (token_a is not STAR), q + (token_b is not STAR), True), char
+
+
+@functools.lru_cache(maxsize=1024)
+def _common_char(a: Token, b: Token) -> str | None:
+    both = _intersect(ANY if a is None else a, ANY if b is None else b)
+    return _pick(both) if both else None
+
+
+def _fixed_text(segment: Segment) -> str | None:
+    """The one string a segment of single characters matches, or None if it has wildcards."""
+    if all(t is not None and len(t) == 1 and t[0][0] == t[0][1] for t in segment):
+        return "".join(chr(t[0][0]) for t in segment if t is not None)
+    return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _segment_regex(segment: Segment) -> re.Pattern[str]:
+    return re.compile("".join(_token_regex(t) for t in segment))
 
 
 def _walk_back(

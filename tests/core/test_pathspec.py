@@ -22,7 +22,8 @@ def _at(s: str, i: int) -> str:
     return s[i] if i < len(s) else ""
 
 
-def _dowild(p: str, text: str) -> int:  # noqa: C901 - a line-by-line copy of git's dowild()
+def _dowild(p: str, text: str) -> int:
+    """git's dowild() (wildmatch.c), line by line, with WM_PATHNAME and without case folding."""
     pi = ti = 0
     while pi < len(p):
         p_ch, t_ch = p[pi], _at(text, ti)
@@ -246,6 +247,7 @@ REFUSED = [
     ("src/[[:alpha:]]", "POSIX classes"),
     ("src/a\\", "must escape"),
     ("src\\/a", "must escape"),
+    ("x/" + "*a" * 33, "at most 64 characters"),
 ]
 
 
