@@ -25,19 +25,20 @@ A reservation names files by patterns relative to the repository root. They mean
 Refused, with a :class:`PathspecError` saying why: an empty pattern, a leading ``/``, empty,
 ``.`` or ``..`` segments, control characters, a glob ending in ``/`` (it names only directories,
 so nothing), an unterminated or reversed class, POSIX classes (``[:alpha:]``), a ``\\`` at the end
-or before ``/``. Paths are compared case-sensitively, as git does by default.
+or before ``/``, and a segment with wildcards longer than :data:`MAX_GLOB_SEGMENT` characters (it
+bounds what deciding an overlap costs every replica). Paths compare case-sensitively, as in git.
 
 Each pattern parses into one or two *alternatives* (the literal rule, and the glob), each a
 sequence of parts: a :data:`Segment` (a tuple of tokens matching exactly one path segment) or
 :data:`GLOBSTAR` (any number of whole segments). Two patterns overlap when some pair of their
 alternatives accepts a common path. :func:`common_path` decides that exactly by searching the
 product of the two sequences (states ``(i, j)``: parts consumed on each side); moving on a segment
-asks whether two segment patterns share a non-empty string, itself a search over the product of
-their tokens, where a step needs a character both classes admit (character sets are sorted lists
-of code point ranges, so intersecting them is exact for the whole of Unicode). Both searches
-record how they got to each state, so a "yes" comes with a path both patterns match, which the
-tests check with :func:`matches`. Costs are at most (parts of a + 1) x (parts of b + 1) and
-(tokens + 1) x (tokens + 1) x 2 states, and results are cached.
+asks whether two segment patterns share a non-empty string: a regex match when one of them is
+plain text, else a search over the product of their tokens where each step needs a character both
+classes admit (:mod:`crosstalk.core.charset`, exact for all of Unicode). The searches record how
+they reached each state, so a "yes" comes with a path both patterns match, which the tests check
+with :func:`matches`. Two patterns that part ways before their first wildcard are told apart at
+once; the rest costs at most (parts + 1)^2 and (tokens + 1)^2 x 2 states, and is cached.
 """
 
 from __future__ import annotations
@@ -49,8 +50,17 @@ from collections.abc import Iterator
 
 import attrs
 
-# A set of characters: sorted, disjoint, inclusive code point ranges. Never holds "/" or NUL.
-CharSet = tuple[tuple[int, int], ...]
+from crosstalk.core.charset import (
+    EVERYTHING,
+    MAX_CODE,
+    CharSet,
+    intersect,
+    normalise,
+    pick,
+    subtract,
+)
+
+# Character sets here never hold "/" or NUL (see ANY).
 STAR = None  # the "*" token: any run of characters within a segment
 Token = CharSet | None
 Segment = tuple[Token, ...]
@@ -67,8 +77,7 @@ GLOBSTAR = _GlobStar()
 Part = Segment | _GlobStar
 Alternative = tuple[Part, ...]
 
-_MAX_CODE = 0x10FFFF
-ANY: CharSet = ((1, ord("/") - 1), (ord("/") + 1, _MAX_CODE))
+ANY: CharSet = ((1, ord("/") - 1), (ord("/") + 1, MAX_CODE))
 ANY_SEGMENT: Segment = (STAR,)  # with a segment's non-emptiness: any one segment
 _GLOB_SPECIALS = frozenset("*?[\\")
 MAX_GLOB_SEGMENT = 64
@@ -219,8 +228,8 @@ def _char_class(text: str, segment: str, start: int) -> tuple[CharSet, int]:
             if high < low:
                 raise PathspecError(f"{text!r}: the range {chr(low)}-{chr(high)} is reversed")
         ranges.append((low, high))
-    wanted = _normalise(ranges)
-    charset = _subtract(ANY, wanted) if negated else _intersect(ANY, wanted)
+    wanted = normalise(ranges)
+    charset = subtract(ANY, wanted) if negated else intersect(ANY, wanted)
     return charset, i + 1
 
 
@@ -230,51 +239,6 @@ def _class_char(text: str, segment: str, i: int) -> tuple[int, int]:
         if i >= len(segment):
             raise PathspecError(f"{text!r}: a '[' has no closing ']' within its segment")
     return ord(segment[i]), i + 1
-
-
-# --- character sets ----------------------------------------------------------------------------
-
-
-def _normalise(ranges: list[tuple[int, int]]) -> CharSet:
-    merged: list[tuple[int, int]] = []
-    for low, high in sorted(ranges):
-        if merged and low <= merged[-1][1] + 1:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], high))
-        else:
-            merged.append((low, high))
-    return tuple(merged)
-
-
-def _intersect(a: CharSet, b: CharSet) -> CharSet:
-    out: list[tuple[int, int]] = []
-    i = j = 0
-    while i < len(a) and j < len(b):
-        low, high = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
-        if low <= high:
-            out.append((low, high))
-        if a[i][1] < b[j][1]:
-            i += 1
-        else:
-            j += 1
-    return tuple(out)
-
-
-def _subtract(a: CharSet, b: CharSet) -> CharSet:
-    complement: list[tuple[int, int]] = []
-    low = 0
-    for b_low, b_high in b:
-        if b_low > low:
-            complement.append((low, b_low - 1))
-        low = b_high + 1
-    if low <= _MAX_CODE:
-        complement.append((low, _MAX_CODE))
-    return _intersect(a, tuple(complement))
-
-
-def _pick(charset: CharSet) -> str:
-    """One character of a non-empty set, a printable one if it has any (for readable witnesses)."""
-    printable = _intersect(charset, ((0x21, 0x7E), (0xA1, _MAX_CODE)))
-    return chr((printable or charset)[0][0])
 
 
 # --- matching ----------------------------------------------------------------------------------
@@ -309,9 +273,9 @@ def _token_regex(token: Token) -> str:
         return "[^/]*"
     if not token:
         return "(?!)"  # a class that admits nothing (unreachable from parse, kept for safety)
-    if token[-1][1] == _MAX_CODE:
+    if token[-1][1] == MAX_CODE:
         # A negated class: write it as one (re takes ~0.1 s to compile a range to U+10FFFF).
-        left_out = _subtract(((0, _MAX_CODE),), token)
+        left_out = subtract(EVERYTHING, token)
         return f"[^{_ranges_regex(left_out)}]"
     return f"[{_ranges_regex(token)}]"
 
@@ -433,8 +397,8 @@ def _segment_moves(
 
 @functools.lru_cache(maxsize=1024)
 def _common_char(a: Token, b: Token) -> str | None:
-    both = _intersect(ANY if a is None else a, ANY if b is None else b)
-    return _pick(both) if both else None
+    both = intersect(ANY if a is None else a, ANY if b is None else b)
+    return pick(both) if both else None
 
 
 def _fixed_text(segment: Segment) -> str | None:

@@ -58,6 +58,7 @@ import hashlib
 import json
 import math
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import attrs
 
@@ -82,13 +83,8 @@ MAX_ACTIVE_PER_HOLDER = 32
 
 # The codes only a reserve produces with its own id: the ids an earlier reserve has used.
 _RESERVE_CODES = frozenset(
-    {
-        ReservationCode.GRANTED,
-        ReservationCode.REFUSED,
-        ReservationCode.ALREADY_EXISTS,
-        ReservationCode.INVALID,
-        ReservationCode.OVER_LIMIT,
-    }
+    {ReservationCode.GRANTED, ReservationCode.REFUSED, ReservationCode.ALREADY_EXISTS,
+     ReservationCode.INVALID, ReservationCode.OVER_LIMIT}
 )
 
 
@@ -273,17 +269,17 @@ class ReservationBook:
         self, op: ReservationOp, sender: Person, seq: int, relay_ts: float, op_id: str
     ) -> ReservationOutcome:
         assert isinstance(op, ReserveOp)
-        done = _outcome_for(op_id, seq, op.reservation_id)
+        place = (op_id, seq, op.reservation_id)
         if op.reservation_id in self._taken:
-            return done(ReservationCode.ALREADY_EXISTS)
+            return _done(place, ReservationCode.ALREADY_EXISTS)
         try:
             for pattern in op.patterns:
                 parse(pattern)
         except PathspecError as exc:
-            return done(ReservationCode.INVALID, detail=str(exc))
+            return _done(place, ReservationCode.INVALID, detail=str(exc))
         mine = sum(1 for r in self._held.values() if r.holder.fingerprint == sender.fingerprint)
         if mine >= MAX_ACTIVE_PER_HOLDER:
-            return done(ReservationCode.OVER_LIMIT)
+            return _done(place, ReservationCode.OVER_LIMIT)
         wanted = Reservation(
             reservation_id=op.reservation_id,
             repo=op.repo,
@@ -297,41 +293,42 @@ class ReservationBook:
         )
         blocking = self.conflicts(wanted, now_ts=self._clock)
         if blocking:
-            return done(ReservationCode.REFUSED, conflict=blocking[0])
+            return _done(place, ReservationCode.REFUSED, conflict=blocking[0])
         self._held[wanted.reservation_id] = wanted
-        return done(ReservationCode.GRANTED, until=wanted.until)
+        return _done(place, ReservationCode.GRANTED, until=wanted.until)
 
     def _renew(
         self, op: ReservationOp, sender: Person, seq: int, relay_ts: float, op_id: str
     ) -> ReservationOutcome:
         assert isinstance(op, RenewOp)
-        done = _outcome_for(op_id, seq, op.reservation_id)
+        place = (op_id, seq, op.reservation_id)
         held = self._held.get(op.reservation_id)
         if held is None:
-            return done(ReservationCode.NOT_FOUND)
+            return _done(place, ReservationCode.NOT_FOUND)
         if held.holder.fingerprint != sender.fingerprint:
-            return done(ReservationCode.NOT_HOLDER, holder=held.holder)
+            return _done(place, ReservationCode.NOT_HOLDER, holder=held.holder)
         renewed = attrs.evolve(held, until=relay_ts + op.minutes * 60)
         self._held[held.reservation_id] = renewed
-        return done(ReservationCode.RENEWED, until=renewed.until)
+        return _done(place, ReservationCode.RENEWED, until=renewed.until)
 
     def _release(
         self, op: ReservationOp, sender: Person, seq: int, relay_ts: float, op_id: str
     ) -> ReservationOutcome:
         assert isinstance(op, ReleaseOp)
-        done = _outcome_for(op_id, seq, None)
+        place = (op_id, seq, None)
         try:
             chosen = self._chosen_for_release(op, sender)
         except PathspecError as exc:
-            return done(ReservationCode.INVALID, detail=str(exc))
+            return _done(place, ReservationCode.INVALID, detail=str(exc))
         if chosen:
             for reservation in chosen:
                 del self._held[reservation.reservation_id]
-            return done(ReservationCode.RELEASED, released=tuple(r.reservation_id for r in chosen))
+            released = tuple(r.reservation_id for r in chosen)
+            return _done(place, ReservationCode.RELEASED, released=released)
         others = [self._held[i] for i in op.reservation_ids if i in self._held]
         if others:
-            return done(ReservationCode.NOT_HOLDER, holder=others[0].holder)
-        return done(ReservationCode.NOT_FOUND)
+            return _done(place, ReservationCode.NOT_HOLDER, holder=others[0].holder)
+        return _done(place, ReservationCode.NOT_FOUND)
 
     def _chosen_for_release(self, op: ReleaseOp, sender: Person) -> list[Reservation]:
         mine = [r for r in self._in_order() if r.holder.fingerprint == sender.fingerprint]
@@ -372,33 +369,12 @@ class ReservationBook:
         )
 
 
-def _outcome_for(
-    op_id: str, seq: int, reservation_id: str | None
-) -> Callable[..., ReservationOutcome]:
-    """An outcome builder with the op's id, seq and reservation id filled in."""
-
-    def done(
-        code: ReservationCode,
-        *,
-        until: float | None = None,
-        released: tuple[str, ...] = (),
-        conflict: Conflict | None = None,
-        holder: Person | None = None,
-        detail: str = "",
-    ) -> ReservationOutcome:
-        return ReservationOutcome(
-            op_id=op_id,
-            seq=seq,
-            code=code,
-            reservation_id=reservation_id,
-            until=until,
-            released=released,
-            conflict=conflict,
-            holder=holder,
-            detail=detail,
-        )
-
-    return done
+def _done(
+    place: tuple[str, int, str | None], code: ReservationCode, **fields: Any
+) -> ReservationOutcome:
+    """The outcome of the op at ``place`` (its op id, seq and reservation id)."""
+    op_id, seq, reservation_id = place
+    return ReservationOutcome(op_id, seq, code, reservation_id, **fields)
 
 
 def _unique(ids: Iterable[str], what: str) -> None:

@@ -1,4 +1,5 @@
-"""Pathspecs: matching as git does, refusing what git would not read, and exact overlap."""
+"""Pathspecs: matching as git does, refusing what git would not read, exact overlap, and the
+character set algebra under it."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from crosstalk.core.charset import CharSet, intersect, normalise, pick, subtract
 from crosstalk.core.pathspec import PathspecError, common_path, matches, overlaps, parse
 
 # --- an independent oracle: git's wildmatch (WM_PATHNAME), transcribed, plus the literal rule ---
@@ -336,3 +338,29 @@ def test_a_long_pattern_pair_is_decided() -> None:
     witness = common_path(a, b)
     assert witness is not None and matches(a, witness) and matches(b, witness)
     assert not overlaps(a, b + "/x")
+
+
+# --- character sets ----------------------------------------------------------------------------
+
+RANGES = st.lists(
+    st.tuples(st.integers(0, 40), st.integers(0, 8)).map(lambda t: (t[0], t[0] + t[1])),
+    max_size=4,
+)
+
+
+def _points(charset: CharSet) -> set[int]:
+    return {c for low, high in charset for c in range(low, high + 1)}
+
+
+@given(a=RANGES, b=RANGES)
+def test_character_set_algebra_agrees_with_python_sets(
+    a: list[tuple[int, int]], b: list[tuple[int, int]]
+) -> None:
+    """Normalised, intersected and subtracted range lists hold exactly the right code points."""
+    set_a, set_b = normalise(a), normalise(b)
+    assert _points(set_a) == {c for low, high in a for c in range(low, high + 1)}
+    assert all(x[1] + 1 < y[0] for x, y in itertools.pairwise(set_a))  # disjoint, apart, sorted
+    assert _points(intersect(set_a, set_b)) == _points(set_a) & _points(set_b)
+    assert _points(subtract(set_a, set_b)) == _points(set_a) - _points(set_b)
+    if set_a:
+        assert ord(pick(set_a)) in _points(set_a)
