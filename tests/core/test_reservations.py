@@ -497,6 +497,11 @@ def test_a_refusal_reads_as_one_sentence_naming_holder_paths_time_and_reason() -
     text = describe_conflict(conflict, now_ts=T0 + 18 * MINUTE)
     assert text == ("jo holds src/auth/** exclusively for 42 more minutes (token rotation), "
                     "which overlaps src/auth/login.py.")
+    room.do(KIM, reserve("k1", "docs/**", shared=True, minutes=2))
+    shared = room.do(MARIE, reserve("m1", "docs/a.md")).conflict
+    assert shared is not None
+    assert describe_conflict(shared, now_ts=T0 + 61) == (
+        "kim holds docs/** shared for 1 more minute, which overlaps docs/a.md.")
 
 
 def test_conflicts_lists_every_holder_a_path_would_meet() -> None:
