@@ -21,12 +21,15 @@ at a later seq, the cursor and clock still move); ``member_left`` at a seq alrea
 no-op. A new op at a seq already passed is the caller's ordering bug: LocalProtocolError, and
 nothing changes.
 
+``sender`` is a :class:`Person`; its label is kept with what it holds, so every replica must pass
+the label the author's envelope carries (as memory ops do), never its own name for them.
+
 Rules (holder = the reservation's sender; "someone else" = another fingerprint; an overlap is two
 patterns naming a common path, :func:`crosstalk.core.pathspec.overlaps`, in the same repository,
 compared case-insensitively as facts' repository tags are)::
 
-    reserve  a pattern we do not read                     -> INVALID (detail says why)
-             its id was used by an earlier reserve       -> ALREADY_EXISTS
+    reserve  its id was used by an earlier reserve       -> ALREADY_EXISTS
+             a pattern we do not read                     -> INVALID (detail says why)
              sender holds MAX_ACTIVE_PER_HOLDER already   -> OVER_LIMIT
              overlaps an active reservation of someone else, where either is exclusive
                                                           -> REFUSED, conflict = earliest granted
