@@ -355,3 +355,28 @@ def test_a_member_removed_and_invited_back_is_probed_again_and_gets_the_fact(
         return
     assert outcome.coverage.get("check:memory", 0) >= 1
     assert outcome.failures == [], outcome.failures
+
+
+KICKED_THEN_READDED = [
+    *ROOM_OF_FOUR,
+    (60.0, "n0", "kick", {"room": "r1", "peer": "n3"}),
+    (110.0, "n0", "send", {"to": "#r1"}),
+    (110.0, "n1", "send", {"to": "#r1"}),
+]
+# At 70 s the relay puts n3 back in its rows (an operator's edit) for 20 s and drops n3's link,
+# so n3's daemon reconnects to a relay that lists it as joined.
+READD_N3 = [Fault(0, 70.0, "lie", "n3", 0.0)]
+
+
+@pytest.mark.parametrize(("plant", "caught"), [(None, set()), ("rows_believed", {"roster"})])
+def test_a_relay_that_puts_a_kicked_member_back_gets_them_nothing(
+    plant: str | None, caught: set[str]
+) -> None:
+    """n0 kicks n3; the relay lists n3 again: every checker passes (n3 opens nothing sent
+    after, nobody lists it, its own room says removed) and the members say the relay lied. The
+    planted bug (members list their gone members again, as trusting the rows would) is caught."""
+    outcome = run_seed(5, scenario=_scenario(KICKED_THEN_READDED), faults=READD_N3, plant=plant)
+    assert {f.checker for f in outcome.failures} == caught, outcome.failures
+    if plant is None:
+        assert outcome.coverage.get("check:alarm", 0) >= 1  # told, in the room lied about
+        assert outcome.coverage.get("fault:lie", 0) == 1
