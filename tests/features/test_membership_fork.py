@@ -55,3 +55,28 @@ async def test_a_roommate_at_another_link_for_a_statement_we_hold_raises_the_for
         alarm = await store.read(lambda c: mc.alarm(c, ROOM))
         assert alarm is not None and BEN.fingerprint[:9] in alarm[1]
         assert "statement 1" in alarm[1]
+
+
+async def test_a_held_history_is_read_once_and_again_only_when_the_store_moved(
+    tmp_path: Path,
+) -> None:
+    """The actor's cache of each room's history is used while the store's head is the one it
+    ends at; a write it did not see (or a rollback) makes it read the store afresh."""
+    from crosstalk.features.membership.actor import HeldHistories
+
+    async with open_store(tmp_path / "state.db") as store:
+        links = await holding(store)
+        cache = HeldHistories()
+        first = await store.read(lambda c: cache.held(c, ROOM))
+        again = await store.read(lambda c: cache.held(c, ROOM))
+        assert again is first and len(first) == 3
+        h = History(ROOM)
+        h.do(ANA, "create")
+        h.do(ANA, "invite", BEN)
+        h.do(BEN, "accept")
+        extra = h.do(BEN, "leave")
+        await store.write(lambda c: mc.append(c, ROOM, 3, [(extra, h.state.links[-1])]))
+        fresh = await store.read(lambda c: cache.held(c, ROOM))
+        assert fresh is not first and fresh[-1] == extra and links[-1] == h.state.links[2]
+        cache.extended(ROOM, fresh, ())
+        assert await store.read(lambda c: cache.held(c, ROOM)) is fresh

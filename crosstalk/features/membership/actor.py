@@ -125,19 +125,46 @@ def refresh_rooms(inbox: trio.MemorySendChannel[MembershipInput] | None) -> None
             inbox.send_nowait(Refresh())
 
 
-async def apply_roster(store: Store, keys: crypto.Keys, seen: RosterSeen) -> HistoryChange | None:
+class HeldHistories:
+    """Each room's history as last read or written here, so a push does not decode the whole
+    history again: used only while the store's head (index and link) is still the one it ends
+    at, so a rolled-back write or another writer makes it read afresh."""
+
+    def __init__(self) -> None:
+        self._rooms: dict[str, tuple[list[Statement], bytes]] = {}
+
+    def held(self, conn: sqlite3.Connection, room: str) -> list[Statement]:
+        index, link = mc.head(conn, room)
+        hit = self._rooms.get(room)
+        if hit is not None and len(hit[0]) == index + 1 and hit[1] == link:
+            return hit[0]
+        held = mc.statements(conn, room)
+        self._rooms[room] = (held, link)
+        return held
+
+    def extended(self, room: str, held: list[Statement],
+                 added: tuple[tuple[Statement, bytes], ...]) -> None:
+        if added:
+            self._rooms[room] = ([*held, *(stmt for stmt, _ in added)], added[-1][1])
+
+
+async def apply_roster(
+    store: Store, keys: crypto.Keys, seen: RosterSeen, histories: HeldHistories | None = None
+) -> HistoryChange | None:
     """Take the relay's word about a room's membership: the statements that extend the history
     we hold, verified, and the roster that history gives; None if the room is not ours."""
     own = (keys.fingerprint, keys.ed_pub, keys.x_pub)
     room = seen.room
+    cache = histories or HeldHistories()
 
     def write(conn: sqlite3.Connection) -> HistoryChange | None:
         if not q.room_exists(conn, room):
             return None
-        held = mc.statements(conn, room)
+        held = cache.held(conn, room)
         result = apply_history(room, held, seen.chain_from, seen.chain, seen.members,
                                q.roster(conn, room), q.trusted_keys(conn, own), keys.fingerprint)
         mc.append(conn, room, len(held), list(result.added))
+        cache.extended(room, held, result.added)
         if result.change is not None:
             q.write_roster(conn, room, result.change.rows)
         if result.alarm is not None and mc.raise_alarm(conn, room, result.alarm, time.time()):
@@ -220,6 +247,7 @@ class MembershipActor:
         # verify, or a push past what we hold): refreshed again every REFRESH_RETRY seconds,
         # so a member lied to once catches up once the relay tells the truth again.
         self._unsettled: set[str] = set()
+        self._histories = HeldHistories()
 
     async def run(
         self,
@@ -228,6 +256,7 @@ class MembershipActor:
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         self._answered = AnsweredRosters()  # this instance's; waiters of an old one time out
+        self._histories = HeldHistories()
         wanted, wants = trio.open_memory_channel[None](1)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._refresher, ctx, wants)
@@ -245,7 +274,7 @@ class MembershipActor:
                         wanted.send_nowait(None)  # one already wanted covers this one
 
     async def _roster(self, item: RosterSeen, wanted: trio.MemorySendChannel[None]) -> None:
-        result = await apply_roster(self._store, self._keys(), item)
+        result = await apply_roster(self._store, self._keys(), item, self._histories)
         if item.req is not None:
             self._answered.applied(item.req)
         if result is None:
