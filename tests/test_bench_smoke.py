@@ -56,7 +56,10 @@ def test_quick_bench_writes_every_section_plot_and_figure(tmp_path: Path) -> Non
     if shutil.which("py-spy"):  # the test extra installs it: the daemons' CPU, by kind of work
         profile = results["runs"]["timeline"]["result"]["cpu_profile"]
         assert set(profile) == {"sender", "relay", "recipient"}, profile
-        assert all(abs(sum(shares.values()) - 1) < 1e-6 for shares in profile.values())
+        # A quick run's few messages may leave a process with no sample at all under load (py-spy
+        # samples only while the GIL is held): its shares are then empty, never a partial sum.
+        assert all(not shares or abs(sum(shares.values()) - 1) < 1e-6
+                   for shares in profile.values()), profile
         assert "| CPU per message, by kind of work |" in page
     assert "`crosstalk read --json`" in page
     assert "send → notice at the recipient's hook" not in page.split("## Not measured yet")[1]
