@@ -34,7 +34,8 @@ def roster(conn: sqlite3.Connection, room_id: str) -> list[KnownMember]:
 def trusted_keys(
     conn: sqlite3.Connection, own: tuple[str, bytes, bytes]
 ) -> dict[str, tuple[bytes, bytes]]:
-    """The keys that anchor signature chains: ours and every contact's."""
+    """The keys we already hold for people: ours and every contact's (a history that gives one
+    of them other keys is refused)."""
     fp, ed, x = own
     keys = {fp: (ed, x)}
     for cfp, ced, cx in conn.execute("SELECT fingerprint, signing_key, box_key FROM contacts"):

@@ -19,9 +19,7 @@ leaving may still be waiting to be applied here, and must still verify. A ``left
 never knew is added as ``gone`` for the same reason: someone who joined and left while we were
 away signed ops we have yet to apply (sim seed 311: they were held for ever). A name comes from
 the member's own signed ops (``named`` 2), else from whoever added them (1), else it is a
-placeholder made from the fingerprint (0) until one of those arrives. (:func:`verify_entries`,
-the adder-signature chains rosters were checked by before protocol 2, still checks entries whose
-keys are not already vouched for; with a history every entry is.)
+placeholder made from the fingerprint (0) until one of those arrives.
 
 Nothing here does I/O; the membership actor feeds it and writes what it returns.
 """
@@ -29,14 +27,13 @@ Nothing here does I/O; the membership actor feeds it and writes what it returns.
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import attrs
 
-from crosstalk import crypto
 from crosstalk.core.members import BY_ADDER, BY_SELF, PLACEHOLDER, KnownMember
 from crosstalk.wire.chain import ChainRefused, ChainState, Statement
-from crosstalk.wire.relay import Member, member_transcript
+from crosstalk.wire.relay import Member
 
 MAX_LABEL = 64
 
@@ -48,7 +45,6 @@ class RosterChange:
     rows: tuple[KnownMember, ...]
     joined: tuple[str, ...] = ()  # fingerprints that are now joined and were not before
     gone: tuple[str, ...] = ()  # fingerprints that were in the roster and are not now
-    unverified: tuple[str, ...] = ()  # relay entries no signature chain vouches for
 
     @property
     def changed(self) -> bool:
@@ -76,74 +72,9 @@ def clean_label(text: str) -> str:
     return " ".join("".join(kept).split())[:MAX_LABEL].strip()
 
 
-def verify_entries(
-    room: str,
-    entries: Iterable[Member],
-    trusted: Mapping[str, tuple[bytes, bytes]],
-    signers: Mapping[str, bytes] | None = None,
-) -> dict[str, Member]:
-    """The relay roster entries a signature chain vouches for, by fingerprint.
-
-    Args:
-        room: the room id the signatures must be bound to.
-        entries: the relay's roster.
-        trusted: keys we already hold, ``fingerprint -> (ed_pub, x_pub)``; an entry for such a
-            fingerprint must carry exactly these keys.
-        signers: more keys whose signature vouches (``fingerprint -> ed_pub``) though they are
-            not in the roster any more: someone who added a member and then left still vouched
-            for them.
-    """
-    pending = {}
-    accepted: dict[str, Member] = {}
-    for entry in entries:
-        if crypto.fingerprint(entry.ed_pub) != entry.fingerprint:
-            continue  # keys that do not hash to the fingerprint: never ours to believe
-        known = trusted.get(entry.fingerprint)
-        if known is not None:
-            if known == (entry.ed_pub, entry.x_pub):
-                accepted[entry.fingerprint] = entry
-            continue  # a known member with other keys: a swap, refused
-        pending[entry.fingerprint] = entry
-    progress = True
-    while pending and progress:  # each round accepts at least one entry, or stops
-        progress = False
-        for fp, entry in list(pending.items()):
-            adder = accepted.get(entry.added_by)
-            adder_key = adder.ed_pub if adder is not None else (signers or {}).get(entry.added_by)
-            if adder_key is None or entry.added_by == fp:
-                continue
-            try:
-                transcript = member_transcript(room, entry.ed_pub, entry.x_pub)
-                crypto.verify(adder_key, transcript, entry.sig)
-            except crypto.BadSignature:
-                del pending[fp]
-                continue
-            accepted[fp] = entry
-            del pending[fp]
-            progress = True
-    return accepted
-
-
-def reconcile(
-    room: str,
-    local: Sequence[KnownMember],
-    entries: Sequence[Member],
-    trusted: Mapping[str, tuple[bytes, bytes]],
-) -> RosterChange:
-    """The local roster after the relay's roster ``entries``.
-
-    ``trusted`` holds the keys that anchor the signature chains (ours and our contacts'); the
-    live local rows anchor them too.
-    """
-    roots = dict(trusted)
-    for row in local:
-        if not row.gone:
-            roots.setdefault(row.fingerprint, (row.ed_pub, row.x_pub))
-    # Everyone we ever verified here vouches, gone or not: a member added by someone who left
-    # while we were away is still theirs to vouch for.
-    signers = {fp: keys[0] for fp, keys in roots.items()}
-    signers.update({row.fingerprint: row.ed_pub for row in local})
-    verified = verify_entries(room, entries, roots, signers)
+def reconcile(local: Sequence[KnownMember], entries: Sequence[Member]) -> RosterChange:
+    """The local roster after ``entries``, the roster a verified history gives."""
+    verified = {e.fingerprint: e for e in entries}
     before = {row.fingerprint: row for row in local}
     rows: list[KnownMember] = []
     joined: list[str] = []
@@ -171,8 +102,7 @@ def reconcile(
         if not old.gone:
             gone.append(fp)
         rows.append(attrs.evolve(old, gone=True))
-    unverified = tuple(sorted({e.fingerprint for e in entries} - verified.keys()))
-    return RosterChange(tuple(rows), tuple(joined), tuple(gone), unverified)
+    return RosterChange(tuple(rows), tuple(joined), tuple(gone))
 
 
 def name_member(row: KnownMember, label: str, *, by_self: bool) -> KnownMember | None:
@@ -258,8 +188,7 @@ def apply_history(
         alarm = _rows_disagree(state, relay_rows)
     change = None
     if added or state.length:
-        change = reconcile(room, local, entries, {e.fingerprint: (e.ed_pub, e.x_pub)
-                                                  for e in entries})
+        change = reconcile(local, entries)
     mine = state.members.get(me)
     # What we verified says we are out (a statement refused after it changes nothing there; a
     # gap may hold our re-invitation, so behind we wait for the rest).
