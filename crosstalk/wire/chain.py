@@ -164,9 +164,6 @@ class ChainState:
         statement names as ``after``."""
         return (len(self.links) - 1, self.links[-1]) if self.links else (-1, ZERO)
 
-    def link_at(self, index: int) -> bytes | None:
-        return self.links[index] if 0 <= index < len(self.links) else None
-
     def joined(self) -> list[str]:
         return [fp for fp, e in self.members.items() if e.state == "joined"]
 

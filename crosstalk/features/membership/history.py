@@ -38,15 +38,11 @@ Change = w.Create | w.Add | w.Accept | w.Decline | w.Leave | w.Remove
 MakeFrame = Callable[[Statement], Change]
 
 
-def create_statement(keys: crypto.Keys, room_id: str) -> Statement:
-    """The first statement of a room we create: us, with our keys."""
-    return sign_statement(keys, room_id, "create", keys.fingerprint, ed_pub=keys.ed_pub,
-                          x_pub=keys.x_pub)
-
-
 def create_frame(keys: crypto.Keys, room_id: str) -> tuple[w.Create, Statement]:
-    """The ``create`` request for ``room_id`` and the statement it carries."""
-    stmt = create_statement(keys, room_id)
+    """The ``create`` request for ``room_id`` and the statement it carries (the room's first:
+    us, with our keys)."""
+    stmt = sign_statement(keys, room_id, "create", keys.fingerprint, ed_pub=keys.ed_pub,
+                          x_pub=keys.x_pub)
     sig = crypto.sign(keys, w.member_transcript(room_id, keys.ed_pub, keys.x_pub))
     return w.Create(0, room_id, sig, stmt), stmt
 
