@@ -160,6 +160,19 @@ class ClaimedByOther(CrosstalkError):
     code = "claimed_by_other"
 
 
+class Reserved(CrosstalkError):
+    """Someone else holds a reservation that overlaps the one asked for; the sentence names
+    them, what they hold, until when and why."""
+
+    code = "reserved"
+
+
+class NotInRepository(CrosstalkError):
+    """A command that names repository paths was run outside any git repository."""
+
+    code = "not_in_repository"
+
+
 class NeedsReason(CrosstalkError):
     """A self-initiated message must say why it matters to the recipient."""
 

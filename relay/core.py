@@ -379,9 +379,9 @@ class RelayCore:
         # A retried post: the same answer, stored once. Asked before membership: a member
         # removed after its op was sequenced, whose answer was lost, must hear that it was
         # (sim seed 5249: it was told refused, and the others had read it).
-        seq = self._rooms.own_seq(f.room, c.fp, f.op_id)
-        if seq is not None:
-            out.append(Send(c.id, w.Posted(f.req, f.room, seq)))
+        held = self._rooms.own_seq(f.room, c.fp, f.op_id)
+        if held is not None:
+            out.append(Send(c.id, w.Posted(f.req, f.room, *held)))
             return
         state = self._rooms.require_joined(f.room, c.fp)
         if len(f.body) > w.MAX_OP_BODY:
@@ -395,7 +395,7 @@ class RelayCore:
         op = self._rooms.append(state, c.fp, f.op_id, f.body, now)
         self._ops_in += 1
         out.append(OpAppended(f.room, op))
-        out.append(Send(c.id, w.Posted(f.req, f.room, op.seq)))
+        out.append(Send(c.id, w.Posted(f.req, f.room, op.seq, op.ts)))
         push = w.Op(f.room, op.seq, c.fp, f.op_id, f.body, op.ts)
         # Once per op per recipient (nineteen in a room of twenty), so in one comprehension:
         # every other live connection of every joined member, in roster order.

@@ -146,16 +146,20 @@ class RoomBook:
             raise refuse("unknown_room", f"there is no room {room!r}")
         return state
 
-    def own_seq(self, room: str, fp: str, op_id: str) -> int | None:
-        """The seq of ``fp``'s op ``op_id`` in ``room`` while the relay still holds it, or
-        remembers it as one ``fp`` had not acknowledged when it departed."""
+    def own_seq(self, room: str, fp: str, op_id: str) -> tuple[int, float] | None:
+        """The seq and time of ``fp``'s op ``op_id`` in ``room`` while the relay still holds it,
+        or its seq (time 0: not kept) if it remembers it as one ``fp`` had not acknowledged when
+        it departed (a departed member no longer applies the room's memory)."""
         state = self.rooms.get(room)
         if state is None:
             return None
         seq = state.op_ids.get(op_id)
-        if seq is not None and state.log[seq - state.first()].sender == fp:
-            return seq
-        return state.departed_ops.get(fp, {}).get(op_id)
+        if seq is not None:
+            held = state.log[seq - state.first()]
+            if held.sender == fp:
+                return seq, held.ts
+        departed = state.departed_ops.get(fp, {}).get(op_id)
+        return None if departed is None else (departed, 0.0)
 
     def require_joined(self, room: str, fp: str) -> RoomState:
         state = self.get(room)

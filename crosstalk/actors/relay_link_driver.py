@@ -235,7 +235,7 @@ class LinkDriver:
                 log.warning("relay link: %s", event.reason)
             await self._send(Close(event.reason))
         elif isinstance(event, ev.PostAccepted):
-            if await store.mark_sent(event.item, event.seq):
+            if await store.mark_sent(event.item, event.seq, event.ts):
                 boss.op_committed(event.item.room, event.seq)  # acknowledge our own post
             await self._events.send(OpSent(event.item.room, event.item.op_id, event.seq))
         elif isinstance(event, ev.PostRejected):

@@ -40,8 +40,9 @@ class LinkStore(Protocol):
     async def commit_inbound_many(self, ops: Sequence[w.Op], received_at: float) -> None:
         """Commit several inbound ops (in order) and advance their rooms' cursors, at once."""
 
-    async def mark_sent(self, item: OutboxItem, seq: int) -> bool:
-        """Record the relay's seq for our post; ``True`` if it also moved the room's cursor."""
+    async def mark_sent(self, item: OutboxItem, seq: int, ts: float = 0.0) -> bool:
+        """Record the relay's seq and time for our post; ``True`` if it also moved the room's
+        cursor."""
 
     async def drop_post(self, item: OutboxItem, error: CrosstalkError) -> None:
         """The relay will never take ``item``: it leaves the outbox, and ``error`` is kept."""
@@ -97,8 +98,8 @@ class SqliteLinkStore:
         if committed is not None:
             committed()
 
-    async def mark_sent(self, item: OutboxItem, seq: int) -> bool:
-        return await self._store.write(lambda conn: link.mark_sent(conn, item, seq))
+    async def mark_sent(self, item: OutboxItem, seq: int, ts: float = 0.0) -> bool:
+        return await self._store.write(lambda conn: link.mark_sent(conn, item, seq, ts))
 
     async def drop_post(self, item: OutboxItem, error: CrosstalkError) -> None:
         await self._store.write(lambda conn: link.drop_post(conn, item, error, time.time()))

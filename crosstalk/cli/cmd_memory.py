@@ -23,7 +23,8 @@ facts_app = typer.Typer(help="What the room knows.", invoke_without_command=True
 tasks_app = typer.Typer(help="What the room has to do.", invoke_without_command=True)
 
 
-def _run(op: str, params: dict[str, Any], home: str | None) -> dict[str, Any]:
+def run_op(op: str, params: dict[str, Any], home: str | None) -> dict[str, Any]:
+    """Call a memory op of this home's daemon (started if need be), from the current directory."""
     h = Home.resolve(home)
     ensure_daemon(h)
     reply = call(h, op, {**params, "cwd": os.getcwd()}, timeout=WRITE_TIMEOUT)
@@ -33,7 +34,7 @@ def _run(op: str, params: dict[str, Any], home: str | None) -> dict[str, Any]:
 
 def _write(op: str, params: dict[str, Any], json_output: bool, home: str | None) -> None:
     out = Output(json_mode=json_output)
-    reply = _run(op, params, home)
+    reply = run_op(op, params, home)
     human = f"{reply['outcome']}: {reply['id']} in {reply['room']}"
     out.emit(reply, human)
 
@@ -60,7 +61,7 @@ def facts(
     """List the facts of your rooms (or of one, with --room)."""
     if ctx.invoked_subcommand is not None:
         return
-    reply = _run("facts", {"room": room, "all": include_all}, home)
+    reply = run_op("facts", {"room": room, "all": include_all}, home)
     lines = [_fact_line(f) for f in reply["facts"]] or ["No facts yet."]
     Output(json_mode=json_output).emit(reply, "\n".join(lines + _memory_notes(reply)))
 
@@ -146,7 +147,7 @@ def tasks(
     """List open and claimed tasks of your rooms (or of one, with --room)."""
     if ctx.invoked_subcommand is not None:
         return
-    reply = _run("tasks", {"room": room, "all": include_all}, home)
+    reply = run_op("tasks", {"room": room, "all": include_all}, home)
     lines = [_task_line(t) for t in reply["tasks"]] or ["No open tasks."]
     Output(json_mode=json_output).emit(reply, "\n".join(lines + _memory_notes(reply)))
 
@@ -187,7 +188,7 @@ def task_claim(
     home: HomeOption = None,
 ) -> None:
     """Take a task. The first claim in the room's order wins, on every machine."""
-    reply = _run("task_claim", {"id": task_id, "room": room}, home)
+    reply = run_op("task_claim", {"id": task_id, "room": room}, home)
     human = {
         "won": f"You have {reply['id']}.",
         "lost": f"{reply['claimed_by'] or 'Somebody else'} has {reply['id']}; pick another.",
@@ -244,7 +245,7 @@ def decide(
     """Record a decision in DECISIONS.md and announce it in the room."""
     repo_path = os.path.abspath(repo) if repo else None
     params = {"text": text, "why": why, "repo": repo_path, "tell": tell, "room": room}
-    reply = _run("decide", params, home)
+    reply = run_op("decide", params, home)
     Output(json_mode=json_output).emit(reply, f"Recorded in {reply['file']}.")
 
 
@@ -257,7 +258,7 @@ def decisions(
     home: HomeOption = None,
 ) -> None:
     """List the decisions of your rooms, oldest first."""
-    reply = _run("decisions", {"room": room}, home)
+    reply = run_op("decisions", {"room": room}, home)
     lines = [  # one line each for the decision and its reason, whatever peers wrote in them
         visible(f"{d['id']}  {d['text']}  ({d['by']}, #{d['room']})", one_line=True)
         + (f"\n    why: {visible(d['why'], one_line=True)}" if d["why"] else "")

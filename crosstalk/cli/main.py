@@ -23,6 +23,7 @@ from crosstalk.cli import (
     cmd_messages,
     cmd_prune,
     cmd_relay,
+    cmd_reserve,
     cmd_room,
     cmd_status,
     cmd_trust,
@@ -70,6 +71,7 @@ app.command("hook")(cmd_agent.hook)
 cmd_trust.mount(app)
 cmd_install.mount(app)
 cmd_memory.mount(app)
+cmd_reserve.mount(app)
 
 
 def _top_level() -> None:

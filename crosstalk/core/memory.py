@@ -7,12 +7,16 @@ member receives. The room actor opens each op, and for memory ops builds an :cla
 from the envelope and calls :meth:`MemoryState.apply`; for any other op in the log (a message, a
 membership change) it calls :meth:`MemoryState.skip` so the sequence stays gap-free. The rules for
 each kind live in :mod:`crosstalk.core.facts` and :mod:`crosstalk.core.tasks`; decisions are only
-recorded. Because every rule is a function of the state and the op, replicas that apply the same
-log reach the same state, and a task claim has one winner everywhere.
+recorded; file reservations are a :class:`~crosstalk.core.reservations.ReservationBook` inside
+the state, which the ops reach with the relay's time for them (``ctx.relay_ts``). Because every
+rule is a function of the state and the op, replicas that apply the same log reach the same
+state, and a task claim (or a reservation) has one winner everywhere.
 
 Inputs, in order of ``seq``:
     apply(op, ctx)   a memory op at ``ctx.seq``; returns its :class:`Outcome`
     skip(seq)        a non-memory op at ``seq``
+    member_left(fingerprint, seq, relay_ts)   the op at ``seq`` removed or let go a member (their
+                     reservations lapse there); otherwise exactly ``skip``
 The caller orders. ``seq`` must be exactly ``last_seq + 1``. Two exceptions keep at-least-once
 delivery harmless: an op id that was already applied returns its recorded outcome (marked
 ``duplicate``) and changes nothing, whether it comes again at its old seq (re-delivery) or at a
@@ -39,6 +43,7 @@ from collections.abc import Iterable
 import attrs
 
 from crosstalk.core.facts import apply_fact_op
+from crosstalk.core.reservations import ReservationBook
 from crosstalk.core.tasks import apply_task_op
 from crosstalk.errors import LocalProtocolError, RemoteProtocolError
 from crosstalk.wire.converter import converter
@@ -60,16 +65,41 @@ from crosstalk.wire.memory import (
     TaskRecord,
     TaskState,
 )
+from crosstalk.wire.reservations import (
+    ReleaseOp,
+    RenewOp,
+    ReservationCode,
+    ReservationOutcome,
+    ReserveOp,
+)
 
 _FACT_OPS = (FactAdd, FactConfirm, FactCorrect, FactForget)
+_RESERVATION_OPS = (ReserveOp, RenewOp, ReleaseOp)
+
+# What a reservation op did, in the memory outcome every op gets (the book keeps the details).
+_RESERVATION_CODES = {
+    ReservationCode.GRANTED: OutcomeCode.APPLIED,
+    ReservationCode.RENEWED: OutcomeCode.APPLIED,
+    ReservationCode.RELEASED: OutcomeCode.APPLIED,
+    ReservationCode.REFUSED: OutcomeCode.REFUSED,
+    ReservationCode.OVER_LIMIT: OutcomeCode.REFUSED,
+    ReservationCode.INVALID: OutcomeCode.INVALID,
+    ReservationCode.NOT_FOUND: OutcomeCode.UNKNOWN_ID,
+    ReservationCode.NOT_HOLDER: OutcomeCode.NOT_CLAIMER,
+    ReservationCode.ALREADY_EXISTS: OutcomeCode.ALREADY_EXISTS,
+}
 
 
 def canonical_bytes(snapshot: MemorySnapshot) -> bytes:
     """The one byte encoding of a snapshot: sorted-key, compact, UTF-8 JSON.
 
-    Sign these bytes to send a snapshot; hash them to compare replicas.
+    Sign these bytes to send a snapshot; hash them to compare replicas. A room that never had a
+    reservation op has no ``reservations`` key, so its bytes are those of a replica that
+    predates reservations.
     """
     data = converter.unstructure(snapshot)
+    if data.get("reservations") is None:
+        data.pop("reservations", None)
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return text.encode("utf-8")
 
@@ -84,6 +114,8 @@ class MemoryState:
         self._tasks: dict[str, TaskRecord] = {}
         self._decisions: dict[str, DecisionRecord] = {}
         self._outcomes: dict[str, Outcome] = {}
+        self._book = ReservationBook(room_id)
+        self._book_used = False  # a snapshot carries the book once it has taken an input
 
     # --- inputs --------------------------------------------------------------------------------
 
@@ -128,6 +160,26 @@ class MemoryState:
             raise self._out_of_order(seq)
         self._last_seq = seq
 
+    def member_left(self, fingerprint: str, seq: int, relay_ts: float) -> tuple[str, ...]:
+        """Op ``seq`` removed ``fingerprint`` from the room (or was their own leave): their
+        reservations lapse there. Otherwise the same as :meth:`skip`.
+
+        Returns:
+            The ids of the reservations that lapsed because of it.
+
+        Raises:
+            LocalProtocolError: ``seq`` leaves a gap after ``last_seq``, or ``relay_ts`` is not
+                a time.
+        """
+        if seq <= self._last_seq:
+            return ()
+        if seq != self._last_seq + 1:
+            raise self._out_of_order(seq)
+        gone = self._book.member_left(fingerprint, seq=seq, relay_ts=relay_ts)
+        self._book_used = True
+        self._last_seq = seq
+        return gone
+
     # --- queries -------------------------------------------------------------------------------
 
     @property
@@ -166,6 +218,15 @@ class MemoryState:
         """Decisions in log order."""
         return sorted(self._decisions.values(), key=lambda d: (d.seq, d.decision_id))
 
+    @property
+    def reservations(self) -> ReservationBook:
+        """The room's file reservations (read it; only :meth:`apply` changes it)."""
+        return self._book
+
+    def reservation_outcome(self, op_id: str) -> ReservationOutcome | None:
+        """What a sequenced reservation op did, in detail (who holds what it overlapped)."""
+        return self._book.outcome_of(op_id)
+
     # --- snapshots and hashing -----------------------------------------------------------------
 
     def snapshot(self) -> MemorySnapshot:
@@ -177,6 +238,7 @@ class MemoryState:
             tasks=tuple(sorted(self._tasks.values(), key=lambda t: t.task_id)),
             decisions=tuple(sorted(self._decisions.values(), key=lambda d: d.decision_id)),
             outcomes=tuple(sorted(self._outcomes.values(), key=lambda o: (o.seq, o.op_id))),
+            reservations=self._book.snapshot() if self._book_used else None,
         )
 
     def state_hash(self) -> str:
@@ -197,6 +259,13 @@ class MemoryState:
         state._tasks = {t.task_id: t for t in snapshot.tasks}
         state._decisions = {d.decision_id: d for d in snapshot.decisions}
         state._outcomes = {o.op_id: attrs.evolve(o, duplicate=False) for o in snapshot.outcomes}
+        if snapshot.reservations is not None:
+            if snapshot.reservations.room_id != snapshot.room_id:
+                raise RemoteProtocolError("memory snapshot holds another room's reservations")
+            if snapshot.reservations.last_seq > snapshot.last_seq:
+                raise RemoteProtocolError("memory snapshot holds reservations after its last_seq")
+            state._book = ReservationBook.from_snapshot(snapshot.reservations)
+            state._book_used = True
         return state
 
     # --- internals -----------------------------------------------------------------------------
@@ -209,6 +278,8 @@ class MemoryState:
                 self._facts[record.fact_id] = record
         elif isinstance(op, DecisionMade):
             code = self._decide(op, ctx)
+        elif isinstance(op, _RESERVATION_OPS):
+            code, winner = self._reserve(op, ctx)
         else:
             result = apply_task_op(self._tasks.get(op.task_id), op, ctx)
             if result.record is not None:
@@ -229,6 +300,20 @@ class MemoryState:
             seq=ctx.seq,
         )
         return OutcomeCode.APPLIED
+
+    def _reserve(
+        self, op: ReserveOp | RenewOp | ReleaseOp, ctx: OpContext
+    ) -> tuple[OutcomeCode, Person | None]:
+        # The relay's time decides lapses on every replica. The author's clock stands in only on
+        # the author's own replica behind a relay too old to say (docs/deploy.md): its pushes
+        # to everyone else always carried the time.
+        relay_ts = ctx.relay_ts or ctx.ts
+        done = self._book.apply(
+            op, sender=ctx.person, seq=ctx.seq, relay_ts=relay_ts, op_id=ctx.op_id
+        )
+        self._book_used = True
+        blocker = done.conflict.holder if done.conflict is not None else done.holder
+        return _RESERVATION_CODES[done.code], blocker
 
     def _out_of_order(self, seq: int) -> LocalProtocolError:
         return LocalProtocolError(

@@ -68,7 +68,7 @@ import attrs
 from crosstalk.core.pathspec import PathspecError, overlaps, parse
 from crosstalk.errors import LocalProtocolError, RemoteProtocolError
 from crosstalk.wire.converter import converter
-from crosstalk.wire.memory import Person
+from crosstalk.wire.people import Person
 from crosstalk.wire.reservations import (
     RESERVATION_SNAPSHOT_VERSION,
     Conflict,

@@ -91,9 +91,12 @@ def replace_queued_body(conn: sqlite3.Connection, item_id: int, body: bytes) -> 
     return cur.rowcount == 1
 
 
-def mark_sent(conn: sqlite3.Connection, item: OutboxItem, seq: int) -> bool:
-    """Record the relay's seq for our post; ``True`` if it also moved the room's cursor."""
-    conn.execute("UPDATE outbox SET state = 'sent', seq = ? WHERE id = ?", (seq, item.id))
+def mark_sent(conn: sqlite3.Connection, item: OutboxItem, seq: int, ts: float = 0.0) -> bool:
+    """Record the relay's seq and time for our post; ``True`` if it also moved the room's
+    cursor."""
+    conn.execute(
+        "UPDATE outbox SET state = 'sent', seq = ?, relay_ts = ? WHERE id = ?", (seq, ts, item.id)
+    )
     # The relay never pushes our own post back to us, so when it is the next op after our
     # cursor the cursor moves past it here; otherwise our own ops would sit unacknowledged in
     # our backlog until someone else spoke. With a gap (others' ops still on their way) the

@@ -37,7 +37,18 @@ from crosstalk.wire.memory import (
     Outcome,
     TaskRecord,
 )
-from crosstalk.wire.room_ops import MemoryEnvelope, decode_op, encode_op
+from crosstalk.wire.reservations import (
+    ReleaseOp,
+    RenewOp,
+    Reservation,
+    ReservationOutcome,
+    ReservationSnapshot,
+    ReserveOp,
+)
+from crosstalk.wire.room_ops import MemoryEnvelope, Rekey, decode_op, encode_op
+
+#: The one "record" a reservation op touches: the room's reservation book, written whole.
+BOOK = ("reservations", "")
 
 # One encoder for every row: json.dumps would build an equal one per call (a measurable share of
 # applying an op); the output is the same.
@@ -246,10 +257,60 @@ def load_snapshot(conn: sqlite3.Connection, room_id: str) -> MemorySnapshot:
             tasks=_records(conn, room_id, "task", TaskRecord),
             decisions=_records(conn, room_id, "decision", DecisionRecord),
             outcomes=tuple(converter.structure(json.loads(r[0]), Outcome) for r in outcomes),
+            reservations=_load_book(conn, room_id),
         )
     except (ValueError, TypeError, KeyError) as exc:
         problem = f"the memory of room {room_id} in state.db does not parse: {exc}"
         raise DamagedState(problem) from None
+
+
+def _load_book(conn: sqlite3.Connection, room_id: str) -> ReservationSnapshot | None:
+    book = conn.execute(
+        "SELECT last_seq, clock FROM reservation_books WHERE room_id = ?", (room_id,)
+    ).fetchone()
+    if book is None:
+        return None
+    held = conn.execute(
+        "SELECT body FROM reservation_held WHERE room_id = ? ORDER BY reservation_id", (room_id,)
+    ).fetchall()
+    outcomes = conn.execute(
+        "SELECT body FROM reservation_outcomes WHERE room_id = ? ORDER BY seq, op_id", (room_id,)
+    ).fetchall()
+    return ReservationSnapshot(
+        room_id=room_id,
+        last_seq=int(book[0]),
+        clock=float(book[1]),
+        reservations=tuple(converter.structure(json.loads(r[0]), Reservation) for r in held),
+        outcomes=tuple(
+            converter.structure(json.loads(r[0]), ReservationOutcome) for r in outcomes
+        ),
+    )
+
+
+def _save_book(conn: sqlite3.Connection, state: MemoryState, op_ids: Iterable[str]) -> None:
+    """Write the room's reservation book: where it stands, what holds (rewritten whole: a lapse
+    or a departure can end many at once), and the outcomes of ``op_ids``."""
+    room, book = state.room_id, state.reservations
+    conn.execute(
+        "INSERT INTO reservation_books (room_id, last_seq, clock) VALUES (?, ?, ?) "
+        "ON CONFLICT (room_id) DO UPDATE SET last_seq = excluded.last_seq, clock = excluded.clock",
+        (room, book.last_seq, book.clock),
+    )
+    conn.execute("DELETE FROM reservation_held WHERE room_id = ?", (room,))
+    conn.executemany(
+        "INSERT INTO reservation_held (room_id, reservation_id, body) VALUES (?, ?, ?)",
+        [(room, r.reservation_id, _dumps(r)) for r in book.snapshot().reservations],
+    )
+    rows = []
+    for op_id in op_ids:
+        outcome = book.outcome_of(op_id)
+        if outcome is not None:
+            rows.append((room, op_id, outcome.seq, _dumps(outcome)))
+    conn.executemany(
+        "INSERT OR IGNORE INTO reservation_outcomes (room_id, op_id, seq, body) "
+        "VALUES (?, ?, ?, ?)",
+        rows,
+    )
 
 
 def load_state(conn: sqlite3.Connection, room_id: str) -> MemoryState:
@@ -265,6 +326,8 @@ def touched(op: MemoryOp) -> tuple[str, str]:
     """The ``(kind, record_id)`` of the record that applying ``op`` may change."""
     if isinstance(op, DecisionMade):
         return "decision", op.decision_id
+    if isinstance(op, ReserveOp | RenewOp | ReleaseOp):
+        return BOOK
     if isinstance(op, FactAdd | FactConfirm | FactCorrect | FactForget):
         return "fact", op.fact_id
     return "task", op.task_id
@@ -296,7 +359,11 @@ def save_batch(
     every op would have left."""
     room = state.room_id
     rows = []
+    op_ids = list(op_ids)
     for kind, record_id in records:
+        if (kind, record_id) == BOOK:
+            _save_book(conn, state, op_ids)
+            continue
         record = _record(state, kind, record_id)
         if record is not None:
             rows.append((room, kind, record_id, _dumps(record)))
@@ -325,6 +392,10 @@ def replace_all(conn: sqlite3.Connection, state: MemoryState) -> None:
     snapshot = state.snapshot()
     conn.execute("DELETE FROM memory_records WHERE room_id = ?", (room,))
     conn.execute("DELETE FROM memory_outcomes WHERE room_id = ?", (room,))
+    for table in ("reservation_books", "reservation_held", "reservation_outcomes"):
+        conn.execute(f"DELETE FROM {table} WHERE room_id = ?", (room,))
+    if snapshot.reservations is not None:
+        _save_book(conn, state, (o.op_id for o in snapshot.reservations.outcomes))
     rows = [(room, "fact", f.fact_id, _dumps(f)) for f in snapshot.facts]
     rows += [(room, "task", t.task_id, _dumps(t)) for t in snapshot.tasks]
     rows += [(room, "decision", d.decision_id, _dumps(d)) for d in snapshot.decisions]
@@ -361,34 +432,54 @@ def record_sent(
     )
 
 
-def sent_envelope(conn: sqlite3.Connection, op_id: str) -> MemoryEnvelope | None:
+def record_sent_removal(conn: sqlite3.Connection, room_id: str, op_id: str, op: Rekey) -> None:
+    """Keep whom our own rekey removed: the relay never echoes it, and memory applies it at its
+    seq (the removed member's reservations lapse there). Kept while the room is (a snapshot
+    installed below its seq applies it again); it has no outcome to report."""
+    conn.execute(
+        "INSERT OR IGNORE INTO memory_sent (op_id, room_id, kind, body, created_at) "
+        "VALUES (?, ?, 'Rekey', ?, 0)",
+        (op_id, room_id, encode_op(Rekey(op.epoch, op.removed, {})).decode()),
+    )
+
+
+def sent_envelope(conn: sqlite3.Connection, op_id: str) -> MemoryEnvelope | Rekey | None:
     row = conn.execute("SELECT body FROM memory_sent WHERE op_id = ?", (op_id,)).fetchone()
     return None if row is None else parse_envelope(row[0])
 
 
-def parse_envelope(body: str) -> MemoryEnvelope:
+def parse_envelope(body: str) -> MemoryEnvelope | Rekey:
+    """A parked op: a memory op, or a removal (whose reservations lapse at its seq)."""
     op = decode_op(body.encode())
-    if not isinstance(op, MemoryEnvelope):
+    if not isinstance(op, MemoryEnvelope | Rekey):
         raise DamagedState("a stored memory op is not a memory op")
     return op
 
 
-def own_op_at(conn: sqlite3.Connection, room_id: str, seq: int) -> str | None:
-    """The id of our own op the relay sequenced at ``seq`` in this room, if it is ours."""
+@attrs.frozen
+class OwnOp:
+    """One of our own ops the relay sequenced: its id and the relay's time for it (0: unknown)."""
+
+    op_id: str
+    relay_ts: float
+
+
+def own_op_at(conn: sqlite3.Connection, room_id: str, seq: int) -> OwnOp | None:
+    """Our own op the relay sequenced at ``seq`` in this room, if it is ours."""
     row = conn.execute(
-        "SELECT op_id FROM outbox WHERE room_id = ? AND seq = ? AND state = 'sent'",
+        "SELECT op_id, relay_ts FROM outbox WHERE room_id = ? AND seq = ? AND state = 'sent'",
         (room_id, seq),
     ).fetchone()
-    return None if row is None else str(row[0])
+    return None if row is None else OwnOp(str(row[0]), float(row[1]))
 
 
-def own_ops_from(conn: sqlite3.Connection, room_id: str, seq: int) -> dict[int, str]:
-    """Our own ops the relay sequenced in this room after ``seq``: their ids by seq."""
+def own_ops_from(conn: sqlite3.Connection, room_id: str, seq: int) -> dict[int, OwnOp]:
+    """Our own ops the relay sequenced in this room after ``seq``, by seq."""
     rows = conn.execute(
-        "SELECT seq, op_id FROM outbox WHERE room_id = ? AND seq > ? AND state = 'sent'",
+        "SELECT seq, op_id, relay_ts FROM outbox WHERE room_id = ? AND seq > ? AND state = 'sent'",
         (room_id, seq),
     ).fetchall()
-    return {int(r[0]): str(r[1]) for r in rows}
+    return {int(r[0]): OwnOp(str(r[1]), float(r[2])) for r in rows}
 
 
 def own_ops_after(conn: sqlite3.Connection, room_id: str, seq: int) -> int | None:
@@ -429,7 +520,7 @@ def unreported_sent(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
     """
     rows = conn.execute(
         "SELECT s.room_id, s.op_id, s.kind FROM memory_sent s JOIN outbox o ON o.op_id = s.op_id "
-        "ORDER BY s.created_at"
+        "WHERE s.kind != 'Rekey' ORDER BY s.created_at"
     ).fetchall()
     return [(str(r[0]), str(r[1]), str(r[2])) for r in rows]
 

@@ -67,7 +67,7 @@ from crosstalk.errors import LocalProtocolError, RemoteProtocolError
 from crosstalk.store import memory as m
 from crosstalk.store.rooms import members
 from crosstalk.wire.memory import OpContext
-from crosstalk.wire.room_ops import MemoryEnvelope, RoomOp, SyncChunk, encode_op
+from crosstalk.wire.room_ops import MemoryEnvelope, Rekey, RoomOp, SyncChunk, encode_op
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ log = logging.getLogger(__name__)
 class _Noted:
     """One room's state inside a batch, and what applying ops to it changed but is not written."""
 
-    def __init__(self, state: MemoryState, own: dict[int, str]) -> None:
+    def __init__(self, state: MemoryState, own: dict[int, m.OwnOp]) -> None:
         self.state = state
         self.own = own  # our sequenced ops after the state's last_seq when the batch began
         self.records: dict[tuple[str, str], None] = {}  # (kind, record_id), ordered, once each
@@ -277,6 +277,9 @@ class MemoryFollower:
             state.apply(op.op, _context(seq, op_id, sender, relay_ts, op))
             noted.records[m.touched(op.op)] = None
             noted.op_ids.append(op_id)
+        elif isinstance(op, Rekey):
+            state.member_left(op.removed, seq, relay_ts)
+            noted.records[m.BOOK] = None
         else:
             state.skip(seq)
         noted.moved = True
@@ -286,12 +289,11 @@ class MemoryFollower:
         state = noted.state
         while upto is None or state.last_seq < upto:
             seq = state.last_seq + 1
-            op_id = noted.own.get(seq)
-            if op_id is None:
+            own = noted.own.get(seq)
+            if own is None:
                 return
-            envelope = m.sent_envelope(conn, op_id)  # None: a message or sync op of ours
-            at = envelope.at if envelope is not None else 0.0
-            self._note_one(noted, seq, op_id, self.me, at, envelope)
+            envelope = m.sent_envelope(conn, own.op_id)  # None: a message or sync op of ours
+            self._note_one(noted, seq, own.op_id, self.me, own.relay_ts, envelope)
 
     def _apply_one(
         self,
@@ -308,6 +310,9 @@ class MemoryFollower:
         if isinstance(op, MemoryEnvelope):
             state.apply(op.op, _context(seq, op_id, sender, relay_ts, op))
             m.save_applied(conn, state, op.op, op_id)
+        elif isinstance(op, Rekey):
+            state.member_left(op.removed, seq, relay_ts)
+            m.save_batch(conn, state, [m.BOOK], [])
         else:
             state.skip(seq)
             m.set_last_seq(conn, state.room_id, state.last_seq)
@@ -319,12 +324,11 @@ class MemoryFollower:
         """Apply our own sequenced ops from ``last_seq + 1`` on, while there are some."""
         while upto is None or state.last_seq < upto:
             seq = state.last_seq + 1
-            op_id = m.own_op_at(conn, state.room_id, seq)
-            if op_id is None:
+            own = m.own_op_at(conn, state.room_id, seq)
+            if own is None:
                 return
-            envelope = m.sent_envelope(conn, op_id)  # None: a message or sync op of ours
-            at = envelope.at if envelope is not None else 0.0
-            self._apply_one(conn, state, seq, op_id, self.me, at, envelope)
+            envelope = m.sent_envelope(conn, own.op_id)  # None: a message or sync op of ours
+            self._apply_one(conn, state, seq, own.op_id, self.me, own.relay_ts, envelope)
 
     def _take_chunk(self, conn: sqlite3.Connection, entry: Applied, chunk: SyncChunk) -> None:
         room = entry.room_id
@@ -409,7 +413,8 @@ class MemoryFollower:
 
 def _context(seq: int, op_id: str, sender: str, relay_ts: float, op: MemoryEnvelope) -> OpContext:
     return OpContext(
-        seq=seq, op_id=op_id, sender=sender, sender_label=op.label or sender, ts=op.at or relay_ts
+        seq=seq, op_id=op_id, sender=sender, sender_label=op.label or sender,
+        ts=op.at or relay_ts, relay_ts=relay_ts,
     )
 
 
@@ -421,8 +426,11 @@ def _park(conn: sqlite3.Connection, entry: Applied) -> None:
 def _row(
     seq: int, op_id: str, sender: str, relay_ts: float, op: RoomOp | None
 ) -> tuple[int, str, str, float, str | None]:
-    """A memory_pending row: the op's memory envelope as JSON, or None for any other op."""
-    body = encode_op(op).decode() if isinstance(op, MemoryEnvelope) else None
+    """A memory_pending row: the op's memory envelope as JSON, a removal as whom it removed
+    (its sealed keys are not memory's), or None for any other op."""
+    if isinstance(op, Rekey):
+        op = Rekey(op.epoch, op.removed, {})
+    body = encode_op(op).decode() if isinstance(op, MemoryEnvelope | Rekey) else None
     return (seq, op_id, sender, relay_ts, body)
 
 

@@ -265,6 +265,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(18, "room keys owed to joiners", _V18),
     Migration(19, "outbox: ops that carry keys", _V19),
     Migration(20, "membership: the signed history, and what did not verify", _V20),
+    Migration(21, "memory: file reservations, and the relay's time of our posts",
+              schema_memory.STATEMENTS_V21),
 )
 LATEST_VERSION = len(MIGRATIONS)
 

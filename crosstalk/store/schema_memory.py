@@ -83,3 +83,30 @@ STATEMENTS_V16: tuple[str, ...] = (
     "ALTER TABLE memory_rooms ADD COLUMN conceded INTEGER NOT NULL DEFAULT 0",
     "ALTER TABLE memory_rooms ADD COLUMN journal_from INTEGER",
 )
+
+# Migration step 21: file reservations (crosstalk/core/reservations.py), part of each room's
+# memory. `reservation_books` is where a room's book stands (its last input's seq and the relay
+# clock it reached); `reservation_held` one row per reservation that holds (few: it is rewritten
+# whole when the book changes); `reservation_outcomes` what each reservation op did, per op.
+# The outbox keeps the relay's time for our own posts, which reservations lapse by.
+STATEMENTS_V21: tuple[str, ...] = (
+    "ALTER TABLE outbox ADD COLUMN relay_ts REAL NOT NULL DEFAULT 0",
+    """CREATE TABLE reservation_books (
+        room_id TEXT PRIMARY KEY REFERENCES rooms (room_id) ON DELETE CASCADE,
+        last_seq INTEGER NOT NULL,
+        clock REAL NOT NULL
+    )""",
+    """CREATE TABLE reservation_held (
+        room_id TEXT NOT NULL REFERENCES rooms (room_id) ON DELETE CASCADE,
+        reservation_id TEXT NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (room_id, reservation_id)
+    )""",
+    """CREATE TABLE reservation_outcomes (
+        room_id TEXT NOT NULL REFERENCES rooms (room_id) ON DELETE CASCADE,
+        op_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (room_id, op_id)
+    )""",
+)

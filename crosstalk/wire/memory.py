@@ -26,6 +26,16 @@ from cattrs.errors import BaseValidationError
 
 from crosstalk.errors import RemoteProtocolError
 from crosstalk.wire.converter import converter, rename_fields, tagged_union
+from crosstalk.wire.people import Person
+from crosstalk.wire.reservations import (
+    RESERVATION_OP_TAGS,
+    ReleaseOp,
+    RenewOp,
+    ReservationSnapshot,
+    ReserveOp,
+)
+
+__all__ = ["Person"]  # re-exported: memory's records name people
 
 SNAPSHOT_VERSION = 1
 
@@ -41,18 +51,12 @@ def _positive(_instance: object, attribute: attrs.Attribute[int], value: int) ->
 
 
 @attrs.frozen
-class Person:
-    """Someone in a room: the fingerprint identifies them; the label is their own name."""
-
-    fingerprint: str
-    label: str
-
-
-@attrs.frozen
 class OpContext:
     """Where an op sits in the room log and who sent it, taken from the envelope around it.
 
-    ``ts`` is seconds since the Unix epoch (UTC); ``seq`` is the relay's per-room sequence number.
+    ``ts`` is seconds since the Unix epoch (UTC), the author's clock; ``seq`` is the relay's
+    per-room sequence number and ``relay_ts`` the relay's time for the op (what reservations
+    lapse by; 0 where it is not known, and then ``ts`` stands in).
     """
 
     seq: int = attrs.field(validator=_positive)
@@ -60,6 +64,7 @@ class OpContext:
     sender: str
     sender_label: str
     ts: float = attrs.field(converter=float, validator=_finite)
+    relay_ts: float = attrs.field(default=0.0, converter=float, validator=_finite)
 
     @property
     def person(self) -> Person:
@@ -161,6 +166,9 @@ MemoryOp = (
     | TaskDone
     | TaskDrop
     | DecisionMade
+    | ReserveOp
+    | RenewOp
+    | ReleaseOp
 )
 
 OP_TAGS: dict[type, str] = {
@@ -174,6 +182,7 @@ OP_TAGS: dict[type, str] = {
     TaskDone: "task_done",
     TaskDrop: "task_drop",
     DecisionMade: "decision_made",
+    **RESERVATION_OP_TAGS,
 }
 
 
@@ -303,6 +312,8 @@ class OutcomeCode(enum.Enum):
     NOT_CLAIMER = "not_claimer"  # release/done/drop of a task someone else holds
     NOT_CLAIMED = "not_claimed"  # release of a task nobody holds
     CLOSED = "closed"  # the task is already done or dropped
+    REFUSED = "refused"  # a reservation that overlaps someone else's, or one too many
+    INVALID = "invalid"  # a reservation naming a path or glob no replica reads
 
 
 @attrs.frozen
@@ -340,6 +351,7 @@ class MemorySnapshot:
     decisions: tuple[DecisionRecord, ...]
     outcomes: tuple[Outcome, ...]
     version: int = SNAPSHOT_VERSION
+    reservations: ReservationSnapshot | None = None  # None: no reservation op yet
 
 
 # --- converter registration --------------------------------------------------------------------

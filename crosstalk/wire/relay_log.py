@@ -1,6 +1,6 @@
 """Relay room-log frames: posting ops, their delivery, acknowledgement and replay.
 
-``post {room, op_id, body}`` -> ``posted {room, seq}`` once committed; ``op`` pushes to every
+``post {room, op_id, body}`` -> ``posted {room, seq, ts}`` once committed; ``op`` pushes to every
 other device of every joined member; ``ack {room, seq}``; ``resume {cursors}`` replays everything
 after each cursor and answers ``resumed`` (with each room's ``first`` held seq, so a gap is
 visible); live ops flow to a connection only after it has sent ``resume``. Cursors are per device
@@ -57,6 +57,7 @@ class Posted:
     req: int
     room: str
     seq: int
+    ts: float = 0.0  # the relay's time for the op, as its pushes carry it (0: a relay before it)
 
 
 @attrs.frozen

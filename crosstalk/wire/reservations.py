@@ -3,10 +3,9 @@
 A reservation op travels in the room log like a memory op and is applied in the relay's order by
 :class:`crosstalk.core.reservations.ReservationBook`. On the wire it is a JSON object whose
 ``"op"`` key names its kind (``"reserve"``, ``"reserve_renew"``, ``"reserve_release"``); these tags
-differ from every memory op's, so :data:`ReservationOp` can later join
-:data:`crosstalk.wire.memory.MemoryOp`'s union without changing how any existing op is encoded.
-It is a union of its own for now: joining would make every replica that predates reservations
-refuse the op as malformed, which the wiring step has to decide about.
+differ from every memory op's, and :data:`crosstalk.wire.memory.MemoryOp`'s union includes them:
+reservations travel, are sequenced, snapshotted and caught up exactly like tasks. A replica that
+predates them refuses such an op as malformed and skips its seq, so its memory still moves on.
 
 Sizes are bounded here, so a peer cannot make every replica compare thousands of long globs: the
 validators raise ``ValueError`` with a sentence a person can act on, which
@@ -21,7 +20,7 @@ from __future__ import annotations
 
 import enum
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 import attrs
@@ -29,7 +28,7 @@ from cattrs.errors import BaseValidationError
 
 from crosstalk.errors import RemoteProtocolError
 from crosstalk.wire.converter import converter, tagged_union
-from crosstalk.wire.memory import Person
+from crosstalk.wire.people import Person
 
 RESERVATION_SNAPSHOT_VERSION = 1
 DEFAULT_MINUTES = 60
@@ -40,6 +39,11 @@ MAX_REASON_LENGTH = 500
 MAX_ID_LENGTH = 64
 MAX_REPO_LENGTH = 200
 MAX_RELEASE_IDS = 64
+
+
+def _strings(value: Iterable[str]) -> tuple[str, ...]:
+    """A tuple of what was given (a typed converter: ``tuple`` itself leaves mypy guessing)."""
+    return tuple(value)
 
 
 def _minutes(_instance: object, _attribute: attrs.Attribute[int], value: int) -> None:
@@ -105,7 +109,7 @@ class ReserveOp:
 
     reservation_id: str = attrs.field(validator=_an_id)
     repo: str = attrs.field(validator=_repo)
-    patterns: tuple[str, ...] = attrs.field(converter=tuple, validator=_some_patterns)
+    patterns: tuple[str, ...] = attrs.field(converter=_strings, validator=_some_patterns)
     shared: bool = False
     minutes: int = attrs.field(default=DEFAULT_MINUTES, validator=_minutes)
     reason: str = attrs.field(default="", validator=_reason)
@@ -124,9 +128,9 @@ class ReleaseOp:
     """Give back one's own reservations: those named by id; else, in ``repo``, those that overlap
     one of ``patterns``; else all of one's reservations (in ``repo`` if it is given)."""
 
-    reservation_ids: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    reservation_ids: tuple[str, ...] = attrs.field(default=(), converter=_strings)
     repo: str | None = None
-    patterns: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    patterns: tuple[str, ...] = attrs.field(default=(), converter=_strings)
 
     def __attrs_post_init__(self) -> None:
         if len(self.reservation_ids) > MAX_RELEASE_IDS:

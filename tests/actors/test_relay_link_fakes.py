@@ -204,7 +204,7 @@ class MemoryLinkStore:
             self.inbound.setdefault((op.room, op.op_id), op)
             self.cursors[op.room] = max(op.seq, self.cursors.get(op.room, 0))
 
-    async def mark_sent(self, item: OutboxItem, seq: int) -> None:
+    async def mark_sent(self, item: OutboxItem, seq: int, ts: float = 0.0) -> None:
         await self._commit(f"sent {item.op_id}")
         row = self.outbox[item.op_id]
         row.state, row.seq = "sent", seq

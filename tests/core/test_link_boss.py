@@ -522,7 +522,7 @@ def test_our_post_replayed_before_resumed_is_taken_and_a_leave_follows_the_room_
     resume = to_resuming(b)
     relay_says(b, w.Op("r1", 7, ME.fingerprint, "op-1", b"body-1", 1.0))
     relay_says(b, w.Resumed(resume.req, [], []))
-    assert PostAccepted(item(1), 7) in b.events_received()
+    assert PostAccepted(item(1), 7, 1.0) in b.events_received()
     post, *rest = sent(b)
     assert isinstance(post, w.Post) and post.op_id == "op-2"
     assert not any(isinstance(f, w.Leave) for f in rest)

@@ -37,7 +37,8 @@ def test_posted_lets_the_room_s_next_item_go() -> None:
     """posted accepts the item (with its seq); the room's next item goes on the next pump."""
     o = outbox(1, 2)
     [first] = o.pump(0.0)
-    assert o.answered(first.req, w.Posted(first.req, "r1", 10), 0.0) == PostAccepted(item(1), 10)
+    answer = w.Posted(first.req, "r1", 10, 1234.5)
+    assert o.answered(first.req, answer, 0.0) == PostAccepted(item(1), 10, 1234.5)
     assert ops(o.pump(0.0)) == ["op-2"]
     assert o.queued == 1
 
@@ -211,7 +212,7 @@ def test_our_own_op_coming_back_takes_its_item_out_at_that_seq() -> None:
     o = outbox(1, 2)
     [post] = o.pump(0.0)
     back = w.Op("r1", 7, "me", "op-1", b"body-1", 1.0)
-    assert o.came_back(back) == PostAccepted(item(1), 7)
+    assert o.came_back(back) == PostAccepted(item(1), 7, 1.0)  # at the relay's time for it
     assert not o.owns(post.req) and o.queued == 1
     assert ops(o.pump(0.0)) == ["op-2"]
 

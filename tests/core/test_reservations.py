@@ -19,7 +19,7 @@ from crosstalk.core.reservations import (
 )
 from crosstalk.errors import LocalProtocolError, RemoteProtocolError
 from crosstalk.wire.converter import converter, structure_remote
-from crosstalk.wire.memory import OP_TAGS, Person
+from crosstalk.wire.memory import OP_TAGS, MemoryOp, Person, parse_memory_op
 from crosstalk.wire.reservations import (
     MAX_PATTERN_LENGTH,
     MAX_PATTERNS,
@@ -152,9 +152,13 @@ def test_ops_round_trip_through_the_wire(op: ReservationOp) -> None:
     assert parse_reservation_op(data) == op
 
 
-def test_reservation_tags_differ_from_every_memory_op_tag() -> None:
-    """So the ops can join the memory union later without changing any encoding."""
-    assert not set(RESERVATION_OP_TAGS.values()) & set(OP_TAGS.values())
+def test_reservation_ops_travel_as_memory_ops_under_their_own_tags() -> None:
+    """They joined the memory union without changing how any memory op is encoded."""
+    memory_only = {t: tag for t, tag in OP_TAGS.items() if t not in RESERVATION_OP_TAGS}
+    assert not set(RESERVATION_OP_TAGS.values()) & set(memory_only.values())
+    assert all(OP_TAGS[t] == tag for t, tag in RESERVATION_OP_TAGS.items())
+    op = ReserveOp("r1", "repo", ("src/**",))
+    assert parse_memory_op(converter.unstructure(op, MemoryOp)) == op
 
 
 TOO_BIG = [

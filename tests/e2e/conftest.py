@@ -193,7 +193,7 @@ class Person(Cli):
             *args, timeout=timeout, env={"CROSSTALK_RELAY": self.relay, **(env or {})}, cwd=cwd
         )
 
-    def spawn(self, *args: str) -> subprocess.Popen[str]:
+    def spawn(self, *args: str, cwd: Path | None = None) -> subprocess.Popen[str]:
         """Start a CLI command in the background (e.g. `room new`, which waits)."""
         env = {**os.environ, "CROSSTALK_RELAY": self.relay}
         env.pop("CROSSTALK_HOME", None)
@@ -203,6 +203,7 @@ class Person(Cli):
             stderr=subprocess.PIPE,
             text=True,
             env=env,
+            cwd=cwd,
         )
 
 

@@ -366,5 +366,5 @@ def test_another_relay_node_answers_the_retry_from_the_stored_departure() -> Non
     apply_stored(other, SlotTable(ttl=60.0, grant_ttl=60.0, max_open=3), membership, BOB.fp,
                  ignore, ignore, ignore, [])
     other.drop_through(other.rooms["ab"], 1)  # the prune, stored as a message of its own
-    assert other.own_seq("ab", ALICE.fp, "mine") == 1
+    assert other.own_seq("ab", ALICE.fp, "mine") == (1, 0.0)  # departed: its time not kept
     assert other.own_seq("ab", BOB.fp, "mine") is None

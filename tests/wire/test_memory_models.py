@@ -142,8 +142,8 @@ def test_task_add_uses_for_on_the_wire() -> None:
 
 
 def test_every_op_kind_has_a_distinct_tag() -> None:
-    """Ten op kinds, ten different tags."""
-    assert len(set(OP_TAGS.values())) == len(OP_TAGS) == 10
+    """Thirteen op kinds (ten of memory, three of reservations), thirteen different tags."""
+    assert len(set(OP_TAGS.values())) == len(OP_TAGS) == 13
 
 
 @pytest.mark.parametrize(

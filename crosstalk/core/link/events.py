@@ -68,6 +68,7 @@ class OpArrived:
 class PostAccepted:
     item: OutboxItem
     seq: int
+    ts: float = 0.0  # the relay's time for it (reservations lapse by it on every replica)
 
 
 @attrs.frozen(eq=False)

@@ -102,7 +102,7 @@ class Outbox:
                 self._ask_again.pop(item.id, None)
                 self._as_is.discard(item.op_id)
                 self._failures.pop(item.room, None)
-                return PostAccepted(item, op.seq)
+                return PostAccepted(item, op.seq, op.ts)
         return None
 
     def epoch_seen(self, room: str, body: bytes) -> None:
@@ -173,7 +173,7 @@ class Outbox:
             self._queued.pop(item.id, None)
             self._as_is.discard(item.op_id)
             self._failures.pop(item.room, None)
-            return PostAccepted(item, frame.seq)
+            return PostAccepted(item, frame.seq, frame.ts)
         if isinstance(frame, w.Error) and frame.code in TRANSIENT_POST_ERRORS:
             failures = self._failures[item.room] = self._failures.get(item.room, 0) + 1
             self._paused[item.room] = now + post_retry_delay(failures)

@@ -23,6 +23,7 @@ from crosstalk.features.feature import ControlOp, Plugs, op
 from crosstalk.features.memory import decide as decide_ops
 from crosstalk.features.memory import views as v
 from crosstalk.features.memory.handle import Host, MemoryFeature
+from crosstalk.features.memory.reserve import reservation_ops
 from crosstalk.project import bound_room, repo_root
 from crosstalk.store import memory as m
 from crosstalk.store.rooms import Room, contact_named
@@ -40,7 +41,7 @@ from crosstalk.wire.memory import (
     TaskDrop,
     TaskRelease,
 )
-from crosstalk.wire.room_ops import MAX_TEXT
+from crosstalk.wire.room_ops import MAX_TEXT, Rekey, RoomOp
 
 
 def _new_id(prefix: str) -> str:
@@ -183,13 +184,23 @@ def plug(daemon: Host) -> Plugs:
     """The memory ops, the applier and its batch scope, the listener and the memory-sync actor."""
     feature = MemoryFeature(daemon)
     return Plugs(
-        ops=(*_read_ops(feature), *_write_ops(feature), decide_ops.decide_op(feature)),
+        ops=(
+            *_read_ops(feature), *_write_ops(feature), decide_ops.decide_op(feature),
+            *reservation_ops(feature),
+        ),
         appliers=(feature.apply,),
+        sent_writers=(_keep_removal,),
         apply_scopes=(feature.batch,),
         applied_listeners=(feature.on_applied,),
         start=(feature.start,),
         link_up_listeners=(feature.on_link_up,),
     )
+
+
+def _keep_removal(conn: sqlite3.Connection, room_id: str, op_id: str, op: RoomOp) -> None:
+    """Sent writer: our own rekey names whom we removed; memory applies it at its seq."""
+    if isinstance(op, Rekey):
+        m.record_sent_removal(conn, room_id, op_id, op)
 
 
 def _read_ops(feature: MemoryFeature) -> tuple[ControlOp, ...]:
