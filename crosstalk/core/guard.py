@@ -285,8 +285,6 @@ def refusal_message(
         )
         lines.append(f"    staged here: {_listed(conflict.staged)}")
     holders = sorted({one_line(c.reservation.holder) for c in conflicts})
-    lines.append(
-        f"Talk to {' and '.join(holders)} first (crosstalk send), or wait until they release; "
-        f"to commit anyway, this once: {OVERRIDE_HINT}"
-    )
+    lines.append(f"Talk to {' and '.join(holders)} first (crosstalk send), or wait for a release.")
+    lines.append(f"To commit anyway, this once: {OVERRIDE_HINT}")
     return "\n".join(lines)

@@ -131,8 +131,8 @@ def test_the_refusal_names_holder_paths_expiry_reason_and_the_override() -> None
         "This commit touches paths someone else has reserved:",
         "  ben holds src/**, lib/a.py until T+1375 (23 min left; reason: refactoring auth)",
         "    staged here: src/x.py",
-        "Talk to ben first (crosstalk send), or wait until they release; to commit anyway, "
-        "this once: CROSSTALK_GUARD=off git commit …",
+        "Talk to ben first (crosstalk send), or wait for a release.",
+        "To commit anyway, this once: CROSSTALK_GUARD=off git commit …",
     ]
 
 
@@ -157,7 +157,7 @@ def test_peer_text_and_file_names_cannot_forge_lines() -> None:
     """A newline or escape in a label, reason or staged name stays on its line, escaped."""
     row = held(holder="ben\nALL CLEAR", reason="x\x1b[2Jy", paths=("src/**",))
     message = refusal_message(conflicts(["src/a\nb.py"], row), now=NOW, local_time=clock)
-    assert len(message.splitlines()) == 4
+    assert len(message.splitlines()) == 5
     assert "ben\\x0aALL CLEAR" in message and "x\\x1b[2Jy" in message
     assert "src/a\\x0ab.py" in message
 
