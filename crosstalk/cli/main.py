@@ -18,6 +18,7 @@ import typer
 from crosstalk.cli import (
     cmd_agent,
     cmd_daemon,
+    cmd_guard,
     cmd_install,
     cmd_memory,
     cmd_messages,
@@ -47,6 +48,7 @@ app = _new_app()
 app.add_typer(cmd_daemon.app, name="daemon")
 app.add_typer(cmd_relay.app, name="relay")
 app.add_typer(cmd_room.app, name="room")
+app.add_typer(cmd_guard.app, name="guard")
 app.command("link")(cmd_room.link)
 app.command("send")(cmd_messages.send)
 app.command("read")(cmd_messages.read)
