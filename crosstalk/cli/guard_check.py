@@ -33,19 +33,13 @@ from crosstalk.core.guard import (
     split_paths,
     unchecked,
 )
-from crosstalk.errors import CrosstalkError
+from crosstalk.errors import CrosstalkError, NotInRepository
 from crosstalk.paths import Home
 
 #: Seconds the hook waits for the daemon's answer before committing without the check.
 CHECK_TIMEOUT = 3.0
 #: Seconds any one git command may take (they read the index and config, nothing more).
 GIT_TIMEOUT = 30.0
-
-
-class NotInRepository(CrosstalkError):
-    """The command works on a git repository, and was run outside one."""
-
-    code = "not_in_repository"
 
 
 def _git(cwd: Path, *args: str) -> bytes:

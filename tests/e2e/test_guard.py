@@ -3,9 +3,6 @@
 Ben reserves ``src/**`` in his clone of ``app``; ana's commit touching ``src/x.py`` in hers is
 refused, naming ben; ``CROSSTALK_GUARD=off`` commits; once ben releases, ana's commit passes
 silently; her own and shared reservations never stop her; uninstall puts her hook back exactly.
-
-It needs ``crosstalk reserve`` / ``release`` / ``reservations`` and the daemon's ``reservations``
-op, and is skipped while the CLI lacks them.
 """
 
 from __future__ import annotations
@@ -18,17 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from crosstalk.cli.main import app
 from tests.e2e.conftest import Person, pair, wait_until
 
-COMMANDS = {c.name for c in app.registered_commands} | {g.name for g in app.registered_groups}
 pytestmark = [
     pytest.mark.e2e,
     pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed"),
-    pytest.mark.skipif(
-        not {"reserve", "release", "reservations"} <= COMMANDS,
-        reason="needs the `crosstalk reserve`, `release` and `reservations` commands",
-    ),
 ]
 
 GIT_ENV = {

@@ -9,6 +9,7 @@ renewal, leaving and removal (their reservations lapse everywhere). Waits are bo
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import shutil
@@ -65,7 +66,7 @@ def team() -> Iterator[Team]:
     relay.start()
     try:
         crew = Team(root, f"ws://127.0.0.1:{relay.port}")
-        for a, b in zip(NAMES, NAMES[1:], strict=False):
+        for a, b in itertools.pairwise(NAMES):
             pair(crew[a], crew[b])
         crew["ben"].json("room", "create", ROOM)
         join(crew["ben"], crew["ana"], ROOM)

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from crosstalk.cli.guard_check import NotInRepository, hooks_dir
+from crosstalk.cli.guard_check import hooks_dir
+from crosstalk.errors import NotInRepository
 from crosstalk.install.git_hook import (
     HOOK_NAME,
     MARKER,
