@@ -26,6 +26,7 @@ from crosstalk.features.memory.handle import Host, MemoryFeature
 from crosstalk.features.memory.reserve import reservation_ops
 from crosstalk.project import bound_room, repo_root
 from crosstalk.store import memory as m
+from crosstalk.store.reservations import relay_now
 from crosstalk.store.rooms import Room, contact_named
 from crosstalk.wire.memory import (
     FactAdd,
@@ -97,13 +98,15 @@ async def working_set(feature: MemoryFeature, params: v.WorkingSetParams) -> v.W
     if me is None:
         return v.WorkingSetReply("", repo, 0, 0)
 
-    def gather(conn: sqlite3.Connection) -> tuple[list[RoomMemory], dict[str, str]]:
+    def gather(conn: sqlite3.Connection) -> tuple[list[RoomMemory], dict[str, str], float]:
         rooms = sorted(v.joined_rooms(conn), key=lambda r: r.room_id != bound)
         memory = [RoomMemory(r.name, m.load_state(conn, r.room_id)) for r in rooms]
-        return memory, v.names(conn, me, label)
+        return memory, v.names(conn, me, label), relay_now(conn)
 
-    memory, known = await feature.daemon.store.read(gather)
-    chosen = build_working_set(memory, me=me, repo=repo, now=time.time(), names=known)
+    memory, known, at = await feature.daemon.store.read(gather)
+    chosen = build_working_set(
+        memory, me=me, repo=repo, now=time.time(), names=known, relay_now=at
+    )
     return v.WorkingSetReply(chosen.render(), repo, chosen.facts_total, chosen.tasks_total)
 
 

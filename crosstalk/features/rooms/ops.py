@@ -11,6 +11,7 @@ new key sealed to each remaining member, so nothing sent afterwards opens for th
 from __future__ import annotations
 
 import functools
+import logging
 import sqlite3
 import time
 
@@ -61,6 +62,8 @@ from crosstalk.store.rooms import (
     list_rooms,
 )
 from crosstalk.wire import relay as w
+
+log = logging.getLogger(__name__)
 
 
 async def _invited_back(daemon: Daemon, relay: RelayClient, room_id: str) -> bool:
@@ -156,6 +159,7 @@ async def decline(daemon: Daemon, params: RoomParams) -> RoomReply:
 
 async def leave(daemon: Daemon, params: RoomParams) -> RoomReply:
     room = await daemon.store.read(lambda c: find_room(c, params.room))
+    await _give_back_reservations(daemon, room.room_id)
     try:
         await request_change(daemon, room.room_id, "leave", daemon.keys.fingerprint,
                              with_statement(w.Leave(0, room.room_id)))
@@ -165,6 +169,21 @@ async def leave(daemon: Daemon, params: RoomParams) -> RoomReply:
     await daemon.forget_room(room.room_id)
     await daemon.store.write(lambda c: room_keys.forget_room(c, room.room_id))
     return RoomReply(room.name, room.room_id, "left")
+
+
+async def _give_back_reservations(daemon: Daemon, room_id: str) -> None:
+    """Release what we hold in the room before leaving it: a leave is not in the room log, the
+    release is, so every replica lets our reservations go at the same point. A relay that does
+    not sequence it in time leaves them to lapse at their expiry instead (said in the log)."""
+    if not daemon.ops.has("release"):
+        return
+    try:
+        reply = await daemon.ops.call("release", {"room": room_id})
+    except CrosstalkError as exc:
+        log.info("room %s: reservations not released before leaving: %s", room_id, exc.message)
+        return
+    if reply.get("pending"):
+        log.info("room %s: the release before leaving was not sequenced in time", room_id)
 
 
 async def kick(daemon: Daemon, params: KickParams) -> KickReply:
