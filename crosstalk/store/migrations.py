@@ -22,6 +22,7 @@ import attrs
 from crosstalk.errors import DamagedState, LocalProtocolError
 from crosstalk.store import (
     schema_attention,
+    schema_edits,
     schema_hot,
     schema_memory,
     schema_messages,
@@ -265,6 +266,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(18, "room keys owed to joiners", _V18),
     Migration(19, "outbox: ops that carry keys", _V19),
     Migration(20, "membership: the signed history, and what did not verify", _V20),
+    # Which files agents wrote lately, ours and roommates' (crosstalk/features/edits/). To be
+    # step 22: the lead's step 21 lands first; renumbering is this one number.
+    Migration(21, "edits: files agents wrote lately", schema_edits.STATEMENTS),
 )
 LATEST_VERSION = len(MIGRATIONS)
 
