@@ -292,9 +292,13 @@ def verdict(
         decision = "deny"
     if not lines:
         return Verdict(None, decision)
-    unique = list(dict.fromkeys(lines))
-    shown = unique[:MAX_LINES]
-    if len(unique) > MAX_LINES:
-        shown.append(f"And {len(unique) - MAX_LINES} more like these.")
-    text = "\n".join([PREAMBLE, *(f"- {line}" for line in shown)])
-    return Verdict(text[:MAX_TEXT], decision)
+    unique = [f"- {line}" for line in dict.fromkeys(lines)]
+    shown, size = [PREAMBLE], len(PREAMBLE)
+    for line in unique[:MAX_LINES]:
+        if size + 1 + len(line) > MAX_TEXT - 40:  # room left for the count line
+            break
+        shown.append(line)
+        size += 1 + len(line)
+    if len(shown) - 1 < len(unique):
+        shown.append(f"And {len(unique) - len(shown) + 1} more like these.")
+    return Verdict("\n".join(shown), decision)
