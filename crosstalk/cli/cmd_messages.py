@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from typing import Annotated, Any
 
 import typer
@@ -248,13 +249,32 @@ def peers(json_output: JsonOption = False, home: HomeOption = None) -> None:
         unread = f" · {p['unread']} unread" if p["unread"] else ""
         label = visible(p["label"], one_line=True)  # peers' names stay on their line
         lines.append(f"  {label:<16} {state:<8} {p['level']}{extra}{unread}")
-        lines += [  # what they published: `send LABEL/NAME` reaches that session
-            f"    {label}/{visible(s['name'], one_line=True)}"
-            + (f" in {visible(s['project'], one_line=True)}" if s["project"] else "")
-            + f" ({visible(s['status'], one_line=True)})"
-            for s in p.get("sessions", [])
-        ]
+        for s in p.get("sessions", []):  # what they published: `send LABEL/NAME` reaches it
+            lines.append(
+                f"    {label}/{visible(s['name'], one_line=True)}"
+                + (f" in {visible(s['project'], one_line=True)}" if s["project"] else "")
+                + f" ({visible(s['status'], one_line=True)})"
+            )
+            lines += _edited_lines(s)
+    for s in reply["me"].get("sessions", []):
+        if s.get("edits"):
+            lines.append(f"  you/{visible(s['name'], one_line=True)}")
+            lines += _edited_lines(s)
     out.emit(reply, "\n".join(lines))
+
+
+def _edited_lines(session: dict[str, Any], shown: int = 5) -> list[str]:
+    """A session's recent edits, newest first: ``touching repo/path (3 min ago)``."""
+    edits = session.get("edits") or []
+    now = time.time()
+    lines = [
+        f"      touching {visible(e['repo'], one_line=True)}/{visible(e['path'], one_line=True)}"
+        f" ({max(0, int(now - e['edited_at']) // 60)} min ago)"
+        for e in edits[:shown]
+    ]
+    if len(edits) > shown:
+        lines.append(f"      and {len(edits) - shown} more")
+    return lines
 
 
 @reports_errors

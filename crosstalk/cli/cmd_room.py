@@ -259,3 +259,28 @@ def kick(
     Output(json_mode=json_output).emit(
         reply, f"Removed {reply['removed']} from #{reply['room']}; new key epoch {reply['epoch']}."
     )
+
+
+@app.command("edits")
+@reports_errors
+def edits(
+    room: Annotated[str, typer.Argument(help="The room.")],
+    share: Annotated[
+        str | None, typer.Argument(help="on or off (default: show the setting).")
+    ] = None,
+    json_output: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """Show or set whether this room hears which files your agents change (never contents)."""
+    from crosstalk.cli.cmd_edits import on_off
+
+    params: dict[str, Any] = {"room": room}
+    if share is not None:
+        params["share"] = on_off(share)
+    reply = ask_daemon(home, "edits", params)
+    [shown] = reply["rooms"] or [{"room": room, "id": "", "share": False}]
+    state = "hears" if shown["share"] else "does not hear"
+    Output(json_mode=json_output).emit(
+        {"room": shown["room"], "id": shown["id"], "share": shown["share"]},
+        f"#{visible(str(shown['room']), one_line=True)} {state} which files your agents change.",
+    )

@@ -18,6 +18,7 @@ import typer
 from crosstalk.cli import (
     cmd_agent,
     cmd_daemon,
+    cmd_edits,
     cmd_guard,
     cmd_install,
     cmd_memory,
@@ -62,6 +63,7 @@ app.command("thread")(cmd_messages.thread)
 app.command("peers")(cmd_messages.peers)
 app.command("rename")(cmd_messages.rename)
 app.command("cost")(cmd_messages.cost)
+app.command("edits")(cmd_edits.edits)
 app.command("prune")(cmd_prune.prune)
 app.command("status")(cmd_status.status)
 app.command("doctor")(cmd_status.doctor)

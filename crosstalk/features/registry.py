@@ -21,6 +21,7 @@ from crosstalk.features import (
     asks,
     attention,
     decisions,
+    edits,
     identity,
     inbox,
     membership,
@@ -56,4 +57,5 @@ FEATURES: tuple[Feature, ...] = (
     presence.FEATURE,  # our sessions told to roommates, theirs kept for peers
     threads.FEATURE,  # thread, thread close
     retention.FEATURE,  # prune, and the daily default retention
+    edits.FEATURE,  # which files our agents wrote, told to rooms that share the repository
 )

@@ -22,6 +22,7 @@ import attrs
 from crosstalk.errors import DamagedState, LocalProtocolError
 from crosstalk.store import (
     schema_attention,
+    schema_edits,
     schema_hot,
     schema_memory,
     schema_messages,
@@ -267,6 +268,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(20, "membership: the signed history, and what did not verify", _V20),
     Migration(21, "memory: file reservations, and the relay's time of our posts",
               schema_memory.STATEMENTS_V21),
+    # Which files agents wrote lately, ours and roommates' (crosstalk/features/edits/).
+    Migration(22, "edits: files agents wrote lately", schema_edits.STATEMENTS),
 )
 LATEST_VERSION = len(MIGRATIONS)
 

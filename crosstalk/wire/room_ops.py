@@ -224,11 +224,43 @@ class SessionsPublished:
     membership_link: bytes = b""
 
 
+#: At most this many paths in one ``EditsPublished`` (a sender's newest), and kept by a receiver.
+MAX_EDITED_PATHS = 64
+#: A repository-relative path longer than this is not published (nor kept).
+MAX_EDITED_PATH = 1024
+#: What a session says it is doing, cut to this many characters.
+MAX_EDIT_NOTE = 200
+
+
+@attrs.frozen
+class EditedPath:
+    """One file a session's agent wrote: relative to the repository root, POSIX, and when."""
+
+    path: str
+    edited_at: float
+
+
+@attrs.frozen
+class EditsPublished:
+    """The files one of the sender's sessions wrote lately in one repository (never contents).
+
+    Presence-like: it replaces what the sender published for that session and repository in
+    this room. Posted only into rooms that share the repository (``crosstalk.features.edits``);
+    ``repo`` is the repository's bare directory name, never its path.
+    """
+
+    repo: str
+    session: str
+    paths: tuple[EditedPath, ...]
+    note: str = ""
+
+
 RoomOp = (
     MessageOp | MemoryEnvelope | SyncRequest | SyncChunk | RoomInvite | Rekey | Receipt
-    | MemberNamed | AskEnded | SessionsPublished | KeyShare
+    | MemberNamed | AskEnded | SessionsPublished | KeyShare | EditsPublished
 )
 _TAGS: dict[type, str] = {
+    EditsPublished: "edits_published",
     AskEnded: "ask_ended",
     SessionsPublished: "sessions_published",
     MemberNamed: "member_named",

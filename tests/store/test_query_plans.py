@@ -20,12 +20,14 @@ from pathlib import Path
 import pytest
 
 from crosstalk.core.link import OutboxItem
+from crosstalk.core.room import Applied
 from crosstalk.features.attention import sessions as session_ops
 from crosstalk.features.inbox.actor import load_pending, pushable_sessions
 from crosstalk.features.messages import ops as message_ops
 from crosstalk.features.peers import ops as peers_ops
 from crosstalk.features.read import ops as read_ops
 from crosstalk.store import attention as db
+from crosstalk.store import edits as edit_rows
 from crosstalk.store import gate as gate_records
 from crosstalk.store import (
     link,
@@ -38,6 +40,7 @@ from crosstalk.store import (
     sessions,
 )
 from crosstalk.store.db import connect
+from crosstalk.wire.room_ops import EditedPath, EditsPublished
 
 #: Tables that grow with every message (or op) over a daemon's life. ``sessions`` is not one:
 #: a session not seen for the retention period is pruned, and ``status`` lists them all.
@@ -104,6 +107,15 @@ def _hot_paths(conn: sqlite3.Connection) -> dict[str, Callable[[], object]]:
         "apply: room batch after the applied cursor": lambda: room_log.pending(conn, "r1", 200),
         "apply: roster signing keys": lambda: rooms.signing_keys(conn, "r1"),
         "retention: prune": lambda: retention.prune(conn, NOW - 86400),
+        "edits: check": lambda: edit_rows.peer_edits_on(conn, "shop", ["a.py", "b.py"], NOW),
+        "edits: record own": lambda: edit_rows.replace_own(
+            conn, "s1", "shop", [EditedPath("a.py", NOW)], NOW - 1800
+        ),
+        "edits: own set": lambda: edit_rows.own_set(conn, "s1", "shop"),
+        "edits: apply": lambda: edit_rows.apply_published(conn, Applied(
+            "r1", 1, "o1", "ben", NOW, EditsPublished("shop", "s", (EditedPath("a", NOW),))
+        ), me="me"),
+        "edits: sharing rooms": lambda: edit_rows.sharing_inputs(conn),
     }
 
 

@@ -3,7 +3,8 @@
 ``peers`` is built from what this daemon knows first-hand: contacts from pairing, presence from
 the relay (pushed only for people you share a room with), each person's attention level as the
 gate would resolve it, and unread counts. A peer's sessions are what they published to a room we
-share with them (``crosstalk.features.presence``), never anything the relay saw.
+share with them (``crosstalk.features.presence``), never anything the relay saw, and each
+session lists the files its agent wrote lately (``crosstalk.features.edits``).
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from crosstalk.core.levels import resolve_level
 from crosstalk.errors import UsageError
 from crosstalk.features.caps import Homed, Identified, MakesIdentity, Routed, Stored
 from crosstalk.features.feature import Plugs, op
+from crosstalk.store import edits as edit_rows
 from crosstalk.store import peers as peer_rows
 from crosstalk.store.attention import load_mutes, load_trust
+from crosstalk.store.edits import EditRow
 from crosstalk.store.gate import source_of
 from crosstalk.store.identity import save_identity
 from crosstalk.store.membership import room_members_not_contacts
@@ -45,11 +48,21 @@ class NoParams:
 
 
 @attrs.frozen
+class EditedView:
+    """A file a session's agent wrote lately (``crosstalk.features.edits``)."""
+
+    repo: str
+    path: str
+    edited_at: float
+
+
+@attrs.frozen
 class SessionView:
     name: str
     project: str
     status: str
     last_seen: float | None = None
+    edits: list[EditedView] = attrs.Factory(list)
 
 
 @attrs.frozen
@@ -106,18 +119,35 @@ class CostReply:
     rows: list[CostRow]
 
 
+def _with_edits(views: list[SessionView], rows: list[EditRow]) -> list[SessionView]:
+    """``views`` with each session's recent edits; a session that edited but published no
+    presence (yet) is listed too, by the repository it edited in."""
+    by_session: dict[str, list[EditedView]] = {}
+    for row in rows:
+        by_session.setdefault(row.session, []).append(
+            EditedView(row.repo, row.path, row.edited_at)
+        )
+    out = [attrs.evolve(v, edits=by_session.pop(v.name, [])) for v in views]
+    out += [SessionView(name, edits[0].repo, "unknown", None, edits)
+            for name, edits in by_session.items()]
+    return out
+
+
 def _peers(
     conn: sqlite3.Connection, online: dict[str, bool], now: float, me: str = ""
 ) -> list[PeerView]:
     settings, mutes = load_trust(conn), load_mutes(conn)
     unread = peer_rows.unread_by_sender(conn)
     published = peer_sessions(conn)
+    edited: dict[str, list[EditRow]] = {}
+    for row in edit_rows.peer_recent(conn, now - edit_rows.window(conn)):
+        edited.setdefault(row.fingerprint, []).append(row)
 
     def sessions(fingerprint: str) -> list[SessionView]:
-        return [
+        return _with_edits([
             SessionView(s.name, s.project, s.status, s.last_seen)
             for s in published.get(fingerprint, [])
-        ]
+        ], edited.get(fingerprint, []))
 
     views = []
     for c in list_contacts(conn):
@@ -142,6 +172,10 @@ def _peers(
                      unread.get(fp, 0), False, sessions(fp), room)
         )
     return views
+
+
+def _own_edits(conn: sqlite3.Connection, now: float) -> list[EditRow]:
+    return edit_rows.own_recent(conn, now - edit_rows.window(conn))
 
 
 def _costs(conn: sqlite3.Connection) -> list[CostRow]:
@@ -183,8 +217,12 @@ def plug(daemon: Host) -> Plugs:
         now = time.time()
         own = daemon.keys.fingerprint
         views = await daemon.store.read(lambda c: _peers(c, online, now, own))
-        sessions = await daemon.store.read(list_sessions)
-        mine = [SessionView(s.name, s.project, s.status.value, s.last_seen) for s in sessions]
+        sessions, edited = await daemon.store.read(
+            lambda c: (list_sessions(c), _own_edits(c, now))
+        )
+        mine = _with_edits(
+            [SessionView(s.name, s.project, s.status.value, s.last_seen) for s in sessions], edited
+        )
         return PeersReply(Me(me.label, daemon.keys.fingerprint, mine), views)
 
     async def rename(params: RenameParams) -> RenameReply:

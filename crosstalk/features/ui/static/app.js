@@ -35,6 +35,10 @@ function fill(id, nodes) {
 }
 
 function short(fp) { return fp ? String(fp).slice(0, 12) : ""; }
+function ago(ts) {
+  const minutes = Math.max(0, Math.floor((Date.now() / 1000 - ts) / 60));
+  return minutes < 1 ? "just now" : minutes + " min ago";
+}
 
 function age(seconds) {
   const s = Math.max(0, Math.round(Number(seconds) || 0));
@@ -128,7 +132,18 @@ function renderPeople() {
       () => act("mute", { who: p.label, minutes: 60 })));
     const sessions = el("ul", null, "sessions");
     for (const s of p.sessions || []) {
-      sessions.appendChild(el("li", s.name + " · " + (s.project || "-") + " · " + s.status));
+      const item = el("li", s.name + " · " + (s.project || "-") + " · " + s.status);
+      const edits = s.edits || [];
+      if (edits.length) {
+        const touching = el("ul", null, "edits");
+        touching.dataset.testid = "edits";
+        for (const e of edits.slice(0, 5)) {
+          touching.appendChild(el("li", "touching " + e.repo + "/" + e.path + " · " + ago(e.edited_at)));
+        }
+        if (edits.length > 5) touching.appendChild(el("li", "and " + (edits.length - 5) + " more"));
+        item.appendChild(touching);
+      }
+      sessions.appendChild(item);
     }
     li.appendChild(sessions);
     return li;

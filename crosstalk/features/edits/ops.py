@@ -1,0 +1,346 @@
+"""Edit awareness's daemon side (issue 37): the ops hooks call and the applier of roommates'
+``EditsPublished``.
+
+- ``edits_touched {session, cwd, paths, note?}``: a session's tools wrote these files. Each is
+  resolved to its repository (off the event loop); the session's recent set per repository is
+  kept in ``own_edits`` and the edits actor tells the rooms that share the repository.
+- ``edits_check {session, cwd, paths, shown?}``: a session is about to write these files. The
+  reply ``{text, decision}`` names others' recent edits of the same files in a repository of
+  the same name, and others' reservations on them (the ``reservations`` op, when the daemon
+  has it). Unless ``shown`` (the client showed the text before the tool ran), the text is kept
+  as the session's pending warning.
+- ``edits_pending {session}``: the session's pending warning, taken (at most once), for a
+  client with no text channel before a tool runs to show at its next prompt.
+- ``edits {room?, share?, on_reserved?, window_minutes?}``: others' recent edits and ours, and
+  the settings (sharing per room, what to do on a file someone holds exclusively, the window);
+  a given field changes that setting first.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import sqlite3
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import attrs
+import trio
+
+from crosstalk.core.edits import (
+    Hold,
+    OnReserved,
+    PeerEdit,
+    Source,
+    Target,
+    merge,
+    sharing_rooms,
+    verdict,
+)
+from crosstalk.core.room import Applied
+from crosstalk.errors import CrosstalkError, UsageError
+from crosstalk.features.caps import CallsOps, Identified, SendsOps, Stored, Supervises
+from crosstalk.features.edits.actor import EditsActor, Touched
+from crosstalk.features.edits.paths import RepoFile, resolve
+from crosstalk.features.feature import Plugs, op
+from crosstalk.features.rooms.views import find_room
+from crosstalk.store import edits as db
+from crosstalk.store.rooms import list_rooms
+from crosstalk.wire.room_ops import MAX_EDIT_NOTE, MAX_NAME
+
+log = logging.getLogger(__name__)
+HAND_OVER = 2.0  # how long a hook's request waits for a busy actor's inbox
+MAX_PENDING = 256
+
+
+class Host(Stored, Identified, SendsOps, Supervises, CallsOps, Protocol):
+    """What edits use: the store, who we are, its actor (which posts into rooms), and the op
+    table (the ``reservations`` op, when the daemon has it)."""
+
+
+@attrs.frozen
+class TouchedParams:
+    session: str
+    cwd: str | None = None
+    paths: list[str] = attrs.Factory(list)
+    note: str | None = None
+
+
+@attrs.frozen
+class FileView:
+    repo: str
+    path: str
+
+
+@attrs.frozen
+class TouchedReply:
+    files: list[FileView]
+    rooms: list[str]  # the room ids told (once due)
+
+
+@attrs.frozen
+class CheckParams:
+    session: str
+    cwd: str | None = None
+    paths: list[str] = attrs.Factory(list)
+    shown: bool = False
+
+
+@attrs.frozen
+class CheckReply:
+    text: str | None
+    decision: str
+
+
+@attrs.frozen
+class PendingParams:
+    session: str
+
+
+@attrs.frozen
+class PendingReply:
+    text: str | None
+
+
+@attrs.frozen
+class EditsParams:
+    room: str | None = None
+    share: bool | None = None
+    on_reserved: str | None = None
+    window_minutes: float | None = None
+
+
+@attrs.frozen
+class EditView:
+    label: str
+    fingerprint: str
+    session: str
+    repo: str
+    path: str
+    edited_at: float
+    note: str = ""
+    room: str | None = None
+
+
+@attrs.frozen
+class RoomShare:
+    room: str
+    id: str
+    share: bool
+
+
+@attrs.frozen
+class EditsReply:
+    edits: list[EditView]
+    mine: list[EditView]
+    on_reserved: str
+    window_minutes: float
+    rooms: list[RoomShare]
+
+
+class PendingWarnings:
+    """The last warning per session not yet shown (memory only, at most MAX_PENDING)."""
+
+    def __init__(self) -> None:
+        self._texts: dict[str, str] = {}
+
+    def keep(self, session: str, text: str) -> None:
+        self._texts.pop(session, None)
+        self._texts[session] = text
+        while len(self._texts) > MAX_PENDING:
+            del self._texts[next(iter(self._texts))]
+
+    def take(self, session: str) -> str | None:
+        return self._texts.pop(session, None)
+
+
+Inbox = Callable[[], "trio.MemorySendChannel[Touched] | None"]
+
+
+def _session(text: str) -> str:
+    session = text.strip()[:MAX_NAME]
+    if not session:
+        raise UsageError("Name the session whose files these are.")
+    return session
+
+
+def _by_repo(files: tuple[RepoFile, ...]) -> dict[str, list[str]]:
+    grouped: dict[str, list[str]] = defaultdict(list)
+    for f in files:
+        grouped[f.repo].append(f.path)
+    return dict(grouped)
+
+
+async def edits_touched(daemon: Host, inbox: Inbox, params: TouchedParams) -> TouchedReply:
+    """Record what a session wrote and hand the rooms that share each repository to the actor."""
+    session = _session(params.session)
+    resolved = await trio.to_thread.run_sync(resolve, params.cwd, list(params.paths))
+    grouped = _by_repo(resolved.files)
+    if not grouped:
+        return TouchedReply([], [])
+    now = time.time()
+
+    def record(conn: sqlite3.Connection) -> dict[str, list[str]]:
+        window = db.window(conn)
+        for repo, paths in grouped.items():
+            kept = merge(db.own_set(conn, session, repo), paths, now, window)
+            db.replace_own(conn, session, repo, kept, now - window)
+        joined, projects = db.sharing_inputs(conn)
+        off = db.rooms_off(conn)
+        return {
+            repo: sharing_rooms(
+                repo, joined=joined, peer_projects=projects, off=off,
+                bound=[room] if (room := resolved.bound.get(repo)) else [],
+            )
+            for repo in grouped
+        }
+
+    rooms = await daemon.store.write(record)
+    channel = inbox()
+    note = (params.note or "")[:MAX_EDIT_NOTE]
+    for repo, told in rooms.items():
+        if channel is None or not told:
+            continue
+        with trio.move_on_after(HAND_OVER) as waited:
+            await channel.send(Touched(Source(session, repo), tuple(told), note))
+        if waited.cancelled_caught:
+            log.warning("edits: the actor is busy; %s's edits in %s wait for the next", session,
+                        repo)
+    files = [FileView(f.repo, f.path) for f in resolved.files]
+    return TouchedReply(files, sorted({room for told in rooms.values() for room in told}))
+
+
+def _holds(reply: dict[str, Any], now: float) -> list[Hold]:
+    """Others' reservations from the ``reservations`` op's reply, their ``until`` moved onto
+    our clock by the reply's own ``now``; rows that do not parse are left out."""
+    their_now = reply.get("now")
+    shift = now - their_now if isinstance(their_now, int | float) else 0.0
+    holds = []
+    for row in reply.get("reservations") or []:
+        if not isinstance(row, dict) or row.get("mine") is not False:
+            continue
+        paths, until = row.get("paths"), row.get("until")
+        if not isinstance(paths, list) or not isinstance(until, int | float):
+            continue
+        holds.append(Hold(
+            str(row.get("holder") or "someone"), str(row.get("repo") or ""),
+            tuple(p for p in paths if isinstance(p, str)), float(until) + shift,
+            row.get("shared") is True, str(row.get("reason") or ""),
+        ))
+    return holds
+
+
+async def _reservations(daemon: Host, cwd: str | None, now: float) -> list[Hold]:
+    if not daemon.ops.has("reservations"):
+        return []
+    try:
+        reply = await daemon.ops.call("reservations", {"cwd": cwd})
+    except CrosstalkError as exc:  # no room here, not set up: nobody's reservations to show
+        log.debug("edits: no reservations for %s: %s", cwd, exc.message)
+        return []
+    return _holds(reply, now)
+
+
+async def edits_check(
+    daemon: Host, pending: PendingWarnings, params: CheckParams
+) -> CheckReply:
+    """What a session about to write ``paths`` should know, and whether it may."""
+    session = _session(params.session)
+    resolved = await trio.to_thread.run_sync(resolve, params.cwd, list(params.paths))
+    if not resolved.files:
+        return CheckReply(None, "allow")
+    now = time.time()
+    grouped = _by_repo(resolved.files)
+
+    def read(conn: sqlite3.Connection) -> tuple[list[PeerEdit], str, float]:
+        window = db.window(conn)
+        rows = [r for repo, paths in grouped.items()
+                for r in db.peer_edits_on(conn, repo, paths, now - window)]
+        edits = list(dict.fromkeys(
+            PeerEdit(r.label, r.session, r.repo, r.path, r.edited_at, r.note) for r in rows
+        ))
+        return edits, db.on_reserved(conn), window
+
+    edits, policy, window = await daemon.store.read(read)
+    holds = await _reservations(daemon, params.cwd, now)
+    targets = [Target(f.repo, f.path) for f in resolved.files]
+    found = verdict(targets, edits, holds, now, on_reserved=OnReserved(policy), window=window)
+    if found.text is not None and not params.shown:
+        pending.keep(session, found.text)
+    return CheckReply(found.text, found.decision)
+
+
+def _settings(conn: sqlite3.Connection, params: EditsParams) -> None:
+    if params.share is not None:
+        if params.room is None:
+            raise UsageError("Name the room whose sharing of edited paths to turn on or off.")
+        db.set_room_shared(conn, find_room(conn, params.room).room_id, params.share)
+    elif params.room is not None:
+        find_room(conn, params.room)  # an unknown room is an error even when only shown
+    if params.on_reserved is not None:
+        if params.on_reserved not in db.ON_RESERVED_CHOICES:
+            raise UsageError(f"{params.on_reserved!r} is not one of allow, ask or block.")
+        db.set_on_reserved(conn, params.on_reserved)
+    if params.window_minutes is not None:
+        if not 1 <= params.window_minutes <= 24 * 60:
+            raise UsageError("The window is 1 to 1440 minutes.")
+        db.set_window_minutes(conn, params.window_minutes)
+
+
+def _edits_view(conn: sqlite3.Connection, params: EditsParams, now: float) -> EditsReply:
+    _settings(conn, params)
+    since = now - db.window(conn)
+    names = {r.room_id: r.name for r in list_rooms(conn)}
+    edits = [EditView(r.label, r.fingerprint, r.session, r.repo, r.path, r.edited_at, r.note,
+                      names.get(r.room_id))
+             for r in db.peer_recent(conn, since)]
+    mine = [EditView("", "", r.session, r.repo, r.path, r.edited_at)
+            for r in db.own_recent(conn, since)]
+    off = db.rooms_off(conn)
+    rooms = [RoomShare(r.name, r.room_id, r.room_id not in off)
+             for r in list_rooms(conn) if r.state == "joined"]
+    if params.room is not None:
+        wanted = find_room(conn, params.room).room_id
+        rooms = [r for r in rooms if r.id == wanted]
+    return EditsReply(edits, mine, db.on_reserved(conn), db.window(conn) / 60.0, rooms)
+
+
+def plug(daemon: Host) -> Plugs:
+    """The edits ops, the applier of roommates' ``EditsPublished`` and the edits actor."""
+    pending = PendingWarnings()
+    inboxes: list[trio.MemorySendChannel[Touched]] = []
+
+    def me() -> str:
+        return daemon.keys.fingerprint if daemon.identity is not None else ""
+
+    def keep(conn: sqlite3.Connection, applied: Applied) -> None:
+        db.apply_published(conn, applied, me=me())
+
+    async def start() -> None:
+        actor = EditsActor(store=daemon.store, send_op=daemon.send_op)
+        inboxes.append(await daemon.supervisor.start_actor("edits", actor))
+
+    def inbox() -> trio.MemorySendChannel[Touched] | None:
+        return inboxes[0] if inboxes else None
+
+    async def take(params: PendingParams) -> PendingReply:
+        return PendingReply(pending.take(params.session))
+
+    async def show(params: EditsParams) -> EditsReply:
+        now = time.time()
+        if params == EditsParams():
+            return await daemon.store.read(lambda c: _edits_view(c, params, now))
+        return await daemon.store.write(lambda c: _edits_view(c, params, now))
+
+    return Plugs(
+        ops=(
+            op("edits_touched", TouchedParams, functools.partial(edits_touched, daemon, inbox)),
+            op("edits_check", CheckParams, functools.partial(edits_check, daemon, pending)),
+            op("edits_pending", PendingParams, take),
+            op("edits", EditsParams, show),
+        ),
+        appliers=(keep,),
+        start=(start,),
+    )
