@@ -120,6 +120,67 @@ def _decide(c: Caller) -> ToolFn:
     return crosstalk_decide
 
 
+# --- reservations --------------------------------------------------------------------------------
+
+
+def _reserve(c: Caller) -> ToolFn:
+    async def crosstalk_reserve(
+        paths: Annotated[
+            list[str],
+            Field(description="Paths or globs relative to the repository root (src/auth/**)."),
+        ],
+        reason: Annotated[str, Field(description="What you are doing there.")] = "",
+        minutes: Annotated[int, Field(description="How long it holds, 1-1440.")] = 60,
+        shared: Annotated[
+            bool, Field(description="Others may hold it shared too; blocks exclusive ones.")
+        ] = False,
+        room: Room = None,
+    ) -> Any:
+        params = {"paths": paths, "reason": reason, "minutes": minutes, "shared": shared,
+                  "room": room, "cwd": c.cwd}
+        return await c.call("reserve", drop_none(params))
+
+    return crosstalk_reserve
+
+
+def _release(c: Caller) -> ToolFn:
+    async def crosstalk_release(
+        targets: Annotated[
+            list[str] | None,
+            Field(description="Reservation ids or paths; none: all of yours in this repository."),
+        ] = None,
+        room: Room = None,
+    ) -> Any:
+        params = {"targets": targets or [], "room": room, "cwd": c.cwd}
+        return await c.call("release", drop_none(params))
+
+    return crosstalk_release
+
+
+def _reservations(c: Caller) -> ToolFn:
+    async def crosstalk_reservations(room: Room = None) -> Any:
+        return await c.call("reservations", drop_none({"room": room, "cwd": c.cwd}))
+
+    return crosstalk_reservations
+
+
+RESERVATION_TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        "crosstalk_reserve",
+        "Reserve files of this repository before changing them, so other people's agents are "
+        "told first. Refused (code reserved) when someone else holds an overlapping one; the "
+        "reply names them.",
+        _reserve,
+    ),
+    ToolSpec("crosstalk_release", "Give back reservations of yours, by id or path.", _release),
+    ToolSpec(
+        "crosstalk_reservations",
+        "Who holds which files of your rooms' repositories, until when and why.",
+        _reservations,
+    ),
+)
+
+
 MEMORY_TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec("crosstalk_tasks", "The shared task list of the project's room.", _tasks),
     ToolSpec(

@@ -99,6 +99,7 @@ async def test_every_tool_answers_against_a_real_daemon(
 
                 await _messages(call, ben)
                 await _memory(call, project)
+                await _reservations(call, project)
                 await _presence(call)
                 unknown = await c.call_tool("crosstalk_nope", {})
                 assert unknown.is_error
@@ -158,6 +159,16 @@ async def _memory(call: Any, project: Path) -> None:
     assert Path(decided["file"]).name == "DECISIONS.md"
     bad = await call("crosstalk_confirm", id="no-such-fact")
     assert ERROR.fullmatch(error_text(bad))
+
+
+async def _reservations(call: Any, project: Path) -> None:
+    got = parsed(await call("crosstalk_reserve", paths=["src/**"], reason="refactor"))
+    assert (got["repo"], got["state"]) == (project.name, "granted")
+    held = parsed(await call("crosstalk_reservations"))["reservations"]
+    assert [(r["id"], r["mine"], r["reason"]) for r in held] == [(got["id"], True, "refactor")]
+    assert parsed(await call("crosstalk_release"))["released"] == [got["id"]]
+    outside = await call("crosstalk_reserve", paths=["../x"])
+    assert ERROR.fullmatch(error_text(outside))
 
 
 async def _presence(call: Any) -> None:
