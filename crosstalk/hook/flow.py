@@ -36,8 +36,9 @@ notices:
    request, with the cwd they are relative to: ``edited`` after the tool ran, ``editing``
    before it runs, whose reply may hold an ``edit_warning`` (``{text, decision}``, read by
    :func:`edit_warning_of` into ``Outcome.edit_warning``). The keys are sent only when there
-   are paths: a daemon older than them refuses the request as malformed, and is then asked
-   again without them, so the event still registers and brings its notices.
+   are paths. The daemon's converter ignores keys it does not know (checked), but should one
+   refuse them as malformed (``protocol_error``), it is asked again without them, so the event
+   still registers and brings its notices.
 
 Nothing here raises on a daemon that is down, slow or odd: :class:`Converse` returns what it
 got before the failure and the error, and the caller prints a valid answer either way.
