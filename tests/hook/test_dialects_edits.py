@@ -62,7 +62,11 @@ EDIT_CASES = [
      "*** Begin Patch\n*** Update File: x.py\n*** End Patch"]}),
      EventKind.BEFORE_TOOL, "apply_patch", ("x.py",)),
     ("codex", None, claude_like("PreToolUse", "Bash", {"command":
-     "*** Update File: not-a-patch.py"}), EventKind.BEFORE_TOOL, "Bash", ()),
+     "cat <<'EOF'\n*** Update File: not-a-patch.py\nEOF"}), EventKind.BEFORE_TOOL, "Bash", ()),
+    # Measured on 0.171.0: a patch through the shell is reported as Bash.
+    ("codex", None, claude_like("PreToolUse", "Bash", {"command":
+     "apply_patch <<'EOF'\n*** Begin Patch\n*** Update File: app.txt\n@@\n-a\n+b\n"
+     "*** End Patch\nEOF\n"}), EventKind.BEFORE_TOOL, "Bash", ("app.txt",)),
     ("gemini", None, claude_like("BeforeTool", "write_file", {"file_path": "/r/w.ts",
      "content": "z"}), EventKind.BEFORE_TOOL, "write_file", ("/r/w.ts",)),
     ("gemini", None, claude_like("AfterTool", "replace", {"file_path": "/r/e.ts"}),

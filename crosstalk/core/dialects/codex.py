@@ -19,8 +19,14 @@ raw patch text (the reference; Codex's published input schema leaves ``tool_inpu
 paths are its ``*** Update File: P``, ``*** Add File: P``, ``*** Delete File: P`` and
 ``*** Move to: P`` header lines (:func:`patch_paths`); ``tool_input.input``, a string
 ``tool_input`` and a ``["apply_patch", PATCH]`` command list are read the same way, for older
-versions. PreToolUse is registered with the matcher ``apply_patch`` (the reference: matchers may
-say ``apply_patch``, ``Edit`` or ``Write``; the payload always says ``apply_patch``).
+versions. A model that is not offered the ``apply_patch`` tool (measured on 0.171.0: a model
+Codex does not know, such as the tests' stand-in, gets only ``exec_command``) patches through
+the shell, ``apply_patch <<'EOF' ... EOF``, which Codex intercepts and applies itself; its
+PreToolUse then says ``tool_name: "Bash"`` with that command, and no PostToolUse fired for it
+(measured). So a ``Bash`` command that starts with ``apply_patch`` is read as a patch too, and
+PreToolUse is registered with the matcher ``apply_patch|Bash`` (the reference: matchers may say
+``apply_patch``, ``Edit`` or ``Write``; other shell commands are answered at once, without the
+daemon).
 
 PreToolUse's output schema in 0.171.0 (read from the binary) has ``hookSpecificOutput.
 {hookEventName, permissionDecision, permissionDecisionReason, additionalContext, updatedInput}``
@@ -53,7 +59,8 @@ from crosstalk.core.dialects.claude import additional_context, decision_answer
 CLIENT = "codex"
 REGISTERED = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop")
 PATCH_TOOL = "apply_patch"
-MATCHERS = {"PreToolUse": PATCH_TOOL}
+SHELL_TOOL = "Bash"
+MATCHERS = {"PreToolUse": f"{PATCH_TOOL}|{SHELL_TOOL}"}
 #: The patch header lines that name a file the patch writes (``Move to`` names the new path).
 PATCH_HEADERS = ("*** Update File: ", "*** Add File: ", "*** Delete File: ", "*** Move to: ")
 KINDS = {
@@ -97,11 +104,24 @@ def _patches(tool_input: object) -> Iterable[str]:
                 yield from (item for item in value if isinstance(item, str))
 
 
+def _shell_patch(tool_input: object) -> Iterable[str]:
+    """A shell command that runs ``apply_patch`` (Codex intercepts it as a patch)."""
+    command = tool_input.get("command") if isinstance(tool_input, Mapping) else None
+    if isinstance(command, str) and command.lstrip().startswith(PATCH_TOOL):
+        yield command
+
+
 def patch_edits(tool: str | None, payload: Mapping[str, object]) -> list[str]:
-    """The :data:`~crosstalk.core.dialects.base.EditReader` for ``apply_patch`` calls."""
-    if tool != PATCH_TOOL:
+    """The :data:`~crosstalk.core.dialects.base.EditReader` for ``apply_patch`` calls, direct or
+    through the shell."""
+    tool_input = payload.get("tool_input")
+    if tool == PATCH_TOOL:
+        patches = _patches(tool_input)
+    elif tool == SHELL_TOOL:
+        patches = _shell_patch(tool_input)
+    else:
         return []
-    return [path for patch in _patches(payload.get("tool_input")) for path in patch_paths(patch)]
+    return [path for patch in patches for path in patch_paths(patch)]
 
 
 def before_tool(event: str, text: str, decision: EditDecision) -> tuple[dict[str, object], bool]:
