@@ -32,6 +32,14 @@ notices:
    those the push left waiting longer than :data:`PUSH_GRACE` (the socket was missing or
    refused), so the two paths do not double up.
 
+5. Edits: a tool event that writes files (``HookEvent.edit_paths``) adds them to the same
+   request, with the cwd they are relative to: ``edited`` after the tool ran, ``editing``
+   before it runs, whose reply may hold an ``edit_warning`` (``{text, decision}``, read by
+   :func:`edit_warning_of` into ``Outcome.edit_warning``). The keys are sent only when there
+   are paths. The daemon's converter ignores keys it does not know (checked), but should one
+   refuse them as malformed (``protocol_error``), it is asked again without them, so the event
+   still registers and brings its notices.
+
 Nothing here raises on a daemon that is down, slow or odd: :class:`Converse` returns what it
 got before the failure and the error, and the caller prints a valid answer either way.
 Standard library only (see ``crosstalk.hook.main``).
@@ -42,7 +50,7 @@ from __future__ import annotations
 import os
 import time
 
-from crosstalk.core.dialects import EventKind, HookEvent
+from crosstalk.core.dialects import EditDecision, EventKind, HookEvent
 from crosstalk.core.frozen import Frozen
 from crosstalk.errors import CrosstalkError
 from crosstalk.hook.control import ControlConnection
@@ -101,6 +109,8 @@ class Outcome:
         self.error: CrosstalkError | None = None
         #: Notice ids the text shows: marked shown only after the answer is printed.
         self.shown: list[str] = []
+        #: What the daemon said about the edit a pre-tool event is about: (text, decision).
+        self.edit_warning: tuple[str | None, EditDecision] | None = None
 
     @property
     def text(self) -> str:
@@ -244,6 +254,34 @@ def _ask(conn: ControlConnection, op: str, params: Mapping[str, Any]) -> dict[st
     return conn.receive()
 
 
+def edit_keys(event: HookEvent, cwd: str) -> dict[str, Any]:
+    """``editing`` (before the tool) or ``edited`` (after it) with ``cwd``; ``{}`` when the
+    event writes no file."""
+    if not event.edit_paths:
+        return {}
+    key = "editing" if event.kind is EventKind.BEFORE_TOOL else "edited"
+    return {key: list(event.edit_paths), "cwd": cwd}
+
+
+def edit_warning_of(reply: Mapping[str, Any]) -> tuple[str | None, EditDecision] | None:
+    """The reply's ``edit_warning`` as (text, decision); None when it says nothing.
+
+    An unknown decision is ``ALLOW``: a daemon newer than this hook must not block edits with a
+    word the hook does not understand.
+    """
+    warning = reply.get("edit_warning")
+    if not isinstance(warning, dict):
+        return None
+    text = _text(warning.get("text"))
+    try:
+        decision = EditDecision(warning.get("decision"))
+    except ValueError:
+        decision = EditDecision.ALLOW
+    if text is None and decision is EditDecision.ALLOW:
+        return None
+    return text, decision
+
+
 def _converse(
     conn: ControlConnection,
     info: SessionInfo,
@@ -267,12 +305,17 @@ def _converse(
         asked.update(working_set=True, cwd=info.cwd)
     if carries_text:
         asked["notices"] = True
+    edits = edit_keys(event, info.cwd)
     try:
-        reply = _ask(conn, HOOK_OP, asked)
+        reply = _ask(conn, HOOK_OP, {**asked, **edits})
     except CrosstalkError as exc:
-        if exc.code != "unknown_op":
+        if exc.code == "protocol_error" and edits:  # a daemon from before edit awareness
+            reply = _ask(conn, HOOK_OP, asked)
+        elif exc.code == "unknown_op":
+            reply = _one_by_one(conn, info, register, status, wants_set, carries_text)
+        else:
             raise
-        reply = _one_by_one(conn, info, register, status, wants_set, carries_text)
+    outcome.edit_warning = edit_warning_of(reply)
     if wants_set and claim_once(state_dir, info.name):
         outcome.parts.append(str(reply.get("working_set") or ""))
     if not carries_text:

@@ -31,10 +31,24 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 
-from crosstalk.core.dialects import Dialect, HookEvent, detect_client, dialect_for
+from crosstalk.core.dialects import (
+    Dialect,
+    EventKind,
+    HookEvent,
+    detect_client,
+    dialect_for,
+)
 from crosstalk.errors import CrosstalkError, DaemonUnreachable, LocalProtocolError
+from crosstalk.hook import pending
 from crosstalk.hook.control import ControlConnection
-from crosstalk.hook.flow import SessionInfo, converse, mark_shown, project_of, pure_path
+from crosstalk.hook.flow import (
+    Outcome,
+    SessionInfo,
+    converse,
+    mark_shown,
+    project_of,
+    pure_path,
+)
 
 TYPE_CHECKING = False  # typing costs the hook start-up time; only the type checker reads these
 if TYPE_CHECKING:
@@ -247,8 +261,14 @@ def answer(
 
     The answer is handed to ``emit`` while the daemon connection is still open; notices it
     shows are marked shown only when ``emit`` says it was written, so an answer that never
-    reached the client leaves them pending for the next event.
+    reached the client leaves them pending for the next event. Edit warnings kept for this
+    session (``crosstalk.hook.pending``) ride along the same way.
+
+    A pre-tool event that writes no file is answered at once, without the daemon: only edits
+    have anything to ask it (clients without tool matchers run the hook before every tool).
     """
+    if event.kind is EventKind.BEFORE_TOOL and not event.edit_paths:
+        return dialect.render_before_tool(event, None)
     info = session_info(event, dialect.client)
     if info is None or not os.path.exists(home.identity):
         return dialect.render(event, None)  # not set up, or no session: nothing to say
@@ -265,15 +285,41 @@ def answer(
         outcome = converse(
             conn, info, event, carries_text=carries, state_dir=home.root, marker=marker
         )
-        text = dialect.render(event, outcome.text or None)
-        if emit(text) and outcome.error is None and outcome.shown:
-            try:
-                mark_shown(conn, info, outcome.shown)
-            except CrosstalkError as exc:  # shown but not marked: they come again, not lost
-                outcome.error = exc
+        if event.kind is EventKind.BEFORE_TOOL:
+            text = before_tool_answer(dialect, event, outcome, info, home)
+            emit(text)
+        else:
+            taken = pending.take(home.root, info.name) if carries else None
+            if taken is not None and taken.texts:
+                outcome.parts.append(taken.text)
+            text = dialect.render(event, outcome.text or None)
+            written = emit(text)
+            if taken is not None:
+                pending.settle(home.root, info.name, taken, shown=written)
+            if written and outcome.error is None and outcome.shown:
+                try:
+                    mark_shown(conn, info, outcome.shown)
+                except CrosstalkError as exc:  # shown but not marked: they come again, not lost
+                    outcome.error = exc
     if outcome.error is not None:
         warn(outcome.error.message)
     return text
+
+
+def before_tool_answer(
+    dialect: Dialect, event: HookEvent, outcome: Outcome, info: SessionInfo, home: HookHome
+) -> str:
+    """The pre-tool answer for the daemon's ``edit_warning`` (none: the empty, allowing one).
+
+    A warning whose text this client's answer does not put in front of the model is kept for
+    the session's next event that carries text (see ``crosstalk.hook.pending``).
+    """
+    if outcome.edit_warning is None:
+        return dialect.render_before_tool(event, None)
+    text, decision = outcome.edit_warning
+    if text and not dialect.before_tool_reaches_model(event, decision):
+        pending.keep(home.root, info.name, text)
+    return dialect.render_before_tool(event, text, decision)
 
 
 def run(

@@ -104,5 +104,6 @@ def next_step(places: Places, installing: bool) -> str:
     return (
         "Codex runs no hook it has not been told to trust, and says nothing when it skips one: "
         "run `codex`, type /hooks, and trust each crosstalk entry (SessionStart, "
-        "UserPromptSubmit, PostToolUse, Stop). `crosstalk doctor` lists any still untrusted."
+        "UserPromptSubmit, PreToolUse, PostToolUse, Stop). `crosstalk doctor` lists any still "
+        "untrusted."
     )

@@ -9,8 +9,9 @@ import trio
 import trio.testing
 
 from crosstalk.core.triage import SessionStatus
-from crosstalk.features.attention.sessions import HookEventParams, hook_event
+from crosstalk.features.attention.sessions import EditWarning, HookEventParams, hook_event
 from crosstalk.store.sessions import get_session
+from crosstalk.wire.converter import structure_remote, unstructure
 from tests.actors.gate_world import InlineStore
 from tests.actors.test_gate_actor import gate_world
 
@@ -126,3 +127,88 @@ async def test_a_stop_is_the_gates_commit_and_one_read(
         assert (counted.writes, counted.reads) == (0, 1)
         assert commits_so_far(world.store) == 1
         assert reply.notices == []
+
+
+class EditOps:
+    """An op table serving the edits feature's two ops, recording each call in order."""
+
+    def __init__(self, warning: dict[str, Any]) -> None:
+        self.warning = warning
+        self.calls: list[tuple[str, Any]] = []
+
+    def has(self, name: str) -> bool:
+        return name in ("edits_touched", "edits_check")
+
+    async def call(self, name: str, params: Any) -> dict[str, Any]:
+        self.calls.append((name, params))
+        return self.warning if name == "edits_check" else {}
+
+
+class EditHost:
+    def __init__(self, store: Any, ops: EditOps) -> None:
+        self.store = store
+        self.ops = ops
+
+
+async def test_edited_paths_are_handed_to_edits_touched(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """``edited`` goes to ``edits_touched`` with the session and cwd; no check is asked."""
+    async with gate_world() as world:
+        ops = EditOps({})
+        params = HookEventParams("s5", client="claude", project="/p", cwd="/p/sub",
+                                 edited=["a.py", "/p/b.py"])
+        reply = await hook_event(EditHost(world.store, ops), lambda: world.inbox, params)
+
+        assert ops.calls == [
+            ("edits_touched", {"session": "s5", "cwd": "/p/sub", "paths": ["a.py", "/p/b.py"]})
+        ]
+        assert reply.edit_warning is None
+
+
+async def test_editing_paths_get_the_warning_edits_check_gives(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """``editing`` asks ``edits_check``; its text and decision are the reply's edit_warning."""
+    async with gate_world() as world:
+        ops = EditOps({"text": "ana is editing a.py", "decision": "ask"})
+        params = HookEventParams("s6", client="codex", project="/p", cwd="/p", editing=["a.py"])
+        reply = await hook_event(EditHost(world.store, ops), lambda: world.inbox, params)
+
+        assert ops.calls == [("edits_check", {"session": "s6", "cwd": "/p", "paths": ["a.py"]})]
+        assert reply.edit_warning == EditWarning("ana is editing a.py", "ask")
+        assert unstructure(reply)["edit_warning"] == {
+            "text": "ana is editing a.py", "decision": "ask",
+        }
+
+
+async def test_an_allow_without_text_is_no_warning(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """``edits_check`` with nothing to say gives ``edit_warning: null``."""
+    async with gate_world() as world:
+        ops = EditOps({"text": None, "decision": "allow"})
+        params = HookEventParams("s7", project="/p", cwd="/p", editing=["a.py"])
+        reply = await hook_event(EditHost(world.store, ops), lambda: world.inbox, params)
+
+        assert [name for name, _ in ops.calls] == ["edits_check"]
+        assert reply.edit_warning is None
+
+
+async def test_edits_are_ignored_by_a_daemon_without_the_edits_feature(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Without the ops, edit paths change nothing: no call (NoOps would fail it), no warning."""
+    async with gate_world() as world:
+        params = HookEventParams("s8", project="/p", cwd="/p", edited=["a"], editing=["b"])
+        reply = await hook_event(Host(world.store), lambda: world.inbox, params)
+
+        assert reply.edit_warning is None and reply.session.name == "s8"
+
+
+def test_the_edit_keys_are_optional_on_the_wire() -> None:
+    """A hook that sends no edit keys is read with empty lists; one that sends them, with them."""
+    plain = structure_remote({"name": "s"}, HookEventParams)
+    assert (plain.edited, plain.editing) == ([], [])
+    edits = structure_remote({"name": "s", "cwd": "/p", "editing": ["x"]}, HookEventParams)
+    assert (edits.editing, edits.cwd) == (["x"], "/p")

@@ -4,7 +4,8 @@ It answers each request line with ``{"ok": true, **replies[op](request)}`` and r
 request, or (``stall=True``) accepts and never answers, like a daemon that is stuck. A
 ``hook_event`` request (the hook's one op per event) is answered as the daemon answers it, from
 the replies of the ops it stands for, and recorded as those ops (``requests``, ``ops()``); the
-lines as sent are in ``lines``.
+lines as sent are in ``lines``. Edits go to ``edits_touched``/``edits_check`` as the daemon
+delegates them, when the table has those ops.
 """
 
 from __future__ import annotations
@@ -86,6 +87,13 @@ class FakeDaemon:
         if request.get("notices"):
             asked = {"v": 1, "op": "notices", "session": name, "pending": True, "words": True}
             reply["notices"] = self._answer(asked).get("notices")
+        for key, op in (("edited", "edits_touched"), ("editing", "edits_check")):
+            if request.get(key) and op in self.replies:
+                asked = {"v": 1, "op": op, "session": name, "cwd": request.get("cwd"),
+                         "paths": request[key]}
+                answer = self._answer(asked)
+                if op == "edits_check":
+                    reply["edit_warning"] = answer or None
         return reply
 
     def ops(self) -> list[str]:

@@ -33,8 +33,20 @@ GOLDEN: dict[str, dict[str, Answer]] = {
         "PreToolUse": none,
         "Stop": none,
     },
-    "codex": {"SessionStart": hso, "UserPromptSubmit": hso, "PostToolUse": hso, "Stop": none},
-    "qwen": {"SessionStart": hso, "UserPromptSubmit": hso, "PostToolUse": hso, "Stop": none},
+    "codex": {
+        "SessionStart": hso,
+        "UserPromptSubmit": hso,
+        "PreToolUse": none,
+        "PostToolUse": hso,
+        "Stop": none,
+    },
+    "qwen": {
+        "SessionStart": hso,
+        "UserPromptSubmit": hso,
+        "PreToolUse": none,
+        "PostToolUse": hso,
+        "Stop": none,
+    },
     "gemini": {
         "SessionStart": hso,
         "BeforeAgent": hso,
@@ -47,24 +59,34 @@ GOLDEN: dict[str, dict[str, Answer]] = {
         "postToolUse": lambda e, t: {"additional_context": t},
         "postToolUseFailure": lambda e, t: {"additional_context": t},
         "beforeSubmitPrompt": none,
+        "preToolUse": none,
+        "afterFileEdit": none,
         "stop": none,
     },
-    "agy": {"PreInvocation": lambda e, t: {"injectSteps": [{"ephemeralMessage": t}]}},
+    "agy": {
+        "PreInvocation": lambda e, t: {"injectSteps": [{"ephemeralMessage": t}]},
+        "PreToolUse": none,
+    },
     "kimi": {
         "UserPromptSubmit": lambda e, t: {"message": t},
         "SessionStart": none,
+        "PreToolUse": none,
         "PostToolUse": none,
         "Stop": none,
     },
     "hermes": {
         "pre_llm_call": lambda e, t: {"context": t},
         "on_session_start": none,
+        "pre_tool_call": none,
+        "post_tool_call": none,
         "on_session_end": none,
     },
     "goose": {
         "Stop": lambda e, t: {"decision": "block", "reason": t},
         "SessionStart": none,
         "UserPromptSubmit": none,
+        "PreToolUse": none,
+        "PostToolUse": none,
     },
 }
 EMPTY: dict[str, dict[str, str]] = {client: {} for client in CLIENTS} | {

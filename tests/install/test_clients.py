@@ -134,6 +134,12 @@ def test_reinstall_from_a_moved_install_replaces_our_entries_in_place(
     install(client, places, old, now=NOW)
     install(client, places, commands, now=LATER)
     found = MODULES[client].inspect(places)
-    assert all(len(cmds) == 1 for cmds in found.hooks.values())
+    fresh_home = tmp_path / "fresh"
+    fresh_home.mkdir()
+    fresh = Places.from_env({"HOME": str(fresh_home)})
+    install(client, fresh, commands, now=LATER)
+    # As many of ours per event as a first install writes (one, or one per tool type where
+    # the client matches one exact tool per entry: Cursor's preToolUse).
+    assert found.hooks == MODULES[client].inspect(fresh).hooks
     assert all(str(tmp_path / "old") not in c for cmds in found.hooks.values() for c in cmds)
     assert found.missing == []

@@ -37,7 +37,8 @@ def test_codex_row_names_the_hooks_not_yet_trusted(places: Places, commands: Com
     assert row.name == "codex" and not row.ok
     assert (
         "Codex skips these hooks until you trust them: SessionStart, UserPromptSubmit, "
-        "PostToolUse, Stop (fix: run `codex`, type `/hooks` and trust each crosstalk entry)"
+        "PreToolUse, PostToolUse, Stop (fix: run `codex`, type `/hooks` and trust each "
+        "crosstalk entry)"
     ) in row.detail
 
 

@@ -133,7 +133,7 @@ def test_codex_reports_untrusted_hooks_until_codex_records_trust(
     """Each of our hooks without a trust record is listed; recording them all clears the list."""
     install("codex", places, commands, now=NOW)
     hooks_path = places.codex_home / "hooks.json"
-    events = ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop")
+    events = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop")
     assert codex.inspect(places).untrusted == events
     hooks = json.loads(hooks_path.read_text())["hooks"]
     records = "".join(

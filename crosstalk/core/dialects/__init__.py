@@ -22,6 +22,7 @@ import re
 from crosstalk.core.dialects.base import (
     Decision,
     Dialect,
+    EditDecision,
     EventKind,
     HookEvent,
     first_str,
@@ -33,6 +34,7 @@ __all__ = [
     "CLIENTS",
     "Decision",
     "Dialect",
+    "EditDecision",
     "EventKind",
     "HookEvent",
     "detect_client",

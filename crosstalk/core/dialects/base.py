@@ -21,6 +21,19 @@ payload fields and answer shape. A :class:`Dialect` is the pure description of o
 - :meth:`Dialect.hook_config` describes the hook entries an installer writes for the client,
   with timeouts in the client's own unit.
 
+Edit awareness. :meth:`Dialect.parse` also reads the tool a tool event is about
+(``HookEvent.tool_name``) and the files that tool call writes (``HookEvent.edit_paths``), each
+client through its own :data:`EditReader`: only the paths, never contents, exactly as the client
+spelled them (absolute, or relative to the payload's cwd), deduplicated in order, at most
+:data:`MAX_EDIT_PATHS` of them and none longer than :data:`MAX_PATH_CHARS` (a longer one, an
+empty one, or one with a NUL or a lone surrogate is dropped, not cut: a cut path names another
+file). A pre-tool event (kind ``BEFORE_TOOL``) is answered by :meth:`Dialect.render_before_tool`
+with an :class:`EditDecision`: ``ALLOW`` with text is a warning the model reads while the edit
+goes on, where the client has such a channel; ``ASK`` and ``DENY`` are each client's own shapes.
+:meth:`Dialect.before_tool_reaches_model` says whether the text of such an answer reaches the
+model; where it does not, the hook program keeps the text for the session's next event that
+carries text (``crosstalk.hook.pending``).
+
 Each client module holds one :class:`Dialect` built from a :class:`Fields` table (where the
 payload keeps each field), an event table (event name -> kind, and whether it carries text) and
 two small functions that shape the answer. The module docstrings record what was measured on
@@ -34,7 +47,7 @@ from __future__ import annotations
 
 import enum
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 
 from crosstalk.core.frozen import Frozen
@@ -53,6 +66,9 @@ class EventKind(enum.Enum):
     SESSION_START = "session_start"
     PROMPT = "prompt"
     STOP = "stop"
+    #: Before a tool runs: the answer may warn the model, ask the user or refuse the call.
+    BEFORE_TOOL = "before_tool"
+    #: After a tool ran (or failed).
     TOOL_USE = "tool_use"
     OTHER = "other"
 
@@ -64,12 +80,31 @@ class Decision(enum.Enum):
     BLOCK = "block"
 
 
+class EditDecision(enum.Enum):
+    """What the daemon says about an edit about to happen (``edit_warning.decision``)."""
+
+    #: Go on; text, if any, is a warning for the model.
+    ALLOW = "allow"
+    #: A person should confirm first (clients that cannot ask refuse instead; see each module).
+    ASK = "ask"
+    #: Refuse the tool call, with the text as the reason the model reads.
+    DENY = "deny"
+
+
+#: Most paths one event reports, and most characters of one path (longer ones are dropped).
+MAX_EDIT_PATHS = 64
+MAX_PATH_CHARS = 4096
+#: The reason given when the daemon asks or refuses without saying why.
+DEFAULT_REASON = "crosstalk: another session is working on this file; check with them first."
+
+
 class HookEvent(Frozen):
     """One hook invocation, normalised. Every field but ``client`` and ``kind`` may be missing."""
 
     __slots__ = (
         "client",
         "cwd",
+        "edit_paths",
         "first_turn",
         "kind",
         "prompt",
@@ -77,6 +112,7 @@ class HookEvent(Frozen):
         "session_id",
         "session_name",
         "stop_hook_active",
+        "tool_name",
         "transcript_path",
     )
     client: str
@@ -92,6 +128,10 @@ class HookEvent(Frozen):
     first_turn: bool | None
     #: The client is re-running a stop hook after one blocked (Claude Code, Codex, Gemini).
     stop_hook_active: bool
+    #: The tool a tool event is about, as the client names it.
+    tool_name: str | None
+    #: The files the tool call writes (see the module docstring); ``()`` for anything else.
+    edit_paths: tuple[str, ...]
 
     def __init__(
         self,
@@ -105,11 +145,14 @@ class HookEvent(Frozen):
         session_name: str | None = None,
         first_turn: bool | None = None,
         stop_hook_active: bool = False,
+        tool_name: str | None = None,
+        edit_paths: tuple[str, ...] = (),
     ) -> None:
         self._init(
             client=client, kind=kind, raw_event=raw_event, session_id=session_id, cwd=cwd,
             transcript_path=transcript_path, prompt=prompt, session_name=session_name,
-            first_turn=first_turn, stop_hook_active=stop_hook_active,
+            first_turn=first_turn, stop_hook_active=stop_hook_active, tool_name=tool_name,
+            edit_paths=edit_paths,
         )
 
 
@@ -124,6 +167,7 @@ class Fields(Frozen):
         "session_id",
         "session_name",
         "stop_hook_active",
+        "tool_name",
         "transcript",
     )
     event: Sequence[Path]
@@ -134,6 +178,7 @@ class Fields(Frozen):
     session_name: Sequence[Path]
     first_turn: Sequence[Path]
     stop_hook_active: Sequence[Path]
+    tool_name: Sequence[Path]
 
     def __init__(
         self,
@@ -145,10 +190,12 @@ class Fields(Frozen):
         session_name: Sequence[Path] = (),
         first_turn: Sequence[Path] = (),
         stop_hook_active: Sequence[Path] = (("stop_hook_active",),),
+        tool_name: Sequence[Path] = (("tool_name",),),
     ) -> None:
         self._init(
             event=event, session_id=session_id, cwd=cwd, transcript=transcript, prompt=prompt,
             session_name=session_name, first_turn=first_turn, stop_hook_active=stop_hook_active,
+            tool_name=tool_name,
         )
 
 
@@ -167,6 +214,20 @@ class EventSpec(Frozen):
 TextAnswer = Callable[[str, str], dict[str, object]]
 
 
+#: Reads the files a tool call writes: (tool name or None, payload) -> candidate paths, in order.
+#: It may yield anything (non-strings, duplicates); :func:`clean_paths` keeps the valid ones.
+EditReader = Callable[[str | None, Mapping[str, object]], Iterable[object]]
+
+#: Builds the answer to a pre-tool event: (event name, text, decision) -> (the answer object,
+#: or None for the dialect's empty answer; whether the model reads ``text`` in it).
+BeforeToolAnswer = Callable[[str, str, EditDecision], tuple[dict[str, object] | None, bool]]
+
+
+def no_edits(tool: str | None, payload: Mapping[str, object]) -> Iterable[object]:
+    """The :data:`EditReader` of a client whose tool events crosstalk does not read."""
+    return ()
+
+
 #: The empty answer of a dialect that names none: ``{}``.
 NO_ANSWER: Mapping[str, object] = MappingProxyType({})
 
@@ -176,9 +237,11 @@ class Dialect(Frozen):
 
     __slots__ = (
         "answer_text",
+        "before_tool",
         "client",
         "config",
         "decisions",
+        "edits",
         "empty",
         "events",
         "fields",
@@ -198,6 +261,10 @@ class Dialect(Frozen):
     decisions: frozenset[str]
     #: Hook for client-specific reading of the payload (Antigravity's first invocation).
     refine: Callable[[HookEvent, Mapping[str, object]], HookEvent] | None
+    #: Reads the files a tool call writes (see the module docstring).
+    edits: EditReader
+    #: Shapes the answer to a pre-tool event; None: the client takes no text or decision there.
+    before_tool: BeforeToolAnswer | None
 
     def __init__(
         self,
@@ -210,11 +277,13 @@ class Dialect(Frozen):
         empty: Mapping[str, object] = NO_ANSWER,
         decisions: frozenset[str] = frozenset(),
         refine: Callable[[HookEvent, Mapping[str, object]], HookEvent] | None = None,
+        edits: EditReader = no_edits,
+        before_tool: BeforeToolAnswer | None = None,
     ) -> None:
         self._init(
             client=client, events=events, answer_text=answer_text, registered=registered,
             config=config, fields=Fields() if fields is None else fields, empty=empty,
-            decisions=decisions, refine=refine,
+            decisions=decisions, refine=refine, edits=edits, before_tool=before_tool,
         )
 
     def parse(self, argv_event: str | None, stdin_text: str) -> HookEvent:
@@ -224,9 +293,14 @@ class Dialect(Frozen):
         if name is None and isinstance(argv_event, str) and argv_event:
             name = argv_event
         spec = self.events.get(name) if name is not None else None
+        kind = spec.kind if spec is not None else EventKind.OTHER
+        tool = first_str(payload, self.fields.tool_name)
+        edited: tuple[str, ...] = ()
+        if kind in (EventKind.BEFORE_TOOL, EventKind.TOOL_USE):
+            edited = read_edits(self.edits, tool, payload)
         event = HookEvent(
             client=self.client,
-            kind=spec.kind if spec is not None else EventKind.OTHER,
+            kind=kind,
             raw_event=name,
             session_id=first_str(payload, self.fields.session_id),
             cwd=first_str(payload, self.fields.cwd),
@@ -235,6 +309,8 @@ class Dialect(Frozen):
             session_name=first_str(payload, self.fields.session_name),
             first_turn=first_bool(payload, self.fields.first_turn),
             stop_hook_active=first_bool(payload, self.fields.stop_hook_active) is True,
+            tool_name=tool,
+            edit_paths=edited,
         )
         return self.refine(event, payload) if self.refine is not None else event
 
@@ -279,6 +355,39 @@ class Dialect(Frozen):
             return dump(self.answer_text(name, clean_text(text)))
         return dump(dict(self.empty))
 
+    def render_before_tool(
+        self, event: HookEvent, text: str | None, decision: EditDecision = EditDecision.ALLOW
+    ) -> str:
+        """The exact stdout for a pre-tool event, given what the daemon said about the edit.
+
+        Args:
+            event: the parsed pre-tool invocation (kind ``BEFORE_TOOL``).
+            text: the warning, or None/"" for none. ``ASK`` and ``DENY`` without text give
+                :data:`DEFAULT_REASON`, since every client wants a reason with a refusal.
+            decision: ``ALLOW`` (the edit goes on; text is a warning for the model where the
+                client reads one, see :meth:`before_tool_reaches_model`), ``ASK`` or ``DENY``.
+
+        Any other event, or a client without a pre-tool contract, gets the empty answer.
+        """
+        answer = self._before_tool(event, text, decision)[0]
+        return dump(dict(self.empty) if answer is None else answer)
+
+    def before_tool_reaches_model(self, event: HookEvent, decision: EditDecision) -> bool:
+        """Whether the model reads the text of :meth:`render_before_tool`'s answer; when it
+        does not, the hook program keeps the text for the session's next text-carrying event."""
+        return self._before_tool(event, DEFAULT_REASON, decision)[1]
+
+    def _before_tool(
+        self, event: HookEvent, text: str | None, decision: EditDecision
+    ) -> tuple[dict[str, object] | None, bool]:
+        if self.before_tool is None or event.kind is not EventKind.BEFORE_TOOL:
+            return None, False
+        if not text:
+            if decision is EditDecision.ALLOW:
+                return None, False
+            text = DEFAULT_REASON
+        return self.before_tool(event.raw_event or "", clean_text(text), decision)
+
     def hook_config(self, command: str) -> dict[str, object]:
         """The hook entries this client needs, as its config file spells them."""
         return self.config(command)
@@ -315,6 +424,49 @@ def first_str(payload: Mapping[str, object], paths: Sequence[Path]) -> str | Non
         if isinstance(value, str) and value:
             return value
     return None
+
+
+def read_edits(reader: EditReader, tool: str | None, payload: Mapping[str, object]) -> tuple[
+    str, ...
+]:
+    """The valid paths ``reader`` finds (see :func:`clean_paths`). Readers only look things up
+    and test types, so an odd payload finds nothing rather than raising (the fuzz tests hold
+    them to that)."""
+    return clean_paths(reader(tool, payload))
+
+
+def clean_paths(found: Iterable[object]) -> tuple[str, ...]:
+    """Non-empty strings of at most :data:`MAX_PATH_CHARS` characters, without NUL or lone
+    surrogates, deduplicated in order, the first :data:`MAX_EDIT_PATHS` of them."""
+    kept: dict[str, None] = {}
+    for value in found:
+        if len(kept) >= MAX_EDIT_PATHS:
+            break
+        if not isinstance(value, str) or not value or len(value) > MAX_PATH_CHARS:
+            continue
+        if "\x00" in value or not _encodable(value):
+            continue
+        kept.setdefault(value)
+    return tuple(kept)
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def tool_paths(table: Mapping[str, Sequence[Path]]) -> EditReader:
+    """An :data:`EditReader` for tools whose input names the file: tool name -> where in the
+    payload the path may be (every string found there counts)."""
+
+    def read(tool: str | None, payload: Mapping[str, object]) -> Iterable[object]:
+        places = table.get(tool) if tool is not None else None
+        return [lookup(payload, place) for place in places or ()]
+
+    return read
 
 
 def first_bool(payload: Mapping[str, object], paths: Sequence[Path]) -> bool | None:
@@ -354,23 +506,24 @@ def command_for(command: str, client: str, event: str) -> str:
 
 
 def claude_style_config(
-    command: str, client: str, events: Sequence[str], timeout: int
+    command: str,
+    client: str,
+    events: Sequence[str],
+    timeout: int,
+    matchers: Mapping[str, str] = MappingProxyType({}),
 ) -> dict[str, object]:
-    """``{"hooks": {Event: [{"hooks": [{"type": "command", ...}]}]}}``, the shape Claude Code,
-    Codex, Qwen Code, Gemini CLI and Goose plugins share."""
-    return {
-        "hooks": {
-            event: [
-                {
-                    "hooks": [
-                        {
-                            "type": "command",
-                            "command": command_for(command, client, event),
-                            "timeout": timeout,
-                        }
-                    ]
-                }
-            ]
-            for event in events
+    """``{"hooks": {Event: [{"matcher"?, "hooks": [{"type": "command", ...}]}]}}``, the shape
+    Claude Code, Codex, Qwen Code, Gemini CLI and Goose plugins share; ``matchers`` limits an
+    event to the tools its pattern matches (only the file-writing tools, for pre-tool events)."""
+    hooks: dict[str, object] = {}
+    for event in events:
+        handler = {
+            "type": "command",
+            "command": command_for(command, client, event),
+            "timeout": timeout,
         }
-    }
+        group: dict[str, object] = {"hooks": [handler]}
+        if event in matchers:
+            group = {"matcher": matchers[event], **group}
+        hooks[event] = [group]
+    return {"hooks": hooks}

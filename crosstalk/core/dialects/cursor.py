@@ -17,28 +17,57 @@ Decisions recorded here (no measurements on the real client yet):
 - stop never carries text (``followup_message`` would start a new turn).
 - The session id is ``session_id``, else ``conversation_id``; the working directory is ``cwd``,
   else the first of ``workspace_roots``.
+- Edits (from Cursor's documentation, not measured): **afterFileEdit** (registered) gives the
+  file in a top-level ``file_path``; preToolUse/postToolUse name the tool type, ``Write`` or
+  ``Delete``, and we read ``tool_input.file_path`` or ``tool_input.path`` when there is one.
+  preToolUse is registered twice, once per tool type (``matcher: "Write"`` and
+  ``"Delete"``): the documentation lists plain values and does not say whether a matcher is a
+  pattern, and one exact value per entry works either way.
+- preToolUse has no channel to the model but a refusal: ``permission: "deny"`` with
+  ``agent_message`` (to the model) and ``user_message`` (to the person). ``ask`` is "accepted by
+  the schema but not enforced for preToolUse", so **ask is answered as deny**; allow answers
+  ``{}`` and the warning waits for the next postToolUse or sessionStart.
 - Entries in ``hooks.json`` carry no timeout: the reference writes none, and Cursor's default
   applies.
 """
 
 from __future__ import annotations
 
-from crosstalk.core.dialects.base import Dialect, EventKind, Fields, command_for, spec_table
+from collections.abc import Mapping
+
+from crosstalk.core.dialects.base import (
+    Dialect,
+    EditDecision,
+    EventKind,
+    Fields,
+    HookEvent,
+    Path,
+    clean_paths,
+    command_for,
+    spec_table,
+    tool_paths,
+)
 
 CLIENT = "cursor"
 CONTEXT_LIMIT = 10_000
-REGISTERED = ("sessionStart", "beforeSubmitPrompt", "postToolUse", "stop")
+REGISTERED = (
+    "sessionStart", "beforeSubmitPrompt", "preToolUse", "postToolUse", "afterFileEdit", "stop",
+)
+#: The tool types that write files; each gets its own preToolUse entry (see above).
+MATCHED = {"preToolUse": ("Write", "Delete")}
+_PATHS: tuple[Path, ...] = (("tool_input", "file_path"), ("tool_input", "path"))
+WRITING_TOOLS = dict.fromkeys(("Write", "Delete", "Edit", "MultiEdit"), _PATHS)
 KINDS = {
     "sessionStart": EventKind.SESSION_START,
     "beforeSubmitPrompt": EventKind.PROMPT,
-    "preToolUse": EventKind.TOOL_USE,
+    "preToolUse": EventKind.BEFORE_TOOL,
     "postToolUse": EventKind.TOOL_USE,
     "postToolUseFailure": EventKind.TOOL_USE,
-    "beforeShellExecution": EventKind.TOOL_USE,
+    "beforeShellExecution": EventKind.BEFORE_TOOL,
     "afterShellExecution": EventKind.TOOL_USE,
-    "beforeMCPExecution": EventKind.TOOL_USE,
+    "beforeMCPExecution": EventKind.BEFORE_TOOL,
     "afterMCPExecution": EventKind.TOOL_USE,
-    "beforeReadFile": EventKind.TOOL_USE,
+    "beforeReadFile": EventKind.BEFORE_TOOL,
     "afterFileEdit": EventKind.TOOL_USE,
     "stop": EventKind.STOP,
     "sessionEnd": EventKind.OTHER,
@@ -72,12 +101,31 @@ def _answer(event: str, text: str) -> dict[str, object]:
     return {"additional_context": fit(text)}
 
 
+def _file_edit(event: HookEvent, payload: Mapping[str, object]) -> HookEvent:
+    """afterFileEdit names the file at the top level, and no tool."""
+    if event.raw_event != "afterFileEdit":
+        return event
+    return event.replace(edit_paths=clean_paths([payload.get("file_path")]))
+
+
+def before_tool(
+    event: str, text: str, decision: EditDecision
+) -> tuple[dict[str, object] | None, bool]:
+    """Allow: nothing (no channel). Ask and deny: a deny, the text to the model and the user."""
+    if decision is EditDecision.ALLOW:
+        return None, False
+    return {"permission": "deny", "agent_message": text, "user_message": text}, True
+
+
+def _handlers(command: str, event: str) -> list[dict[str, object]]:
+    line = command_for(command, CLIENT, event)
+    if event not in MATCHED:
+        return [{"type": "command", "command": line}]
+    return [{"type": "command", "command": line, "matcher": tool} for tool in MATCHED[event]]
+
+
 def _config(command: str) -> dict[str, object]:
-    hooks = {
-        event: [{"type": "command", "command": command_for(command, CLIENT, event)}]
-        for event in REGISTERED
-    }
-    return {"version": 1, "hooks": hooks}
+    return {"version": 1, "hooks": {event: _handlers(command, event) for event in REGISTERED}}
 
 
 DIALECT = Dialect(
@@ -90,4 +138,7 @@ DIALECT = Dialect(
         session_id=(("session_id",), ("conversation_id",)),
         cwd=(("cwd",), ("workspace_roots", 0)),
     ),
+    refine=_file_edit,
+    edits=tool_paths(WRITING_TOOLS),
+    before_tool=before_tool,
 )

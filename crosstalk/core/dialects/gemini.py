@@ -12,6 +12,15 @@ its own ``<hook_context>`` part. AfterAgent never carries text: a ``deny`` there
 turn, the same loop Claude Code's Stop has. Nothing to say is ``{}``; Gemini wants stdout to
 hold nothing but one JSON object.
 
+Edits: ``write_file`` and ``replace`` (Gemini's edit tool; both ``tool_input.file_path``, and
+the only file-writing tools in 0.61.0's bundle). **BeforeTool** is registered for them alone
+(the matcher is a regular expression, tested against the tool name, read in 0.61.0); AfterTool
+reports what they wrote. BeforeTool has no channel to the model but a refusal: 0.61.0 reads
+``decision`` (``deny``/``block`` stop the tool with ``reason`` sent to the model as the tool's
+error; ``ask`` makes the user confirm, showing ``systemMessage`` to the user only) and
+``hookSpecificOutput.tool_input``, and no ``additionalContext``. So allow answers ``{}`` and the
+warning waits for the next text-carrying event, which is usually that tool's own AfterTool.
+
 Timeouts are in **milliseconds** (measured; Gemini's default is 60000). Hooks run only in a
 trusted workspace.
 """
@@ -21,19 +30,26 @@ from __future__ import annotations
 from crosstalk.core.dialects.base import (
     HOOK_TIMEOUT_S,
     Dialect,
+    EditDecision,
     EventKind,
     claude_style_config,
     spec_table,
+    tool_paths,
 )
 from crosstalk.core.dialects.claude import additional_context
 
 CLIENT = "gemini"
-REGISTERED = ("SessionStart", "BeforeAgent", "AfterTool", "AfterAgent")
+REGISTERED = ("SessionStart", "BeforeAgent", "BeforeTool", "AfterTool", "AfterAgent")
+WRITING_TOOLS = {
+    "write_file": (("tool_input", "file_path"),),
+    "replace": (("tool_input", "file_path"),),
+}
+MATCHERS = {"BeforeTool": "^(write_file|replace)$"}
 TIMEOUT_MS = HOOK_TIMEOUT_S * 1000
 KINDS = {
     "SessionStart": EventKind.SESSION_START,
     "BeforeAgent": EventKind.PROMPT,
-    "BeforeTool": EventKind.TOOL_USE,
+    "BeforeTool": EventKind.BEFORE_TOOL,
     "AfterTool": EventKind.TOOL_USE,
     "AfterAgent": EventKind.STOP,
     "SessionEnd": EventKind.OTHER,
@@ -46,8 +62,20 @@ KINDS = {
 CARRIERS = ("SessionStart", "BeforeAgent", "AfterTool")
 
 
+def before_tool(
+    event: str, text: str, decision: EditDecision
+) -> tuple[dict[str, object] | None, bool]:
+    """Allow: nothing (no channel). Ask: the user confirms, reading the text. Deny: the text
+    is the tool's error, which the model reads."""
+    if decision is EditDecision.ALLOW:
+        return None, False
+    if decision is EditDecision.ASK:
+        return {"decision": "ask", "systemMessage": text}, False
+    return {"decision": "deny", "reason": text}, True
+
+
 def _config(command: str) -> dict[str, object]:
-    return claude_style_config(command, CLIENT, REGISTERED, TIMEOUT_MS)
+    return claude_style_config(command, CLIENT, REGISTERED, TIMEOUT_MS, MATCHERS)
 
 
 DIALECT = Dialect(
@@ -56,4 +84,6 @@ DIALECT = Dialect(
     answer_text=additional_context,
     registered=REGISTERED,
     config=_config,
+    edits=tool_paths(WRITING_TOOLS),
+    before_tool=before_tool,
 )

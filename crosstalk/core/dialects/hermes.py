@@ -12,6 +12,15 @@ call's user message. on_session_start's answer is ignored by Hermes (observation
 carries nothing; on_session_end fires at the end of every turn and is our ``stop``. Nothing to
 say is ``{}`` (Hermes treats it as a no-op).
 
+Edits: ``write_file`` and ``patch``, the file in ``tool_input.path`` (the reference; not
+measured). **pre_tool_call** and **post_tool_call** are registered for every tool (no matcher
+is documented for shell hooks; the hook program answers other tools at once, without the
+daemon). A pre_tool_call answer reaches the model only as ``{"action": "block", "message": T}``,
+the tool's error; ``{"action": "approve", "message": T}`` sends the call to Hermes's own
+human-approval gate, our ask (whether the person sees the message is not documented, so the
+text is also kept for the next prompt); every other answer is ignored, so allow answers ``{}``
+and the warning waits for the next pre_llm_call.
+
 Config: ``{event: [{command, timeout}]}`` under ``hooks:``; timeouts are seconds (Hermes caps
 them at 300). The user must approve each (event, command) pair once; the installer says so.
 """
@@ -21,19 +30,24 @@ from __future__ import annotations
 from crosstalk.core.dialects.base import (
     HOOK_TIMEOUT_S,
     Dialect,
+    EditDecision,
     EventKind,
     Fields,
     command_for,
     spec_table,
+    tool_paths,
 )
 
 CLIENT = "hermes"
-REGISTERED = ("on_session_start", "pre_llm_call", "on_session_end")
+REGISTERED = (
+    "on_session_start", "pre_llm_call", "pre_tool_call", "post_tool_call", "on_session_end",
+)
+WRITING_TOOLS = {"write_file": (("tool_input", "path"),), "patch": (("tool_input", "path"),)}
 KINDS = {
     "on_session_start": EventKind.SESSION_START,
     "pre_llm_call": EventKind.PROMPT,
     "post_llm_call": EventKind.OTHER,
-    "pre_tool_call": EventKind.TOOL_USE,
+    "pre_tool_call": EventKind.BEFORE_TOOL,
     "post_tool_call": EventKind.TOOL_USE,
     "on_session_end": EventKind.STOP,
     "on_session_finalize": EventKind.OTHER,
@@ -47,6 +61,17 @@ CARRIERS = ("pre_llm_call",)
 
 def _answer(event: str, text: str) -> dict[str, object]:
     return {"context": text}
+
+
+def before_tool(
+    event: str, text: str, decision: EditDecision
+) -> tuple[dict[str, object] | None, bool]:
+    """Allow: nothing (ignored). Ask: Hermes's approval gate. Deny: a block with the text."""
+    if decision is EditDecision.ALLOW:
+        return None, False
+    if decision is EditDecision.ASK:
+        return {"action": "approve", "message": text}, False
+    return {"action": "block", "message": text}, True
 
 
 def _config(command: str) -> dict[str, object]:
@@ -68,4 +93,6 @@ DIALECT = Dialect(
         first_turn=(("extra", "is_first_turn"),),
         stop_hook_active=(),
     ),
+    edits=tool_paths(WRITING_TOOLS),
+    before_tool=before_tool,
 )

@@ -2,7 +2,9 @@
 the reply lists what surfaced), ``notices`` (what the gate decided, optionally only what is
 surfaced and not yet shown) and ``notice_shown`` (a session showed these); and ``hook_event``,
 all a hook event needs in one round trip: register, then the status, then (when asked) the
-pending notices with their words and the working set, exactly as those ops answer them.
+pending notices with their words and the working set, exactly as those ops answer them, and
+the files the session edited or is about to edit, handed to the edits feature's ops
+(``edits_touched``, ``edits_check``) when this daemon serves them.
 
 Plugged in by :func:`crosstalk.features.attention.ops.plug`, which owns the attention gate actor
 and hands over a way to reach its inbox.
@@ -117,6 +119,20 @@ class HookEventParams:
     cwd: str | None = None
     #: Ask for the pending notices with words (``notices {session, pending, words}``).
     notices: bool = False
+    #: Files a tool call of the session wrote, as the client named them (relative to ``cwd``
+    #: or absolute): ``edits_touched {session, cwd, paths}``.
+    edited: list[str] = attrs.Factory(list)
+    #: Files a tool call is about to write: ``edits_check {session, cwd, paths}`` answers.
+    editing: list[str] = attrs.Factory(list)
+
+
+@attrs.frozen
+class EditWarning:
+    """What ``edits_check`` says about an edit about to happen (the hook renders it)."""
+
+    text: str | None
+    #: ``allow`` (text, if any, is a warning), ``ask`` or ``deny``.
+    decision: str = "allow"
 
 
 @attrs.frozen
@@ -125,6 +141,8 @@ class HookEventReply:
     #: The working set's text, when asked for (None: this daemon has no memory feature).
     working_set: str | None = None
     notices: list[NoticeView] | None = None
+    #: For ``editing``: None when there is nothing to say or no edits feature.
+    edit_warning: EditWarning | None = None
 
 
 @attrs.frozen
@@ -257,7 +275,31 @@ async def hook_event(daemon: Host, gate: GateInbox, params: HookEventParams) -> 
     if params.working_set and daemon.ops.has("working_set"):
         asked = {"session": params.name, "cwd": params.cwd}
         text = (await daemon.ops.call("working_set", asked)).get("text")
-    return HookEventReply(view, text, rows)
+    await _touched(daemon, params)
+    return HookEventReply(view, text, rows, await _check(daemon, params))
+
+
+async def _touched(daemon: Host, params: HookEventParams) -> None:
+    """Hand the files the session wrote to ``edits_touched``, when this daemon serves it."""
+    if params.edited and daemon.ops.has("edits_touched"):
+        asked = {"session": params.name, "cwd": params.cwd, "paths": params.edited}
+        await daemon.ops.call("edits_touched", asked)
+
+
+async def _check(daemon: Host, params: HookEventParams) -> EditWarning | None:
+    """``edits_check``'s answer on the files about to be written; None when it has nothing to
+    say (no text and allow) or this daemon does not serve it."""
+    if not (params.editing and daemon.ops.has("edits_check")):
+        return None
+    asked = {"session": params.name, "cwd": params.cwd, "paths": params.editing}
+    answer = await daemon.ops.call("edits_check", asked)
+    text = answer.get("text")
+    decision = answer.get("decision")
+    warning = EditWarning(
+        text if isinstance(text, str) and text else None,
+        decision if isinstance(decision, str) and decision else "allow",
+    )
+    return None if warning.text is None and warning.decision == "allow" else warning
 
 
 def session_ops(daemon: Host, gate: GateInbox) -> tuple[ControlOp, ...]:
