@@ -4,13 +4,11 @@
 - ``edits_touched {session, cwd, paths, note?}``: a session's tools wrote these files. Each is
   resolved to its repository (off the event loop); the session's recent set per repository is
   kept in ``own_edits`` and the edits actor tells the rooms that share the repository.
-- ``edits_check {session, cwd, paths, shown?}``: a session is about to write these files. The
+- ``edits_check {session, cwd, paths}``: a session is about to write these files. The
   reply ``{text, decision}`` names others' recent edits of the same files in a repository of
   the same name, and others' reservations on them (the ``reservations`` op, when the daemon
-  has it). Unless ``shown`` (the client showed the text before the tool ran), the text is kept
-  as the session's pending warning.
-- ``edits_pending {session}``: the session's pending warning, taken (at most once), for a
-  client with no text channel before a tool runs to show at its next prompt.
+  has it). A client that cannot show it before the tool runs shows it at its next prompt: the
+  hook keeps it for the session (:mod:`crosstalk.hook.pending`).
 - ``edits {room?, share?, on_reserved?, window_minutes?}``: others' recent edits and ours, and
   the settings (sharing per room, what to do on a file someone holds exclusively, the window);
   a given field changes that setting first.
@@ -52,7 +50,6 @@ from crosstalk.wire.room_ops import MAX_EDIT_NOTE, MAX_NAME
 
 log = logging.getLogger(__name__)
 HAND_OVER = 2.0  # how long a hook's request waits for a busy actor's inbox
-MAX_PENDING = 256
 
 
 class Host(Stored, Identified, SendsOps, Supervises, CallsOps, Protocol):
@@ -85,23 +82,12 @@ class CheckParams:
     session: str
     cwd: str | None = None
     paths: list[str] = attrs.Factory(list)
-    shown: bool = False
 
 
 @attrs.frozen
 class CheckReply:
     text: str | None
     decision: str
-
-
-@attrs.frozen
-class PendingParams:
-    session: str
-
-
-@attrs.frozen
-class PendingReply:
-    text: str | None
 
 
 @attrs.frozen
@@ -138,22 +124,6 @@ class EditsReply:
     on_reserved: str
     window_minutes: float
     rooms: list[RoomShare]
-
-
-class PendingWarnings:
-    """The last warning per session not yet shown (memory only, at most MAX_PENDING)."""
-
-    def __init__(self) -> None:
-        self._texts: dict[str, str] = {}
-
-    def keep(self, session: str, text: str) -> None:
-        self._texts.pop(session, None)
-        self._texts[session] = text
-        while len(self._texts) > MAX_PENDING:
-            del self._texts[next(iter(self._texts))]
-
-    def take(self, session: str) -> str | None:
-        return self._texts.pop(session, None)
 
 
 Inbox = Callable[[], "trio.MemorySendChannel[Touched] | None"]
@@ -243,11 +213,9 @@ async def _reservations(daemon: Host, cwd: str | None, now: float) -> list[Hold]
     return _holds(reply, now)
 
 
-async def edits_check(
-    daemon: Host, pending: PendingWarnings, params: CheckParams
-) -> CheckReply:
+async def edits_check(daemon: Host, params: CheckParams) -> CheckReply:
     """What a session about to write ``paths`` should know, and whether it may."""
-    session = _session(params.session)
+    _session(params.session)
     resolved = await trio.to_thread.run_sync(resolve, params.cwd, list(params.paths))
     if not resolved.files:
         return CheckReply(None, "allow")
@@ -267,8 +235,6 @@ async def edits_check(
     holds = await _reservations(daemon, params.cwd, now)
     targets = [Target(f.repo, f.path) for f in resolved.files]
     found = verdict(targets, edits, holds, now, on_reserved=OnReserved(policy), window=window)
-    if found.text is not None and not params.shown:
-        pending.keep(session, found.text)
     return CheckReply(found.text, found.decision)
 
 
@@ -309,7 +275,6 @@ def _edits_view(conn: sqlite3.Connection, params: EditsParams, now: float) -> Ed
 
 def plug(daemon: Host) -> Plugs:
     """The edits ops, the applier of roommates' ``EditsPublished`` and the edits actor."""
-    pending = PendingWarnings()
     inboxes: list[trio.MemorySendChannel[Touched]] = []
 
     def me() -> str:
@@ -325,9 +290,6 @@ def plug(daemon: Host) -> Plugs:
     def inbox() -> trio.MemorySendChannel[Touched] | None:
         return inboxes[0] if inboxes else None
 
-    async def take(params: PendingParams) -> PendingReply:
-        return PendingReply(pending.take(params.session))
-
     async def show(params: EditsParams) -> EditsReply:
         now = time.time()
         if params == EditsParams():
@@ -337,8 +299,7 @@ def plug(daemon: Host) -> Plugs:
     return Plugs(
         ops=(
             op("edits_touched", TouchedParams, functools.partial(edits_touched, daemon, inbox)),
-            op("edits_check", CheckParams, functools.partial(edits_check, daemon, pending)),
-            op("edits_pending", PendingParams, take),
+            op("edits_check", CheckParams, functools.partial(edits_check, daemon)),
             op("edits", EditsParams, show),
         ),
         appliers=(keep,),
