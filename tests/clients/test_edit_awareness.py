@@ -4,6 +4,8 @@ the warning reaches ben's model in the request that follows the tool call.
 
 Both people are in one room (``room`` in conftest); each agent works in its own git clone of the
 same repository (same ``origin``, same ``src/app.py``), so the daemons can tell it is one file.
+Paths go only to rooms that share the repository, so ben is at work there first (one turn of
+his agent, a live session ana's daemon hears of), as two people editing at once are.
 The warning's words are the edits feature's (``edits_check``): the test asks ben's daemon for
 them directly (a session of its own, the same cwd and path), waits until it has something to
 say (ana's edit has reached ben's daemon), and then looks for exactly that text in what ben's
@@ -136,6 +138,27 @@ def ana_edits(pin: Pin, room: Room, root: Path, standin_factory: Any) -> None:
     assert path.read_text(encoding="utf-8") == "VALUE = 2\n", agent.debug()
 
 
+def ben_at_work(make_driver: Any, agent: Agent, room: Room, standin_factory: Any) -> None:
+    """One turn of ben's agent in his clone: ana's daemon then knows he works in a repository of
+    that name (his published session), which is what lets her edits reach the room."""
+    from crosstalk.client import call
+    from crosstalk.paths import Home
+
+    ana, _ = room
+    agent.standin.stop()
+    agent.standin = standin_factory(f"{agent.pin.prefix}-ben-hello", [
+        {"when": {"user_text_contains": "hello"}, "reply": {"text": "hi"}},
+    ])
+    make_driver(agent).start("hello")
+
+    def seen() -> bool:
+        peers = call(Home(ana.home), "peers", {}, timeout=30.0)["peers"]
+        return any(s["project"] == agent.project.name
+                   for p in peers for s in p.get("sessions", []))
+
+    wait_until(seen, timeout=PROPAGATION, what="ben's session in the clone known to ana")
+
+
 def wait_for_warning(ben: Person, project: Path) -> str:
     """Bounded wait until ben's daemon knows of ana's edit; the warning it then gives."""
     found: list[str] = []
@@ -159,9 +182,10 @@ def test_claude_code_is_warned_before_editing_a_file_another_claude_code_edited(
     """ana's Claude Code edits src/app.py; ben's Claude Code, editing the same file in its own
     clone, gets the daemon's warning in the model request after its Edit."""
     _, ben = room
-    ana_edits(pin, room, short_tmp / "a", standin_factory)
     agent = agent_for(pin, ben, short_tmp / "b", standin_factory, [])
     path = make_clone(agent)
+    ben_at_work(EditingClaudeDriver, agent, room, standin_factory)
+    ana_edits(pin, room, short_tmp / "a", standin_factory)
     warning = wait_for_warning(ben, agent.project)
     agent.standin.stop()
     agent.standin = standin_factory(f"{pin.prefix}-ben-edit", claude_edit_steps(path, "3"))
@@ -179,9 +203,10 @@ def test_codex_is_warned_before_patching_a_file_claude_code_edited(
     """ana's Claude Code edits src/app.py; ben's Codex, patching the same file in its own
     clone, gets the daemon's warning in the model request after its patch."""
     _, ben = room
-    ana_edits(CLAUDE, room, short_tmp / "a", standin_factory)
     agent = agent_for(CODEX, ben, short_tmp / "b", standin_factory, [])
     make_clone(agent)
+    ben_at_work(PatchingCodexDriver, agent, room, standin_factory)
+    ana_edits(CLAUDE, room, short_tmp / "a", standin_factory)
     warning = wait_for_warning(ben, agent.project)
     agent.standin.stop()
     agent.standin = standin_factory("codex-ben-patch", codex_patch_steps("3"))

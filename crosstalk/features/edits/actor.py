@@ -65,6 +65,8 @@ class EditsActor:
         self._wall = wall
         self._schedule = schedule or PublishSchedule()
         self._notes: dict[Source, str] = {}
+        # What each room was last told of each source: telling it the same again is a no-op.
+        self._told: dict[tuple[str, Source], tuple[object, ...]] = {}
 
     async def run(
         self,
@@ -81,8 +83,9 @@ class EditsActor:
             await self._flush(trio.current_time(), ctx)
 
     def _take(self, touched: Touched, now: float) -> None:
-        self._notes.pop(touched.source, None)
-        self._notes[touched.source] = touched.note[:MAX_EDIT_NOTE]
+        if touched.note or touched.source not in self._notes:
+            self._notes.pop(touched.source, None)
+            self._notes[touched.source] = touched.note[:MAX_EDIT_NOTE]
         while len(self._notes) > MAX_NOTES:  # the oldest sources' notes go first
             del self._notes[next(iter(self._notes))]
         for room in touched.rooms:
@@ -110,10 +113,17 @@ class EditsActor:
         if not paths:  # aged out meanwhile: roommates forget it by its age, as we did
             return True
         op = EditsPublished(source.repo, source.session, paths, self._notes.get(source, ""))
+        told = (op.paths, op.note)
+        if self._told.get((room, source)) == told:
+            return True
         try:
             await self._send_op(room, op)
         except CrosstalkError as exc:
             log.info("edits: not published to %s: %s", room, exc.message)
             return False
+        self._told.pop((room, source), None)
+        self._told[(room, source)] = told
+        while len(self._told) > MAX_NOTES:
+            del self._told[next(iter(self._told))]
         log.debug("edits: %d path(s) of %s published to %s", len(paths), source.session, room)
         return True

@@ -46,7 +46,7 @@ from crosstalk.features.feature import Plugs, op
 from crosstalk.features.rooms.views import find_room
 from crosstalk.store import edits as db
 from crosstalk.store.rooms import list_rooms
-from crosstalk.wire.room_ops import MAX_EDIT_NOTE, MAX_NAME
+from crosstalk.wire.room_ops import MAX_EDIT_NOTE, MAX_NAME, SessionsPublished
 
 log = logging.getLogger(__name__)
 HAND_OVER = 2.0  # how long a hook's request waits for a busy actor's inbox
@@ -182,6 +182,40 @@ async def edits_touched(daemon: Host, inbox: Inbox, params: TouchedParams) -> To
     return TouchedReply(files, sorted({room for told in rooms.values() for room in told}))
 
 
+async def tell_newly_sharing(
+    daemon: Host, channel: trio.MemorySendChannel[Touched] | None, applied: list[Applied],
+    me: str,
+) -> None:
+    """A roommate published sessions: a room where they work in a repository we edited lately
+    now shares it, so it hears our recent edits there now, not at our next edit (their agent
+    may be about to touch the very file). The actor skips a set a room was already told.
+    Listener: never blocks (a full inbox drops it; the next publication tries again)."""
+    if channel is None:
+        return
+    wanted: dict[str, set[str]] = {}
+    for entry in applied:
+        if isinstance(entry.op, SessionsPublished) and entry.sender != me:
+            projects = {s.project.casefold() for s in entry.op.sessions if s.project}
+            wanted.setdefault(entry.room_id, set()).update(projects)
+    if not any(wanted.values()):
+        return
+    now = time.time()
+
+    def sources(conn: sqlite3.Connection) -> list[Source]:
+        rows = db.own_recent(conn, now - db.window(conn))
+        return list(dict.fromkeys(Source(r.session, r.repo) for r in rows))
+
+    mine = await daemon.store.read(sources)
+    for room, projects in wanted.items():
+        for source in mine:
+            if source.repo.casefold() in projects:
+                try:
+                    channel.send_nowait(Touched(source, (room,)))
+                except trio.WouldBlock:
+                    log.info("edits: the actor is busy; %s hears our edits later", room)
+                    return
+
+
 def _holds(reply: dict[str, Any], now: float) -> list[Hold]:
     """Others' reservations from the ``reservations`` op's reply, their ``until`` moved onto
     our clock by the reply's own ``now``; rows that do not parse are left out."""
@@ -290,6 +324,9 @@ def plug(daemon: Host) -> Plugs:
     def inbox() -> trio.MemorySendChannel[Touched] | None:
         return inboxes[0] if inboxes else None
 
+    async def on_applied(applied: list[Applied]) -> None:
+        await tell_newly_sharing(daemon, inbox(), applied, me())
+
     async def show(params: EditsParams) -> EditsReply:
         now = time.time()
         if params == EditsParams():
@@ -303,5 +340,6 @@ def plug(daemon: Host) -> Plugs:
             op("edits", EditsParams, show),
         ),
         appliers=(keep,),
+        applied_listeners=(on_applied,),
         start=(start,),
     )
