@@ -177,3 +177,60 @@ def test_text_that_looks_like_an_option_or_escapes_the_repository_is_refused_pla
     assert outside.returncode == 1
     assert json.loads(outside.stdout)["error"]["code"] == "not_in_repository"
     _wait_agreed(team, [])
+
+
+def test_an_agent_about_to_edit_a_reserved_file_is_told_and_blocked_when_asked(
+    team: Team,
+) -> None:
+    """ben holds src/auth/** exclusively: ana's hook check before editing src/auth/login.py
+    names him, the time left and his reason; with `edits --on-reserved block` it is denied; a
+    file outside it says nothing. The reservation travelled the real relay."""
+    got = team.json("ben", "reserve", "src/auth/**", "--reason", "rotating the keys",
+                    "--room", ROOM)
+    wait_until(lambda: [r["id"] for r in team.held("ana")] == [got["id"]], timeout=SETTLE,
+               what="ben's reservation at ana's")
+    ana = team["ana"]
+    clone = str(team.clones["ana"])
+
+    def check(path: str) -> dict[str, Any]:
+        reply = op(ana, "edits_check", session="s1", cwd=clone, paths=[path])
+        return {k: reply[k] for k in ("text", "decision")}
+
+    told = check("src/auth/login.py")
+    assert told["decision"] == "allow", told
+    assert "ben" in told["text"] and "rotating the keys" in told["text"], told
+    assert check("README.md") == {"text": None, "decision": "allow"}
+    try:
+        assert team.json("ana", "edits", "--on-reserved", "block")["on_reserved"] == "block"
+        assert check("src/auth/login.py")["decision"] == "deny"
+    finally:
+        team.json("ana", "edits", "--on-reserved", "allow")
+    team.json("ben", "release", got["id"])
+    _wait_agreed(team, [])
+    assert check("src/auth/login.py")["text"] is None
+
+
+def test_a_member_who_leaves_or_is_removed_holds_nothing_anywhere(team: Team) -> None:
+    """A room of its own (the others keep theirs): dan reserves and leaves; cy reserves and ben
+    removes cy. Each time every remaining replica lists nothing of theirs."""
+    room = "leavers"
+    team["ben"].json("room", "create", room)
+    join(team["ben"], team["ana"], room)
+    join(team["ben"], team["cy"], room)
+    join(team["cy"], team["dan"], room)
+    wait_rosters([team[n] for n in NAMES], room, everyone(NAMES))
+
+    def listed(name: str) -> list[str]:
+        return sorted(r["holder"] for r in op(team[name], "reservations", room=room)["reservations"])
+
+    def wait_lists(names: tuple[str, ...], want: list[str]) -> None:
+        wait_until(lambda: all(listed(n) == want for n in names), timeout=SETTLE,
+                   what=f"{names} to list {want} in #{room}")
+
+    team.json("dan", "reserve", "docs/**", "--room", room)
+    team.json("cy", "reserve", "src/**", "--room", room)
+    wait_lists(NAMES, ["cy", "dan"])
+    team["dan"].json("room", "leave", room)
+    wait_lists(("ana", "ben", "cy"), ["cy"])
+    team["ben"].json("room", "kick", room, "cy")
+    wait_lists(("ana", "ben"), [])
