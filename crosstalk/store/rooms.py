@@ -181,6 +181,12 @@ def list_rooms(conn: sqlite3.Connection) -> list[Room]:
     return [Room(*r) for r in rows]
 
 
+def removed_from(conn: sqlite3.Connection) -> set[str]:
+    """The rooms someone removed us from (still listed, so the person sees what happened)."""
+    rows = conn.execute("SELECT room_id FROM rooms WHERE removed_at IS NOT NULL").fetchall()
+    return {str(r[0]) for r in rows}
+
+
 def members(
     conn: sqlite3.Connection, room_id: str, *, with_gone: bool = False
 ) -> list[RoomMember]:

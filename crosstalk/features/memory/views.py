@@ -14,7 +14,7 @@ import attrs
 
 from crosstalk.errors import UnknownRoom, UsageError
 from crosstalk.store import memory as m
-from crosstalk.store.rooms import Room, list_contacts, list_rooms
+from crosstalk.store.rooms import Room, list_contacts, list_rooms, removed_from
 from crosstalk.wire.converter import rename_fields
 from crosstalk.wire.memory import FactRecord, Person, TaskRecord, TaskState
 
@@ -188,7 +188,10 @@ rename_fields(TaskView, for_="for")
 
 
 def joined_rooms(conn: sqlite3.Connection) -> list[Room]:
-    return [r for r in list_rooms(conn) if r.state == "joined"]
+    """The rooms we are in: joined, and not removed from since (those still list, but take no
+    writes: the relay refuses them)."""
+    gone = removed_from(conn)
+    return [r for r in list_rooms(conn) if r.state == "joined" and r.room_id not in gone]
 
 
 def choose_room(conn: sqlite3.Connection, wanted: str | None, bound: str | None) -> Room:
