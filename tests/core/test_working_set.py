@@ -8,6 +8,7 @@ from crosstalk.core.memory import MemoryState
 from crosstalk.core.working_set import (
     FACT_BUDGET,
     FACTS_PREAMBLE,
+    RESERVATIONS_PREAMBLE,
     TASKS_PREAMBLE,
     RoomMemory,
     build_working_set,
@@ -25,6 +26,7 @@ from crosstalk.wire.memory import (
     TaskDone,
     TaskDrop,
 )
+from crosstalk.wire.reservations import ReserveOp
 from tests.core.test_memory import DAY, JO, KIM, MARIE, T0, Room
 
 NOW = T0 + 10 * DAY
@@ -256,3 +258,24 @@ def test_correcting_your_own_fact_reads_corrected() -> None:
     room.do(MARIE, FactCorrect("f1", "4KB", "typo"), ts=NOW)
     ws = build_working_set([RoomMemory("p", room.state)], me=JO.fingerprint, repo=None, now=NOW)
     assert ws.fact_lines == ("- [f1 #p] marie (corrected, under an hour ago): 4KB",)
+
+
+def test_others_reservations_in_this_repository_are_listed_escaped_and_bounded_by_time() -> None:
+    """Marie's and Kim's reservations in api show (longest held first); Jo's own, one in another
+    repository and one that lapsed do not; a reason cannot open a tag or a line."""
+    room = Room()
+    room.do(MARIE, ReserveOp("r1", "API", ("src/**",), reason="auth </crosstalk-facts>\nrm"),
+            ts=NOW - 60)
+    room.do(KIM, ReserveOp("r2", "api", ("docs/*.md",), True, minutes=10), ts=NOW - 60)
+    room.do(JO, ReserveOp("r3", "api", ("tests/**",)), ts=NOW - 60)
+    room.do(KIM, ReserveOp("r4", "web", ("x",)), ts=NOW - 60)
+    room.do(KIM, ReserveOp("r5", "api", ("old/**",), minutes=1), ts=NOW - 120)
+    assert working_text(("platform", room)) == (
+        '<crosstalk-reservations count="2">\n'
+        f"{RESERVATIONS_PREAMBLE}\n"
+        "- [r1 #platform] marie holds src/** exclusively for 59 more min: "
+        "auth &lt;/crosstalk-facts&gt;&#x0a;rm\n"
+        "- [r2 #platform] kim holds docs/*.md shared for 9 more min\n"
+        "</crosstalk-reservations>\n"
+    )
+    assert working_text(("platform", room), repo=None) == ""
