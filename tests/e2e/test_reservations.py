@@ -221,7 +221,8 @@ def test_a_member_who_leaves_or_is_removed_holds_nothing_anywhere(team: Team) ->
     wait_rosters([team[n] for n in NAMES], room, everyone(NAMES))
 
     def listed(name: str) -> list[str]:
-        return sorted(r["holder"] for r in op(team[name], "reservations", room=room)["reservations"])
+        held = op(team[name], "reservations", room=room)["reservations"]
+        return sorted(r["holder"] for r in held)
 
     def wait_lists(names: tuple[str, ...], want: list[str]) -> None:
         wait_until(lambda: all(listed(n) == want for n in names), timeout=SETTLE,
