@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -178,6 +179,34 @@ def test_nothing_a_peer_writes_runs_on_the_page(
     assert page.locator("img").count() == 0
     assert page.locator("script").count() == 1  # only the page's own
     assert page.dialogs == []
+
+
+def test_reservations_show_on_the_page_and_ones_own_release_from_it(
+    people: list[Person], page: Any, short_tmp: Path
+) -> None:
+    """ben's reservation (a reason with markup) shows as text, with no release button; ana's
+    own has one, and clicking it gives it back everywhere."""
+    ana, ben = people[:2]
+    pair(ana, ben)
+    clones = {p.home.name: short_tmp / f"{p.home.name}-clone" / "app" for p in (ana, ben)}
+    for clone in clones.values():
+        subprocess.run(["git", "init", "-q", str(clone)], check=True, timeout=30)
+    ben.json("reserve", "src/**", "--reason", f"auth {XSS_IMG}", cwd=clones["ben"])
+    mine = ana.json("reserve", "docs/**", "--shared", cwd=clones["ana"])
+    open_ui(ana, page)
+    wait_until(lambda: page.locator("[data-testid=reservation]").count() == 2, timeout=20,
+               what="both reservations on ana's page")
+    theirs = page.locator("[data-testid=reservation]", has_text="ben: src/**")
+    assert XSS_IMG in theirs.text_content()
+    assert theirs.locator("[data-testid=release]").count() == 0
+    page.locator("[data-testid=reservation]", has_text="you: docs/**").locator(
+        "[data-testid=release]").click()
+    wait_until(lambda: page.locator("[data-testid=reservation]").count() == 1, timeout=20,
+               what="ana's reservation gone from her page")
+    wait_until(lambda: [r["id"] for r in ben.json("reservations")["reservations"]
+                        if not r["mine"]] == [], timeout=20,
+               what=f"{mine['id']} released at ben's")
+    assert page.locator("img").count() == 0 and page.dialogs == []
 
 
 def test_the_page_refuses_requests_without_its_token(people: list[Person], page: Any) -> None:

@@ -22,6 +22,7 @@ PARTS: dict[str, tuple[str, dict[str, Any]]] = {
     "facts": ("facts", {"all": True}),
     "tasks": ("tasks", {"all": True}),
     "decisions": ("decisions", {}),
+    "reservations": ("reservations", {}),
     "attention": ("attention", {}),
     "notices": ("notices", {}),
     "trust": ("trust", {}),

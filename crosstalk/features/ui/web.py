@@ -60,7 +60,7 @@ STATIC = {"app.js": "text/javascript", "app.css": "text/css"}
 #: What the person can do from the page: existing ops, called exactly as the CLI calls them.
 ACTIONS = frozenset({
     "send", "answer", "room_accept", "room_decline", "trust", "mute", "task_claim",
-    "task_release",
+    "task_release", "release",
 })
 #: Parameters naming places on this machine. The page has no working directory or transcript of
 #: its own, so an action never carries them: a page's ``send`` takes file and diff slices only

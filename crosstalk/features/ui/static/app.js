@@ -293,6 +293,19 @@ function renderMemory() {
     li.appendChild(el("span", "why: " + (d.why || "-") + " · " + (d.by || ""), "meta"));
     return li;
   }));
+  const held = (state.reservations && state.reservations.reservations) || [];
+  const now = (state.reservations && state.reservations.now) || Date.now() / 1000;
+  fill("reservations", held.map((r) => {
+    const li = el("li", null, "reservation");
+    li.dataset.testid = "reservation";
+    li.appendChild(el("span", (r.mine ? "you" : r.holder) + ": " + r.paths.join(", "), "text"));
+    const left = Math.max(1, Math.ceil((r.until - now) / 60));
+    const kind = r.shared ? "shared" : "exclusive";
+    li.appendChild(el("span", r.repo + " · " + kind + " · " + left + " min left"
+      + (r.reason ? " · " + r.reason : "") + " · #" + r.room, "meta"));
+    if (r.mine) li.appendChild(button("release", "release", () => act("release", { targets: [r.id] })));
+    return li;
+  }));
 }
 
 function renderAttention() {
