@@ -45,8 +45,10 @@ import os
 import queue
 import sys
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from crosstalk.mcp_profiles import FULL, select
 
 LISTING = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mcp_front.json")
 """The SDK's answers, committed: ``versions``, ``latest``, ``initialize``, ``tools``, ``modern``
@@ -84,6 +86,19 @@ def load_listing(path: str = LISTING) -> dict[str, Any]:
     with open(path, encoding="utf-8") as f:
         listing: dict[str, Any] = json.load(f)
     return listing
+
+
+def listed_names(listing: Mapping[str, Any]) -> list[str]:
+    """Every tool's name, in the server's order (what ``full`` serves)."""
+    return [tool["name"] for tool in listing["tools"]["tools"]]
+
+
+def tools_result(listing: Mapping[str, Any], names: Sequence[str]) -> dict[str, Any]:
+    """The SDK's ``tools/list`` result when it serves only ``names``: each tool's entry does not
+    depend on the others, so a profile's answer is the full one filtered."""
+    served = set(names)
+    tools = [tool for tool in listing["tools"]["tools"] if tool["name"] in served]
+    return {**listing["tools"], "tools": tools}
 
 
 class Wire:
@@ -183,10 +198,22 @@ def _valid_initialize(params: object) -> bool:
 
 
 class Front:
-    """Answers what it can from ``listing`` until :meth:`hand_over`; queues every line."""
+    """Answers what it can from ``listing`` until :meth:`hand_over`; queues every line.
 
-    def __init__(self, listing: Mapping[str, Any], wire: Wire, env: Mapping[str, str]) -> None:
+    ``tools`` are the names the server serves (its profile, :mod:`crosstalk.mcp_profiles`);
+    None serves every listed tool.
+    """
+
+    def __init__(
+        self,
+        listing: Mapping[str, Any],
+        wire: Wire,
+        env: Mapping[str, str],
+        tools: Sequence[str] | None = None,
+    ) -> None:
         self._listing = listing
+        self.tools = tuple(listed_names(listing) if tools is None else tools)
+        self._tools_result = tools_result(listing, self.tools)
         self.wire = wire
         self._channels = channels_enabled(env)
         self.era = Era.UNDECIDED
@@ -279,7 +306,7 @@ class Front:
         if message is None or message["method"] != "tools/list":
             return None, line
         if message.get("params") in (None, {}):
-            return self._reply(message["id"], self._listing["tools"]), None
+            return self._reply(message["id"], self._tools_result), None
         return None, line
 
     def initialize_result(self, requested: str) -> dict[str, Any]:
@@ -318,15 +345,22 @@ class Started:
             os.close(fd)
 
 
-def start(env: Mapping[str, str] = os.environ) -> Started:
-    """Take the client's stdin and stdout and answer from :data:`LISTING` at once; the caller
-    then imports the SDK and hands over (:func:`crosstalk.mcp_server.serve_behind`)."""
+def start(env: Mapping[str, str] = os.environ, tools: str = FULL) -> Started:
+    """Take the client's stdin and stdout and answer from :data:`LISTING` at once, serving the
+    tool profile ``tools``; the caller then imports the SDK and hands over
+    (:func:`crosstalk.mcp_server.serve_behind`, which serves ``front.tools``).
+
+    Raises:
+        UsageError: ``tools`` names an unknown profile or tool (before any fd is touched).
+    """
+    listing = load_listing()
+    names = select(tools, listed_names(listing))
     wire_in, wire_out = os.dup(0), os.dup(1)
     saved = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
     os.dup2(2, 1)
-    front = Front(load_listing(), Wire(wire_out), env)
+    front = Front(listing, Wire(wire_out), env, names)
     threading.Thread(target=front.read_from, args=(wire_in,), daemon=True).start()
     return Started(front, saved)

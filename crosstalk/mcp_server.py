@@ -25,17 +25,23 @@ import io
 import json
 import os
 import re
-from collections.abc import AsyncIterable, AsyncIterator, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Mapping, Sequence
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any, cast
 
 import anyio
 import trio
 from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.context import Context
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.stdio import stdio_server
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult, InputRequiredResult, TextContent
+from mcp.types import Tool as ListedTool
+from pydantic import ValidationError
 
+from crosstalk import __version__
 from crosstalk.client import ensure_daemon
-from crosstalk.errors import CrosstalkError, DaemonUnreachable
+from crosstalk.errors import CrosstalkError, DaemonUnreachable, UsageError
 from crosstalk.hook import control
 from crosstalk.mcp_channel import experimental_capabilities, push_notices
 from crosstalk.mcp_front import Front, Wire
@@ -176,10 +182,90 @@ def _adapt(spec: ToolSpec, caller: Caller) -> ToolFn:
     return tool
 
 
-def build_server(bridge: Caller) -> MCPServer:
-    """The MCP server with every tool in :data:`~crosstalk.mcp_tools.TOOLS` bound to ``bridge``."""
-    server: MCPServer = MCPServer("crosstalk", instructions=INSTRUCTIONS, log_level="WARNING")
+def package_version() -> str:
+    """crosstalk's installed version (``serverInfo.version``); the source's when not installed."""
+    try:
+        return version("crosstalk")
+    except PackageNotFoundError:
+        return __version__
+
+
+def _untitled(schema: Any) -> Any:
+    """``schema`` without pydantic's generated ``title`` annotations ("Reply To" for
+    ``reply_to``): they repeat the names, validate nothing, and cost every session about a
+    seventh of ``tools/list``. A property *named* ``title`` is kept."""
+    if isinstance(schema, list):
+        return [_untitled(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    kept: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "properties" and isinstance(value, dict):
+            kept[key] = {name: _untitled(prop) for name, prop in value.items()}
+        elif not (key == "title" and isinstance(value, str)):
+            kept[key] = _untitled(value)
+    return kept
+
+
+def _sentence(name: str, error: ValidationError) -> str:
+    """One sentence naming the first argument pydantic refused (its text without the link)."""
+    problems = error.errors(include_url=False)
+    first = problems[0]
+    field = ".".join(str(part) for part in first["loc"]) or "arguments"
+    more = f" ({len(problems) - 1} more problem(s) besides)" if len(problems) > 1 else ""
+    if first["type"] == "missing":
+        return f"{name} needs the argument {field!r}{more}."
+    message = str(first["msg"])
+    return f"{name}'s argument {field!r} is wrong: {message[:1].lower()}{message[1:]}{more}."
+
+
+class CrosstalkServer(MCPServer):
+    """The SDK's server with crosstalk's answers where the SDK would give its own: an unknown
+    tool, an unknown argument and an argument pydantic refuses are ``usage`` errors in
+    crosstalk's shape (the SDK's text is pydantic's, with a link, and it ignores unknown
+    arguments), and listed schemas carry no generated titles."""
+
+    async def list_tools(self) -> list[ListedTool]:
+        tools = await super().list_tools()
+        return [
+            tool.model_copy(update={"input_schema": _untitled(tool.input_schema)})
+            for tool in tools
+        ]
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        tool = self._tool_manager.get_tool(name)
+        if tool is None:
+            return error_result(UsageError(
+                f"This crosstalk server has no tool {name!r} (tools/list shows the ones it "
+                "serves; `crosstalk server --tools` chooses them)."
+            ))
+        known = tool.parameters.get("properties", {})
+        unknown = sorted(key for key in arguments if key not in known)
+        if unknown:
+            takes = ", ".join(known) or "no arguments"
+            return error_result(UsageError(
+                f"{name} has no argument {unknown[0]!r}; it takes: {takes}."
+            ))
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                return error_result(UsageError(_sentence(name, exc.__cause__)))
+            raise
+
+
+def build_server(bridge: Caller, tools: Sequence[str] | None = None) -> MCPServer:
+    """The MCP server with the tools of :data:`~crosstalk.mcp_tools.TOOLS` named in ``tools``
+    (all of them when None: see :mod:`crosstalk.mcp_profiles`) bound to ``bridge``."""
+    server: MCPServer = CrosstalkServer(
+        "crosstalk", instructions=INSTRUCTIONS, log_level="WARNING", version=package_version()
+    )
+    served = None if tools is None else set(tools)
     for spec in TOOLS:
+        if served is not None and spec.name not in served:
+            continue
         server.add_tool(
             _adapt(spec, bridge),
             name=spec.name,
@@ -343,7 +429,7 @@ def serve(home: Home) -> None:
 def serve_behind(home: Home, front: Front) -> None:
     """Take over from the front end: the SDK reads its queue from the first line on."""
     bridge = DaemonBridge.from_env(os.environ, home)
-    server = build_server(bridge)
+    server = build_server(bridge, front.tools)
     front.hand_over()
     trio.run(functools.partial(
         run_stdio, server, bridge, source=_QueuedLines(front), sink=_WireWriter(front.wire)

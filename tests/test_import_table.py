@@ -51,7 +51,9 @@ ALLOWED: dict[str, set[str]] = {
     },
     # Writes down what the server lists (mcp_front.json, docs/tools.md) by running it.
     "crosstalk.mcp_listing": BASE | {"crosstalk.mcp_front", "crosstalk.mcp_server"},
-    "crosstalk.mcp_front": BASE,
+    "crosstalk.mcp_front": BASE | {"crosstalk.mcp_profiles"},
+    # Which tools a profile serves: stdlib, shared by the front end, the SDK server and install.
+    "crosstalk.mcp_profiles": BASE,
     "crosstalk.store": BASE | {"crosstalk.core", "crosstalk.crypto", "crosstalk.wire",
                                "crosstalk.paths"},
     "crosstalk.actors": BASE | {"crosstalk.core", "crosstalk.crypto", "crosstalk.wire",
@@ -77,7 +79,7 @@ ALLOWED: dict[str, set[str]] = {
         "crosstalk.daemon_start",
         "crosstalk.demo", "crosstalk.doctor", "crosstalk.hook", "crosstalk.install",
         "crosstalk.local_relay", "crosstalk.lock", "crosstalk.logs", "crosstalk.mcp_front",
-        "crosstalk.mcp_server",
+        "crosstalk.mcp_profiles", "crosstalk.mcp_server",
         "crosstalk.features", "crosstalk.paths", "crosstalk.store", "crosstalk.wire", "relay",
     },
     "crosstalk.__main__": {"crosstalk.cli"},

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from crosstalk.cli.options import HomeOption, JsonOption
+from crosstalk.cli.options import HomeOption, JsonOption, ToolsOption
 from crosstalk.paths import HOME_ENV, Home
 
 EventArgument = Annotated[
@@ -25,12 +25,14 @@ ClientOption = Annotated[
 ]
 
 
-def server(json_output: JsonOption = False, home: HomeOption = None) -> None:
+def server(
+    tools: ToolsOption = "full", json_output: JsonOption = False, home: HomeOption = None
+) -> None:
     """Run the MCP server on stdio (one per agent session); the daemon starts on first use."""
     del json_output  # stdout is the MCP stream
     from crosstalk.cli.serve_mcp import serve_mcp  # answers at once; imports the SDK behind
 
-    serve_mcp(str(Home.resolve(home).root))
+    serve_mcp(str(Home.resolve(home).root), tools)
 
 
 def hook(

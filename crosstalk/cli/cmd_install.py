@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from crosstalk.cli.options import HomeOption, JsonOption
+from crosstalk.cli.options import HomeOption, JsonOption, ToolsOption
 from crosstalk.cli.output import Output, reports_errors
 
 if TYPE_CHECKING:
@@ -61,13 +61,22 @@ def _emit(out: Output, outcome: Outcome, verb: str) -> None:
 
 
 def install_cmd(
-    client: ClientArg, json_output: JsonOption = False, home: HomeOption = None
+    client: ClientArg,
+    tools: ToolsOption = "full",
+    json_output: JsonOption = False,
+    home: HomeOption = None,
 ) -> None:
     """Put crosstalk's hooks and MCP server into CLIENT (or `path`: crosstalk on your PATH)."""
+    import attrs
+
     from crosstalk.install import Places, install, resolve_commands
+    from crosstalk.mcp_front import listed_names, load_listing
+    from crosstalk.mcp_profiles import normalized
 
     out = Output(json_mode=json_output)
-    outcome = install(client, Places.from_env(), resolve_commands())
+    profile = normalized(tools, listed_names(load_listing()))  # refused before any file is read
+    commands = attrs.evolve(resolve_commands(), tools=profile)
+    outcome = install(client, Places.from_env(), commands)
     _emit(out, outcome, "wrote")
 
 

@@ -12,21 +12,29 @@ from __future__ import annotations
 import sys
 
 
-def _server_home(args: list[str]) -> tuple[bool, str | None]:
-    """Whether ``args`` (after ``server``) is a plain form we can serve directly, and its home."""
+def _server_args(args: list[str]) -> tuple[bool, str | None, str]:
+    """Whether ``args`` (after ``server``) is a plain form we can serve directly, with its home
+    and tool profile (``--tools``, default ``full``)."""
     home: str | None = None
+    tools = "full"
     rest = list(args)
     while rest:
         arg = rest.pop(0)
         if arg == "--json":
             continue
-        if arg == "--home" and rest:
-            home = rest.pop(0)
-        elif arg.startswith("--home="):
+        if arg in ("--home", "--tools") and rest and rest[0] and not rest[0].startswith("-"):
+            value = rest.pop(0)
+            if arg == "--home":
+                home = value
+            else:
+                tools = value
+        elif arg.startswith("--home=") and arg != "--home=":
             home = arg.partition("=")[2]
+        elif arg.startswith("--tools="):
+            tools = arg.partition("=")[2]
         else:
-            return False, None
-    return True, home
+            return False, None, "full"
+    return True, home, tools
 
 
 def _daemon_run_args(args: list[str]) -> tuple[bool, bool, str | None] | None:
@@ -65,11 +73,11 @@ def main() -> None:
     """Console-script entry point."""
     args = sys.argv[1:]
     if args[:1] == ["server"]:
-        plain, home = _server_home(args[1:])
+        plain, home, tools = _server_args(args[1:])
         if plain:
             from crosstalk.cli.serve_mcp import serve_mcp
 
-            serve_mcp(home)
+            serve_mcp(home, tools)
             return
     if args[:1] == ["hook"] and not any(a.startswith(("--home", "--json", "-h")) for a in args):
         from crosstalk.hook.main import main as hook_main

@@ -11,3 +11,12 @@ HomeOption = Annotated[
     str | None,
     typer.Option("--home", envvar="CROSSTALK_HOME", help="State directory (one identity)."),
 ]
+
+ToolsOption = Annotated[
+    str,
+    typer.Option(
+        "--tools",
+        help="The MCP tools served: core, full, or tool names (NAME,NAME...; profiles and "
+        "names mix). Default full.",
+    ),
+]

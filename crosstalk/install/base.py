@@ -90,10 +90,12 @@ class Places:
 
 @attrs.frozen
 class Commands:
-    """The argv prefixes that run the installed CLI and hook program."""
+    """The argv prefixes that run the installed CLI and hook program, and the MCP server's tool
+    profile (``crosstalk server --tools``, already checked: :mod:`crosstalk.mcp_profiles`)."""
 
     crosstalk: tuple[str, ...]
     hook: tuple[str, ...]
+    tools: str = "full"
 
     @property
     def hook_line(self) -> str:
@@ -106,7 +108,10 @@ class Commands:
 
     @property
     def server_args(self) -> list[str]:
-        return [*self.crosstalk[1:], "server"]
+        """``server``, with ``--tools`` unless it serves every tool (the default: an install
+        that does not choose writes exactly what it wrote before profiles existed)."""
+        profile = [] if self.tools == "full" else ["--tools", self.tools]
+        return [*self.crosstalk[1:], "server", *profile]
 
 
 def resolve_commands(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from crosstalk.cli.entry import _daemon_run_args, _server_home
+from crosstalk.cli.entry import _daemon_run_args, _server_args
 from crosstalk.cli.output import run_reporting
 from crosstalk.cli.reading import plain_args
 from crosstalk.errors import CrosstalkError, UsageError
@@ -14,20 +14,24 @@ from crosstalk.errors import CrosstalkError, UsageError
 @pytest.mark.parametrize(
     ("args", "expected"),
     [
-        ([], (True, None)),
-        (["--json"], (True, None)),
-        (["--home", "/tmp/h"], (True, "/tmp/h")),
-        (["--home=/tmp/h", "--json"], (True, "/tmp/h")),
-        (["--help"], (False, None)),
-        (["--home"], (False, None)),
-        (["extra"], (False, None)),
+        ([], (True, None, "full")),
+        (["--json"], (True, None, "full")),
+        (["--home", "/tmp/h"], (True, "/tmp/h", "full")),
+        (["--home=/tmp/h", "--json"], (True, "/tmp/h", "full")),
+        (["--tools", "core", "--home", "/tmp/h"], (True, "/tmp/h", "core")),
+        (["--tools=send,read"], (True, None, "send,read")),
+        (["--help"], (False, None, "full")),
+        (["--home"], (False, None, "full")),
+        (["--tools"], (False, None, "full")),
+        (["extra"], (False, None, "full")),
     ],
 )
-def test_server_fast_path_accepts_only_home_and_json(
-    args: list[str], expected: tuple[bool, str | None]
+def test_server_fast_path_accepts_only_home_tools_and_json(
+    args: list[str], expected: tuple[bool, str | None, str]
 ) -> None:
-    """Anything but --home/--json goes to the full CLI (which prints help or a usage error)."""
-    assert _server_home(args) == expected
+    """Anything but --home/--tools/--json goes to the full CLI (which prints help or a usage
+    error)."""
+    assert _server_args(args) == expected
 
 
 PLAIN = {"all_messages": False, "session": None, "json_output": False, "home": None}
