@@ -10,7 +10,7 @@ file is stale.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 import trio
@@ -21,6 +21,7 @@ from mcp_types.version import (
 )
 
 from crosstalk.mcp_front import CAPABILITIES_KEY, LISTING, VERSION_KEY
+from crosstalk.mcp_profiles import CORE
 from crosstalk.mcp_server import INSTRUCTIONS, build_server, run_stdio
 
 
@@ -55,13 +56,14 @@ class _Given:
 
 
 async def sdk_answers(
-    lines: list[str], env: Mapping[str, str], expect: int
+    lines: list[str], env: Mapping[str, str], expect: int, tools: Sequence[str] | None = None
 ) -> list[dict[str, Any]]:
-    """What the SDK server (no daemon behind it) writes back for ``lines`` (``expect``
-    answers), parsed."""
+    """What the SDK server (no daemon behind it, serving ``tools``, default all) writes back for
+    ``lines`` (``expect`` answers), parsed."""
     sink = _Collected(expect)
     source = _Given(lines, sink)
-    await run_stdio(build_server(_NoDaemon()), None, source=source, sink=sink, env=env)
+    server = build_server(_NoDaemon(), tools)
+    await run_stdio(server, None, source=source, sink=sink, env=env)
     return [json.loads(line) for line in sink.lines]
 
 
@@ -124,7 +126,13 @@ DOC_HEADER = """\
 Generated from the MCP server's own tool list by
 `python -m crosstalk.mcp_listing --write-docs docs/tools.md`; `tests/test_tools_doc.py` fails
 when this file is stale. Every tool is one request to the daemon; results are JSON text, and
-failures are `isError` results reading `crosstalk error [<code>]: <sentence>` (codes: CLI.md).
+failures are `isError` results reading `crosstalk error [<code>]: <sentence>` (codes: CLI.md);
+wrong arguments (a missing, unknown or mistyped one) are `usage` errors naming the argument.
+
+`crosstalk server --tools PROFILE` serves a subset: `full` (the default) is every tool below,
+`core` is CORE_TOOLS, and tool names add to a profile or stand alone
+(`--tools core,crosstalk_ask`). `crosstalk install CLIENT --tools …` writes the
+flag into the client's configuration.
 
 Server instructions:
 
@@ -144,7 +152,8 @@ def _schema_type(prop: Mapping[str, Any]) -> str:
 def render_tools_doc(tools: list[Any]) -> str:
     """``docs/tools.md`` for ``tools`` (the SDK's ``Tool`` objects, in server order)."""
     quoted = "\n".join(f"> {line}" if line else ">" for line in INSTRUCTIONS.splitlines())
-    parts = [DOC_HEADER + quoted + "\n"]
+    core = ", ".join(f"`{name}`" for name in CORE)
+    parts = [DOC_HEADER.replace("CORE_TOOLS", core) + quoted + "\n"]
     for tool in tools:
         schema = tool.input_schema
         required = set(schema.get("required", []))

@@ -50,7 +50,8 @@ ALLOWED: dict[str, set[str]] = {
         "crosstalk.mcp_tool_kit", "crosstalk.mcp_tools", "crosstalk.paths",
     },
     # Writes down what the server lists (mcp_front.json, docs/tools.md) by running it.
-    "crosstalk.mcp_listing": BASE | {"crosstalk.mcp_front", "crosstalk.mcp_server"},
+    "crosstalk.mcp_listing": BASE | {"crosstalk.mcp_front", "crosstalk.mcp_profiles",
+                                     "crosstalk.mcp_server"},
     "crosstalk.mcp_front": BASE | {"crosstalk.mcp_profiles"},
     # Which tools a profile serves: stdlib, shared by the front end, the SDK server and install.
     "crosstalk.mcp_profiles": BASE,
