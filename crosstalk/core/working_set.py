@@ -150,14 +150,22 @@ class WorkingSet:
         return "".join(blocks)
 
 
+# Where an agent finds what a block had no room for (decisions have no tool of their own).
+_LIST_ALL = {
+    "crosstalk-facts": "call crosstalk_facts to list all",
+    "crosstalk-tasks": "call crosstalk_tasks to list all",
+    "crosstalk-decisions": "`crosstalk decisions` lists all, and DECISIONS.md in the repository",
+    "crosstalk-reservations": "call crosstalk_reservations to list all",
+}
+
+
 def _block(tag: str, preamble: str, lines: tuple[str, ...], total: int) -> str:
     if total == 0:
         return ""
     body = [f'<{tag} count="{total}">', preamble, *lines]
     hidden = total - len(lines)
     if hidden:
-        tool = tag.replace("-", "_")
-        body.append(f"{hidden} more not shown; call {tool} to list all.")
+        body.append(f"{hidden} more not shown; {_LIST_ALL[tag]}.")
     body.append(f"</{tag}>")
     return "\n".join(body) + "\n"
 

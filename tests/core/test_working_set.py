@@ -279,3 +279,19 @@ def test_others_reservations_in_this_repository_are_listed_escaped_and_bounded_b
         "</crosstalk-reservations>\n"
     )
     assert working_text(("platform", room), repo=None) == ""
+
+
+def test_a_block_too_long_names_a_way_to_see_the_rest_that_exists() -> None:
+    """Every "more not shown" line names a tool the MCP server has, or the CLI command."""
+    from crosstalk.core.working_set import _LIST_ALL, DECISION_LINES
+    from crosstalk.mcp_tools import TOOLS
+    from crosstalk.wire.memory import DecisionMade
+
+    room = Room()
+    for i in range(DECISION_LINES + 2):
+        room.do(MARIE, DecisionMade(f"d{i}", f"decision {i}", "", "api"), ts=NOW - i)
+    assert "2 more not shown; `crosstalk decisions` lists all" in working_text(("platform", room))
+    named = {spec.name for spec in TOOLS}
+    for hint in _LIST_ALL.values():
+        if hint.startswith("call "):
+            assert hint.split(" ")[1] in named, hint
