@@ -12,7 +12,9 @@ Memory stays bounded whatever the size of ``state.db``: SQLite copies page by pa
 own page cache (a few MiB), and the sealing reads and writes one ``CHUNK`` (1 MiB) at a time;
 the largest allocation is argon2id's own ``memlimit`` (256 MiB, for about a second, before any
 content is read). Disk: the scratch copy, and the sealed file, about the size of the state.
-tests/backup/test_take_restore.py measures the Python side with tracemalloc.
+tests/backup/test_take_restore.py measures the Python side with tracemalloc (under 6 MiB for a
+48 MB state). Measured once through the CLI on a 200 MB ``state.db`` (2 cores): backup 3.8 s,
+restore 2.3 s, each with a peak RSS of 290 MB, which is argon2id's 256 MiB and the interpreter.
 
 The file is written to a temporary name beside ``FILE`` (0600 from ``mkstemp``), fsynced,
 renamed over ``FILE`` and the directory fsynced, so ``FILE`` is never half written.
