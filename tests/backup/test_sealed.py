@@ -153,7 +153,11 @@ def test_truncation_at_every_length_is_damaged_backup() -> None:
             open_all(SAMPLE[:length])
 
 
-@pytest.mark.parametrize("extra", [b"\x00", b"more", SAMPLE[HEADER_SIZE:]])
+@pytest.mark.parametrize(
+    "extra",
+    [b"\x00", b"more", SAMPLE[HEADER_SIZE:]],
+    ids=["a zero byte", "text", "the frames again"],
+)
 def test_bytes_after_the_end_are_damaged_backup(extra: bytes) -> None:
     """Anything appended after the FINAL message is refused (a second stream too)."""
     with pytest.raises(DamagedBackup):
