@@ -247,3 +247,23 @@ class UnknownMessage(CrosstalkError):
     takes only a question someone asked you, ``--reply-to`` only a message this home has seen."""
 
     code = "unknown_message"
+
+
+class BadPassphrase(CrosstalkError):
+    """The passphrase does not open this backup (or, for ``backup``, is empty or was not typed
+    the same twice). Nothing was written."""
+
+    code = "bad_passphrase"
+
+
+class DamagedBackup(CrosstalkError):
+    """The backup file is truncated, has been changed since it was written, is not a crosstalk
+    backup, or was written by a newer crosstalk. Nothing was restored."""
+
+    code = "damaged_backup"
+
+
+class HomeInUse(CrosstalkError):
+    """A daemon is running on the home a backup would be restored into. Nothing was written."""
+
+    code = "home_in_use"

@@ -70,14 +70,17 @@ ALLOWED: dict[str, set[str]] = {
     # worker thread, once the socket answers.
     "crosstalk.daemon_start": BASE | {"crosstalk.actors", "crosstalk.store", "crosstalk.paths",
                                       "crosstalk.daemon", "crosstalk.features"},
+    # Backup and restore read and write a home's files beside the store, below the CLI.
+    "crosstalk.backup": BASE | {"crosstalk.crypto", "crosstalk.lock", "crosstalk.paths",
+                                "crosstalk.store", "crosstalk.wire"},
     "crosstalk.doctor_check": set(),
     "crosstalk.doctor": BASE | {"crosstalk.client", "crosstalk.doctor_check",
                                 "crosstalk.doctor_clients", "crosstalk.paths",
                                 "crosstalk.store"},
     "crosstalk.doctor_clients": BASE | {"crosstalk.doctor_check", "crosstalk.install"},
     "crosstalk.cli": BASE | {
-        "crosstalk.client", "crosstalk.core", "crosstalk.crypto", "crosstalk.daemon",
-        "crosstalk.daemon_start",
+        "crosstalk.backup", "crosstalk.client", "crosstalk.core", "crosstalk.crypto",
+        "crosstalk.daemon", "crosstalk.daemon_start",
         "crosstalk.demo", "crosstalk.doctor", "crosstalk.hook", "crosstalk.install",
         "crosstalk.local_relay", "crosstalk.lock", "crosstalk.logs", "crosstalk.mcp_front",
         "crosstalk.mcp_profiles", "crosstalk.mcp_server",

@@ -17,6 +17,7 @@ import typer
 
 from crosstalk.cli import (
     cmd_agent,
+    cmd_backup,
     cmd_daemon,
     cmd_edits,
     cmd_guard,
@@ -68,6 +69,8 @@ app.command("prune")(cmd_prune.prune)
 app.command("status")(cmd_status.status)
 app.command("doctor")(cmd_status.doctor)
 app.command("secure")(cmd_status.secure)
+app.command("backup")(cmd_backup.backup)
+app.command("restore")(cmd_backup.restore)
 app.command("demo")(cmd_status.demo)
 app.command("ui")(cmd_ui.ui)
 app.command("server")(cmd_agent.server)
