@@ -91,6 +91,13 @@ def replace_queued_body(conn: sqlite3.Connection, item_id: int, body: bytes) -> 
     return cur.rowcount == 1
 
 
+def post_state(conn: sqlite3.Connection, op_id: str) -> str | None:
+    """Where our post ``op_id`` stands: ``queued``, ``sent`` (sequenced), or None when the
+    outbox does not hold it (refused, or never queued)."""
+    row = conn.execute("SELECT state FROM outbox WHERE op_id = ?", (op_id,)).fetchone()
+    return None if row is None else str(row[0])
+
+
 def mark_sent(conn: sqlite3.Connection, item: OutboxItem, seq: int, ts: float = 0.0) -> bool:
     """Record the relay's seq and time for our post; ``True`` if it also moved the room's
     cursor."""

@@ -17,8 +17,11 @@ linear in the history; each names the invariant of issue #18 it guards:
 5. ``state``: a sent message's delivery state only moves forward, and its final state is true.
 Also ``link`` (M's relay cursor covers every op posted while M was a member: the lead of #18),
 ``memory`` (after healing, no member's room memory still waits on a hole), ``bug`` (an op
-raised something that is not a CrosstalkError) and ``alarm`` (a member reports a membership
-change that does not verify only about a room a lying relay touched). The roster checker's truth
+raised something that is not a CrosstalkError), ``reservations`` (file reservations: one book on
+every whole replica, no overlap of different holders unless both shared, nothing held by a
+member a rekey removed, a grant the same everywhere: :mod:`tests.sim.check_reservations`) and
+``alarm`` (a member reports a membership change that does not verify only about a room a lying
+relay touched). The roster checker's truth
 is the room's signed membership history, not the relay's rows (issue 36: a lying relay may put
 a removed member back in its rows; ``removed`` then shows they read nothing sent after).
 """
@@ -30,73 +33,15 @@ import math
 from collections import defaultdict
 from typing import Any
 
-import attrs
-
 from crosstalk.wire.chain import ChainState
+from tests.sim.check_reservations import check_reservations
 from tests.sim.history import stamp
+from tests.sim.truth import Failure, Truth, replicas
 from tests.sim.world import World
 
+__all__ = ["CHECKERS", "Failure", "Truth", "check_all"]
+
 RANK = {"queued": 0, "sent": 1, "delivered": 2, "read": 3}
-# The relay's answers to a post that mean "not now" (wire/relay.py's error codes): the sender
-# keeps it queued and tries again, so such a refusal makes nothing ``refused``.
-LATER = frozenset({"rate_limited", "backlog_full"})
-INF = 10**12
-
-
-@attrs.frozen
-class Failure:
-    checker: str
-    detail: str
-
-
-class Truth:
-    """Intervals, invitations and posts from the relay's commit log."""
-
-    def __init__(self, world: World) -> None:
-        self.intervals: dict[tuple[str, str], list[list[int]]] = defaultdict(list)
-        self.invites: dict[tuple[str, str], list[int]] = defaultdict(list)
-        self.posts: list[Any] = []
-        self.refused = {op: code for op, code in world.relay.refused.items() if code not in LATER}
-        for t in world.relay.truth:
-            spans = self.intervals[(t.room, t.fp)]
-            if t.kind == "join" and (not spans or spans[-1][1] != INF):
-                spans.append([t.step, INF])
-            elif t.kind == "invite":
-                self.invites[(t.room, t.fp)].append(t.step)
-            elif t.kind == "drop" and spans and spans[-1][1] == INF:
-                spans[-1][1] = t.step
-            elif t.kind == "gone":
-                for (room, _), sp in self.intervals.items():
-                    if room == t.room and sp and sp[-1][1] == INF:
-                        sp[-1][1] = t.step
-            elif t.kind == "post":
-                self.posts.append(t)
-
-    def member_at(self, room: str, fp: str, step: int) -> bool:
-        return any(a < step < b for a, b in self.intervals.get((room, fp), []))
-
-    def member_since(self, room: str, fp: str, step: int) -> bool:
-        """``fp`` is a member now, without a break since ``step``."""
-        spans = self.intervals.get((room, fp), [])
-        return bool(spans) and spans[-1][1] == INF and spans[-1][0] < step
-
-    def member_now(self, room: str, fp: str) -> bool:
-        spans = self.intervals.get((room, fp), [])
-        return bool(spans) and spans[-1][1] == INF
-
-    def out_at(self, room: str, fp: str, step: int) -> bool:
-        """``fp`` had left or been removed by ``step`` and was not invited back since.
-
-        The window closes at the next *invitation*, not the next join: whoever invites a member
-        back seals the room's current key to them, so an op posted after that is one the room
-        chose to let them read. (The old check closed it at the join and flagged seed 58: a fact
-        posted between n1's re-invitation and its accept, which n1 rightly opened.)
-        """
-        ended = [b for a, b in self.intervals.get((room, fp), []) if b < step]
-        if not ended or self.member_at(room, fp, step):
-            return False
-        last_drop = max(ended)
-        return not any(last_drop < i < step for i in self.invites.get((room, fp), []))
 
 
 def _reads(world: World) -> tuple[dict[str, set[str]], list[Failure]]:
@@ -383,19 +328,17 @@ def check_memory(world: World, truth: Truth, states: dict[str, Any]) -> list[Fai
     A hole (ops of the room log this member never got) is filled by a snapshot from another
     member, or given up when nobody can fill it (``crosstalk.actors.memory_sync``); one still
     open after the quiet period is a member whose memory stays behind for ever (seed 118: every
-    member had a hole and each refused to answer the others).
+    member had a hole and each refused to answer the others). The reservation books those
+    replicas hold are compared by ``check_reservations``.
     """
     out: list[Failure] = []
     facts: dict[str, dict[str, tuple[str, ...]]] = defaultdict(dict)
-    for name, node in world.nodes.items():
-        holes = states[name]["memory_holes"]
-        for room in sorted(states[name]["rooms"]):
-            if not truth.member_now(room, node.fp):
-                continue
+    for room, members in sorted(replicas(world, truth, states).items()):
+        for name, hole in sorted(members.items()):
             world.count("check:memory")
-            if room in holes:
+            if hole is not None:
                 out.append(Failure("memory", f"{name}'s memory of room {room[:6]} still has a "
-                                             f"hole from seq {holes[room]}"))
+                                             f"hole from seq {hole}"))
             else:
                 facts[room][name] = tuple(states[name]["facts"].get(room, ()))
     for room, seen in sorted(facts.items()):
@@ -424,7 +367,7 @@ def check_alarms(world: World, truth: Truth, states: dict[str, Any]) -> list[Fai
 
 
 CHECKERS = (check_delivery, check_claims, check_removed, check_roster, check_states, check_link,
-            check_memory, check_alarms)
+            check_memory, check_reservations, check_alarms)
 
 
 def check_all(world: World, states: dict[str, Any]) -> list[Failure]:

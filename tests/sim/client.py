@@ -81,6 +81,13 @@ def _observe(op: str, records: list[dict[str, Any]]) -> Any:
         return {"id": last.get("id"), "outcome": last.get("outcome")}
     if op == "task_claim":
         return {"outcome": last.get("outcome"), "claimed_by": last.get("claimed_by")}
+    if op in ("reserve", "reserve_renew"):
+        return {"id": last.get("id"), "state": last.get("state"), "until": last.get("until")}
+    if op == "release":
+        return {"released": last.get("released", []), "pending": last.get("pending", [])}
+    if op == "reservations":
+        return {"held": [[r["id"], r["holder_fingerprint"]] for r in last.get("reservations", [])],
+                "now": last.get("now")}
     return {k: v for k, v in last.items() if isinstance(v, str | int | float | bool | None)}
 
 
@@ -112,7 +119,32 @@ def resolve(world: World, action: Action) -> tuple[str, dict[str, Any]] | None:
         return "ask", {"to": a["to"], "text": f"q{action.index}", "timeout": 30.0}
     if k == "answer":
         return _answer(world, action)
+    if k in ("reserve", "renew", "release", "reservations"):
+        return _reservation(world, action)
     raise AssertionError(f"unknown action kind {k}")
+
+
+def _reservation(world: World, action: Action) -> tuple[str, dict[str, Any]] | None:
+    """A reservation op, run from the node's checkout (``Node.repo``) as the CLI would be."""
+    a, k = action.args, action.kind
+    room, cwd = a["room"], str(world.nodes[action.node].repo)
+    if k == "reserve":
+        return "reserve", {"paths": a["paths"], "minutes": a["minutes"], "shared": a["shared"],
+                           "reason": f"v{action.index}", "room": room, "cwd": cwd}
+    if k == "reservations":
+        return "reservations", {"room": room}
+    targets: list[str] = []
+    if k == "renew" or a["mode"] == "id":
+        made = [e.result["id"] for e in world.history.events if e.op == "reserve"
+                and e.phase == "ok" and e.index == (a["reserve"] if k == "renew" else a["target"])]
+        if not made:
+            return None  # the reserve failed, or its reply was lost
+        if k == "renew":
+            return "reserve_renew", {"id": made[0], "minutes": a["minutes"], "room": room}
+        return "release", {"targets": made[:1], "room": room}
+    if a["mode"] == "path":
+        targets = [a["target"]]
+    return "release", {"targets": targets, "room": room, "cwd": cwd}
 
 
 def _answer(world: World, action: Action) -> tuple[str, dict[str, Any]] | None:
@@ -140,7 +172,10 @@ async def _run_one(
     world: World, node: Node, op: str, params: dict[str, Any], index: int
 ) -> tuple[str, Any]:
     _, ops = await world.up(node)
-    world.history.add(node.name, op, "invoke", params, None, index)
+    # A checkout's path lies in the run's temp dir, whose name is random: the history (hashed
+    # by the determinism canary) says only that the op ran from the node's checkout.
+    shown = {k: ("<repo>" if k == "cwd" else v) for k, v in params.items()}
+    world.history.add(node.name, op, "invoke", shown, None, index)
     outcome: tuple[str, Any] = ("info", "cancelled")
     with trio.CancelScope() as scope:
         node.op_scopes.add(scope)
@@ -156,7 +191,7 @@ async def _run_one(
             outcome = ("fail", {"bug": True, "error": f"{type(exc).__name__}: {exc}"})
         finally:
             node.op_scopes.discard(scope)
-    world.history.add(node.name, op, outcome[0], params, outcome[1], index)
+    world.history.add(node.name, op, outcome[0], shown, outcome[1], index)
     return outcome
 
 

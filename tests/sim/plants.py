@@ -16,6 +16,11 @@ edited before it starts, or a sim-only option of the relay shell; never a patch 
 * ``rows_believed`` (roster): every node lists again, after each batch, whoever its roster had
   as gone, as a member who believes a relay's rows over the signed history would after the relay
   put a removed member back.
+* ``reserve_unchecked`` (reservations): ``n1`` applies everyone else's reserves each in a
+  repository of its own, so its book grants them all, conflicts or not.
+* ``local_clock`` (reservations): ``n1`` applies everyone else's ops at its own clock's time when
+  they arrive, not the relay's time for them, so its reservations lapse (and are granted until)
+  by a clock of its own.
 * ``false_alarm`` (alarm): ``n1`` says the relay offered a change that does not verify, about
   every room it is in, after each batch.
 """
@@ -23,6 +28,7 @@ edited before it starts, or a sim-only option of the relay shell; never a patch 
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Callable
 
 import attrs
@@ -31,6 +37,7 @@ from crosstalk.actors.room import Applier
 from crosstalk.core.room import Applied
 from crosstalk.daemon import Daemon
 from crosstalk.wire.memory import TaskClaim
+from crosstalk.wire.reservations import ReleaseOp, RenewOp, ReserveOp
 from crosstalk.wire.room_ops import MemoryEnvelope, MessageOp, Rekey, SyncChunk
 from tests.sim.workload import Scenario
 from tests.sim.world import Plant, keys_for
@@ -62,6 +69,28 @@ def _claim_flip(daemon: Daemon) -> None:
     def change(a: Applied) -> Applied:
         if isinstance(a.op, MemoryEnvelope) and isinstance(a.op.op, TaskClaim):
             return attrs.evolve(a, sender=me)
+        return a
+    _wrap_appliers(daemon, change)
+
+
+RESERVATION_OPS = (ReserveOp, RenewOp, ReleaseOp)
+
+
+def _reserve_unchecked(daemon: Daemon) -> None:
+    def change(a: Applied) -> Applied:
+        if isinstance(a.op, MemoryEnvelope) and isinstance(a.op.op, ReserveOp):
+            op = a.op.op
+            alone = attrs.evolve(op, repo=f"{op.repo}-{op.reservation_id}")
+            return attrs.evolve(a, op=attrs.evolve(a.op, op=alone))
+        return a
+    _wrap_appliers(daemon, change)
+
+
+def _local_clock(daemon: Daemon) -> None:
+    # The appliers run in the node's own tasks, so time.time() is this node's (skewed) clock.
+    def change(a: Applied) -> Applied:
+        if isinstance(a.op, MemoryEnvelope) and isinstance(a.op.op, RESERVATION_OPS):
+            return attrs.evolve(a, relay_ts=time.time())
         return a
     _wrap_appliers(daemon, change)
 
@@ -121,6 +150,8 @@ PLANTS: dict[str, Callable[[Scenario, int], dict[str, list[Plant]]]] = {
     "sync_deaf": lambda sc, seed: {n: [_skip_snapshots] for n in sc.nodes},
     "rows_believed": lambda sc, seed: {n: [_believe_rows] for n in sc.nodes},
     "false_alarm": lambda sc, seed: {"n1": [_cry_wolf]},
+    "reserve_unchecked": lambda sc, seed: {"n1": [_reserve_unchecked]},
+    "local_clock": lambda sc, seed: {"n1": [_local_clock]},
 }
 
 

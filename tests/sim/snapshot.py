@@ -6,7 +6,9 @@ import json
 import sqlite3
 from typing import Any
 
+from crosstalk.store.memory import parse_envelope
 from crosstalk.store.messages import delivery_state
+from crosstalk.wire.room_ops import Rekey
 
 
 def _rows(conn: sqlite3.Connection, sql: str) -> list[dict[str, Any]]:
@@ -56,9 +58,36 @@ def read_state(conn: sqlite3.Connection) -> dict[str, Any]:
         conn, "SELECT room_id, hole_from FROM memory_rooms WHERE hole_from IS NOT NULL")}
     alarms = {r["room_id"]: r["reason"] for r in _rows(
         conn, "SELECT room_id, reason FROM membership_alarms")}
+    memory_seq = {r["room_id"]: r["last_seq"] for r in _rows(
+        conn, "SELECT room_id, last_seq FROM memory_rooms")}
     return {
+        "books": _books(conn), "rekeys": _own_rekeys(conn), "memory_seq": memory_seq,
         "memory_holes": holes, "facts": facts, "alarms": alarms,
         "rooms": rooms, "roster": roster, "held": held, "sent": sent, "tasks": tasks,
         "applied": outcomes, "cursors": cursors,
         "inbound": inbound,
     }
+
+
+def _books(conn: sqlite3.Connection) -> dict[str, dict[str, Any]]:
+    """Each room's reservation book as stored: where it stands, what holds, what each op did."""
+    books: dict[str, dict[str, Any]] = {
+        r["room_id"]: {"last_seq": r["last_seq"], "clock": r["clock"], "held": {}, "outcomes": {}}
+        for r in _rows(conn, "SELECT room_id, last_seq, clock FROM reservation_books")
+    }
+    for r in _rows(conn, "SELECT room_id, reservation_id, body FROM reservation_held"):
+        books[r["room_id"]]["held"][r["reservation_id"]] = json.loads(r["body"])
+    for r in _rows(conn, "SELECT room_id, op_id, body FROM reservation_outcomes"):
+        books[r["room_id"]]["outcomes"][r["op_id"]] = json.loads(r["body"])
+    return books
+
+
+def _own_rekeys(conn: sqlite3.Connection) -> list[tuple[str, str, str]]:
+    """``(room, op id, removed)`` of the rekeys this node sent that it still keeps (the relay
+    never echoes them; the checker finds their seq in the relay's own log by op id)."""
+    out = []
+    for r in _rows(conn, "SELECT room_id, op_id, body FROM memory_sent WHERE kind = 'Rekey'"):
+        op = parse_envelope(r["body"])
+        if isinstance(op, Rekey):
+            out.append((r["room_id"], r["op_id"], op.removed))
+    return out

@@ -380,3 +380,44 @@ def test_a_relay_that_puts_a_kicked_member_back_gets_them_nothing(
     if plant is None:
         assert outcome.coverage.get("check:alarm", 0) >= 1  # told, in the room lied about
         assert outcome.coverage.get("fault:lie", 0) == 1
+
+
+# n1 is cut off from 20 s to 80 s; at 30 s n0 and n1 both reserve src/a.py, exclusively. n0's is
+# sequenced at once; n1's waits in its outbox and reaches the relay after n0's. At 150 s each
+# member lists what holds.
+SAME_FILE_WHILE_AWAY = [
+    *ROOM_OF_FOUR,
+    (30.0, "n0", "reserve", {"room": "r1", "paths": ["src/a.py"], "minutes": 60,
+                             "shared": False}),
+    (30.0, "n1", "reserve", {"room": "r1", "paths": ["src/a.py"], "minutes": 60,
+                             "shared": False}),
+    *[(150.0, n, "reservations", {"room": "r1"}) for n in ("n0", "n1", "n2", "n3")],
+]
+CUT_N1 = [Fault(0, 20.0, "cut", "n1", 60.0)]
+
+
+@pytest.mark.parametrize(("plant", "caught"), [(None, set()),
+                                               ("reserve_unchecked", {"reservations"})])
+def test_two_reserve_one_file_while_one_is_away_and_exactly_one_holds_it(
+    plant: str | None, caught: set[str]
+) -> None:
+    """n0's reserve is granted; n1's, sent while it was cut off, is sequenced after it on its
+    return and refused there. Every member then lists n0, and n0 alone, as holding src/a.py,
+    and every checker passes. The planted bug (n1 grants others' reserves without a conflict
+    check, so its own stands on its replica) is caught by the reservations checker."""
+    outcome = run_seed(3, scenario=_scenario(SAME_FILE_WHILE_AWAY), faults=CUT_N1, plant=plant)
+    assert {f.checker for f in outcome.failures} == caught, outcome.failures
+    events = [json.loads(line) for line in outcome.history]
+    told = {e["node"]: e["result"] for e in events
+            if e["op"] == "reserve" and e["phase"] in ("ok", "fail")}
+    assert told["n0"]["state"] == "granted", told
+    assert told["n1"].get("state") != "granted", told  # pending (or refused, once back)
+    if plant is not None:
+        return
+    listed = {e["node"]: e["result"]["held"] for e in events
+              if e["op"] == "reservations" and e["phase"] == "ok"}
+    assert sorted(listed) == ["n0", "n1", "n2", "n3"], listed
+    n0 = told["n0"]["id"]
+    for node, held in listed.items():
+        assert [rid for rid, _ in held] == [n0], (node, held)
+    assert outcome.coverage.get("check:reservations", 0) >= 1

@@ -30,7 +30,8 @@ MUST_COVER = (
     *(f"fault:{k}" for k in FAULT_KINDS),
     "buggify:store.after_commit", "buggify:store.slow",
     "check:delivery", "check:claims", "check:removed", "check:roster", "check:link",
-    "check:memory",
+    "check:memory", "check:reservations", "check:reservations:granted",
+    "check:reservations:rekey",
     # Not check:state:delivered: the liveness phase reads everything, so a delivered message
     # ends read unless its receipt is lost (which only the receipts bug, now fixed, did).
     "check:state:sent", "check:state:read", "check:state:refused",
@@ -106,6 +107,8 @@ def test_same_seed_same_run() -> None:
         ("sync_deaf", "memory"),
         ("rows_believed", "roster"),
         ("false_alarm", "alarm"),
+        ("reserve_unchecked", "reservations"),
+        ("local_clock", "reservations"),
     ],
 )
 def test_planted_bug_is_caught(plant: str, checker: str) -> None:

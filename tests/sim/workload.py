@@ -5,6 +5,12 @@ someone you paired with, accept an invitation you were sent), but it never looks
 happened: an action whose precondition failed at run time is simply a ``fail`` in the history.
 Task and question references are symbolic (the index of the action that made them) and resolved
 by the client when it runs.
+
+File reservations (``reserve``, ``renew``, ``release``, ``reservations``) are drawn afterwards
+from a stream of their own (``{seed}/reservations``), against the membership the main workload
+produced at each of its steps, and merged in by time: the main actions, their indexes and their
+times are what they were before reservations existed, and so is every fault (reservation
+actions never reach past the main workload's last time, which fixes the fault horizon).
 """
 
 from __future__ import annotations
@@ -120,6 +126,7 @@ def generate(seed: int) -> Scenario:
     pairs = _pairs(rng, nodes)
     model = _Model(nodes, pairs)
     actions: list[Action] = []
+    moments: list[tuple[float, dict[str, frozenset[str]]]] = []  # who is in each room, by step
     t = 0.0
     for _ in range(rng.randint(15, 30)):
         t += round(rng.expovariate(1 / 3.0), 3)
@@ -155,8 +162,78 @@ def generate(seed: int) -> Scenario:
             room = args["room"]
             for at, who in [(t + 0.5, gone)] + [(t + 1.0, m) for m in sorted(model.members[room])]:
                 actions.append(Action(len(actions), round(at, 3), who, "send", {"to": f"#{room}"}))
+        moments.append((t, {r: frozenset(mem) for r, mem in model.members.items()}))
     pair_list = tuple(sorted((min(p), max(p)) for p in pairs))
-    return Scenario(tuple(nodes), pair_list, tuple(actions))
+    reserving = _reservations(seed, nodes, moments, len(actions))
+    return Scenario(tuple(nodes), pair_list, _merge(actions, reserving))
+
+
+# A small fixed set of globs of one repository, chosen to overlap in every way: a file and the
+# globs over it (``src/a.py`` ⊂ ``src/*.py`` ⊂ ``src/**``), a directory and a glob that crosses it
+# (``docs/**`` vs ``**/*.md``), and ones that meet nothing (``tests/b.py`` vs ``docs/**``).
+PATTERNS = ("src/**", "src/a.py", "src/*.py", "docs/**", "**/*.md", "docs/guide.md", "tests/b.py")
+MINUTES = (1, 1, 2, 5, 30, 60)  # short ones lapse during the run (a run lasts minutes)
+
+
+def _reservations(seed: int, nodes: list[str],
+                  moments: list[tuple[float, dict[str, frozenset[str]]]],
+                  first: int) -> list[Action]:
+    """Reservation actions (indexes from ``first``), from their own stream, placed after the main
+    workload's steps among the members of the moment; in about a quarter of seeds, none."""
+    rng = random.Random(f"{seed}/reservations")
+    if not moments or rng.random() < 0.25:
+        return []
+    horizon = max(t for t, _ in moments)
+    out: list[Action] = []
+    made: dict[str, list[tuple[int, str, tuple[str, ...]]]] = {}  # room -> (index, node, paths)
+
+    def add(at: float, node: str, kind: str, args: dict[str, Any]) -> None:
+        out.append(Action(first + len(out), at, node, kind, args))
+
+    for t, members in moments:
+        rooms = sorted(r for r, mem in members.items() if mem)
+        if not rooms or rng.random() < 0.55:
+            continue
+        room = rng.choice(rooms)
+        mem = sorted(members[room])
+        at = round(min(t + rng.uniform(0.1, 2.5), horizon), 3)
+        if rng.random() < 0.1:
+            mem = sorted(nodes)  # someone who may be out of the room (removed, or never in)
+        roll = rng.random()
+        earlier = made.get(room, [])
+        if roll < 0.5 or not earlier:
+            # A race when more than one: each reserves at the same instant.
+            racers = rng.sample(mem, rng.randint(1, min(3, len(mem))))
+            for who in racers:
+                paths = tuple(rng.sample(PATTERNS, rng.choice((1, 1, 2))))
+                made.setdefault(room, []).append((first + len(out), who, paths))
+                add(at, who, "reserve", {"room": room, "paths": list(paths),
+                                         "minutes": rng.choice(MINUTES),
+                                         "shared": rng.random() < 0.3})
+        elif roll < 0.7:
+            index, who, _ = rng.choice(earlier)
+            add(at, who, "renew", {"room": room, "reserve": index,
+                                   "minutes": rng.choice(MINUTES)})
+        elif roll < 0.93:
+            index, who, paths = rng.choice(earlier)
+            mode = rng.choice(("id", "path", "all"))
+            target: Any = {"id": index, "path": rng.choice(paths), "all": None}[mode]
+            add(at, who, "release", {"room": room, "mode": mode, "target": target})
+        else:
+            add(at, rng.choice(mem), "reservations", {"room": room})
+    return out
+
+
+def _merge(main: list[Action], extra: list[Action]) -> tuple[Action, ...]:
+    """``main`` in its own order with ``extra`` (sorted by time) slotted in before the first
+    main action scheduled after each; a node runs its actions in list order."""
+    pending = sorted(extra, key=lambda a: (a.at, a.index))
+    out: list[Action] = []
+    for action in main:
+        while pending and pending[0].at < action.at:
+            out.append(pending.pop(0))
+        out.append(action)
+    return tuple(out + pending)
 
 
 def subset(scenario: Scenario, keep: set[int] | None) -> Scenario:

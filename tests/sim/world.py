@@ -48,6 +48,11 @@ class Node:
         self.home = Home(root / name)
         self.home.root.mkdir(parents=True)
         self.keys = keys
+        # A checkout for the file reservations: a directory with ``.git`` in it is what
+        # ``crosstalk.project.repo_root`` looks for, so no ``git init`` (no subprocess in a run).
+        # Every node's is named ``proj``: the same repository, as reservations name it.
+        self.repo = root / "repos" / name / "proj"
+        (self.repo / ".git").mkdir(parents=True)
         record = IdentityRecord(
             label=name, machine=name, signing_seed=self.keys.ed_seed,
             box_secret=self.keys.x_secret, created_at=EPOCH,

@@ -39,6 +39,7 @@ from crosstalk.features.caps import Homed, Identified, Linked, Routed, SendsOps,
 from crosstalk.features.memory import views as v
 from crosstalk.project import bound_room, repo_root
 from crosstalk.store import memory as m
+from crosstalk.store.link import post_state
 from crosstalk.store.memory_log import MemoryFollower
 from crosstalk.store.rooms import Room
 from crosstalk.wire.memory import (
@@ -46,7 +47,7 @@ from crosstalk.wire.memory import (
     Outcome,
 )
 from crosstalk.wire.relay_log import ResumedRoom
-from crosstalk.wire.room_ops import MemoryEnvelope, RoomOp, SyncRequest
+from crosstalk.wire.room_ops import MemoryEnvelope, Rekey, RoomOp, SyncRequest
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +117,20 @@ class MemoryFeature:
             except trio.WouldBlock:
                 log.info("memory sync is busy; dropped %s", type(item).__name__)
 
+    async def on_sent(self, room_id: str, op_id: str, op: RoomOp) -> None:
+        """Sent listener: our own rekey is applied to memory at its seq (the member it removed
+        loses their reservations there) as soon as the relay sequences it, like a pending
+        memory op of ours; the relay never echoes it, and the room may stay quiet after it."""
+        if not isinstance(op, Rekey):
+            return
+        sync = await self.sync_inbox()
+        if sync is None:
+            return
+        try:
+            sync.send_nowait(WatchOwn(room_id, op_id))
+        except trio.WouldBlock:  # the next op of the room, or a read, applies it then
+            log.info("memory sync is busy; dropped the watch of our rekey in %s", room_id)
+
     async def on_link_up(self, rooms: list[ResumedRoom]) -> None:
         """Link-up listener: where each room stands at the relay, for the memory-sync actor to
         probe the rooms whose ops the relay dropped while we were away (never blocks)."""
@@ -165,6 +180,12 @@ class MemoryFeature:
         assert self.daemon.router is not None
         send, receive = trio.open_memory_channel[int](1)
         await self.daemon.router.send(WatchSent(op_id, send))
+        # It may have been sequenced (or refused) before the router took the watch, and then
+        # nobody would tell it: look once the watch is queued. The link commits a post's seq
+        # before it tells the router, so anything later reaches the router after the watch.
+        state = await self.daemon.store.read(lambda c: post_state(c, op_id))
+        if state != "queued":
+            return state == "sent"
         try:
             await receive.receive()
         except trio.EndOfChannel:

@@ -193,6 +193,7 @@ def plug(daemon: Host) -> Plugs:
         ),
         appliers=(feature.apply,),
         sent_writers=(_keep_removal,),
+        sent_listeners=(feature.on_sent,),
         apply_scopes=(feature.batch,),
         applied_listeners=(feature.on_applied,),
         start=(feature.start,),
