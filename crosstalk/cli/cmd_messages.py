@@ -174,21 +174,69 @@ def watch(
             sys.stdout.flush()
 
 
+#: The start of each text the human ``sent`` shows (escaped after the cut, so no escape is split).
+SENT_TEXT = 60
+_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_since(text: str) -> float:
+    """``--since`` as seconds ago: ``90s``, ``30m``, ``2h``, ``7d``, or a bare number of days.
+
+    Raises:
+        UsageError: anything else, or a negative or absurd duration.
+    """
+    raw = text.strip().lower()
+    unit = _UNITS.get(raw[-1:], None)
+    number = raw[:-1] if unit is not None else raw
+    try:
+        amount = float(number) * (unit if unit is not None else _UNITS["d"])
+    except ValueError:
+        raise UsageError(
+            f"--since {text.strip()!r} is not a duration: use e.g. 30m, 2h or 7d."
+        ) from None
+    if not 0 <= amount <= 100 * 365 * _UNITS["d"]:  # also refuses nan and inf
+        raise UsageError(f"--since {text.strip()!r} is out of range: use e.g. 30m, 2h or 7d.")
+    return amount
+
+
+def _sent_line(row: dict[str, Any]) -> str:
+    text = str(row.get("text") or "")
+    start = text[:SENT_TEXT] + ("…" if len(text) > SENT_TEXT else "")
+    line = f"  {row['state']:<9} {row['to']:<16} {row['kind']:<8} {row['id'][:8]}  {start}"
+    if row.get("reason"):
+        line += f"  ({row['reason']})"
+    return visible(line, one_line=True)  # what we wrote, and a peer's name, stay on one line
+
+
 @reports_errors
-def sent(json_output: JsonOption = False, home: HomeOption = None) -> None:
-    """What you sent lately and how far each got: queued, sent, delivered, read."""
+def sent(
+    limit: Annotated[
+        int, typer.Option("--limit", min=1, max=1000, help="At most this many (default 50).")
+    ] = 50,
+    since: Annotated[
+        str | None,
+        typer.Option("--since", help="Only what you sent within this long: 30m, 2h, 7d."),
+    ] = None,
+    before: Annotated[
+        str | None,
+        typer.Option("--before", help="Only what you sent before this message id (a page's next)."),
+    ] = None,
+    json_output: JsonOption = False,
+    home: HomeOption = None,
+) -> None:
+    """What you sent, newest first, and how far each got: queued, sent, delivered, read or
+    refused (with who and why). Page back with --before, or --json's "next"."""
     out = Output(json_mode=json_output)
-    rows = ask_daemon(home, "sent", {})["sent"]
-    human = "\n".join(  # one line per message, whatever its recipient is called
-        visible(
-            f"  {r['state']:<9} {r['to']:<16} {r['kind']:<8} {r['id'][:8]}"
-            + (f"  ({r['reason']})" if r.get("reason") else ""),
-            one_line=True,
-        )
-        for r in rows
-    )
+    params: dict[str, Any] = {"limit": limit, "before": before}
+    if since is not None:
+        params["since"] = time.time() - parse_since(since)
+    reply = ask_daemon(home, "sent", params)
+    rows, more = reply["sent"], reply.get("next")
+    human = "\n".join(_sent_line(r) for r in rows)
+    if more:
+        human += f"\n  (more: crosstalk sent --before {more})"
     # CLI.md names the list "messages"; "sent" is the name it had first (scripts and tests read it).
-    out.emit({"messages": rows, "sent": rows}, human or "Nothing sent yet.")
+    out.emit({"messages": rows, "sent": rows, "next": more}, human or "Nothing sent yet.")
 
 
 @reports_errors

@@ -19,8 +19,10 @@ asks these functions:
   target, with a name match beating a project match as in :func:`route`.
 * :func:`due`: the ``due`` column of a notice: ``idle`` for what waits for the session to go
   idle (including a quiet hold of an ``fyi``), else ``now``.
-* :func:`refusal`: the automatic ``answer`` with text :data:`REFUSED` sent back for an ask (or
-  handoff) below its level; it carries the ask's correlation, or the ask's id when it had none.
+* :func:`refusal`: the automatic ``refusal`` (its own kind, intent fyi) with text
+  :data:`REFUSED` sent back for an ask (or handoff) below its level; it replies to it and
+  carries the ask's correlation, or the ask's id when it had none (an older peer sent an
+  ``answer`` marked ``refused`` instead; both are taken).
 
 Invariants: nothing here reads a clock, draws randomness or touches the database; ``now`` and
 the refusal's message id are inputs, so the same inputs always give the same answer.
@@ -132,7 +134,7 @@ def due(decision: Decision, intent: Intent) -> str:
 
 
 def refusal(ask: MessageOp, ask_id: str, *, msg_id: str, my_label: str, now: float) -> MessageOp:
-    """The automatic answer to ``ask`` (op id ``ask_id``), refused by our attention settings.
+    """The automatic refusal of ``ask`` (op id ``ask_id``) by our attention settings.
 
     Args:
         ask: the message that was refused.
@@ -144,8 +146,8 @@ def refusal(ask: MessageOp, ask_id: str, *, msg_id: str, my_label: str, now: flo
     return MessageOp(
         msg_id=msg_id,
         text=REFUSED,
-        intent=Intent.QUESTION,
-        kind=Kind.ANSWER,
+        intent=Intent.FYI,  # news, not a question: nothing is asked of the sender
+        kind=Kind.REFUSAL,
         from_label=my_label,
         to=ask.from_session,
         reply_to=ask_id,

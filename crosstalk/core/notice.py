@@ -82,6 +82,7 @@ class NoticeKind(enum.Enum):
     QUESTION = "question"
     HANDOFF = "handoff"
     ANSWER = "answer"
+    REFUSAL = "refusal"
     INVITATION = "invitation"
     DECISION = "decision"
 
@@ -105,6 +106,11 @@ _PHRASES = {
         "crosstalk_read",
     ),
     NoticeKind.ANSWER: ("answered your question", "sent you {n} answers", "crosstalk_read"),
+    NoticeKind.REFUSAL: (
+        "refused what you sent",
+        "refused {n} of your messages",
+        "crosstalk_read",
+    ),
     NoticeKind.INVITATION: (
         "invited you to a room",
         "invited you to {n} rooms",
@@ -291,6 +297,7 @@ RECORDED_KINDS = {
     "question": NoticeKind.QUESTION,
     "handoff": NoticeKind.HANDOFF,
     "answer": NoticeKind.ANSWER,
+    "refusal": NoticeKind.REFUSAL,
     "invitation": NoticeKind.INVITATION,
     "decision": NoticeKind.DECISION,
 }

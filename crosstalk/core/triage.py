@@ -6,7 +6,7 @@ Theory of operation
 
 * ``level``  - the source's resolved level (:mod:`crosstalk.core.levels`);
 * ``intent`` - what the sender declared: ``fyi | question | blocking``;
-* ``kind``   - ``message | notice | ask | answer | handoff`` (things for the agent) or
+* ``kind``   - ``message | notice | ask | answer | refusal | handoff`` (things for the agent) or
   ``fact | task | decision`` (writes to the room's shared memory);
 * ``status`` - the receiving session: ``busy | idle | unknown`` (unknown counts as busy);
 * ``muted``  - a timed mute (``crosstalk mute``) covers this source right now.
@@ -23,9 +23,9 @@ step  when                                          decision
 4     muted and intent blocking                     NOTICE_NOW (blocking lifts a held message
                                                     to a notice, never to words)
 5     muted                                         HOLD_QUIET (surfaced when the mute ends)
-6     kind answer or decision                       DELIVER_NOW at deliver, else NOTICE_NOW
-                                                    (answers and decisions always earn a line,
-                                                    at once)
+6     kind answer, refusal or decision              DELIVER_NOW at deliver, else NOTICE_NOW
+                                                    (answers, refusals and decisions always
+                                                    earn a line, at once)
 7     intent fyi and session not idle               DELIVER_WHEN_IDLE at deliver, else
                                                     NOTICE_WHEN_IDLE
 8     otherwise (question, blocking, or idle)       DELIVER_NOW at deliver, else NOTICE_NOW
@@ -130,7 +130,7 @@ def triage(
     if muted:
         return Decision.NOTICE_NOW if intent is Intent.BLOCKING else Decision.HOLD_QUIET
     words = level is Level.DELIVER
-    if kind in (Kind.ANSWER, Kind.DECISION):
+    if kind in (Kind.ANSWER, Kind.DECISION, Kind.REFUSAL):
         return Decision.DELIVER_NOW if words else Decision.NOTICE_NOW
     if intent is Intent.FYI and status is not SessionStatus.IDLE:
         return Decision.DELIVER_WHEN_IDLE if words else Decision.NOTICE_WHEN_IDLE

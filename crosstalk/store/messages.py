@@ -16,6 +16,16 @@ import sqlite3
 
 import attrs
 
+from crosstalk.core.delivery import (
+    Delivery,
+    DeliveryState,
+    Event,
+    Step,
+    furthest,
+    receipt_event,
+    settle,
+)
+
 # --- held: what came to us ---------------------------------------------------------------------
 
 
@@ -143,6 +153,11 @@ class SentRow:
     to_label: str
     kind: str
     created_at: float
+    text: str = ""  # its first TEXT_START characters
+
+
+#: How much of each text ``sent`` carries: the start, enough for a line, never 64 KiB.
+TEXT_START = 200
 
 
 def record_sent(
@@ -168,45 +183,153 @@ def record_receipt(conn: sqlite3.Connection, room_id: str, msg_id: str, state: s
 
     The send records its message once the post is in the outbox, so a quick reader's receipt
     can arrive first (seed 73 of the simulation: read before ``send`` had returned). It is then
-    kept on a row that :func:`record_sent` completes, for a message this machine posted."""
-    moved = conn.execute(
-        "UPDATE sent_messages SET receipt = ? WHERE msg_id = ? AND room_id = ? "
-        "AND (receipt IS NULL OR receipt = 'delivered')",
-        (state, msg_id, room_id),
-    )
-    if moved.rowcount:
+    kept on a row that :func:`record_sent` completes, for a message this machine posted.
+
+    Raises:
+        RemoteProtocolError: ``state`` is neither (the applier skips such a receipt).
+    """
+    _advance(conn, room_id, msg_id, receipt_event(state))
+
+
+def record_refusal(
+    conn: sqlite3.Connection, room_id: str, msg_id: str, *, by: str, reason: str
+) -> None:
+    """A member of ``room_id`` (fingerprint ``by``) refused our ``msg_id``: its gate's
+    automatic refusal arrived. Final, whatever receipts come after (or came before)."""
+    _advance(conn, room_id, msg_id, Event(Step.REFUSED, by=by, reason=reason))
+
+
+def _advance(conn: sqlite3.Connection, room_id: str, msg_id: str, event: Event) -> None:
+    """Move what recipients reported about ``msg_id`` on by ``event`` (:func:`furthest`).
+
+    Only a message of ours in ``room_id`` moves: a report from another room, or about an id
+    this machine never posted, changes nothing."""
+    row = conn.execute(
+        "SELECT receipt, refused_by, refusal FROM sent_messages WHERE msg_id = ? AND room_id = ?",
+        (msg_id, room_id),
+    ).fetchone()
+    if row is None:
+        conn.execute(
+            "INSERT INTO sent_messages (msg_id, room_id, to_label, kind, created_at) "
+            "SELECT ?, ?, '', '', 0 WHERE EXISTS "
+            "(SELECT 1 FROM outbox WHERE op_id = ? AND room_id = ?) "
+            "ON CONFLICT (msg_id) DO NOTHING",
+            (msg_id, room_id, msg_id, room_id),
+        )
+        row = (None, None, None)
+    before = _reported(row[0], row[1], row[2])
+    after = furthest(before, event)
+    if after == before:
         return
+    receipt = after.state.value if after.state in _RECEIPT_STATES else row[0]
     conn.execute(
-        "INSERT INTO sent_messages (msg_id, room_id, to_label, kind, created_at, receipt) "
-        "SELECT ?, ?, '', '', 0, ? WHERE EXISTS "
-        "(SELECT 1 FROM outbox WHERE op_id = ? AND room_id = ?) "
-        "ON CONFLICT (msg_id) DO NOTHING",
-        (msg_id, room_id, state, msg_id, room_id),
+        "UPDATE sent_messages SET receipt = ?, refused_by = ?, refusal = ? "
+        "WHERE msg_id = ? AND room_id = ?",
+        (receipt, after.by, after.reason, msg_id, room_id),
     )
+
+
+_RECEIPT_STATES = (DeliveryState.DELIVERED, DeliveryState.READ)
+
+
+def _reported(receipt: object, refused_by: object, refusal: object) -> Delivery:
+    """What recipients reported, as stored: their furthest receipt, or their refusal."""
+    if refusal is not None:
+        return Delivery(DeliveryState.REFUSED, None if refused_by is None else str(refused_by),
+                        str(refusal))
+    if receipt is not None:
+        return Delivery(DeliveryState(str(receipt)))
+    return Delivery()
+
+
+def member_label(conn: sqlite3.Connection, room_id: str, fingerprint: str) -> str:
+    """What we call ``fingerprint``: a contact's label, else the room's name for them, else the
+    start of the fingerprint."""
+    row = conn.execute(
+        "SELECT coalesce((SELECT label FROM contacts WHERE fingerprint = ?), "
+        "(SELECT label FROM room_members WHERE room_id = ? AND fingerprint = ?))",
+        (fingerprint, room_id, fingerprint),
+    ).fetchone()
+    return str(row[0]) if row and row[0] is not None else fingerprint[:8]
+
+
+def delivery(conn: sqlite3.Connection, msg_id: str) -> Delivery:
+    """Where ``msg_id`` stands: every report kept about it, settled by :func:`furthest`.
+
+    The relay's answer is the outbox row (``sent``) or its refusal (``refused_ops``, ``by``
+    None); the recipients' reports are on the ``sent_messages`` row. A refusal's ``by`` is the
+    refuser's name as we call them (a contact's label, else the room's name for them).
+    """
+    events: list[Event] = []
+    relay = conn.execute(
+        "SELECT code, reason FROM refused_ops WHERE op_id = ?", (msg_id,)
+    ).fetchone()
+    if relay is not None:
+        events.append(Event(Step.REFUSED, reason=f"{relay[0]}: {relay[1]}"))
+    out = conn.execute("SELECT state FROM outbox WHERE op_id = ?", (msg_id,)).fetchone()
+    if out is not None and out[0] == "sent":
+        events.append(Event(Step.POSTED))
+    row = conn.execute(
+        "SELECT receipt, refused_by, refusal, room_id FROM sent_messages WHERE msg_id = ?",
+        (msg_id,),
+    ).fetchone()
+    if row is not None:
+        by = None if row[1] is None else member_label(conn, str(row[3]), str(row[1]))
+        reported = _reported(row[0], by, row[2])
+        if reported.state is DeliveryState.REFUSED:
+            events.append(Event(Step.REFUSED, by=reported.by, reason=reported.reason))
+        elif reported.state is not DeliveryState.QUEUED:
+            events.append(receipt_event(reported.state.value))
+    return settle(events)
 
 
 def delivery_state(conn: sqlite3.Connection, msg_id: str) -> tuple[str, str | None]:
     """queued → sent (the relay sequenced it) → delivered → read, never backwards; or refused.
 
-    Returns the state and, for ``refused``, the relay's reason (``code: sentence``).
+    Returns the state and, for ``refused``, why (see :func:`delivery`).
     """
-    refused = conn.execute(
-        "SELECT code, reason FROM refused_ops WHERE op_id = ?", (msg_id,)
-    ).fetchone()
-    if refused is not None:
-        return "refused", f"{refused[0]}: {refused[1]}"
-    row = conn.execute("SELECT receipt FROM sent_messages WHERE msg_id = ?", (msg_id,)).fetchone()
-    if row and row[0]:
-        return str(row[0]), None
-    out = conn.execute("SELECT state FROM outbox WHERE op_id = ?", (msg_id,)).fetchone()
-    return ("sent" if out and out[0] == "sent" else "queued"), None
+    found = delivery(conn, msg_id)
+    return found.state.value, found.reason
 
 
 def recent_sent(conn: sqlite3.Connection, limit: int) -> list[SentRow]:
     """The ``limit`` messages we sent last, newest first."""
+    return sent_page(conn, limit)
+
+
+def sent_page(
+    conn: sqlite3.Connection, limit: int, *, since: float | None = None,
+    before: tuple[float, str] | None = None,
+) -> list[SentRow]:
+    """Up to ``limit`` messages we sent, newest first (by time, then id, so messages sent in
+    the same instant are neither skipped nor repeated across pages).
+
+    Args:
+        limit: the most rows returned.
+        since: only those sent at or after this (wall-clock seconds).
+        before: only those strictly older than this ``(created_at, msg_id)`` (a page's last
+            row: see :func:`sent_position`).
+    """
+    where: list[str] = ["1 = 1"]
+    args: list[float | str] = []
+    if since is not None:
+        where.append("created_at >= ?")
+        args.append(since)
+    if before is not None:
+        where.append("(created_at < ? OR (created_at = ? AND msg_id < ?))")
+        args += [before[0], before[0], before[1]]
     rows = conn.execute(
-        "SELECT msg_id, to_label, kind, created_at FROM sent_messages "
-        "ORDER BY created_at DESC LIMIT ?",
-        (limit,),
+        "SELECT msg_id, to_label, kind, created_at, substr(coalesce(text, ''), 1, ?) "
+        f"FROM sent_messages WHERE {' AND '.join(where)} "
+        "ORDER BY created_at DESC, msg_id DESC LIMIT ?",
+        (TEXT_START, *args, limit),
     ).fetchall()
-    return [SentRow(str(r[0]), str(r[1]), str(r[2]), float(r[3])) for r in rows]
+    return [SentRow(str(r[0]), str(r[1]), str(r[2]), float(r[3]), str(r[4])) for r in rows]
+
+
+def sent_position(conn: sqlite3.Connection, msg_id: str) -> tuple[float, str] | None:
+    """Where ``msg_id`` sits in :func:`sent_page`'s order, or None if we sent no such message."""
+    row = conn.execute(
+        "SELECT created_at, msg_id FROM sent_messages WHERE msg_id = ?", (msg_id,)
+    ).fetchone()
+    return None if row is None else (float(row[0]), str(row[1]))

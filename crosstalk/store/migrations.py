@@ -270,6 +270,8 @@ MIGRATIONS: tuple[Migration, ...] = (
               schema_memory.STATEMENTS_V21),
     # Which files agents wrote lately, ours and roommates' (crosstalk/features/edits/).
     Migration(22, "edits: files agents wrote lately", schema_edits.STATEMENTS),
+    # Who refused a message we sent, and why (a recipient's gate: crosstalk/core/delivery.py).
+    Migration(23, "messages: refusals by recipients", schema_messages.STATEMENTS_V23),
 )
 LATEST_VERSION = len(MIGRATIONS)
 

@@ -8,6 +8,10 @@ Migration step 8 adds ``refused_ops`` (a post the relay will never take: the out
 relay's code and sentence stay, so ``sent`` can say ``refused`` and why) and
 ``notices.withdrawn_at`` (the message was read, answered or its ask ended: the notice about it
 no longer surfaces or shows).
+
+Migration step 23 adds who refused a message we sent and why (``refused_by``, a fingerprint;
+``refusal``, the reason): a recipient's attention gate refused it, which its automatic
+``refusal`` op reports (crosstalk/core/delivery.py: refused is final).
 """
 
 from __future__ import annotations
@@ -33,4 +37,9 @@ STATEMENTS_V8: tuple[str, ...] = (
         refused_at REAL NOT NULL
     )""",
     "ALTER TABLE notices ADD COLUMN withdrawn_at REAL",
+)
+
+STATEMENTS_V23: tuple[str, ...] = (
+    "ALTER TABLE sent_messages ADD COLUMN refused_by TEXT",
+    "ALTER TABLE sent_messages ADD COLUMN refusal TEXT",
 )

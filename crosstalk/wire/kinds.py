@@ -49,6 +49,9 @@ class Kind(enum.Enum):
     ASK = "ask"
     ANSWER = "answer"
     HANDOFF = "handoff"
+    #: The recipient's attention gate refused an ask or handoff (``reply_to`` names it): sent
+    #: automatically, never a question; the sender's ``sent`` shows the message refused.
+    REFUSAL = "refusal"
     NOTICE = "notice"
     FACT = "fact"
     TASK = "task"

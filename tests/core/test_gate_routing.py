@@ -428,14 +428,15 @@ ASK = MessageOp(
 )
 
 
-def test_a_refusal_is_an_automatic_answer_to_the_ask() -> None:
-    """Every field of the refusal, for an ask that carried a correlation."""
+def test_a_refusal_is_its_own_kind_answering_the_ask() -> None:
+    """Every field of the refusal, for an ask that carried a correlation: kind refusal, not a
+    question (the sender's inbox shows a refusal, and its ``sent`` says refused)."""
     op = refusal(ASK, "op-ask", msg_id="m-new", my_label="me", now=NOW)
     assert op == MessageOp(
         msg_id="m-new",
         text="refused",
-        intent=Intent.QUESTION,
-        kind=Kind.ANSWER,
+        intent=Intent.FYI,
+        kind=Kind.REFUSAL,
         from_label="me",
         to="their-session",
         reply_to="op-ask",

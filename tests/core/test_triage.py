@@ -55,6 +55,12 @@ TABLE: dict[tuple[Kind, Level], str] = {
     (Kind.ANSWER, Level.ASK): "nnn nnn nnn | QQQ QQQ nnn",
     (Kind.ANSWER, Level.HANDOFF): "nnn nnn nnn | QQQ QQQ nnn",
     (Kind.ANSWER, Level.DELIVER): "www www www | QQQ QQQ nnn",
+    # A refusal (its own kind since issue 39) earns its line at once, as an answer does.
+    (Kind.REFUSAL, Level.MUTE): ALL_DROP,
+    (Kind.REFUSAL, Level.NOTIFY): "nnn nnn nnn | QQQ QQQ nnn",
+    (Kind.REFUSAL, Level.ASK): "nnn nnn nnn | QQQ QQQ nnn",
+    (Kind.REFUSAL, Level.HANDOFF): "nnn nnn nnn | QQQ QQQ nnn",
+    (Kind.REFUSAL, Level.DELIVER): "www www www | QQQ QQQ nnn",
     **{(kind, level): ALL_RECORD for kind in (Kind.FACT, Kind.TASK) for level in Level},
     # A decision is announced like an answer: a line at once, words only at deliver.
     (Kind.DECISION, Level.MUTE): ALL_DROP,

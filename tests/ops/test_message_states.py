@@ -7,12 +7,16 @@ from collections.abc import Iterator
 
 import pytest
 
+from crosstalk.core.gate_routing import refusal
 from crosstalk.core.link import OutboxItem
-from crosstalk.errors import NotAMember
-from crosstalk.features.messages.ops import sent_views
-from crosstalk.store.link import drop_post
-from crosstalk.store.messages import mark_read
+from crosstalk.core.room import Applied
+from crosstalk.core.triage import Kind
+from crosstalk.errors import NotAMember, UnknownMessage
+from crosstalk.features.messages.ops import apply_refusal, sent_views
+from crosstalk.store.link import drop_post, mark_sent
+from crosstalk.store.messages import mark_read, record_receipt, record_sent
 from crosstalk.store.migrations import migrate
+from crosstalk.wire.room_ops import MessageOp
 
 
 @pytest.fixture
@@ -69,3 +73,105 @@ def test_marking_read_withdraws_the_notice_and_reports_each_room_once(
     assert mark_read(conn, ["h1", "h1"], 5.0) == {"r1": ["h1"]}
     assert mark_read(conn, ["h1"], 6.0) == {}
     assert conn.execute("SELECT withdrawn_at FROM notices").fetchone() == (5.0,)
+
+
+# --- a refusal by the recipient's gate ---------------------------------------------------------
+
+BEN = "f" * 64
+
+
+def _ben_in_room(conn: sqlite3.Connection) -> None:
+    conn.execute(
+        "INSERT INTO room_members (room_id, fingerprint, label, signing_key, box_key, state) "
+        "VALUES ('r1', ?, 'ben', zeroblob(32), zeroblob(32), 'member')", (BEN,)
+    )
+
+
+def _refusal_from(sender: str, msg_id: str, room: str = "r1") -> Applied:
+    handoff = MessageOp(msg_id=msg_id, text="take it", kind=Kind.HANDOFF)
+    answer = refusal(handoff, msg_id, msg_id="a-" + msg_id, my_label="ben", now=3.0)
+    return Applied(room, 7, answer.msg_id, sender, 3.0, answer)
+
+
+def test_a_handoff_refused_by_the_recipients_gate_is_refused_naming_them(
+    conn: sqlite3.Connection,
+) -> None:
+    """ben's gate refused it after his daemon held it: ana's state is refused, by ben, and why."""
+    _ben_in_room(conn)
+    item = _sent(conn, "m1")
+    mark_sent(conn, item, 1)
+    record_receipt(conn, "r1", "m1", "delivered")
+    apply_refusal(conn, _refusal_from(BEN, "m1"), me="a" * 64)
+    [view] = sent_views(conn, 10).sent
+    assert (view.state, view.by) == ("refused", "ben")
+    assert view.reason is not None and "ben" in view.reason and "attention" in view.reason
+    record_receipt(conn, "r1", "m1", "read")  # a late receipt does not undo it
+    assert sent_views(conn, 10).sent[0].state == "refused"
+
+
+def test_a_refusal_in_another_room_or_from_ourselves_changes_nothing(
+    conn: sqlite3.Connection,
+) -> None:
+    """Only a member of the room the message went to can refuse it; our own refusals (another
+    machine of ours refusing someone) are not about what we sent."""
+    _ben_in_room(conn)
+    mark_sent(conn, _sent(conn, "m1"), 1)
+    conn.execute(
+        "INSERT INTO rooms (room_id, name, kind, state, created_at) "
+        "VALUES ('r2', 'other', 'shared', 'joined', 0)"
+    )
+    apply_refusal(conn, _refusal_from(BEN, "m1", room="r2"), me="a" * 64)
+    apply_refusal(conn, _refusal_from("a" * 64, "m1"), me="a" * 64)
+    assert sent_views(conn, 10).sent[0].state == "sent"
+
+
+# --- paging ------------------------------------------------------------------------------------
+
+
+def _many(conn: sqlite3.Connection, count: int) -> list[str]:
+    ids = [f"m{i:04d}" for i in range(count)]
+    for i, msg_id in enumerate(ids):
+        record_sent(
+            conn, msg_id=msg_id, room_id="r1", to_label="ben", kind="message", chars=3,
+            created_at=100.0 + i // 3,  # several share a second: the cursor must not skip them
+            thread=None, reply_to=None, text=f"text number {i}\n\x1b[31m" + "x" * 300,
+        )
+    return ids
+
+
+def test_paging_with_next_reaches_every_message_once_newest_first(
+    conn: sqlite3.Connection,
+) -> None:
+    """Past the old 1,000 cap: following ``next`` lists every message exactly once."""
+    ids = _many(conn, 1203)
+    seen: list[str] = []
+    cursor: str | None = None
+    while True:
+        page = sent_views(conn, 500, before=cursor)
+        seen.extend(v.id for v in page.sent)
+        if page.next is None:
+            break
+        cursor = page.next
+    assert seen == sorted(ids, key=lambda i: (100.0 + int(i[1:]) // 3, i), reverse=True)
+
+
+def test_since_lists_only_what_was_sent_at_or_after_it(conn: sqlite3.Connection) -> None:
+    """``since`` (wall-clock seconds) cuts the list; the last page has no ``next``."""
+    _many(conn, 30)
+    page = sent_views(conn, 50, since=108.0)
+    assert [v.ts for v in page.sent] == [109.0] * 3 + [108.0] * 3
+    assert page.next is None
+
+
+def test_an_unknown_cursor_is_unknown_message(conn: sqlite3.Connection) -> None:
+    """``before`` names a message we sent; anything else is refused, not an empty page."""
+    _many(conn, 3)
+    with pytest.raises(UnknownMessage):
+        sent_views(conn, 10, before="nosuch")
+
+
+def test_each_row_carries_the_start_of_its_text(conn: sqlite3.Connection) -> None:
+    """The view has the start of the text (bounded), for the human list and the page."""
+    _many(conn, 1)
+    [view] = sent_views(conn, 10).sent
+    assert view.text.startswith("text number 0\n") and len(view.text) <= 200

@@ -34,6 +34,8 @@ from crosstalk.wire.room_ops import AskEnded, MessageOp
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
+#: What ends a waiting ask: its answer, or the asked side's automatic refusal.
+_REPLIES = (Kind.ANSWER, Kind.REFUSAL)
 MAX_WAIT = 600.0
 ENDED_WAIT = 5.0
 WATCH_BUFFER = 1000
@@ -122,7 +124,7 @@ class Mailroom:
             label = labels.get(entry.sender) or entry.sender
             if entry.sender == self._daemon.keys.fingerprint:
                 label = "me"  # another of our own sessions (me/SESSION)
-            if op.kind is Kind.ANSWER and op.correlation in self.asks:
+            if op.kind in _REPLIES and op.correlation in self.asks:
                 _, waiter = self.asks[op.correlation]
                 _tell(waiter, op)
             if op.kind is Kind.ASK:

@@ -26,12 +26,14 @@ import nacl.utils
 import trio
 
 from crosstalk.actors.router import WatchSent
+from crosstalk.core.delivery import DeliveryState
 from crosstalk.core.levels import local_key
 from crosstalk.core.ration import Ration
 from crosstalk.core.room import Applied
 from crosstalk.core.triage import Intent, Kind
 from crosstalk.errors import (
     NotAMember,
+    RemoteProtocolError,
     TooLarge,
     UnknownMessage,
     UnknownPeer,
@@ -39,7 +41,7 @@ from crosstalk.errors import (
 )
 from crosstalk.features.caps import Identified, Routed, SendsOps, Stored, TellsLocal
 from crosstalk.features.feature import Plugs, op
-from crosstalk.features.read.ops import find_held
+from crosstalk.features.read.ops import SHORT_ID, find_held
 from crosstalk.features.rooms.views import find_room
 from crosstalk.slices import (
     build_slice,
@@ -70,7 +72,9 @@ SENT_WAIT = 2.0
 # inside its clients' 30 s, so a slow slice fails the send, with nothing queued, instead of the
 # client giving up (daemon_unreachable) on a send that is then delivered anyway.
 SLICE_DEADLINE = 10.0
-STATES = ("queued", "sent", "delivered", "read", "refused")
+STATES = tuple(state.value for state in DeliveryState)
+#: The most rows one ``sent`` page holds; ``next`` pages through the rest.
+MAX_SENT_PAGE = 1000
 #: What sealing adds to an op's JSON on its way to the relay: framing header (7), nonce (24),
 #: signature (64) and AEAD tag (16), rounded up.
 SEAL_OVERHEAD = 128
@@ -105,7 +109,9 @@ class AnswerParams:
 
 @attrs.frozen
 class SentParams:
-    limit: int = 50
+    limit: int = 50  # at most MAX_SENT_PAGE; page on with ``before``
+    since: float | None = None  # only what was sent at or after this (wall-clock seconds)
+    before: str | None = None  # only what was sent before this message: a page's ``next``
 
 
 @attrs.frozen
@@ -113,14 +119,17 @@ class SentView:
     id: str
     to: str
     kind: str
-    state: str
+    state: str  # crosstalk.core.delivery.DeliveryState
     ts: float
-    reason: str | None = None  # why the relay refused it (state "refused")
+    reason: str | None = None  # why it was refused (state "refused")
+    by: str | None = None  # who refused it: a recipient's name; None for the relay
+    text: str = ""  # the start of what we wrote
 
 
 @attrs.frozen
 class SentReply:
     sent: list[SentView]
+    next: str | None = None  # pass as ``before`` for the next (older) page; None: no more
 
 
 @attrs.frozen
@@ -188,10 +197,34 @@ def hold_message(conn: sqlite3.Connection, applied: Applied, *, me: str) -> None
 def apply_receipt(conn: sqlite3.Connection, applied: Applied) -> None:
     """Applier: a recipient reports delivered/read; states only move forward."""
     op = applied.op
-    if not isinstance(op, Receipt) or op.state not in ("delivered", "read"):
+    if not isinstance(op, Receipt):
         return
-    for msg_id in op.msg_ids:
-        messages.record_receipt(conn, applied.room_id, msg_id, op.state)
+    try:
+        for msg_id in op.msg_ids:
+            messages.record_receipt(conn, applied.room_id, msg_id, op.state)
+    except RemoteProtocolError as exc:  # a peer's receipt naming no state it can report
+        log.info("room %s: receipt from %s ignored: %s", applied.room_id, applied.sender, exc)
+
+
+def apply_refusal(conn: sqlite3.Connection, applied: Applied, *, me: str) -> None:
+    """Applier: a recipient's gate refused a message of ours (its automatic refusal names it in
+    ``reply_to``): the message is refused, by them, whatever receipts say. ``me`` is our
+    fingerprint (a refusal we sent, from another machine of ours, is not about our message)."""
+    op = applied.op
+    if not isinstance(op, MessageOp) or applied.sender == me or op.reply_to is None:
+        return
+    if not (op.kind is Kind.REFUSAL or (op.kind is Kind.ANSWER and op.refused)):
+        return  # an older peer refused with an answer marked refused: the same news
+    kind = conn.execute(
+        "SELECT kind FROM sent_messages WHERE msg_id = ? AND room_id = ?",
+        (op.reply_to, applied.room_id),
+    ).fetchone()
+    what = f"{kind[0]}s" if kind and kind[0] else "messages"
+    label = messages.member_label(conn, applied.room_id, applied.sender)
+    messages.record_refusal(
+        conn, applied.room_id, op.reply_to, by=applied.sender,
+        reason=f"{label} refused it: their attention settings take no {what} from you",
+    )
 
 
 def hold_local(
@@ -205,12 +238,32 @@ def hold_local(
     )
 
 
-def sent_views(conn: sqlite3.Connection, limit: int) -> SentReply:
+def sent_views(
+    conn: sqlite3.Connection, limit: int, *, since: float | None = None,
+    before: str | None = None,
+) -> SentReply:
+    """One page of what we sent, newest first, each with its state; ``next`` names where the
+    next page starts (``before``), or None when this page reached the end.
+
+    Raises:
+        UnknownMessage: ``before`` names no message we sent.
+    """
+    limit = max(1, min(limit, MAX_SENT_PAGE))
+    position = None
+    if before is not None:
+        position = messages.sent_position(conn, before)
+        if position is None:
+            raise UnknownMessage(f"You sent no message {before[:SHORT_ID]} to page from.")
+    rows = messages.sent_page(conn, limit + 1, since=since, before=position)
     views = []
-    for row in messages.recent_sent(conn, max(1, min(limit, 1000))):
-        state, reason = messages.delivery_state(conn, row.msg_id)
-        views.append(SentView(row.msg_id, row.to_label, row.kind, state, row.created_at, reason))
-    return SentReply(views)
+    for row in rows[:limit]:
+        found = messages.delivery(conn, row.msg_id)
+        views.append(SentView(
+            row.msg_id, row.to_label, row.kind, found.state.value, row.created_at,
+            found.reason, found.by, row.text,
+        ))
+    more = len(rows) > limit
+    return SentReply(views, views[-1].id if more else None)
 
 
 async def arrive_locally(
@@ -408,7 +461,9 @@ async def post(daemon: Host, params: PostParams) -> PostReply:
 
 async def sent(daemon: Host, params: SentParams) -> SentReply:
     """The ``sent`` op: what we sent lately and how far each got."""
-    return await daemon.store.read(lambda c: sent_views(c, params.limit))
+    return await daemon.store.read(
+        lambda c: sent_views(c, params.limit, since=params.since, before=params.before)
+    )
 
 
 def plug(daemon: Host) -> Plugs:
@@ -420,6 +475,9 @@ def plug(daemon: Host) -> Plugs:
     def hold(conn: sqlite3.Connection, applied: Applied) -> None:
         hold_message(conn, applied, me=daemon.keys.fingerprint)
 
+    def refused(conn: sqlite3.Connection, applied: Applied) -> None:
+        apply_refusal(conn, applied, me=daemon.keys.fingerprint)
+
     return Plugs(
         ops=(
             op("send", SendParams, functools.partial(send, daemon)),
@@ -427,5 +485,5 @@ def plug(daemon: Host) -> Plugs:
             op("post", PostParams, functools.partial(post, daemon)),
             op("sent", SentParams, functools.partial(sent, daemon)),
         ),
-        appliers=(hold, apply_receipt),
+        appliers=(hold, apply_receipt, refused),
     )
