@@ -129,7 +129,7 @@ def room_marks(conn: sqlite3.Connection, room_ids: list[str]) -> dict[str, str]:
         ).fetchone()
         sent = conn.execute(
             "SELECT count(*), group_concat(coalesce(s.receipt, '') || coalesce(o.state, '') "
-            "|| coalesce(r.code, ''), ',') FROM ui_sent_words w "
+            "|| coalesce(r.code, '') || coalesce(s.refusal, ''), ',') FROM ui_sent_words w "
             "LEFT JOIN sent_messages s ON s.msg_id = w.msg_id "
             "LEFT JOIN outbox o ON o.op_id = w.msg_id "
             "LEFT JOIN refused_ops r ON r.op_id = w.msg_id WHERE w.room_id = ?", (room_id,)

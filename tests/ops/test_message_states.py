@@ -16,6 +16,7 @@ from crosstalk.features.messages.ops import apply_refusal, sent_views
 from crosstalk.store.link import drop_post, mark_sent
 from crosstalk.store.messages import mark_read, record_receipt, record_sent
 from crosstalk.store.migrations import migrate
+from crosstalk.store.ui import conversation, room_marks
 from crosstalk.wire.room_ops import MessageOp
 
 
@@ -175,3 +176,21 @@ def test_each_row_carries_the_start_of_its_text(conn: sqlite3.Connection) -> Non
     _many(conn, 1)
     [view] = sent_views(conn, 10).sent
     assert view.text.startswith("text number 0\n") and len(view.text) <= 200
+
+
+def test_the_page_shows_a_refusal_by_the_recipient_as_the_sent_list_does(
+    conn: sqlite3.Connection,
+) -> None:
+    """The local page reads the same state (refused, with why), and its room mark changes when
+    the refusal arrives, so an open page redraws."""
+    _ben_in_room(conn)
+    mark_sent(conn, _sent(conn, "m1"), 1)
+    conn.execute(
+        "INSERT INTO ui_sent_words (msg_id, room_id, body, created_at) "
+        "VALUES ('m1', 'r1', '{\"text\": \"take it\"}', 1)"
+    )
+    before = room_marks(conn, ["r1"])
+    apply_refusal(conn, _refusal_from(BEN, "m1"), me="a" * 64)
+    assert room_marks(conn, ["r1"]) != before
+    [entry] = conversation(conn, "r1", "a" * 64)
+    assert entry.state == "refused" and entry.reason == sent_views(conn, 1).sent[0].reason
