@@ -55,3 +55,23 @@ def test_a_refused_handoff_reads_refused_and_a_read_message_reads_read(
     assert _state_of(ana, handoff["id"])["state"] == "refused"  # nothing moved it back
     human = ana.run("sent")
     assert "take over the migration" in human.stdout and "refused" in human.stdout
+
+
+def test_sent_pages_through_everything_with_next(people: list[Person]) -> None:
+    """``--limit 1`` shows the newest and a ``next``; ``--before next`` the one before it, and
+    no ``next`` at the end; ``--since`` keeps what is recent; a bad cursor is unknown_message."""
+    ana, ben, _ = people
+    pair(ana, ben)
+    first = ana.json("send", "ben", "one")["id"]
+    second = ana.json("send", "ben", "two")["id"]
+    page = ana.json("sent", "--limit", "1")
+    assert [r["id"] for r in page["messages"]] == [second] and page["next"] == second
+    assert page["messages"][0]["text"] == "two"
+    rest = ana.json("sent", "--limit", "1", "--before", page["next"])
+    assert [r["id"] for r in rest["messages"]] == [first] and rest["next"] is None
+    assert {r["id"] for r in ana.json("sent", "--since", "1h")["messages"]} == {first, second}
+    hint = ana.run("sent", "--limit", "1").stdout
+    assert f"crosstalk sent --before {second}" in hint
+    error = ana.json("sent", "--before", "nosuch", expect=1)["error"]
+    assert error["code"] == "unknown_message"
+    assert ana.run("sent", "--since", "soon").returncode == 2
