@@ -285,7 +285,8 @@ async def test_an_ask_or_handoff_below_its_level_is_refused_with_an_answer(
         [sent] = world.sent.sent
         assert sent.room_id == ROOM_BEN
         assert isinstance(sent.op, MessageOp)
-        assert (sent.op.kind, sent.op.text, sent.op.correlation) == (Kind.REFUSAL, REFUSED, "corr-1")
+        op = sent.op
+        assert (op.kind, op.text, op.correlation) == (Kind.REFUSAL, REFUSED, "corr-1")
         assert (sent.op.reply_to, sent.op.to, sent.op.from_label) == ("a1", "ben-s", "me")
         assert sent.op_id == sent.op.msg_id
 
