@@ -118,6 +118,13 @@ class UnknownPeer(CrosstalkError):
     code = "unknown_peer"
 
 
+class UnknownSession(CrosstalkError):
+    """The address names a session (or project) the person has not published: nobody there
+    would read it. The message lists the sessions they have."""
+
+    code = "unknown_session"
+
+
 class UnknownRoom(CrosstalkError):
     """No room by that name or id."""
 

@@ -168,7 +168,12 @@ def _room_lines(rooms: list[dict[str, Any]]) -> str:
             what = "just the two of you"
         else:
             what = ", ".join(_member_text(m) for m in room["members"])
-        pending = "  (invitation: `crosstalk room accept` or `decline`)" if room["pending"] else ""
+        pending = ""
+        if room["pending"]:
+            by = visible(str(room.get("invited_by") or ""), one_line=True)
+            via = visible(str(room.get("invited_via") or ""), one_line=True)
+            origin = (f" from {by}" if by else "") + (f" via #{via}" if via else "")
+            pending = f"  (invitation{origin}: `crosstalk room accept` or `decline`)"
         lines.append(f"  {name:<16} {what}{pending}")
         if room.get("relay_alarm"):
             lines.append(f"  {'':<16} warning: {room['relay_alarm']}")

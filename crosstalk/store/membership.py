@@ -266,3 +266,27 @@ def invited_again(conn: sqlite3.Connection, room_id: str) -> None:
         "WHERE room_id = ?",
         (room_id,),
     )
+
+
+def invited_through(
+    conn: sqlite3.Connection, room_id: str, inviter: str, via: str | None
+) -> None:
+    """Who invited us to ``room_id`` (a fingerprint), and the named room the invitation came
+    through (None: our room of two with them)."""
+    conn.execute(
+        "UPDATE rooms SET invited_by = ?, invited_via = ? WHERE room_id = ?",
+        (inviter, via, room_id),
+    )
+
+
+def invitation_from(conn: sqlite3.Connection, room_id: str) -> tuple[str | None, str | None]:
+    """``(inviter's name, the name of the room it came through)`` of a room we were invited to;
+    ``(None, None)`` when not known (an invitation from before this was kept)."""
+    row = conn.execute(
+        "SELECT r.invited_by, v.name FROM rooms r LEFT JOIN rooms v ON v.room_id = r.invited_via "
+        "WHERE r.room_id = ?",
+        (room_id,),
+    ).fetchone()
+    if row is None or row[0] is None:
+        return None, None
+    return display_name(conn, room_id, str(row[0])), None if row[1] is None else str(row[1])

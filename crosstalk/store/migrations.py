@@ -203,6 +203,12 @@ _V15 = ("ALTER TABLE rooms ADD COLUMN name_owed INTEGER NOT NULL DEFAULT 0",)
 # again at link-up when the relay does not know it (a confirmed one it does not know was deleted
 # there, by our own leave racing the link-up: the simulation's seed 800).
 _V17 = ("ALTER TABLE rooms ADD COLUMN create_pending INTEGER NOT NULL DEFAULT 0",)
+# Who invited us to a room still pending, and the named room the invitation came through (NULL:
+# our room of two with them), so `crosstalk room` can say "from carl via #team".
+_V24 = (
+    "ALTER TABLE rooms ADD COLUMN invited_by TEXT",
+    "ALTER TABLE rooms ADD COLUMN invited_via TEXT",
+)
 # Newer room keys owed to a joiner who named itself under an older epoch, written in the
 # transaction that applies its MemberNamed and cleared with the last KeyShare's outbox commit:
 # sent after that commit, a crash in between lost them for good (the simulation's seed 297).
@@ -272,6 +278,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(22, "edits: files agents wrote lately", schema_edits.STATEMENTS),
     # Who refused a message we sent, and why (a recipient's gate: crosstalk/core/delivery.py).
     Migration(23, "messages: refusals by recipients", schema_messages.STATEMENTS_V23),
+    Migration(24, "rooms: who invited us, and through which room", _V24),
 )
 LATEST_VERSION = len(MIGRATIONS)
 

@@ -191,6 +191,8 @@ def test_watch_prints_one_line_per_arrival_and_post_needs_no_relay(people: list[
             if stream:
                 stream.close()
     assert ana.json("post", "migration finished", "--source", "ci") == {"posted_as": "post:ci"}
+    params = {"name": "review", "client": "codex", "project": "/tmp/x"}
+    assert control.request(ana.home / "daemon.sock", "session_register", params)["ok"] is True
     assert ana.json("send", "me/review", "look at the diff later")["state"] == "delivered"
     got = {m["text"]: m for m in ana.json("read")["messages"]}
     assert got["migration finished"]["from"] == "post:ci"

@@ -26,7 +26,9 @@ import nacl.utils
 import trio
 
 from crosstalk.actors.router import WatchSent
+from crosstalk.core.addressing import check_where
 from crosstalk.core.delivery import DeliveryState
+from crosstalk.core.gate_routing import live_sessions
 from crosstalk.core.levels import local_key
 from crosstalk.core.ration import Ration
 from crosstalk.core.room import Applied
@@ -53,8 +55,9 @@ from crosstalk.slices import (
 from crosstalk.store import messages
 from crosstalk.store.attention import load_ration_stamps, save_ration_stamps
 from crosstalk.store.gate import LOCAL_ROOM
+from crosstalk.store.presence import peer_sessions
 from crosstalk.store.rooms import contact_named, direct_room_with
-from crosstalk.store.sessions import current_transcript, slice_projects
+from crosstalk.store.sessions import current_transcript, list_sessions, slice_projects
 from crosstalk.store.threads import reply_target
 from crosstalk.wire.converter import unstructure
 from crosstalk.wire.relay_log import MAX_OP_BODY
@@ -163,7 +166,12 @@ class Address:
 
 
 def resolve(conn: sqlite3.Connection, to: str) -> Address:
-    """``person``, ``person/session``, ``person/project`` or ``#room``."""
+    """``person``, ``person/session``, ``person/project`` or ``#room``.
+
+    ``person/where`` must name a session the person published to a room we share, or the
+    project one of them works in (:mod:`crosstalk.core.addressing`): ``unknown_session``
+    otherwise, before anything is queued.
+    """
     if to.startswith("#"):
         named = find_room(conn, to)
         if named.state != "joined":
@@ -174,8 +182,18 @@ def resolve(conn: sqlite3.Connection, to: str) -> Address:
     direct = direct_room_with(conn, contact.fingerprint)
     if direct is None:
         raise UnknownPeer(f"You share no room with {contact.label} yet.")
+    if where:
+        check_where(contact.label, where, peer_sessions(conn).get(contact.fingerprint, []))
     label = f"{contact.label}/{where}" if where else contact.label
     return Address(direct.room_id, label, where or None)
+
+
+def resolve_own(conn: sqlite3.Connection, where: str, *, now: float) -> str | None:
+    """``me/where``: one of our sessions live at ``now``, or the project one works in (None for
+    a bare ``me/``: whichever session is next); ``unknown_session`` otherwise."""
+    if where:
+        check_where(None, where, live_sessions(list_sessions(conn), now))
+    return where or None
 
 
 def hold_message(conn: sqlite3.Connection, applied: Applied, *, me: str) -> None:
@@ -352,7 +370,9 @@ async def deliver(
     op = await _message(daemon, params, kind=kind, correlation=correlation)
     truncated = [i for i, sl in enumerate(op.slices) if sl.truncated]
     if params.to.startswith("me/"):  # our own other session: no relay at all
-        local = attrs.evolve(op, to=params.to.removeprefix("me/") or None)
+        where = params.to.removeprefix("me/")
+        mine_to = await daemon.store.read(lambda c: resolve_own(c, where, now=time.time()))
+        local = attrs.evolve(op, to=mine_to)
         _check_size(local)  # the same limit as a message that crosses the relay
         mine = daemon.keys.fingerprint
         await arrive_locally(daemon, msg_id=op.msg_id, sender=mine, op=local, now=op.sent_at)

@@ -20,6 +20,7 @@ from crosstalk.features.membership.keys import (
     take_sealed_key,
 )
 from crosstalk.features.membership.names import welcome
+from crosstalk.features.rooms.invitee import met_through
 from crosstalk.features.rooms.kick import rekeyed_at_once
 from crosstalk.store import membership as mq
 from crosstalk.store import room_keys
@@ -38,13 +39,20 @@ log = logging.getLogger(__name__)
 
 
 def adopt_invitation(conn: sqlite3.Connection, applied: Applied, keys: crypto.Keys) -> None:
-    """Applier: an invitation that arrived in a room of two becomes a pending room here."""
+    """Applier: an invitation sealed to us becomes a pending room here.
+
+    It comes in our room of two with someone we paired with, or in a named room from a joined
+    member of that room's verified history (:func:`met_through`): someone we met there, who may
+    invite us to the next room. We keep who invited us and through which room, to show.
+    """
     op = applied.op
-    if not isinstance(op, RoomInvite):
+    if not isinstance(op, RoomInvite) or op.room_id == applied.room_id:
         return
-    inviter = find_contact(conn, applied.sender)
-    if inviter is None:
-        return  # invitations come only from people we paired with
+    via = None
+    if find_contact(conn, applied.sender) is None:
+        if not met_through(conn, applied.room_id, applied.sender, keys.fingerprint):
+            return  # invitations come only from people we paired with or share a room with
+        via = applied.room_id
     try:
         key = crypto.open_sealed(keys, op.sealed_key, context=key_context(op.room_id, op.epoch))
     except crypto.OpenFailed:
@@ -61,6 +69,7 @@ def adopt_invitation(conn: sqlite3.Connection, applied: Applied, keys: crypto.Ke
         names = {r.name for r in list_rooms(conn)}
         name = op.name if op.name not in names else f"{op.name}-{op.room_id[:6]}"
         add_room(conn, Room(op.room_id, name, "shared", "invited", op.epoch, time.time()), key)
+    mq.invited_through(conn, op.room_id, applied.sender, via)
     for m in op.members:
         known = find_contact(conn, m.fingerprint)
         label = known.label if known else m.label

@@ -1,4 +1,5 @@
-"""Inviting someone to a named room: add them at the relay, name them, send the invitation."""
+"""Inviting someone to a named room: add them at the relay, name them, send the invitation
+(through our room of two, or through a named room we share with someone we never paired with)."""
 
 from __future__ import annotations
 
@@ -7,27 +8,24 @@ import sqlite3
 from crosstalk import crypto
 from crosstalk.errors import (
     CrosstalkError,
-    NotAMember,
     UsageError,
 )
 from crosstalk.features.caps import Capabilities as Daemon
 from crosstalk.features.membership.actor import fetch_roster
 from crosstalk.features.membership.history import request_change, with_statement
 from crosstalk.features.membership.keys import invitation as invitation_op
+from crosstalk.features.rooms.invitee import Invitee, invitee
 from crosstalk.store.rooms import (
-    Contact,
     Room,
     RoomMember,
     add_member,
-    contact_named,
-    direct_room_with,
     members,
 )
 from crosstalk.wire import relay as w
 from crosstalk.wire.room_ops import MemberNamed, RoomInvite
 
 
-def _invitation(conn: sqlite3.Connection, room: Room, contact: Contact, inviter: str) -> RoomInvite:
+def _invitation(conn: sqlite3.Connection, room: Room, contact: Invitee, inviter: str) -> RoomInvite:
     """Record the invitee as invited and build the op that tells them (with the sealed key)."""
     add_member(
         conn,
@@ -35,8 +33,8 @@ def _invitation(conn: sqlite3.Connection, room: Room, contact: Contact, inviter:
             room.room_id,
             contact.fingerprint,
             contact.label,
-            contact.signing_key,
-            contact.box_key,
+            contact.ed_pub,
+            contact.x_pub,
             "invited",
             inviter,
         ),
@@ -46,21 +44,18 @@ def _invitation(conn: sqlite3.Connection, room: Room, contact: Contact, inviter:
 
 async def invite_one(daemon: Daemon, room: Room, who: str) -> str:
     """Add ``who`` on the relay, name them in the room, then send them the invitation in our
-    room of two. Inviting someone already invited sends the invitation again."""
+    room of two, or (someone we never paired with) in the named room we share with them
+    (:mod:`crosstalk.features.rooms.invitee`). Inviting someone already invited sends the
+    invitation again."""
     keys = daemon.keys
-    contact = await daemon.store.read(lambda c: contact_named(c, who))
-    direct = await daemon.store.read(lambda c: direct_room_with(c, contact.fingerprint))
-    if direct is None:
-        raise NotAMember(f"You share no room with {contact.label}, so you cannot add them.")
-    transcript = w.member_transcript(room.room_id, contact.signing_key, contact.box_key)
-    add = w.Add(
-        0, room.room_id, contact.signing_key, contact.box_key, crypto.sign(keys, transcript)
-    )
+    contact = await daemon.store.read(lambda c: invitee(c, who, me=keys.fingerprint))
+    transcript = w.member_transcript(room.room_id, contact.ed_pub, contact.x_pub)
+    add = w.Add(0, room.room_id, contact.ed_pub, contact.x_pub, crypto.sign(keys, transcript))
     relay = await daemon.relay()
     try:
         await request_change(daemon, room.room_id, "invite", contact.fingerprint,
-                             with_statement(add), ed_pub=contact.signing_key,
-                             x_pub=contact.box_key, relay=relay)
+                             with_statement(add), ed_pub=contact.ed_pub,
+                             x_pub=contact.x_pub, relay=relay)
     except CrosstalkError as exc:
         if exc.code != "already_member":
             raise
@@ -70,7 +65,7 @@ async def invite_one(daemon: Daemon, room: Room, who: str) -> str:
     op = await daemon.store.write(lambda c: _invitation(c, room, contact, keys.fingerprint))
     # Members who never paired with them learn their name from us (the roster has none).
     await daemon.send_op(room.room_id, MemberNamed({contact.fingerprint: contact.label}))
-    await daemon.send_op(direct.room_id, op)
+    await daemon.send_op(contact.deliver_in, op)
     # The row written above is our guess; the relay's roster is the truth (they may have
     # declined an earlier invitation just as this one went out: seed 92 of the simulation).
     await fetch_roster(daemon.store, relay, daemon.membership, room.room_id)

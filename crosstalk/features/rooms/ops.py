@@ -23,6 +23,7 @@ from crosstalk.errors import (
     CrosstalkError,
     NotAMember,
     NotInvited,
+    UnknownRoom,
     UsageError,
 )
 from crosstalk.features.caps import Capabilities as Daemon
@@ -130,8 +131,18 @@ async def invite(daemon: Daemon, params: InviteParams) -> InviteReply:
     return InviteReply(room.name, invited)
 
 
+def _invited_room(conn: sqlite3.Connection, name: str) -> Room:
+    """The room an accept or decline names; no room by that name is no invitation to it."""
+    try:
+        return find_room(conn, name)
+    except UnknownRoom:
+        raise NotInvited(
+            f"You have no invitation to {name!r}; `crosstalk room` lists the pending ones."
+        ) from None
+
+
 async def accept(daemon: Daemon, params: RoomParams) -> RoomReply:
-    room = await daemon.store.read(lambda c: find_room(c, params.room))
+    room = await daemon.store.read(lambda c: _invited_room(c, params.room))
     relay = await daemon.relay()
     if room.state != "invited" and not await _invited_back(daemon, relay, room.room_id):
         raise NotInvited(f"There is no pending invitation to {room.name}.")
@@ -148,7 +159,7 @@ async def accept(daemon: Daemon, params: RoomParams) -> RoomReply:
 
 
 async def decline(daemon: Daemon, params: RoomParams) -> RoomReply:
-    room = await daemon.store.read(lambda c: find_room(c, params.room))
+    room = await daemon.store.read(lambda c: _invited_room(c, params.room))
     if room.state != "invited":
         raise NotInvited(f"There is no pending invitation to {room.name}.")
     await request_change(daemon, room.room_id, "decline", daemon.keys.fingerprint,

@@ -87,6 +87,10 @@ class RoomView:
     # change nobody signed, a roster the signed history does not give), and when (Unix time).
     relay_alarm: str | None = None
     relay_alarm_at: float | None = None
+    # A pending invitation: who sent it, and the named room it came through (None: a room of
+    # two with them, or not known).
+    invited_by: str | None = None
+    invited_via: str | None = None
 
 
 @attrs.frozen
@@ -115,9 +119,11 @@ def room_views(conn: sqlite3.Connection, me: str) -> RoomsReply:
         removal = mq.removal(conn, room.room_id)
         state = "removed" if removal else room.state
         alarm = mc.alarm(conn, room.room_id)
+        pending = room.state == "invited"
+        by, via = mq.invitation_from(conn, room.room_id) if pending else (None, None)
         views.append(
-            RoomView(room.name, room.room_id, room.kind, room.state == "invited", roster, state,
+            RoomView(room.name, room.room_id, room.kind, pending, roster, state,
                      removal[1] if removal else None, alarm[1] if alarm else None,
-                     alarm[0] if alarm else None)
+                     alarm[0] if alarm else None, by, via)
         )
     return RoomsReply(views)

@@ -102,6 +102,12 @@ function renderRooms() {
     const li = el("li", null, "invite");
     li.dataset.testid = "invite";
     li.appendChild(el("span", "#" + room.name, "room-name"));
+    if (room.invited_by) {
+      const origin = "from " + room.invited_by + (room.invited_via ? " via #" + room.invited_via : "");
+      const from = el("span", origin, "invited-by");
+      from.dataset.testid = "invited-by";
+      li.appendChild(from);
+    }
     li.appendChild(button("accept", "accept", () => act("room_accept", { room: room.id })));
     li.appendChild(button("decline", "decline", () => act("room_decline", { room: room.id })));
     return li;
