@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -13,6 +12,7 @@ import typer
 from crosstalk.cli.options import HomeOption, JsonOption
 from crosstalk.cli.output import Output, reports_errors, visible
 from crosstalk.cli.reading import read_messages
+from crosstalk.cli.watching import RECONNECT, watch_arrivals
 from crosstalk.client import ask_daemon, ensure_daemon
 from crosstalk.errors import UsageError
 from crosstalk.hook.control import ControlConnection
@@ -159,19 +159,19 @@ def post(
 @reports_errors
 def watch(
     text: Annotated[bool, typer.Option("--text", help="Include each message's words.")] = False,
+    reconnect: Annotated[
+        float,
+        typer.Option(
+            "--reconnect", min=0.0, metavar="SECONDS",
+            help="How long a stopped daemon has to come back before watch ends (exit 1).",
+        ),
+    ] = RECONNECT,
     json_output: JsonOption = False,
     home: HomeOption = None,
 ) -> None:
-    """Print one JSON line per arrival, as they come (for anything that can watch a stream)."""
-    h = Home.resolve(home)
-    ensure_daemon(h)
-    with ControlConnection(h.socket, timeout=10.0) as conn:
-        conn.send("watch", {"text": text})
-        conn.extend_deadline(None)
-        for line in conn.stream():
-            line.pop("ok", None)
-            sys.stdout.write(json.dumps(line) + "\n")
-            sys.stdout.flush()
+    """Print one JSON line per arrival, as they come (for anything that can watch a stream);
+    it carries on across a daemon restart, each arrival once."""
+    watch_arrivals(Home.resolve(home), text=text, json_output=json_output, reconnect=reconnect)
 
 
 @reports_errors
