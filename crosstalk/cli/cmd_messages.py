@@ -242,13 +242,20 @@ def peers(json_output: JsonOption = False, home: HomeOption = None) -> None:
     """Who you share rooms with: online, their level, unread messages."""
     out = Output(json_mode=json_output)
     reply = ask_daemon(home, "peers")
+    out.emit(reply, peers_text(reply))
+
+
+def peers_text(reply: dict[str, Any]) -> str:
+    """``peers`` for a person: one line per peer with their fingerprint (to compare with the
+    one they see in their own ``crosstalk peers``), then their sessions and edits."""
     lines = [f"you: {reply['me']['label']} ({reply['me']['fingerprint']})"]
     for p in reply["peers"]:
         state = "online" if p["online"] else "offline"
-        extra = (" · muted" if p["muted"] else "") + (" · bot" if p["agent"] else "")
+        extra = (" · muted" if p["muted"] else "") + (" · bot" if p.get("agent") else "")
         unread = f" · {p['unread']} unread" if p["unread"] else ""
         label = visible(p["label"], one_line=True)  # peers' names stay on their line
-        lines.append(f"  {label:<16} {state:<8} {p['level']}{extra}{unread}")
+        fingerprint = visible(str(p["fingerprint"]), one_line=True)
+        lines.append(f"  {label:<16} {state:<8} {p['level']}{extra}{unread} · {fingerprint}")
         for s in p.get("sessions", []):  # what they published: `send LABEL/NAME` reaches it
             lines.append(
                 f"    {label}/{visible(s['name'], one_line=True)}"
@@ -260,7 +267,7 @@ def peers(json_output: JsonOption = False, home: HomeOption = None) -> None:
         if s.get("edits"):
             lines.append(f"  you/{visible(s['name'], one_line=True)}")
             lines += _edited_lines(s)
-    out.emit(reply, "\n".join(lines))
+    return "\n".join(lines)
 
 
 def _edited_lines(session: dict[str, Any], shown: int = 5) -> list[str]:
