@@ -91,5 +91,29 @@ def test_mute_names_a_person_a_room_or_everyone_and_zero_lifts(conn: sqlite3.Con
     assert (reply.muted, reply.until) == (["ben", "everyone", "incident"], 60.0)
     assert db.load_mutes(conn).until == {BEN: 600.0, ROOM_LOUD: 300.0, EVERYONE: 60.0}
     lifted = apply_mute(conn, MuteParams(who="ben", minutes=0), now=0.0)
-    assert (lifted.muted, lifted.until) == (["everyone", "incident"], None)
+    assert lifted.muted == ["everyone", "incident"]
     assert BOT not in db.load_mutes(conn).until
+
+
+def test_lifting_a_person_a_mute_on_everyone_still_covers_says_so(
+    conn: sqlite3.Connection,
+) -> None:
+    """`mute ana 0` under a mute on everyone: her own mute is gone, but she is still held, and
+    the reply says until when and by which mute."""
+    apply_mute(conn, MuteParams(who="ben", minutes=10), now=0.0)
+    apply_mute(conn, MuteParams(who="all", minutes=30), now=0.0)
+    lifted = apply_mute(conn, MuteParams(who="ben", minutes=0), now=0.0)
+    assert (lifted.until, lifted.by) == (1800.0, ["everyone"])
+    free = apply_mute(conn, MuteParams(who="everyone", minutes=0), now=0.0)
+    assert (free.muted, free.until, free.by) == ([], None, [])
+
+
+def test_no_one_named_and_no_minutes_lists_the_mutes_and_changes_nothing(
+    conn: sqlite3.Connection,
+) -> None:
+    """Bare `mute` shows what is muted until when; it never mutes everyone."""
+    apply_mute(conn, MuteParams(who="ben", minutes=10), now=0.0)
+    listed = apply_mute(conn, MuteParams(), now=60.0)
+    assert listed.muted == ["ben"] and listed.until is None
+    assert [(m.who, m.until) for m in listed.mutes] == [("ben", 600.0)]
+    assert db.load_mutes(conn).until == {BEN: 600.0}
