@@ -273,10 +273,12 @@ def apply_mute(conn: sqlite3.Connection, params: MuteParams, now: float) -> Mute
     )
 
 
-def _attention(conn: sqlite3.Connection, now: float) -> AttentionReply:
+def attention_summary(conn: sqlite3.Connection, now: float) -> AttentionReply:
+    """Who reached us in the last hour (the record), and how many messages wait now (the
+    gate's held notices: what was read or withdrawn since waits no more)."""
     entries = db.attention_entries(conn, now - RECORD_HORIZON)
     summary = summarize(entries, now, window=WINDOW)
-    return AttentionReply(summary.reached_last_hour, summary.held, summary.by_source)
+    return AttentionReply(summary.reached_last_hour, db.count_held(conn), summary.by_source)
 
 
 # --- wiring -------------------------------------------------------------------------------------
@@ -345,7 +347,7 @@ def plug(daemon: Host) -> Plugs:
         return reply
 
     async def attention(params: NoParams) -> AttentionReply:
-        return await daemon.store.read(lambda c: _attention(c, time.time()))
+        return await daemon.store.read(lambda c: attention_summary(c, time.time()))
 
     return Plugs(
         ops=(
