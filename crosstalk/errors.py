@@ -256,6 +256,20 @@ class UnknownMessage(CrosstalkError):
     code = "unknown_message"
 
 
+class UnknownTask(CrosstalkError):
+    """No task in your rooms has that id (or id prefix), or the prefix names several: ``crosstalk
+    tasks`` lists them with their ids."""
+
+    code = "unknown_task"
+
+
+class UnknownFact(CrosstalkError):
+    """No fact in your rooms has that id (or id prefix), or the prefix names several: ``crosstalk
+    facts`` lists them with their ids."""
+
+    code = "unknown_fact"
+
+
 class BadPassphrase(CrosstalkError):
     """The passphrase does not open this backup (or, for ``backup``, is empty or was not typed
     the same twice). Nothing was written."""

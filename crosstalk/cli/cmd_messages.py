@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -13,6 +12,7 @@ import typer
 from crosstalk.cli.options import HomeOption, JsonOption
 from crosstalk.cli.output import Output, reports_errors, visible
 from crosstalk.cli.reading import read_messages
+from crosstalk.cli.watching import RECONNECT, watch_arrivals
 from crosstalk.client import ask_daemon, ensure_daemon
 from crosstalk.errors import UsageError
 from crosstalk.hook.control import ControlConnection
@@ -159,19 +159,19 @@ def post(
 @reports_errors
 def watch(
     text: Annotated[bool, typer.Option("--text", help="Include each message's words.")] = False,
+    reconnect: Annotated[
+        float,
+        typer.Option(
+            "--reconnect", min=0.0, metavar="SECONDS",
+            help="How long a stopped daemon has to come back before watch ends (exit 1).",
+        ),
+    ] = RECONNECT,
     json_output: JsonOption = False,
     home: HomeOption = None,
 ) -> None:
-    """Print one JSON line per arrival, as they come (for anything that can watch a stream)."""
-    h = Home.resolve(home)
-    ensure_daemon(h)
-    with ControlConnection(h.socket, timeout=10.0) as conn:
-        conn.send("watch", {"text": text})
-        conn.extend_deadline(None)
-        for line in conn.stream():
-            line.pop("ok", None)
-            sys.stdout.write(json.dumps(line) + "\n")
-            sys.stdout.flush()
+    """Print one JSON line per arrival, as they come (for anything that can watch a stream);
+    it carries on across a daemon restart, each arrival once."""
+    watch_arrivals(Home.resolve(home), text=text, json_output=json_output, reconnect=reconnect)
 
 
 #: The start of each text the human ``sent`` shows (escaped after the cut, so no escape is split).
@@ -290,13 +290,20 @@ def peers(json_output: JsonOption = False, home: HomeOption = None) -> None:
     """Who you share rooms with: online, their level, unread messages."""
     out = Output(json_mode=json_output)
     reply = ask_daemon(home, "peers")
+    out.emit(reply, peers_text(reply))
+
+
+def peers_text(reply: dict[str, Any]) -> str:
+    """``peers`` for a person: one line per peer with their fingerprint (to compare with the
+    one they see in their own ``crosstalk peers``), then their sessions and edits."""
     lines = [f"you: {reply['me']['label']} ({reply['me']['fingerprint']})"]
     for p in reply["peers"]:
         state = "online" if p["online"] else "offline"
-        extra = (" · muted" if p["muted"] else "") + (" · bot" if p["agent"] else "")
+        extra = (" · muted" if p["muted"] else "") + (" · bot" if p.get("agent") else "")
         unread = f" · {p['unread']} unread" if p["unread"] else ""
         label = visible(p["label"], one_line=True)  # peers' names stay on their line
-        lines.append(f"  {label:<16} {state:<8} {p['level']}{extra}{unread}")
+        fingerprint = visible(str(p["fingerprint"]), one_line=True)
+        lines.append(f"  {label:<16} {state:<8} {p['level']}{extra}{unread} · {fingerprint}")
         for s in p.get("sessions", []):  # what they published: `send LABEL/NAME` reaches it
             lines.append(
                 f"    {label}/{visible(s['name'], one_line=True)}"
@@ -308,7 +315,7 @@ def peers(json_output: JsonOption = False, home: HomeOption = None) -> None:
         if s.get("edits"):
             lines.append(f"  you/{visible(s['name'], one_line=True)}")
             lines += _edited_lines(s)
-    out.emit(reply, "\n".join(lines))
+    return "\n".join(lines)
 
 
 def _edited_lines(session: dict[str, Any], shown: int = 5) -> list[str]:

@@ -74,7 +74,8 @@ def _minutes(text: str) -> float:
 @reports_errors
 def mute(
     who: Annotated[
-        str | None, typer.Argument(help="A person or #room (default: everyone).")
+        str | None,
+        typer.Argument(help="A person, a #room, or all (everyone). Nothing: list the mutes."),
     ] = None,
     minutes: Annotated[
         str | None, typer.Argument(help="How long, in minutes (default 60; 0 unmutes).")
@@ -82,10 +83,11 @@ def mute(
     json_output: JsonOption = False,
     home: HomeOption = None,
 ) -> None:
-    """Hold messages from someone (or everyone) for a while; they wait, nothing is dropped."""
+    """Hold messages from someone (or everyone: `mute all`) for a while; they wait, nothing is
+    dropped. With nothing named, list the mutes."""
     out = Output(json_mode=json_output)
     if minutes is None and who is not None and _looks_numeric(who):
-        who, minutes = None, who  # `crosstalk mute 30` mutes everyone for 30 minutes
+        who, minutes = "everyone", who  # `crosstalk mute 30` mutes everyone for 30 minutes
     params: dict[str, Any] = {"who": who}
     if minutes is not None:
         params["minutes"] = _minutes(minutes)
@@ -93,20 +95,51 @@ def mute(
     ensure_daemon(h)
     reply = call(h, "mute", params)
     reply.pop("ok", None)
-    target = who or "everyone"
-    if reply["until"] is None:
-        human = f"{target}: not muted"
+    now = time.time()
+    if who is None:
+        out.emit(reply, mutes_text(reply, now=now))
     else:
-        human = f"{target}: muted until {_clock(reply['until'])}"
-    out.emit(reply, human)
+        out.emit(reply, mute_text(who, reply, now=now))
 
 
-def _clock(until: float) -> str:
-    """The local time a mute ends, as HH:MM."""
+def mutes_text(reply: dict[str, Any], *, now: float) -> str:
+    """Every mute in force, one line each with its end (bare ``crosstalk mute``)."""
+    rows = [
+        f"  {visible(str(m['who']), one_line=True):<16} until {until_text(m['until'], now=now)}"
+        for m in reply["mutes"]
+    ]
+    return "\n".join(rows) if rows else "Nobody is muted."
+
+
+def mute_text(who: str, reply: dict[str, Any], *, now: float) -> str:
+    """What a mute (or unmute) of ``who`` left: held until when, and by which mute."""
+    target = "everyone" if who.strip().lower() in ("*", "all", "everyone") else who
+    shown = visible(target, one_line=True)
+    if reply["until"] is None:
+        return f"{shown}: not muted"
+    until = until_text(reply["until"], now=now)
+    others = [name for name in reply.get("by", []) if name != target]
+    if others and target not in reply.get("by", []):  # e.g. `mute ana 0` under `mute all`
+        return (
+            f"{shown}: not muted by name, but the mute on {', '.join(others)} holds them "
+            f"until {until} (`crosstalk mute all 0` lifts it)"
+        )
+    return f"{shown}: muted until {until}"
+
+
+def until_text(until: float, *, now: float) -> str:
+    """The local time a mute ends: ``HH:MM`` today, with the day and date on another day (and
+    the year in another year)."""
     try:
-        return time.strftime("%H:%M", time.localtime(until))
+        end, today = time.localtime(until), time.localtime(now)
     except (OverflowError, OSError, ValueError):  # an end stored before ends were capped
         return "further notice"
+    clock = time.strftime("%H:%M", end)
+    if end[:3] == today[:3]:
+        return clock
+    year = f" {end.tm_year}" if end.tm_year != today.tm_year else ""
+    day = f"{time.strftime('%a', end)} {end.tm_mday} {time.strftime('%b', end)}{year}"
+    return f"{day} {clock}"
 
 
 def _looks_numeric(text: str) -> bool:

@@ -71,7 +71,8 @@ def main(kwargs: dict[str, Any]) -> int:
 
 
 def render(message: dict[str, Any]) -> str:
-    """One message for a person: who, what, its short id (which `answer` and `slice` take).
+    """One message for a person: who, in which room, what, its short id (which `answer` and
+    `slice` take), and its thread when it is in one.
 
     The header is ours: the peer's names in it are kept to one line, and every line of their
     words is indented under it, so no newline they wrote draws a header of its own.
@@ -82,7 +83,8 @@ def render(message: dict[str, Any]) -> str:
 
     short = one(message.get("short") or message["id"][:8])
     session = f" ({one(message['session'])})" if message.get("session") else ""
-    head = one(message["from"]) + session
+    room = f" in #{one(message['room'])}" if message.get("room") else ""  # a post: no room
+    head = one(message["from"]) + session + room
     lines = [f"{head} · {one(message['kind'])} · {one(message['intent'])}  [{short}]"]
     if message.get("reply_to") or message.get("thread"):
         where = [f"reply to {one(message['reply_to'][:8])}"] if message.get("reply_to") else []

@@ -205,6 +205,19 @@ def held_notices(
     return [_notice(r) for r in rows]
 
 
+def count_held(conn: sqlite3.Connection) -> int:
+    """How many messages wait now: held by the gate (for an idle session, or a timed mute)
+    and not yet surfaced, read, answered or withdrawn. Not the record's held entries, which
+    keep every hold of the day, long after the message was read."""
+    params: dict[str, object] = {f"d{n}": d for n, d in enumerate(_HELD)}
+    row = conn.execute(
+        "SELECT count(DISTINCT message_id) FROM notices INDEXED BY notices_held "
+        f"WHERE {_HELD_NOW}",
+        params,
+    ).fetchone()
+    return int(row[0])
+
+
 _HELD_NOW = "surfaced_at IS NULL AND withdrawn_at IS NULL AND decision IN (:d0, :d1, :d2)"
 _QUIET_ASK = "(decision = :quiet AND intent <> :fyi)"
 

@@ -13,6 +13,7 @@ Every function takes the open connection, so it composes inside one ``store.read
 from __future__ import annotations
 
 import sqlite3
+from typing import Any
 
 import attrs
 
@@ -40,6 +41,7 @@ class HeldRow:
     room_name: str | None
     sender_label: str | None  # a contact's label, else the name the room gave them
     read_at: float | None
+    cursor: int = 0  # its rowid: later holds have larger ones (`watch` resumes after one)
 
 
 def hold(
@@ -91,6 +93,25 @@ def ask_with_correlation(conn: sqlite3.Connection, correlation: str) -> str | No
     return None if row is None else str(row[0])
 
 
+_HELD_SELECT = (
+    "SELECT h.message_id, h.sender, h.body, h.received_at, r.name, "
+    # A contact's name, else the name the room gave someone we never paired with.
+    "coalesce(c.label, (SELECT m.label FROM room_members m "
+    "WHERE m.room_id = h.room_id AND m.fingerprint = h.sender)), h.read_at, h.rowid "
+    "FROM held_messages h LEFT JOIN rooms r ON r.room_id = h.room_id "
+    "LEFT JOIN contacts c ON c.fingerprint = h.sender WHERE 1 = 1"
+)
+
+
+def _held(rows: list[Any]) -> list[HeldRow]:
+    return [
+        HeldRow(str(r[0]), str(r[1]), str(r[2]), float(r[3]),
+                None if r[4] is None else str(r[4]), None if r[5] is None else str(r[5]),
+                None if r[6] is None else float(r[6]), int(r[7]))
+        for r in rows
+    ]
+
+
 def held_rows(
     conn: sqlite3.Connection, *, include_read: bool, targets: list[str] | None
 ) -> list[HeldRow]:
@@ -101,23 +122,42 @@ def held_rows(
         marks = ", ".join("?" for _ in targets)
         where = f" AND (h.target_session IS NULL OR h.target_session IN ({marks}))"
     rows = conn.execute(
-        "SELECT h.message_id, h.sender, h.body, h.received_at, r.name, "
-        # A contact's name, else the name the room gave someone we never paired with.
-        "coalesce(c.label, (SELECT m.label FROM room_members m "
-        "WHERE m.room_id = h.room_id AND m.fingerprint = h.sender)), h.read_at "
-        "FROM held_messages h LEFT JOIN rooms r ON r.room_id = h.room_id "
-        "LEFT JOIN contacts c ON c.fingerprint = h.sender WHERE 1 = 1"
+        _HELD_SELECT
         + ("" if include_read else " AND h.read_at IS NULL")
         + where
         + " ORDER BY h.received_at, h.rowid",
         targets or [],
     ).fetchall()
-    return [
-        HeldRow(str(r[0]), str(r[1]), str(r[2]), float(r[3]),
-                None if r[4] is None else str(r[4]), None if r[5] is None else str(r[5]),
-                None if r[6] is None else float(r[6]))
-        for r in rows
-    ]
+    return _held(rows)
+
+
+def held_after(conn: sqlite3.Connection, cursor: int, limit: int) -> list[HeldRow]:
+    """Up to ``limit`` messages held after the one whose cursor is ``cursor``, in the order they
+    were held (read or not): what a resumed ``watch`` missed.
+
+    Cursors are rowids. SQLite gives a new row one more than the largest rowid in the table, so
+    they grow in the order of the (single-writer) commits; one is reused only if the newest rows
+    were deleted, which retention does to messages read days ago, never to what just arrived.
+    """
+    rows = conn.execute(
+        _HELD_SELECT + " AND h.rowid > ? ORDER BY h.rowid LIMIT ?", (cursor, limit)
+    ).fetchall()
+    return _held(rows)
+
+
+def held_with_ids(conn: sqlite3.Connection, ids: list[str]) -> list[HeldRow]:
+    """The held messages among ``ids``, in the order they were held."""
+    marks = ", ".join("?" for _ in ids)
+    rows = conn.execute(
+        _HELD_SELECT + f" AND h.message_id IN ({marks}) ORDER BY h.rowid", ids
+    ).fetchall()
+    return _held(rows)
+
+
+def last_cursor(conn: sqlite3.Connection) -> int:
+    """The cursor of the newest held message (0 when none is held)."""
+    row = conn.execute("SELECT max(rowid) FROM held_messages").fetchone()
+    return 0 if row is None or row[0] is None else int(row[0])
 
 
 def mark_read(conn: sqlite3.Connection, ids: list[str], now: float) -> dict[str, list[str]]:

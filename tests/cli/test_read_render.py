@@ -43,3 +43,18 @@ def test_a_forged_header_in_a_label_or_the_words_stays_inside_its_line() -> None
         "  ben · message · blocking  [deadbeef]",
         "  run this",
     ]
+
+
+def test_each_message_names_its_room_and_thread() -> None:
+    """Human `read` says which room a message came from, and its thread when it has one."""
+    shown = render(_message(room="team", thread="release-9")).split("\n")
+    assert shown[0] == "ana in #team · message · fyi  [01234567]"
+    assert shown[1] == "  (thread release-9)"
+    direct = render(_message(room="ana-ben", session="review")).split("\n")
+    assert direct[0] == "ana (review) in #ana-ben · message · fyi  [01234567]"
+
+
+def test_a_post_names_no_room() -> None:
+    """A post crossed no room: `read --json` gives room "", and the header names none."""
+    shown = render(_message(**{"from": "post:ci", "room": "", "kind": "notice"}))
+    assert shown.split("\n")[0] == "post:ci · notice · fyi  [01234567]"

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from crosstalk.errors import UsageError
+from crosstalk.errors import CrosstalkError, UnknownTask
 from crosstalk.features.memory import handle
 from crosstalk.features.memory.handle import MemoryFeature
 from crosstalk.features.memory.views import Where
@@ -37,8 +37,24 @@ async def test_our_own_task_is_found_once_the_relay_has_sequenced_it(
         daemon = SimpleNamespace(store=store, keys=ANA, identity=SimpleNamespace(label="ana"))
         feature = MemoryFeature(daemon)  # type: ignore[arg-type]
         if plant:
-            with pytest.raises(UsageError):
+            with pytest.raises(UnknownTask):
                 await feature.record_in("task", Where(room=ROOM), "t1")
             return
         room, task = await feature.record_in("task", Where(room=ROOM), "t1")
     assert (room.room_id, task) == (ROOM, "t1")
+
+
+@pytest.mark.parametrize(("kind", "code"), [("task", "unknown_task"), ("fact", "unknown_fact")])
+async def test_a_missing_task_or_fact_is_not_found_not_a_usage_error(
+    tmp_path: Path, kind: str, code: str
+) -> None:
+    """`tasks claim nope` (and the MCP tool) is told the task is unknown, exit 1, not `usage`."""
+    conn = room_db(tmp_path / "state.db")
+    conn.execute("COMMIT")
+    conn.close()
+    async with open_store(tmp_path / "state.db") as store:
+        daemon = SimpleNamespace(store=store, keys=ANA, identity=SimpleNamespace(label="ana"))
+        feature = MemoryFeature(daemon)  # type: ignore[arg-type]
+        with pytest.raises(CrosstalkError) as raised:
+            await feature.record_in(kind, Where(room=ROOM), "nope")
+    assert raised.value.code == code and f"no {kind} 'nope'" in raised.value.message

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import logging
 import sqlite3
+from collections import OrderedDict
 from collections.abc import AsyncGenerator
 from typing import TypeVar
 
@@ -26,7 +27,9 @@ from crosstalk.features.feature import Plugs, op, stream_op
 
 # Asks send as messages do, so they ask for what sending asks for.
 from crosstalk.features.messages.ops import Host, SendParams, deliver, resolve
+from crosstalk.features.read.ops import view_of
 from crosstalk.store.asks import apply_ask_ended
+from crosstalk.store.messages import HeldRow, held_after, held_with_ids, last_cursor
 from crosstalk.store.rooms import contact_named, find_contact
 from crosstalk.wire.converter import rename_fields
 from crosstalk.wire.room_ops import AskEnded, MessageOp
@@ -39,6 +42,8 @@ _REPLIES = (Kind.ANSWER, Kind.REFUSAL)
 MAX_WAIT = 600.0
 ENDED_WAIT = 5.0
 WATCH_BUFFER = 1000
+BACKLOG_PAGE = 500  # a resumed watch reads what it missed this many messages at a time
+SEEN_LIMIT = 4096
 
 
 @attrs.frozen
@@ -85,10 +90,21 @@ class WaitReply:
 @attrs.frozen
 class WatchParams:
     text: bool = False
+    after: int | None = None  # resume after this cursor (a line's ``cursor``), after a restart
+
+
+@attrs.frozen
+class Watching:
+    """A watch stream's first line: it is on, and where it starts."""
+
+    event: str
+    cursor: int  # the newest message held when it started; arrivals come after it
 
 
 @attrs.frozen
 class Arrival:
+    """One held message as ``read --json`` shows it (its fields are read's), and its cursor."""
+
     event: str
     id: str
     from_: str
@@ -97,6 +113,7 @@ class Arrival:
     intent: str
     kind: str
     text: str | None = None
+    cursor: int = 0
 
 
 class Mailroom:
@@ -106,16 +123,17 @@ class Mailroom:
         self._daemon = daemon
         self.asks: dict[str, tuple[str, trio.MemorySendChannel[MessageOp]]] = {}
         self.arrived = trio.Event()
-        self.watchers: set[trio.MemorySendChannel[Arrival]] = set()
+        # Each watch stream is told the ids of each batch that arrived, and reads them as held.
+        self.watchers: set[trio.MemorySendChannel[list[str]]] = set()
 
     async def applied(self, applied: list[Applied]) -> None:
         messages = [a for a in applied if isinstance(a.op, MessageOp)]
         if not messages:
             return
         labels: dict[str, str] = {}
-        if self.watchers or (self.asks and any(_asks(a) for a in messages)):
-            # Names only for someone who will see them: a watcher, or a mutual wait (an ask
-            # from someone we are waiting on). Most batches have neither: no read.
+        if self.asks and any(_asks(a) for a in messages):
+            # Names only for a mutual wait (an ask from someone we are waiting on). Most
+            # batches have none: no read.
             senders = {a.sender for a in messages}
             labels = await self._daemon.store.read(lambda c: _labels(c, senders))
         for entry in messages:
@@ -129,18 +147,9 @@ class Mailroom:
                 _tell(waiter, op)
             if op.kind is Kind.ASK:
                 await self._mutual(entry.sender, label)
-            arrival = Arrival(
-                "arrival",
-                entry.op_id,
-                label,
-                op.from_session,
-                entry.room_id,
-                op.intent.value,
-                op.kind.value,
-                op.text,
-            )
-            for watcher in list(self.watchers):
-                _tell(watcher, arrival)
+        ids = [entry.op_id for entry in messages]
+        for watcher in list(self.watchers):
+            _tell(watcher, ids)
         self.arrived.set()
         self.arrived = trio.Event()
 
@@ -244,14 +253,59 @@ async def wait(mailroom: Mailroom, params: WaitParams) -> WaitReply:
     return WaitReply(arrived=0)
 
 
-async def watch(mailroom: Mailroom, params: WatchParams) -> AsyncGenerator[Arrival, None]:
-    """One line per arrival for as long as the client stays (the words only if asked for)."""
-    send, receive = trio.open_memory_channel[Arrival](WATCH_BUFFER)
-    mailroom.watchers.add(send)
+class _Seen:
+    """The ids a watch stream printed lately (bounded): a message resumed from the store and
+    told live as well prints once."""
+
+    def __init__(self, limit: int = SEEN_LIMIT) -> None:
+        self._limit = limit
+        self._ids: OrderedDict[str, None] = OrderedDict()
+
+    def first(self, msg_id: str) -> bool:
+        """Whether ``msg_id`` is new here (it is remembered from now on)."""
+        if msg_id in self._ids:
+            return False
+        self._ids[msg_id] = None
+        while len(self._ids) > self._limit:
+            self._ids.popitem(last=False)
+        return True
+
+
+def _arrival(row: HeldRow, me: str, text: bool) -> Arrival:
+    view = view_of(row, me)
+    return Arrival(
+        "arrival", view.id, view.from_, view.session, view.room, view.intent, view.kind,
+        view.text if text else None, row.cursor,
+    )
+
+
+async def watch(
+    daemon: Host, mailroom: Mailroom, params: WatchParams
+) -> AsyncGenerator[Watching | Arrival, None]:
+    """One line per message held for us, as it is held, for as long as the client stays (the
+    words only if asked for). The first line says where it starts; with ``after`` (a cursor an
+    earlier stream printed), the messages held since then come first, so a client that lost
+    its daemon for a while resumes without a gap."""
+    send, receive = trio.open_memory_channel[list[str]](WATCH_BUFFER)
+    mailroom.watchers.add(send)  # before the store is read: nothing held after falls between
+    me = daemon.keys.fingerprint if daemon.identity is not None else ""
+    seen = _Seen()
     try:
         async with receive:
-            async for arrival in receive:
-                yield arrival if params.text else attrs.evolve(arrival, text=None)
+            yield Watching("watching", await daemon.store.read(last_cursor))
+            cursor = params.after
+            while cursor is not None:  # what was held while this client was away, in pages
+                page = functools.partial(held_after, cursor=cursor, limit=BACKLOG_PAGE)
+                rows = await daemon.store.read(page)
+                for row in rows:
+                    if seen.first(row.message_id):
+                        yield _arrival(row, me, params.text)
+                cursor = rows[-1].cursor if len(rows) == BACKLOG_PAGE else None
+            async for ids in receive:
+                rows = await daemon.store.read(functools.partial(held_with_ids, ids=ids))
+                for row in rows:  # our own messages are not held: they are no arrival
+                    if seen.first(row.message_id):
+                        yield _arrival(row, me, params.text)
     finally:
         mailroom.watchers.discard(send)
 
@@ -269,7 +323,7 @@ def plug(daemon: Host) -> Plugs:
             stream_op("ask", AskParams, functools.partial(ask, daemon, mailroom)),
             op("asks", NoParams, functools.partial(asks, mailroom)),
             op("wait", WaitParams, functools.partial(wait, mailroom)),
-            stream_op("watch", WatchParams, functools.partial(watch, mailroom)),
+            stream_op("watch", WatchParams, functools.partial(watch, daemon, mailroom)),
         ),
         appliers=(apply_ask_ended,),
         applied_listeners=(mailroom.applied,),

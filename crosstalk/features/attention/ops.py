@@ -37,6 +37,7 @@ from crosstalk.wire.room_ops import MessageOp
 DEFAULT_MUTE_MINUTES = 60.0
 RECORD_HORIZON = 24 * 3600.0  # how far back `attention` looks for items still held
 CLEAR = ("clear", "unset", "reset")
+EVERYONE_WORDS = ("*", "everyone", "all")  # `crosstalk mute all [MINUTES]`
 
 
 class Host(Stored, Identified, SendsOps, Supervises, CallsOps, Protocol):
@@ -70,14 +71,26 @@ class TrustReply:
 
 @attrs.frozen
 class MuteParams:
+    """``who`` for ``minutes`` (60 when not given); no ``who`` and no ``minutes``: only list.
+    ``who`` may be a person, a room, or ``everyone``/``all``; minutes without ``who`` mute
+    everyone (``crosstalk mute 30``)."""
+
     who: str | None = None
-    minutes: float = DEFAULT_MUTE_MINUTES
+    minutes: float | None = None
+
+
+@attrs.frozen
+class MuteView:
+    who: str
+    until: float
 
 
 @attrs.frozen
 class MuteReply:
-    muted: list[str]
-    until: float | None
+    muted: list[str]  # every mute in force, by our names
+    until: float | None  # when ``who`` stops being held (by its mute or one covering it)
+    by: list[str] = attrs.Factory(list)  # the mutes holding ``who``: its own, ``everyone``
+    mutes: list[MuteView] = attrs.Factory(list)  # every mute in force, with its end
 
 
 @attrs.frozen
@@ -221,7 +234,7 @@ def trust_view(conn: sqlite3.Connection, explain: str | None) -> TrustReply:
 
 
 def _mute_key(conn: sqlite3.Connection, who: str | None) -> str:
-    if who is None or who.strip().lower() in ("*", "everyone", "all"):
+    if who is None or who.strip().lower() in EVERYONE_WORDS:
         return EVERYONE
     if not who.startswith("#"):
         person = _person_key(conn, who)
@@ -234,19 +247,38 @@ def _mute_key(conn: sqlite3.Connection, who: str | None) -> str:
 
 
 def apply_mute(conn: sqlite3.Connection, params: MuteParams, now: float) -> MuteReply:
-    key = _mute_key(conn, params.who)
-    mutes = db.load_mutes(conn).mute(key, params.minutes, now)
-    db.save_mutes(conn, mutes, now)
+    """Mute (or with 0 minutes lift) ``who`` and say what holds them now; with neither
+    ``who`` nor ``minutes``, change nothing and list the mutes."""
+    mutes = db.load_mutes(conn)
+    key: str | None = None
+    if params.who is not None or params.minutes is not None:
+        key = _mute_key(conn, params.who)
+        minutes = DEFAULT_MUTE_MINUTES if params.minutes is None else params.minutes
+        mutes = mutes.mute(key, minutes, now)
+        db.save_mutes(conn, mutes, now)
     people, rooms = _names(conn)
     names = {EVERYONE: "everyone", **people, **rooms}
     active = mutes.active(now)
-    return MuteReply(muted=sorted(names.get(k, k) for k in active), until=active.get(key))
+    views = sorted((MuteView(names.get(k, k), end) for k, end in active.items()),
+                   key=lambda v: (v.until, v.who))
+    if key is None:
+        return MuteReply(sorted(v.who for v in views), None, mutes=views)
+    # Lifting ben's mute leaves him held while everyone is muted: say so, and until when.
+    holding = [k for k in dict.fromkeys((key, EVERYONE)) if mutes.is_muted(k, now)]
+    return MuteReply(
+        muted=sorted(v.who for v in views),
+        until=mutes.ends_at(key, None, now),
+        by=[names.get(k, k) for k in holding],
+        mutes=views,
+    )
 
 
-def _attention(conn: sqlite3.Connection, now: float) -> AttentionReply:
+def attention_summary(conn: sqlite3.Connection, now: float) -> AttentionReply:
+    """Who reached us in the last hour (the record), and how many messages wait now (the
+    gate's held notices: what was read or withdrawn since waits no more)."""
     entries = db.attention_entries(conn, now - RECORD_HORIZON)
     summary = summarize(entries, now, window=WINDOW)
-    return AttentionReply(summary.reached_last_hour, summary.held, summary.by_source)
+    return AttentionReply(summary.reached_last_hour, db.count_held(conn), summary.by_source)
 
 
 # --- wiring -------------------------------------------------------------------------------------
@@ -315,7 +347,7 @@ def plug(daemon: Host) -> Plugs:
         return reply
 
     async def attention(params: NoParams) -> AttentionReply:
-        return await daemon.store.read(lambda c: _attention(c, time.time()))
+        return await daemon.store.read(lambda c: attention_summary(c, time.time()))
 
     return Plugs(
         ops=(

@@ -12,7 +12,7 @@ import sqlite3
 
 import attrs
 
-from crosstalk.errors import UnknownRoom, UsageError
+from crosstalk.errors import UnknownFact, UnknownRoom, UnknownTask, UsageError
 from crosstalk.store import memory as m
 from crosstalk.store.rooms import Room, list_contacts, list_rooms, removed_from
 from crosstalk.wire.converter import rename_fields
@@ -230,7 +230,7 @@ def find_record(
     """The room holding the fact/task ``wanted`` (its id, or a unique prefix of it).
 
     Raises:
-        UsageError: no such record in those rooms, or the prefix matches several.
+        UnknownTask, UnknownFact: no such record in those rooms, or the prefix matches several.
     """
     hits: list[tuple[Room, str]] = []
     for room in rooms:
@@ -240,9 +240,10 @@ def find_record(
     if len(hits) == 1:
         return hits[0]
     what = "fact" if kind == "fact" else "task"
+    unknown = UnknownFact if kind == "fact" else UnknownTask  # not found: no usage mistake
     if not hits:
-        raise UsageError(f"There is no {what} {wanted!r}; `crosstalk {what}s` lists them.")
-    raise UsageError(f"{wanted!r} matches several {what}s; give more of its id.")
+        raise unknown(f"There is no {what} {wanted!r}; `crosstalk {what}s` lists them.")
+    raise unknown(f"{wanted!r} matches several {what}s; give more of its id.")
 
 
 # --- lists ---------------------------------------------------------------------------------------

@@ -186,12 +186,15 @@ def held_views(
 ) -> tuple[list[MessageView], tuple[str, ...]]:
     """Held messages for a reader, oldest first, and the ids among them still unread."""
     rows = messages.held_rows(conn, include_read=include_read, targets=_targets(conn, session))
-    views = [
-        _view(r.message_id, r.sender, r.body, r.received_at, room=r.room_name,
-              label=ME if r.sender == me else r.sender_label)
-        for r in rows
-    ]
-    return views, tuple(r.message_id for r in rows if r.read_at is None)
+    return [view_of(r, me) for r in rows], tuple(r.message_id for r in rows if r.read_at is None)
+
+
+def view_of(row: messages.HeldRow, me: str) -> MessageView:
+    """A held message as ``read`` shows it (``watch`` shows the same fields), for ``me``."""
+    return _view(
+        row.message_id, row.sender, row.body, row.received_at, room=row.room_name,
+        label=ME if row.sender == me else row.sender_label,
+    )
 
 
 def _view(
