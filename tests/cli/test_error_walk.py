@@ -16,9 +16,11 @@ import contextlib
 import functools
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -228,3 +230,80 @@ def test_read_on_a_new_home_through_the_fast_path_makes_nothing(
     assert done.returncode == 1, done.stderr
     assert json.loads(done.stdout)["error"]["code"] == "not_set_up"
     assert not home.exists() and processes_naming(home) == []
+
+
+# --- with an identity: unknown names, numbers out of range, huge text, text like an option ------
+
+HUGE = "x" * (1 << 20)
+
+# (arguments, the code). Names nobody has: a peer, a room, a message, a task, a fact, a
+# reservation; numbers below or past their range; a 1 MiB argument; words that look like options.
+BAD_INPUTS: list[tuple[list[str], str]] = [
+    (["send", "nobody", "hi"], "unknown_peer"),
+    (["ask", "nobody", "hi"], "unknown_peer"),
+    (["rename", "nobody", "somebody"], "unknown_peer"),
+    (["trust", "nobody", "ask"], "unknown_peer"),
+    (["mute", "nobody", "5"], "unknown_peer"),
+    (["answer", "nobody", "c0ffee", "yes"], "unknown_message"),  # no such question first
+    (["slice", "m-nosuch"], "unknown_message"),
+    (["slice", "c0ffee00"], "unknown_message"),
+    (["thread", "t-nosuch"], "unknown_message"),
+    (["room", "leave", "nosuch"], "unknown_room"),
+    (["room", "invite", "nosuch", "nobody"], "unknown_room"),
+    (["room", "kick", "nosuch", "nobody"], "unknown_room"),
+    (["room", "edits", "nosuch"], "unknown_room"),
+    (["decisions", "--room", "nosuch"], "unknown_room"),
+    (["decide", "use sqlite"], "not_in_repository"),  # the cwd is no repository; no --repo
+    (["facts", "--room", "nosuch"], "unknown_room"),
+    (["tasks", "add", "do it", "--room", "nosuch"], "unknown_room"),
+    (["release", "r-nosuch"], "not_in_repository"),  # a word not an id is a path
+    (["mute", "--", "-5"], "usage"),
+    (["mute", "1e308"], "usage"),
+    (["prune", "--older-than", "-1"], "usage"),
+    (["ask", "nobody", "hi", "--timeout", "-1"], "usage"),
+    (["ask", "nobody", "hi", "--timeout", "1e308"], "usage"),
+    (["edits", "--window", "-1"], "usage"),
+    (["slice", "m-nosuch", "99999999999999999999999"], "unknown_message"),
+    (["slice", "m-nosuch", "-1"], "usage"),  # looks like an option
+    (["post", HUGE], "too_large"),
+    (["post", "hi", "--source", HUGE], "too_large"),
+    (["send", "nobody", HUGE], "too_large"),  # a request past 1 MiB is refused whole
+    (["facts", "add", HUGE, "--room", "nosuch"], "too_large"),
+    (["room", "create", HUGE], "too_large"),
+    (["rename", "nobody", HUGE], "too_large"),
+    (["decide", HUGE, "--repo", "."], "too_large"),
+    (["send", "--bogus", "hi"], "usage"),
+    (["post", "--help-me"], "usage"),
+]
+
+
+@pytest.fixture(scope="module")
+def alone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A home with an identity and its daemon running (stopped by pid afterwards)."""
+    from crosstalk.store.identity import new_identity, save_identity
+
+    home = Path(tempfile.mkdtemp(prefix="ct-walk-", dir="/tmp")) / "ana"
+    home.mkdir(mode=0o700)
+    save_identity(home / "identity.json", new_identity("ana"))
+    started = subprocess.run(
+        [sys.executable, "-m", "crosstalk", "daemon", "start", "--json", "--home", str(home)],
+        capture_output=True, text=True, timeout=90, check=True,
+    )
+    pid = int(json.loads(started.stdout)["pid"])
+    yield home
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    shutil.rmtree(home.parent, ignore_errors=True)
+
+
+@pytest.mark.parametrize(
+    ("args", "code"), BAD_INPUTS, ids=[" ".join(a)[:40] for a, _ in BAD_INPUTS]
+)
+def test_bad_input_is_one_coded_sentence_and_writes_nothing(
+    args: list[str], code: str, alone: Path, place: Path
+) -> None:
+    """Each bad input: its code, exit 1 (2 for usage), one sentence, nothing in the cwd."""
+    for json_mode in (True, False):
+        ran = run([*args, "--home", str(alone), *(["--json"] if json_mode else [])])
+        assert_clean_error(ran, json_mode=json_mode, code=code)
+        assert list(place.iterdir()) == []
