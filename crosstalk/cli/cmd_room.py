@@ -69,12 +69,13 @@ def new(
         conn.send("room_new", {"label": label, "agent": agent, "host": host, "public": public})
         invite = conn.receive()
         invite.pop("ok", None)
-        note = f"\n{invite['note']}\n" if invite.get("note") else ""
+        # Who can join comes first: it decides whether to read the words out at all.
+        note = f"{invite['note']}\n\n" if invite.get("note") else ""
         out.emit(
             invite,
             (
-                "Read this to the other person; it expires in "
-                f"{invite['expires_in'] // 60} minutes:\n\n    {invite['invite']}\n{note}"
+                f"{note}Read this to the other person; it expires in "
+                f"{invite['expires_in'] // 60} minutes:\n\n    {invite['invite']}\n"
             ),
         )
         conn.extend_deadline(PAIRING_WAIT)

@@ -267,6 +267,7 @@ BAD_INPUTS: list[tuple[list[str], str]] = [
     (["slice", "m-nosuch", "-1"], "usage"),  # looks like an option
     (["post", HUGE], "too_large"),
     (["post", "hi", "--source", HUGE], "too_large"),
+    (["post", "hi", "--source", "s" * 65], "usage"),  # a source is a name: 64 at most
     (["send", "nobody", HUGE], "too_large"),  # a request past 1 MiB is refused whole
     (["facts", "add", HUGE, "--room", "nosuch"], "too_large"),
     (["room", "create", HUGE], "too_large"),
@@ -307,3 +308,13 @@ def test_bad_input_is_one_coded_sentence_and_writes_nothing(
         ran = run([*args, "--home", str(alone), *(["--json"] if json_mode else [])])
         assert_clean_error(ran, json_mode=json_mode, code=code)
         assert list(place.iterdir()) == []
+
+
+def test_a_post_source_of_64_characters_is_taken_and_65_is_refused_saying_so(
+    alone: Path, place: Path
+) -> None:
+    """``post --source`` takes a name up to 64 characters; past that the sentence says 64."""
+    ran = run(["post", "hi", "--source", "s" * 64, "--home", str(alone), "--json"])
+    assert ran.code == 0, ran.out
+    refused = run(["post", "hi", "--source", "s" * 65, "--home", str(alone), "--json"])
+    assert "64" in json.loads(refused.out)["error"]["message"]

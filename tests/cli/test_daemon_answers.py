@@ -1,4 +1,4 @@
-"""``crosstalk tasks claim``: a lost claim exits 1 with ``claimed_by_other`` naming the holder,
+"""``crosstalk tasks claim`` and ``room new``: a lost claim exits 1 with ``claimed_by_other`` naming the holder,
 so ``crosstalk tasks claim ID && …`` is safe in a script (CLI.md); won and pending exit 0.
 
 The daemon here is a fake on the home's control socket answering ``status`` and
@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import trio
-
-from tests.cli.test_error_walk import Ran, assert_clean_error, run
+from tests.cli.fake_daemon import run_against
+from tests.cli.test_error_walk import Ran, assert_clean_error
 
 
 @pytest.fixture
@@ -29,28 +28,8 @@ def home() -> Iterator[Path]:
 
 async def claim_against(home: Path, outcome: dict[str, Any], *args: str) -> Ran:
     """Run ``tasks claim t1 ARGS --home HOME`` against a daemon answering ``outcome``."""
-    replies = {"status": {"pid": 1}, "task_claim": {"id": "t1", "room": "team", **outcome}}
-
-    async def answer(stream: trio.SocketStream) -> None:
-        async with stream:
-            request = b""
-            while not request.endswith(b"\n"):
-                request += await stream.receive_some(65536)
-            reply = replies[json.loads(request)["op"]]
-            await stream.send_all(json.dumps({"ok": True, **reply}).encode() + b"\n")
-
-    sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
-    await sock.bind(str(home / "daemon.sock"))
-    sock.listen(4)
-    with trio.fail_after(30):
-        async with trio.open_nursery() as nursery:
-            await nursery.start(trio.serve_listeners, answer, [trio.SocketListener(sock)])
-            ran = await trio.to_thread.run_sync(
-                run, ["tasks", "claim", "t1", *args, "--home", str(home)]
-            )
-            nursery.cancel_scope.cancel()
-    (home / "daemon.sock").unlink()  # the next fake binds it again
-    return ran
+    reply = {"id": "t1", "room": "team", **outcome}
+    return await run_against(home, {"task_claim": [reply]}, ["tasks", "claim", "t1", *args])
 
 
 async def test_a_lost_claim_exits_1_with_claimed_by_other_naming_the_holder(home: Path) -> None:
@@ -69,3 +48,13 @@ async def test_a_won_or_pending_claim_exits_0(home: Path, outcome: str) -> None:
     """Won and pending print the reply and exit 0."""
     ran = await claim_against(home, {"outcome": outcome, "claimed_by": "ana"}, "--json")
     assert ran.code == 0 and json.loads(ran.out)["outcome"] == outcome
+
+
+async def test_room_new_prints_who_can_join_before_the_words(home: Path) -> None:
+    """The note (only this machine can join) comes before the code: the person reads it out
+    at once, and needs to know first whether the other person can join at all."""
+    invite = {"invite": "1234-a-b-c-d", "expires_in": 900, "note": "Only this machine can join."}
+    joined = {"joined": "ben", "room": "r1", "them": "ben", "you": "ana"}
+    ran = await run_against(home, {"room_new": [invite, joined]}, ["room", "new"])
+    assert ran.code == 0, ran.err
+    assert ran.out.index("Only this machine can join.") < ran.out.index("1234-a-b-c-d")
