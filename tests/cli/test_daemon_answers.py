@@ -1,8 +1,9 @@
-"""``crosstalk tasks claim`` and ``room new``: a lost claim exits 1 with ``claimed_by_other`` naming the holder,
-so ``crosstalk tasks claim ID && …`` is safe in a script (CLI.md); won and pending exit 0.
+"""What a command prints of the daemon's answer: a lost ``tasks claim`` exits 1 with
+``claimed_by_other`` naming the holder, so ``crosstalk tasks claim ID && …`` is safe in a
+script (CLI.md), while won and pending exit 0; ``room new`` says who can join before the words.
 
-The daemon here is a fake on the home's control socket answering ``status`` and
-``task_claim``; the CLI runs in-process."""
+The daemon here is a fake on the home's control socket (tests/cli/fake_daemon.py); the CLI
+runs in-process."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from tests.cli.fake_daemon import run_against
 from tests.cli.test_error_walk import Ran, assert_clean_error
 
