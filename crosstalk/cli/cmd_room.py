@@ -64,17 +64,18 @@ def new(
     """Start a pairing: prints four words to read to the other person, then waits for them."""
     out = Output(json_mode=json_output)
     h = Home.resolve(home)
-    ensure_daemon(h)
+    ensure_daemon(h, needs_identity=False)
     with ControlConnection(h.socket, timeout=60.0) as conn:
         conn.send("room_new", {"label": label, "agent": agent, "host": host, "public": public})
         invite = conn.receive()
         invite.pop("ok", None)
-        note = f"\n{invite['note']}\n" if invite.get("note") else ""
+        # Who can join comes first: it decides whether to read the words out at all.
+        note = f"{invite['note']}\n\n" if invite.get("note") else ""
         out.emit(
             invite,
             (
-                "Read this to the other person; it expires in "
-                f"{invite['expires_in'] // 60} minutes:\n\n    {invite['invite']}\n{note}"
+                f"{note}Read this to the other person; it expires in "
+                f"{invite['expires_in'] // 60} minutes:\n\n    {invite['invite']}\n"
             ),
         )
         conn.extend_deadline(PAIRING_WAIT)
@@ -96,7 +97,7 @@ def join(
     out = Output(json_mode=json_output)
     _check_code(code, link=False)  # a malformed code needs no daemon to refuse
     h = Home.resolve(home)
-    ensure_daemon(h)
+    ensure_daemon(h, needs_identity=False)
     with ControlConnection(h.socket, timeout=PAIRING_WAIT) as conn:
         conn.send("room_join", {"code": code, "label": label, "agent": agent})
         joined = conn.receive()
@@ -116,7 +117,7 @@ def link(
     h = Home.resolve(home)
     if code is not None:
         _check_code(code, link=True)
-    ensure_daemon(h)
+    ensure_daemon(h, needs_identity=code is None)
     if code is not None:
         linked = call(h, "link_join", {"code": code}, timeout=PAIRING_WAIT)
         linked.pop("ok", None)

@@ -79,7 +79,11 @@ def main() -> None:
 
             serve_mcp(home, tools)
             return
-    if args[:1] == ["hook"] and not any(a.startswith(("--home", "--json", "-h")) for a in args):
+    # --help (and the CLI's own options) go to typer: the hook program's stdout is the client's
+    # contract, so it would answer `--help` with `{}` and an error.
+    if args[:1] == ["hook"] and not any(
+        a in ("--help", "-h") or a.startswith(("--home", "--json")) for a in args
+    ):
         from crosstalk.hook.main import main as hook_main
 
         hook_main(args[1:])

@@ -12,8 +12,13 @@ typer an app with only that command (or group) in it, and typer builds one.
 from __future__ import annotations
 
 import sys
+from typing import Any, NoReturn
 
 import typer
+from typer._click.core import Context  # typer vendors click (0.2x); its errors come from there
+from typer._click.exceptions import NoArgsIsHelpError
+from typer._click.exceptions import UsageError as ParseError
+from typer.core import TyperGroup
 
 from crosstalk.cli import (
     cmd_agent,
@@ -36,9 +41,44 @@ from crosstalk.cli import (
 HELP = "Put several people's coding agents in shared, end-to-end encrypted rooms."
 
 
+class _Group(TyperGroup):
+    """The top level: a malformed command line (a missing argument, an unknown option) is a
+    ``usage`` error told like every other one, one sentence on stderr or the JSON envelope with
+    ``--json``, exit 2 (CLI.md), instead of click's framed usage text."""
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: Context | None = None, **extra: Any
+    ) -> Context:
+        try:
+            ctx = super().make_context(info_name, args, parent, **extra)
+        except ParseError as exc:
+            _usage(exc, json_mode="--json" in args)
+        ctx.meta["crosstalk.json"] = "--json" in args
+        return ctx
+
+    def invoke(self, ctx: Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except ParseError as exc:
+            _usage(exc, json_mode=bool(ctx.meta.get("crosstalk.json")))
+
+
+def _usage(exc: ParseError, *, json_mode: bool) -> NoReturn:
+    """Report a command-line parse error as the ``usage`` error; help asked for stays help."""
+    if isinstance(exc, NoArgsIsHelpError):
+        raise exc
+    from crosstalk.cli.output import Output
+    from crosstalk.errors import UsageError
+
+    where = exc.ctx.command_path if exc.ctx is not None else "crosstalk"
+    sentence = f"{exc.format_message().rstrip('.')}; see `{where} --help`."
+    raise typer.Exit(Output(json_mode=json_mode).report(UsageError(sentence)))
+
+
 def _new_app() -> typer.Typer:
     return typer.Typer(
         name="crosstalk",
+        cls=_Group,
         help=HELP,
         no_args_is_help=True,
         add_completion=False,

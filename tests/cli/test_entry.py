@@ -3,6 +3,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from crosstalk.cli.entry import _daemon_run_args, _server_args
@@ -97,3 +101,15 @@ def test_daemon_run_fast_path_accepts_only_its_own_options(
 ) -> None:
     """`daemon run` skips typer only with --json/--detach/--home; anything else gets typer."""
     assert _daemon_run_args(args) == expected
+
+
+def test_hook_help_prints_the_commands_help_not_the_hook_contract(tmp_path: Path) -> None:
+    """``crosstalk hook --help`` is typer's help, exit 0: not the hook program's ``{}`` and an
+    unknown-option error."""
+    done = subprocess.run(
+        [sys.executable, "-m", "crosstalk", "hook", "--help"],
+        capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Usage:" in done.stdout and not done.stdout.startswith("{}")
+    assert done.stderr == ""

@@ -59,3 +59,27 @@ def test_each_code_is_documented_once_and_exists() -> None:
     assert len(listed) == len(set(listed))
     stale = sorted(set(listed) - codes_in_source() - set(ERROR_CODES))
     assert not stale, f"docs/errors.md lists codes nothing raises: {stale}"
+
+
+def test_each_documented_code_names_a_command_that_prints_it() -> None:
+    """Every row of docs/errors.md says, where it says what happened, which command prints it
+    (a `crosstalk …` in backticks, or "every command")."""
+    text = DOC.read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `([a-z_]+)` \| (.*?) \| ", text, re.MULTILINE)
+    assert len(rows) == len(documented_codes())
+    silent = [
+        code for code, what in rows if "`crosstalk " not in what and "every command" not in what
+    ]
+    assert not silent, f"say which command prints these in docs/errors.md: {silent}"
+
+
+def test_every_code_a_command_printed_in_the_walk_is_documented() -> None:
+    """The bad-input walk (tests/cli/test_error_walk.py) expects only documented codes, so a
+    code a command prints and this page lacks fails there (its assert_clean_error checks each
+    printed code against this page)."""
+    from tests.cli.test_error_walk import BAD_INPUTS, NO_IDENTITY
+
+    expected = {code for _, code in BAD_INPUTS} | {
+        code for code in NO_IDENTITY.values() if isinstance(code, str)
+    }
+    assert expected <= set(documented_codes())

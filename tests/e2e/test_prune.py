@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from tests.e2e.conftest import Cli
+from tests.e2e.conftest import Cli, start_alone
 
 
 def test_prune_answers_what_it_removed(cli: Cli) -> None:
+    """prune reports what it removed, by table, and refuses a negative age as usage."""
+    start_alone(cli)  # a home without an identity is not_set_up, with no daemon started
     default = cli.json("prune")
     assert default["older_than_days"] == 30.0
     assert set(default["removed"]) >= {"held_messages", "notices", "attention_record"}

@@ -381,8 +381,15 @@ def _five_claimants(circle: Circle, rng: random.Random) -> None:
         answers: dict[str, dict[str, Any]] = {}
         for p, proc in zip(claimants, procs, strict=True):
             out, err = proc.communicate(timeout=120)
-            assert proc.returncode == 0, (p.home.name, out, err)
-            answers[p.home.name] = json.loads(out.splitlines()[-1])
+            reply = json.loads(out.splitlines()[-1])
+            if "error" in reply:  # a lost claim exits 1, claimed_by_other naming the holder
+                assert proc.returncode == 1, (p.home.name, out, err)
+                assert reply["error"]["code"] == "claimed_by_other", (p.home.name, out)
+                holder = reply["error"]["message"].partition(" has ")[0]
+                reply = {"outcome": "lost", "claimed_by": holder}
+            else:
+                assert proc.returncode == 0, (p.home.name, out, err)
+            answers[p.home.name] = reply
         outcomes = {name: a["outcome"] for name, a in answers.items()}
         winners = [name for name, outcome in outcomes.items() if outcome == "won"]
         assert len(winners) == 1, f"round {rnd}: outcomes {outcomes}"

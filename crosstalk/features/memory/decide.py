@@ -13,7 +13,7 @@ from pathlib import Path
 import trio
 
 from crosstalk.core.triage import Kind
-from crosstalk.errors import CrosstalkError, UnknownPeer, UsageError
+from crosstalk.errors import CrosstalkError, NotInRepository, UnknownPeer, UsageError
 from crosstalk.features.feature import ControlOp, op
 from crosstalk.features.memory import views as v
 from crosstalk.features.memory.handle import MemoryFeature
@@ -92,7 +92,19 @@ async def _tell(feature: MemoryFeature, who: str, text: str, *, announced_in: Ro
 
 
 def _repo_dir(repo: str | None, cwd: str | None) -> Path:
-    chosen = Path(repo) if repo else (repo_root(cwd) if cwd else None) or Path(cwd or os.getcwd())
+    """``--repo``, else the git repository around ``cwd``: never a bare directory, where a
+    DECISIONS.md would be a stray file nobody finds (issue 39)."""
+    if repo:
+        chosen = Path(repo)
+    else:
+        where = cwd or os.getcwd()
+        found = repo_root(where)
+        if found is None:
+            raise NotInRepository(
+                f"{where} is not inside a git repository; run `crosstalk decide` in one, "
+                "or pass the repository with --repo."
+            )
+        chosen = found
     try:
         is_dir = chosen.is_dir()
     except OSError:  # a path too long for the OS to look at is no directory either

@@ -71,6 +71,7 @@ class Host(Stored, Identified, SendsOps, Routed, TellsLocal, Protocol):
 
 
 SENT_WAIT = 2.0
+MAX_SOURCE = 64  # a post's source shows where a sender's name does (a label is 64)
 # Building the slices (reading files, running git) may take this long. A send answers well
 # inside its clients' 30 s, so a slow slice fails the send, with nothing queued, instead of the
 # client giving up (daemon_unreachable) on a send that is then delivered anyway.
@@ -464,6 +465,8 @@ async def post(daemon: Host, params: PostParams) -> PostReply:
     """The ``post`` op: a notice from a local source, held here and crossing no relay."""
     intent = Intent.parse(params.intent)
     source = params.source.strip() or "local"
+    if len(source) > MAX_SOURCE:
+        raise UsageError(f"A post's --source is a name of at most {MAX_SOURCE} characters.")
     if not params.text.strip():
         raise UsageError("There is nothing to post: the text is empty.")
     if len(params.text) > MAX_TEXT:
