@@ -28,6 +28,7 @@ from crosstalk.store import (
     schema_messages,
     schema_presence,
     schema_receipts,
+    schema_search,
     schema_threads,
     schema_ui,
 )
@@ -270,6 +271,8 @@ MIGRATIONS: tuple[Migration, ...] = (
               schema_memory.STATEMENTS_V21),
     # Which files agents wrote lately, ours and roommates' (crosstalk/features/edits/).
     Migration(22, "edits: files agents wrote lately", schema_edits.STATEMENTS),
+    # Full-text search over what this identity holds, kept by triggers (crosstalk/store/search.py).
+    Migration(23, "search: a full-text index of what is held", schema_search.STATEMENTS),
 )
 LATEST_VERSION = len(MIGRATIONS)
 
