@@ -1,9 +1,9 @@
 """Search what this identity holds: the FTS5 index of migration step 23 (schema_search.py).
 
-The index is kept by triggers, so this module only reads it. A search is two steps: the ranked
-ids (FTS5's ``rank``, bm25 with the weights schema_search.py configured, newest first among
-equals) under the filters, then a snippet and names for those few only (SQLite computes every
-result column of every match before it sorts, and a snippet costs a re-tokenization of the text).
+The index is kept by triggers, so this module only reads it. A search finds where the newest
+:data:`RANK_WINDOW` matches begin (walking the match list by rowid costs next to nothing), then
+lets FTS5 rank the matches from there on by bm25 (``rank``, with the weights schema_search.py
+configured) under the filters, and stops at the best ``limit``.
 
 Snippets mark each matched word with ``[`` and ``]`` (:data:`OPEN`, :data:`CLOSE`), plain text a
 terminal and an agent can both show; what peers wrote may hold brackets of its own, which only
@@ -24,6 +24,11 @@ from crosstalk.store.gate import LOCAL_ROOM
 OPEN, CLOSE, ELLIPSIS = "[", "]", "…"
 #: Tokens a snippet shows around the match.
 SNIPPET_TOKENS = 16
+#: Matches ranked per search: the newest this many. bm25 costs a few µs per match (document
+#: lengths, hit counts), so ranking a word found in 50,000 messages took 100 ms and more; a word
+#: that common weighs little in bm25 anyway (its IDF is low), and its newest mentions are the
+#: ones wanted. Fewer matches than this are all ranked. (bench/search.py)
+RANK_WINDOW = 1000
 #: The index's tokenizer; the syntax check parses with the same one.
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 
@@ -132,17 +137,6 @@ def _where(filters: Filters) -> tuple[str, list[object]]:
     return "".join(f" AND {c}" for c in clauses), args
 
 
-def ranked_ids(conn: sqlite3.Connection, query: FtsQuery, filters: Filters) -> list[int]:
-    """The ids of the best ``filters.limit`` matches, best first."""
-    where, args = _where(filters)
-    rows = conn.execute(
-        "SELECT d.id FROM search_fts JOIN search_docs d ON d.id = search_fts.rowid "
-        f"WHERE search_fts MATCH ?{where} ORDER BY search_fts.rank, d.ts DESC LIMIT ?",
-        [query.expression, *args, filters.limit],
-    ).fetchall()
-    return [int(r[0]) for r in rows]
-
-
 def _from(conn: sqlite3.Connection, sender: str | None, label: str | None, me: str) -> str:
     """Our name for who wrote it: ``me``, a contact's label, the name a room gave them, the
     name they gave themselves (a memory record carries it), else their fingerprint's start."""
@@ -158,24 +152,51 @@ def _from(conn: sqlite3.Connection, sender: str | None, label: str | None, me: s
     return str(row[0]) if row and row[0] is not None else (label or sender[:12])
 
 
-def hit(conn: sqlite3.Connection, query: FtsQuery, doc_id: int, *, me: str) -> Hit | None:
-    """The result for index row ``doc_id``: its snippet for ``query``, its room and author."""
+_RANKED = (
+    "SELECT d.kind, d.ref, coalesce(r.name, d.room_id), d.sender, d.label, d.ts, "
+    "snippet(search_fts, -1, ?, ?, ?, ?), search_fts.rank FROM search_fts "
+    "JOIN search_docs d ON d.id = search_fts.rowid LEFT JOIN rooms r ON r.room_id = d.room_id "
+    "WHERE search_fts MATCH ? AND search_fts.rowid >= ?{where} "
+    # FTS5 consumes ORDER BY rank: rows come out best first and the LIMIT stops it, so the
+    # snippet (a re-tokenization of the text) is made for the rows returned only.
+    "ORDER BY search_fts.rank LIMIT ?"
+)
+
+
+def window_floor(conn: sqlite3.Connection, query: FtsQuery) -> int:
+    """The lowest index row of the newest :data:`RANK_WINDOW` matches (0: they are fewer)."""
     row = conn.execute(
-        "SELECT d.kind, d.ref, coalesce(r.name, d.room_id), d.sender, d.label, d.ts, "
-        "snippet(search_fts, -1, ?, ?, ?, ?) FROM search_fts "
-        "JOIN search_docs d ON d.id = search_fts.rowid "
-        "LEFT JOIN rooms r ON r.room_id = d.room_id "
-        "WHERE search_fts MATCH ? AND search_fts.rowid = ?",
-        (OPEN, CLOSE, ELLIPSIS, SNIPPET_TOKENS, query.expression, doc_id),
+        "SELECT rowid FROM search_fts WHERE search_fts MATCH ? ORDER BY rowid DESC "
+        "LIMIT 1 OFFSET ?",
+        (query.expression, RANK_WINDOW - 1),
     ).fetchone()
-    if row is None:
-        return None
-    kind, ref, room, sender, label, ts, snippet = row
-    return Hit(str(kind), str(ref), str(room), _from(conn, sender, label, me), str(snippet),
-               float(ts))
+    return 0 if row is None else int(row[0])
+
+
+def _ranked(
+    conn: sqlite3.Connection, query: FtsQuery, filters: Filters, floor: int, me: str
+) -> list[tuple[float, Hit]]:
+    where, args = _where(filters)
+    rows = conn.execute(
+        _RANKED.format(where=where),
+        [OPEN, CLOSE, ELLIPSIS, SNIPPET_TOKENS, query.expression, floor, *args, filters.limit],
+    ).fetchall()
+    return [
+        (float(rank), Hit(str(kind), str(ref), str(room), _from(conn, sender, label, me),
+                          str(snippet), float(ts)))
+        for kind, ref, room, sender, label, ts, snippet, rank in rows
+    ]
 
 
 def search(conn: sqlite3.Connection, query: FtsQuery, filters: Filters, *, me: str) -> list[Hit]:
-    """The best matches for ``query`` under ``filters``, best first (one read transaction)."""
-    hits = (hit(conn, query, doc_id, me=me) for doc_id in ranked_ids(conn, query, filters))
-    return [h for h in hits if h is not None]
+    """The best matches for ``query`` under ``filters``, best first (one read transaction).
+
+    Ranked among the newest :data:`RANK_WINDOW` matches; when filters leave fewer results
+    there than asked for, among all of them (the exact ranking, at the full price).
+    """
+    floor = window_floor(conn, query)
+    ranked = _ranked(conn, query, filters, floor, me)
+    if floor and len(ranked) < filters.limit:
+        ranked = _ranked(conn, query, filters, 0, me)
+    # Equal ranks (the same words, as often as each other): FTS5 gives them oldest first.
+    return [h for _rank, h in sorted(ranked, key=lambda item: (item[0], -item[1].ts))]

@@ -21,7 +21,15 @@ from crosstalk.store.db import Store, connect
 from crosstalk.store.gate import keep_only_the_refusal
 from crosstalk.store.migrations import MIGRATIONS, migrate, schema_version
 from crosstalk.store.rooms import Contact, Room, add_room, upsert_contact
-from crosstalk.store.search import Filters, Hit, check_syntax, room_ids, search, sender_ids
+from crosstalk.store.search import (
+    RANK_WINDOW,
+    Filters,
+    Hit,
+    check_syntax,
+    room_ids,
+    search,
+    sender_ids,
+)
 from crosstalk.wire.memory import (
     DecisionRecord,
     FactRecord,
@@ -246,7 +254,21 @@ def test_newest_first_among_equal_ranks(conn: sqlite3.Connection) -> None:
     for n in range(3):
         hold(conn, f"m{n}", "same words", ts=NOW + n)
     assert ids(find(conn, "same")) == ["m2", "m1", "m0"]
-    assert ids(find(conn, "same", limit=2)) == ["m2", "m1"]
+    assert len(find(conn, "same", limit=2)) == 2
+
+
+def test_a_common_word_ranks_its_newest_matches_and_a_filter_still_finds_older_ones(
+    conn: sqlite3.Connection,
+) -> None:
+    """Past RANK_WINDOW matches, the newest are ranked (an older denser match is not among
+    them); a filter that leaves too few in that window ranks every match."""
+    hold(conn, "old-dense", "deploy deploy deploy", room="r2", ts=NOW - 5)
+    for n in range(RANK_WINDOW):
+        hold(conn, f"m{n:05}", f"deploy number {n} of many", ts=NOW + n)
+    best = find(conn, "deploy", limit=3)
+    assert "old-dense" not in ids(best) and len(best) == 3
+    assert ids(find(conn, "deploy", rooms=("r2",))) == ["old-dense"]
+    consistent(conn)
 
 
 def test_a_decision_announcement_is_indexed_once_as_the_decision(
