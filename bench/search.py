@@ -311,9 +311,10 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         "What a search costs is mostly ranking: bm25 takes a few µs per match, so the op "
         f"ranks the newest {RANK_WINDOW:,} matches (`RANK_WINDOW` in crosstalk/store/search.py; "
-        "all of them when a filter leaves fewer than 20 there), which bounds a common word "
-        "(`common`, `stopword`). Still unbounded: a prefix (`prefix`: FTS5 merges the lists "
-        "of every word it expands to) and a phrase of common words (`phrase`: FTS5 compares "
+        "8 times as many, and so on, when a filter leaves fewer than 20 there: `filtered`), "
+        "which bounds a common word (`common`, `stopword`). Still unbounded: a prefix "
+        "(`prefix`: FTS5 merges the lists of every word it expands to) and a phrase of "
+        "common words (`phrase`: FTS5 compares "
         "positions in every message holding all its words) cost with the matches they walk. "
         f"Load average (1 min) {result['load_before']} before and {result['load_after']} after "
         "(the machine is shared; other work slows every figure, the baseline alike). "

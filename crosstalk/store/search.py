@@ -29,6 +29,8 @@ SNIPPET_TOKENS = 16
 #: that common weighs little in bm25 anyway (its IDF is low), and its newest mentions are the
 #: ones wanted. Fewer matches than this are all ranked. (bench/search.py)
 RANK_WINDOW = 1000
+#: How much wider the window grows when filters leave too few results in it.
+WIDEN = 8
 #: The index's tokenizer; the syntax check parses with the same one.
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 
@@ -163,12 +165,12 @@ _RANKED = (
 )
 
 
-def window_floor(conn: sqlite3.Connection, query: FtsQuery) -> int:
-    """The lowest index row of the newest :data:`RANK_WINDOW` matches (0: they are fewer)."""
+def window_floor(conn: sqlite3.Connection, query: FtsQuery, window: int) -> int:
+    """The lowest index row of the newest ``window`` matches (0: they are fewer)."""
     row = conn.execute(
         "SELECT rowid FROM search_fts WHERE search_fts MATCH ? ORDER BY rowid DESC "
         "LIMIT 1 OFFSET ?",
-        (query.expression, RANK_WINDOW - 1),
+        (query.expression, window - 1),
     ).fetchone()
     return 0 if row is None else int(row[0])
 
@@ -192,11 +194,15 @@ def search(conn: sqlite3.Connection, query: FtsQuery, filters: Filters, *, me: s
     """The best matches for ``query`` under ``filters``, best first (one read transaction).
 
     Ranked among the newest :data:`RANK_WINDOW` matches; when filters leave fewer results
-    there than asked for, among all of them (the exact ranking, at the full price).
+    there than asked for, among the newest :data:`WIDEN` times as many, and so on, up to all
+    of them (a filter that keeps few matches pays for ranking more).
     """
-    floor = window_floor(conn, query)
-    ranked = _ranked(conn, query, filters, floor, me)
-    if floor and len(ranked) < filters.limit:
-        ranked = _ranked(conn, query, filters, 0, me)
+    window = RANK_WINDOW
+    while True:
+        floor = window_floor(conn, query, window)
+        ranked = _ranked(conn, query, filters, floor, me)
+        if not floor or len(ranked) >= filters.limit:
+            break
+        window *= WIDEN
     # Equal ranks (the same words, as often as each other): FTS5 gives them oldest first.
     return [h for _rank, h in sorted(ranked, key=lambda item: (item[0], -item[1].ts))]

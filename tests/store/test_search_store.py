@@ -261,7 +261,7 @@ def test_a_common_word_ranks_its_newest_matches_and_a_filter_still_finds_older_o
     conn: sqlite3.Connection,
 ) -> None:
     """Past RANK_WINDOW matches, the newest are ranked (an older denser match is not among
-    them); a filter that leaves too few in that window ranks every match."""
+    them); a filter that leaves too few in that window widens it until it has them all."""
     hold(conn, "old-dense", "deploy deploy deploy", room="r2", ts=NOW - 5)
     for n in range(RANK_WINDOW):
         hold(conn, f"m{n:05}", f"deploy number {n} of many", ts=NOW + n)
