@@ -22,10 +22,11 @@ the op's handler as the control socket calls it (``features.search.ops.search``:
 parsed and checked, one read transaction on the store's reader connection, snippets and names
 for the 20 best), not the socket's JSON line around it. Classes: a common content word (rank
 1–20, in a few percent of messages), a mid-frequency word (rank 100–300), a rare one
-(rank 2,000–4,000), two mid words, a prefix (``migr*``), a two-word phrase taken from a held
-message, a common word under ``--room`` and ``--since 7``, and the worst case alone: a stop
-word found in nearly every message (``the``). ``p95`` over the mix is over the seven content
-classes; the stop word is reported on its own.
+(rank 2,000–4,000), two mid words, a prefix of 4 to 6 letters (``migr*``), a phrase of two
+content words taken from a held message, a common word under ``--room`` and ``--since 7``, and
+the worst cases alone: a stop word found in nearly every message (``the``) and a phrase of two
+stop words (``"to the"``). ``p95`` over the mix is over the seven content classes; the two
+stop-word classes are reported on their own.
 
 Ranking stops at the newest ``RANK_WINDOW`` matches (crosstalk/store/search.py): a word found
 in more messages than that is ranked among its newest mentions.
@@ -34,6 +35,7 @@ in more messages than that is ranked among its newest mentions.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import random
@@ -198,8 +200,8 @@ class _Host:
         return "me"
 
 
-def _queries(vocab: Vocabulary, rng: random.Random, phrases: list[str]) -> dict[str, Callable[
-        [], SearchParams]]:
+def _queries(vocab: Vocabulary, rng: random.Random,
+             phrases: tuple[list[str], list[str]]) -> dict[str, Callable[[], SearchParams]]:
     def word(lo: int, hi: int) -> str:
         return vocab.content[rng.randint(lo, hi)]
 
@@ -208,26 +210,31 @@ def _queries(vocab: Vocabulary, rng: random.Random, phrases: list[str]) -> dict[
         "mid": lambda: SearchParams(word(100, 300)),
         "rare": lambda: SearchParams(word(2000, 3999)),
         "two_words": lambda: SearchParams(f"{word(100, 300)} {word(100, 300)}"),
-        "prefix": lambda: SearchParams(word(100, 300)[:4] + "*"),
-        "phrase": lambda: SearchParams(f'"{rng.choice(phrases)}"'),
+        "prefix": lambda: SearchParams(word(100, 300)[:rng.randint(4, 6)] + "*"),
+        "phrase": lambda: SearchParams(f'"{rng.choice(phrases[0])}"'),
         "filtered": lambda: SearchParams(word(0, 19), room=rng.choice(ROOMS), since=7.0),
         "stopword": lambda: SearchParams("the"),
+        "stop_phrase": lambda: SearchParams(f'"{rng.choice(phrases[1])}"'),
     }
 
 
-def _phrases(path: Path, rng: random.Random) -> list[str]:
+def _phrases(path: Path, rng: random.Random) -> tuple[list[str], list[str]]:
+    """Two-word phrases from held messages: of content words, and of stop words."""
     conn = sqlite3.connect(path)
     try:
         texts = [str(r[0]) for r in conn.execute(
             "SELECT json_extract(body, '$.text') FROM held_messages LIMIT 2000")]
     finally:
         conn.close()
-    phrases = []
-    for text in rng.sample(texts, min(200, len(texts))):
+    phrases, stopped = [], []
+    for text in texts:
         words = text.split()
-        at = rng.randrange(len(words) - 1)
-        phrases.append(f"{words[at]} {words[at + 1]}")
-    return phrases
+        for a, b in itertools.pairwise(words):
+            if a in STOP and b in STOP:
+                stopped.append(f"{a} {b}")
+            elif a not in STOP and b not in STOP:
+                phrases.append(f"{a} {b}")
+    return rng.sample(phrases, 200), rng.sample(stopped, 50)
 
 
 async def _measure(paths: dict[str, Path], vocab: Vocabulary, rounds: int) -> dict[str, Any]:
@@ -311,11 +318,13 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         "What a search costs is mostly ranking: bm25 takes a few µs per match, so the op "
         f"ranks the newest {RANK_WINDOW:,} matches (`RANK_WINDOW` in crosstalk/store/search.py; "
-        "8 times as many, and so on, when a filter leaves fewer than 20 there: `filtered`), "
-        "which bounds a common word (`common`, `stopword`). Still unbounded: a prefix "
-        "(`prefix`: FTS5 merges the lists of every word it expands to) and a phrase of "
-        "common words (`phrase`: FTS5 compares "
-        "positions in every message holding all its words) cost with the matches they walk. "
+        "2 to 8 times as many, as the filter's yield there says, when a filter leaves fewer "
+        "than 20 there: `filtered`), "
+        "which bounds a common word (`common`, `stopword`). A 4-letter prefix has an index "
+        "of its own; a longer one merges the lists of every word it expands to (`prefix`: "
+        "4 to 6 letters). Still unbounded: a phrase of common words (FTS5 compares "
+        "positions in every message holding all its words: `stop_phrase`) costs with the "
+        "matches it walks. "
         f"Load average (1 min) {result['load_before']} before and {result['load_after']} after "
         "(the machine is shared; other work slows every figure, the baseline alike). "
         "Reproduce: `python3 -m bench --only search` (or `python3 -m bench.search --json`).",

@@ -29,7 +29,7 @@ SNIPPET_TOKENS = 16
 #: that common weighs little in bm25 anyway (its IDF is low), and its newest mentions are the
 #: ones wanted. Fewer matches than this are all ranked. (bench/search.py)
 RANK_WINDOW = 1000
-#: How much wider the window grows when filters leave too few results in it.
+#: How much wider the window grows at most when filters leave too few results in it.
 WIDEN = 8
 #: The index's tokenizer; the syntax check parses with the same one.
 TOKENIZER = "porter unicode61 remove_diacritics 2"
@@ -194,8 +194,8 @@ def search(conn: sqlite3.Connection, query: FtsQuery, filters: Filters, *, me: s
     """The best matches for ``query`` under ``filters``, best first (one read transaction).
 
     Ranked among the newest :data:`RANK_WINDOW` matches; when filters leave fewer results
-    there than asked for, among the newest :data:`WIDEN` times as many, and so on, up to all
-    of them (a filter that keeps few matches pays for ranking more).
+    there than asked for, among the newest 2 to :data:`WIDEN` times as many, and so on, up to
+    all of them (a filter that keeps few matches pays for ranking more).
     """
     window = RANK_WINDOW
     while True:
@@ -203,6 +203,7 @@ def search(conn: sqlite3.Connection, query: FtsQuery, filters: Filters, *, me: s
         ranked = _ranked(conn, query, filters, floor, me)
         if not floor or len(ranked) >= filters.limit:
             break
-        window *= WIDEN
+        # As many times wider as the filters' yield here says it takes (twice that, for luck).
+        window *= min(WIDEN, max(2, -(-2 * filters.limit // max(1, len(ranked)))))
     # Equal ranks (the same words, as often as each other): FTS5 gives them oldest first.
     return [h for _rank, h in sorted(ranked, key=lambda item: (item[0], -item[1].ts))]
