@@ -306,7 +306,7 @@ def markdown(result: dict[str, Any]) -> str:
         f"messages {result['baseline_p95_ms']:.1f} ms, so {result['ratio']:.2f}× for "
         "100 times the history.",
         "",
-        "| query | matches (median) | p50 ms | p95 ms | p99 ms | p95 ms at the baseline |",
+        "| query | matches of its words (median) | p50 ms | p95 ms | p99 ms | p95 ms, baseline |",
         "|---|---|---|---|---|---|",
         *rows,
         "",
