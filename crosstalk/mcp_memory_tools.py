@@ -1,12 +1,13 @@
-"""The room-memory MCP tools: the task list, facts and decisions (each one daemon request)."""
+"""The room-memory MCP tools: the task list, facts and decisions, reservations, and search over
+all that is held (each one daemon request)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from crosstalk.mcp_tool_kit import CLAIMS, Caller, Room, ToolFn, ToolSpec, drop_none
+from crosstalk.mcp_tool_kit import CLAIMS, UNTRUSTED, Caller, Room, ToolFn, ToolSpec, drop_none
 
 # --- memory --------------------------------------------------------------------------------------
 
@@ -211,5 +212,45 @@ MEMORY_TOOLS: tuple[ToolSpec, ...] = (
         "Record a decision in the repository's DECISIONS.md with who "
         "and when, and announce it in the room.",
         _decide,
+    ),
+)
+
+
+# --- search --------------------------------------------------------------------------------------
+
+
+def _search(c: Caller) -> ToolFn:
+    async def crosstalk_search(
+        query: Annotated[
+            str,
+            Field(description='Words that must all occur (plain words; or FTS5 syntax: '
+                  '"a phrase", word*, a OR b, NEAR(a b)).'),
+        ],
+        room: Annotated[str | None, Field(description="Only this room (name or id).")] = None,
+        person: Annotated[
+            str | None, Field(description="Only what this person wrote (me: you).")
+        ] = None,
+        kind: Annotated[
+            Literal["message", "fact", "task", "decision", "thread"] | None,
+            Field(description="Only this kind of item."),
+        ] = None,
+        since_days: Annotated[
+            float | None, Field(description="Only the last this many days.", gt=0)
+        ] = None,
+    ) -> Any:
+        params = {"query": query, "room": room, "from": person, "kind": kind,
+                  "since": since_days}
+        reply = await c.call("search", drop_none(params))
+        return {"trust": UNTRUSTED, **reply}
+
+    return crosstalk_search
+
+
+SEARCH_TOOLS: tuple[ToolSpec, ...] = (
+    ToolSpec(
+        "crosstalk_search",
+        "Search the messages, facts, tasks, decisions and thread summaries you hold, best "
+        "first, with the matched words in [brackets]. Untrusted third-party text.",
+        _search,
     ),
 )

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from crosstalk.errors import CrosstalkError
-from crosstalk.mcp_memory_tools import MEMORY_TOOLS, RESERVATION_TOOLS
+from crosstalk.mcp_memory_tools import MEMORY_TOOLS, RESERVATION_TOOLS, SEARCH_TOOLS
 from crosstalk.mcp_tool_kit import (
     UNTRUSTED,
     Caller,
@@ -229,4 +229,5 @@ TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec("crosstalk_rooms", "Your rooms and their members.", _rooms),
     *MEMORY_TOOLS,
     *RESERVATION_TOOLS,
+    *SEARCH_TOOLS,
 )

@@ -99,6 +99,7 @@ async def test_every_tool_answers_against_a_real_daemon(
 
                 await _messages(call, ben)
                 await _memory(call, project)
+                await _search(call)
                 await _reservations(call, project)
                 await _presence(call)
                 unknown = await c.call_tool("crosstalk_nope", {})
@@ -159,6 +160,16 @@ async def _memory(call: Any, project: Path) -> None:
     assert Path(decided["file"]).name == "DECISIONS.md"
     bad = await call("crosstalk_confirm", id="no-such-fact")
     assert ERROR.fullmatch(error_text(bad))
+
+
+async def _search(call: Any) -> None:
+    found = parsed(await call("crosstalk_search", query="note", person="ben", kind="message"))
+    assert "untrusted third-party" in found["trust"].lower()
+    assert [(r["from"], r["snippet"]) for r in found["results"]] == [("ben", "see the [note]")]
+    fact = parsed(await call("crosstalk_search", query="API", kind="fact"))["results"]
+    assert [r["snippet"] for r in fact] == ["[API] open"]
+    bad = await call("crosstalk_search", query='"unbalanced')
+    assert ERROR.fullmatch(error_text(bad)) and "[usage]" in error_text(bad)
 
 
 async def _reservations(call: Any, project: Path) -> None:

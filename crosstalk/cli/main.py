@@ -33,6 +33,7 @@ from crosstalk.cli import (
     cmd_relay,
     cmd_reserve,
     cmd_room,
+    cmd_search,
     cmd_status,
     cmd_trust,
     cmd_ui,
@@ -105,6 +106,7 @@ app.command("peers")(cmd_messages.peers)
 app.command("rename")(cmd_messages.rename)
 app.command("cost")(cmd_messages.cost)
 app.command("edits")(cmd_edits.edits)
+app.command("search")(cmd_search.search)
 app.command("prune")(cmd_prune.prune)
 app.command("status")(cmd_status.status)
 app.command("doctor")(cmd_status.doctor)

@@ -33,6 +33,7 @@ from crosstalk.features import (
     read,
     retention,
     rooms,
+    search,
     status,
     threads,
     ui,
@@ -58,4 +59,5 @@ FEATURES: tuple[Feature, ...] = (
     threads.FEATURE,  # thread, thread close
     retention.FEATURE,  # prune, and the daily default retention
     edits.FEATURE,  # which files our agents wrote, told to rooms that share the repository
+    search.FEATURE,  # search what we hold (its index is kept by triggers, not by a seam)
 )

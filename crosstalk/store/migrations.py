@@ -28,6 +28,7 @@ from crosstalk.store import (
     schema_messages,
     schema_presence,
     schema_receipts,
+    schema_search,
     schema_threads,
     schema_ui,
 )
@@ -279,6 +280,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     # Who refused a message we sent, and why (a recipient's gate: crosstalk/core/delivery.py).
     Migration(23, "messages: refusals by recipients", schema_messages.STATEMENTS_V23),
     Migration(24, "rooms: who invited us, and through which room", _V24),
+    # Full-text search over what this identity holds, kept by triggers (crosstalk/store/search.py).
+    Migration(25, "search: a full-text index of what is held", schema_search.STATEMENTS),
 )
 LATEST_VERSION = len(MIGRATIONS)
 

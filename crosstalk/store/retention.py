@@ -10,7 +10,9 @@ Only finished work goes, never anything still owed to someone:
   passed (the relay resumes after our cursor, so none comes again);
 * ``outbox`` posts the relay sequenced before the cutoff, that room memory passed, and whose
   message (if it is one) has a delivery receipt, so ``sent`` still says ``delivered``/``read``;
-* agent ``sessions`` not seen since the cutoff.
+* agent ``sessions`` not seen since the cutoff;
+* the search index's copies of messages held in a room we left (the messages went with the
+  leave; their index rows stay searchable only as long as a read message would have stayed).
 
 Sent messages (our side of threads, ``cost``) and room memory stay. Each call deletes at most
 ``limit`` rows per table, so a first prune of a large store is several short transactions
@@ -49,8 +51,14 @@ _RULES: dict[str, str] = {
         "(SELECT 1 FROM sent_messages s WHERE s.msg_id = o.op_id AND s.receipt IS NULL)"
     ),
     "sessions": "SELECT rowid FROM sessions WHERE last_seen < :cutoff",
+    "search_docs": (
+        # CROSS JOIN: the few rooms outside, the index by room inside (SQLite keeps the order).
+        "SELECT d.id FROM rooms r CROSS JOIN search_docs d ON d.room_id = r.room_id "
+        "AND d.kind = 'message' AND d.ts < :cutoff "
+        "WHERE r.state = 'left' AND substr(d.key, 1, 2) = 'm:'"
+    ),
 }
-_KEYS = {"notices": "id", "attention_record": "id", "outbox": "id"}
+_KEYS = {"notices": "id", "attention_record": "id", "outbox": "id", "search_docs": "id"}
 
 
 def prune(conn: sqlite3.Connection, cutoff: float, limit: int = LIMIT) -> dict[str, int]:

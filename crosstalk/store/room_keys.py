@@ -110,14 +110,17 @@ def forget_room(conn: sqlite3.Connection, room_id: str) -> None:
     ``sent`` keeps saying how far each message got (one still queued is refused by the relay,
     and ends ``refused``). Everything else that hangs off the room goes, whichever feature made
     it: every table with a foreign key to ``rooms`` but the outbox.
+
+    The room is marked ``left`` first: the search index keeps what we held in a room we were in
+    (its triggers skip the messages and memory of a room marked ``left``; schema_search.py).
     """
+    conn.execute("UPDATE rooms SET state = 'left' WHERE room_id = ?", (room_id,))
     conn.execute("DELETE FROM held_messages WHERE room_id = ?", (room_id,))
     conn.execute("DELETE FROM relay_inbound WHERE room_id = ?", (room_id,))
     conn.execute("DELETE FROM relay_cursors WHERE room_id = ?", (room_id,))
     for table in _tables_of_rooms(conn):
         if table != "outbox":
             conn.execute(f"DELETE FROM {table} WHERE room_id = ?", (room_id,))  # our own names
-    conn.execute("UPDATE rooms SET state = 'left' WHERE room_id = ?", (room_id,))
 
 
 def _tables_of_rooms(conn: sqlite3.Connection) -> list[str]:

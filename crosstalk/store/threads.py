@@ -148,12 +148,15 @@ def thread_rooms(conn: sqlite3.Connection, key: str) -> list[str]:
 
 
 def record_closing(
-    conn: sqlite3.Connection, key: str, summary: str, by: str, now: float
+    conn: sqlite3.Connection, key: str, summary: str, by: str, now: float,
+    room_id: str | None = None,
 ) -> None:
+    """Record thread ``key`` closed by ``by`` with ``summary``; ``room_id``: the room the
+    closing came through (search filters by it), None when the thread went through none."""
     conn.execute(
-        "INSERT OR REPLACE INTO threads (thread, summary, closed_by, closed_at) "
-        "VALUES (?, ?, ?, ?)",
-        (key, summary, by, now),
+        "INSERT OR REPLACE INTO threads (thread, summary, closed_by, closed_at, room_id) "
+        "VALUES (?, ?, ?, ?, ?)",
+        (key, summary, by, now, room_id),
     )
 
 
@@ -162,7 +165,7 @@ def apply_closing(conn: sqlite3.Connection, applied: Applied) -> None:
     op = applied.op
     if isinstance(op, MessageOp) and op.closes_thread and op.thread:
         label = source_of(conn, applied.sender).label  # our name for them, not theirs
-        record_closing(conn, op.thread, op.text, label, applied.relay_ts)
+        record_closing(conn, op.thread, op.text, label, applied.relay_ts, applied.room_id)
 
 
 def record_sent_summary(

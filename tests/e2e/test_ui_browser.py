@@ -273,3 +273,31 @@ def test_a_room_of_a_thousand_messages_renders_within_a_second(
     assert page.locator("[data-testid=message]").count() == 1000
     assert timing["ms"] < 1000, timing
     assert time.monotonic() - started < 5  # the test's own view, with Playwright's overhead
+
+
+def test_the_search_box_finds_a_message_and_a_fact_and_shows_markup_as_text(
+    people: list[Person], page: Any
+) -> None:
+    """ana searches her page: ben's message and fact come back with the match marked; markup
+    in them stays text; a query that does not parse shows the usage error."""
+    ana, ben = people[:2]
+    pair(ana, ben)
+    ben.json("send", "ana", f"the deploy of {XSS_IMG} is done")
+    ben.json("facts", "add", f"deploy windows are fridays {XSS_SCRIPT}")
+    open_ui(ana, page)
+    page.wait_for_selector("[data-testid=fact]", timeout=20_000)
+    message(page, "the deploy of").wait_for(timeout=20_000)
+    page.fill("[data-testid=search-text]", "deploy")
+    page.click("[data-testid=search-go]")
+    results = page.locator("[data-testid=search-result]")
+    wait_until(lambda: results.count() == 2, timeout=20, what="two results on ana's page")
+    texts = [results.nth(n).text_content() for n in range(2)]
+    assert any(f"the deploy of {XSS_IMG} is done" in t for t in texts), texts
+    assert any(XSS_SCRIPT in t for t in texts), texts
+    assert page.locator("[data-testid=search-results] mark").all_text_contents() == [
+        "deploy", "deploy"]
+    page.fill("[data-testid=search-text]", '"unbalanced')
+    page.click("[data-testid=search-go]")
+    wait_until(lambda: "usage" in (page.locator("[data-testid=error]").text_content() or ""),
+               timeout=20, what="the usage error on the page")
+    assert page.locator("img").count() == 0 and page.dialogs == []

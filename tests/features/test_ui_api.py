@@ -88,6 +88,16 @@ async def test_a_room_query_without_an_id_is_400() -> None:
     assert page.calls == [("ui_room", {"room": "r1"})]
 
 
+async def test_the_search_box_reads_through_a_get_and_an_empty_one_asks_nothing() -> None:
+    """``/api/search?q=`` with no words is 400 and runs no op; words go to ``search`` as typed."""
+    page = Page()
+    for empty in ("", "   "):
+        assert await page.get("/api/search", {"q": empty}) == 400
+    assert page.calls == []
+    assert await page.get("/api/search", {"q": 'c++ "unbalanced'}) == 200
+    assert page.calls == [("search", {"query": 'c++ "unbalanced'})]
+
+
 async def test_the_pages_send_names_no_place_on_this_machine() -> None:
     """A page ``send``'s ``cwd`` and ``transcript`` never reach the op: the page has neither."""
     page = Page()
@@ -98,8 +108,8 @@ async def test_the_pages_send_names_no_place_on_this_machine() -> None:
                                     "slices": ["file:etc/passwd", "turns:3"]})]
 
 
-@given(path=st.sampled_from(["/api/slice", "/api/room"]),
-       query=st.dictionaries(st.sampled_from(["id", "index", "x"]), st.text(max_size=30),
+@given(path=st.sampled_from(["/api/slice", "/api/room", "/api/search"]),
+       query=st.dictionaries(st.sampled_from(["id", "index", "q", "x"]), st.text(max_size=30),
                              max_size=3))
 def test_no_query_makes_the_api_answer_500(path: str, query: dict[str, str]) -> None:
     """Any id and index, present or not: 200, or 400 from the op or the parsing, never 500."""

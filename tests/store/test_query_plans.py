@@ -46,7 +46,7 @@ from crosstalk.wire.room_ops import EditedPath, EditsPublished
 #: a session not seen for the retention period is pruned, and ``status`` lists them all.
 GROWING = {
     "held_messages", "notices", "attention_record", "relay_inbound", "outbox", "sent_messages",
-    "refused_ops", "memory_outcomes", "room_ops", "ui_sent_words",
+    "refused_ops", "memory_outcomes", "room_ops", "ui_sent_words", "search_docs",
 }
 #: Partial indexes holding only unfinished rows (crosstalk/store/schema_hot.py).
 BOUNDED = {"notices_to_show", "notices_held", "outbox_queued"}

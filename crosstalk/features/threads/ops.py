@@ -105,7 +105,10 @@ def plug(daemon: Host) -> Plugs:
             raise TooLarge(f"A summary is at most {MAX_TEXT} characters.")
         key = await daemon.store.read(lambda c: thread_key(c, params.id))
         label = daemon.require_identity().label
-        await daemon.store.write(lambda c: record_closing(c, key, summary, label, time.time()))
+        await daemon.store.write(
+            lambda c: record_closing(c, key, summary, label, time.time(),
+                                     next(iter(thread_rooms(c, key)), None))
+        )
         told = await _tell(daemon, key, summary)
         view = await daemon.store.read(lambda c: thread_view(c, key, me=_me(daemon)))
         return CloseReply(**attrs.asdict(view, recurse=False), told=told)

@@ -177,6 +177,14 @@ async def room(call: Call, request: Request) -> Response:
     return await _answer(call, "ui_room", {"room": room_id})
 
 
+async def search(call: Call, request: Request) -> Response:
+    """The search box: a read, so a GET, like a room's conversation (not an action)."""
+    query = request.query_params.get("q", "")
+    if not query.strip():
+        return _bad_query("Say what to search for: /api/search?q=WORDS.")
+    return await _answer(call, "search", {"query": query})
+
+
 async def slice_(call: Call, request: Request) -> Response:
     index = request.query_params.get("index", "0") or "0"
     if not (index.isascii() and index.isdigit()) or len(index) > MAX_INDEX_DIGITS:
@@ -226,6 +234,7 @@ def build_app(hub: UiHub, call: Call) -> Guard:
         Route("/api/state", functools.partial(state, call)),
         Route("/api/room", functools.partial(room, call)),
         Route("/api/slice", functools.partial(slice_, call)),
+        Route("/api/search", functools.partial(search, call)),
         Route("/api/events", functools.partial(events, hub, call)),
         Route("/api/act/{name}", functools.partial(act, hub, call), methods=["POST"]),
     ]

@@ -271,6 +271,47 @@ async function submit(event) {
   }
 }
 
+// --- search ----------------------------------------------------------------------------------
+
+// A snippet marks each matched word as [word]: the marks become <mark> elements and everything
+// else text nodes, so what a peer wrote (brackets included) never becomes markup.
+function snippetNode(snippet) {
+  const p = el("p", null, "text");
+  const text = String(snippet);
+  const marked = /\[([^\[\]]*)\]/g;
+  let at = 0;
+  for (const match of text.matchAll(marked)) {
+    p.appendChild(document.createTextNode(text.slice(at, match.index)));
+    p.appendChild(el("mark", match[1]));
+    at = match.index + match[0].length;
+  }
+  p.appendChild(document.createTextNode(text.slice(at)));
+  return p;
+}
+
+async function runSearch(event) {
+  event.preventDefault();
+  const words = $("search-text").value;
+  if (!words.trim()) return;
+  showError("");
+  const reply = await getJSON("/api/search?q=" + encodeURIComponent(words));
+  if (reply.error) {
+    showError(reply.error.code + ": " + reply.error.message);
+    fill("search-results", []);
+    return;
+  }
+  const results = reply.results || [];
+  fill("search-results", results.length ? results.map((r) => {
+    const li = el("li", null, "result");
+    li.dataset.testid = "search-result";
+    const where = r.room && r.room !== "local" ? "#" + r.room : r.room;
+    li.appendChild(el("span", r.kind + " · " + (where || "-") + " · " + (r.from || "?") + " · " +
+      new Date(r.ts * 1000).toLocaleString(), "meta"));
+    li.appendChild(snippetNode(r.snippet));
+    return li;
+  }) : [el("li", "Nothing found.", "meta")]);
+}
+
 // --- memory, attention, health ---------------------------------------------------------------
 
 function renderMemory() {
@@ -387,5 +428,6 @@ function connect() {
 }
 
 $("composer").addEventListener("submit", submit);
+$("search").addEventListener("submit", runSearch);
 $("reply-cancel").addEventListener("click", () => { replyTo = null; $("replying").hidden = true; });
 connect();

@@ -1,0 +1,97 @@
+"""The search feature's daemon side: the ``search`` op (CLI, MCP and the page all call it).
+
+``search {query, room?, from?, kind?, since?, limit?}`` → ``{"results": [{"kind", "id", "room",
+"from", "snippet", "ts"}]}``, best first. The query is plain words unless it asks for FTS5
+syntax (:mod:`crosstalk.core.search_query`); one that does not parse, an unknown kind and a
+``since`` that is no number of days are ``usage`` errors; a room or person we do not know,
+``unknown_room`` and ``unknown_peer``. The index is kept by triggers in the transactions that
+change what it indexes (:mod:`crosstalk.store.schema_search`), so this op only reads.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import time
+from typing import Protocol
+
+import attrs
+
+from crosstalk.core.search_query import to_fts
+from crosstalk.errors import UsageError
+from crosstalk.features.caps import Identified, Stored
+from crosstalk.features.feature import Plugs, op
+from crosstalk.store import search as index
+from crosstalk.store.schema_search import KINDS
+from crosstalk.wire.converter import rename_fields
+
+DAY = 86400.0
+#: Results per search: the default, and the most one may ask for.
+DEFAULT_LIMIT = 20
+MAX_LIMIT = 100
+
+
+class Host(Stored, Identified, Protocol):
+    """What search uses: the store it reads, and who we are (our own words are ``me``)."""
+
+
+@attrs.frozen
+class SearchParams:
+    query: str
+    room: str | None = None
+    from_: str | None = None  # travels as "from"
+    kind: str | None = None
+    since: float | None = None  # days
+    limit: int = DEFAULT_LIMIT
+
+
+@attrs.frozen
+class SearchReply:
+    results: list[index.Hit]
+
+
+rename_fields(SearchParams, structure=True, from_="from")
+rename_fields(index.Hit, from_="from")
+
+
+def _checked(params: SearchParams, now: float) -> index.Filters:
+    """The filters ``params`` ask for that need no store (rooms and people come later)."""
+    if params.kind is not None and params.kind not in KINDS:
+        raise UsageError(f"--kind is one of {', '.join(KINDS)}, not {params.kind!r}.")
+    since = None
+    if params.since is not None:
+        if not math.isfinite(params.since) or params.since <= 0:
+            raise UsageError("--since is a number of days greater than 0.")
+        since = now - params.since * DAY
+    if not 1 <= params.limit <= MAX_LIMIT:
+        raise UsageError(f"A search returns 1 to {MAX_LIMIT} results.")
+    return index.Filters(kind=params.kind, since=since, limit=params.limit)
+
+
+async def search(daemon: Host, params: SearchParams) -> SearchReply:
+    """The best matches for ``params.query`` among what this identity holds."""
+    filters = _checked(params, time.time())
+    query = to_fts(params.query)
+    index.check_syntax(query)
+    me = daemon.keys.fingerprint if daemon.identity is not None else ""
+    my_label = daemon.own_label() if daemon.identity is not None else "me"
+
+    def run(conn: sqlite3.Connection) -> list[index.Hit]:
+        narrowed = filters
+        if params.room is not None:
+            narrowed = attrs.evolve(narrowed, rooms=index.room_ids(conn, params.room))
+        if params.from_ is not None:
+            senders, closers = index.sender_ids(conn, params.from_, me=me, my_label=my_label)
+            narrowed = attrs.evolve(narrowed, senders=senders, closers=closers)
+        return index.search(conn, query, narrowed, me=me)
+
+    return SearchReply(await daemon.store.read(run))
+
+
+def plug(daemon: Host) -> Plugs:
+    """The ``search`` op."""
+
+    async def handler(params: SearchParams) -> SearchReply:
+        return await search(daemon, params)
+
+    return Plugs(ops=(op("search", SearchParams, handler),))
