@@ -43,6 +43,7 @@ from crosstalk.actors.relay_socket import Close, FrameIn, Opened, SocketInput, V
 from crosstalk.core.link import LinkBoss, LinkState, OutboxItem, Resealed
 from crosstalk.core.link import events as ev
 from crosstalk.errors import CrosstalkError
+from crosstalk.logs import repeats_from_env
 from crosstalk.wire import relay as w
 
 log = logging.getLogger("crosstalk.actors.relay_link")
@@ -117,6 +118,9 @@ class LinkDriver:
         self._dials = dials
         self._history = history
         self.seen = Seen()
+        # A relay that stays down fails every redial the same way: say each reason once, then
+        # summarise, until the link is ready again.
+        self._losses = repeats_from_env()
         self._frames: trio.MemorySendChannel[str | Close] | None = None  # the open connection's
 
     async def run(self, taken: trio.MemoryReceiveChannel[DriverInput]) -> None:
@@ -267,12 +271,17 @@ class LinkDriver:
         if isinstance(event, ev.LinkReady):
             self._history.ready(trio.current_time())
             self._vouch.clear()  # from now on, frames and pongs prove we are alive
-            log.info("relay link: ready on %s", self._url)
+            failed = self._losses.cleared(self._url)
+            after = f" after {failed} more failed attempt(s)" if failed else ""
+            log.info("relay link: ready on %s%s", self._url, after)
             await self._events.send(LinkUp(self._url, event.relay_key, event.rooms, event.missing))
         elif isinstance(event, ev.LinkLost):
-            self._history.lost(trio.current_time(), event.reason)
-            log.info("relay link: %s lost (%s); retrying in %.2f s", self._url, event.reason,
-                     event.retry_in)
+            now = trio.current_time()
+            self._history.lost(now, event.reason)
+            say = self._losses.seen(self._url, event.reason, now)
+            if say is not None:
+                log.info("relay link: %s lost (%s); retrying in %.2f s%s", self._url,
+                         event.reason, event.retry_in, say.note)
             self._vouch.bound(event.retry_in)
             await self._events.send(LinkDown(self._url, event.reason))
         elif isinstance(event, ev.RelayComplained):
