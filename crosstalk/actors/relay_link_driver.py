@@ -54,9 +54,10 @@ INPUT_BUFFER = 256
 
 @attrs.frozen
 class OutboxQueued:
-    """The commands task committed ``item`` to the outbox."""
+    """The commands task committed ``item`` to the outbox (at ``at``, trio's clock)."""
 
     item: OutboxItem
+    at: float | None = None
 
 
 DriverInput = SocketInput | Request | RetryNow | OutboxQueued
@@ -106,8 +107,14 @@ class LinkDriver:
         dials: trio.MemorySendChannel[None],
         history: LinkHistory,
         reseal: Callable[[OutboxItem], Awaitable[Resealed]] | None = None,
+        posted: Callable[[float, float], None] | None = None,
     ) -> None:
         self._boss = boss
+        # Send -> posted: when each item this instance queued was committed to the outbox, until
+        # the relay's answer; ``posted(seconds, now)`` is told each. Items that leave the outbox
+        # leave this too, so it holds at most the outbox.
+        self._posted = posted
+        self._queued_at: dict[int, float] = {}
         self._reseal = reseal
         self._url = url
         self._store = store
@@ -159,6 +166,8 @@ class LinkDriver:
         if isinstance(item, FrameIn):
             self._step("frame", partial(boss.frame_received, item.text, now))
         elif isinstance(item, OutboxQueued):
+            if item.at is not None and self._posted is not None:
+                self._queued_at[item.item.id] = item.at
             boss.post_queued(item.item, now)
         elif isinstance(item, Request):
             timeout = self._request_timeout if item.timeout is None else item.timeout
@@ -239,10 +248,15 @@ class LinkDriver:
                 log.warning("relay link: %s", event.reason)
             await self._send(Close(event.reason))
         elif isinstance(event, ev.PostAccepted):
+            queued_at = self._queued_at.pop(event.item.id, None)
+            if queued_at is not None and self._posted is not None:
+                now = trio.current_time()
+                self._posted(now - queued_at, now)
             if await store.mark_sent(event.item, event.seq, event.ts):
                 boss.op_committed(event.item.room, event.seq)  # acknowledge our own post
             await self._events.send(OpSent(event.item.room, event.item.op_id, event.seq))
         elif isinstance(event, ev.PostRejected):
+            self._queued_at.pop(event.item.id, None)
             await store.drop_post(event.item, event.error)
             await self._events.send(OpRefused(event.item.room, event.item.op_id, event.error))
         elif isinstance(event, ev.ResealWanted):
