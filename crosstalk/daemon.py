@@ -46,6 +46,7 @@ from crosstalk.actors.room_reseal import resealer
 from crosstalk.actors.room_send import SendOp
 from crosstalk.actors.router import MembershipNews, Router, RouterInput
 from crosstalk.actors.supervisor import Supervisor
+from crosstalk.core.latency import DaemonLatency
 from crosstalk.core.room import Applied
 from crosstalk.errors import CrosstalkError, NotSetUp, UnknownRoom
 from crosstalk.features.feature import Feature
@@ -129,8 +130,13 @@ class Daemon:
         # The feature seams, built once from ``features`` in their order, before start().
         self.seams = Seams()
         self.ops = self.seams.ops  # before plugging: handlers may keep it to call other ops
+        # p50/p99 over the last hour for ``status``: send -> posted (the relay link tells it)
+        # and hook requests (timed by the op table).
+        self.latency = DaemonLatency()
         for feature in features:
             self.seams.add(feature.name, feature.plug(self))
+        if self.ops.has("hook_event"):
+            self.ops.time("hook_event", self.latency.hook.observe)
 
     async def tell_local(self, applied: list[Applied]) -> None:
         """Hand arrivals that crossed no relay (a post, a me/SESSION, a decision's announcement)
@@ -244,6 +250,7 @@ class Daemon:
             timings=self.timings,
             connect=self._connect or open_relay_socket,
             reseal=resealer(self.store, keys),
+            posted=self.latency.send_posted.observe,
         )
         inbox: trio.MemorySendChannel[LinkCommand] = await self.supervisor.start_actor(
             LINK_ACTOR, link

@@ -101,7 +101,9 @@ def _spawn_relay(
     host: str, port: int, data: Path, behind_tunnel: bool, check_health: Callable[..., bool]
 ) -> int:
     url = f"ws://{host}:{port}"
-    log = str(data / "relay.log")
+    # The relay writes its log itself, rotated (--log-file); its stdout (the listening line)
+    # and stderr (a crash's traceback) go to relay.out, which stays small.
+    out = str(data / "relay.out")
     # Its own session, so it outlives this daemon and ignores our terminal's signals. (Were it to
     # exit first it would linger as a zombie until we exit: harmless, and it should not exit.)
     pid = os.posix_spawn(
@@ -118,12 +120,14 @@ def _spawn_relay(
             str(port),
             "--data",
             str(data),
+            "--log-file",
+            str(data / "relay.log"),
             *(["--behind-tunnel"] if behind_tunnel else []),
         ],
         os.environ,
         file_actions=[
             (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-            (os.POSIX_SPAWN_OPEN, 1, log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600),
+            (os.POSIX_SPAWN_OPEN, 1, out, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600),
             (os.POSIX_SPAWN_DUP2, 1, 2),
         ],
         setsid=True,
@@ -133,7 +137,8 @@ def _spawn_relay(
     while not check_health(url, timeout=1.0):
         if time.monotonic() > deadline:
             raise RelayUnreachable(
-                f"The relay did not start on {host}:{port}; see {data / 'relay.log'}."
+                f"The relay did not start on {host}:{port}; see {data / 'relay.out'} and "
+                f"{data / 'relay.log'}."
             )
         time.sleep(0.1)
     return pid

@@ -6,6 +6,7 @@ import base64
 import gc
 import logging
 import math
+import os
 import signal
 import ssl
 import sys
@@ -17,6 +18,7 @@ import trio
 
 from crosstalk.crypto import MAX_WORK_BITS
 from crosstalk.errors import UsageError
+from crosstalk.logs import BACKUPS, LOG_MAX_BYTES_ENV, PrivateRotatingFileHandler, max_bytes_from
 from crosstalk.paths import relay_data_dir
 from relay.keys import load_or_create_key, prepare_data_dir
 from relay.limits import RelayConfig
@@ -48,6 +50,7 @@ class ServeOptions:
     slot_rate: float = DEFAULTS.slot_rate
     max_slots_per_source: int = DEFAULTS.max_slots_per_source
     slot_work_bits: int = DEFAULTS.slot_work_bits
+    log_file: Path | None = None  # the log, rotated by size (CROSSTALK_LOG_MAX_BYTES); else stderr
 
 
 def relay_config(opts: ServeOptions) -> RelayConfig:
@@ -161,6 +164,21 @@ def check_options(opts: ServeOptions) -> None:
                          "use 1 or more.")
 
 
+def _configure_logging(path: Path | None) -> None:
+    """The relay's log: to ``path``, rotated like daemon.log (``CROSSTALK_LOG_MAX_BYTES``,
+    :data:`~crosstalk.logs.BACKUPS` old files, 0600), or to stderr without one."""
+    fmt = "%(asctime)s %(name)s %(message)s"
+    if path is None:
+        logging.basicConfig(stream=sys.stderr, level=logging.INFO, format=fmt)
+        return
+    size, problem = max_bytes_from(os.environ.get(LOG_MAX_BYTES_ENV))
+    handler = PrivateRotatingFileHandler(path, maxBytes=size, backupCount=BACKUPS,
+                                         encoding="utf-8")
+    logging.basicConfig(handlers=[handler], level=logging.INFO, format=fmt)
+    if problem is not None:
+        logging.getLogger(__name__).warning("%s", problem)
+
+
 def serve(opts: ServeOptions, on_listening: Callable[[str, str], None]) -> None:
     """Serve until a signal; ``on_listening(url, pubkey_b64)`` is called once it accepts.
 
@@ -168,9 +186,7 @@ def serve(opts: ServeOptions, on_listening: Callable[[str, str], None]) -> None:
         UsageError: an option no relay can run with (:func:`check_options`).
     """
     check_options(opts)
-    logging.basicConfig(
-        stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(name)s %(message)s"
-    )
+    _configure_logging(opts.log_file)
     data = (opts.data or relay_data_dir()).expanduser().absolute()
     config = relay_config(opts)
     context = _ssl_context(opts)

@@ -50,7 +50,7 @@ from relay.node_feed import FedServer
 from relay.node_presence import NodeTimings, Presence
 from relay.rooms import check_id
 from relay.server import ShellTimings, _Link
-from relay.storage import GrantDeleted, GrantPut, Write
+from relay.storage import GrantDeleted, GrantPut, OpAppended, Write
 
 log = logging.getLogger(__name__)
 
@@ -208,6 +208,7 @@ class NodeServer(FedServer):
             if lock in self._stale and not await self._reload_busy(lock):
                 return False
             now = self._clock()
+            started = trio.current_time()  # for the commit histogram (posts, sequenced here)
             effects: list[Effect] = []
             for message, frame in messages:
                 effects += self.core.frame_received(conn, message, now, frame)
@@ -249,7 +250,11 @@ class NodeServer(FedServer):
                 return False
             finally:
                 self._release(units)
-            self._dispatch(effects)
+            committed = trio.current_time()
+            posts = sum(type(e) is OpAppended for e in effects)
+            if posts:
+                self.latencies.commit.observe(committed - started, posts)
+            self._dispatch(effects, committed)
             return True
         return False
 

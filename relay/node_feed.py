@@ -52,6 +52,7 @@ import trio
 from nacl.signing import SigningKey
 
 from crosstalk.errors import RemoteProtocolError, StorageUnavailable, UsageError
+from crosstalk.logs import repeats_from_env
 from relay import nats_wire as wire
 from relay.effects import Close, Effect, Send
 from relay.limits import RelayConfig
@@ -102,6 +103,9 @@ class FedServer(RelayServer):
         self.conflicts = 0
         self.echoes = 0  # this node's own writes come back through RePublish: dropped unparsed
         self.reloading = 0  # reloads started in the background and not yet done
+        # A unit retried while NATS cannot answer fails the same way every few seconds: said
+        # once per reason, then summarised, until it reloads.
+        self._reload_failing = repeats_from_env()
         # Rooms whose ops this node takes in (room -> subscription id): those a local identity
         # is in. The cached log and head of any other room may be behind the stream.
         self._followed: dict[str, str] = {}
@@ -335,9 +339,11 @@ class FedServer(RelayServer):
                     self._busy.setdefault(unit, [])
                     try:
                         await self._reload(unit)
+                        if self._reload_failing.cleared(unit) is not None:
+                            log.info("relay node %s: reloaded %s", self.node, unit)
                         return
                     except StorageUnavailable as exc:
-                        log.warning("relay node %s: cannot reload %s: %s", self.node, unit, exc)
+                        self._cannot_reload(unit, exc)
                     finally:
                         if unit not in self._stale:
                             self._release([unit])
@@ -375,6 +381,11 @@ class FedServer(RelayServer):
         finally:
             self._release([unit])
 
+    def _cannot_reload(self, unit: str, exc: StorageUnavailable) -> None:
+        say = self._reload_failing.seen(unit, str(exc), trio.current_time())
+        if say is not None:
+            log.warning("relay node %s: cannot reload %s: %s%s", self.node, unit, exc, say.note)
+
     async def _reload_all(self, units: list[str]) -> bool:
         """Reload ``units``; a unit that fails stays stale and is retried in the background."""
         done = True
@@ -382,7 +393,7 @@ class FedServer(RelayServer):
             try:
                 await self._reload(unit)
             except StorageUnavailable as exc:
-                log.warning("relay node %s: cannot reload %s: %s", self.node, unit, exc)
+                self._cannot_reload(unit, exc)
                 self._start_reload(unit)
                 done = False
         return done

@@ -32,6 +32,7 @@ import logging
 import math
 import ssl
 import time
+from collections import deque
 from collections.abc import Callable
 
 import attrs
@@ -40,15 +41,15 @@ from nacl.signing import SigningKey
 from nacl.utils import random
 from trio_websocket import ConnectionClosed, WebSocketConnection, wrap_server_stream
 
-from crosstalk.wire.relay import MAX_FRAME, encode_frame
+from crosstalk.wire.relay import MAX_FRAME, Op, encode_frame
 from relay.admission import MAX_HANDSHAKING, SHED_CODE, fd_budget, peer_source, tunnel_source
 from relay.commit_thread import CommitThread
 from relay.core import RelayCore
 from relay.effects import Close, Effect, Send
 from relay.http import HeadTooLarge, ReplayStream, RequestHead, read_head, response, text_frame
 from relay.limits import RelayConfig
-from relay.metrics import ShellCounters, health_body, metrics_body
-from relay.storage import RelayStorage, StagedStorage, Write, needs_sync
+from relay.metrics import Latencies, ShellCounters, health_body, metrics_body
+from relay.storage import OpAppended, RelayStorage, StagedStorage, Write, needs_sync
 from relay.trim import Trimmer, give_back
 
 log = logging.getLogger(__name__)
@@ -91,6 +92,11 @@ class _Link:
     pinging: bool = False
     check: int = 0  # the heartbeat entry that is current for this link
     closed: bool = False
+    # Op pushes waiting in the outbox, for the push histogram: (the outbox item that ends their
+    # commit's frames here, counted from 1; when that commit returned; how many ops).
+    pushes: deque[tuple[int, float, int]] = attrs.Factory(deque)
+    enqueued: int = 0  # items put in the outbox, ever
+    written: int = 0  # items the writer wrote, ever
 
 
 class RelayServer:
@@ -133,7 +139,9 @@ class RelayServer:
         self._handshaking: dict[int, trio.CancelScope] = {}
         self._next_stream = 0
         self.counters = ShellCounters()
+        self.latencies = Latencies()
         self._pending: list[Effect] = []
+        self._sequenced: list[float] = []  # when each post among _pending was sequenced
         self._wake = trio.Event()
         self._drained = trio.Event()
         self._links: dict[int, _Link] = {}
@@ -185,6 +193,9 @@ class RelayServer:
         if effects:
             self._pending.extend(effects)
             self._wake.set()
+            for effect in effects:  # for the commit histogram: a post's one write
+                if type(effect) is OpAppended:
+                    self._sequenced.append(trio.current_time())
 
     async def _wait_for_room(self) -> None:
         while len(self._pending) > HIGH_WATER:
@@ -203,11 +214,15 @@ class RelayServer:
             await self._gather()
             self._wake = trio.Event()
             batch, self._pending = self._pending, []
+            sequenced, self._sequenced = self._sequenced, []
             writes: list[Write] = [e for e in batch if not isinstance(e, _FRAMES)]
             if writes:
                 # A failed commit is fatal on purpose: the core already counts these as durable.
                 await self._commit(writes)
-            self._dispatch(batch)
+            committed = trio.current_time()
+            for at in sequenced:
+                self.latencies.commit.observe(committed - at)
+            self._dispatch(batch, committed)
             self._drained.set()
             self._drained = trio.Event()
 
@@ -274,15 +289,20 @@ class RelayServer:
         self.counters.committed_writes += len(writes)
         await trio.lowlevel.checkpoint()
 
-    def _dispatch(self, batch: list[Effect]) -> None:
+    def _dispatch(self, batch: list[Effect], committed: float | None = None) -> None:
+        """Hand ``batch``'s frames to their connections; ``committed``: when its writes were
+        committed (its op pushes are timed from then; None: not timed)."""
         encoded: dict[int, bytes] = {}  # one encoding per frame object, however many recipients
         outgoing: dict[int, list[bytes | None]] = {}  # per connection, in order; None: close
+        pushes: dict[int, int] = {}  # op frames per connection, for the push histogram
         links = self._links
         for effect in batch:
             if type(effect) is Send:  # the bulk of a batch: one per recipient of each op
                 conn, frame = effect.conn, effect.frame
                 if conn not in links:
                     continue
+                if committed is not None and type(frame) is Op:
+                    pushes[conn] = pushes.get(conn, 0) + 1
                 data = encoded.get(id(frame))
                 if data is None:
                     data = encoded[id(frame)] = text_frame(encode_frame(frame))
@@ -297,9 +317,12 @@ class RelayServer:
                     link.close_reason = effect.reason
                     outgoing.setdefault(effect.conn, []).append(None)
         for conn, items in outgoing.items():
-            self._write_now(conn, links[conn], items)
+            self._write_now(conn, links[conn], items, committed or 0.0, pushes.get(conn, 0))
 
-    def _write_now(self, conn: int, link: _Link, items: list[bytes | None]) -> None:
+    def _write_now(
+        self, conn: int, link: _Link, items: list[bytes | None], committed: float = 0.0,
+        ops: int = 0,
+    ) -> None:
         """Write ``items`` to ``link`` now if nothing is queued before them; queue the rest.
 
         The frames before a close go out joined in one write, without a scheduling round; what
@@ -329,11 +352,18 @@ class RelayServer:
                 items = rest
         for item in items:
             self._enqueue(conn, link, item)
+        if not ops:
+            return
+        if items:  # pushed once the writer has written this commit's last item here
+            link.pushes.append((link.enqueued, committed, ops))
+        else:
+            self.latencies.push.observe(trio.current_time() - committed, ops)
 
     def _enqueue(self, conn: int, link: _Link, item: bytes | None) -> None:
         try:
             link.outbox.send_nowait(item)
             link.queued = True
+            link.enqueued += 1
         except trio.WouldBlock:
             log.warning("relay conn %d: outbox full, closing a slow consumer", conn)
             self.counters.dropped_slow += 1
@@ -472,7 +502,7 @@ class RelayServer:
         if head.method == "GET" and head.path == "/health":
             return response(200, "OK", "application/json", health_body(self.core.statistics()))
         if head.method == "GET" and head.path == "/metrics":
-            body = metrics_body(self.core.statistics(), self.counters)
+            body = metrics_body(self.core.statistics(), self.counters, self.latencies)
             return response(200, "OK", "text/plain; version=0.0.4", body)
         if head.path == "/ws":
             return response(426, "Upgrade Required", "text/plain", b"connect with WebSocket\n")
@@ -577,6 +607,9 @@ class RelayServer:
             finally:
                 link.sending_since = None
             self.counters.frames_out += len(frames)
+            link.written += len(frames)
+            if link.pushes:
+                self._pushed(link)
             if closing:
                 return False
             try:  # no scheduling round while frames are queued
@@ -585,6 +618,13 @@ class RelayServer:
                 link.queued = False  # all sent: the committer may write directly again
                 return True
         return False
+
+    def _pushed(self, link: _Link) -> None:
+        """Observe the op pushes the writer's writes have now carried to the socket."""
+        now = trio.current_time()
+        while link.pushes and link.pushes[0][0] <= link.written:
+            _, committed, ops = link.pushes.popleft()
+            self.latencies.push.observe(now - committed, ops)
 
 
 def _take_queued(

@@ -29,6 +29,7 @@ ALLOWED: dict[str, set[str]] = {
     "crosstalk.credentials": BASE,
     "crosstalk.tunnel": BASE,
     "crosstalk.lock": BASE | {"crosstalk.paths"},
+    # Logging for the daemon and the relay alike: rotation, and repeats said once (sans-IO).
     "crosstalk.logs": BASE | {"crosstalk.paths"},
     "crosstalk.local_relay": BASE | {"crosstalk.paths"},
     "crosstalk.mcp_tool_kit": BASE,
@@ -58,11 +59,12 @@ ALLOWED: dict[str, set[str]] = {
     "crosstalk.store": BASE | {"crosstalk.core", "crosstalk.crypto", "crosstalk.wire",
                                "crosstalk.paths"},
     "crosstalk.actors": BASE | {"crosstalk.core", "crosstalk.crypto", "crosstalk.wire",
-                                "crosstalk.store", "crosstalk.local_relay", "crosstalk.paths"},
+                                "crosstalk.store", "crosstalk.local_relay", "crosstalk.paths",
+                                "crosstalk.logs"},
     "crosstalk.features": BASE | {"crosstalk.core", "crosstalk.crypto", "crosstalk.wire",
                                   "crosstalk.store", "crosstalk.actors", "crosstalk.paths",
                                   "crosstalk.project", "crosstalk.slices",
-                                  "crosstalk.local_relay", "crosstalk.tunnel"},
+                                  "crosstalk.local_relay", "crosstalk.tunnel", "crosstalk.logs"},
     "crosstalk.daemon": BASE | {"crosstalk.core", "crosstalk.crypto", "crosstalk.wire",
                                 "crosstalk.store", "crosstalk.actors", "crosstalk.features",
                                 "crosstalk.local_relay", "crosstalk.paths"},
@@ -87,8 +89,8 @@ ALLOWED: dict[str, set[str]] = {
         "crosstalk.features", "crosstalk.paths", "crosstalk.store", "crosstalk.wire", "relay",
     },
     "crosstalk.__main__": {"crosstalk.cli"},
-    # The relay is its own program: it shares only the wire formats, crypto and errors.
-    "relay": BASE | {"crosstalk.crypto", "crosstalk.wire", "crosstalk.paths"},
+    # The relay is its own program: it shares only the wire formats, crypto, errors and logging.
+    "relay": BASE | {"crosstalk.crypto", "crosstalk.wire", "crosstalk.paths", "crosstalk.logs"},
 }
 
 # Upward imports that exist today: (importer area, imported area) -> why. Issue 21 paid the

@@ -64,6 +64,7 @@ class OpTable:
 
     def __init__(self) -> None:
         self._ops: dict[str, _Op[Any]] = {}
+        self._timed: dict[str, Callable[[float, float], None]] = {}
 
     def add(self, name: str, params: type[P], handler: Handler[P]) -> None:
         """Register one request/reply op. Names are unique."""
@@ -77,6 +78,12 @@ class OpTable:
         if name in self._ops:
             raise ValueError(f"op {name!r} registered twice")
         self._ops[name] = op
+
+    def time(self, name: str, observe: Callable[[float, float], None]) -> None:
+        """Time each request for the request/reply op ``name`` from its params to its reply,
+        failures included: ``observe(seconds, now)`` (``now`` is trio's clock). Calls from
+        inside the daemon (:meth:`call`) are not timed: they are part of another op."""
+        self._timed[name] = observe
 
     def names(self) -> list[str]:
         return sorted(self._ops)
@@ -108,7 +115,17 @@ class OpTable:
             raise UnknownOp(f"The daemon has no operation called {request.op!r}.")
         params = structure_remote(dict(request.params), op.params)
         if op.handler is not None:
-            yield _record(request.op, await op.handler(params))
+            observe = self._timed.get(request.op)
+            if observe is None:
+                yield _record(request.op, await op.handler(params))
+                return
+            began = trio.current_time()
+            try:
+                result = await op.handler(params)
+            finally:
+                now = trio.current_time()
+                observe(now - began, now)
+            yield _record(request.op, result)
             return
         assert op.stream is not None
         async with aclosing(op.stream(params)) as results:

@@ -60,6 +60,7 @@ from crosstalk import crypto
 from crosstalk.actors.context import ActorContext
 from crosstalk.core.memory_transfer import pack_snapshot, signed_message
 from crosstalk.errors import CrosstalkError
+from crosstalk.logs import repeats_from_env
 from crosstalk.store.memory import MemoryCursor
 from crosstalk.wire.memory import MemorySnapshot, Outcome
 from crosstalk.wire.room_ops import RoomOp, SyncChunk, SyncRequest
@@ -184,6 +185,9 @@ class MemorySync:
         self._presence = presence
         self._wait_sent = wait_sent
         self._asking: dict[str, _Asking] = {}
+        # A hole nobody fills is asked about every RETRY_AFTER: said when it begins (or turns
+        # from "nobody online" to "asking"), then summarised, until it is filled.
+        self._hole_said = repeats_from_env()
         self._ask_lock = trio.Lock()  # the inbox loop and the watchers both ask
         self._beat: Callable[[], None] = lambda: None
         self._probed: set[str] | None = None  # None until the start probe has run
@@ -291,6 +295,7 @@ class MemorySync:
         for room in list(self._asking):
             if room not in stalled:
                 del self._asking[room]  # filled
+                self._hole_said.cleared(room)
         for room, _cur in stalled.items():
             asking = self._asking.get(room)
             if asking is not None and asking.deadline > now:
@@ -319,14 +324,20 @@ class MemorySync:
                 await self._concede(room, "no other member")
                 return
             self._asking[room] = _Asking(request_id, deadline, tried, heard, exhausted)
-            log.info("room %s: memory hole, and no member online to ask yet", room)
+            say = self._hole_said.seen(room, "nobody online", now)
+            if say is not None:
+                log.info("room %s: memory hole, and no member online to ask yet%s", room,
+                         say.note)
             return
         asked = fresh[0]
         have = (await self._store.cursor(room)).last_seq
         held = await self._store.held_from(room)
         await self._store.note_request(room, request_id, asked)
         self._asking[room] = _Asking(request_id, deadline, tried | {asked}, heard, exhausted)
-        log.info("room %s: asking %s for a memory snapshot (%s)", room, asked, request_id)
+        say = self._hole_said.seen(room, "asking", now)
+        if say is not None:
+            log.info("room %s: asking %s for a memory snapshot (%s)%s", room, asked, request_id,
+                     say.note)
         try:
             op_id = await self._send_op(room, SyncRequest(request_id, have, asked, held))
         except CrosstalkError as exc:

@@ -102,6 +102,8 @@ class RelayLink:
         fraction: draws the backoff jitter in [0, 1].
         reseal: seals a queued post anew under the room's newest epoch
             (crosstalk.actors.room_reseal); without it such a post goes as it is.
+        posted: told ``(seconds, now)`` for each post from its commit to the outbox to the
+            relay's ``posted`` answer (``crosstalk status``'s send -> posted).
     """
 
     def __init__(
@@ -116,8 +118,10 @@ class RelayLink:
         connect: Connector = open_relay_socket,
         fraction: Callable[[], float] = random.random,
         reseal: Callable[[OutboxItem], Awaitable[Resealed]] | None = None,
+        posted: Callable[[float, float], None] | None = None,
     ) -> None:
         self._url = url
+        self._posted = posted
         self._keys = keys
         self._device = device
         self._store: LinkStore = SqliteLinkStore(store) if isinstance(store, Store) else store
@@ -179,7 +183,7 @@ class RelayLink:
         driver = self._driver = LinkDriver(
             boss=boss, url=self._url, store=self._store, events=self._events,
             request_timeout=t.request_timeout, fraction=self._fraction, vouch=vouch,
-            dials=dials, history=self.history, reseal=self._reseal,
+            dials=dials, history=self.history, reseal=self._reseal, posted=self._posted,
         )
         async with trio.open_nursery() as nursery:
             nursery.start_soon(driver.run, taken)
@@ -200,7 +204,7 @@ class RelayLink:
             if isinstance(command, Post):
                 item = await self._queue(command)
                 if item is not None:
-                    await inputs.send(OutboxQueued(item))
+                    await inputs.send(OutboxQueued(item, trio.current_time()))
             else:
                 await inputs.send(command)
 

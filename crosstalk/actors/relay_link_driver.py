@@ -43,6 +43,7 @@ from crosstalk.actors.relay_socket import Close, FrameIn, Opened, SocketInput, V
 from crosstalk.core.link import LinkBoss, LinkState, OutboxItem, Resealed
 from crosstalk.core.link import events as ev
 from crosstalk.errors import CrosstalkError
+from crosstalk.logs import repeats_from_env
 from crosstalk.wire import relay as w
 
 log = logging.getLogger("crosstalk.actors.relay_link")
@@ -53,9 +54,10 @@ INPUT_BUFFER = 256
 
 @attrs.frozen
 class OutboxQueued:
-    """The commands task committed ``item`` to the outbox."""
+    """The commands task committed ``item`` to the outbox (at ``at``, trio's clock)."""
 
     item: OutboxItem
+    at: float | None = None
 
 
 DriverInput = SocketInput | Request | RetryNow | OutboxQueued
@@ -105,8 +107,14 @@ class LinkDriver:
         dials: trio.MemorySendChannel[None],
         history: LinkHistory,
         reseal: Callable[[OutboxItem], Awaitable[Resealed]] | None = None,
+        posted: Callable[[float, float], None] | None = None,
     ) -> None:
         self._boss = boss
+        # Send -> posted: when each item this instance queued was committed to the outbox, until
+        # the relay's answer; ``posted(seconds, now)`` is told each. Items that leave the outbox
+        # leave this too, so it holds at most the outbox.
+        self._posted = posted
+        self._queued_at: dict[int, float] = {}
         self._reseal = reseal
         self._url = url
         self._store = store
@@ -117,6 +125,9 @@ class LinkDriver:
         self._dials = dials
         self._history = history
         self.seen = Seen()
+        # A relay that stays down fails every redial the same way: say each reason once, then
+        # summarise, until the link is ready again.
+        self._losses = repeats_from_env()
         self._frames: trio.MemorySendChannel[str | Close] | None = None  # the open connection's
 
     async def run(self, taken: trio.MemoryReceiveChannel[DriverInput]) -> None:
@@ -155,6 +166,8 @@ class LinkDriver:
         if isinstance(item, FrameIn):
             self._step("frame", partial(boss.frame_received, item.text, now))
         elif isinstance(item, OutboxQueued):
+            if item.at is not None and self._posted is not None:
+                self._queued_at[item.item.id] = item.at
             boss.post_queued(item.item, now)
         elif isinstance(item, Request):
             timeout = self._request_timeout if item.timeout is None else item.timeout
@@ -235,10 +248,15 @@ class LinkDriver:
                 log.warning("relay link: %s", event.reason)
             await self._send(Close(event.reason))
         elif isinstance(event, ev.PostAccepted):
+            queued_at = self._queued_at.pop(event.item.id, None)
+            if queued_at is not None and self._posted is not None:
+                now = trio.current_time()
+                self._posted(now - queued_at, now)
             if await store.mark_sent(event.item, event.seq, event.ts):
                 boss.op_committed(event.item.room, event.seq)  # acknowledge our own post
             await self._events.send(OpSent(event.item.room, event.item.op_id, event.seq))
         elif isinstance(event, ev.PostRejected):
+            self._queued_at.pop(event.item.id, None)
             await store.drop_post(event.item, event.error)
             await self._events.send(OpRefused(event.item.room, event.item.op_id, event.error))
         elif isinstance(event, ev.ResealWanted):
@@ -267,12 +285,17 @@ class LinkDriver:
         if isinstance(event, ev.LinkReady):
             self._history.ready(trio.current_time())
             self._vouch.clear()  # from now on, frames and pongs prove we are alive
-            log.info("relay link: ready on %s", self._url)
+            failed = self._losses.cleared(self._url)
+            after = f" after {failed} more failed attempt(s)" if failed else ""
+            log.info("relay link: ready on %s%s", self._url, after)
             await self._events.send(LinkUp(self._url, event.relay_key, event.rooms, event.missing))
         elif isinstance(event, ev.LinkLost):
-            self._history.lost(trio.current_time(), event.reason)
-            log.info("relay link: %s lost (%s); retrying in %.2f s", self._url, event.reason,
-                     event.retry_in)
+            now = trio.current_time()
+            self._history.lost(now, event.reason)
+            say = self._losses.seen(self._url, event.reason, now)
+            if say is not None:
+                log.info("relay link: %s lost (%s); retrying in %.2f s%s", self._url,
+                         event.reason, event.retry_in, say.note)
             self._vouch.bound(event.retry_in)
             await self._events.send(LinkDown(self._url, event.reason))
         elif isinstance(event, ev.RelayComplained):

@@ -70,6 +70,10 @@ def serve(
         int, typer.Option(help="Proof of work a new identity pays per pairing slot, in bits "
                                "(17: about 0.13 s of one core; 0 asks none).")
     ] = 17,
+    log_file: Annotated[
+        Path | None, typer.Option(help="Write the log to this file, rotated at "
+                                       "CROSSTALK_LOG_MAX_BYTES (default: stderr).")
+    ] = None,
     json_output: JsonOption = False,
 ) -> None:
     """Run a relay in the foreground until SIGTERM or Ctrl-C."""
@@ -83,7 +87,7 @@ def serve(
                         max_per_identity=max_connections_per_identity,
                         max_authenticated=max_connections, slot_rate=slot_rate,
                         max_slots_per_source=max_slots_per_address,
-                        slot_work_bits=slot_work_bits)
+                        slot_work_bits=slot_work_bits, log_file=log_file)
 
     def listening(url: str, pubkey: str) -> None:
         out.emit({"listening": url, "pubkey": pubkey}, f"relay listening on {url} (key {pubkey})")

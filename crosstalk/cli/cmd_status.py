@@ -50,6 +50,26 @@ def loop_text(loop: dict[str, Any]) -> str:
     return f"worst lag {float(loop['worst_lag_s']) * 1000:.0f} ms at {at} {every}"
 
 
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.1f} ms" if seconds < 0.1 else f"{seconds * 1000:.0f} ms"
+
+
+def latency_text(latency: dict[str, Any]) -> str:
+    """``send → posted p50 12.0 ms, p99 40 ms (5); hooks none (last 60 min)`` from status's
+    ``latency``."""
+    parts = []
+    for key, name in (("send_posted", "send → posted"), ("hook", "hooks")):
+        stat = latency.get(key) or {}
+        if not stat.get("count"):
+            parts.append(f"{name} none")
+        else:
+            p50, p99 = float(stat["p50_s"]), float(stat["p99_s"])
+            parts.append(f"{name} p50 {_ms(p50)}, p99 {_ms(p99)} "
+                         f"({stat['count']})")
+    minutes = float(latency.get("window_s", 3600)) / 60
+    return f"{'; '.join(parts)} (last {minutes:g} min)"
+
+
 def status(json_output: JsonOption = False, home: HomeOption = None) -> None:
     """Identity, relay, daemon and sessions at a glance."""
     out = Output(json_mode=json_output)
@@ -60,6 +80,7 @@ def status(json_output: JsonOption = False, home: HomeOption = None) -> None:
     sessions: list[object] = []
     features: dict[str, object] = {}  # what each feature shows in status, by its name
     loop: dict[str, Any] | None = None  # how late the daemon's event loop has been
+    latency: dict[str, Any] | None = None  # p50/p99 of send -> posted and hooks, last hour
     # A daemon still starting answers from its gate: what is not up yet, no identity or link.
     starting = list(live.get("starting", [])) if live is not None else []
     if live is not None and not starting:
@@ -68,13 +89,15 @@ def status(json_output: JsonOption = False, home: HomeOption = None) -> None:
         sessions = list(live.get("sessions", []))
         features = dict(live.get("features", {}))
         loop = live.get("loop")
+        latency = live.get("latency")
     else:
         label, fp = _identity_from_file(h)
     data: dict[str, object] = {
         "label": label,
         "fingerprint": fp,
         "relay": relay,
-        "daemon": {"running": pid is not None, "pid": pid, "starting": starting, "loop": loop},
+        "daemon": {"running": pid is not None, "pid": pid, "starting": starting, "loop": loop,
+                   "latency": latency},
         "sessions": sessions,
         "features": features,
     }
@@ -91,6 +114,8 @@ def status(json_output: JsonOption = False, home: HomeOption = None) -> None:
     lines = [f"identity  {who}", f"daemon    {daemon}", f"relay     {link}", f"home      {h.root}"]
     if loop is not None:
         lines.insert(2, f"loop      {loop_text(loop)}")
+    if latency is not None:
+        lines.insert(3, f"latency   {latency_text(latency)}")
     lines += [f"{name:<9} {json.dumps(shown)}" for name, shown in features.items()]
     out.emit(data, "\n".join(lines))
 

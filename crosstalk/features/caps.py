@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from crosstalk.actors.room import RoomInput
     from crosstalk.actors.router import RouterInput
     from crosstalk.actors.supervisor import Supervisor
+    from crosstalk.core.latency import DaemonLatency
     from crosstalk.core.room import Applied
     from crosstalk.features.membership.actor import MembershipInput
     from crosstalk.paths import Home
@@ -119,6 +120,12 @@ class ShowsStatus(Protocol):
     async def feature_status(self) -> dict[str, Any]: ...
 
 
+class Measured(Protocol):
+    """The daemon's latency windows (send -> posted, hook requests), for ``status``."""
+
+    latency: DaemonLatency
+
+
 class MakesIdentity(Protocol):
     """Create this home's identity on first use, or adopt one a linked machine sent."""
 
@@ -155,6 +162,7 @@ class Capabilities(
     CallsOps,
     Homed,
     ShowsStatus,
+    Measured,
     MakesIdentity,
     MovesRelay,
     ForgetsRooms,

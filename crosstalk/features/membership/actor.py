@@ -42,6 +42,7 @@ from crosstalk.errors import (
 )
 from crosstalk.features.membership.answered import AnsweredRosters
 from crosstalk.features.membership.core import HistoryChange, apply_history
+from crosstalk.logs import repeats_from_env
 from crosstalk.store import membership as q
 from crosstalk.store import membership_chain as mc
 from crosstalk.store.db import Store
@@ -248,6 +249,9 @@ class MembershipActor:
         # so a member lied to once catches up once the relay tells the truth again.
         self._unsettled: set[str] = set()
         self._histories = HeldHistories()
+        # A relay that cannot answer fails every REFRESH_RETRY the same way: said once per
+        # reason, then summarised.
+        self._refresh_failing = repeats_from_env()
 
     async def run(
         self,
@@ -332,7 +336,11 @@ class MembershipActor:
         except CrosstalkError as exc:
             # The pushes missed while we were away are only replaced by this: keep trying while
             # the link stays up (seed 233: one slow answer left a roster stale for good).
-            log.info("rooms not brought up to date with the relay (%s); trying again in %.0f s",
-                     exc.message, REFRESH_RETRY)
+            say = self._refresh_failing.seen("refresh", exc.message, trio.current_time())
+            if say is not None:
+                log.info("rooms not brought up to date with the relay (%s); trying again in "
+                         "%.0f s%s", exc.message, REFRESH_RETRY, say.note)
             return False
+        if self._refresh_failing.cleared("refresh") is not None:
+            log.info("rooms brought up to date with the relay again")
         return True

@@ -22,6 +22,7 @@ import trio
 from crosstalk.actors.context import ActorContext
 from crosstalk.errors import CrosstalkError
 from crosstalk.features.presence.core import CHECK_EVERY, Publisher, published
+from crosstalk.logs import repeats_from_env
 from crosstalk.store import membership_chain as mc
 from crosstalk.store.rooms import list_rooms
 from crosstalk.store.sessions import list_sessions
@@ -54,6 +55,9 @@ class PresenceActor:
         self._send_op = send_op
         self._ready = ready
         self._publisher = Publisher()
+        # A room that refuses our post (we were removed from it, say) refuses it every check:
+        # said once per reason, then summarised (issue 38: one line a second, 18 MB a day).
+        self._failing = repeats_from_env()
 
     async def run(
         self,
@@ -79,7 +83,12 @@ class PresenceActor:
                 await self._send_op(room, attrs.evolve(op, membership=index,
                                                        membership_link=link))
             except CrosstalkError as exc:
-                log.info("presence: sessions not published to %s: %s", room, exc.message)
+                say = self._failing.seen(room, exc.message, trio.current_time())
+                if say is not None:
+                    log.info("presence: sessions not published to %s: %s%s", room, exc.message,
+                             say.note)
                 continue
+            if self._failing.cleared(room) is not None:
+                log.info("presence: sessions published to %s again", room)
             self._publisher.posted(room, op, now)
             log.debug("presence: %d session(s) published to %s", len(op.sessions), room)

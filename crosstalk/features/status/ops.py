@@ -11,12 +11,21 @@ import trio
 
 from crosstalk import __version__
 from crosstalk.actors.supervisor import ActorHealth, LoopLag
-from crosstalk.features.caps import Homed, Identified, Linked, ShowsStatus, Stored, Supervises
+from crosstalk.core.latency import LatencySummary, LatencyWindow
+from crosstalk.features.caps import (
+    Homed,
+    Identified,
+    Linked,
+    Measured,
+    ShowsStatus,
+    Stored,
+    Supervises,
+)
 from crosstalk.features.feature import Plugs, op
 from crosstalk.store.sessions import list_sessions
 
 
-class Host(Stored, Identified, Linked, Supervises, Homed, ShowsStatus, Protocol):
+class Host(Stored, Identified, Linked, Supervises, Homed, ShowsStatus, Measured, Protocol):
     """What ``status`` and ``health`` read."""
 
 
@@ -55,6 +64,35 @@ class LoopView:
 
 
 @attrs.frozen
+class LatencyStat:
+    """One latency over the window: how many, p50 and p99 in seconds (None with none)."""
+
+    count: int
+    p50_s: float | None
+    p99_s: float | None
+
+    @classmethod
+    def of(cls, window: LatencyWindow, now: float) -> LatencyStat:
+        summary: LatencySummary = window.summary(now)
+
+        def rounded(value: float | None) -> float | None:
+            return None if value is None else round(value, 6)
+
+        return cls(summary.count, rounded(summary.p50_s), rounded(summary.p99_s))
+
+
+@attrs.frozen
+class LatencyView:
+    """p50/p99 over the last ``window_s`` seconds: ``send_posted`` from a message committed to
+    the outbox to the relay's ``posted``; ``hook`` the control op ``hook_event``, request to
+    reply."""
+
+    window_s: float
+    send_posted: LatencyStat
+    hook: LatencyStat
+
+
+@attrs.frozen
 class OwnSession:
     name: str
     client: str
@@ -73,6 +111,7 @@ class StatusReply:
     fingerprint: str | None
     relay: RelayView
     loop: LoopView
+    latency: LatencyView
     sessions: list[OwnSession] = attrs.Factory(list)  # this identity's agent sessions here
     # What each feature shows, by feature name (an attrs value or JSON data per feature).
     features: dict[str, Any] = attrs.Factory(dict)
@@ -133,6 +172,7 @@ def plug(daemon: Host) -> Plugs:
                 reconnect_s=link.reconnect_s if link else None,
             ),
             loop=LoopView.from_lag(daemon.supervisor.loop_lag()),
+            latency=_latency(daemon, trio.current_time()),
             sessions=own,
             features=await daemon.feature_status(),
         )
@@ -141,3 +181,12 @@ def plug(daemon: Host) -> Plugs:
         return HealthReply([ActorRow.from_health(h) for h in daemon.supervisor.statistics()])
 
     return Plugs(ops=(op("status", NoParams, status), op("health", NoParams, health)))
+
+
+def _latency(daemon: Measured, now: float) -> LatencyView:
+    windows = daemon.latency
+    return LatencyView(
+        window_s=windows.send_posted.window,
+        send_posted=LatencyStat.of(windows.send_posted, now),
+        hook=LatencyStat.of(windows.hook, now),
+    )
