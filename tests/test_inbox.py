@@ -27,7 +27,15 @@ from crosstalk.features.inbox.actor import SessionActor
 from crosstalk.store import attention as db
 from crosstalk.store.db import Store, open_store
 from crosstalk.store.sessions import register_session
-from tests.e2e.conftest import Person, pair, people, relay_url, short_tmp, stop_pid
+from tests.e2e.conftest import (
+    Person,
+    pair,
+    people,
+    relay_url,
+    short_tmp,
+    stop_pid,
+    wait_session_known,
+)
 
 __all__ = ["people", "relay_url", "short_tmp"]  # fixtures used by name below
 
@@ -327,6 +335,7 @@ async def test_two_claude_sessions_each_get_their_own_actor_and_their_own_push(
             for name in inboxes:
                 await trio.to_thread.run_sync(start_session, name)
             for name in inboxes:
+                await trio.to_thread.run_sync(wait_session_known, ben, "ana", name)
                 await trio.to_thread.run_sync(
                     lambda n=name: ben.json("send", f"ana/{n}", f"for {n}", "--intent", "question")
                 )

@@ -38,6 +38,7 @@ from tests.e2e.conftest import (
     short_tmp,
     stop_pid,
     wait_for_messages,
+    wait_session_known,
     wait_until,
 )
 
@@ -360,6 +361,7 @@ def check_notice_then_read(
     driver = make_driver(agent)
     session = driver.start("just starting")
     before = len(agent.requests())
+    wait_session_known(ben, "ana", session)
     ben.json("send", f"ana/{session}", words, "--intent", "question")  # this agent
     wait_until(lambda: pending_notices(ana) > 0, timeout=PROPAGATION,
                what="a notice for ana's session the hook will take")

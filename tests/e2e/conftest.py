@@ -95,6 +95,20 @@ def work_in(person: Cli, project: Path, session: str = "agent-1") -> None:
     assert request(person.home / "daemon.sock", "session_register", params)["ok"] is True
 
 
+def wait_session_known(sender: Cli, owner: str, session: str, *, timeout: float = 60.0) -> None:
+    """Until ``sender``'s daemon lists ``owner``'s published session ``session`` (bounded): an
+    address ``owner/session`` names only a session its owner published (unknown_session)."""
+    from crosstalk.client import call
+    from crosstalk.paths import Home
+
+    def known() -> bool:
+        peers = call(Home(sender.home), "peers", {}, timeout=30.0)["peers"]
+        return any(s["name"] == session for p in peers if p["label"] == owner
+                   for s in p["sessions"])
+
+    wait_until(known, timeout=timeout, what=f"{owner}/{session} published to {sender.home.name}")
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
