@@ -159,8 +159,10 @@ def ben_at_work(make_driver: Any, agent: Agent, room: Room, standin_factory: Any
     wait_until(seen, timeout=PROPAGATION, what="ben's session in the clone known to ana")
 
 
-def wait_for_warning(ben: Person, project: Path) -> str:
-    """Bounded wait until ben's daemon knows of ana's edit; the warning it then gives."""
+def wait_for_warning(ben: Person, project: Path) -> list[str]:
+    """Bounded wait until ben's daemon knows of ana's edit; the parts of the warning it then
+    gives that do not move with time: its first line, and each line up to the file it names
+    (the rest says how long ago, which a later request may say differently)."""
     found: list[str] = []
 
     def known() -> bool:
@@ -171,7 +173,15 @@ def wait_for_warning(ben: Person, project: Path) -> str:
 
     wait_until(known, timeout=PROPAGATION,
                what="ana's edit known to ben's daemon (edits_check gives a warning)")
-    return found[-1]
+    first, *lines = found[-1].splitlines()
+    parts = [first, *(line[: line.index(FILE) + len(FILE)] for line in lines if FILE in line)]
+    assert len(parts) > 1 and all("ana's agent" in part for part in parts[1:]), found[-1]
+    return parts
+
+
+def says(request: Any, parts: list[str]) -> bool:
+    """Whether a model request carries every part of the warning."""
+    return all(request.contains(part) for part in parts)
 
 
 @pytest.mark.parametrize("pin", [pytest.param(CLAUDE, id="2.1.197"),
@@ -192,9 +202,9 @@ def test_claude_code_is_warned_before_editing_a_file_another_claude_code_edited(
     EditingClaudeDriver(agent).start("please change the value too")
     requests = agent.requests()
     assert [r.step for r in requests][:1] == [0], agent.debug()
-    assert not requests[0].contains(warning), agent.debug()  # not before the edit was tried
+    assert not says(requests[0], warning), agent.debug()  # not before the edit was tried
     after_edit = [r for r in requests if r.step == 2]
-    assert after_edit and after_edit[0].contains(warning), agent.debug()
+    assert after_edit and says(after_edit[0], warning), agent.debug()
 
 
 def test_codex_is_warned_before_patching_a_file_claude_code_edited(
@@ -212,6 +222,6 @@ def test_codex_is_warned_before_patching_a_file_claude_code_edited(
     agent.standin = standin_factory("codex-ben-patch", codex_patch_steps("3"))
     PatchingCodexDriver(agent).start("please change the value too")
     requests = agent.requests()
-    assert requests and not requests[0].contains(warning), agent.debug()
+    assert requests and not says(requests[0], warning), agent.debug()
     after_patch = [r for r in requests if r.step == 1]
-    assert after_patch and after_patch[0].contains(warning), agent.debug()
+    assert after_patch and says(after_patch[0], warning), agent.debug()
