@@ -27,6 +27,7 @@ ME, BEN = "me" * 8, "be" * 8
 @attrs.frozen
 class ReservationsParams:
     cwd: str | None = None
+    catch_up: bool = True
 
 
 @attrs.frozen

@@ -30,7 +30,7 @@ def tool_payload(
 ) -> str:
     """A tool event as ``client`` sends it (Goose names the event in ``event``)."""
     key = "event" if client == "goose" else "hook_event_name"
-    return json.dumps({key: event, "session_id": session, "cwd": "/work/repo",
+    return json.dumps({key: event, "session_id": session, "cwd": "/srv/repo",
                        "tool_name": tool, "tool_input": tool_input})
 
 
@@ -63,7 +63,7 @@ def test_a_post_tool_edit_sends_edited_paths_with_the_cwd(daemon: FakeDaemon) ->
         "claude", "PostToolUse", "Edit", {"file_path": "src/app.py", "old_string": "a"}))
     assert status == 0
     (line,) = sent_hook_events(daemon)
-    assert (line["edited"], line["cwd"]) == (["src/app.py"], "/work/repo")
+    assert (line["edited"], line["cwd"]) == (["src/app.py"], "/srv/repo")
     assert "editing" not in line
     touched = [r for r in daemon.requests if r["op"] == "edits_touched"]
     assert [(r["session"], r["paths"]) for r in touched] == [("sess-1", ["src/app.py"])]
@@ -73,14 +73,14 @@ def test_a_post_tool_edit_sends_edited_paths_with_the_cwd(daemon: FakeDaemon) ->
 def test_a_pre_tool_edit_sends_editing_and_shows_claude_the_warning(daemon: FakeDaemon) -> None:
     """Before an Edit, ``editing`` is sent, and the allow warning is Claude's additionalContext."""
     out, status = hook("claude", "PreToolUse", tool_payload(
-        "claude", "PreToolUse", "Edit", {"file_path": "/work/repo/src/app.py"}))
+        "claude", "PreToolUse", "Edit", {"file_path": "/srv/repo/src/app.py"}))
     assert status == 0
     assert out == json.dumps(
         {"hookSpecificOutput": {"hookEventName": "PreToolUse", "additionalContext": WARNING}},
         separators=(",", ":"),
     )
     (line,) = sent_hook_events(daemon)
-    assert (line["editing"], line["cwd"]) == (["/work/repo/src/app.py"], "/work/repo")
+    assert (line["editing"], line["cwd"]) == (["/srv/repo/src/app.py"], "/srv/repo")
     assert "edited" not in line and "notices" not in line and "working_set" not in line
 
 
@@ -128,7 +128,7 @@ def test_a_stalled_daemon_lets_the_edit_run_within_the_budget(home: Home) -> Non
     try:
         started = time.monotonic()
         out, status = hook("claude", "PreToolUse", tool_payload(
-            "claude", "PreToolUse", "Write", {"file_path": "/work/repo/a.py"}))
+            "claude", "PreToolUse", "Write", {"file_path": "/srv/repo/a.py"}))
         elapsed = time.monotonic() - started
     finally:
         fake.close()
@@ -141,7 +141,7 @@ def test_a_daemon_that_is_down_lets_the_edit_run(home: Home) -> None:  # noqa: F
     ago, as its stamp file says, so this one starts none.)"""
     (home.root / "hook-started-daemon").touch()
     out, status = hook("gemini", "BeforeTool", tool_payload(
-        "gemini", "BeforeTool", "write_file", {"file_path": "/work/repo/a.py"}))
+        "gemini", "BeforeTool", "write_file", {"file_path": "/srv/repo/a.py"}))
     assert (out, status) == ("{}", 0)
 
 

@@ -240,7 +240,7 @@ async def _reservations(daemon: Host, cwd: str | None, now: float) -> list[Hold]
     if not daemon.ops.has("reservations"):
         return []
     try:
-        reply = await daemon.ops.call("reservations", {"cwd": cwd})
+        reply = await daemon.ops.call("reservations", {"cwd": cwd, "catch_up": False})
     except CrosstalkError as exc:  # no room here, not set up: nobody's reservations to show
         log.debug("edits: no reservations for %s: %s", cwd, exc.message)
         return []

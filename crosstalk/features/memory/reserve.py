@@ -240,9 +240,10 @@ async def release(feature: MemoryFeature, params: ReleaseParams) -> ReleaseReply
         raise NotInRepository(
             "Release paths from inside their git repository, or name reservations by id."
         )
+    patterns = tuple(repository_paths(root, paths)) if root is not None and paths else ()
     wanted: dict[str, list[ReleaseOp]] = {}
     for held in mine:
-        chosen = _release_for(held.reservation, by_id, paths, root, bool(params.targets))
+        chosen = _release_for(held.reservation, by_id, patterns, root, bool(params.targets))
         ops = wanted.setdefault(held.room_id, [])
         if chosen is not None and chosen not in ops:
             ops.append(chosen)
@@ -259,14 +260,15 @@ async def release(feature: MemoryFeature, params: ReleaseParams) -> ReleaseReply
 
 
 def _release_for(
-    held: Reservation, by_id: list[str], paths: list[str], root: Path | None, named: bool
+    held: Reservation, by_id: list[str], patterns: tuple[str, ...], root: Path | None,
+    named: bool,
 ) -> ReleaseOp | None:
-    """The release that takes ``held`` back, if what was asked for covers it."""
+    """The release that takes ``held`` back, if what was asked for (ids, or ``patterns`` of the
+    repository at ``root``) covers it."""
     if held.reservation_id in by_id:
         return ReleaseOp(reservation_ids=tuple(by_id))
     if root is not None and held.repo.casefold() == root.name.casefold():
-        if paths:
-            patterns = tuple(repository_paths(root, paths))
+        if patterns:
             overlapping = ReleaseOp(repo=held.repo, patterns=patterns)
             return overlapping if _overlaps_any(held, patterns) else None
         return None if named else ReleaseOp(repo=held.repo)
@@ -277,18 +279,20 @@ def _overlaps_any(held: Reservation, patterns: tuple[str, ...]) -> bool:
     return any(overlaps(p, q) for p in patterns for q in held.patterns)
 
 
-async def release_all_in(feature: MemoryFeature, room: Room) -> None:
-    """Before leaving ``room``: give back everything we hold there, at a log position every
-    replica sees (a leave itself is not in the room log). Nothing is sent when we hold nothing."""
-    me = feature.daemon.keys.fingerprint
-    if any(h.reservation.holder.fingerprint == me for h in await _held(feature, [room])):
-        await _send(feature, room, ReleaseOp())
+@attrs.frozen
+class ReservationsParams:
+    room: str | None = None
+    cwd: str | None = None
+    # Apply our own sequenced ops first (a listing shows them). The hooks' pre-edit check, on
+    # every edit, asks for others' only and skips the store writes that takes.
+    catch_up: bool = True
 
 
-async def reservations(feature: MemoryFeature, params: v.Where) -> ReservationsReply:
+async def reservations(feature: MemoryFeature, params: ReservationsParams) -> ReservationsReply:
     """What holds in the rooms asked about (all of ours by default), at the relay's now."""
-    rooms = await feature.rooms_for(params)
-    await feature.catch_up_own(rooms)
+    rooms = await feature.rooms_for(v.Where(params.room, params.cwd))
+    if params.catch_up:
+        await feature.catch_up_own(rooms)
     me = feature.daemon.keys.fingerprint
     label = feature.daemon.identity.label if feature.daemon.identity is not None else None
     names = {room.room_id: room.name for room in rooms}
@@ -375,6 +379,6 @@ def reservation_ops(feature: MemoryFeature) -> tuple[ControlOp, ...]:
         op("reserve", ReserveParams, functools.partial(reserve, feature)),
         op("reserve_renew", RenewParams, functools.partial(renew, feature)),
         op("release", ReleaseParams, functools.partial(release, feature)),
-        op("reservations", v.Where, functools.partial(reservations, feature)),
+        op("reservations", ReservationsParams, functools.partial(reservations, feature)),
     )
 
