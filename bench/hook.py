@@ -121,7 +121,7 @@ def hook_series(
 
 #: The SDK alone behind stdio, as ``crosstalk server`` ran before its front end answered first.
 SDK_ONLY = (
-    "from crosstalk.mcp_server import serve; from crosstalk.paths import Home; "
+    "from crosstalk.mcp.server import serve; from crosstalk.paths import Home; "
     "serve(Home.resolve(None))"
 )
 

@@ -58,7 +58,7 @@ from crosstalk.features.membership.actor import (
 from crosstalk.features.membership.lifecycle import reconcile_with_relay
 from crosstalk.features.registry import FEATURES
 from crosstalk.features.seams import Seams
-from crosstalk.local_relay import configured_relay, ensure_local_relay, is_local_default
+from crosstalk.hosting.local_relay import configured_relay, ensure_local_relay, is_local_default
 from crosstalk.paths import RELAY_ENV, Home
 from crosstalk.store.db import Store
 from crosstalk.store.identity import IdentityRecord, load_identity, new_identity, save_identity

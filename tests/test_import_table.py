@@ -26,48 +26,37 @@ ALLOWED: dict[str, set[str]] = {
     "crosstalk.paths": BASE,
     "crosstalk.crypto": BASE,
     "crosstalk.crypto_pairing": BASE | {"crosstalk.crypto"},
-    "crosstalk.credentials": BASE,
-    "crosstalk.tunnel": BASE,
     "crosstalk.lock": BASE | {"crosstalk.paths"},
     # Logging for the daemon and the relay alike: rotation, and repeats said once (sans-IO).
     "crosstalk.logs": BASE | {"crosstalk.paths"},
-    "crosstalk.local_relay": BASE | {"crosstalk.paths"},
-    "crosstalk.mcp_tool_kit": BASE,
-    "crosstalk.mcp_memory_tools": BASE | {"crosstalk.mcp_tool_kit"},
-    "crosstalk.mcp_tools": BASE | {"crosstalk.mcp_tool_kit", "crosstalk.mcp_memory_tools"},
+    # The relays this machine runs: the shared local one, a quick tunnel in front of one.
+    "crosstalk.hosting": BASE | {"crosstalk.paths"},
     # The wire is below the cores: cores take wire models as inputs (the relay link's machines
     # read and write relay frames), the wire imports no core (the relay shares it without them).
     "crosstalk.core": BASE | {"crosstalk.crypto", "crosstalk.crypto_pairing", "crosstalk.wire"},
     "crosstalk.wire": BASE | {"crosstalk.crypto"},
     "crosstalk.project": BASE | {"crosstalk.core"},
-    "crosstalk.slices": BASE | {"crosstalk.credentials", "crosstalk.wire"},
+    # Building slices and refusing credentials in them.
+    "crosstalk.slices": BASE | {"crosstalk.wire"},
     "crosstalk.hook": BASE | {"crosstalk.core", "crosstalk.paths"},
     "crosstalk.install": BASE | {"crosstalk.core", "crosstalk.paths"},
     "crosstalk.client": BASE | {"crosstalk.hook", "crosstalk.lock", "crosstalk.paths"},
-    "crosstalk.demo": BASE | {"crosstalk.client", "crosstalk.hook", "crosstalk.paths"},
-    "crosstalk.mcp_channel": BASE | {"crosstalk.core", "crosstalk.mcp_tool_kit"},
-    "crosstalk.mcp_server": BASE | {
-        "crosstalk.client", "crosstalk.hook", "crosstalk.mcp_channel", "crosstalk.mcp_front",
-        "crosstalk.mcp_tool_kit", "crosstalk.mcp_tools", "crosstalk.paths",
-    },
-    # Writes down what the server lists (mcp_front.json, docs/tools.md) by running it.
-    "crosstalk.mcp_listing": BASE | {"crosstalk.mcp_front", "crosstalk.mcp_profiles",
-                                     "crosstalk.mcp_server"},
-    "crosstalk.mcp_front": BASE | {"crosstalk.mcp_profiles"},
-    # Which tools a profile serves: stdlib, shared by the front end, the SDK server and install.
-    "crosstalk.mcp_profiles": BASE,
+    # The MCP server: its stdlib front end (front.py imports only profiles.py, a test says so),
+    # the SDK server, the tools, the channel; listing.py writes down what the server lists.
+    "crosstalk.mcp": BASE | {"crosstalk.client", "crosstalk.core", "crosstalk.hook",
+                             "crosstalk.paths"},
     "crosstalk.store": BASE | {"crosstalk.core", "crosstalk.crypto", "crosstalk.wire",
                                "crosstalk.paths"},
     "crosstalk.actors": BASE | {"crosstalk.core", "crosstalk.crypto", "crosstalk.wire",
-                                "crosstalk.store", "crosstalk.local_relay", "crosstalk.paths",
+                                "crosstalk.store", "crosstalk.hosting", "crosstalk.paths",
                                 "crosstalk.logs"},
     "crosstalk.features": BASE | {"crosstalk.core", "crosstalk.crypto", "crosstalk.wire",
                                   "crosstalk.store", "crosstalk.actors", "crosstalk.paths",
                                   "crosstalk.project", "crosstalk.slices",
-                                  "crosstalk.local_relay", "crosstalk.tunnel", "crosstalk.logs"},
+                                  "crosstalk.hosting", "crosstalk.logs"},
     "crosstalk.daemon": BASE | {"crosstalk.core", "crosstalk.crypto", "crosstalk.wire",
                                 "crosstalk.store", "crosstalk.actors", "crosstalk.features",
-                                "crosstalk.local_relay", "crosstalk.paths"},
+                                "crosstalk.hosting", "crosstalk.paths"},
     # The daemon process's root: the control socket first; crosstalk.daemon only by name, on a
     # worker thread, once the socket answers.
     "crosstalk.daemon_start": BASE | {"crosstalk.actors", "crosstalk.store", "crosstalk.paths",
@@ -75,18 +64,15 @@ ALLOWED: dict[str, set[str]] = {
     # Backup and restore read and write a home's files beside the store, below the CLI.
     "crosstalk.backup": BASE | {"crosstalk.crypto", "crosstalk.lock", "crosstalk.paths",
                                 "crosstalk.store", "crosstalk.wire"},
-    "crosstalk.doctor_check": set(),
-    "crosstalk.doctor": BASE | {"crosstalk.client", "crosstalk.doctor_check",
-                                "crosstalk.doctor_clients", "crosstalk.paths",
+    # `crosstalk doctor`: its checks as data, the daemon's answers, the clients' rows.
+    "crosstalk.doctor": BASE | {"crosstalk.client", "crosstalk.install", "crosstalk.paths",
                                 "crosstalk.store"},
-    "crosstalk.doctor_clients": BASE | {"crosstalk.doctor_check", "crosstalk.install"},
     "crosstalk.cli": BASE | {
         "crosstalk.backup", "crosstalk.client", "crosstalk.core", "crosstalk.crypto",
-        "crosstalk.daemon", "crosstalk.daemon_start",
-        "crosstalk.demo", "crosstalk.doctor", "crosstalk.hook", "crosstalk.install",
-        "crosstalk.local_relay", "crosstalk.lock", "crosstalk.logs", "crosstalk.mcp_front",
-        "crosstalk.mcp_profiles", "crosstalk.mcp_server",
-        "crosstalk.features", "crosstalk.paths", "crosstalk.store", "crosstalk.wire", "relay",
+        "crosstalk.daemon", "crosstalk.daemon_start", "crosstalk.doctor", "crosstalk.hook",
+        "crosstalk.hosting", "crosstalk.install", "crosstalk.lock", "crosstalk.logs",
+        "crosstalk.mcp", "crosstalk.features", "crosstalk.paths", "crosstalk.store",
+        "crosstalk.wire", "relay",
     },
     "crosstalk.__main__": {"crosstalk.cli"},
     # The relay is its own program: it shares only the wire formats, crypto, errors and logging.

@@ -23,10 +23,10 @@ import trio
 from mcp import Client
 
 from crosstalk.core.dialects import CLIENTS, dialect_for
-from crosstalk.mcp_tools import TOOLS
+from crosstalk.mcp.tools import TOOLS
 from crosstalk.store.identity import load_identity
 from tests.e2e.conftest import Person, pair, people, relay_url, short_tmp, stop_pid, wait_until
-from tests.test_mcp_server import git_project, server_params
+from tests.mcp.test_server import git_project, server_params
 
 __all__ = ["people", "relay_url", "short_tmp"]  # fixtures used by name below
 

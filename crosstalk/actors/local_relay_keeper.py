@@ -1,7 +1,7 @@
 """Keeps the machine's embedded relay alive for a daemon that uses it.
 
 With no relay configured, daemons share one relay on loopback that the first of them started
-(``crosstalk.local_relay``). If that relay dies, every daemon would otherwise retry for ever
+(``crosstalk.hosting.local_relay``). If that relay dies, every daemon would otherwise retry for ever
 against a closed port. This actor watches its daemon's link: while the link is to the local
 default relay and is down after a loss, it probes the relay's health and starts it again.
 ``ensure_local_relay`` takes a file lock, so of all the daemons noticing at once exactly one
@@ -20,7 +20,7 @@ import trio
 from crosstalk.actors.context import ActorContext
 from crosstalk.actors.relay_link import LinkStatus
 from crosstalk.errors import CrosstalkError
-from crosstalk.local_relay import ensure_local_relay, is_local_default, reap
+from crosstalk.hosting.local_relay import ensure_local_relay, is_local_default, reap
 
 log = logging.getLogger(__name__)
 

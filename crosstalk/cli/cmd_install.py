@@ -70,8 +70,8 @@ def install_cmd(
     import attrs
 
     from crosstalk.install import Places, install, resolve_commands
-    from crosstalk.mcp_front import listed_names, load_listing
-    from crosstalk.mcp_profiles import normalized
+    from crosstalk.mcp.front import listed_names, load_listing
+    from crosstalk.mcp.profiles import normalized
 
     out = Output(json_mode=json_output)
     profile = normalized(tools, listed_names(load_listing()))  # refused before any file is read

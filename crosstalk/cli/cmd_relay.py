@@ -107,7 +107,7 @@ def status(
     """Say whether a relay answers its health check."""
     del home  # accepted like on every command; the relay is named by --relay
     url = relay or os.environ.get("CROSSTALK_RELAY") or DEFAULT_RELAY
-    from crosstalk.local_relay import check_health
+    from crosstalk.hosting.local_relay import check_health
 
     reachable = check_health(url)
     Output(json_mode=json_output).emit(
@@ -133,7 +133,7 @@ def _local_relay_pid() -> int | None:
 def start(json_output: JsonOption = False, home: HomeOption = None) -> None:
     """Start the local relay on loopback (the one every home here shares) unless it runs."""
     del home  # the local relay is the machine's, not one home's; accepted like everywhere
-    from crosstalk.local_relay import LOCAL_RELAY, ensure_local_relay
+    from crosstalk.hosting.local_relay import LOCAL_RELAY, ensure_local_relay
 
     ensure_local_relay()
     pid = _local_relay_pid()
@@ -152,7 +152,7 @@ def stop(json_output: JsonOption = False, home: HomeOption = None) -> None:
     import time
 
     from crosstalk.cli.cmd_daemon import _alive
-    from crosstalk.local_relay import LOCAL_RELAY, check_health
+    from crosstalk.hosting.local_relay import LOCAL_RELAY, check_health
 
     pid = _local_relay_pid()
     if pid is not None:

@@ -124,7 +124,7 @@ def doctor(json_output: JsonOption = False, home: HomeOption = None) -> None:
     """Check the setup and say what is broken and how to fix it. Exit 0 only when all is well."""
     import attrs
 
-    from crosstalk.doctor import run_checks  # the store, trio and nacl: only here
+    from crosstalk.doctor.report import run_checks  # the store, trio and nacl: only here
 
     out = Output(json_mode=json_output)
     report = run_checks(Home.resolve(home))
@@ -170,7 +170,7 @@ def secure(json_output: JsonOption = False, home: HomeOption = None) -> None:
 @reports_errors
 def demo(json_output: JsonOption = False) -> None:
     """Run the whole flow on a throwaway relay and two throwaway identities, then clean up."""
-    from crosstalk.demo import run_demo
+    from crosstalk.cli.demo import run_demo
 
     out = Output(json_mode=json_output)
     summary = run_demo(lambda line: None if json_output else out.emit({}, line))

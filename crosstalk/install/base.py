@@ -91,7 +91,7 @@ class Places:
 @attrs.frozen
 class Commands:
     """The argv prefixes that run the installed CLI and hook program, and the MCP server's tool
-    profile (``crosstalk server --tools``, already checked: :mod:`crosstalk.mcp_profiles`)."""
+    profile (``crosstalk server --tools``, already checked: :mod:`crosstalk.mcp.profiles`)."""
 
     crosstalk: tuple[str, ...]
     hook: tuple[str, ...]

@@ -88,7 +88,7 @@ NOT_WALKED = {
     ("relay", "start"): "the local relay: no home (tests/e2e/test_cli_expected.py)",
     ("relay", "stop"): "the local relay: no home (tests/e2e/test_cli_expected.py)",
     ("relay", "status"): "the relay: no home (tests/e2e/test_cli_expected.py)",
-    ("server",): "the MCP server on stdio; its tools answer not_set_up (tests/test_mcp_server.py)",
+    ("server",): "the MCP server on stdio; its tools answer not_set_up (tests/mcp/test_server.py)",
     ("hook",): "the hook program's own contract (tests/hook)",
     ("demo",): "throwaway homes of its own (tests/e2e/test_demo.py)",
     ("install",): "writes the client's configuration, not the home (tests/install)",

@@ -28,7 +28,7 @@ from crosstalk.paths import Home
 HEAVY = (
     "trio", "nacl", "spake2", "sqlite3", "yaml", "pydantic", "pydantic_core", "mcp", "attr",
     "attrs", "cattrs", "relay", "crosstalk.store", "crosstalk.crypto", "crosstalk.install",
-    "crosstalk.doctor", "crosstalk.daemon", "crosstalk.wire", "crosstalk.core",
+    "crosstalk.doctor.report", "crosstalk.daemon", "crosstalk.wire", "crosstalk.core",
 )  # fmt: skip
 
 # Runs the real entry point with the given arguments, then names the heavy modules it loaded

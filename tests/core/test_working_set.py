@@ -284,7 +284,7 @@ def test_others_reservations_in_this_repository_are_listed_escaped_and_bounded_b
 def test_a_block_too_long_names_a_way_to_see_the_rest_that_exists() -> None:
     """Every "more not shown" line names a tool the MCP server has, or the CLI command."""
     from crosstalk.core.working_set import _LIST_ALL, DECISION_LINES
-    from crosstalk.mcp_tools import TOOLS
+    from crosstalk.mcp.tools import TOOLS
     from crosstalk.wire.memory import DecisionMade
 
     room = Room()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from crosstalk.doctor_clients import client_rows, run_hook
+from crosstalk.doctor.clients import client_rows, run_hook
 from crosstalk.install import Commands, Places, install
 
 

@@ -7,9 +7,9 @@ from pathlib import Path, PurePath
 
 import pytest
 
-from crosstalk.credentials import SCAN_PIECE, credential_content, credential_name
 from crosstalk.errors import CredentialRefused
-from crosstalk.slices import build_slice
+from crosstalk.slices.build import build_slice
+from crosstalk.slices.credentials import SCAN_PIECE, credential_content, credential_name
 
 CREDENTIAL_PATHS = [
     ".git/config",
@@ -94,7 +94,7 @@ def test_a_secret_across_two_scan_pieces_is_caught(
     secret that straddles the cut between two pieces is still caught, by the overlap each piece
     is searched with. The planted bug scans the pieces with no overlap and misses them."""
     if plant:
-        monkeypatch.setattr("crosstalk.credentials.SCAN_OVERLAP", 0)
+        monkeypatch.setattr("crosstalk.slices.credentials.SCAN_OVERLAP", 0)
     missed = []
     for kind, secret in sorted(TOKENS.items()):
         # The first piece ends one character before the shortest caught prefix of the secret.

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from crosstalk.errors import CrosstalkError, InvalidSlice, NotInProject
 from crosstalk.hook.control import request
-from crosstalk.slices import slice_root
+from crosstalk.slices.build import slice_root
 from tests.e2e.conftest import Cli, cli, short_tmp, start_alone, work_in
 
 __all__ = ["cli", "short_tmp"]  # fixtures used by name below

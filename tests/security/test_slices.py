@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from crosstalk.errors import CredentialRefused, InvalidSlice, Refused
-from crosstalk.slices import build_slice
+from crosstalk.slices.build import build_slice
 from crosstalk.wire.room_ops import MAX_SLICE
 
 GIT_ENV = {

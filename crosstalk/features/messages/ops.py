@@ -45,7 +45,7 @@ from crosstalk.features.caps import Identified, Routed, SendsOps, Stored, TellsL
 from crosstalk.features.feature import Plugs, op
 from crosstalk.features.read.ops import SHORT_ID, find_held
 from crosstalk.features.rooms.views import find_room
-from crosstalk.slices import (
+from crosstalk.slices.build import (
     build_slice,
     needs_project,
     needs_transcript,
@@ -348,7 +348,7 @@ async def _build_slices(daemon: Host, params: SendParams) -> tuple[Slice, ...]:
         return tuple(build_slice(spec, root=root, transcript=transcript) for spec in params.slices)
 
     # A worker thread, so the event loop goes on serving everyone else while files are read
-    # (each slice reads at most its cap, and scans it in pieces: crosstalk.slices).
+    # (each slice reads at most its cap, and scans it in pieces: crosstalk.slices.build).
     with trio.move_on_after(SLICE_DEADLINE):
         return await trio.to_thread.run_sync(build, abandon_on_cancel=True)
     raise TooLarge(

@@ -47,7 +47,13 @@ from crosstalk.features.membership.history import (
     request_change,
     with_statement,
 )
-from crosstalk.local_relay import ensure_relay_at, hosted_port, is_local_default, lan_address
+from crosstalk.hosting.local_relay import (
+    ensure_relay_at,
+    hosted_port,
+    is_local_default,
+    lan_address,
+)
+from crosstalk.hosting.tunnel import open_tunnel, require_cloudflared
 from crosstalk.store.rooms import (
     Contact,
     Room,
@@ -57,7 +63,6 @@ from crosstalk.store.rooms import (
     set_room_state,
     upsert_contact,
 )
-from crosstalk.tunnel import open_tunnel, require_cloudflared
 from crosstalk.wire import relay as w
 from crosstalk.wire.pairing import Offer, Purpose, Role, RoomGrant
 

@@ -1,10 +1,10 @@
-"""What the MCP server lists, written down: ``crosstalk/mcp_front.json`` (the SDK's own
+"""What the MCP server lists, written down: ``crosstalk/mcp/front.json`` (the SDK's own
 ``initialize``, ``tools/list`` and ``server/discover`` answers, which the stdlib front end replays
 while the SDK imports) and ``docs/tools.md``. Both come from running the real server with no
-daemon behind it; ``tests/test_mcp_front.py`` and ``tests/test_tools_doc.py`` fail when either
+daemon behind it; ``tests/mcp/test_front.py`` and ``tests/mcp/test_tools_doc.py`` fail when either
 file is stale.
 
-``python -m crosstalk.mcp_listing --write-docs docs/tools.md | --write-front`` rewrites them.
+``python -m crosstalk.mcp.listing --write-docs docs/tools.md | --write-front`` rewrites them.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from mcp_types.version import (
     MODERN_PROTOCOL_VERSIONS,
 )
 
-from crosstalk.mcp_front import CAPABILITIES_KEY, LISTING, VERSION_KEY
-from crosstalk.mcp_profiles import CORE
-from crosstalk.mcp_server import INSTRUCTIONS, build_server, run_stdio
+from crosstalk.mcp.front import CAPABILITIES_KEY, LISTING, VERSION_KEY
+from crosstalk.mcp.profiles import CORE
+from crosstalk.mcp.server import INSTRUCTIONS, build_server, run_stdio
 
 
 class _Collected:
@@ -93,7 +93,7 @@ def discover_probe(version: str, request_id: int | str = 1) -> str:
 
 
 async def front_listing() -> dict[str, Any]:
-    """``crosstalk/mcp_front.json``: the SDK's own ``initialize`` and ``tools/list`` results, and
+    """``crosstalk/mcp/front.json``: the SDK's own ``initialize`` and ``tools/list`` results, and
     its ``server/discover`` result at each modern version (one connection each: the first request
     decides a connection's era)."""
     latest = LATEST_HANDSHAKE_VERSION
@@ -124,7 +124,7 @@ DOC_HEADER = """\
 # MCP tools
 
 Generated from the MCP server's own tool list by
-`python -m crosstalk.mcp_listing --write-docs docs/tools.md`; `tests/test_tools_doc.py` fails
+`python -m crosstalk.mcp.listing --write-docs docs/tools.md`; `tests/mcp/test_tools_doc.py` fails
 when this file is stale. Every tool is one request to the daemon; results are JSON text, and
 failures are `isError` results reading `crosstalk error [<code>]: <sentence>` (codes: CLI.md);
 wrong arguments (a missing, unknown or mistyped one) are `usage` errors naming the argument.
@@ -204,5 +204,5 @@ if __name__ == "__main__":
             out.write(text)
     else:
         sys.exit(
-            "usage: python -m crosstalk.mcp_listing --write-docs docs/tools.md | --write-front"
+            "usage: python -m crosstalk.mcp.listing --write-docs docs/tools.md | --write-front"
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from crosstalk.errors import CrosstalkError
-from crosstalk.mcp_tools import TOOLS
+from crosstalk.mcp.tools import TOOLS
 
 
 class FakeDaemon:

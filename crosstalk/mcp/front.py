@@ -4,9 +4,9 @@ Importing the MCP SDK (pydantic, starlette, anyio, the generated types) takes mo
 a quiet machine and several on a loaded one, and a client waits for its opening request's answer
 before it lists tools or starts the agent's turn. So the process starts here: it takes the
 client's stdin and stdout, starts one thread that reads stdin, and only then imports the SDK
-(:mod:`crosstalk.mcp_server`) on the main thread. Until the SDK serves, the reader answers what it
-can from :data:`LISTING` (``mcp_front.json``, written from the SDK's own answers by
-``python -m crosstalk.mcp_listing --write-front``; ``tests/test_mcp_front.py`` fails if the file
+(:mod:`crosstalk.mcp.server`) on the main thread. Until the SDK serves, the reader answers what it
+can from :data:`LISTING` (``crosstalk/mcp/front.json``, written from the SDK's own answers by
+``python -m crosstalk.mcp.listing --write-front``; ``tests/mcp/test_front.py`` fails if the file
 and the SDK ever disagree, for every protocol version and both channel settings).
 
 Eras. The SDK serves a connection in one of two protocol eras, decided once by the client's first
@@ -16,7 +16,7 @@ request carries its envelope in ``params._meta``) when that request is not ``ini
 The front end decides the era by the same rule from the same line (:class:`Era`), so the two can
 never disagree; lines before the first request (notifications, replies) decide nothing. A line it
 cannot read exactly as the SDK will (it does not parse, holds NaN, or is nested deeper than
-:data:`DEEPEST`, which ``mcp_server.repair_line`` rewrites) leaves the era to the SDK alone, and
+:data:`DEEPEST`, which ``server.repair_line`` rewrites) leaves the era to the SDK alone, and
 the front end answers nothing more. It answers only the connection's first request, and what the
 SDK would answer identically after it:
 
@@ -48,9 +48,9 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from crosstalk.mcp_profiles import FULL, select
+from crosstalk.mcp.profiles import FULL, select
 
-LISTING = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mcp_front.json")
+LISTING = os.path.join(os.path.dirname(os.path.abspath(__file__)), "front.json")
 """The SDK's answers, committed: ``versions``, ``latest``, ``initialize``, ``tools``, ``modern``
 and ``discover`` (by modern version)."""
 PRIVATE = "crosstalk-front-"
@@ -61,7 +61,7 @@ VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
 CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
 """The modern envelope's required keys in ``params._meta`` (``mcp.shared.inbound``)."""
 DEEPEST = 32
-"""Nesting beyond which ``mcp_server.repair_line`` rewrites a line (its ``MAX_DEPTH``)."""
+"""Nesting beyond which ``server.repair_line`` rewrites a line (its ``MAX_DEPTH``)."""
 
 
 class Era(enum.Enum):
@@ -78,7 +78,7 @@ class Unreadable(Exception):
 
 
 def channels_enabled(env: Mapping[str, str]) -> bool:
-    """Whether the person turned channel pushes on (:mod:`crosstalk.mcp_channel`)."""
+    """Whether the person turned channel pushes on (:mod:`crosstalk.mcp.channel`)."""
     return env.get(CHANNELS_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
@@ -141,7 +141,7 @@ def _refuse_constant(name: str) -> object:
 
 def _deeper_than(value: object, limit: int) -> bool:
     """Whether ``value`` nests objects and arrays more than ``limit`` levels (as
-    ``mcp_server.repair_line`` counts them: the outermost is level 1)."""
+    ``server.repair_line`` counts them: the outermost is level 1)."""
     if not isinstance(value, dict | list):
         return False
     if limit <= 0:
@@ -200,7 +200,7 @@ def _valid_initialize(params: object) -> bool:
 class Front:
     """Answers what it can from ``listing`` until :meth:`hand_over`; queues every line.
 
-    ``tools`` are the names the server serves (its profile, :mod:`crosstalk.mcp_profiles`);
+    ``tools`` are the names the server serves (its profile, :mod:`crosstalk.mcp.profiles`);
     None serves every listed tool.
     """
 
@@ -348,7 +348,7 @@ class Started:
 def start(env: Mapping[str, str] = os.environ, tools: str = FULL) -> Started:
     """Take the client's stdin and stdout and answer from :data:`LISTING` at once, serving the
     tool profile ``tools``; the caller then imports the SDK and hands over
-    (:func:`crosstalk.mcp_server.serve_behind`, which serves ``front.tools``).
+    (:func:`crosstalk.mcp.server.serve_behind`, which serves ``front.tools``).
 
     Raises:
         UsageError: ``tools`` names an unknown profile or tool (before any fd is touched).

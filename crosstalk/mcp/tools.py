@@ -2,12 +2,12 @@
 
 Every tool takes typed arguments (the SDK derives an object input schema from the signature),
 turns them into one control op's parameters, and returns the daemon's reply as pretty JSON text
-(see :mod:`crosstalk.mcp_server` for the bridge, errors and scrubbing). Names carry the
+(see :mod:`crosstalk.mcp.server` for the bridge, errors and scrubbing). Names carry the
 ``crosstalk_`` prefix so they never clash with a client's own messaging tools.
 
 :data:`TOOLS` is the one list: the server registers it and ``docs/tools.md`` is generated from
 what the server then lists. The message and presence tools are here; the memory tools are in
-:mod:`crosstalk.mcp_memory_tools`, and what every tool is made of in :mod:`crosstalk.mcp_tool_kit`.
+:mod:`crosstalk.mcp.memory_tools`, and what every tool is made of in :mod:`crosstalk.mcp.tool_kit`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from crosstalk.errors import CrosstalkError
-from crosstalk.mcp_memory_tools import MEMORY_TOOLS, RESERVATION_TOOLS, SEARCH_TOOLS
-from crosstalk.mcp_tool_kit import (
+from crosstalk.mcp.memory_tools import MEMORY_TOOLS, RESERVATION_TOOLS, SEARCH_TOOLS
+from crosstalk.mcp.tool_kit import (
     UNTRUSTED,
     Caller,
     Intent,

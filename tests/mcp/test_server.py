@@ -20,7 +20,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.types import CallToolResult
 
-from crosstalk.mcp_tools import TOOLS
+from crosstalk.mcp.tools import TOOLS
 from tests.e2e.conftest import Person, pair, people, relay_url, short_tmp, stop_pid
 
 __all__ = ["people", "relay_url", "short_tmp"]  # fixtures used by name below

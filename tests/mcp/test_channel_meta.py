@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from crosstalk.mcp_channel import channel_notifications
+from crosstalk.mcp.channel import channel_notifications
 
 RAW = set("\"'<>") | {chr(c) for c in [*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029]}
 names = st.text(min_size=1, max_size=300) | st.sampled_from([

@@ -10,7 +10,7 @@ name, and the server serves their union, in its own order:
 - a tool's name, ``crosstalk_send`` or ``send`` for short.
 
 An unknown item is a :class:`~crosstalk.errors.UsageError` naming it and listing the valid ones.
-The front end (:mod:`crosstalk.mcp_front`), the SDK server and ``crosstalk install CLIENT --tools``
+The front end (:mod:`crosstalk.mcp.front`), the SDK server and ``crosstalk install CLIENT --tools``
 all resolve a spec here, against the server's tool names, so they never disagree.
 """
 

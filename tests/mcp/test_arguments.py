@@ -16,9 +16,9 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult
 
 import crosstalk
-from crosstalk.mcp_front import Front, Wire, load_listing
-from crosstalk.mcp_listing import discover_probe, handshake, sdk_answers
-from crosstalk.mcp_server import build_server, package_version
+from crosstalk.mcp.front import Front, Wire, load_listing
+from crosstalk.mcp.listing import discover_probe, handshake, sdk_answers
+from crosstalk.mcp.server import build_server, package_version
 
 USAGE = re.compile(r"crosstalk error \[usage\]: [^\n]+\.")
 SERVER_INFO = "io.modelcontextprotocol/serverInfo"

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from crosstalk.mcp_listing import tools_doc
-from crosstalk.mcp_tools import TOOLS
+from crosstalk.mcp.listing import tools_doc
+from crosstalk.mcp.tools import TOOLS
 
-DOC = Path(__file__).resolve().parent.parent / "docs" / "tools.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "tools.md"
 
 
 async def test_tools_doc_matches_the_servers_tool_list() -> None:
     """The committed file equals a fresh rendering; regenerate it when a tool changes."""
     expected = await tools_doc()
     assert DOC.read_text(encoding="utf-8") == expected, (
-        "docs/tools.md is stale: run `python -m crosstalk.mcp_listing --write-docs docs/tools.md`"
+        "docs/tools.md is stale: run `python -m crosstalk.mcp.listing --write-docs docs/tools.md`"
     )
 
 

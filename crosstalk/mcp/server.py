@@ -1,6 +1,6 @@
 """``crosstalk server``: the MCP server on stdio, one per agent session.
 
-Thin by design (DESIGN §8): every tool in :mod:`crosstalk.mcp_tools` is one control request to the
+Thin by design (DESIGN §8): every tool in :mod:`crosstalk.mcp.tools` is one control request to the
 daemon. The server answers ``initialize`` and ``tools/list`` without the daemon; the first tool
 call starts it if needed (:func:`crosstalk.client.ensure_daemon`, run in a thread because it
 blocks), so an agent that never uses crosstalk never starts a daemon.
@@ -15,7 +15,7 @@ What every tool result looks like:
 
 The session a tool acts for comes from the client's environment (:data:`SESSION_ENV`), the
 project directory from ``CLAUDE_PROJECT_DIR`` or the working directory. What the server lists is
-written down (``mcp_front.json``, ``docs/tools.md``) by :mod:`crosstalk.mcp_listing`.
+written down (``crosstalk/mcp/front.json``, ``docs/tools.md``) by :mod:`crosstalk.mcp.listing`.
 """
 
 from __future__ import annotations
@@ -43,10 +43,10 @@ from crosstalk import __version__
 from crosstalk.client import ensure_daemon
 from crosstalk.errors import CrosstalkError, DaemonUnreachable, UsageError
 from crosstalk.hook import control
-from crosstalk.mcp_channel import experimental_capabilities, push_notices
-from crosstalk.mcp_front import Front, Wire
-from crosstalk.mcp_tool_kit import TRANSCRIPT_ENV, Caller, ToolFn, ToolSpec
-from crosstalk.mcp_tools import TOOLS
+from crosstalk.mcp.channel import experimental_capabilities, push_notices
+from crosstalk.mcp.front import Front, Wire
+from crosstalk.mcp.tool_kit import TRANSCRIPT_ENV, Caller, ToolFn, ToolSpec
+from crosstalk.mcp.tools import TOOLS
 from crosstalk.paths import Home
 
 #: Environment variables that name the calling session, first present wins.
@@ -102,7 +102,7 @@ def error_result(error: CrosstalkError) -> CallToolResult:
 
 
 class DaemonBridge:
-    """The :class:`~crosstalk.mcp_tools.Caller` every tool uses: one daemon, started lazily."""
+    """The :class:`~crosstalk.mcp.tools.Caller` every tool uses: one daemon, started lazily."""
 
     def __init__(
         self, home: Home, *, session: str | None, cwd: str, transcript: str | None = None
@@ -261,8 +261,8 @@ class CrosstalkServer(MCPServer):
 
 
 def build_server(bridge: Caller, tools: Sequence[str] | None = None) -> MCPServer:
-    """The MCP server with the tools of :data:`~crosstalk.mcp_tools.TOOLS` named in ``tools``
-    (all of them when None: see :mod:`crosstalk.mcp_profiles`) bound to ``bridge``."""
+    """The MCP server with the tools of :data:`~crosstalk.mcp.tools.TOOLS` named in ``tools``
+    (all of them when None: see :mod:`crosstalk.mcp.profiles`) bound to ``bridge``."""
     server: MCPServer = CrosstalkServer(
         "crosstalk", instructions=INSTRUCTIONS, log_level="WARNING", version=package_version()
     )
@@ -360,7 +360,7 @@ class _RepairedLines:
 
 
 class _QueuedLines:
-    """The front end's queue of client lines (:class:`crosstalk.mcp_front.Front`), as the SDK
+    """The front end's queue of client lines (:class:`crosstalk.mcp.front.Front`), as the SDK
     reads stdin; it ends when stdin did."""
 
     def __init__(self, front: Front) -> None:
@@ -409,7 +409,7 @@ async def run_stdio(
         stdio_server(stdin=lines, stdout=out) as (read_stream, write_stream),
         trio.open_nursery() as n,
     ):
-        if bridge is not None and experimental:  # Claude Code channels (crosstalk/mcp_channel.py)
+        if bridge is not None and experimental:  # Claude Code channels (crosstalk/mcp/channel.py)
 
             async def push() -> None:
                 await repaired.initialized.wait()
@@ -425,7 +425,7 @@ async def run_stdio(
 
 def serve(home: Home) -> None:
     """Run the server on stdio until the client hangs up (the SDK alone; ``crosstalk server``
-    goes through :func:`crosstalk.mcp_front.serve`, which answers first)."""
+    goes through :func:`crosstalk.mcp.front.serve`, which answers first)."""
     bridge = DaemonBridge.from_env(os.environ, home)
     trio.run(run_stdio, build_server(bridge), bridge)
 

@@ -9,7 +9,7 @@ import trio
 from mcp import Client
 
 from tests.e2e.conftest import Person, pair, people, relay_url, short_tmp, stop_pid
-from tests.test_mcp_server import error_text, git_project, parsed, server_params
+from tests.mcp.test_server import error_text, git_project, parsed, server_params
 
 __all__ = ["people", "relay_url", "short_tmp"]  # fixtures used by name below
 

@@ -11,8 +11,8 @@ A file is never read whole: its size is taken first, then at most ``FILE_READ_LI
 read in ``READ_CHUNK`` pieces; the rest is only counted, in the marker. A diff goes to a
 temporary file and is read the same way; a turns slice reads only the transcript's last
 ``TURNS_READ_LIMIT`` bytes. Slices are built on a worker thread, and the credential scan goes in
-pieces (:mod:`crosstalk.credentials`), so the daemon's event loop keeps running: a 400 MB file
-read and scanned whole once held the daemon for minutes, and its send was delivered after the
+pieces (:mod:`crosstalk.slices.credentials`), so the daemon's event loop keeps running: a 400 MB
+file read and scanned whole once held the daemon for minutes, and its send was delivered after the
 CLI had given up on it.
 
 Which project: the daemon takes ``file:`` and ``diff:`` slices only from a project one of its
@@ -34,7 +34,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import BinaryIO
 
-from crosstalk.credentials import SCAN_OVERLAP, credential_content, credential_name
 from crosstalk.errors import (
     CredentialRefused,
     InvalidSlice,
@@ -43,6 +42,7 @@ from crosstalk.errors import (
     TooLarge,
     UsageError,
 )
+from crosstalk.slices.credentials import SCAN_OVERLAP, credential_content, credential_name
 from crosstalk.wire.room_ops import MAX_SLICE, Slice
 
 _REVISION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./~^@{}+-]*")

@@ -1,5 +1,5 @@
 """What every MCP tool is made of: the daemon caller it is given, its spec, the argument types the
-tools share and the trust notes their results carry (:mod:`crosstalk.mcp_tools` lists them)."""
+tools share and the trust notes their results carry (:mod:`crosstalk.mcp.tools` lists them)."""
 
 from __future__ import annotations
 

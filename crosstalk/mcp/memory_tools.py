@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from crosstalk.mcp_tool_kit import CLAIMS, UNTRUSTED, Caller, Room, ToolFn, ToolSpec, drop_none
+from crosstalk.mcp.tool_kit import CLAIMS, UNTRUSTED, Caller, Room, ToolFn, ToolSpec, drop_none
 
 # --- memory --------------------------------------------------------------------------------------
 

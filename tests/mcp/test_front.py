@@ -1,10 +1,10 @@
-"""The MCP front end (crosstalk/mcp_front.py) answers exactly as the SDK would, and loses nothing.
+"""The MCP front end (crosstalk/mcp/front.py) answers exactly as the SDK would, and loses nothing.
 
-``mcp_front.json`` is what the SDK server itself answers; these tests run the SDK in this process
-for every protocol version it negotiates (and one it does not), legacy ``initialize`` and modern
-``server/discover`` alike, with channel pushes on and off, and compare its answers with the front
-end's, so the file can never drift from the SDK. How the two agree on a connection's era:
-``tests/test_mcp_front_eras.py``.
+``crosstalk/mcp/front.json`` is what the SDK server itself answers; these tests run the SDK in this
+process for every protocol version it negotiates (and one it does not), legacy ``initialize``
+and modern ``server/discover`` alike, with channel pushes on and off, and compare its answers
+with the front end's, so the file can never drift from the SDK. How the two agree on a
+connection's era: ``tests/mcp/test_front_eras.py``.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 import trio
 
-from crosstalk import mcp_front
-from crosstalk.mcp_front import LISTING, PRIVATE, Front, Wire, load_listing
-from crosstalk.mcp_listing import (
+from crosstalk.mcp import front as mcp_front
+from crosstalk.mcp.front import LISTING, PRIVATE, Front, Wire, load_listing
+from crosstalk.mcp.listing import (
     discover_probe,
     front_listing,
     handshake,
@@ -34,7 +34,7 @@ from crosstalk.mcp_listing import (
 async def test_the_committed_listing_is_the_sdks_own() -> None:
     committed = await trio.Path(LISTING).read_text(encoding="utf-8")
     assert committed == render_listing(await front_listing()), (
-        "crosstalk/mcp_front.json is stale: python -m crosstalk.mcp_listing --write-front"
+        "crosstalk/mcp/front.json is stale: python -m crosstalk.mcp.listing --write-front"
     )
 
 

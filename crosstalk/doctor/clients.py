@@ -17,7 +17,7 @@ import shutil
 import subprocess
 from collections.abc import Callable
 
-from crosstalk.doctor_check import Check
+from crosstalk.doctor.checks import Check
 from crosstalk.install import Inspection, Places, inspect_all
 
 HOOK_DEADLINE_S = 5.0

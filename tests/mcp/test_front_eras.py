@@ -1,4 +1,4 @@
-"""The front end and the SDK agree on each connection's protocol era (crosstalk/mcp_front.py).
+"""The front end and the SDK agree on each connection's protocol era (crosstalk/mcp/front.py).
 
 The SDK decides once, from the client's first request, whether a connection speaks the legacy
 ``initialize`` handshake or the modern (2026-07-28) per-request envelope. A front end that
@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY
 
-from crosstalk import mcp_server
-from crosstalk.mcp_front import (
+from crosstalk.mcp import server as mcp_server
+from crosstalk.mcp.front import (
     CAPABILITIES_KEY,
     DEEPEST,
     PRIVATE,
@@ -32,7 +32,7 @@ from crosstalk.mcp_front import (
     Wire,
     load_listing,
 )
-from crosstalk.mcp_listing import discover_probe, handshake, sdk_answers
+from crosstalk.mcp.listing import discover_probe, handshake, sdk_answers
 
 MODERN = load_listing()["modern"][-1]
 INIT, INITIALIZED, TOOLS = handshake("2025-11-25")
@@ -198,7 +198,7 @@ async def test_claude_codes_opening_is_answered_as_the_sdk_alone_answers_it(
 # SDK and which MCP modules it loaded.
 FRONT_ONLY = """
 import sys
-from crosstalk.mcp_front import start
+from crosstalk.mcp.front import start
 started = start()
 sys.stderr.write(started.front.lines.get() or "")
 sys.stderr.write(repr(sorted(m for m in sys.modules if m.split(".")[0] in ("mcp", "mcp_types"))))

@@ -1,4 +1,4 @@
-"""Tool profiles (crosstalk/mcp_profiles.py): which tools ``crosstalk server --tools`` serves, the
+"""Tool profiles (crosstalk/mcp/profiles.py): which tools ``crosstalk server --tools`` serves, the
 front end and the SDK answering alike for each, and what each costs in ``tools/list`` bytes."""
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 
 from crosstalk.errors import UsageError
-from crosstalk.mcp_front import Front, Wire, listed_names, load_listing, tools_result
-from crosstalk.mcp_listing import handshake, sdk_answers
-from crosstalk.mcp_profiles import CORE, FULL, normalized, select
-from crosstalk.mcp_tools import TOOLS
+from crosstalk.mcp.front import Front, Wire, listed_names, load_listing, tools_result
+from crosstalk.mcp.listing import handshake, sdk_answers
+from crosstalk.mcp.profiles import CORE, FULL, normalized, select
+from crosstalk.mcp.tools import TOOLS
 
 KNOWN = [spec.name for spec in TOOLS]
-PERFORMANCE = Path(__file__).resolve().parent.parent / "docs" / "performance.md"
+PERFORMANCE = Path(__file__).resolve().parents[2] / "docs" / "performance.md"
 
 
 def test_every_core_tool_is_a_tool_of_the_server() -> None:

@@ -1,7 +1,7 @@
 """One row of ``crosstalk doctor``: what was checked, whether it is fine, and what to do.
 
-Its own module so that the rows about agent clients (:mod:`crosstalk.doctor_clients`) and the
-doctor that gathers them (:mod:`crosstalk.doctor`) need not import each other.
+Its own module so that the rows about agent clients (:mod:`crosstalk.doctor.clients`) and the
+doctor that gathers them (:mod:`crosstalk.doctor.report`) need not import each other.
 """
 
 from __future__ import annotations

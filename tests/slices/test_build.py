@@ -12,7 +12,7 @@ from typing import BinaryIO
 import pytest
 
 from crosstalk.errors import CredentialRefused, TooLarge
-from crosstalk.slices import (
+from crosstalk.slices.build import (
     FILE_READ_LIMIT,
     READ_CHUNK,
     TURNS_READ_LIMIT,
@@ -81,7 +81,7 @@ def test_a_file_slice_holds_no_more_than_its_cap_in_memory(
     text, its encoding: about 1 MiB), never the file. The planted bug reads the file whole first
     (a smaller file, so the test stays cheap): its peak is the file's size."""
     if plant:
-        monkeypatch.setattr("crosstalk.slices.read_capped", _read_whole)
+        monkeypatch.setattr("crosstalk.slices.build.read_capped", _read_whole)
     path = _sparse(tmp_path, size)
     tracemalloc.start()
     try:
@@ -109,7 +109,7 @@ def test_a_secret_cut_in_two_by_the_cap_is_still_refused(
     margin past the cap) and refused, so its first half is not sent either. The planted bug
     reads only up to the cut: the half token passes the scan and would be sent."""
     if plant:
-        monkeypatch.setattr("crosstalk.slices.FILE_READ_LIMIT", MAX_SLICE - 200)
+        monkeypatch.setattr("crosstalk.slices.build.FILE_READ_LIMIT", MAX_SLICE - 200)
     token = "ghp_" + "A1b2C3d4E5" * 4
     (tmp_path / "notes.txt").write_text(
         "x" * (MAX_SLICE - 220) + " " + token + "\n" + "y" * MAX_SLICE
@@ -145,7 +145,7 @@ def test_turns_are_found_from_the_end_of_a_long_transcript(
     """The last 3 turns of a 32 MiB transcript, in order, reading only its last 4 MiB: the
     peak stays a few times that, under the transcript's size. The planted bug reads it whole."""
     if plant:
-        monkeypatch.setattr("crosstalk.slices.TURNS_READ_LIMIT", 2**40)
+        monkeypatch.setattr("crosstalk.slices.build.TURNS_READ_LIMIT", 2**40)
     path = _transcript(tmp_path / "t.jsonl", 32, *(f"turn {n}" for n in range(6)))
     tracemalloc.start()
     try:

@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 
 from crosstalk.client import call, daemon_pid
-from crosstalk.doctor_check import Check
+from crosstalk.doctor.checks import Check
 from crosstalk.errors import CrosstalkError
 from crosstalk.paths import Home
 from crosstalk.store.checks import inspect_state_files
@@ -247,6 +247,6 @@ def run_checks(home: Home) -> Report:
     """Run every check, in order."""
     checks = check_state_dir(home) + check_files_parse(home)
     daemon_checks, actors = check_daemon(home)
-    from crosstalk.doctor_clients import client_rows  # only when the clients are checked
+    from crosstalk.doctor.clients import client_rows  # only when the clients are checked
 
     return Report(checks=checks + daemon_checks + client_rows(), actors=actors)

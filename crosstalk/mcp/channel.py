@@ -31,7 +31,7 @@ from mcp.types import JSONRPCNotification
 
 from crosstalk.core.notice import NAME_MAX, Arrival, escape_text, render_arrivals
 from crosstalk.errors import CrosstalkError
-from crosstalk.mcp_tool_kit import Caller
+from crosstalk.mcp.tool_kit import Caller
 
 log = logging.getLogger(__name__)
 

@@ -22,7 +22,8 @@ from typing import Any
 
 import pytest
 
-from crosstalk.doctor import (
+from crosstalk.doctor.checks import Check
+from crosstalk.doctor.report import (
     check_daemon,
     check_files_parse,
     check_state_dir,
@@ -32,7 +33,6 @@ from crosstalk.doctor import (
     relay_row,
     run_checks,
 )
-from crosstalk.doctor_check import Check
 from crosstalk.paths import Home
 from crosstalk.store.migrations import LATEST_VERSION
 from tests.e2e.conftest import pid_alive, stop_pid

@@ -1,0 +1,1 @@
+"""`crosstalk doctor`: checks as data (checks.py), client rows (clients.py), the report."""
