@@ -24,7 +24,7 @@ ECHO_BODY = "x" * 200
 # Every load client connects from loopback: lift the relay's per-address and per-identity
 # connection caps, which a bench would otherwise run into (it measures the relay, not them).
 MANY = ("--max-connections-per-address", "100000", "--max-connections-per-identity", "100000",
-        "--max-connections", "100000", "--slot-work-bits", "0")
+        "--max-connections", "100000", "--slot-work-bits", "0", "--slot-rate", "1000000")
 
 
 def compile_bytecode() -> None:

@@ -36,10 +36,14 @@ class MemberDesk:
         self._introduce = introduce
 
     def _push_roster(self, state: RoomState, out: list[Effect]) -> None:
-        """The roster to every joined member, with the statement the change added (the last)."""
+        """To every joined member: the statement the change added (the last) and the rows of
+        those it names. Only those rows: a member's roster is its verified history's, the rows
+        only checked against it, and the whole roster in every push made building a room of
+        n members cost n^3 bytes (a member that wants every row asks, ``roster``)."""
         last = state.history.length - 1
         chain = state.statements[last:] if last >= 0 else []
-        frame = w.Roster(None, state.room, state.roster(), chain, max(last, 0))
+        named = {fp for stmt in chain for fp in (stmt.actor, stmt.subject)}
+        frame = w.Roster(None, state.room, state.rows_of(named), chain, max(last, 0))
         self._push(state.joined(), frame, out)
 
     @staticmethod

@@ -152,7 +152,9 @@ def _roster(state: RoomState, writes: list[Write]) -> w.Roster:
     ``chain_from`` still says how long the history is, so a member behind it fetches)."""
     added = [x for x in writes if isinstance(x, StatementAppended)]
     start = added[0].index if added else state.history.length
-    return w.Roster(None, state.room, state.roster(), [x.stmt for x in added], start)
+    named = {x.member.fingerprint for x in writes if isinstance(x, MemberPut)}
+    named.update(fp for x in added for fp in (x.stmt.actor, x.stmt.subject))
+    return w.Roster(None, state.room, state.rows_of(named), [x.stmt for x in added], start)
 
 
 def _joining(book: RoomBook, room: str, writes: list[Write]) -> dict[str, set[str]]:

@@ -91,6 +91,12 @@ class RoomState:
         """What ``roster`` says: the members, then the departed."""
         return [*self.members.values(), *self.departed.values()]
 
+    def rows_of(self, fingerprints: Iterable[str]) -> list[Member]:
+        """The roster's rows for ``fingerprints`` (members, then departed; unknown ones left out):
+        what a push about a change carries, so a push stays the size of the change."""
+        wanted = set(fingerprints)
+        return [m for m in self.roster() if m.fingerprint in wanted]
+
     def first(self) -> int:
         """The oldest seq still held (head + 1 when the log is empty)."""
         return self.log[0].seq if self.log else self.head + 1

@@ -118,8 +118,9 @@ class ListRooms:
 
 @attrs.frozen
 class Roster:
-    """Reply to ``roster`` and push to joined members whenever the roster changes; ``members``
-    holds the departed (state ``left``) after the invited and joined."""
+    """Reply to ``roster`` (every row: the invited and joined, then the departed, state ``left``)
+    and push to joined members whenever the roster changes (the rows of the members the change
+    names, with the statements it added)."""
 
     req: int | None
     room: str
