@@ -1,0 +1,136 @@
+"""A room of real daemons: building it, and a room op's way to its last member.
+
+Run: ``python -m bench.big_room [--members 20] [--ops 30] [--quick] [--json]``.
+
+One relay process and ``--members`` homes, each with its own daemon process, on this machine.
+The first (the host) pairs with every other through the real CLI (``room new`` / ``room join``).
+Then, timed as *building*, it creates a shared room, invites everyone and each accepts (the
+``room_create``, ``room_invite`` and ``room_accept`` ops over the control socket, so no CLI
+start-up is counted). The baseline, in the same run and on the same daemons, is the room of two
+the host shares with the first guest since pairing.
+
+Latency is a room op, one at a time: the host adds a fact (``fact_add``, through its control
+socket) and the clock stops when the *last* other member's store holds it (``memory_records``,
+polled read-only). The same on the room of two first; the ratio column compares the two.
+Every process is stopped by its pid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import signal
+import sqlite3
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench._common import progress, summary_ms
+from crosstalk.client import call
+from crosstalk.paths import Home
+from tests.e2e.conftest import Person, pair, stop_pid
+from tests.relay.process import RelayProcess
+
+ARRIVAL_TIMEOUT = 60.0
+
+
+def _held_everywhere(dbs: list[Path], record_id: str, timeout: float) -> None:
+    """Return once every store in ``dbs`` holds the memory record ``record_id`` (bounded)."""
+    deadline = time.monotonic() + timeout
+    conns = [sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5.0) for db in dbs]
+    try:
+        waiting = list(conns)
+        while waiting:
+            waiting = [c for c in waiting if c.execute(
+                "SELECT 1 FROM memory_records WHERE record_id = ?", (record_id,)).fetchone()
+                is None]
+            if waiting and time.monotonic() > deadline:
+                raise TimeoutError(f"{len(waiting)} member(s) lack {record_id} after {timeout} s")
+            if waiting:
+                time.sleep(0.0005)
+    finally:
+        for conn in conns:
+            conn.close()
+
+
+def _fan_out(host: Home, room: str, others: list[Home], ops: int) -> list[float]:
+    """Seconds from each ``facts add`` at the host until every other member holds it."""
+    samples = []
+    for i in range(ops + 2):  # the first two warm the path up
+        start = time.perf_counter()
+        reply = call(host, "fact_add", {"text": f"bench fact {i} in {room}", "room": room})
+        _held_everywhere([o.database for o in others], str(reply["id"]), ARRIVAL_TIMEOUT)
+        if i >= 2:
+            samples.append(time.perf_counter() - start)
+    return samples
+
+
+def _build(host: Home, guests: list[Home], names: list[str], room: str) -> float:
+    """Create ``room``, invite every guest, each accepts (control requests, so no CLI start-up
+    is counted); seconds until the last has accepted."""
+    start = time.perf_counter()
+    call(host, "room_create", {"name": room})
+    call(host, "room_invite", {"room": room, "peers": names}, timeout=120.0)
+    for guest in guests:
+        call(guest, "room_accept", {"room": room}, timeout=120.0)
+    return time.perf_counter() - start
+
+
+def run(members: int, ops: int) -> dict[str, Any]:
+    """Measure; a JSON-ready dict."""
+    tmp = Path(tempfile.mkdtemp(prefix="ctb-", dir="/tmp"))
+    relay = RelayProcess(tmp / "relay", tmp / "relay.stderr")
+    people: list[Person] = []
+    try:
+        relay.start()
+        url = f"ws://127.0.0.1:{relay.port}"
+        host = Person(tmp / "host", url)
+        people.append(host)
+        for n in range(1, members):
+            progress(f"pairing the host with guest {n} of {members - 1}")
+            guest = Person(tmp / f"g{n:03d}", url)
+            people.append(guest)
+            pair(host, guest)
+        homes = [Home.resolve(str(p.home)) for p in people]
+        direct = next(r["id"] for r in host.json("room", "list")["rooms"]
+                      if r["kind"] == "direct" and any(m["label"] == "g001" for m in r["members"]))
+        progress("room of 2: facts one at a time")
+        two = _fan_out(homes[0], direct, homes[1:2], ops)
+        progress(f"building the room of {members}")
+        built = _build(homes[0], homes[1:], [p.home.name for p in people[1:]], "big")
+        progress(f"room of {members}: facts one at a time")
+        big = _fan_out(homes[0], "big", homes[1:], ops)
+    finally:
+        for person in people:
+            pid = person.daemon_pid()
+            if pid:
+                stop_pid(pid)
+        relay.kill(signal.SIGTERM)
+        shutil.rmtree(tmp, ignore_errors=True)
+    base, wide = summary_ms(two), summary_ms(big)
+    return {"members": members, "ops": ops, "build_s": round(built, 2),
+            "room_of_2": base, f"room_of_{members}": wide,
+            "p50_ratio": round(wide["p50_ms"] / base["p50_ms"], 2)}
+
+
+def main() -> None:
+    """Parse arguments, measure, print."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--members", type=int, default=20)
+    parser.add_argument("--ops", type=int, default=30)
+    parser.add_argument("--quick", action="store_true", help="4 members, 3 ops: a smoke run")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    members, ops = (4, 3) if args.quick else (args.members, args.ops)
+    result = run(members, ops)
+    if args.json:
+        print(json.dumps(result))
+        return
+    print(f"room of {members}: built in {result['build_s']} s; fact → last member p50 "
+          f"{result[f'room_of_{members}']['p50_ms']} ms ({result['p50_ratio']}× a room of 2)")
+
+
+if __name__ == "__main__":
+    main()
