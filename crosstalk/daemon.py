@@ -41,7 +41,6 @@ from crosstalk.actors.relay_link import (
 from crosstalk.actors.relay_link_api import OutboxWrite, while_running
 from crosstalk.actors.relay_link_store import SqliteLinkStore, device_id
 from crosstalk.actors.room import RoomActor, RoomInput
-from crosstalk.actors.room_inbound import inbound_applier
 from crosstalk.actors.room_reseal import resealer
 from crosstalk.actors.room_send import SendOp
 from crosstalk.actors.router import MembershipNews, Router, RouterInput
@@ -116,10 +115,7 @@ class Daemon:
         self._keeping_relay = False  # a LocalRelayKeeper actor runs (see _start_link)
         self._relay: RelayClient | None = None
         self._rooms: dict[str, trio.MemorySendChannel[RoomInput]] = {}
-        # The running room actors apply what arrives inside the link's own commit: an op is
-        # received and held with one fsync, not two (crosstalk/actors/room_inbound.py).
-        self._room_actors: dict[str, RoomActor] = {}
-        self.link_store = SqliteLinkStore(store, apply_inbound=inbound_applier(self._room_actors))
+        self.link_store = SqliteLinkStore(store)
         self._doorbells: dict[str, Doorbell] = {}
         self._rooms_lock = trio.Lock()
         self._fanout: trio.MemorySendChannel[list[Applied]] | None = None
@@ -306,13 +302,11 @@ class Daemon:
         )
         inbox = await self.supervisor.start_actor(f"room-{room_id[:8]}", actor)
         self._rooms[room_id] = inbox
-        self._room_actors[room_id] = actor
         return inbox
 
     async def forget_room(self, room_id: str) -> None:
         """Stop a room's actor (we left it); its rows are the caller's to delete."""
         self._doorbells.pop(room_id, None)
-        self._room_actors.pop(room_id, None)
         if self._rooms.pop(room_id, None) is not None:
             await self.supervisor.stop_actor(f"room-{room_id[:8]}")
 
