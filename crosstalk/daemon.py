@@ -3,9 +3,15 @@
 Start-up order (each step completes before the next; crosstalk/daemon_start.py runs it): refuse
 damaged state files, start the supervisor and the control server behind its gate (it answers
 ``status`` while the rest starts), open the store and import this module, then :func:`bring_up`
-plugs the features and starts the fan-out, membership and the router, the feature actors, the
-relay link when there is an identity, and the rooms; only then does the gate hand requests to
-the daemon's ops. SIGTERM and SIGINT cancel the root nursery, which closes everything in reverse.
+plugs the features and starts :attr:`Daemon.children` in their declared order (the fan-out,
+membership, the router, then the features' own actors in FEATURES order), then the relay link
+when there is an identity, and the rooms; only then does the gate hand requests to the daemon's
+ops. SIGTERM and SIGINT cancel the root nursery, which closes everything in reverse.
+
+The actor tree is declared, not grown: :attr:`Daemon.children` is the table of child specs
+(crosstalk.actors.children), each with its mailbox opened before anything starts, and
+:attr:`Daemon.dynamic` names the kinds of child started on demand and who starts them.
+docs/architecture.md draws both; tests/test_architecture_doc.py holds the two together.
 
 :class:`Daemon` is the one object the control ops talk to: it knows the identity, starts actors
 on demand (the relay link once an identity exists, a room actor per room, a pairing actor per
@@ -25,6 +31,7 @@ import nacl.utils
 import trio
 
 from crosstalk import crypto
+from crosstalk.actors.children import ChildSpec, DynamicKind, Mailbox, start_children
 from crosstalk.actors.doorbell import Doorbell
 from crosstalk.actors.fanout import FanOut, Subscriber
 from crosstalk.actors.local_relay_keeper import LocalRelayKeeper
@@ -70,8 +77,11 @@ log = logging.getLogger(__name__)
 
 FANOUT_INBOX = 64
 """Committed batches the rooms may be ahead of the fan-out before a room's hand-off waits."""
-LINK_ACTOR = "relay_link"
+LINK = DynamicKind("relay_link", "Daemon.relay, once there is an identity (again after `link`)")
+LINK_ACTOR = LINK.name
 """The relay link actor's name under the supervisor."""
+LOCAL_RELAY = DynamicKind("local_relay", "Daemon.relay, with no relay configured (one keeper)")
+ROOMS = DynamicKind("room-<id>", "Daemon.room_inbox, one per joined room (first 8 hex digits)")
 
 
 def _saved_relay(conn: sqlite3.Connection) -> str | None:
@@ -108,8 +118,12 @@ class Daemon:
         # The link beats on every pong, so a ping round must fit well inside one heartbeat.
         ping = min(LinkTimings().ping_interval, heartbeat / 4)
         self.timings = LinkTimings(ping_interval=ping, ping_timeout=ping)
-        self.router: trio.MemorySendChannel[RouterInput] | None = None
-        self.membership: trio.MemorySendChannel[MembershipInput] | None = None
+        # The daemon's own children's mailboxes, open before anything starts (see children).
+        self._fanout_box = Mailbox[list[Applied]](FANOUT_INBOX)
+        self._membership_box = Mailbox[MembershipInput](64)
+        self._router_box = Mailbox[RouterInput](64)
+        self.router = self._router_box.send
+        self.membership = self._membership_box.send
         self._link: RelayLink | None = None
         self._relays_started: list[int] = []  # embedded relays this daemon spawned (children)
         self._keeping_relay = False  # a LocalRelayKeeper actor runs (see _start_link)
@@ -118,7 +132,6 @@ class Daemon:
         self.link_store = SqliteLinkStore(store)
         self._doorbells: dict[str, Doorbell] = {}
         self._rooms_lock = trio.Lock()
-        self._fanout: trio.MemorySendChannel[list[Applied]] | None = None
         self._link_lock = trio.Lock()
         # Processes the daemon started for others to reach it (``--public`` tunnels).
         self.tunnels: list[subprocess.Popen[bytes]] = []
@@ -133,6 +146,16 @@ class Daemon:
             self.seams.add(feature.name, feature.plug(self))
         if self.ops.has("hook_event"):
             self.ops.time("hook_event", self.latency.hook.observe)
+        # The actors it runs for its life, in the order they start (docs/architecture.md draws
+        # this tree, "Inside the daemon"): its own three, then every feature's, in FEATURES order.
+        self._own: tuple[ChildSpec[Any], ...] = (
+            ChildSpec("fanout", self._fanout_actor, self._fanout_box),
+            ChildSpec("membership", self._membership_actor, self._membership_box),
+            ChildSpec("router", self._router_actor, self._router_box),
+        )
+        self.children = (*self._own, *self.seams.children)
+        # The kinds of child started on demand, and by whom.
+        self.dynamic: tuple[DynamicKind, ...] = (LINK, LOCAL_RELAY, ROOMS, *self.seams.spawns)
 
     async def tell_local(self, applied: list[Applied]) -> None:
         """Hand arrivals that crossed no relay (a post, a me/SESSION, a decision's announcement)
@@ -231,7 +254,6 @@ class Daemon:
         self.identity = record
 
     async def _start_link(self, keys: crypto.Keys) -> None:
-        assert self.router is not None
         url = configured_relay(await self.store.read(_saved_relay))
         if is_local_default(url) and self._connect is None:
             spawned = await trio.to_thread.run_sync(ensure_local_relay)
@@ -258,7 +280,7 @@ class Daemon:
             keeper = LocalRelayKeeper(
                 self.link_status, retry_now=self._retry_link_now, started=self._relays_started
             )
-            await self.supervisor.start_actor("local_relay", keeper)
+            await self.supervisor.start_actor(LOCAL_RELAY.name, keeper)
 
     def _retry_link_now(self) -> None:
         if self._relay is not None:
@@ -300,7 +322,7 @@ class Daemon:
             scopes=self.seams.apply_scopes,
             key_takers=self.seams.key_takers,
         )
-        inbox = await self.supervisor.start_actor(f"room-{room_id[:8]}", actor)
+        inbox = await self.supervisor.start_actor(ROOMS.instance(room_id[:8]), actor)
         self._rooms[room_id] = inbox
         return inbox
 
@@ -308,22 +330,31 @@ class Daemon:
         """Stop a room's actor (we left it); its rows are the caller's to delete."""
         self._doorbells.pop(room_id, None)
         if self._rooms.pop(room_id, None) is not None:
-            await self.supervisor.stop_actor(f"room-{room_id[:8]}")
+            await self.supervisor.stop_actor(ROOMS.instance(room_id[:8]))
 
     async def _applied(self, applied: list[Applied]) -> None:
         """A room committed ``applied``: hand it to the fan-out and go on (waits only while the
         fan-out's inbox is full, when a BLOCK subscriber is far behind)."""
-        assert self._fanout is not None, "rooms start after the fan-out"
-        await self._fanout.send(applied)
+        await self._fanout_box.send.send(applied)
 
-    async def _start_fanout(self) -> None:
+    def _fanout_actor(self) -> FanOut:
         subscribers = [
             Subscriber(getattr(listener, "__qualname__", repr(listener)), listener)
             for listener in self.seams.applied_listeners
         ] + self.seams.applied_subscribers
-        self._fanout = await self.supervisor.start_actor(
-            "fanout", FanOut(subscribers), inbox_size=FANOUT_INBOX
+        return FanOut(subscribers)
+
+    def _membership_actor(self) -> MembershipActor:
+        return MembershipActor(
+            store=self.store,
+            keys=lambda: self.keys,
+            relay=self.relay,
+            wake=self.wake_room,
+            reconcile=lambda beat, within: reconcile_with_relay(self, beat, within),
         )
+
+    def _router_actor(self) -> Router:
+        return Router(wake_room=self.wake_room, membership=self._relay_news())
 
     async def send_op(
         self, room_id: str, op: RoomOp, *, op_id: str | None = None, epoch: int | None = None,
@@ -357,7 +388,6 @@ class Daemon:
     def _relay_news(self) -> MembershipNews:
         """What the router tells of the relay's news: all of it to the membership actor, and
         each link-up to the features' link-up listeners too."""
-        assert self.membership is not None
         membership = membership_news(self.membership.clone())
 
         async def tell(news: w.Roster | w.RoomGone | LinkUp) -> None:
@@ -369,24 +399,14 @@ class Daemon:
         return tell
 
     async def start(self) -> None:
-        """Start the fan-out of applied ops, membership and the router, the feature actors,
-        then (with an identity) link and rooms."""
-        await self._start_fanout()
-        self.membership = await self.supervisor.start_actor(
-            "membership",
-            MembershipActor(
-                store=self.store,
-                keys=lambda: self.keys,
-                relay=self.relay,
-                wake=self.wake_room,
-                reconcile=lambda beat, within: reconcile_with_relay(self, beat, within),
-            ),
-            inbox_size=64,
-        )
-        router = Router(wake_room=self.wake_room, membership=self._relay_news())
-        self.router = await self.supervisor.start_actor("router", router, inbox_size=64)
-        for hook in self.seams.start:
-            await hook()
+        """Start the declared children in order (a feature's start hooks run after its own
+        children, before the next feature's), then (with an identity) link and rooms."""
+        await start_children(self.supervisor, self._own)
+        for step in self.seams.start_steps:
+            if isinstance(step, ChildSpec):
+                await start_children(self.supervisor, (step,))
+            else:
+                await step()
         if self.identity is not None:
             try:
                 await self.relay()

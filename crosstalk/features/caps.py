@@ -75,14 +75,14 @@ class TellsLocal(Protocol):
 class Routed(Protocol):
     """The router's inbox: watch for a sent op, an invitation, a pairing slot, presence."""
 
-    router: trio.MemorySendChannel[RouterInput] | None
+    router: trio.MemorySendChannel[RouterInput]
 
 
 class FollowsRosters(Protocol):
     """The membership actor's inbox: every roster is applied there, in the relay's order
     (``crosstalk.features.membership.actor.fetch_roster`` fetches one through it)."""
 
-    membership: trio.MemorySendChannel[MembershipInput] | None
+    membership: trio.MemorySendChannel[MembershipInput]
 
 
 class Linked(Protocol):
@@ -148,6 +148,16 @@ class ForgetsRooms(Protocol):
     """Stop a room's actor (we left it or declined it)."""
 
     async def forget_room(self, room_id: str) -> None: ...
+
+
+def has_identity(who: Identified) -> bool:
+    """Whether this home has an identity yet (a readiness check actors are given)."""
+    return who.identity is not None
+
+
+def own_fingerprint(who: Identified) -> str:
+    """Our fingerprint, or "" before there is an identity (appliers compare senders with it)."""
+    return who.keys.fingerprint if who.identity is not None else ""
 
 
 class Capabilities(

@@ -25,6 +25,7 @@ import attrs
 if TYPE_CHECKING:
     import sqlite3
 
+    from crosstalk.actors.children import ChildSpec, DynamicKind
     from crosstalk.actors.control import Handler, OpTable, StreamHandler
     from crosstalk.actors.fanout import Subscriber
     from crosstalk.actors.room import AppliedListener, Applier, ApplyScope
@@ -35,7 +36,8 @@ if TYPE_CHECKING:
 P = TypeVar("P")
 
 StartHook = Callable[[], Awaitable[None]]
-"""Starts the feature's actors (the daemon awaits each in FEATURES order, after its own)."""
+"""Start-up work that is not an actor (memory's first probe of each room): the daemon awaits
+each in FEATURES order, once every declared child is up."""
 SentListener = Callable[[str, str, "RoomOp"], Awaitable[None]]
 """Told (room, op id, op) after one of our own ops is committed to the outbox."""
 SentWriter = Callable[["sqlite3.Connection", str, str, "RoomOp"], None]
@@ -94,6 +96,10 @@ class Plugs:
     local_listeners: tuple[AppliedListener, ...] = ()
     sent_writers: tuple[SentWriter, ...] = ()  # in our own op's outbox transaction
     sent_listeners: tuple[SentListener, ...] = ()  # after it
+    # The actors it runs for the daemon's life, started in this order after the daemon's own
+    # (crosstalk.actors.children), and the kinds of actor it starts on demand.
+    children: tuple[ChildSpec[Any], ...] = ()
+    spawns: tuple[DynamicKind, ...] = ()
     start: tuple[StartHook, ...] = ()
     link_up_listeners: tuple[LinkUpListener, ...] = ()
     status: StatusRead | None = None
