@@ -20,6 +20,7 @@ pairing) and hands out typed handles on them. Actors never see it; they get chan
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sqlite3
@@ -54,6 +55,7 @@ from crosstalk.actors.router import MembershipNews, Router, RouterInput
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.latency import DaemonLatency
 from crosstalk.core.room import Applied
+from crosstalk.daemon_caps import Granted
 from crosstalk.errors import CrosstalkError, NotSetUp, UnknownRoom
 from crosstalk.features.feature import Feature
 from crosstalk.features.membership.actor import (
@@ -142,8 +144,10 @@ class Daemon:
         # p50/p99 over the last hour for ``status``: send -> posted (the relay link tells it)
         # and hook requests (timed by the op table).
         self.latency = DaemonLatency()
+        # What every feature is given: its capabilities, never this object (daemon_caps).
+        self.caps = Granted(self)
         for feature in features:
-            self.seams.add(feature.name, feature.plug(self))
+            self.seams.add(feature.name, feature.plug(self.caps))
         if self.ops.has("hook_event"):
             self.ops.time("hook_event", self.latency.hook.observe)
         # The actors it runs for its life, in the order they start (docs/architecture.md draws
@@ -350,7 +354,7 @@ class Daemon:
             keys=lambda: self.keys,
             relay=self.relay,
             wake=self.wake_room,
-            reconcile=lambda beat, within: reconcile_with_relay(self, beat, within),
+            reconcile=functools.partial(reconcile_with_relay, self.caps),
         )
 
     def _router_actor(self) -> Router:

@@ -5,6 +5,8 @@
   ``Daemon.dynamic``.
 - The page's table of who may import whom is the import table's rows
   (tests/test_import_table.py), so the two cannot drift apart.
+- Features are handed their capabilities, never the ``Daemon``: what ``plug`` gets is a
+  :class:`~crosstalk.daemon_caps.Granted`, whose members are exactly ``Capabilities``'.
 - No actor holds a reference to another actor: no module under crosstalk/actors/ or
   crosstalk/features/ types anything as an actor class (an argument, a return, an attribute, a
   container of them) or keeps one it made on ``self``. Actors reach each other only through
@@ -22,6 +24,9 @@ from pathlib import Path
 
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.daemon import Daemon
+from crosstalk.daemon_caps import Granted
+from crosstalk.features import caps
+from crosstalk.features.feature import Feature, Plugs
 from crosstalk.paths import Home
 from crosstalk.store.db import open_store
 from tests.test_import_table import ALLOWED, BASE
@@ -44,7 +49,7 @@ def drawn_imports(page: str) -> dict[str, set[str]]:
     """The page's table of who may import whom: area -> the areas it may import."""
     rows = re.findall(r"^ *\| `(\w+)` \| ([\w, ]+) \|$", page, flags=re.MULTILINE)
     return {f"crosstalk.{area}": {f"crosstalk.{a.strip()}" for a in may.split(",")}
-            for area, may in rows}
+            if may != "nothing" else set() for area, may in rows}
 
 
 def import_mismatches(drawn: dict[str, set[str]]) -> list[str]:
@@ -223,3 +228,47 @@ def test_a_closure_in_plug_is_caught() -> None:
     assert [f.split(" ")[0] for f in plug_closures(planted)] == [
         "crosstalk/features/x/ops.py:2", "crosstalk/features/x/ops.py:6",
     ]
+
+
+def capability_names() -> set[str]:
+    """Every member the capability protocols declare (attributes, methods, properties)."""
+    names: set[str] = set()
+    for proto in caps.Capabilities.__mro__:
+        if proto.__module__ == caps.__name__:
+            names |= set(getattr(proto, "__annotations__", {}))
+            names |= {n for n in vars(proto) if not n.startswith("_")}
+    return names
+
+
+def members(obj: object) -> set[str]:
+    """The public members of ``obj``: its attributes and its class's properties and methods."""
+    return {n for n in (*vars(obj), *vars(type(obj))) if not n.startswith("_")}
+
+
+async def test_features_are_given_capabilities_not_the_daemon(tmp_path: Path) -> None:
+    """plug gets a Granted (not the Daemon) with exactly the Capabilities' members."""
+    given: list[object] = []
+
+    def plug(host: caps.Capabilities) -> Plugs:
+        given.append(host)
+        return Plugs()
+
+    async with open_store(tmp_path / "state.db") as store:
+        daemon = Daemon(Home(tmp_path), store, Supervisor(heartbeat=5.0), 5.0,
+                        features=(Feature("probe", plug),))
+    [host] = given
+    assert isinstance(host, Granted) and not isinstance(host, Daemon)
+    assert members(host) == capability_names()
+    assert members(daemon) - capability_names()  # the daemon has more than it grants
+
+
+def test_a_capability_granted_beyond_the_protocols_is_caught() -> None:
+    """The check can fail: an object with one member more than Capabilities does not match."""
+
+    class Leaky:
+        def __init__(self) -> None:
+            for name in capability_names():
+                setattr(self, name, None)
+            self.seams = object()  # the daemon's internals, handed out by mistake
+
+    assert members(Leaky()) - capability_names() == {"seams"}

@@ -4,10 +4,11 @@ A feature package exports ``FEATURE = Feature(name, plug)``. The daemon calls ``
 start-up, with its capabilities (:mod:`crosstalk.features.caps`; each feature types its ``plug``
 with the narrow protocol it needs), and gets back a :class:`Plugs`: everything the feature adds,
 listed in one place: its control ops, the appliers that run inside each room's transaction, the
-scopes around them, the listeners told after commits, the actors it starts and what it shows in
-``status``. ``plug`` is a function rather than the lists themselves because handlers close over
-the capabilities and over state the feature shares between them (the gate's inbox, the leases of
-``read``): both exist only once there is a daemon.
+scopes around them, the listeners told after commits, the actors it declares and what it shows
+in ``status``. ``plug`` is a function rather than the lists themselves because handlers are bound
+(with ``functools.partial``, never a closure) to the capabilities and to state the feature shares
+between them (the gate's mailbox, the leases of ``read``): both exist only once there is a
+daemon.
 
 Schema migrations are not listed here: ``state.db`` has one linear ``user_version``, so its steps
 stay one ordered list in :mod:`crosstalk.store.migrations`, each step naming its feature.
