@@ -272,3 +272,26 @@ def test_a_capability_granted_beyond_the_protocols_is_caught() -> None:
             self.seams = object()  # the daemon's internals, handed out by mistake
 
     assert members(Leaky()) - capability_names() == {"seams"}
+
+
+def named_paths(page: str, section: str) -> set[str]:
+    """The repository paths (in backticks) that one section of the page names."""
+    text = page[page.index(f"## {section}"):]
+    text = text[:text.index("\n## ", 4)]
+    return set(re.findall(r"`((?:crosstalk|tests|docs)/[\w/.]+)`", text))
+
+
+def test_the_add_a_feature_walk_through_names_real_places() -> None:
+    """Every existing path the walk-through names exists (the example's own new files,
+    those under features/pins/ and the pins store and CLI modules, are to be made)."""
+    wanted = {p for p in named_paths(PAGE.read_text(), "Add a feature: where each part goes")
+              if "pins" not in p}
+    assert len(wanted) > 10
+    assert sorted(p for p in wanted if not (ROOT / p).exists()) == []
+
+
+def test_a_walk_through_naming_a_missing_file_is_caught() -> None:
+    """The check can fail: a path that does not exist is listed as missing."""
+    page = "## Add\n`crosstalk/features/caps.py` and `crosstalk/nowhere.py`\n## Next\n"
+    paths = named_paths(page, "Add")
+    assert sorted(p for p in paths if not (ROOT / p).exists()) == ["crosstalk/nowhere.py"]
