@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
-import sqlite3
 import subprocess
 from collections.abc import Sequence
 from typing import Any
@@ -35,27 +33,22 @@ from crosstalk import crypto
 from crosstalk.actors.children import ChildSpec, DynamicKind, Mailbox, start_children
 from crosstalk.actors.doorbell import Doorbell
 from crosstalk.actors.fanout import FanOut, Subscriber
-from crosstalk.actors.local_relay_keeper import LocalRelayKeeper
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.actors.relay_link import (
     Connector,
-    LinkCommand,
     LinkStatus,
     LinkTimings,
     LinkUp,
-    RelayLink,
-    open_relay_socket,
 )
-from crosstalk.actors.relay_link_api import OutboxWrite, while_running
-from crosstalk.actors.relay_link_store import SqliteLinkStore, device_id
+from crosstalk.actors.relay_link_api import OutboxWrite
 from crosstalk.actors.room import RoomActor, RoomInput
-from crosstalk.actors.room_reseal import resealer
 from crosstalk.actors.room_send import SendOp
 from crosstalk.actors.router import MembershipNews, Router, RouterInput
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.latency import DaemonLatency
 from crosstalk.core.room import Applied
 from crosstalk.daemon_caps import Granted
+from crosstalk.daemon_link import LINK, LOCAL_RELAY, LinkKeeper
 from crosstalk.errors import CrosstalkError, NotSetUp, UnknownRoom
 from crosstalk.features.feature import Feature
 from crosstalk.features.membership.actor import (
@@ -66,12 +59,10 @@ from crosstalk.features.membership.actor import (
 from crosstalk.features.membership.lifecycle import reconcile_with_relay
 from crosstalk.features.registry import FEATURES
 from crosstalk.features.seams import Seams
-from crosstalk.local_relay import configured_relay, ensure_local_relay, is_local_default
-from crosstalk.paths import RELAY_ENV, Home
+from crosstalk.paths import Home
 from crosstalk.store.db import Store
 from crosstalk.store.identity import IdentityRecord, load_identity, new_identity, save_identity
 from crosstalk.store.rooms import list_rooms, room_state
-from crosstalk.store.settings import RELAY_URL, get_setting, set_setting
 from crosstalk.wire import relay as w
 from crosstalk.wire.room_ops import RoomOp
 
@@ -79,16 +70,9 @@ log = logging.getLogger(__name__)
 
 FANOUT_INBOX = 64
 """Committed batches the rooms may be ahead of the fan-out before a room's hand-off waits."""
-LINK = DynamicKind("relay_link", "Daemon.relay, once there is an identity (again after `link`)")
 LINK_ACTOR = LINK.name
 """The relay link actor's name under the supervisor."""
-LOCAL_RELAY = DynamicKind("local_relay", "Daemon.relay, with no relay configured (one keeper)")
 ROOMS = DynamicKind("room-<id>", "Daemon.room_inbox, one per joined room (first 8 hex digits)")
-
-
-def _saved_relay(conn: sqlite3.Connection) -> str | None:
-    saved = get_setting(conn, RELAY_URL)
-    return saved if isinstance(saved, str) else None
 
 
 class Daemon:
@@ -105,9 +89,6 @@ class Daemon:
         connect: Connector | None = None,
     ) -> None:
         self.home = home
-        # How the relay link opens its socket; the simulation (tests/sim) passes an in-memory
-        # relay, and then no local relay process is started either.
-        self._connect = connect
         self.store = store
         self.supervisor = supervisor
         self.heartbeat = heartbeat
@@ -119,22 +100,16 @@ class Daemon:
         self._keys: tuple[IdentityRecord, crypto.Keys] | None = None
         # The link beats on every pong, so a ping round must fit well inside one heartbeat.
         ping = min(LinkTimings().ping_interval, heartbeat / 4)
-        self.timings = LinkTimings(ping_interval=ping, ping_timeout=ping)
+        timings = LinkTimings(ping_interval=ping, ping_timeout=ping)
         # The daemon's own children's mailboxes, open before anything starts (see children).
         self._fanout_box = Mailbox[list[Applied]](FANOUT_INBOX)
         self._membership_box = Mailbox[MembershipInput](64)
         self._router_box = Mailbox[RouterInput](64)
         self.router = self._router_box.send
         self.membership = self._membership_box.send
-        self._link: RelayLink | None = None
-        self._relays_started: list[int] = []  # embedded relays this daemon spawned (children)
-        self._keeping_relay = False  # a LocalRelayKeeper actor runs (see _start_link)
-        self._relay: RelayClient | None = None
         self._rooms: dict[str, trio.MemorySendChannel[RoomInput]] = {}
-        self.link_store = SqliteLinkStore(store)
         self._doorbells: dict[str, Doorbell] = {}
         self._rooms_lock = trio.Lock()
-        self._link_lock = trio.Lock()
         # Processes the daemon started for others to reach it (``--public`` tunnels).
         self.tunnels: list[subprocess.Popen[bytes]] = []
         self._identity_lock = trio.Lock()
@@ -144,6 +119,12 @@ class Daemon:
         # p50/p99 over the last hour for ``status``: send -> posted (the relay link tells it)
         # and hook requests (timed by the op table).
         self.latency = DaemonLatency()
+        # The relay link: its actor, its handle, its store, the local relay's keeper.
+        self.link = LinkKeeper(
+            store=store, supervisor=supervisor, events=self.router, timings=timings,
+            posted=self.latency.send_posted.observe, connect=connect,
+        )
+        self.link_store = self.link.store
         # What every feature is given: its capabilities, never this object (daemon_caps).
         self.caps = Granted(self)
         for feature in features:
@@ -206,7 +187,7 @@ class Daemon:
                 )
         return self.keys
 
-    # --- relay -----------------------------------------------------------------------------------
+    # --- relay (crosstalk.daemon_link) -----------------------------------------------------------
 
     async def relay(self, *, as_keys: crypto.Keys | None = None) -> RelayClient:
         """The relay link's handle, starting the link (and the local relay) if needed.
@@ -214,87 +195,24 @@ class Daemon:
         ``as_keys`` connects as a throwaway identity: a fresh home being linked to an existing
         identity needs a connection before it has keys of its own.
         """
-        async with self._link_lock:
-            if self._relay is None:
-                await self._start_link(as_keys or self.keys)
-            assert self._relay is not None
-            return self._relay
+        return await self.link.handle(as_keys or self.keys)
 
     async def restart_link(self) -> None:
         """Stop the link and start it again with this identity's keys (after ``link``)."""
-        async with self._link_lock:
-            if self._relay is not None:
-                await self.supervisor.stop_actor(LINK_ACTOR)
-                self._relay = self._link = None
-            await self._start_link(self.keys)
+        await self.link.restart(self.keys)
 
     async def use_relay(self, url: str) -> None:
-        """Move this identity to the relay at ``url`` (``--host``, or an invite that names one).
+        """Move this identity to the relay at ``url`` (``--host``, or an invite that names one),
+        only while it has no rooms (see crosstalk.daemon_link.LinkKeeper.move)."""
+        await self.link.move(url, self.keys)
 
-        Only while it has no rooms: rooms live on the relay they were made on, and moving would
-        strand them.
-        """
-        current = configured_relay(await self.store.read(_saved_relay))
-        if current == url:
-            return
-        if os.environ.get(RELAY_ENV):
-            raise CrosstalkError(
-                f"CROSSTALK_RELAY is set to {current}, so this home cannot move to {url}.",
-                code="relay_in_use",
-            )
-        if await self.store.read(list_rooms):
-            raise CrosstalkError(
-                f"This identity's rooms live on the relay at {current}; pairing on {url} would "
-                "strand them. Pair without --host, or use a fresh CROSSTALK_HOME.",
-                code="relay_in_use",
-            )
-        await self.store.write(lambda conn: set_setting(conn, RELAY_URL, url))
-        log.info("relay moved to %s", url)
-        if self._relay is not None:
-            await self.restart_link()
+    def link_status(self) -> LinkStatus | None:
+        """Where the link stands; never connected while its actor is not running."""
+        return self.link.status()
 
     def adopt_identity(self, record: IdentityRecord) -> None:
         """Take on an identity that was just written to disk (by ``link``)."""
         self.identity = record
-
-    async def _start_link(self, keys: crypto.Keys) -> None:
-        url = configured_relay(await self.store.read(_saved_relay))
-        if is_local_default(url) and self._connect is None:
-            spawned = await trio.to_thread.run_sync(ensure_local_relay)
-            if spawned is not None:
-                self._relays_started.append(spawned)
-        link = RelayLink(
-            url=url,
-            keys=keys,
-            device=await device_id(self.store),
-            store=self.link_store,
-            events=self.router.clone(),
-            timings=self.timings,
-            connect=self._connect or open_relay_socket,
-            reseal=resealer(self.store, keys),
-            posted=self.latency.send_posted.observe,
-        )
-        inbox: trio.MemorySendChannel[LinkCommand] = await self.supervisor.start_actor(
-            LINK_ACTOR, link
-        )
-        self._link = link
-        self._relay = RelayClient(inbox, self.timings)
-        if is_local_default(url) and self._connect is None and not self._keeping_relay:
-            self._keeping_relay = True  # one keeper, whatever restarts the link
-            keeper = LocalRelayKeeper(
-                self.link_status, retry_now=self._retry_link_now, started=self._relays_started
-            )
-            await self.supervisor.start_actor(LOCAL_RELAY.name, keeper)
-
-    def _retry_link_now(self) -> None:
-        if self._relay is not None:
-            self._relay.retry_now()
-
-    def link_status(self) -> LinkStatus | None:
-        """Where the link stands; never connected while its actor is not running."""
-        if self._link is None:
-            return None
-        return while_running(self._link.statistics(), self.supervisor.health(LINK_ACTOR))
 
     # --- rooms -----------------------------------------------------------------------------------
 

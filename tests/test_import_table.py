@@ -68,7 +68,11 @@ ALLOWED: dict[str, set[str]] = {
     "crosstalk.daemon": BASE | {"crosstalk.core", "crosstalk.crypto", "crosstalk.wire",
                                 "crosstalk.store", "crosstalk.actors", "crosstalk.features",
                                 "crosstalk.local_relay", "crosstalk.paths",
-                                "crosstalk.daemon_caps"},
+                                "crosstalk.daemon_caps", "crosstalk.daemon_link"},
+    # The relay link's keeping (start, restart, move, the local relay's keeper).
+    "crosstalk.daemon_link": BASE | {"crosstalk.actors", "crosstalk.crypto",
+                                     "crosstalk.local_relay", "crosstalk.paths",
+                                     "crosstalk.store"},
     # What features are handed instead of the Daemon: it imports nothing at runtime.
     "crosstalk.daemon_caps": BASE,
     # The daemon process's root: the control socket first; crosstalk.daemon only by name, on a
