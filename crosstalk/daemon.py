@@ -38,18 +38,18 @@ from crosstalk.actors.relay_link import (
     Connector,
     LinkStatus,
     LinkTimings,
-    LinkUp,
 )
 from crosstalk.actors.relay_link_api import OutboxWrite
 from crosstalk.actors.room import RoomActor, RoomInput
 from crosstalk.actors.room_send import SendOp
-from crosstalk.actors.router import MembershipNews, Router, RouterInput
+from crosstalk.actors.router import Router, RouterInput
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.latency import DaemonLatency
 from crosstalk.core.room import Applied
 from crosstalk.daemon_caps import Granted
 from crosstalk.daemon_link import LINK, LOCAL_RELAY, LinkKeeper
 from crosstalk.errors import CrosstalkError, NotSetUp, UnknownRoom
+from crosstalk.features.caps import keys_of
 from crosstalk.features.feature import Feature
 from crosstalk.features.membership.actor import (
     MembershipActor,
@@ -63,7 +63,6 @@ from crosstalk.paths import Home
 from crosstalk.store.db import Store
 from crosstalk.store.identity import IdentityRecord, load_identity, new_identity, save_identity
 from crosstalk.store.rooms import list_rooms, room_state
-from crosstalk.wire import relay as w
 from crosstalk.wire.room_ops import RoomOp
 
 log = logging.getLogger(__name__)
@@ -267,16 +266,21 @@ class Daemon:
         return FanOut(subscribers)
 
     def _membership_actor(self) -> MembershipActor:
+        # Given capabilities, as a feature is (it is one's actor), never this object.
         return MembershipActor(
             store=self.store,
-            keys=lambda: self.keys,
-            relay=self.relay,
-            wake=self.wake_room,
+            keys=functools.partial(keys_of, self.caps),
+            relay=self.caps.relay,
+            wake=self.caps.wake_room,
             reconcile=functools.partial(reconcile_with_relay, self.caps),
         )
 
     def _router_actor(self) -> Router:
-        return Router(wake_room=self.wake_room, membership=self._relay_news())
+        return Router(
+            wake_room=self.caps.wake_room,
+            membership=membership_news(self.membership.clone()),
+            link_up=tuple(self.seams.link_up_listeners),
+        )
 
     async def send_op(
         self, room_id: str, op: RoomOp, *, op_id: str | None = None, epoch: int | None = None,
@@ -306,19 +310,6 @@ class Daemon:
         never lost (the room's doorbell is level-triggered and outlives the actor's restarts)."""
         if await self.room_inbox(room_id) is not None:
             self._doorbells[room_id].ring()
-
-    def _relay_news(self) -> MembershipNews:
-        """What the router tells of the relay's news: all of it to the membership actor, and
-        each link-up to the features' link-up listeners too."""
-        membership = membership_news(self.membership.clone())
-
-        async def tell(news: w.Roster | w.RoomGone | LinkUp) -> None:
-            await membership(news)
-            if isinstance(news, LinkUp):
-                for listener in self.seams.link_up_listeners:
-                    await listener(news.rooms)
-
-        return tell
 
     async def start(self) -> None:
         """Start the declared children in order (a feature's start hooks run after its own

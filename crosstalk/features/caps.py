@@ -157,6 +157,11 @@ def has_identity(who: Identified) -> bool:
     return who.identity is not None
 
 
+def keys_of(who: Identified) -> crypto.Keys:
+    """Our keys (NotSetUp without an identity), read at each call: a link replaces them."""
+    return who.keys
+
+
 def own_fingerprint(who: Identified) -> str:
     """Our fingerprint, or "" before there is an identity (appliers compare senders with it)."""
     return who.keys.fingerprint if who.identity is not None else ""
