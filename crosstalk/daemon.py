@@ -13,9 +13,10 @@ The actor tree is declared, not grown: :attr:`Daemon.children` is the table of c
 :attr:`Daemon.dynamic` names the kinds of child started on demand and who starts them.
 docs/architecture.md draws both; tests/test_architecture_doc.py holds the two together.
 
-:class:`Daemon` is the one object the control ops talk to: it knows the identity, starts actors
-on demand (the relay link once an identity exists, a room actor per room, a pairing actor per
-pairing) and hands out typed handles on them. Actors never see it; they get channels.
+:class:`Daemon` owns the identity, starts actors on demand (the relay link once an identity
+exists, through crosstalk.daemon_link; a room actor per joined room) and hands out typed handles
+on them. Neither features nor actors see it: features get :attr:`Daemon.caps` (a
+crosstalk.daemon_caps.Granted), actors get channels, doorbells and those capabilities' moves.
 """
 
 from __future__ import annotations
