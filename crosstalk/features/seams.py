@@ -43,7 +43,6 @@ class Seams:
         self.sent_listeners: list[SentListener] = []
         self.children: list[ChildSpec[Any]] = []
         self.spawns: list[DynamicKind] = []
-        self.start: list[StartHook] = []
         # The children and start hooks together, in FEATURES order (each feature's children
         # before its hooks): the order the daemon starts them in.
         self.start_steps: list[ChildSpec[Any] | StartHook] = []
@@ -64,7 +63,6 @@ class Seams:
         self.sent_listeners.extend(plugs.sent_listeners)
         self.children.extend(plugs.children)
         self.spawns.extend(plugs.spawns)
-        self.start.extend(plugs.start)
         self.start_steps.extend((*plugs.children, *plugs.start))
         self.link_up_listeners.extend(plugs.link_up_listeners)
         if plugs.status is not None:
