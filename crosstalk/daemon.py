@@ -75,6 +75,10 @@ LINK_ACTOR = LINK.name
 ROOMS = DynamicKind("room-<id>", "Daemon.room_inbox, one per joined room (first 8 hex digits)")
 
 
+def _same(keys: crypto.Keys) -> crypto.Keys:
+    return keys  # the throwaway keys a fresh home links with
+
+
 class Daemon:
     """The running daemon's state and the handles its ops use."""
 
@@ -195,16 +199,18 @@ class Daemon:
         ``as_keys`` connects as a throwaway identity: a fresh home being linked to an existing
         identity needs a connection before it has keys of its own.
         """
-        return await self.link.handle(as_keys or self.keys)
+        if as_keys is not None:
+            return await self.link.handle(functools.partial(_same, as_keys))
+        return await self.link.handle(functools.partial(keys_of, self))
 
     async def restart_link(self) -> None:
         """Stop the link and start it again with this identity's keys (after ``link``)."""
-        await self.link.restart(self.keys)
+        await self.link.restart(functools.partial(keys_of, self))
 
     async def use_relay(self, url: str) -> None:
         """Move this identity to the relay at ``url`` (``--host``, or an invite that names one),
         only while it has no rooms (see crosstalk.daemon_link.LinkKeeper.move)."""
-        await self.link.move(url, self.keys)
+        await self.link.move(url, functools.partial(keys_of, self))
 
     def link_status(self) -> LinkStatus | None:
         """Where the link stands; never connected while its actor is not running."""

@@ -46,6 +46,10 @@ LINK = DynamicKind("relay_link", "Daemon.relay, once there is an identity (again
 LOCAL_RELAY = DynamicKind("local_relay", "Daemon.relay, with no relay configured (one keeper)")
 
 
+# This identity's keys, read when the link starts (NotSetUp before there is one).
+Keys = Callable[[], crypto.Keys]
+
+
 def _saved_relay(conn: sqlite3.Connection) -> str | None:
     saved = get_setting(conn, RELAY_URL)
     return saved if isinstance(saved, str) else None
@@ -79,23 +83,24 @@ class LinkKeeper:
         self._relays_started: list[int] = []  # embedded relays this daemon spawned (children)
         self._keeping_relay = False  # a LocalRelayKeeper actor runs (see _start)
 
-    async def handle(self, keys: crypto.Keys) -> RelayClient:
-        """The link's handle, starting it (and the local relay) with ``keys`` if needed."""
+    async def handle(self, keys: Keys) -> RelayClient:
+        """The link's handle, starting it (and the local relay) with ``keys()`` if needed (read
+        only then: a fresh home being linked has none of its own yet)."""
         async with self._lock:
             if self._relay is None:
-                await self._start(keys)
+                await self._start(keys())
             assert self._relay is not None
             return self._relay
 
-    async def restart(self, keys: crypto.Keys) -> None:
-        """Stop the link and start it again with ``keys`` (after ``link``)."""
+    async def restart(self, keys: Keys) -> None:
+        """Stop the link and start it again with ``keys()`` (after ``link``)."""
         async with self._lock:
             if self._relay is not None:
                 await self._supervisor.stop_actor(LINK.name)
                 self._relay = self._link = None
-            await self._start(keys)
+            await self._start(keys())
 
-    async def move(self, url: str, keys: crypto.Keys) -> None:
+    async def move(self, url: str, keys: Keys) -> None:
         """Move this identity to the relay at ``url``, only while it has no rooms: rooms live
         on the relay they were made on, and moving would strand them."""
         current = configured_relay(await self._store.read(_saved_relay))
