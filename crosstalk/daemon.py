@@ -3,20 +3,26 @@
 Start-up order (each step completes before the next; crosstalk/daemon_start.py runs it): refuse
 damaged state files, start the supervisor and the control server behind its gate (it answers
 ``status`` while the rest starts), open the store and import this module, then :func:`bring_up`
-plugs the features and starts the fan-out, membership and the router, the feature actors, the
-relay link when there is an identity, and the rooms; only then does the gate hand requests to
-the daemon's ops. SIGTERM and SIGINT cancel the root nursery, which closes everything in reverse.
+plugs the features and starts :attr:`Daemon.children` in their declared order (the fan-out,
+membership, the router, then the features' own actors in FEATURES order), then the relay link
+when there is an identity, and the rooms; only then does the gate hand requests to the daemon's
+ops. SIGTERM and SIGINT cancel the root nursery, which closes everything in reverse.
 
-:class:`Daemon` is the one object the control ops talk to: it knows the identity, starts actors
-on demand (the relay link once an identity exists, a room actor per room, a pairing actor per
-pairing) and hands out typed handles on them. Actors never see it; they get channels.
+The actor tree is declared, not grown: :attr:`Daemon.children` is the table of child specs
+(crosstalk.actors.children), each with its mailbox opened before anything starts, and
+:attr:`Daemon.dynamic` names the kinds of child started on demand and who starts them.
+docs/architecture.md draws both; tests/test_architecture_doc.py holds the two together.
+
+:class:`Daemon` owns the identity, starts actors on demand (the relay link once an identity
+exists, through crosstalk.daemon_link; a room actor per joined room) and hands out typed handles
+on them. Neither features nor actors see it: features get :attr:`Daemon.caps` (a
+crosstalk.daemon_caps.Granted), actors get channels, doorbells and those capabilities' moves.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
-import os
-import sqlite3
 import subprocess
 from collections.abc import Sequence
 from typing import Any
@@ -25,30 +31,26 @@ import nacl.utils
 import trio
 
 from crosstalk import crypto
+from crosstalk.actors.children import ChildSpec, DynamicKind, Mailbox, start_children
 from crosstalk.actors.doorbell import Doorbell
 from crosstalk.actors.fanout import FanOut, Subscriber
-from crosstalk.actors.local_relay_keeper import LocalRelayKeeper
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.actors.relay_link import (
     Connector,
-    LinkCommand,
     LinkStatus,
     LinkTimings,
-    LinkUp,
-    RelayLink,
-    open_relay_socket,
 )
-from crosstalk.actors.relay_link_api import OutboxWrite, while_running
-from crosstalk.actors.relay_link_store import SqliteLinkStore, device_id
+from crosstalk.actors.relay_link_api import OutboxWrite
 from crosstalk.actors.room import RoomActor, RoomInput
-from crosstalk.actors.room_inbound import inbound_applier
-from crosstalk.actors.room_reseal import resealer
 from crosstalk.actors.room_send import SendOp
-from crosstalk.actors.router import MembershipNews, Router, RouterInput
+from crosstalk.actors.router import Router, RouterInput
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.latency import DaemonLatency
 from crosstalk.core.room import Applied
+from crosstalk.daemon_caps import Granted
+from crosstalk.daemon_link import LINK, LOCAL_RELAY, LinkKeeper
 from crosstalk.errors import CrosstalkError, NotSetUp, UnknownRoom
+from crosstalk.features.caps import keys_of
 from crosstalk.features.feature import Feature
 from crosstalk.features.membership.actor import (
     MembershipActor,
@@ -58,26 +60,23 @@ from crosstalk.features.membership.actor import (
 from crosstalk.features.membership.lifecycle import reconcile_with_relay
 from crosstalk.features.registry import FEATURES
 from crosstalk.features.seams import Seams
-from crosstalk.hosting.local_relay import configured_relay, ensure_local_relay, is_local_default
-from crosstalk.paths import RELAY_ENV, Home
+from crosstalk.paths import Home
 from crosstalk.store.db import Store
 from crosstalk.store.identity import IdentityRecord, load_identity, new_identity, save_identity
 from crosstalk.store.rooms import list_rooms, room_state
-from crosstalk.store.settings import RELAY_URL, get_setting, set_setting
-from crosstalk.wire import relay as w
 from crosstalk.wire.room_ops import RoomOp
 
 log = logging.getLogger(__name__)
 
 FANOUT_INBOX = 64
 """Committed batches the rooms may be ahead of the fan-out before a room's hand-off waits."""
-LINK_ACTOR = "relay_link"
+LINK_ACTOR = LINK.name
 """The relay link actor's name under the supervisor."""
+ROOMS = DynamicKind("room-<id>", "Daemon.room_inbox, one per joined room (first 8 hex digits)")
 
 
-def _saved_relay(conn: sqlite3.Connection) -> str | None:
-    saved = get_setting(conn, RELAY_URL)
-    return saved if isinstance(saved, str) else None
+def _same(keys: crypto.Keys) -> crypto.Keys:
+    return keys  # the throwaway keys a fresh home links with
 
 
 class Daemon:
@@ -94,9 +93,6 @@ class Daemon:
         connect: Connector | None = None,
     ) -> None:
         self.home = home
-        # How the relay link opens its socket; the simulation (tests/sim) passes an in-memory
-        # relay, and then no local relay process is started either.
-        self._connect = connect
         self.store = store
         self.supervisor = supervisor
         self.heartbeat = heartbeat
@@ -108,22 +104,16 @@ class Daemon:
         self._keys: tuple[IdentityRecord, crypto.Keys] | None = None
         # The link beats on every pong, so a ping round must fit well inside one heartbeat.
         ping = min(LinkTimings().ping_interval, heartbeat / 4)
-        self.timings = LinkTimings(ping_interval=ping, ping_timeout=ping)
-        self.router: trio.MemorySendChannel[RouterInput] | None = None
-        self.membership: trio.MemorySendChannel[MembershipInput] | None = None
-        self._link: RelayLink | None = None
-        self._relays_started: list[int] = []  # embedded relays this daemon spawned (children)
-        self._keeping_relay = False  # a LocalRelayKeeper actor runs (see _start_link)
-        self._relay: RelayClient | None = None
+        timings = LinkTimings(ping_interval=ping, ping_timeout=ping)
+        # The daemon's own children's mailboxes, open before anything starts (see children).
+        self._fanout_box = Mailbox[list[Applied]](FANOUT_INBOX)
+        self._membership_box = Mailbox[MembershipInput](64)
+        self._router_box = Mailbox[RouterInput](64)
+        self.router = self._router_box.send
+        self.membership = self._membership_box.send
         self._rooms: dict[str, trio.MemorySendChannel[RoomInput]] = {}
-        # The running room actors apply what arrives inside the link's own commit: an op is
-        # received and held with one fsync, not two (crosstalk/actors/room_inbound.py).
-        self._room_actors: dict[str, RoomActor] = {}
-        self.link_store = SqliteLinkStore(store, apply_inbound=inbound_applier(self._room_actors))
         self._doorbells: dict[str, Doorbell] = {}
         self._rooms_lock = trio.Lock()
-        self._fanout: trio.MemorySendChannel[list[Applied]] | None = None
-        self._link_lock = trio.Lock()
         # Processes the daemon started for others to reach it (``--public`` tunnels).
         self.tunnels: list[subprocess.Popen[bytes]] = []
         self._identity_lock = trio.Lock()
@@ -133,10 +123,28 @@ class Daemon:
         # p50/p99 over the last hour for ``status``: send -> posted (the relay link tells it)
         # and hook requests (timed by the op table).
         self.latency = DaemonLatency()
+        # The relay link: its actor, its handle, its store, the local relay's keeper.
+        self.link = LinkKeeper(
+            store=store, supervisor=supervisor, events=self.router, timings=timings,
+            posted=self.latency.send_posted.observe, connect=connect,
+        )
+        self.link_store = self.link.store
+        # What every feature is given: its capabilities, never this object (daemon_caps).
+        self.caps = Granted(self)
         for feature in features:
-            self.seams.add(feature.name, feature.plug(self))
+            self.seams.add(feature.name, feature.plug(self.caps))
         if self.ops.has("hook_event"):
             self.ops.time("hook_event", self.latency.hook.observe)
+        # The actors it runs for its life, in the order they start (docs/architecture.md draws
+        # this tree, "Inside the daemon"): its own three, then every feature's, in FEATURES order.
+        self._own: tuple[ChildSpec[Any], ...] = (
+            ChildSpec("fanout", self._fanout_actor, self._fanout_box),
+            ChildSpec("membership", self._membership_actor, self._membership_box),
+            ChildSpec("router", self._router_actor, self._router_box),
+        )
+        self.children = (*self._own, *self.seams.children)
+        # The kinds of child started on demand, and by whom.
+        self.dynamic: tuple[DynamicKind, ...] = (LINK, LOCAL_RELAY, ROOMS, *self.seams.spawns)
 
     async def tell_local(self, applied: list[Applied]) -> None:
         """Hand arrivals that crossed no relay (a post, a me/SESSION, a decision's announcement)
@@ -183,7 +191,7 @@ class Daemon:
                 )
         return self.keys
 
-    # --- relay -----------------------------------------------------------------------------------
+    # --- relay (crosstalk.daemon_link) -----------------------------------------------------------
 
     async def relay(self, *, as_keys: crypto.Keys | None = None) -> RelayClient:
         """The relay link's handle, starting the link (and the local relay) if needed.
@@ -191,88 +199,26 @@ class Daemon:
         ``as_keys`` connects as a throwaway identity: a fresh home being linked to an existing
         identity needs a connection before it has keys of its own.
         """
-        async with self._link_lock:
-            if self._relay is None:
-                await self._start_link(as_keys or self.keys)
-            assert self._relay is not None
-            return self._relay
+        if as_keys is not None:
+            return await self.link.handle(functools.partial(_same, as_keys))
+        return await self.link.handle(functools.partial(keys_of, self))
 
     async def restart_link(self) -> None:
         """Stop the link and start it again with this identity's keys (after ``link``)."""
-        async with self._link_lock:
-            if self._relay is not None:
-                await self.supervisor.stop_actor(LINK_ACTOR)
-                self._relay = self._link = None
-            await self._start_link(self.keys)
+        await self.link.restart(functools.partial(keys_of, self))
 
     async def use_relay(self, url: str) -> None:
-        """Move this identity to the relay at ``url`` (``--host``, or an invite that names one).
+        """Move this identity to the relay at ``url`` (``--host``, or an invite that names one),
+        only while it has no rooms (see crosstalk.daemon_link.LinkKeeper.move)."""
+        await self.link.move(url, functools.partial(keys_of, self))
 
-        Only while it has no rooms: rooms live on the relay they were made on, and moving would
-        strand them.
-        """
-        current = configured_relay(await self.store.read(_saved_relay))
-        if current == url:
-            return
-        if os.environ.get(RELAY_ENV):
-            raise CrosstalkError(
-                f"CROSSTALK_RELAY is set to {current}, so this home cannot move to {url}.",
-                code="relay_in_use",
-            )
-        if await self.store.read(list_rooms):
-            raise CrosstalkError(
-                f"This identity's rooms live on the relay at {current}; pairing on {url} would "
-                "strand them. Pair without --host, or use a fresh CROSSTALK_HOME.",
-                code="relay_in_use",
-            )
-        await self.store.write(lambda conn: set_setting(conn, RELAY_URL, url))
-        log.info("relay moved to %s", url)
-        if self._relay is not None:
-            await self.restart_link()
+    def link_status(self) -> LinkStatus | None:
+        """Where the link stands; never connected while its actor is not running."""
+        return self.link.status()
 
     def adopt_identity(self, record: IdentityRecord) -> None:
         """Take on an identity that was just written to disk (by ``link``)."""
         self.identity = record
-
-    async def _start_link(self, keys: crypto.Keys) -> None:
-        assert self.router is not None
-        url = configured_relay(await self.store.read(_saved_relay))
-        if is_local_default(url) and self._connect is None:
-            spawned = await trio.to_thread.run_sync(ensure_local_relay)
-            if spawned is not None:
-                self._relays_started.append(spawned)
-        link = RelayLink(
-            url=url,
-            keys=keys,
-            device=await device_id(self.store),
-            store=self.link_store,
-            events=self.router.clone(),
-            timings=self.timings,
-            connect=self._connect or open_relay_socket,
-            reseal=resealer(self.store, keys),
-            posted=self.latency.send_posted.observe,
-        )
-        inbox: trio.MemorySendChannel[LinkCommand] = await self.supervisor.start_actor(
-            LINK_ACTOR, link
-        )
-        self._link = link
-        self._relay = RelayClient(inbox, self.timings)
-        if is_local_default(url) and self._connect is None and not self._keeping_relay:
-            self._keeping_relay = True  # one keeper, whatever restarts the link
-            keeper = LocalRelayKeeper(
-                self.link_status, retry_now=self._retry_link_now, started=self._relays_started
-            )
-            await self.supervisor.start_actor("local_relay", keeper)
-
-    def _retry_link_now(self) -> None:
-        if self._relay is not None:
-            self._relay.retry_now()
-
-    def link_status(self) -> LinkStatus | None:
-        """Where the link stands; never connected while its actor is not running."""
-        if self._link is None:
-            return None
-        return while_running(self._link.statistics(), self.supervisor.health(LINK_ACTOR))
 
     # --- rooms -----------------------------------------------------------------------------------
 
@@ -304,31 +250,43 @@ class Daemon:
             scopes=self.seams.apply_scopes,
             key_takers=self.seams.key_takers,
         )
-        inbox = await self.supervisor.start_actor(f"room-{room_id[:8]}", actor)
+        inbox = await self.supervisor.start_actor(ROOMS.instance(room_id[:8]), actor)
         self._rooms[room_id] = inbox
-        self._room_actors[room_id] = actor
         return inbox
 
     async def forget_room(self, room_id: str) -> None:
         """Stop a room's actor (we left it); its rows are the caller's to delete."""
         self._doorbells.pop(room_id, None)
-        self._room_actors.pop(room_id, None)
         if self._rooms.pop(room_id, None) is not None:
-            await self.supervisor.stop_actor(f"room-{room_id[:8]}")
+            await self.supervisor.stop_actor(ROOMS.instance(room_id[:8]))
 
     async def _applied(self, applied: list[Applied]) -> None:
         """A room committed ``applied``: hand it to the fan-out and go on (waits only while the
         fan-out's inbox is full, when a BLOCK subscriber is far behind)."""
-        assert self._fanout is not None, "rooms start after the fan-out"
-        await self._fanout.send(applied)
+        await self._fanout_box.send.send(applied)
 
-    async def _start_fanout(self) -> None:
+    def _fanout_actor(self) -> FanOut:
         subscribers = [
             Subscriber(getattr(listener, "__qualname__", repr(listener)), listener)
             for listener in self.seams.applied_listeners
         ] + self.seams.applied_subscribers
-        self._fanout = await self.supervisor.start_actor(
-            "fanout", FanOut(subscribers), inbox_size=FANOUT_INBOX
+        return FanOut(subscribers)
+
+    def _membership_actor(self) -> MembershipActor:
+        # Given capabilities, as a feature is (it is one's actor), never this object.
+        return MembershipActor(
+            store=self.store,
+            keys=functools.partial(keys_of, self.caps),
+            relay=self.caps.relay,
+            wake=self.caps.wake_room,
+            reconcile=functools.partial(reconcile_with_relay, self.caps),
+        )
+
+    def _router_actor(self) -> Router:
+        return Router(
+            wake_room=self.caps.wake_room,
+            membership=membership_news(self.membership.clone()),
+            link_up=tuple(self.seams.link_up_listeners),
         )
 
     async def send_op(
@@ -360,39 +318,15 @@ class Daemon:
         if await self.room_inbox(room_id) is not None:
             self._doorbells[room_id].ring()
 
-    def _relay_news(self) -> MembershipNews:
-        """What the router tells of the relay's news: all of it to the membership actor, and
-        each link-up to the features' link-up listeners too."""
-        assert self.membership is not None
-        membership = membership_news(self.membership.clone())
-
-        async def tell(news: w.Roster | w.RoomGone | LinkUp) -> None:
-            await membership(news)
-            if isinstance(news, LinkUp):
-                for listener in self.seams.link_up_listeners:
-                    await listener(news.rooms)
-
-        return tell
-
     async def start(self) -> None:
-        """Start the fan-out of applied ops, membership and the router, the feature actors,
-        then (with an identity) link and rooms."""
-        await self._start_fanout()
-        self.membership = await self.supervisor.start_actor(
-            "membership",
-            MembershipActor(
-                store=self.store,
-                keys=lambda: self.keys,
-                relay=self.relay,
-                wake=self.wake_room,
-                reconcile=lambda beat, within: reconcile_with_relay(self, beat, within),
-            ),
-            inbox_size=64,
-        )
-        router = Router(wake_room=self.wake_room, membership=self._relay_news())
-        self.router = await self.supervisor.start_actor("router", router, inbox_size=64)
-        for hook in self.seams.start:
-            await hook()
+        """Start the declared children in order (a feature's start hooks run after its own
+        children, before the next feature's), then (with an identity) link and rooms."""
+        await start_children(self.supervisor, self._own)
+        for step in self.seams.start_steps:
+            if isinstance(step, ChildSpec):
+                await start_children(self.supervisor, (step,))
+            else:
+                await step()
         if self.identity is not None:
             try:
                 await self.relay()

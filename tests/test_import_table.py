@@ -56,7 +56,14 @@ ALLOWED: dict[str, set[str]] = {
                                   "crosstalk.hosting", "crosstalk.logs"},
     "crosstalk.daemon": BASE | {"crosstalk.core", "crosstalk.crypto", "crosstalk.wire",
                                 "crosstalk.store", "crosstalk.actors", "crosstalk.features",
-                                "crosstalk.hosting", "crosstalk.paths"},
+                                "crosstalk.hosting", "crosstalk.paths",
+                                "crosstalk.daemon_caps", "crosstalk.daemon_link"},
+    # The relay link's keeping (start, restart, move, the local relay's keeper).
+    "crosstalk.daemon_link": BASE | {"crosstalk.actors", "crosstalk.crypto",
+                                     "crosstalk.hosting", "crosstalk.paths",
+                                     "crosstalk.store"},
+    # What features are handed instead of the Daemon: it imports nothing at runtime.
+    "crosstalk.daemon_caps": BASE,
     # The daemon process's root: the control socket first; crosstalk.daemon only by name, on a
     # worker thread, once the socket answers.
     "crosstalk.daemon_start": BASE | {"crosstalk.actors", "crosstalk.store", "crosstalk.paths",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Protocol
 
 from crosstalk.actors.relay_link_api import OutboxWrite
@@ -55,18 +55,15 @@ class LinkStore(Protocol):
     async def pin_relay_key(self, url: str, key: bytes) -> None: ...
 
 
-# Called inside the transaction that commits inbound ops, with their rooms (in order): applies
-# what it can there, and returns what to do once that transaction committed.
-InboundApplier = Callable[[sqlite3.Connection, Sequence[str]], Callable[[], None]]
-
-
 class SqliteLinkStore:
-    """:class:`LinkStore` over the daemon's :class:`Store`; ``apply_inbound`` joins the rooms'
-    applying to the commit of inbound ops (see crosstalk.actors.room_inbound)."""
+    """:class:`LinkStore` over the daemon's :class:`Store`.
 
-    def __init__(self, store: Store, *, apply_inbound: InboundApplier | None = None) -> None:
+    It only records what arrives (the ops and their rooms' cursors, one commit, before the link
+    acknowledges); applying them is the room actor's alone, from the store, once the router
+    rings its doorbell (crosstalk.actors.room, "One way in")."""
+
+    def __init__(self, store: Store) -> None:
         self._store = store
-        self._apply_inbound = apply_inbound
 
     async def load(self, url: str) -> LinkSnapshot:
         return await self._store.read(lambda conn: link.load(conn, url))
@@ -87,16 +84,7 @@ class SqliteLinkStore:
         return await self._store.write(lambda conn: link.commit_inbound(conn, op, received_at))
 
     async def commit_inbound_many(self, ops: Sequence[w.Op], received_at: float) -> None:
-        rooms = list(dict.fromkeys(op.room for op in ops))
-        apply_inbound = self._apply_inbound
-
-        def commit(conn: sqlite3.Connection) -> Callable[[], None] | None:
-            link.commit_inbound_many(conn, ops, received_at)
-            return None if apply_inbound is None else apply_inbound(conn, rooms)
-
-        committed = await self._store.write(commit)
-        if committed is not None:
-            committed()
+        await self._store.write(lambda conn: link.commit_inbound_many(conn, ops, received_at))
 
     async def mark_sent(self, item: OutboxItem, seq: int, ts: float = 0.0) -> bool:
         return await self._store.write(lambda conn: link.mark_sent(conn, item, seq, ts))

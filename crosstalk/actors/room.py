@@ -19,9 +19,15 @@ appliers of each batch, inside the transaction, so that it may keep what it read
 batch and write once at its end (room memory does). Appliers still see every op one by one, in
 order, so a scope changes how much a batch costs, never what it does.
 
-A running room can also apply inside the relay link's own transaction as it takes ops in
-(:meth:`RoomActor.apply_within`, through crosstalk.actors.room_inbound): an op is then received
-and held with one commit, not two, and the next catch-up hands the batch on, in seq order.
+One way in: this actor is the only one that applies its room's ops. The relay link records
+what arrives (the ops and the relay cursor, in one commit, before it acknowledges them) and the
+router rings this room's doorbell; nobody applies for the room from outside and nobody calls
+this actor's methods. Durability needs nothing more: an acknowledged op is in
+``relay_inbound`` before the ack, and applying moves the *applied* cursor in the same
+transaction as the appliers' writes, so a crash between the two commits leaves ops recorded but
+not applied, which the next catch-up (at start, or the next ring) applies. It costs an arriving
+batch a second commit: the link once applied a running room's ops inside its own transaction,
+calling into this actor from another, and two owners of one cursor is what issue 40 removed.
 """
 
 from __future__ import annotations
@@ -124,11 +130,9 @@ class RoomActor:
         self._random = randomness
         self._held_at: int | None = None
         self._held = False  # the last batch stopped at an op it had to hold
-        self._handed: list[Applied] = []  # applied in the relay link's commit, not yet handed on
         # Appliers that only take room keys (rekeys, shares): safe to run ahead of the log.
         self._key_takers = tuple(key_takers)
         self._scanned: tuple[int, int] | None = None  # (held seq, looked ahead up to seq)
-        self._running = False  # run() is under way (not stopped, failed or between restarts)
 
     async def run(
         self,
@@ -140,26 +144,16 @@ class RoomActor:
         # itself send into this room (a receipt, an automatic refusal) and wait for it; with one
         # loop that wait would be on ourselves.
         outbound_send, outbound_receive = trio.open_memory_channel[SendOp](OUTBOUND_BUFFER)
-        self._running = True
-        try:
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._inbound, ctx)
-                nursery.start_soon(self._outbound, outbound_receive)
-                task_status.started()
-                while True:
-                    item = await ctx.receive()
-                    if isinstance(item, Wake):
-                        self._doorbell.ring()
-                    else:
-                        await outbound_send.send(item)
-        finally:
-            self._running = False
-
-    @property
-    def running(self) -> bool:
-        """Whether the actor runs now: only then may the link apply for it
-        (crosstalk.actors.room_inbound), since only a running actor hands a batch on."""
-        return self._running
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._inbound, ctx)
+            nursery.start_soon(self._outbound, outbound_receive)
+            task_status.started()
+            while True:
+                item = await ctx.receive()
+                if isinstance(item, Wake):
+                    self._doorbell.ring()
+                else:
+                    await outbound_send.send(item)
 
     async def _inbound(self, ctx: ActorContext[RoomInput]) -> None:
         while True:
@@ -174,16 +168,8 @@ class RoomActor:
     # --- inbound ---------------------------------------------------------------------------------
 
     async def _catch_up(self, ctx: ActorContext[RoomInput]) -> None:
-        if self._handed and self._on_applied is not None:
-            # Applied in the link's commit: on to the listeners first, before a transaction of
-            # our own (whatever that one opens comes after it in the log).
-            handed, self._handed = self._handed, []
-            await self._on_applied(handed)
         while True:
-            opened = await self._store.write(self._open_and_apply)
-            if self._handed:  # each batch follows all that were committed before it
-                opened = sorted([*self._handed, *opened], key=lambda entry: entry.seq)
-                self._handed = []
+            opened = await self._store.write(self.open_and_apply)
             if opened and self._on_applied is not None:
                 await self._on_applied(opened)
             ctx.beat()
@@ -192,19 +178,9 @@ class RoomActor:
             if len(opened) < BATCH:
                 return  # anything committed since our transaction began comes with a Wake
 
-    def apply_within(self, conn: sqlite3.Connection) -> list[Applied]:
-        """Open and apply the next batch inside a write transaction that someone else holds
-        (the relay link's, which just took the ops in; see crosstalk.actors.room_inbound).
-        Once it committed, give the result to :meth:`applied_elsewhere`."""
-        return self._open_and_apply(conn)
-
-    def applied_elsewhere(self, applied: list[Applied]) -> None:
-        """What :meth:`apply_within` applied is committed: the next catch-up hands it on."""
-        self._handed.extend(applied)
-        self._doorbell.ring()
-
-    def _open_and_apply(self, conn: sqlite3.Connection) -> list[Applied]:
-        """Open the next batch and apply it, in one transaction."""
+    def open_and_apply(self, conn: sqlite3.Connection) -> list[Applied]:
+        """Open the next batch and apply it, in one transaction (``conn``'s): the whole of one
+        catch-up step, public for tests that drive it without running the actor."""
         opened = self._open_pending(conn)
         if opened:
             self._apply(conn, opened=opened)

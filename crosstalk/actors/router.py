@@ -10,7 +10,7 @@ wake whoever waits on that op. It holds no durable state: after a restart it wak
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 import attrs
@@ -28,6 +28,7 @@ from crosstalk.actors.relay_link import (
     RelayPush,
 )
 from crosstalk.wire import relay as w
+from crosstalk.wire.relay_log import ResumedRoom
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -75,6 +76,9 @@ WakeRoom = Callable[[str], Awaitable[None]]
 # membership feature gives the daemon this callable
 # (crosstalk.features.membership.actor.membership_news), so actors import no feature.
 MembershipNews = Callable[[w.Roster | w.RoomGone | LinkUp], Awaitable[None]]
+# Told where each room's log stands at the relay each time the link is up again (the features'
+# link-up listeners); must not block.
+LinkUpListener = Callable[[list[ResumedRoom]], Awaitable[None]]
 
 
 def _tell(channel: trio.MemorySendChannel[T], value: T) -> None:
@@ -92,9 +96,11 @@ class Router:
         *,
         wake_room: WakeRoom,
         membership: MembershipNews | None = None,
+        link_up: Sequence[LinkUpListener] = (),
     ) -> None:
         self._wake_room = wake_room
         self._membership = membership
+        self._link_up_listeners = tuple(link_up)
         self._pairings: dict[str, trio.MemorySendChannel[PairingInput]] = {}
         # Slot pushes that arrive before their pairing registered (a join is answered together
         # with the other side's first messages): kept, bounded, until the route appears.
@@ -160,6 +166,8 @@ class Router:
             _tell(inbox, Reattach())
         # Roster pushes made while we were away are lost: one fetch per room replaces them.
         await self._to_membership(up)
+        for listener in self._link_up_listeners:
+            await listener(up.rooms)
         for room in up.rooms:
             await self._wake(room.room)
 

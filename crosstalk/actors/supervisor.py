@@ -257,12 +257,16 @@ class Supervisor:
         *,
         inbox_size: int = 16,
         restart: Restart = Restart.PERMANENT,
+        channel: tuple[trio.MemorySendChannel[T], trio.MemoryReceiveChannel[T]] | None = None,
     ) -> trio.MemorySendChannel[T]:
         """Start supervising ``actor`` under ``name``.
 
         ``restart`` says whether a normal return ends the actor (``TRANSIENT``) or is a fault
         restarted like a crash (``PERMANENT``, the default: an actor that should run for the
         daemon's life and stops quietly would leave the daemon looking well while it is not).
+
+        ``channel`` is an inbox opened before (a declared child's mailbox,
+        crosstalk.actors.children); otherwise one of ``inbox_size`` is opened here.
 
         Returns once the first instance has called ``task_status.started()``, or once the
         actor has ended (STOPPED or FAILED) without getting there; ``statistics()`` tells which.
@@ -278,7 +282,7 @@ class Supervisor:
             raise LocalProtocolError("the supervisor is not running; start actors inside run()")
         if name in self._children:
             raise LocalProtocolError(f"an actor named {name!r} is already supervised")
-        send, receive = trio.open_memory_channel[T](inbox_size)
+        send, receive = channel or trio.open_memory_channel[T](inbox_size)
         child = _Child(name, actor, receive, self._new_intensity(), restart)
         self._children[name] = child
         log.info("actor %s starting", name)

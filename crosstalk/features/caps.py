@@ -2,9 +2,10 @@
 
 Each feature's ``plug`` names the protocols it uses (a feature that only reads and writes the
 store asks for :class:`Stored`), composing them into one protocol of its own; :class:`Capabilities`
-is all of them together, what the daemon offers. The daemon satisfies them structurally, so a
-feature imports this module and nothing of ``crosstalk.daemon``, and a test can hand a feature a
-small fake that has only what it asks for.
+is all of them together, what the daemon offers: it hands ``plug`` a
+:class:`crosstalk.daemon_caps.Granted`, which has exactly these members and satisfies them
+structurally, so a feature imports this module and nothing of ``crosstalk.daemon``, and a test can
+hand a feature a small fake that has only what it asks for.
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ class Stored(Protocol):
 class Identified(Protocol):
     """Who we are: the identity record (None before the first pairing) and its keys."""
 
-    identity: IdentityRecord | None
+    @property
+    def identity(self) -> IdentityRecord | None: ...
 
     @property
     def keys(self) -> crypto.Keys: ...
@@ -75,14 +77,14 @@ class TellsLocal(Protocol):
 class Routed(Protocol):
     """The router's inbox: watch for a sent op, an invitation, a pairing slot, presence."""
 
-    router: trio.MemorySendChannel[RouterInput] | None
+    router: trio.MemorySendChannel[RouterInput]
 
 
 class FollowsRosters(Protocol):
     """The membership actor's inbox: every roster is applied there, in the relay's order
     (``crosstalk.features.membership.actor.fetch_roster`` fetches one through it)."""
 
-    membership: trio.MemorySendChannel[MembershipInput] | None
+    membership: trio.MemorySendChannel[MembershipInput]
 
 
 class Linked(Protocol):
@@ -148,6 +150,21 @@ class ForgetsRooms(Protocol):
     """Stop a room's actor (we left it or declined it)."""
 
     async def forget_room(self, room_id: str) -> None: ...
+
+
+def has_identity(who: Identified) -> bool:
+    """Whether this home has an identity yet (a readiness check actors are given)."""
+    return who.identity is not None
+
+
+def keys_of(who: Identified) -> crypto.Keys:
+    """Our keys (NotSetUp without an identity), read at each call: a link replaces them."""
+    return who.keys
+
+
+def own_fingerprint(who: Identified) -> str:
+    """Our fingerprint, or "" before there is an identity (appliers compare senders with it)."""
+    return who.keys.fingerprint if who.identity is not None else ""
 
 
 class Capabilities(

@@ -4,10 +4,11 @@ A feature package exports ``FEATURE = Feature(name, plug)``. The daemon calls ``
 start-up, with its capabilities (:mod:`crosstalk.features.caps`; each feature types its ``plug``
 with the narrow protocol it needs), and gets back a :class:`Plugs`: everything the feature adds,
 listed in one place: its control ops, the appliers that run inside each room's transaction, the
-scopes around them, the listeners told after commits, the actors it starts and what it shows in
-``status``. ``plug`` is a function rather than the lists themselves because handlers close over
-the capabilities and over state the feature shares between them (the gate's inbox, the leases of
-``read``): both exist only once there is a daemon.
+scopes around them, the listeners told after commits, the actors it declares and what it shows
+in ``status``. ``plug`` is a function rather than the lists themselves because handlers are bound
+(with ``functools.partial``, never a closure) to the capabilities and to state the feature shares
+between them (the gate's mailbox, the leases of ``read``): both exist only once there is a
+daemon.
 
 Schema migrations are not listed here: ``state.db`` has one linear ``user_version``, so its steps
 stay one ordered list in :mod:`crosstalk.store.migrations`, each step naming its feature.
@@ -25,6 +26,7 @@ import attrs
 if TYPE_CHECKING:
     import sqlite3
 
+    from crosstalk.actors.children import ChildSpec, DynamicKind
     from crosstalk.actors.control import Handler, OpTable, StreamHandler
     from crosstalk.actors.fanout import Subscriber
     from crosstalk.actors.room import AppliedListener, Applier, ApplyScope
@@ -35,7 +37,8 @@ if TYPE_CHECKING:
 P = TypeVar("P")
 
 StartHook = Callable[[], Awaitable[None]]
-"""Starts the feature's actors (the daemon awaits each in FEATURES order, after its own)."""
+"""Start-up work that is not an actor (memory's first probe of each room): the daemon awaits
+each in FEATURES order, once every declared child is up."""
 SentListener = Callable[[str, str, "RoomOp"], Awaitable[None]]
 """Told (room, op id, op) after one of our own ops is committed to the outbox."""
 SentWriter = Callable[["sqlite3.Connection", str, str, "RoomOp"], None]
@@ -94,6 +97,10 @@ class Plugs:
     local_listeners: tuple[AppliedListener, ...] = ()
     sent_writers: tuple[SentWriter, ...] = ()  # in our own op's outbox transaction
     sent_listeners: tuple[SentListener, ...] = ()  # after it
+    # The actors it runs for the daemon's life, started in this order after the daemon's own
+    # (crosstalk.actors.children), and the kinds of actor it starts on demand.
+    children: tuple[ChildSpec[Any], ...] = ()
+    spawns: tuple[DynamicKind, ...] = ()
     start: tuple[StartHook, ...] = ()
     link_up_listeners: tuple[LinkUpListener, ...] = ()
     status: StatusRead | None = None

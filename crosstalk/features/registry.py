@@ -6,9 +6,12 @@ The order is written down because it is behaviour, not taste. Each seam runs in 
   names) and membership (key shares) come before anything that reads keys or names; messages
   hold a message before ``read`` owes its ``delivered`` receipt, and before asks, the gate
   (attention), memory and decisions look at it.
-- *start hooks* run in this order once the daemon's own actors (fan-out, membership, router) are
-  up: the gate (attention) is running before the inbox push that delivers what it surfaces, and
-  memory's start is what first reaches for the relay link.
+- *children* (``Plugs.children``) start in this order once the daemon's own actors (fan-out,
+  membership, router) are up, each feature's *start hooks* right after its children: the gate
+  (attention) is running before the inbox push that delivers what it surfaces, and memory's
+  start (its sync actor and first probes) is what first reaches for the relay link. Moving
+  memory's start after presence, retention and edits changes the simulation's schedules (seed
+  127 then forks a room's reservations: the conceded-memory family of known_failures.txt).
 - *listeners* are told in this order by the fan-out (each through its own lane, so the order
   only decides who is first in line).
 

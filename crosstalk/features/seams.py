@@ -2,8 +2,8 @@
 gathered seam by seam in FEATURES order, once, before the daemon starts.
 
 The daemon reads these lists when it starts its actors (the appliers, scopes and key takers go
-to each room actor, the listeners and subscribers to the fan-out, the start hooks run in order)
-and serves the op table on its control socket.
+to each room actor, the listeners and subscribers to the fan-out; the children start in order,
+then the start hooks run) and serves the op table on its control socket.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from crosstalk.actors.children import ChildSpec, DynamicKind
 from crosstalk.actors.control import OpTable
 from crosstalk.actors.fanout import Subscriber
 from crosstalk.actors.relay_link_api import OutboxWrite
@@ -40,7 +41,11 @@ class Seams:
         self.local_listeners: list[AppliedListener] = []
         self.sent_writers: list[SentWriter] = []
         self.sent_listeners: list[SentListener] = []
-        self.start: list[StartHook] = []
+        self.children: list[ChildSpec[Any]] = []
+        self.spawns: list[DynamicKind] = []
+        # The children and start hooks together, in FEATURES order (each feature's children
+        # before its hooks): the order the daemon starts them in.
+        self.start_steps: list[ChildSpec[Any] | StartHook] = []
         self.link_up_listeners: list[LinkUpListener] = []
         self._status: dict[str, StatusRead] = {}
 
@@ -56,7 +61,9 @@ class Seams:
         self.local_listeners.extend(plugs.local_listeners)
         self.sent_writers.extend(plugs.sent_writers)
         self.sent_listeners.extend(plugs.sent_listeners)
-        self.start.extend(plugs.start)
+        self.children.extend(plugs.children)
+        self.spawns.extend(plugs.spawns)
+        self.start_steps.extend((*plugs.children, *plugs.start))
         self.link_up_listeners.extend(plugs.link_up_listeners)
         if plugs.status is not None:
             self._status[name] = plugs.status

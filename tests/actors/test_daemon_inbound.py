@@ -1,4 +1,5 @@
-"""The daemon's relay link applies what arrives in the running rooms inside its own commit."""
+"""What the relay link records, the room's own actor applies: after the router's wake, and after
+a crash between the two commits."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import trio
 import trio.testing
 
 from crosstalk.actors.relay_link import LinkTimings, RelaySocket
+from crosstalk.actors.relay_link_store import SqliteLinkStore
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.daemon import Daemon
 from crosstalk.features import attention, messages
@@ -34,9 +36,9 @@ async def _unreachable(url: str, timings: LinkTimings) -> AsyncIterator[RelaySoc
     yield  # never reached: the connection never opens
 
 
-async def test_an_op_the_link_commits_is_applied_in_that_commit() -> None:
-    """Once the link's store returns from committing an op for a running room, the room has
-    applied it (its applied cursor moved) without being woken."""
+async def test_an_op_the_link_records_is_applied_by_its_room_once_woken() -> None:
+    """The link's commit only records the op (the room's applied cursor stays); the room's
+    actor applies it once the router wakes the room."""
     with tempfile.TemporaryDirectory(prefix="ct-") as root:
         home = Home(Path(root))
         save_identity(home.identity, IdentityRecord(
@@ -45,14 +47,36 @@ async def test_an_op_the_link_commits_is_applied_in_that_commit() -> None:
             daemon = Daemon(home, store, sup, 5.0, features=(), connect=_unreachable)
             await daemon.start()
             await trio.testing.wait_all_tasks_blocked()
-            op = Op(room=ROOM, seq=1, sender=BEN.fingerprint, op_id="b1",
-                    body=_sealed(BEN, "b1"), ts=1.0)
-            await daemon.link_store.commit_inbound_many([op], 100.0)
+            await daemon.link_store.commit_inbound_many([_op()], 100.0)
+            assert await store.read(lambda conn: room_log.applied_cursor(conn, ROOM)) == 0
+            await daemon.wake_room(ROOM)  # what the router does with the link's InboundOp
+            await trio.testing.wait_all_tasks_blocked()
             assert await store.read(lambda conn: room_log.applied_cursor(conn, ROOM)) == 1
 
 
-async def test_a_message_the_link_commits_is_held_and_decided_in_that_commit() -> None:
-    """With the real messages and attention features, the commit that holds a room's message
+async def test_an_op_recorded_before_a_crash_is_applied_when_the_daemon_starts() -> None:
+    """A crash between the link's commit (acknowledged to the relay) and the room's loses
+    nothing: the next daemon's room catches up from the store at start, unwoken."""
+    with tempfile.TemporaryDirectory(prefix="ct-") as root:
+        home = Home(Path(root))
+        save_identity(home.identity, IdentityRecord(
+            "ana", "m", ANA.ed_seed, ANA.x_secret, 0.0), keyring=False)
+        async with room_store() as store:
+            await SqliteLinkStore(store).commit_inbound_many([_op()], 100.0)
+            async with running(Supervisor(heartbeat=5.0)) as sup:
+                daemon = Daemon(home, store, sup, 5.0, features=(), connect=_unreachable)
+                await daemon.start()
+                await trio.testing.wait_all_tasks_blocked()
+                assert await store.read(lambda conn: room_log.applied_cursor(conn, ROOM)) == 1
+
+
+def _op() -> Op:
+    return Op(room=ROOM, seq=1, sender=BEN.fingerprint, op_id="b1", body=_sealed(BEN, "b1"),
+              ts=1.0)
+
+
+async def test_a_message_is_held_and_decided_in_one_commit() -> None:
+    """With the real messages and attention features, the room's commit that holds a message
     also holds the gate's notice for it: no commit ever has one without the other (the gate
     decides in the room's transaction, not in a transaction of its own after it)."""
     seen: list[tuple[int, int]] = []  # (held, notices) after each commit
@@ -75,9 +99,8 @@ async def test_a_message_the_link_commits_is_held_and_decided_in_that_commit() -
             daemon = Daemon(home, store, sup, 5.0, features=features, connect=_unreachable)
             await daemon.start()
             await trio.testing.wait_all_tasks_blocked()
-            op = Op(room=ROOM, seq=1, sender=BEN.fingerprint, op_id="b1",
-                    body=_sealed(BEN, "b1"), ts=1.0)
-            await daemon.link_store.commit_inbound_many([op], 100.0)
+            await daemon.link_store.commit_inbound_many([_op()], 100.0)
+            await daemon.wake_room(ROOM)
             await trio.testing.wait_all_tasks_blocked()
     assert (1, 1) in seen
     assert all(held == notices for held, notices in seen), seen

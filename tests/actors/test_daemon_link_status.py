@@ -39,7 +39,7 @@ async def test_status_is_not_connected_while_the_link_actor_is_not_running(
         def own_view(link: LinkStatus, actor: object) -> LinkStatus:
             return link
 
-        monkeypatch.setattr("crosstalk.daemon.while_running", own_view)
+        monkeypatch.setattr("crosstalk.daemon_link.while_running", own_view)
     with tempfile.TemporaryDirectory(prefix="ct-") as root:
         home = Home(Path(root))
         save_identity(home.identity, IdentityRecord(

@@ -17,6 +17,7 @@ import trio
 import trio.testing
 from trio.testing import MockClock
 
+from crosstalk.actors.children import start_children
 from crosstalk.actors.control import OpTable
 from crosstalk.actors.receipts import LINGER, ReceiptsActor, wake
 from crosstalk.actors.relay_link_api import OutboxWrite
@@ -92,10 +93,9 @@ def _plugged(store: Store, supervisor: Supervisor, posts: Posts) -> tuple[OpTabl
 
 
 async def _daemon(store: Store, supervisor: Supervisor, posts: Posts) -> OpTable:
-    """The read feature's ops, with its start hooks run (the receipts actor starts)."""
+    """The read feature's ops, with its declared children started (the receipts actor)."""
     ops, plugs = _plugged(store, supervisor, posts)
-    for start in plugs.start:
-        await start()
+    await start_children(supervisor, plugs.children)
     return ops
 
 

@@ -75,7 +75,7 @@ async def test_a_forged_op_in_a_large_batch_is_refused_and_the_ops_around_it_app
     seen: list[Applied] = []
     actor = _actor(store, appliers=[lambda _conn, applied: seen.append(applied)])
     with caplog.at_level(logging.WARNING, logger="crosstalk.actors.room"):
-        await store.write(actor.apply_within)
+        await store.write(actor.open_and_apply)
     assert [a.seq for a in seen] == list(range(1, COUNT + 1))
     for applied in seen:
         if applied.seq == FORGED:

@@ -51,7 +51,7 @@ async def test_a_prompt_registers_and_turns_its_session_in_one_commit(
         await trio.testing.wait_all_tasks_blocked()
         commits_so_far(world.store)
         params = HookEventParams("s1", client="claude", project="/p", status="busy")
-        reply = await hook_event(Host(world.store), lambda: world.inbox, params)
+        reply = await hook_event(Host(world.store), world.inbox, params)
         await trio.testing.wait_all_tasks_blocked()
 
         assert commits_so_far(world.store) == 1
@@ -71,7 +71,7 @@ async def test_an_event_without_a_status_only_registers(
         await trio.testing.wait_all_tasks_blocked()
         commits_so_far(world.store)
         params = HookEventParams("s2", client="codex", project="/q")
-        reply = await hook_event(Host(world.store), lambda: world.inbox, params)
+        reply = await hook_event(Host(world.store), world.inbox, params)
 
         assert commits_so_far(world.store) == 1
         assert reply.session.status == SessionStatus.UNKNOWN.value
@@ -103,7 +103,7 @@ async def test_a_tool_event_registers_and_reads_its_notices_in_one_transaction(
         counted = Counted(world.store)
         host = Host(counted)
         params = HookEventParams("s3", client="claude", project="/r", notices=True)
-        reply = await hook_event(host, lambda: world.inbox, params)
+        reply = await hook_event(host, world.inbox, params)
 
         assert (counted.writes, counted.reads) == (1, 0)
         assert reply.notices == []
@@ -121,7 +121,7 @@ async def test_a_stop_is_the_gates_commit_and_one_read(
         counted = Counted(world.store)
         host = Host(counted)
         params = HookEventParams("s4", client="claude", project="/r", status="idle", notices=True)
-        reply = await hook_event(host, lambda: world.inbox, params)
+        reply = await hook_event(host, world.inbox, params)
         await trio.testing.wait_all_tasks_blocked()
 
         assert (counted.writes, counted.reads) == (0, 1)
@@ -158,7 +158,7 @@ async def test_edited_paths_are_handed_to_edits_touched(
         ops = EditOps({})
         params = HookEventParams("s5", client="claude", project="/p", cwd="/p/sub",
                                  edited=["a.py", "/p/b.py"])
-        reply = await hook_event(EditHost(world.store, ops), lambda: world.inbox, params)
+        reply = await hook_event(EditHost(world.store, ops), world.inbox, params)
 
         assert ops.calls == [
             ("edits_touched", {"session": "s5", "cwd": "/p/sub", "paths": ["a.py", "/p/b.py"]})
@@ -173,7 +173,7 @@ async def test_editing_paths_get_the_warning_edits_check_gives(
     async with gate_world() as world:
         ops = EditOps({"text": "ana is editing a.py", "decision": "ask"})
         params = HookEventParams("s6", client="codex", project="/p", cwd="/p", editing=["a.py"])
-        reply = await hook_event(EditHost(world.store, ops), lambda: world.inbox, params)
+        reply = await hook_event(EditHost(world.store, ops), world.inbox, params)
 
         assert ops.calls == [("edits_check", {"session": "s6", "cwd": "/p", "paths": ["a.py"]})]
         assert reply.edit_warning == EditWarning("ana is editing a.py", "ask")
@@ -189,7 +189,7 @@ async def test_an_allow_without_text_is_no_warning(
     async with gate_world() as world:
         ops = EditOps({"text": None, "decision": "allow"})
         params = HookEventParams("s7", project="/p", cwd="/p", editing=["a.py"])
-        reply = await hook_event(EditHost(world.store, ops), lambda: world.inbox, params)
+        reply = await hook_event(EditHost(world.store, ops), world.inbox, params)
 
         assert [name for name, _ in ops.calls] == ["edits_check"]
         assert reply.edit_warning is None
@@ -201,7 +201,7 @@ async def test_edits_are_ignored_by_a_daemon_without_the_edits_feature(
     """Without the ops, edit paths change nothing: no call (NoOps would fail it), no warning."""
     async with gate_world() as world:
         params = HookEventParams("s8", project="/p", cwd="/p", edited=["a"], editing=["b"])
-        reply = await hook_event(Host(world.store), lambda: world.inbox, params)
+        reply = await hook_event(Host(world.store), world.inbox, params)
 
         assert reply.edit_warning is None and reply.session.name == "s8"
 

@@ -12,6 +12,7 @@ from typing import Any, cast
 
 import attrs
 
+from crosstalk.actors.children import start_children
 from crosstalk.actors.control import OpTable
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.room import Applied
@@ -72,8 +73,7 @@ async def _host(store: Store, supervisor: Supervisor, rows: list[dict[str, Any]]
     plugs = edits_ops.plug(cast(edits_ops.Host, host))
     for control_op in plugs.ops:
         control_op.install(ops)
-    for start in plugs.start:
-        await start()
+    await start_children(supervisor, plugs.children)
     [applier] = plugs.appliers
     now = time.time()
 

@@ -127,5 +127,5 @@ async def test_a_listener_whose_answer_is_refused_does_not_take_the_fan_out_down
     async with open_store(tmp_path / "state.db") as store:
         await store.write(_room)
         daemon = _Removed(store)
-        listener = key_listener(daemon)  # type: ignore[arg-type]  # store, keys and send_op only
-        await listener([named(CY, 2)])  # returns: the refusal is logged, not raised
+        # The fake has only the store, keys and send_op.
+        await key_listener(daemon, [named(CY, 2)])  # type: ignore[arg-type]  # logged, not raised

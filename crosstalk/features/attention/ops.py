@@ -11,23 +11,24 @@ by fingerprint and relay room id; replies show our names for them.
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import time
 from typing import Protocol
 
 import attrs
-import trio
 
+from crosstalk.actors.children import ChildSpec, Mailbox
 from crosstalk.actors.gate import Arrived, GateActor, GateInput, Me, Recheck, Refuse, Triage
 from crosstalk.actors.room import AppliedListener, Applier
 from crosstalk.core.attention import WINDOW, summarize
 from crosstalk.core.levels import LOCAL_PREFIX, Level, TrustSettings, resolve_level
 from crosstalk.core.mute import EVERYONE
 from crosstalk.core.room import Applied
-from crosstalk.errors import CrosstalkError, UnknownPeer, UnknownRoom
-from crosstalk.features.attention.sessions import session_ops
-from crosstalk.features.caps import CallsOps, Identified, SendsOps, Stored, Supervises
-from crosstalk.features.feature import Plugs, StartHook, op
+from crosstalk.errors import UnknownPeer, UnknownRoom
+from crosstalk.features.attention.sessions import GateInbox, session_ops
+from crosstalk.features.caps import CallsOps, Identified, SendsOps, Stored
+from crosstalk.features.feature import Plugs, op
 from crosstalk.store import attention as db
 from crosstalk.store.gate import source_of
 from crosstalk.store.membership import member_named, room_members_not_contacts
@@ -40,8 +41,8 @@ CLEAR = ("clear", "unset", "reset")
 EVERYONE_WORDS = ("*", "everyone", "all")  # `crosstalk mute all [MINUTES]`
 
 
-class Host(Stored, Identified, SendsOps, Supervises, CallsOps, Protocol):
-    """What attention uses: the store, who we are, the gate actor it starts (which posts into
+class Host(Stored, Identified, SendsOps, CallsOps, Protocol):
+    """What attention uses: the store, who we are, the gate actor it declares (which posts into
     rooms), and the op table for ``hook_event``."""
 
 
@@ -284,80 +285,81 @@ def attention_summary(conn: sqlite3.Connection, now: float) -> AttentionReply:
 # --- wiring -------------------------------------------------------------------------------------
 
 
-class _GateHandle:
-    """The gate actor's inbox, once the daemon has started it."""
-
-    def __init__(self) -> None:
-        self.inbox: trio.MemorySendChannel[GateInput] | None = None
-
-    def get(self) -> trio.MemorySendChannel[GateInput]:
-        if self.inbox is None:
-            raise CrosstalkError("The attention gate is not running yet; try again.")
-        return self.inbox
-
-
 @attrs.frozen
 class _GateWiring:
-    start: StartHook
+    child: ChildSpec[GateInput]  # the gate actor
     applier: Applier  # decides a room's messages in the room's transaction
     on_applied: AppliedListener  # after that commit: the refusals it decided go to the actor
     on_local: AppliedListener  # a message that crossed no relay: the actor decides it
 
 
-def _wire_gate(daemon: Host, gate: _GateHandle) -> _GateWiring:
-    """The gate actor's start hook, the rooms' applier, and the listeners that feed the actor."""
+def _me(daemon: Identified) -> Me | None:
+    if daemon.identity is None:
+        return None
+    return Me(daemon.keys.fingerprint, daemon.identity.label)
 
-    def me() -> Me | None:
-        if daemon.identity is None:
-            return None
-        return Me(daemon.keys.fingerprint, daemon.identity.label)
 
+async def _refuse(
+    triage: Triage, gate: GateInbox, applied: list[Applied]
+) -> None:
+    """After a room's commit: the refusals its transaction decided go to the gate actor."""
+    refusals = triage.take_refusals(applied)
+    if refusals:
+        await gate.send(Refuse(refusals))
+
+
+async def _arrived(gate: GateInbox, applied: list[Applied]) -> None:
+    """A message that crossed no relay: the gate actor decides it."""
+    messages = tuple(a for a in applied if isinstance(a.op, MessageOp))
+    if messages:
+        await gate.send(Arrived(messages))
+
+
+def _wire_gate(daemon: Host, gate: Mailbox[GateInput]) -> _GateWiring:
+    """The gate actor's child spec, the rooms' applier, and the listeners that feed the actor."""
+    me = functools.partial(_me, daemon)
     triage = Triage(me=me, clock=time.time)
+    make = functools.partial(
+        GateActor, store=daemon.store, me=me, send_op=daemon.send_op, triage=triage
+    )
+    return _GateWiring(
+        ChildSpec("gate", make, gate), triage.applier,
+        functools.partial(_refuse, triage, gate.send), functools.partial(_arrived, gate.send),
+    )
 
-    async def start_gate() -> None:
-        actor = GateActor(store=daemon.store, me=me, send_op=daemon.send_op, triage=triage)
-        gate.inbox = await daemon.supervisor.start_actor("gate", actor)
 
-    async def on_applied(applied: list[Applied]) -> None:
-        refusals = triage.take_refusals(applied)
-        if refusals and gate.inbox is not None:
-            await gate.inbox.send(Refuse(refusals))
+async def trust(daemon: Stored, gate: GateInbox, params: TrustParams) -> TrustReply:
+    """Set or clear a trust level; the gate looks at what it holds again."""
+    explain = await daemon.store.write(lambda c: change_trust(c, params))
+    await gate.send(Recheck())
+    return await daemon.store.read(lambda c: trust_view(c, explain))
 
-    async def on_local(applied: list[Applied]) -> None:
-        messages = tuple(a for a in applied if isinstance(a.op, MessageOp))
-        if messages and gate.inbox is not None:
-            await gate.inbox.send(Arrived(messages))
 
-    return _GateWiring(start_gate, triage.applier, on_applied, on_local)
+async def mute(daemon: Stored, gate: GateInbox, params: MuteParams) -> MuteReply:
+    """Mute or unmute someone (or everyone) for a while; the gate looks again."""
+    reply = await daemon.store.write(lambda c: apply_mute(c, params, time.time()))
+    await gate.send(Recheck())
+    return reply
+
+
+async def attention(daemon: Stored, params: NoParams) -> AttentionReply:
+    """What the gate did lately and what it holds."""
+    return await daemon.store.read(lambda c: attention_summary(c, time.time()))
 
 
 def plug(daemon: Host) -> Plugs:
     """The attention and session ops, and the gate actor told of every arrival."""
-    gate = _GateHandle()
+    gate = Mailbox[GateInput]()
     wired = _wire_gate(daemon, gate)
-
-    async def trust(params: TrustParams) -> TrustReply:
-        explain = await daemon.store.write(lambda c: change_trust(c, params))
-        await gate.get().send(Recheck())
-        return await daemon.store.read(lambda c: trust_view(c, explain))
-
-    async def mute(params: MuteParams) -> MuteReply:
-        reply = await daemon.store.write(lambda c: apply_mute(c, params, time.time()))
-        await gate.get().send(Recheck())
-        return reply
-
-    async def attention(params: NoParams) -> AttentionReply:
-        return await daemon.store.read(lambda c: attention_summary(c, time.time()))
-
     return Plugs(
         ops=(
-            op("trust", TrustParams, trust),
-            op("mute", MuteParams, mute),
-            op("attention", NoParams, attention),
-            *session_ops(daemon, gate.get),
+            op("trust", TrustParams, functools.partial(trust, daemon, gate.send)),
+            op("mute", MuteParams, functools.partial(mute, daemon, gate.send)),
+            op("attention", NoParams, functools.partial(attention, daemon)),
+            *session_ops(daemon, gate.send),
         ),
         appliers=(wired.applier,),
         applied_listeners=(wired.on_applied,),
         local_listeners=(wired.on_local,),  # posts and me/SESSION are arrivals too
-        start=(wired.start,),
+        children=(wired.child,),
     )

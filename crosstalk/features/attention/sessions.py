@@ -190,7 +190,7 @@ def _parse_status(text: str) -> SessionStatus:
         raise UsageError(f"{text!r} is not a session status: use busy, idle or unknown.") from None
 
 
-GateInbox = Callable[[], trio.MemorySendChannel[GateInput]]
+GateInbox = trio.MemorySendChannel[GateInput]  # the gate actor's mailbox
 """Returns the running gate's inbox (it changes when the gate restarts)."""
 
 
@@ -231,7 +231,7 @@ async def session_status(
     """
     status = _parse_status(params.status)
     send, receive = trio.open_memory_channel[tuple[Surfaced, ...]](1)
-    await gate().send(SessionTurned(params.name, status, send, first))
+    await gate.send(SessionTurned(params.name, status, send, first))
     surfaced: tuple[Surfaced, ...] | None = None
     with trio.move_on_after(GATE_REPLY_TIMEOUT):
         surfaced = await receive.receive()

@@ -21,12 +21,12 @@ import logging
 import sqlite3
 import time
 from collections import defaultdict
-from collections.abc import Callable
 from typing import Any, Protocol
 
 import attrs
 import trio
 
+from crosstalk.actors.children import ChildSpec, Mailbox
 from crosstalk.core.edits import (
     Hold,
     OnReserved,
@@ -39,7 +39,7 @@ from crosstalk.core.edits import (
 )
 from crosstalk.core.room import Applied
 from crosstalk.errors import CrosstalkError, UsageError
-from crosstalk.features.caps import CallsOps, Identified, SendsOps, Stored, Supervises
+from crosstalk.features.caps import CallsOps, Identified, SendsOps, Stored, own_fingerprint
 from crosstalk.features.edits.actor import EditsActor, Touched
 from crosstalk.features.edits.paths import RepoFile, resolve
 from crosstalk.features.feature import Plugs, op
@@ -52,7 +52,7 @@ log = logging.getLogger(__name__)
 HAND_OVER = 2.0  # how long a hook's request waits for a busy actor's inbox
 
 
-class Host(Stored, Identified, SendsOps, Supervises, CallsOps, Protocol):
+class Host(Stored, Identified, SendsOps, CallsOps, Protocol):
     """What edits use: the store, who we are, its actor (which posts into rooms), and the op
     table (the ``reservations`` op, when the daemon has it)."""
 
@@ -126,7 +126,7 @@ class EditsReply:
     rooms: list[RoomShare]
 
 
-Inbox = Callable[[], "trio.MemorySendChannel[Touched] | None"]
+Inbox = trio.MemorySendChannel[Touched]  # the edits actor's mailbox
 
 
 def _session(text: str) -> str:
@@ -168,13 +168,12 @@ async def edits_touched(daemon: Host, inbox: Inbox, params: TouchedParams) -> To
         }
 
     rooms = await daemon.store.write(record)
-    channel = inbox()
     note = (params.note or "")[:MAX_EDIT_NOTE]
     for repo, told in rooms.items():
-        if channel is None or not told:
+        if not told:
             continue
         with trio.move_on_after(HAND_OVER) as waited:
-            await channel.send(Touched(Source(session, repo), tuple(told), note))
+            await inbox.send(Touched(Source(session, repo), tuple(told), note))
         if waited.cancelled_caught:
             log.warning("edits: the actor is busy; %s's edits in %s wait for the next", session,
                         repo)
@@ -183,15 +182,13 @@ async def edits_touched(daemon: Host, inbox: Inbox, params: TouchedParams) -> To
 
 
 async def tell_newly_sharing(
-    daemon: Host, channel: trio.MemorySendChannel[Touched] | None, applied: list[Applied],
-    me: str,
+    daemon: Host, channel: Inbox, applied: list[Applied]
 ) -> None:
     """A roommate published sessions: a room where they work in a repository we edited lately
     now shares it, so it hears our recent edits there now, not at our next edit (their agent
     may be about to touch the very file). The actor skips a set a room was already told.
     Listener: never blocks (a full inbox drops it; the next publication tries again)."""
-    if channel is None:
-        return
+    me = own_fingerprint(daemon)
     wanted: dict[str, set[str]] = {}
     for entry in applied:
         if isinstance(entry.op, SessionsPublished) and entry.sender != me:
@@ -307,39 +304,31 @@ def _edits_view(conn: sqlite3.Connection, params: EditsParams, now: float) -> Ed
     return EditsReply(edits, mine, db.on_reserved(conn), db.window(conn) / 60.0, rooms)
 
 
+def keep(daemon: Identified, conn: sqlite3.Connection, applied: Applied) -> None:
+    """Applier: keep a roommate's newest ``EditsPublished`` (never our own)."""
+    db.apply_published(conn, applied, me=own_fingerprint(daemon))
+
+
+async def show(daemon: Stored, params: EditsParams) -> EditsReply:
+    """The ``edits`` op: others' recent edits, ours, and the settings (changing them if asked)."""
+    now = time.time()
+    if params == EditsParams():
+        return await daemon.store.read(lambda c: _edits_view(c, params, now))
+    return await daemon.store.write(lambda c: _edits_view(c, params, now))
+
+
 def plug(daemon: Host) -> Plugs:
     """The edits ops, the applier of roommates' ``EditsPublished`` and the edits actor."""
-    inboxes: list[trio.MemorySendChannel[Touched]] = []
-
-    def me() -> str:
-        return daemon.keys.fingerprint if daemon.identity is not None else ""
-
-    def keep(conn: sqlite3.Connection, applied: Applied) -> None:
-        db.apply_published(conn, applied, me=me())
-
-    async def start() -> None:
-        actor = EditsActor(store=daemon.store, send_op=daemon.send_op)
-        inboxes.append(await daemon.supervisor.start_actor("edits", actor))
-
-    def inbox() -> trio.MemorySendChannel[Touched] | None:
-        return inboxes[0] if inboxes else None
-
-    async def on_applied(applied: list[Applied]) -> None:
-        await tell_newly_sharing(daemon, inbox(), applied, me())
-
-    async def show(params: EditsParams) -> EditsReply:
-        now = time.time()
-        if params == EditsParams():
-            return await daemon.store.read(lambda c: _edits_view(c, params, now))
-        return await daemon.store.write(lambda c: _edits_view(c, params, now))
-
+    inbox = Mailbox[Touched]()
+    make = functools.partial(EditsActor, store=daemon.store, send_op=daemon.send_op)
     return Plugs(
         ops=(
-            op("edits_touched", TouchedParams, functools.partial(edits_touched, daemon, inbox)),
+            op("edits_touched", TouchedParams,
+               functools.partial(edits_touched, daemon, inbox.send)),
             op("edits_check", CheckParams, functools.partial(edits_check, daemon)),
-            op("edits", EditsParams, show),
+            op("edits", EditsParams, functools.partial(show, daemon)),
         ),
-        appliers=(keep,),
-        applied_listeners=(on_applied,),
-        start=(start,),
+        appliers=(functools.partial(keep, daemon),),
+        applied_listeners=(functools.partial(tell_newly_sharing, daemon, inbox.send),),
+        children=(ChildSpec("edits", make, inbox),),
     )

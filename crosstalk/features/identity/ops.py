@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Protocol
 
 import attrs
@@ -27,22 +28,24 @@ class SecureReply:
     storage: str
 
 
+async def secure(daemon: Host, _: NoParams) -> SecureReply:
+    """The ``secure`` op: move the identity's seeds into the OS keyring."""
+    record = daemon.require_identity()
+    fingerprint = daemon.keys.fingerprint
+    path = daemon.home.identity
+
+    def move() -> None:
+        # Keyring first, read back; only then drop the seeds from the file.
+        store_seeds(
+            fingerprint,
+            {"signing_seed": record.signing_seed, "box_secret": record.box_secret},
+        )
+        save_identity(path, record, keyring=True)
+
+    await trio.to_thread.run_sync(move)
+    return SecureReply(storage=KEYRING)
+
+
 def plug(daemon: Host) -> Plugs:
     """The ``secure`` op."""
-
-    async def secure(_: NoParams) -> SecureReply:
-        record = daemon.require_identity()
-        fingerprint = daemon.keys.fingerprint
-
-        def move() -> None:
-            # Keyring first, read back; only then drop the seeds from the file.
-            store_seeds(
-                fingerprint,
-                {"signing_seed": record.signing_seed, "box_secret": record.box_secret},
-            )
-            save_identity(daemon.home.identity, record, keyring=True)
-
-        await trio.to_thread.run_sync(move)
-        return SecureReply(storage=KEYRING)
-
-    return Plugs(ops=(op("secure", NoParams, secure),))
+    return Plugs(ops=(op("secure", NoParams, functools.partial(secure, daemon)),))

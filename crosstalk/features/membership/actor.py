@@ -36,7 +36,6 @@ from crosstalk.actors.relay_link import LinkUp
 from crosstalk.actors.router import MembershipNews
 from crosstalk.errors import (
     CrosstalkError,
-    LocalProtocolError,
     RelayUnreachable,
     RemoteProtocolError,
 )
@@ -118,12 +117,11 @@ def membership_news(inbox: trio.MemorySendChannel[MembershipInput]) -> Membershi
     return tell
 
 
-def refresh_rooms(inbox: trio.MemorySendChannel[MembershipInput] | None) -> None:
+def refresh_rooms(inbox: trio.MemorySendChannel[MembershipInput]) -> None:
     """Ask the membership actor (``inbox``) to reconcile with the relay now, as after a
     link-up, without waiting: a refresh already queued covers this one."""
-    if inbox is not None:
-        with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError):
-            inbox.send_nowait(Refresh())
+    with contextlib.suppress(trio.WouldBlock, trio.BrokenResourceError):
+        inbox.send_nowait(Refresh())
 
 
 class HeldHistories:
@@ -182,7 +180,7 @@ async def apply_roster(
 async def fetch_roster(
     store: Store,
     relay: RelayClient,
-    membership: trio.MemorySendChannel[MembershipInput] | None,
+    membership: trio.MemorySendChannel[MembershipInput],
     room: str,
     *,
     within: float | None = None,
@@ -194,12 +192,8 @@ async def fetch_roster(
     Raises:
         RelayUnreachable: the relay did not answer, or the answer was not applied in time.
     """
-    if membership is None:
-        raise LocalProtocolError("the membership actor is not running")
-    inbox = membership
-
     async def register(req: int, reply: trio.MemorySendChannel[None]) -> None:
-        await inbox.send(WaitApplied(req, reply))
+        await membership.send(WaitApplied(req, reply))
 
     return await _fetch_applied(store, relay, register, room, within)
 

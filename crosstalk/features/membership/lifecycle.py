@@ -49,7 +49,7 @@ class RoomHost(Protocol):
     the membership actor's inbox (where rosters are applied)."""
 
     store: Store
-    membership: trio.MemorySendChannel[MembershipInput] | None
+    membership: trio.MemorySendChannel[MembershipInput]
 
     @property
     def keys(self) -> crypto.Keys: ...

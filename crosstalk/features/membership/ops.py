@@ -4,6 +4,7 @@ comparison of membership histories with roommates (fork detection)."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import sqlite3
 from typing import Protocol
@@ -38,22 +39,29 @@ def compare_histories(conn: sqlite3.Connection, applied: Applied) -> None:
         log.warning("room %s: %s", applied.room_id, reason)
 
 
+def take_shared_key(daemon: Identified, conn: sqlite3.Connection, applied: Applied) -> None:
+    """Applier and key taker: a key share sealed to us gives us the room's keys."""
+    apply_key_share(conn, applied, daemon.keys)
+
+
+def owe(daemon: Identified, conn: sqlite3.Connection, applied: Applied) -> None:
+    """Applier: a joiner that named itself under an older epoch is owed the newer keys."""
+    owe_shares(conn, applied, daemon.keys.fingerprint)
+
+
+async def answer_joiners(daemon: Host, applied: list[Applied]) -> None:
+    """Listener: send the key shares owed to the joiners of a committed batch."""
+    # Only a joiner naming itself can be owed keys: no read for the rest.
+    rooms = {e.room_id for e in applied if isinstance(e.op, MemberNamed)}
+    if rooms:
+        await send_owed(daemon.store, daemon.send_op, rooms)
+
+
 def plug(daemon: Host) -> Plugs:
     """The appliers and the listener (membership has no control ops of its own here)."""
-    def take_shared_key(conn: sqlite3.Connection, applied: Applied) -> None:
-        apply_key_share(conn, applied, daemon.keys)
-
-    def owe(conn: sqlite3.Connection, applied: Applied) -> None:
-        owe_shares(conn, applied, daemon.keys.fingerprint)
-
-    async def answer_joiners(applied: list[Applied]) -> None:
-        # Only a joiner naming itself can be owed keys: no read for the rest.
-        rooms = {e.room_id for e in applied if isinstance(e.op, MemberNamed)}
-        if rooms:
-            await send_owed(daemon.store, daemon.send_op, rooms)
-
+    taker = functools.partial(take_shared_key, daemon)
     return Plugs(
-        appliers=(take_shared_key, owe, compare_histories),
-        key_takers=(take_shared_key,),
-        applied_listeners=(answer_joiners,),
+        appliers=(taker, functools.partial(owe, daemon), compare_histories),
+        key_takers=(taker,),
+        applied_listeners=(functools.partial(answer_joiners, daemon),),
     )

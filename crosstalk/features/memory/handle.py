@@ -22,6 +22,7 @@ from typing import Protocol
 
 import trio
 
+from crosstalk.actors.children import DynamicKind
 from crosstalk.actors.memory_sync import (
     Answer,
     MemorySync,
@@ -50,6 +51,7 @@ from crosstalk.wire.relay_log import ResumedRoom
 from crosstalk.wire.room_ops import MemoryEnvelope, Rekey, RoomOp, SyncRequest
 
 log = logging.getLogger(__name__)
+SYNC = DynamicKind("memory_sync", "features/memory, once there is an identity")
 
 
 class Host(Stored, Identified, SendsOps, Routed, Linked, Supervises, Homed, Protocol):
@@ -152,7 +154,7 @@ class MemoryFeature:
                 presence=self._presence,
                 wait_sent=self._wait_sent,
             )
-            self._sync = await self.daemon.supervisor.start_actor("memory_sync", actor)
+            self._sync = await self.daemon.supervisor.start_actor(SYNC.name, actor)
         return self._sync
 
     def _sync_store(self) -> StoreAdapter:
@@ -168,7 +170,6 @@ class MemoryFeature:
         return await self.daemon.send_op(room, op)
 
     async def _presence(self) -> dict[str, bool]:
-        assert self.daemon.router is not None
         send, receive = trio.open_memory_channel[dict[str, bool]](1)
         await self.daemon.router.send(PresenceQuery(send))
         with trio.move_on_after(5.0):
@@ -177,7 +178,6 @@ class MemoryFeature:
 
     async def _wait_sent(self, op_id: str) -> bool:
         """Wait until the relay sequences ``op_id`` (True) or refuses it (False)."""
-        assert self.daemon.router is not None
         send, receive = trio.open_memory_channel[int](1)
         await self.daemon.router.send(WatchSent(op_id, send))
         # It may have been sequenced (or refused) before the router took the watch, and then
@@ -223,7 +223,6 @@ class MemoryFeature:
         op_id = secrets.token_hex(16)
         now = time.time()
         room_id = room.room_id
-        assert self.daemon.router is not None
         sent, sequenced = trio.open_memory_channel[int](1)
         await self.daemon.router.send(WatchSent(op_id, sent))
         # Its plaintext is kept in the commit that queues it (our own op comes back from the

@@ -22,7 +22,7 @@ from crosstalk.errors import NeedsReason, UsageError
 from crosstalk.features.feature import ControlOp, Plugs, op
 from crosstalk.features.memory import decide as decide_ops
 from crosstalk.features.memory import views as v
-from crosstalk.features.memory.handle import Host, MemoryFeature
+from crosstalk.features.memory.handle import SYNC, Host, MemoryFeature
 from crosstalk.features.memory.reserve import reservation_ops
 from crosstalk.project import bound_room, repo_root
 from crosstalk.store import memory as m
@@ -197,6 +197,7 @@ def plug(daemon: Host) -> Plugs:
         apply_scopes=(feature.batch,),
         applied_listeners=(feature.on_applied,),
         start=(feature.start,),
+        spawns=(SYNC,),
         link_up_listeners=(feature.on_link_up,),
     )
 

@@ -424,7 +424,6 @@ async def _message(
 async def _queue(daemon: Host, op: MessageOp, address: Address, *, kind: Kind) -> str:
     """Queue ``op`` for ``address``'s room, recording it as sent by us in the same commit, and
     return its delivery state after waiting briefly for the relay to take it."""
-    assert daemon.router is not None
     sent_send, sent_receive = trio.open_memory_channel[int](1)
     await daemon.router.send(WatchSent(op.msg_id, sent_send))
 
@@ -489,18 +488,21 @@ async def sent(daemon: Host, params: SentParams) -> SentReply:
     )
 
 
+def hold(daemon: Identified, conn: sqlite3.Connection, applied: Applied) -> None:
+    """Applier: hold a message (ours from another device, too)."""
+    hold_message(conn, applied, me=daemon.keys.fingerprint)
+
+
+def refused(daemon: Identified, conn: sqlite3.Connection, applied: Applied) -> None:
+    """Applier: a recipient's gate refused what we sent."""
+    apply_refusal(conn, applied, me=daemon.keys.fingerprint)
+
+
 def plug(daemon: Host) -> Plugs:
     """Hold messages and take receipts as they apply; ``send``, ``answer``, ``post``, ``sent``.
 
     ``delivered`` receipts are owed in the apply transaction and posted by the receipts actor
     (:mod:`crosstalk.features.read`)."""
-
-    def hold(conn: sqlite3.Connection, applied: Applied) -> None:
-        hold_message(conn, applied, me=daemon.keys.fingerprint)
-
-    def refused(conn: sqlite3.Connection, applied: Applied) -> None:
-        apply_refusal(conn, applied, me=daemon.keys.fingerprint)
-
     return Plugs(
         ops=(
             op("send", SendParams, functools.partial(send, daemon)),
@@ -508,5 +510,7 @@ def plug(daemon: Host) -> Plugs:
             op("post", PostParams, functools.partial(post, daemon)),
             op("sent", SentParams, functools.partial(sent, daemon)),
         ),
-        appliers=(hold, apply_receipt, refused),
+        appliers=(
+            functools.partial(hold, daemon), apply_receipt, functools.partial(refused, daemon),
+        ),
     )

@@ -12,8 +12,8 @@ class Host(link.Host, ops.Host, Protocol):
 
 
 def plug(daemon: Host) -> Plugs:
-    """The room-pairing ops and the link ops."""
-    return Plugs(ops=ops.plug(daemon).ops + link.plug(daemon).ops)
+    """The room-pairing ops and the link ops; both run pairing actors (``ops.PAIRINGS``)."""
+    return Plugs(ops=ops.plug(daemon).ops + link.plug(daemon).ops, spawns=(ops.PAIRINGS,))
 
 
 FEATURE = Feature("pairing", plug)

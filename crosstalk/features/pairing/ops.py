@@ -22,6 +22,7 @@ import nacl.utils
 import trio
 
 from crosstalk import crypto
+from crosstalk.actors.children import DynamicKind
 from crosstalk.actors.pairing import Paired, PairingActor, PairingOutcome
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.actors.router import RoutePairing, WatchInvitation
@@ -67,6 +68,10 @@ from crosstalk.wire import relay as w
 from crosstalk.wire.pairing import Offer, Purpose, Role, RoomGrant
 
 INVITATION_WAIT = 60.0
+PAIRINGS = DynamicKind(
+    "pairing-<slot>", "features/pairing, one per pairing in progress (ends with its outcome)",
+    Restart.TRANSIENT,
+)
 
 
 class Pairer(Identified, Linked, Routed, Supervises, Protocol):
@@ -145,7 +150,6 @@ async def run_pairing(
     purpose: Purpose = Purpose.ROOM,
 ) -> Paired:
     """Run a pairing actor for ``slot`` to its outcome; raise its error if it failed."""
-    assert daemon.router is not None
     send, receive = trio.open_memory_channel[PairingOutcome](1)
     actor = PairingActor(
         relay=await daemon.relay(),
@@ -157,7 +161,7 @@ async def run_pairing(
         outcome=send,
         deadline=deadline,
     )
-    name = f"pairing-{slot}"
+    name = PAIRINGS.instance(slot)
     # Pushes that beat the route to the router are held there until it appears.
     inbox = await daemon.supervisor.start_actor(name, actor, restart=Restart.TRANSIENT)
     await daemon.router.send(RoutePairing(slot, inbox))
@@ -294,7 +298,6 @@ def _granted_room(their: Offer, ours: Offer) -> RoomGrant:
 
 async def _wait_for_invitation(daemon: Host, room: str) -> None:
     """Wait (a bounded while) for the relay's invitation; the accept says if it never came."""
-    assert daemon.router is not None
     send, receive = trio.open_memory_channel[None](1)
     await daemon.router.send(WatchInvitation(room, send))
     with trio.move_on_after(INVITATION_WAIT):

@@ -9,6 +9,7 @@ session lists the files its agent wrote lately (``crosstalk.features.edits``).
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import time
 from typing import Protocol
@@ -203,45 +204,49 @@ def _rename_contact(conn: sqlite3.Connection, old: str, new: str) -> str:
     return contact.label
 
 
+async def peers(daemon: Host, _: NoParams) -> PeersReply:
+    """The ``peers`` op: who we share rooms with, their sessions and ours."""
+    me = daemon.require_identity()
+    online: dict[str, bool] = {}
+    send, receive = trio.open_memory_channel[dict[str, bool]](1)
+    await daemon.router.send(PresenceQuery(send))
+    with trio.move_on_after(PRESENCE_WAIT):
+        online = await receive.receive()
+    now = time.time()
+    own = daemon.keys.fingerprint
+    views = await daemon.store.read(lambda c: _peers(c, online, now, own))
+    sessions, edited = await daemon.store.read(
+        lambda c: (list_sessions(c), _own_edits(c, now))
+    )
+    mine = _with_edits(
+        [SessionView(s.name, s.project, s.status.value, s.last_seen) for s in sessions], edited
+    )
+    return PeersReply(Me(me.label, daemon.keys.fingerprint, mine), views)
+
+
+async def rename(daemon: Host, params: RenameParams) -> RenameReply:
+    """The ``rename`` op: call a contact (or ourselves: ``me``) by another name."""
+    new = params.new.strip()
+    if not new or len(new) > 64 or "/" in new or new.startswith("#"):
+        raise UsageError("A name is 1 to 64 characters, without '/' or a leading '#'.")
+    if params.old == "me":
+        record = attrs.evolve(daemon.require_identity(), label=new)
+        await trio.to_thread.run_sync(save_identity, daemon.home.identity, record)
+        daemon.adopt_identity(record)
+        return RenameReply("me", new)
+    old = await daemon.store.write(lambda c: _rename_contact(c, params.old, new))
+    return RenameReply(old, new)
+
+
+async def cost(daemon: Host, _: NoParams) -> CostReply:
+    """The ``cost`` op: what each room costs us."""
+    return CostReply(await daemon.store.read(_costs))
+
+
 def plug(daemon: Host) -> Plugs:
     """The ``peers``, ``rename`` and ``cost`` ops."""
-
-    async def peers(_: NoParams) -> PeersReply:
-        me = daemon.require_identity()
-        online: dict[str, bool] = {}
-        if daemon.router is not None:
-            send, receive = trio.open_memory_channel[dict[str, bool]](1)
-            await daemon.router.send(PresenceQuery(send))
-            with trio.move_on_after(PRESENCE_WAIT):
-                online = await receive.receive()
-        now = time.time()
-        own = daemon.keys.fingerprint
-        views = await daemon.store.read(lambda c: _peers(c, online, now, own))
-        sessions, edited = await daemon.store.read(
-            lambda c: (list_sessions(c), _own_edits(c, now))
-        )
-        mine = _with_edits(
-            [SessionView(s.name, s.project, s.status.value, s.last_seen) for s in sessions], edited
-        )
-        return PeersReply(Me(me.label, daemon.keys.fingerprint, mine), views)
-
-    async def rename(params: RenameParams) -> RenameReply:
-        new = params.new.strip()
-        if not new or len(new) > 64 or "/" in new or new.startswith("#"):
-            raise UsageError("A name is 1 to 64 characters, without '/' or a leading '#'.")
-        if params.old == "me":
-            record = attrs.evolve(daemon.require_identity(), label=new)
-            await trio.to_thread.run_sync(save_identity, daemon.home.identity, record)
-            daemon.adopt_identity(record)
-            return RenameReply("me", new)
-        old = await daemon.store.write(lambda c: _rename_contact(c, params.old, new))
-        return RenameReply(old, new)
-
-    async def cost(_: NoParams) -> CostReply:
-        return CostReply(await daemon.store.read(_costs))
-
     return Plugs(ops=(
-        op("peers", NoParams, peers),
-        op("rename", RenameParams, rename),
-        op("cost", NoParams, cost),
+        op("peers", NoParams, functools.partial(peers, daemon)),
+        op("rename", RenameParams, functools.partial(rename, daemon)),
+        op("cost", NoParams, functools.partial(cost, daemon)),
     ))

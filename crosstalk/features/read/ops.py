@@ -36,13 +36,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import attrs
-import trio
 
+from crosstalk.actors.children import ChildSpec, Mailbox
 from crosstalk.actors.fanout import coalescing
 from crosstalk.actors.receipts import ReceiptsActor, wake
 from crosstalk.core.room import Applied
 from crosstalk.errors import Refused, UnknownMessage, UsageError
-from crosstalk.features.caps import Identified, SendsOps, Stored, Supervises
+from crosstalk.features.caps import Identified, SendsOps, Stored, has_identity
 from crosstalk.features.feature import Plugs, op
 from crosstalk.store import messages
 from crosstalk.store.gate import REFUSED_KEY
@@ -53,8 +53,8 @@ from crosstalk.wire.room_ops import MessageOp
 
 log = logging.getLogger(__name__)
 
-class Host(Stored, Identified, SendsOps, Supervises, Protocol):
-    """What reading uses: the store, who we are, and the receipts actor (started here, posting
+class Host(Stored, Identified, SendsOps, Protocol):
+    """What reading uses: the store, who we are, and the receipts actor (declared here, posting
     into rooms)."""
 
 
@@ -248,14 +248,14 @@ def take_slice(conn: sqlite3.Connection, ref: str, index: int) -> SliceReply:
 
 
 class ReceiptsInbox:
-    """The receipts actor's inbox, once it is up. Ringing before that does nothing: the actor
-    drains everything owed when it starts."""
+    """The receipts actor's mailbox: one pending wake is enough, since the actor drains
+    everything owed when it wakes (and when it starts)."""
 
     def __init__(self) -> None:
-        self.inbox: trio.MemorySendChannel[None] | None = None
+        self.mailbox = Mailbox[None](1)
 
     async def ring(self) -> None:
-        wake(self.inbox)
+        wake(self.mailbox.send)
 
 
 def _me(daemon: Host) -> str:
@@ -269,12 +269,13 @@ def owe_delivered(daemon: Host, conn: sqlite3.Connection, applied: Applied) -> N
         owe(conn, "delivered", applied.room_id, [applied.op_id], time.time())
 
 
-async def start_receipts(daemon: Host, receipts: ReceiptsInbox) -> None:
-    """Start the receipts actor, which posts what is owed into the rooms."""
-    actor = ReceiptsActor(
-        store=daemon.store, send_op=daemon.send_op, ready=lambda: daemon.identity is not None
+def receipts_child(daemon: Host, receipts: ReceiptsInbox) -> ChildSpec[None]:
+    """The receipts actor, which posts what is owed into the rooms."""
+    make = functools.partial(
+        ReceiptsActor, store=daemon.store, send_op=daemon.send_op,
+        ready=functools.partial(has_identity, daemon),
     )
-    receipts.inbox = await daemon.supervisor.start_actor("receipts", actor, inbox_size=1)
+    return ChildSpec("receipts", make, receipts.mailbox)
 
 
 async def read(daemon: Host, leases: Leases, params: ReadParams) -> ReadReply:
@@ -314,7 +315,7 @@ async def read_slice(daemon: Host, params: SliceParams) -> SliceReply:
 
 
 def plug(daemon: Host) -> Plugs:
-    """Owe ``delivered`` receipts as messages apply, start the receipts actor; ``read``, ``ack``,
+    """Owe ``delivered`` receipts as messages apply, declare the receipts actor; ``read``, ``ack``,
     ``read_slice``."""
     leases, receipts = Leases(), ReceiptsInbox()
     return Plugs(
@@ -326,5 +327,5 @@ def plug(daemon: Host) -> Plugs:
         appliers=(functools.partial(owe_delivered, daemon),),
         # The actor re-reads the owed receipts when told a batch was applied: COALESCE.
         applied_subscribers=(coalescing("receipts", receipts.ring),),
-        start=(functools.partial(start_receipts, daemon, receipts),),
+        children=(receipts_child(daemon, receipts),),
     )

@@ -9,6 +9,7 @@ starts.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from typing import Protocol
@@ -16,9 +17,10 @@ from typing import Protocol
 import attrs
 import trio
 
+from crosstalk.actors.children import ChildSpec
 from crosstalk.actors.context import ActorContext
 from crosstalk.errors import UsageError
-from crosstalk.features.caps import Stored, Supervises
+from crosstalk.features.caps import Stored
 from crosstalk.features.feature import Plugs, op
 from crosstalk.store.db import Store
 from crosstalk.store.retention import DEFAULT_DAYS, more_to_do, prune
@@ -32,7 +34,7 @@ FIRST_PRUNE = 60.0
 DAY = 86400.0
 
 
-class Host(Stored, Supervises, Protocol):
+class Host(Stored, Protocol):
     """What retention uses: the store it prunes and the actor that prunes it daily."""
 
 
@@ -84,17 +86,18 @@ class RetentionActor:
             wait = PRUNE_EVERY
 
 
+async def prune_op(daemon: Host, params: PruneParams) -> PruneReply:
+    """The ``prune`` op: drop finished history older than the days asked (30 by default)."""
+    days = DEFAULT_DAYS if params.older_than_days is None else params.older_than_days
+    if not 0 <= days <= 36500:
+        raise UsageError("--older-than is a number of days, 0 or more.")
+    removed = await prune_older_than(daemon.store, days, time.time())
+    return PruneReply(days, removed)
+
+
 def plug(daemon: Host) -> Plugs:
     """The ``prune`` op, and the retention actor started with the daemon."""
-
-    async def prune_op(params: PruneParams) -> PruneReply:
-        days = DEFAULT_DAYS if params.older_than_days is None else params.older_than_days
-        if not 0 <= days <= 36500:
-            raise UsageError("--older-than is a number of days, 0 or more.")
-        removed = await prune_older_than(daemon.store, days, time.time())
-        return PruneReply(days, removed)
-
-    async def start() -> None:
-        await daemon.supervisor.start_actor("retention", RetentionActor(daemon.store))
-
-    return Plugs(ops=(op("prune", PruneParams, prune_op),), start=(start,))
+    return Plugs(
+        ops=(op("prune", PruneParams, functools.partial(prune_op, daemon)),),
+        children=(ChildSpec("retention", functools.partial(RetentionActor, daemon.store)),),
+    )

@@ -7,7 +7,6 @@ import functools
 import logging
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable
 
 from crosstalk import crypto
 from crosstalk.core.room import Applied
@@ -93,20 +92,16 @@ def apply_rekey(conn: sqlite3.Connection, applied: Applied, keys: crypto.Keys) -
     take_sealed_key(conn, keys, applied.room_id, op.epoch, op.sealed)
 
 
-def key_listener(daemon: Daemon) -> Callable[[list[Applied]], Awaitable[None]]:
+async def key_listener(daemon: Daemon, applied: list[Applied]) -> None:
     """After a commit: wake a room whose key came by invitation; pass a rekey on to the members
     we added who cannot read it."""
-
-    async def listener(applied: list[Applied]) -> None:
-        for entry in applied:
-            try:
-                await _after(daemon, entry)
-            except CrosstalkError as exc:
-                # Removed from the room meanwhile, say: nothing to send there any more. (Raised,
-                # it took the fan-out actor down with every other listener: sim seed 297.)
-                log.info("room %s: not answered: %s", entry.room_id, exc.message)
-
-    return listener
+    for entry in applied:
+        try:
+            await _after(daemon, entry)
+        except CrosstalkError as exc:
+            # Removed from the room meanwhile, say: nothing to send there any more. (Raised, it
+            # took the fan-out actor down with every other listener: sim seed 297.)
+            log.info("room %s: not answered: %s", entry.room_id, exc.message)
 
 
 async def _after(daemon: Daemon, entry: Applied) -> None:

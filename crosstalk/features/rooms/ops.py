@@ -201,13 +201,20 @@ async def kick(daemon: Daemon, params: KickParams) -> KickReply:
     return await remove_member(daemon, params.room, params.peer)
 
 
+def adopt(daemon: Daemon, conn: sqlite3.Connection, applied: Applied) -> None:
+    """Applier and key taker: an invitation sealed to us gives us its room and key."""
+    adopt_invitation(conn, applied, daemon.keys)
+
+
+def rekey(daemon: Daemon, conn: sqlite3.Connection, applied: Applied) -> None:
+    """Applier and key taker: a rekey brings the next epoch's key (and marks whom it removed
+    gone)."""
+    apply_rekey(conn, applied, daemon.keys)
+
+
 def plug(daemon: Daemon) -> Plugs:
-    def adopt(conn: sqlite3.Connection, applied: Applied) -> None:
-        adopt_invitation(conn, applied, daemon.keys)
-
-    def rekey(conn: sqlite3.Connection, applied: Applied) -> None:
-        apply_rekey(conn, applied, daemon.keys)
-
+    """The named-room ops, the appliers of invitations, rekeys and names, and the key listener."""
+    rekeyed = functools.partial(rekey, daemon)
     return Plugs(
         ops=(
             op("rooms", NoParams, functools.partial(list_named, daemon)),
@@ -218,7 +225,7 @@ def plug(daemon: Daemon) -> Plugs:
             op("room_leave", RoomParams, functools.partial(leave, daemon)),
             op("room_kick", KickParams, functools.partial(kick, daemon)),
         ),
-        appliers=(adopt, rekey, apply_names),
-        key_takers=(rekey,),
-        applied_listeners=(key_listener(daemon),),
+        appliers=(functools.partial(adopt, daemon), rekeyed, apply_names),
+        key_takers=(rekeyed,),
+        applied_listeners=(functools.partial(key_listener, daemon),),
     )

@@ -10,6 +10,7 @@ change what it indexes (:mod:`crosstalk.store.schema_search`), so this op only r
 
 from __future__ import annotations
 
+import functools
 import math
 import sqlite3
 import time
@@ -90,8 +91,4 @@ async def search(daemon: Host, params: SearchParams) -> SearchReply:
 
 def plug(daemon: Host) -> Plugs:
     """The ``search`` op."""
-
-    async def handler(params: SearchParams) -> SearchReply:
-        return await search(daemon, params)
-
-    return Plugs(ops=(op("search", SearchParams, handler),))
+    return Plugs(ops=(op("search", SearchParams, functools.partial(search, daemon)),))

@@ -3,6 +3,7 @@ shows in ``status`` (its ``Plugs.status``, under its name in ``features``)."""
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any, Protocol
 
@@ -143,44 +144,50 @@ class HealthReply:
     actors: list[ActorRow]
 
 
+async def status(daemon: Host, _: NoParams) -> StatusReply:
+    """The ``status`` op: who we are, the relay link, the loop, latency, sessions, features."""
+    link = daemon.link_status()
+    identity = daemon.identity
+    own = [
+        OwnSession(s.name, s.client, s.project, s.status.value, s.last_seen)
+        for s in await daemon.store.read(list_sessions)
+    ]
+    return StatusReply(
+        pid=os.getpid(),
+        version=__version__,
+        home=str(daemon.home.root),
+        uptime_s=round(trio.current_time() - daemon.started_at, 3),
+        label=identity.label if identity else None,
+        fingerprint=daemon.keys.fingerprint if identity else None,
+        relay=RelayView(
+            url=link.url if link else None,
+            connected=link.connected if link else False,
+            state=link.state if link else "not started",
+            last_error=link.last_error if link else None,
+            attempts=link.attempts if link else 0,
+            losses=link.losses if link else 0,
+            lost_ago_s=link.lost_ago_s if link else None,
+            last_loss=link.last_loss if link else None,
+            reconnect_s=link.reconnect_s if link else None,
+        ),
+        loop=LoopView.from_lag(daemon.supervisor.loop_lag()),
+        latency=_latency(daemon, trio.current_time()),
+        sessions=own,
+        features=await daemon.feature_status(),
+    )
+
+
+async def health(daemon: Host, _: NoParams) -> HealthReply:
+    """The ``health`` op: every supervised actor's state."""
+    return HealthReply([ActorRow.from_health(h) for h in daemon.supervisor.statistics()])
+
+
 def plug(daemon: Host) -> Plugs:
     """The ``status`` and ``health`` ops."""
-
-    async def status(_: NoParams) -> StatusReply:
-        link = daemon.link_status()
-        identity = daemon.identity
-        own = [
-            OwnSession(s.name, s.client, s.project, s.status.value, s.last_seen)
-            for s in await daemon.store.read(list_sessions)
-        ]
-        return StatusReply(
-            pid=os.getpid(),
-            version=__version__,
-            home=str(daemon.home.root),
-            uptime_s=round(trio.current_time() - daemon.started_at, 3),
-            label=identity.label if identity else None,
-            fingerprint=daemon.keys.fingerprint if identity else None,
-            relay=RelayView(
-                url=link.url if link else None,
-                connected=link.connected if link else False,
-                state=link.state if link else "not started",
-                last_error=link.last_error if link else None,
-                attempts=link.attempts if link else 0,
-                losses=link.losses if link else 0,
-                lost_ago_s=link.lost_ago_s if link else None,
-                last_loss=link.last_loss if link else None,
-                reconnect_s=link.reconnect_s if link else None,
-            ),
-            loop=LoopView.from_lag(daemon.supervisor.loop_lag()),
-            latency=_latency(daemon, trio.current_time()),
-            sessions=own,
-            features=await daemon.feature_status(),
-        )
-
-    async def health(_: NoParams) -> HealthReply:
-        return HealthReply([ActorRow.from_health(h) for h in daemon.supervisor.statistics()])
-
-    return Plugs(ops=(op("status", NoParams, status), op("health", NoParams, health)))
+    return Plugs(ops=(
+        op("status", NoParams, functools.partial(status, daemon)),
+        op("health", NoParams, functools.partial(health, daemon)),
+    ))
 
 
 def _latency(daemon: Measured, now: float) -> LatencyView:

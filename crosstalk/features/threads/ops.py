@@ -88,32 +88,38 @@ async def _tell(daemon: Host, key: str, summary: str) -> list[str]:
     return told
 
 
+async def thread(daemon: Host, params: ThreadParams) -> ThreadView:
+    """The ``thread`` op: one thread's messages."""
+    def view(conn: sqlite3.Connection) -> ThreadView:
+        return thread_view(conn, thread_key(conn, params.id), me=_me(daemon))
+
+    return await daemon.store.read(view)
+
+
+async def thread_close(daemon: Host, params: CloseParams) -> CloseReply:
+    """The ``thread_close`` op: post the closing summary into every room the thread went through."""
+    summary = params.summary.strip()
+    if not summary:
+        raise UsageError("Say how the thread ended: --summary TEXT.")
+    if len(summary) > MAX_TEXT:
+        raise TooLarge(f"A summary is at most {MAX_TEXT} characters.")
+    key = await daemon.store.read(lambda c: thread_key(c, params.id))
+    label = daemon.require_identity().label
+    await daemon.store.write(
+        lambda c: record_closing(c, key, summary, label, time.time(),
+                                 next(iter(thread_rooms(c, key)), None))
+    )
+    told = await _tell(daemon, key, summary)
+    view = await daemon.store.read(lambda c: thread_view(c, key, me=_me(daemon)))
+    return CloseReply(**attrs.asdict(view, recurse=False), told=told)
+
+
 def plug(daemon: Host) -> Plugs:
     """The closing applier and the ``thread`` and ``thread_close`` ops."""
-
-    async def thread(params: ThreadParams) -> ThreadView:
-        def view(conn: sqlite3.Connection) -> ThreadView:
-            return thread_view(conn, thread_key(conn, params.id), me=_me(daemon))
-
-        return await daemon.store.read(view)
-
-    async def thread_close(params: CloseParams) -> CloseReply:
-        summary = params.summary.strip()
-        if not summary:
-            raise UsageError("Say how the thread ended: --summary TEXT.")
-        if len(summary) > MAX_TEXT:
-            raise TooLarge(f"A summary is at most {MAX_TEXT} characters.")
-        key = await daemon.store.read(lambda c: thread_key(c, params.id))
-        label = daemon.require_identity().label
-        await daemon.store.write(
-            lambda c: record_closing(c, key, summary, label, time.time(),
-                                     next(iter(thread_rooms(c, key)), None))
-        )
-        told = await _tell(daemon, key, summary)
-        view = await daemon.store.read(lambda c: thread_view(c, key, me=_me(daemon)))
-        return CloseReply(**attrs.asdict(view, recurse=False), told=told)
-
     return Plugs(
-        ops=(op("thread", ThreadParams, thread), op("thread_close", CloseParams, thread_close)),
+        ops=(
+            op("thread", ThreadParams, functools.partial(thread, daemon)),
+            op("thread_close", CloseParams, functools.partial(thread_close, daemon)),
+        ),
         appliers=(apply_closing,),
     )

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import attrs
 import trio
 
+from crosstalk.actors.children import DynamicKind
 from crosstalk.actors.control import OpTable
 from crosstalk.actors.fanout import coalescing
 from crosstalk.errors import CrosstalkError
@@ -28,6 +29,8 @@ from crosstalk.store import ui as q
 from crosstalk.wire.control import ControlRequest
 from crosstalk.wire.converter import unstructure
 from crosstalk.wire.room_ops import MessageOp, RoomOp
+
+UI = DynamicKind("ui", "features/ui, at the first `ui_open` (`crosstalk ui`)")
 
 
 async def call_op(ops: OpTable, name: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -94,7 +97,7 @@ async def _start_server(daemon: Host, hub: UiHub) -> None:
 
     app = build_app(hub, lambda name, params: call_op(daemon.ops, name, params))
     server = UiServer(app, port=0, on_bound=lambda port: setattr(hub, "port", port))
-    await daemon.supervisor.start_actor("ui", server)
+    await daemon.supervisor.start_actor(UI.name, server)
 
 
 async def ui_open(daemon: Host, hub: UiHub, start_lock: trio.Lock, _: NoParams) -> UiOpenReply:
@@ -140,4 +143,5 @@ def plug(daemon: Host) -> Plugs:
         # The page re-reads the store when told something changed: a coalescing subscriber.
         applied_subscribers=(coalescing("ui", functools.partial(page_changed, hub)),),
         local_listeners=(functools.partial(page_changed, hub),),
+        spawns=(UI,),
     )
