@@ -14,7 +14,7 @@ from typing import Any
 
 import attrs
 
-from crosstalk.store.messages import delivery_state
+from crosstalk.store.messages import body_json, delivery_state
 
 #: A room's conversation shows at most this many of the latest messages.
 MAX_MESSAGES = 2000
@@ -64,7 +64,7 @@ def record_sent(
     conn.execute(
         "INSERT OR IGNORE INTO ui_sent_words (msg_id, room_id, body, created_at) "
         "VALUES (?, ?, ?, ?)",
-        (msg_id, room_id, json.dumps(body, sort_keys=True), now),
+        (msg_id, room_id, body_json(body), now),
     )
 
 
@@ -128,7 +128,8 @@ def room_marks(conn: sqlite3.Connection, room_ids: list[str]) -> dict[str, str]:
             "WHERE room_id = ?", (room_id,)
         ).fetchone()
         sent = conn.execute(
-            "SELECT count(*), group_concat(coalesce(s.receipt, '') || coalesce(o.state, '') "
+            "SELECT count(*), group_concat(coalesce(s.receipt, '') || coalesce(s.seq, '') "
+            "|| coalesce(o.state, '') "
             "|| coalesce(r.code, '') || coalesce(s.refusal, ''), ',') FROM ui_sent_words w "
             "LEFT JOIN sent_messages s ON s.msg_id = w.msg_id "
             "LEFT JOIN outbox o ON o.op_id = w.msg_id "

@@ -43,9 +43,11 @@ from crosstalk.store.db import connect
 from crosstalk.wire.room_ops import EditedPath, EditsPublished
 
 #: Tables that grow with every message (or op) over a daemon's life. ``sessions`` is not one:
-#: a session not seen for the retention period is pruned, and ``status`` lists them all.
+#: a session not seen for the retention period is pruned, and ``status`` lists them all. Nor are
+#: ``outbox`` and ``relay_inbound`` since migration 26: their rows are trimmed moments after
+#: they are done (crosstalk/store/retention.py ``trim``), so they hold the pending work alone.
 GROWING = {
-    "held_messages", "notices", "attention_record", "relay_inbound", "outbox", "sent_messages",
+    "held_messages", "notices", "attention_record", "sent_messages",
     "refused_ops", "memory_outcomes", "room_ops", "ui_sent_words", "search_docs",
 }
 #: Partial indexes holding only unfinished rows (crosstalk/store/schema_hot.py).

@@ -1,0 +1,27 @@
+"""Less disk per message (migration step 26; issue 41, item 4).
+
+The outbox kept every op it ever sent and ``relay_inbound`` every op it received, each a whole
+sealed op (about 800 bytes with its index entries), for the 30 days of retention: the straight
+line in a busy identity's ``state.db``. Both are now trimmed moments after the op is done
+(crosstalk/store/retention.py ``trim``). What outlived the outbox row is written elsewhere first:
+
+* a message's ``sent`` step: the relay's seq on its ``sent_messages`` row, written when the link
+  records the post as sequenced (crosstalk/store/link.py ``mark_sent``); this step copies it from
+  the outbox rows still there, so no message of an existing store goes back to ``queued``;
+* the relay's clock (crosstalk/store/reservations.py ``relay_now``): from each room's newest
+  inbound row, which the trim keeps.
+
+The two indexes by time on those tables go: they served retention's age rules, and a table that
+holds only what is in flight is read whole in less time than its index costs to keep.
+"""
+
+from __future__ import annotations
+
+STATEMENTS: tuple[str, ...] = (
+    # NULL until the relay sequenced the message; then its seq (the `sent` delivery step).
+    "ALTER TABLE sent_messages ADD COLUMN seq INTEGER",
+    "UPDATE sent_messages SET seq = (SELECT o.seq FROM outbox o "
+    "WHERE o.op_id = sent_messages.msg_id AND o.state = 'sent') WHERE seq IS NULL",
+    "DROP INDEX IF EXISTS outbox_by_time",
+    "DROP INDEX IF EXISTS relay_inbound_by_time",
+)
