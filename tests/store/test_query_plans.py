@@ -205,8 +205,9 @@ GATE_HELD = (
 
 
 def test_the_gate_reads_held_notices_through_the_pending_index(conn: sqlite3.Connection) -> None:
-    """A ``SEARCH`` is not enough: ``notices_waiting (surfaced_at IS NULL)`` also holds every
-    notice read, dropped or refused without surfacing, so it grows with history."""
+    """A ``SEARCH`` is not enough: an index on ``surfaced_at`` (``notices_waiting`` before
+    migration 26) also holds every notice read, dropped or refused without surfacing, so it
+    grows with history."""
     paths = _hot_paths(conn)
     for case in GATE_HELD:
         for statement in _traced(conn, paths[case]):
