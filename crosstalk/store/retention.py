@@ -25,6 +25,8 @@ rather than one long one that would hold up the daemon's writes.
 room memory, a sealed op is kept nowhere else's behalf, and keeping it a month cost a busy
 identity about 1 GB a day (issue 41). The daemon trims every few heartbeats
 (crosstalk/features/retention/ops.py), so these tables hold what is in flight, not history.
+Room memory passes our own posts when the room's next op arrives (or one of our memory ops is
+sequenced), so a room's last few posts of ours wait for that before they go.
 """
 
 from __future__ import annotations

@@ -32,9 +32,9 @@ PRUNE_EVERY = 6 * 3600.0
 #: Seconds after start before the first one (start-up has better things to do).
 FIRST_PRUNE = 60.0
 DAY = 86400.0
-#: Heartbeats between trims of the link's finished copies, and the grace they get (30 s at the
+#: Heartbeats between trims of the link's finished copies, and the grace they get (10 s at the
 #: default heartbeat): a post is looked up right after it is sequenced, never that long after.
-TRIM_HEARTBEATS = 6
+TRIM_HEARTBEATS = 2
 
 
 class Host(Stored, Supervises, Homed, Protocol):
