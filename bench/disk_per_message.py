@@ -143,6 +143,25 @@ def per_message(count: int) -> dict[str, Any]:
         return result
 
 
+def markdown(result: dict[str, Any]) -> str:
+    """The page's section (``python -m bench`` shows it under its own heading)."""
+    rows = []
+    for side in ("sender", "recipient"):
+        per = float(result[f"{side}_bytes_per_message"])
+        largest = ", ".join(f"`{name}` {size:.0f}"
+                            for name, size in list(result[f"{side}_by_table"].items())[:4])
+        rows.append(f"| {side} | {per:,.0f} B | {per / PAYLOAD:.1f}× | {largest} |")
+    return (
+        f"{result['messages']} messages of {PAYLOAD} characters between two real daemons; "
+        "bytes of `state.db` pages in use per message after a checkpoint, search index "
+        "included, once the link's copies are trimmed.\n\n"
+        "| side | bytes per message | ÷ payload | largest parts (bytes per message) |\n"
+        "|---|---|---|---|\n" + "\n".join(rows) + "\n\n"
+        "Reproduce: `python3 -m bench --only disk_per_message`; the soak: "
+        "`python3 -m bench.disk_per_message --soak --seconds 600`.\n"
+    )
+
+
 @contextlib.contextmanager
 def team(root: Path, size: int) -> Iterator[list[Person]]:
     """A relay and ``size`` daemons in one room, paired in a line; all stopped by pid."""
@@ -220,6 +239,7 @@ def main() -> None:
         result = soak(args.seconds, args.people, args.rate)
     else:
         result = per_message(args.messages or (20 if args.quick else 300))
+        result["markdown"] = markdown(result)
     if args.json:
         print(json.dumps(result))
         return
