@@ -62,12 +62,8 @@ _RULES: dict[str, str] = {
         "(SELECT 1 FROM memory_sent s WHERE s.op_id = o.op_id)"
     ),
     "sessions": "SELECT rowid FROM sessions WHERE last_seen < :cutoff",
-    "search_docs": (
-        # CROSS JOIN: the few rooms outside, the index by room inside (SQLite keeps the order).
-        "SELECT d.id FROM rooms r CROSS JOIN search_docs d ON d.room_id = r.room_id "
-        "AND d.kind = 'message' AND d.ts < :cutoff "
-        "WHERE r.state = 'left' AND substr(d.key, 1, 2) = 'm:'"
-    ),
+    # Marked `gone` when a left room's held message went (migration 26, store/schema_disk.py).
+    "search_docs": "SELECT id FROM search_docs WHERE gone = 1 AND ts < :cutoff",
 }
 _KEYS = {"notices": "id", "attention_record": "id", "outbox": "id", "search_docs": "id"}
 

@@ -16,6 +16,13 @@ holds only what is in flight is read whole in less time than its index costs to 
 ``notices_waiting``: no query uses it (``EXPLAIN QUERY PLAN`` over every query on ``notices``;
 the held-notice scans are pinned to ``notices_held``, since the planner picking this index made
 their cost grow with history), yet every notice ever made had an entry in it.
+
+``search_docs_by_room`` goes too (an entry per message on both sides): a search is driven by the
+FTS5 index and reaches ``search_docs`` by rowid whatever it filters on, so only retention used
+it, to find the messages of rooms we left. Those rows are marked instead: ``gone`` is set, by a
+trigger, when a left room's held message is deleted (crosstalk/store/schema_search.py keeps
+their search rows), and a partial index holds the marked rows alone. ``search_docs_au`` now
+fires on a change of the indexed text only, so marking a row does not re-index it.
 """
 
 from __future__ import annotations
@@ -28,4 +35,18 @@ STATEMENTS: tuple[str, ...] = (
     "DROP INDEX IF EXISTS outbox_by_time",
     "DROP INDEX IF EXISTS relay_inbound_by_time",
     "DROP INDEX IF EXISTS notices_waiting",
+    # A left room's messages, whose held rows went with the leave: retention ages them out.
+    "ALTER TABLE search_docs ADD COLUMN gone INTEGER NOT NULL DEFAULT 0",
+    "UPDATE search_docs SET gone = 1 WHERE substr(key, 1, 2) = 'm:' AND room_id IN "
+    "(SELECT room_id FROM rooms WHERE state = 'left')",
+    "CREATE TRIGGER search_held_gone AFTER DELETE ON held_messages WHEN EXISTS "
+    "(SELECT 1 FROM rooms WHERE room_id = OLD.room_id AND state = 'left') BEGIN "
+    "UPDATE search_docs SET gone = 1 WHERE key = 'm:' || OLD.message_id; END",
+    "CREATE INDEX search_docs_gone ON search_docs (ts) WHERE gone = 1",
+    "DROP INDEX IF EXISTS search_docs_by_room",
+    "DROP TRIGGER search_docs_au",
+    "CREATE TRIGGER search_docs_au AFTER UPDATE OF text, extra ON search_docs BEGIN "
+    "INSERT INTO search_fts (search_fts, rowid, text, extra) "
+    "VALUES ('delete', OLD.id, OLD.text, OLD.extra); "
+    "INSERT INTO search_fts (rowid, text, extra) VALUES (NEW.id, NEW.text, NEW.extra); END",
 )

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from crosstalk.store import messages
+from crosstalk.store import messages, retention
 from crosstalk.store.migrations import MIGRATIONS, migrate, schema_version
 
 ROOM = "r" * 32
@@ -90,8 +90,38 @@ def test_migration_26_keeps_every_row_and_every_delivery_state(
 
 
 def test_migration_26_drops_only_the_indexes_no_query_needs(conn: sqlite3.Connection) -> None:
-    """The link tables' by-time indexes and notices_waiting go; every other index stays."""
+    """The link tables' by-time indexes, notices_waiting and the search rows by room go (a
+    partial index of a left room's search rows comes); every other index stays."""
     before = _indexes(conn)
     migrate(conn, MIGRATIONS[:26])
-    gone = {"outbox_by_time", "relay_inbound_by_time", "notices_waiting"}
+    gone = {"outbox_by_time", "relay_inbound_by_time", "notices_waiting", "search_docs_by_room"}
     assert before - _indexes(conn) == gone
+    assert _indexes(conn) - before == {"search_docs_gone"}
+
+
+def test_migration_26_marks_a_left_rooms_kept_search_rows_for_retention(
+    conn: sqlite3.Connection,
+) -> None:
+    """The search rows a leave kept (version 25) are marked gone, so they still age out; a
+    joined room's are not, and marking a row leaves the full-text index as it was."""
+    _fill_at_25(conn)
+    conn.execute(
+        "INSERT INTO rooms (room_id, name, kind, state, created_at) "
+        "VALUES ('left', 'old', 'shared', 'joined', 0)"
+    )
+    conn.execute(
+        "INSERT INTO held_messages (message_id, room_id, sender, intent, body, received_at) "
+        "VALUES ('bye', 'left', 'fp', 'fyi', '{\"text\": \"farewell party\"}', 2)"
+    )
+    conn.execute("UPDATE rooms SET state = 'left' WHERE room_id = 'left'")
+    conn.execute("DELETE FROM held_messages WHERE room_id = 'left'")  # as forget_room does
+    migrate(conn, MIGRATIONS[:26])
+    gone = dict(conn.execute("SELECT key, gone FROM search_docs WHERE kind = 'message'"))
+    assert gone["m:bye"] == 1 and gone["m:held"] == 0
+    found = conn.execute("SELECT rowid FROM search_fts WHERE search_fts MATCH 'farewell'")
+    assert len(found.fetchall()) == 1
+    assert retention.prune(conn, 1_000.0)["search_docs"] == 1
+    assert conn.execute("SELECT count(*) FROM search_docs WHERE key = 'm:bye'").fetchone()[0] == 0
+    assert conn.execute(
+        "SELECT count(*) FROM search_fts WHERE search_fts MATCH 'farewell'"
+    ).fetchone()[0] == 0
