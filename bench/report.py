@@ -493,7 +493,8 @@ def _flatten(value: Any, prefix: str = "") -> list[tuple[str, str]]:
 #: Headings of sections that benchmarks render themselves (a ``markdown`` entry in their result).
 TITLES = {"timeline": "One message, stage by stage",
           "big_slice": "Loop lag under a several-hundred-MB file slice",
-          "search": "Search over 100,000 held messages"}
+          "search": "Search over 100,000 held messages",
+          "disk_per_message": "Disk per message"}
 
 
 def other(name: str, run: dict[str, Any]) -> str:

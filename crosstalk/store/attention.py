@@ -188,9 +188,9 @@ def held_notices(
 
     A session's own notices are those addressed to it by name, plus those for any session whose
     target is its name, its project, or nobody in particular. The scan is pinned to the partial
-    index of held notices (``notices_held``): left to itself the planner takes
-    ``notices_waiting (surfaced_at IS NULL)``, which also holds every notice read, dropped or
-    refused without surfacing, so its cost grew with history.
+    index of held notices (``notices_held``): left to itself the planner took
+    ``notices_waiting (surfaced_at IS NULL)`` (gone since migration 26), which also held every
+    notice read, dropped or refused without surfacing, so its cost grew with history.
     """
     params: dict[str, object] = {f"d{n}": d for n, d in enumerate(_HELD)}
     where = "surfaced_at IS NULL AND withdrawn_at IS NULL AND decision IN (:d0, :d1, :d2)"

@@ -91,6 +91,7 @@ def undecided(conn: sqlite3.Connection, since: float) -> list[Applied]:
         try:
             data = json.loads(body)
             relay_ts = float(data.pop("relay_ts", 0.0))
+            data.setdefault("msg_id", message_id)  # the row's key (messages.body_json)
             op = structure_remote(data, MessageOp)
         except (ValueError, TypeError, RemoteProtocolError):
             log.warning("gate: held message %s does not parse; not decided", message_id)

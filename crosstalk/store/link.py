@@ -5,6 +5,11 @@ runs each in its own ``Store.write``/``read``).
 Tables: ``relay_cursors`` and ``relay_inbound`` (schema v2), ``outbox`` (v1: a row is ``queued``
 until the relay sequences it, then ``sent`` with its seq), and two settings: the pinned relay keys
 (``relay.pinned_keys``, ``{url: base64 key}``) and this home's device id (``relay.device``).
+
+A ``sent`` outbox row and an applied ``relay_inbound`` row are trimmed moments later
+(crosstalk/store/retention.py ``trim``), so what must outlive them is written elsewhere when the
+relay sequences a post: a message's seq on its ``sent_messages`` row (the ``sent`` step of its
+delivery state, migration 26).
 """
 
 from __future__ import annotations
@@ -93,9 +98,15 @@ def replace_queued_body(conn: sqlite3.Connection, item_id: int, body: bytes) -> 
 
 def post_state(conn: sqlite3.Connection, op_id: str) -> str | None:
     """Where our post ``op_id`` stands: ``queued``, ``sent`` (sequenced), or None when the
-    outbox does not hold it (refused, or never queued)."""
-    row = conn.execute("SELECT state FROM outbox WHERE op_id = ?", (op_id,)).fetchone()
-    return None if row is None else str(row[0])
+    outbox does not hold it (refused, never queued, or sequenced and trimmed: a message keeps
+    its ``sent`` on its ``sent_messages`` row; other ops are trimmed only after a grace, well
+    after anyone waiting on them looked)."""
+    row = conn.execute(
+        "SELECT coalesce((SELECT state FROM outbox WHERE op_id = :op), "
+        "(SELECT 'sent' FROM sent_messages WHERE msg_id = :op AND seq IS NOT NULL))",
+        {"op": op_id},
+    ).fetchone()
+    return None if row[0] is None else str(row[0])
 
 
 def mark_sent(conn: sqlite3.Connection, item: OutboxItem, seq: int, ts: float = 0.0) -> bool:
@@ -103,6 +114,11 @@ def mark_sent(conn: sqlite3.Connection, item: OutboxItem, seq: int, ts: float = 
     cursor."""
     conn.execute(
         "UPDATE outbox SET state = 'sent', seq = ?, relay_ts = ? WHERE id = ?", (seq, ts, item.id)
+    )
+    # A message's `sent` outlives the outbox row, which is trimmed soon (module docstring).
+    conn.execute(
+        "UPDATE sent_messages SET seq = ? WHERE msg_id = ? AND room_id = ?",
+        (seq, item.op_id, item.room),
     )
     # The relay never pushes our own post back to us, so when it is the next op after our
     # cursor the cursor moves past it here; otherwise our own ops would sit unacknowledged in

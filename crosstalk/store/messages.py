@@ -4,7 +4,8 @@
 our own other session), with ``read_at`` set once a reader acknowledged it; the gate's
 ``notices`` about it are withdrawn in the same transaction. ``sent_messages`` holds what we sent;
 its ``receipt`` only moves forward (delivered, then read), and what the relay refused for good is
-in ``refused_ops``. The delivery state of a sent message is read from those and the outbox.
+in ``refused_ops``. The delivery state of a sent message is read from those (``sent``: the
+relay's seq on its ``sent_messages`` row, or its outbox row while that is there).
 
 Every function takes the open connection, so it composes inside one ``store.read`` or
 ``store.write`` transaction.
@@ -12,7 +13,9 @@ Every function takes the open connection, so it composes inside one ``store.read
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -42,6 +45,19 @@ class HeldRow:
     sender_label: str | None  # a contact's label, else the name the room gave them
     read_at: float | None
     cursor: int = 0  # its rowid: later holds have larger ones (`watch` resumes after one)
+
+
+def body_json(op: Mapping[str, object]) -> str:
+    """A message op as its row keeps it: compact JSON without its ``msg_id`` (the row's key)
+    and without the fields that hold their default (None, false, no slices). Every reader
+    takes a missing field as its default (the op's attrs defaults, ``.get`` with one, or
+    ``json_extract``'s NULL) and the id from the row; left out, they were a third of each held
+    message's bytes (issue 41)."""
+    kept = {
+        k: v for k, v in op.items()
+        if k != "msg_id" and v is not None and v is not False and v not in ([], ())
+    }
+    return json.dumps(kept, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def hold(
@@ -296,9 +312,11 @@ def member_label(conn: sqlite3.Connection, room_id: str, fingerprint: str) -> st
 def delivery(conn: sqlite3.Connection, msg_id: str) -> Delivery:
     """Where ``msg_id`` stands: every report kept about it, settled by :func:`furthest`.
 
-    The relay's answer is the outbox row (``sent``) or its refusal (``refused_ops``, ``by``
-    None); the recipients' reports are on the ``sent_messages`` row. A refusal's ``by`` is the
-    refuser's name as we call them (a contact's label, else the room's name for them).
+    The relay's answer is the seq on the ``sent_messages`` row or the outbox row (``sent``; the
+    row is trimmed once sequenced, crosstalk/store/retention.py) or its refusal
+    (``refused_ops``, ``by`` None); the recipients' reports are on the ``sent_messages`` row.
+    A refusal's ``by`` is the refuser's name as we call them (a contact's label, else the
+    room's name for them).
     """
     events: list[Event] = []
     relay = conn.execute(
@@ -306,13 +324,13 @@ def delivery(conn: sqlite3.Connection, msg_id: str) -> Delivery:
     ).fetchone()
     if relay is not None:
         events.append(Event(Step.REFUSED, reason=f"{relay[0]}: {relay[1]}"))
-    out = conn.execute("SELECT state FROM outbox WHERE op_id = ?", (msg_id,)).fetchone()
-    if out is not None and out[0] == "sent":
-        events.append(Event(Step.POSTED))
     row = conn.execute(
-        "SELECT receipt, refused_by, refusal, room_id FROM sent_messages WHERE msg_id = ?",
+        "SELECT receipt, refused_by, refusal, room_id, seq FROM sent_messages WHERE msg_id = ?",
         (msg_id,),
     ).fetchone()
+    out = conn.execute("SELECT state FROM outbox WHERE op_id = ?", (msg_id,)).fetchone()
+    if (out is not None and out[0] == "sent") or (row is not None and row[4] is not None):
+        events.append(Event(Step.POSTED))
     if row is not None:
         by = None if row[1] is None else member_label(conn, str(row[3]), str(row[1]))
         reported = _reported(row[0], by, row[2])

@@ -22,6 +22,7 @@ import attrs
 from crosstalk.errors import DamagedState, LocalProtocolError
 from crosstalk.store import (
     schema_attention,
+    schema_disk,
     schema_edits,
     schema_hot,
     schema_memory,
@@ -282,6 +283,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(24, "rooms: who invited us, and through which room", _V24),
     # Full-text search over what this identity holds, kept by triggers (crosstalk/store/search.py).
     Migration(25, "search: a full-text index of what is held", schema_search.STATEMENTS),
+    # Sealed ops leave the outbox and relay_inbound once done; a message's seq stays on its row.
+    Migration(26, "disk: sent seq on sent messages, link copies trimmed", schema_disk.STATEMENTS),
 )
 LATEST_VERSION = len(MIGRATIONS)
 

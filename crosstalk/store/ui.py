@@ -2,7 +2,8 @@
 
 The relay never echoes our own ops back, so the page keeps the op of what we send in
 ``ui_sent_words`` (written after the op is committed to the outbox; see :func:`record_sent`;
-the table is the page's own, migration 12 in ``crosstalk/store/schema_ui.py``).
+the table is the page's own, migration 12 in ``crosstalk/store/schema_ui.py``), without the
+text a ``sent_messages`` row already holds.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 
 import attrs
 
-from crosstalk.store.messages import delivery_state
+from crosstalk.store.messages import body_json, delivery_state
 
 #: A room's conversation shows at most this many of the latest messages.
 MAX_MESSAGES = 2000
@@ -60,11 +61,18 @@ class ClaimEvent:
 def record_sent(
     conn: sqlite3.Connection, *, msg_id: str, room_id: str, body: dict[str, Any], now: float
 ) -> None:
-    """Keep the words of a message we sent (once per id)."""
+    """Keep the words of a message we sent (once per id).
+
+    Its text is left out when the ``sent_messages`` row written earlier in this transaction
+    holds the same text (a ``send``; neither table loses rows): the page reads it from there,
+    and a message's words are not kept twice (issue 41)."""
+    row = conn.execute("SELECT text FROM sent_messages WHERE msg_id = ?", (msg_id,)).fetchone()
+    if row is not None and row[0] == body.get("text"):
+        body = {k: v for k, v in body.items() if k != "text"}
     conn.execute(
         "INSERT OR IGNORE INTO ui_sent_words (msg_id, room_id, body, created_at) "
         "VALUES (?, ?, ?, ?)",
-        (msg_id, room_id, json.dumps(body, sort_keys=True), now),
+        (msg_id, room_id, body_json(body), now),
     )
 
 
@@ -104,12 +112,16 @@ def conversation(conn: sqlite3.Connection, room_id: str, me: str) -> list[Conver
         state = "read" if read_at is not None else "unread"
         entries.append(_entry(msg_id, False, sender, data, ts, state, None))
     sent = conn.execute(
-        "SELECT msg_id, body, created_at FROM ui_sent_words WHERE room_id = ? "
-        "ORDER BY created_at DESC LIMIT ?", (room_id, MAX_MESSAGES)
+        "SELECT w.msg_id, w.body, w.created_at, s.text FROM ui_sent_words w "
+        "LEFT JOIN sent_messages s ON s.msg_id = w.msg_id WHERE w.room_id = ? "
+        "ORDER BY w.created_at DESC LIMIT ?", (room_id, MAX_MESSAGES)
     )
-    for msg_id, body, created in sent:
+    for msg_id, body, created, text in sent:
         state, reason = delivery_state(conn, msg_id)
-        entries.append(_entry(msg_id, True, me, _loads(body), float(created), state, reason))
+        data = _loads(body)
+        if "text" not in data and text is not None:  # kept once, on sent_messages
+            data["text"] = text
+        entries.append(_entry(msg_id, True, me, data, float(created), state, reason))
     entries.sort(key=lambda e: (e.ts, e.id))
     return entries[-MAX_MESSAGES:]
 
@@ -128,7 +140,8 @@ def room_marks(conn: sqlite3.Connection, room_ids: list[str]) -> dict[str, str]:
             "WHERE room_id = ?", (room_id,)
         ).fetchone()
         sent = conn.execute(
-            "SELECT count(*), group_concat(coalesce(s.receipt, '') || coalesce(o.state, '') "
+            "SELECT count(*), group_concat(coalesce(s.receipt, '') || coalesce(s.seq, '') "
+            "|| coalesce(o.state, '') "
             "|| coalesce(r.code, '') || coalesce(s.refusal, ''), ',') FROM ui_sent_words w "
             "LEFT JOIN sent_messages s ON s.msg_id = w.msg_id "
             "LEFT JOIN outbox o ON o.op_id = w.msg_id "

@@ -61,9 +61,8 @@ def test_old_read_messages_and_their_notices_go(conn: sqlite3.Connection) -> Non
     assert removed["attention_record"] == 2
 
 
-def test_inbound_and_outbox_go_only_once_applied_and_delivered(
-    conn: sqlite3.Connection,
-) -> None:
+def test_inbound_and_outbox_go_only_once_applied_and_passed(conn: sqlite3.Connection) -> None:
+    """Old link copies go once applied and passed by memory; a memory op still to report stays."""
     for op, seq in (("applied", 5), ("ahead", 11)):
         conn.execute(
             "INSERT INTO relay_inbound (room_id, op_id, seq, sender, body, relay_ts, "
@@ -71,22 +70,27 @@ def test_inbound_and_outbox_go_only_once_applied_and_delivered(
             (op, seq, OLD, OLD),
         )
     posts = (("delivered", 3, "sent"), ("undelivered", 4, "sent"), ("queued", None, "queued"),
-             ("receipt", 6, "sent"), ("unpassed", 12, "sent"))
+             ("reporting", 6, "sent"), ("unpassed", 12, "sent"))
     for op, seq, state in posts:
         conn.execute(
             "INSERT INTO outbox (op_id, room_id, frame, state, seq, created_at) "
             "VALUES (?, 'r', x'00', ?, ?, ?)",
             (op, state, seq, OLD),
         )
-    for msg, receipt in (("delivered", "delivered"), ("undelivered", None)):
+    for msg, receipt, seq in (("delivered", "delivered", 3), ("undelivered", None, 4)):
         conn.execute(
-            "INSERT INTO sent_messages (msg_id, room_id, to_label, kind, receipt, created_at) "
-            "VALUES (?, 'r', 'ana', 'message', ?, ?)",
-            (msg, receipt, OLD),
+            "INSERT INTO sent_messages (msg_id, room_id, to_label, kind, receipt, created_at, "
+            "seq) VALUES (?, 'r', 'ana', 'message', ?, ?, ?)",
+            (msg, receipt, OLD, seq),
         )
+    conn.execute(
+        "INSERT INTO memory_sent (op_id, room_id, kind, body, created_at) "
+        "VALUES ('reporting', 'r', 'AddFact', '{}', ?)", (OLD,)
+    )
     prune(conn, CUTOFF)
     assert _ids(conn, "SELECT op_id FROM relay_inbound") == {"ahead"}
-    assert _ids(conn, "SELECT op_id FROM outbox") == {"undelivered", "queued", "unpassed"}
+    # A message's `sent` is on its sent_messages row (its seq): the outbox row is not needed.
+    assert _ids(conn, "SELECT op_id FROM outbox") == {"reporting", "queued", "unpassed"}
     assert _ids(conn, "SELECT msg_id FROM sent_messages") == {"delivered", "undelivered"}
 
 

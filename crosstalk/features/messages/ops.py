@@ -206,7 +206,7 @@ def hold_message(conn: sqlite3.Connection, applied: Applied, *, me: str) -> None
     op = applied.op
     if not isinstance(op, MessageOp) or applied.sender == me:
         return
-    body = json.dumps({**unstructure(op), "relay_ts": applied.relay_ts}, sort_keys=True)
+    body = messages.body_json({**unstructure(op), "relay_ts": applied.relay_ts})
     messages.hold(
         conn, message_id=applied.op_id, room_id=applied.room_id, sender=applied.sender,
         to=op.to, intent=op.intent.value, body=body, received_at=time.time(), once=True,
@@ -250,7 +250,7 @@ def hold_local(
     conn: sqlite3.Connection, *, msg_id: str, sender: str, op: MessageOp, now: float
 ) -> None:
     """A message that never crossed a relay (a post, or to our own session)."""
-    body = json.dumps({**unstructure(op), "relay_ts": now}, sort_keys=True)
+    body = messages.body_json({**unstructure(op), "relay_ts": now})
     messages.hold(
         conn, message_id=msg_id, room_id=LOCAL_ROOM, sender=sender, to=op.to,
         intent=op.intent.value, body=body, received_at=now,
