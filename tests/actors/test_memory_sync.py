@@ -20,12 +20,14 @@ from crosstalk.actors.memory_sync import (
     Nudge,
     Probed,
     Resumed,
+    StoreView,
     WatchOwn,
     probe,
 )
 from crosstalk.actors.memory_sync_store import StoreAdapter
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.memory import MemoryState
+from crosstalk.core.memory_sync import OurMemory
 from crosstalk.core.memory_transfer import signed_message, unpack_snapshot
 from crosstalk.store.db import open_store
 from crosstalk.store.link import commit_inbound
@@ -77,17 +79,18 @@ class FakeStore:
     async def received_through(self, room: str) -> int:
         return self.state.last_seq
 
-    async def stalled(self) -> list[MemoryCursor]:
-        return [await self.cursor(ROOM)] if self.hole else []
+    async def view(self) -> StoreView:
+        repairing = () if self.hole or self.journaled is None else ((ROOM, self.journaled),)
+        return StoreView(tuple(self.joined), (ROOM,) if self.hole else (), repairing)
+
+    async def ours(self, room: str) -> OurMemory:
+        return OurMemory(self.hole, self.held if self.hole else None, self.gave_up)
 
     async def note_request(self, room: str, request_id: str, asked: str | None) -> None:
         self.requests.append((request_id, asked))
 
     async def snapshot(self, room: str) -> tuple[MemorySnapshot, bool] | None:
         return None if self.hole else (self.state.snapshot(), self.gave_up)
-
-    async def repairing(self) -> list[tuple[str, int]]:
-        return [] if self.hole or self.journaled is None else [(ROOM, self.journaled)]
 
     async def drop_journal(self, room: str) -> None:
         self.dropped.append(room)
