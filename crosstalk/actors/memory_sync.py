@@ -15,8 +15,8 @@ The memory itself (holes, parked ops, snapshots, the repair journal) lives in th
 :mod:`crosstalk.store.memory_log`. Our own ops' late outcomes are watched here too: a claim that
 answered ``pending`` is applied and reported once the relay sequences it.
 
-Inputs: :class:`Nudge` (rooms that just committed ops), :class:`Answer`, :class:`WatchOwn`,
-:class:`Probed`, :class:`Resumed`.
+Inputs: :class:`Nudge` (rooms that just committed ops), :class:`Answer`, :class:`SnapshotSeen`,
+:class:`WatchOwn`, :class:`Probed`, :class:`Resumed`.
 """
 
 from __future__ import annotations
@@ -63,6 +63,14 @@ class Answer:
 
 
 @attrs.frozen
+class SnapshotSeen:
+    """``sender`` sent the last piece of a snapshot in ``room`` (to anyone)."""
+
+    room: str
+    sender: str
+
+
+@attrs.frozen
 class WatchOwn:
     """Tell the sender of ``op_id`` its outcome once the relay sequences it."""
 
@@ -84,7 +92,7 @@ class Resumed:
     firsts: tuple[tuple[str, int], ...]
 
 
-MemorySyncInput = Nudge | Answer | WatchOwn | Probed | Resumed
+MemorySyncInput = Nudge | Answer | SnapshotSeen | WatchOwn | Probed | Resumed
 
 
 @attrs.frozen
@@ -197,6 +205,8 @@ class MemorySync:
             await self._report_resolved()
         elif isinstance(item, Answer):
             await self._step(lambda: self._asked(item))
+        elif isinstance(item, SnapshotSeen):
+            await self._step(lambda: self._seen(item))
         elif isinstance(item, Probed):
             await self._step(lambda: self._started(item.rooms))
         elif isinstance(item, Resumed):
@@ -243,6 +253,9 @@ class MemorySync:
             log.warning("room %s: %s from %s; starting its sync afresh", item.room, exc.message,
                         item.requester)
             self._core.room_left(item.room)  # the next look finds it joined and probes it
+
+    async def _seen(self, item: SnapshotSeen) -> None:
+        self._core.snapshot_seen(item.room, item.sender)
 
     async def _heard(self, room: str, generation: int, op_id: str, asked: str) -> None:
         """An ask counts once the relay has sequenced it (while we are cut off it waits queued);

@@ -22,7 +22,9 @@ and what time it is (``tick``), then carries out :meth:`~MemorySyncState.command
   waiting queued or refused was heard by nobody), for :data:`RETRY_AFTER`, and none filled the
   hole. Only now may we give the hole up, and only to answer a member whose hole ends later than
   ours (``held_from``, ties broken by fingerprint): the member that missed least concedes once,
-  and the others install its snapshot, so replicas converge (sim seed 118).
+  and the others install its snapshot, so replicas converge (sim seed 118). A member seen
+  sending a snapshot (``snapshot_seen``) has no hole: it is asked next, and exhaustion waits
+  until it too has had our ask in vain, rather than giving up a second, different hole.
 * **Alone.** With no other joined member at all, the hole is given up at the second retry.
 * **CONCEDED.** The memory gave ops up and journals what follows. At each look it asks each
   online member once (per stay in CONCEDED) for a ``repair``: only a memory that gave nothing
@@ -77,6 +79,7 @@ class _Room:
     rounds: int = 0  # asks tried for this hole (the first one never concedes)
     generation: int = 0  # which hole this is; an ask heard for an older one does not count
     tried: set[str] = attrs.Factory(set)  # asked in this round
+    prefer: str | None = None  # seen sending a whole snapshot: asked next, whatever the round
     heard: dict[str, float] = attrs.Factory(dict)  # when the relay first sequenced our ask to each
     repair_asked: set[str] = attrs.Factory(set)
     journaled: int = 0
@@ -182,7 +185,7 @@ class MemorySyncState:
         """The store marked a hole (a conceded memory's journal ends there): ask at once."""
         rec = self._legal(room, On.HOLE_SEEN)
         self._holes += 1
-        rec.generation, rec.deadline, rec.rounds = self._holes, None, 0
+        rec.generation, rec.deadline, rec.rounds, rec.prefer = self._holes, None, 0, None
         rec.tried, rec.heard, rec.repair_asked = set(), {}, set()
         self._move(room, rec, On.HOLE_SEEN, S.ASKING)
 
@@ -246,6 +249,20 @@ class MemorySyncState:
         self._commands.append(SendSnapshot(room, request_id, requester))
         self._move(room, rec, On.SNAPSHOT_ASKED, after)
 
+    def snapshot_seen(self, room: str, sender: str) -> None:
+        """``sender`` just sent a snapshot to someone: its memory has no hole now. We ask it
+        next; if we were exhausted, at once, and we may not give our hole up before it has had
+        our ask for :data:`RETRY_AFTER` (sim seed 127: two members each gave a different hole
+        up, one of them seconds after the other had answered, and the memory forked)."""
+        rec = self._legal(room, On.SNAPSHOT_SEEN)
+        after = rec.state
+        if rec.state in _HOLE and sender != self.me:
+            rec.prefer = sender
+            rec.heard.pop(sender, None)
+            if rec.state is S.EXHAUSTED:
+                rec.deadline, after = None, S.ASKING
+        self._move(room, rec, On.SNAPSHOT_SEEN, after)
+
     def log_resumed(self, room: str, first: int, received_through: int) -> None:
         """The link is up again and the relay's log of ``room`` starts at ``first``: ops after
         ``received_through`` it dropped while we were away are gone, and nothing may come to
@@ -285,6 +302,9 @@ class MemorySyncState:
         fresh = [fp for fp in candidates if fp not in rec.tried]
         if not fresh:  # everyone had a turn: a new round, in the same order
             rec.tried, fresh = set(), candidates
+        if rec.prefer in candidates:
+            fresh = [rec.prefer]
+        rec.prefer = None
         exhausted = rec.state is S.EXHAUSTED or (
             not first and _exhausted(candidates, rec.heard, now)
         )
@@ -341,7 +361,7 @@ class MemorySyncState:
 
     def _give_up(self, room: str, rec: _Room, why: str) -> None:
         self._commands.append(GiveUpHole(room, why))
-        rec.deadline, rec.rounds, rec.tried, rec.heard = None, 0, set(), {}
+        rec.deadline, rec.rounds, rec.tried, rec.heard, rec.prefer = None, 0, set(), {}, None
         rec.repair_asked, rec.journaled = set(), 0
 
     def _legal(self, room: str, happened: SyncInput) -> _Room:
@@ -380,7 +400,7 @@ def _to(*states: SyncState) -> frozenset[SyncState]:
 # the room in ERROR, which only leaving the room gets out of (h11 ``_state.py`` keeps its table
 # the same way). Inputs that arrive late by nature (an ask heard, a peer's request, a link-up)
 # are legal everywhere but ERROR and change nothing where they no longer apply.
-_LATE = (On.ASK_HEARD, On.SNAPSHOT_ASKED, On.LOG_RESUMED)
+_LATE = (On.ASK_HEARD, On.SNAPSHOT_ASKED, On.SNAPSHOT_SEEN, On.LOG_RESUMED)
 
 
 def _self_loops(
@@ -420,6 +440,7 @@ TRANSITIONS: dict[SyncState, dict[SyncInput, frozenset[SyncState]]] = {
         (On.RETRY_DUE, _to(S.EXHAUSTED, S.CONCEDED)),
         (On.LOOK_DUE, _to(S.EXHAUSTED)),
         (On.SNAPSHOT_ASKED, _to(S.CONCEDED)),
+        (On.SNAPSHOT_SEEN, _to(S.ASKING)),
     ),
     S.CONCEDED: _self_loops(
         S.CONCEDED,

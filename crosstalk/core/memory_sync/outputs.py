@@ -41,6 +41,7 @@ class SyncInput(enum.Enum):
     LOOK_DUE = "look_due"
     ASK_HEARD = "ask_heard"
     SNAPSHOT_ASKED = "snapshot_asked"
+    SNAPSHOT_SEEN = "snapshot_seen"
     LOG_RESUMED = "log_resumed"
 
 

@@ -28,6 +28,7 @@ from crosstalk.actors.memory_sync import (
     MemorySyncInput,
     Nudge,
     Resumed,
+    SnapshotSeen,
     WatchOwn,
     probe,
 )
@@ -47,7 +48,7 @@ from crosstalk.wire.memory import (
     Outcome,
 )
 from crosstalk.wire.relay_log import ResumedRoom
-from crosstalk.wire.room_ops import MemoryEnvelope, Rekey, RoomOp, SyncRequest
+from crosstalk.wire.room_ops import MemoryEnvelope, Rekey, RoomOp, SyncChunk, SyncRequest
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +110,12 @@ class MemoryFeature:
             )
             for entry in applied
             if isinstance(entry.op, SyncRequest) and entry.op.ask == me and entry.sender != me
+        ]
+        wanted += [
+            SnapshotSeen(entry.room_id, entry.sender)
+            for entry in applied
+            if isinstance(entry.op, SyncChunk) and entry.op.index == entry.op.count - 1
+            and entry.sender != me
         ]
         wanted.append(Nudge(tuple(sorted({e.room_id for e in applied}))))
         for item in wanted:
