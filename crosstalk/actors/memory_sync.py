@@ -240,22 +240,21 @@ class MemorySync:
         for room, first in firsts:
             if self._core.state(room) is not core.SyncState.OUT:
                 through = await self._store.received_through(room)
-                self._core.log_resumed(room, first, through)
+                self._core.room(room).log_resumed(first, through)
 
     async def _asked(self, item: Answer) -> None:
         ours = await self._store.ours(item.room)
         try:
-            self._core.snapshot_asked(
-                item.room, item.request_id, item.requester, item.held_from,
-                repair=item.repair, ours=ours,
+            self._core.room(item.room).snapshot_asked(
+                item.request_id, item.requester, item.held_from, repair=item.repair, ours=ours
             )
         except RemoteProtocolError as exc:
             log.warning("room %s: %s from %s; starting its sync afresh", item.room, exc.message,
                         item.requester)
-            self._core.room_left(item.room)  # the next look finds it joined and probes it
+            self._core.room(item.room).left()  # the next look finds it joined and probes it
 
     async def _seen(self, item: SnapshotSeen) -> None:
-        self._core.snapshot_seen(item.room, item.sender)
+        self._core.room(item.room).snapshot_seen(item.sender)
 
     async def _heard(self, room: str, generation: int, op_id: str, asked: str) -> None:
         """An ask counts once the relay has sequenced it (while we are cut off it waits queued);
@@ -265,7 +264,7 @@ class MemorySync:
             await self._step(lambda: self._feed_heard(room, generation, asked, now))
 
     async def _feed_heard(self, room: str, generation: int, asked: str, now: float) -> None:
-        self._core.ask_heard(room, generation, asked, now)
+        self._core.room(room).ask_heard(generation, asked, now)
 
     def _watch(self, room: str, op_id: str) -> None:
         async def watcher() -> None:

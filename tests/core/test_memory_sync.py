@@ -20,6 +20,7 @@ from crosstalk.core.memory_sync import (
     NotAnswered,
     OurMemory,
     PostProbe,
+    RoomSync,
     SendSnapshot,
     SyncInput,
     SyncState,
@@ -27,32 +28,33 @@ from crosstalk.core.memory_sync import (
 from crosstalk.errors import LocalProtocolError, RemoteProtocolError
 
 R = "room-1"
-ME, BEN, CY = "me", "ben", "cy"
+ME, BEN, CY, EVE = "me", "ben", "cy", "eve"
 HOLED = OurMemory(hole=True, held_from=5, conceded=False)
 WHOLE = OurMemory(hole=False, held_from=None, conceded=False)
 
 
 def exhausted(sync: MemorySyncState) -> None:
-    """ASKING, then Ben (alone online) had our sequenced ask for RETRY_AFTER in vain."""
-    sync.retry_due(R, 0.0, {BEN}, [ME, BEN])
+    """ASKING, then the one other member online had our sequenced ask for RETRY_AFTER in vain."""
+    other = EVE
+    sync.room(R).retry_due(0.0, {other}, [sync.me, other])
     (ask,) = sync.commands_to_send()
     assert isinstance(ask, AskForSnapshot)
-    sync.ask_heard(R, ask.generation, BEN, 0.0)
-    sync.retry_due(R, RETRY_AFTER, {BEN}, [ME, BEN])
+    sync.room(R).ask_heard(ask.generation, other, 0.0)
+    sync.room(R).retry_due(RETRY_AFTER, {other}, [sync.me, other])
 
 
 def errored(sync: MemorySyncState) -> None:
     with pytest.raises(LocalProtocolError):
-        sync.hole_filled(R)
+        sync.room(R).hole_filled()
 
 
 # How to bring a fresh machine's room to each state.
 REACH: dict[SyncState, list[Callable[[MemorySyncState], None]]] = {
     SyncState.OUT: [],
-    SyncState.IN_SYNC: [lambda s: s.room_joined(R)],
-    SyncState.ASKING: [lambda s: s.room_joined(R), lambda s: s.hole_seen(R)],
-    SyncState.EXHAUSTED: [lambda s: s.room_joined(R), lambda s: s.hole_seen(R), exhausted],
-    SyncState.CONCEDED: [lambda s: s.room_joined(R), lambda s: s.conceded_seen(R, 3)],
+    SyncState.IN_SYNC: [lambda s: s.room(R).joined()],
+    SyncState.ASKING: [lambda s: s.room(R).joined(), lambda s: s.room(R).hole_seen()],
+    SyncState.EXHAUSTED: [lambda s: s.room(R).joined(), lambda s: s.room(R).hole_seen(), exhausted],
+    SyncState.CONCEDED: [lambda s: s.room(R).joined(), lambda s: s.room(R).conceded_seen(3)],
     SyncState.ERROR: [errored],
 }
 
@@ -65,27 +67,27 @@ def feed(sync: MemorySyncState, happened: SyncInput, state: SyncState) -> None:
         conceded=state is SyncState.CONCEDED,
     )
     calls: dict[SyncInput, Callable[[], None]] = {
-        SyncInput.JOINED: lambda: sync.room_joined(R),
-        SyncInput.PROBED: lambda: sync.room_probed(R),
-        SyncInput.LEFT: lambda: sync.room_left(R),
-        SyncInput.HOLE_SEEN: lambda: sync.hole_seen(R),
-        SyncInput.HOLE_FILLED: lambda: sync.hole_filled(R),
-        SyncInput.CONCEDED_SEEN: lambda: sync.conceded_seen(R, 4),
-        SyncInput.REPAIRED: lambda: sync.repaired(R),
-        SyncInput.RETRY_DUE: lambda: sync.retry_due(R, 100.0, {BEN}, [ME, BEN]),
-        SyncInput.LOOK_DUE: lambda: sync.look_due(R, {BEN}, [ME, BEN]),
-        SyncInput.ASK_HEARD: lambda: sync.ask_heard(R, 1, BEN, 100.0),
-        SyncInput.SNAPSHOT_ASKED: lambda: sync.snapshot_asked(
-            R, "req", BEN, 9, repair=False, ours=ours
+        SyncInput.JOINED: lambda: sync.room(R).joined(),
+        SyncInput.PROBED: lambda: sync.room(R).probed(),
+        SyncInput.LEFT: lambda: sync.room(R).left(),
+        SyncInput.HOLE_SEEN: lambda: sync.room(R).hole_seen(),
+        SyncInput.HOLE_FILLED: lambda: sync.room(R).hole_filled(),
+        SyncInput.CONCEDED_SEEN: lambda: sync.room(R).conceded_seen(4),
+        SyncInput.REPAIRED: lambda: sync.room(R).repaired(),
+        SyncInput.RETRY_DUE: lambda: sync.room(R).retry_due(100.0, {BEN}, [ME, BEN]),
+        SyncInput.LOOK_DUE: lambda: sync.room(R).look_due({BEN}, [ME, BEN]),
+        SyncInput.ASK_HEARD: lambda: sync.room(R).ask_heard(1, BEN, 100.0),
+        SyncInput.SNAPSHOT_ASKED: lambda: sync.room(R).snapshot_asked(
+            "req", BEN, 9, repair=False, ours=ours
         ),
-        SyncInput.SNAPSHOT_SEEN: lambda: sync.snapshot_seen(R, BEN),
-        SyncInput.LOG_RESUMED: lambda: sync.log_resumed(R, 10, 3),
+        SyncInput.SNAPSHOT_SEEN: lambda: sync.room(R).snapshot_seen(BEN),
+        SyncInput.LOG_RESUMED: lambda: sync.room(R).log_resumed(10, 3),
     }
     calls[happened]()
 
 
-def at(state: SyncState) -> MemorySyncState:
-    sync = MemorySyncState(ME)
+def at(state: SyncState, me: str = ME) -> MemorySyncState:
+    sync = MemorySyncState(me)
     for step in REACH[state]:
         step(sync)
     assert sync.state(R) is state
@@ -123,15 +125,18 @@ def test_a_transition_the_table_does_not_list_raises_and_parks_in_error() -> Non
     """The check of where an input leads can fail: a machine that moves a refused request in
     ASKING to CONCEDED (planted by giving it the hole state's concession) is stopped."""
 
-    class Planted(MemorySyncState):
+    class PlantedRoom(RoomSync):
         def _may_concede(self, *args: object) -> bool:
             return True
 
+    class Planted(MemorySyncState):
+        room_machine = PlantedRoom
+
     sync = Planted(ME)
-    sync.room_joined(R)
-    sync.hole_seen(R)
+    sync.room(R).joined()
+    sync.room(R).hole_seen()
     with pytest.raises(LocalProtocolError):
-        sync.snapshot_asked(R, "req", BEN, 9, repair=False, ours=HOLED)
+        sync.room(R).snapshot_asked("req", BEN, 9, repair=False, ours=HOLED)
     assert sync.state(R) is SyncState.ERROR
 
 
@@ -187,7 +192,7 @@ def test_asks_the_relay_never_sequenced_or_from_an_older_hole_do_not_exhaust() -
     sync.observe([R], set(), {})  # filled
     sync.observe([R], {R}, {})  # a new hole
     sync.tick(1.0, {BEN}, {R: [ME, BEN]})
-    sync.ask_heard(R, old.generation, BEN, 1.0)
+    sync.room(R).ask_heard(old.generation, BEN, 1.0)
     for n in range(2, 6):
         sync.tick(n * RETRY_AFTER, {BEN}, {R: [ME, BEN]})
     assert sync.state(R) is SyncState.ASKING
@@ -200,9 +205,9 @@ def test_an_exhausted_member_concedes_only_to_one_that_missed_more() -> None:
     """Ours ends at 5: Ben's at 3 or unknown is refused; Ben's at 9 makes us give up and answer."""
     sync = at(SyncState.EXHAUSTED)
     for theirs in (3, None):
-        sync.snapshot_asked(R, "r", BEN, theirs, repair=False, ours=HOLED)
+        sync.room(R).snapshot_asked("r", BEN, theirs, repair=False, ours=HOLED)
         assert sync.commands_to_send() == []
-    sync.snapshot_asked(R, "r9", BEN, 9, repair=False, ours=HOLED)
+    sync.room(R).snapshot_asked("r9", BEN, 9, repair=False, ours=HOLED)
     assert sync.commands_to_send() == [
         GiveUpHole(R, f"{BEN} missed more"), SendSnapshot(R, "r9", BEN),
     ]
@@ -211,20 +216,18 @@ def test_an_exhausted_member_concedes_only_to_one_that_missed_more() -> None:
 
 def test_a_tie_in_where_holes_end_goes_to_the_lower_fingerprint() -> None:
     """Same held_from: "ben" < "cy", so Ben concedes to Cy and not the other way round."""
-    ben = at(SyncState.EXHAUSTED)
-    ben.me = BEN
-    ben.snapshot_asked(R, "r", CY, 5, repair=False, ours=HOLED)
+    ben = at(SyncState.EXHAUSTED, me=BEN)
+    ben.room(R).snapshot_asked("r", CY, 5, repair=False, ours=HOLED)
     assert GiveUpHole(R, f"{CY} missed more") in ben.commands_to_send()
-    cy = at(SyncState.EXHAUSTED)
-    cy.me = CY
-    cy.snapshot_asked(R, "r", BEN, 5, repair=False, ours=HOLED)
+    cy = at(SyncState.EXHAUSTED, me=CY)
+    cy.room(R).snapshot_asked("r", BEN, 5, repair=False, ours=HOLED)
     assert cy.commands_to_send() == []
 
 
 def test_still_asking_a_member_with_a_hole_does_not_answer() -> None:
     """Not exhausted yet: however much the asker missed, we keep our hole and say why."""
     sync = at(SyncState.ASKING)
-    sync.snapshot_asked(R, "r", BEN, 99, repair=False, ours=HOLED)
+    sync.room(R).snapshot_asked("r", BEN, 99, repair=False, ours=HOLED)
     assert sync.commands_to_send() == []
     assert NotAnswered(R, BEN, "our own memory has a hole") in sync.events()
 
@@ -233,11 +236,11 @@ def test_a_repair_is_answered_only_by_a_memory_that_gave_nothing_up() -> None:
     """A conceded memory answers an ordinary ask but not a repair; a whole one answers both."""
     sync = at(SyncState.CONCEDED)
     conceded = OurMemory(hole=False, held_from=None, conceded=True)
-    sync.snapshot_asked(R, "fix", BEN, None, repair=True, ours=conceded)
-    sync.snapshot_asked(R, "ask", BEN, None, repair=False, ours=conceded)
+    sync.room(R).snapshot_asked("fix", BEN, None, repair=True, ours=conceded)
+    sync.room(R).snapshot_asked("ask", BEN, None, repair=False, ours=conceded)
     assert sync.commands_to_send() == [SendSnapshot(R, "ask", BEN)]
     whole = at(SyncState.IN_SYNC)
-    whole.snapshot_asked(R, "fix", BEN, None, repair=True, ours=WHOLE)
+    whole.room(R).snapshot_asked("fix", BEN, None, repair=True, ours=WHOLE)
     assert whole.commands_to_send() == [SendSnapshot(R, "fix", BEN)]
 
 
@@ -245,18 +248,21 @@ def test_a_member_seen_sending_a_snapshot_is_asked_at_once_before_we_may_concede
     """Exhausted, we see Cy answer someone: back to ASKING, Cy is asked at once, and Ben's ask
     (Ben missed more) is refused until Cy too had our ask for RETRY_AFTER in vain."""
     sync = at(SyncState.EXHAUSTED)
-    sync.snapshot_seen(R, CY)
+    sync.room(R).snapshot_seen(CY)
     assert sync.state(R) is SyncState.ASKING and sync.next_deadline() == float("-inf")
     sync.tick(20.0, {BEN, CY}, {R: [ME, BEN, CY]})
     (ask,) = sync.commands_to_send()
     assert isinstance(ask, AskForSnapshot) and ask.member == CY
-    sync.ask_heard(R, ask.generation, CY, 20.0)
-    sync.snapshot_asked(R, "r", BEN, 9, repair=False, ours=HOLED)
+    sync.room(R).ask_heard(ask.generation, CY, 20.0)
+    sync.room(R).snapshot_asked("r", BEN, 9, repair=False, ours=HOLED)
     assert sync.commands_to_send() == []
     sync.tick(35.0, {BEN, CY}, {R: [ME, BEN, CY]})
+    (to_ben,) = sync.commands_to_send()
+    assert isinstance(to_ben, AskForSnapshot) and to_ben.member == BEN
+    sync.room(R).ask_heard(to_ben.generation, BEN, 35.0)
     sync.tick(50.0, {BEN, CY}, {R: [ME, BEN, CY]})
     sync.commands_to_send()
-    sync.snapshot_asked(R, "r", BEN, 9, repair=False, ours=HOLED)
+    sync.room(R).snapshot_asked("r", BEN, 9, repair=False, ours=HOLED)
     assert GiveUpHole(R, f"{BEN} missed more") in sync.commands_to_send()
 
 
@@ -265,9 +271,9 @@ def test_a_request_from_ourselves_is_a_remote_error_that_parks_the_room() -> Non
     leaving the room is the way out."""
     sync = at(SyncState.IN_SYNC)
     with pytest.raises(RemoteProtocolError):
-        sync.snapshot_asked(R, "r", ME, None, repair=False, ours=WHOLE)
+        sync.room(R).snapshot_asked("r", ME, None, repair=False, ours=WHOLE)
     assert sync.state(R) is SyncState.ERROR
-    sync.room_left(R)
+    sync.room(R).left()
     assert sync.state(R) is SyncState.OUT
 
 
@@ -289,9 +295,9 @@ def test_rooms_joined_after_start_are_probed_at_the_next_look_and_only_then() ->
 def test_a_link_up_probes_only_a_room_we_are_in_whose_log_now_starts_past_ours() -> None:
     """first - 1 > received_through: ops are gone; a room we are not in is left alone."""
     sync = at(SyncState.IN_SYNC)
-    sync.log_resumed(R, 4, 3)
-    sync.log_resumed("elsewhere", 10, 3)
-    sync.log_resumed(R, 5, 3)
+    sync.room(R).log_resumed(4, 3)
+    sync.room("elsewhere").log_resumed(10, 3)
+    sync.room(R).log_resumed(5, 3)
     assert sync.commands_to_send() == [PostProbe(R)]
 
 

@@ -25,7 +25,9 @@ from crosstalk.core.memory_sync import (
     MemorySyncState,
     OurMemory,
     PostProbe,
+    RoomSync,
     SendSnapshot,
+    SyncState,
 )
 
 R = "room"
@@ -109,7 +111,7 @@ class Room:
     def take(self, m: Member, op: Ask | Snapshot) -> None:
         if isinstance(op, Ask):
             if op.to == m.name:
-                m.sync.snapshot_asked(R, op.request_id, op.sender, op.held_from,
+                m.sync.room(R).snapshot_asked(op.request_id, op.sender, op.held_from,
                                       repair=op.repair, ours=m.ours())
             return
         wanted = m.hole and op.request_id == m.request_id
@@ -117,7 +119,7 @@ class Room:
             m.memory, m.hole, m.conceded, m.journaling = op.memory, False, op.conceded, op.conceded
         if op.sender != m.name:  # the room transaction installed it (or not); then we are told
             self.observe(m)
-            m.sync.snapshot_seen(R, op.sender)
+            m.sync.room(R).snapshot_seen(op.sender)
 
     def carry_out(self, m: Member) -> None:
         for command in m.sync.commands_to_send():
@@ -129,7 +131,7 @@ class Room:
             m.asks += 1
             m.request_id = f"{m.name}-{m.asks}"
             self.log.append(Ask(m.name, command.member, m.request_id, min(m.held), False))
-            m.sync.ask_heard(R, command.generation, command.member, m.now)  # sequenced at once
+            m.sync.room(R).ask_heard(command.generation, command.member, m.now)  # sequenced at once
         elif isinstance(command, AskForRepair):
             self.log.append(Ask(m.name, command.member, f"{m.name}-fix", None, True))
         elif isinstance(command, SendSnapshot) and not m.hole:
@@ -221,12 +223,16 @@ def test_a_complete_member_back_online_repairs_everyone() -> None:
         assert memories == {"ann": whole, "bob": whole, "cy": whole}
 
 
-class ConcedesToAnyone(MemorySyncState):
+class ConcedesToAnyoneRoom(RoomSync):
     """Planted bug: an exhausted member gives its hole up to any asker, not only to one that
     missed more, so both members of SPLIT may concede and their memories fork."""
 
     def _may_concede(self, *args: object, **kwargs: object) -> bool:
-        return self.state(R).name == "EXHAUSTED"
+        return self.state is SyncState.EXHAUSTED
+
+
+class ConcedesToAnyone(MemorySyncState):
+    room_machine = ConcedesToAnyoneRoom
 
 
 def test_the_harness_catches_a_concession_to_a_member_that_missed_less() -> None:

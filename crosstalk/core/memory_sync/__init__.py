@@ -1,10 +1,11 @@
-"""Memory sync's rules, sans-IO (:class:`MemorySyncState`; the theory is in
-:mod:`~crosstalk.core.memory_sync.machine`, its outputs in
-:mod:`~crosstalk.core.memory_sync.outputs`). The memory-sync actor is its only caller."""
+"""Memory sync's rules, sans-IO: :class:`MemorySyncState` (``machine.py``) owns one
+:class:`RoomSync` per room (``room.py``: the rules, their theory and the transition table); the
+states, inputs, commands and events are in ``outputs.py``. The memory-sync actor is its only
+caller."""
 
 from __future__ import annotations
 
-from crosstalk.core.memory_sync.machine import TRANSITIONS, MemorySyncState
+from crosstalk.core.memory_sync.machine import MemorySyncState
 from crosstalk.core.memory_sync.outputs import (
     JOURNAL_MAX,
     PROBE_EVERY,
@@ -24,6 +25,7 @@ from crosstalk.core.memory_sync.outputs import (
     SyncInput,
     SyncState,
 )
+from crosstalk.core.memory_sync.room import TRANSITIONS, RoomSync
 
 __all__ = [
     "JOURNAL_MAX",
@@ -42,6 +44,7 @@ __all__ = [
     "NotAnswered",
     "OurMemory",
     "PostProbe",
+    "RoomSync",
     "SendSnapshot",
     "SyncInput",
     "SyncState",

@@ -30,9 +30,9 @@ class SyncState(enum.Enum):
 class SyncInput(enum.Enum):
     """What can happen to one room (the columns of the transition table)."""
 
-    JOINED = "room_joined"
-    PROBED = "room_probed"
-    LEFT = "room_left"
+    JOINED = "joined"
+    PROBED = "probed"
+    LEFT = "left"
     HOLE_SEEN = "hole_seen"
     HOLE_FILLED = "hole_filled"
     CONCEDED_SEEN = "conceded_seen"
@@ -139,3 +139,17 @@ class NotAnswered:
 
 
 Event = Moved | NobodyToAsk | NotAnswered
+
+
+class Outbox:
+    """Where one owner's room machines put their commands and events, in order."""
+
+    def __init__(self) -> None:
+        self.commands: list[Command] = []
+        self.events: list[Event] = []
+        self._holes = 0
+
+    def next_generation(self) -> int:
+        """A number no earlier hole of any room had (an ask heard late names its hole)."""
+        self._holes += 1
+        return self._holes
