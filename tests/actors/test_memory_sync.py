@@ -20,6 +20,7 @@ from crosstalk.actors.memory_sync import (
     Nudge,
     Probed,
     Resumed,
+    SnapshotSeen,
     StoreView,
     WatchOwn,
     probe,
@@ -538,3 +539,24 @@ async def test_a_journal_past_its_bound_is_dropped_and_nobody_is_asked(
             got = await room.next()
             raise AssertionError(f"nothing should be asked, got {got}")
     assert store.dropped == [ROOM]
+
+
+async def test_a_member_seen_sending_a_snapshot_is_asked_at_once_instead_of_conceding(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Exhausted (Ben had our sequenced ask for RETRY_AFTER), we see Cy send a snapshot: Cy is
+    asked at once, and Ben's ask (Ben missed more) no longer makes us give our hole up."""
+    store, room = FakeStore(hole=True), FakeRoom({BEN.fingerprint: True})
+    room.relay_up = True
+    async with running(Supervisor(heartbeat=5.0)) as supervisor:
+        inbox = await start(supervisor, store, room)
+        await room.next()
+        await room.next()  # the second ask, at RETRY_AFTER: exhausted from here on
+        await trio.sleep(1.0)
+        room.online[CY.fingerprint] = True
+        await inbox.send(SnapshotSeen(ROOM, CY.fingerprint))
+        at, _, ask = await room.next()
+        await inbox.send(Answer(ROOM, "later", BEN.fingerprint, held_from=9))
+        assert await chunks_within(room, 1.0) == []
+    assert isinstance(ask, SyncRequest) and (at, ask.ask) == (RETRY_AFTER + 1.0, CY.fingerprint)
+    assert store.conceded == []
