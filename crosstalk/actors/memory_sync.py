@@ -299,8 +299,6 @@ class MemorySync:
                 log.warning("room %s: no member repaired the memory we gave up within %d ops; "
                             "it stays without them", command.room, JOURNAL_MAX)
                 await self._store.drop_journal(command.room)
-        for event in self._core.events():  # what carrying out fed back (none today)
-            self._tell(event)
 
     def _tell(self, event: core.Event) -> None:
         if isinstance(event, core.Moved):
