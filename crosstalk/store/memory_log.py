@@ -17,7 +17,8 @@ kinds of seq never arrive that way:
   arrived (``SyncChunk`` ops, taken by :meth:`MemoryFollower.applied` in the room transaction),
   it is verified and installed, and the parked ops after it are applied in order. A hole that
   no member can fill is given up instead (:meth:`MemoryFollower.concede`, when the memory-sync
-  actor decides): the seqs nobody holds count as no memory op, and the parked ops apply.
+  machine decides, ``core/memory_sync``): the seqs before the first one we hold count as no
+  memory op, and the parked ops apply up to the next gap, which is a new hole.
 
 How a hole is seen: an inbound op at seq N when memory is at L < N-1 and the seqs between are not
 ours; or our own op sequenced at N while nothing between L and N is held by the relay link (the
