@@ -15,8 +15,7 @@ The memory itself (holes, parked ops, snapshots, the repair journal) lives in th
 :mod:`crosstalk.store.memory_log`. Our own ops' late outcomes are watched here too: a claim that
 answered ``pending`` is applied and reported once the relay sequences it.
 
-Inputs: :class:`Nudge` (rooms that just committed ops), :class:`Answer`, :class:`SnapshotSeen`,
-:class:`WatchOwn`, :class:`Probed`, :class:`Resumed`.
+Its inputs and its store's interface are in :mod:`crosstalk.actors.memory_sync_api`.
 """
 
 from __future__ import annotations
@@ -24,128 +23,30 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
-from typing import Protocol
 
-import attrs
 import trio
 
 from crosstalk import crypto
 from crosstalk.actors.context import ActorContext
+from crosstalk.actors.memory_sync_api import (
+    Answer,
+    MemorySyncInput,
+    Nudge,
+    Probed,
+    Resumed,
+    SnapshotSeen,
+    SyncStore,
+    WatchOwn,
+)
 from crosstalk.core import memory_sync as core
 from crosstalk.core.memory_transfer import pack_snapshot, signed_message
 from crosstalk.errors import CrosstalkError, RemoteProtocolError
 from crosstalk.logs import repeats_from_env
-from crosstalk.store.memory import MemoryCursor
-from crosstalk.wire.memory import MemorySnapshot, Outcome
 from crosstalk.wire.room_ops import RoomOp, SyncChunk, SyncRequest
 
 log = logging.getLogger(__name__)
 
 RETRY_AFTER, PROBE_EVERY, JOURNAL_MAX = core.RETRY_AFTER, core.PROBE_EVERY, core.JOURNAL_MAX
-
-
-@attrs.frozen
-class Nudge:
-    """Ops were just committed in these rooms: look for holes and resolved outcomes."""
-
-    rooms: tuple[str, ...]
-
-
-@attrs.frozen
-class Answer:
-    """``requester`` asked us for the memory of ``room``."""
-
-    room: str
-    request_id: str
-    requester: str
-    held_from: int | None = None  # the requester's (None: an older peer that does not say)
-    repair: bool = False  # the requester gave a hole up; answer only with a complete memory
-
-
-@attrs.frozen
-class SnapshotSeen:
-    """``sender`` sent the last piece of a snapshot in ``room`` (to anyone)."""
-
-    room: str
-    sender: str
-
-
-@attrs.frozen
-class WatchOwn:
-    """Tell the sender of ``op_id`` its outcome once the relay sequences it."""
-
-    room: str
-    op_id: str
-
-
-@attrs.frozen
-class Probed:
-    """These rooms were probed at start (by :func:`probe`); later joins are probed by the actor."""
-
-    rooms: tuple[str, ...]
-
-
-@attrs.frozen
-class Resumed:
-    """The relay link is up again: per room, the oldest seq the relay still holds."""
-
-    firsts: tuple[tuple[str, int], ...]
-
-
-MemorySyncInput = Nudge | Answer | SnapshotSeen | WatchOwn | Probed | Resumed
-
-
-@attrs.frozen
-class StoreView:
-    """What the core is told of the store: rooms we are in, those with a hole, and those whose
-    memory gave ops up and journals, with the ops journaled (one read, so they agree)."""
-
-    joined: tuple[str, ...]
-    stalled: tuple[str, ...]
-    repairing: tuple[tuple[str, int], ...]
-
-
-class SyncStore(Protocol):
-    """What the actor reads and writes; the real one is
-    :class:`crosstalk.actors.memory_sync_store.StoreAdapter`."""
-
-    async def rooms(self) -> list[str]: ...
-
-    async def view(self) -> StoreView: ...
-
-    async def members(self, room: str) -> list[str]:
-        """The room's joined members (not those only invited), ourselves included."""
-
-    async def cursor(self, room: str) -> MemoryCursor: ...
-
-    async def ours(self, room: str) -> core.OurMemory:
-        """Whether our memory of the room has a hole, where it ends, and whether it conceded."""
-
-    async def received_through(self, room: str) -> int:
-        """The seq through which we hold the room's log: committed by the link (applied or
-        not), or reached by a memory snapshot."""
-        ...
-
-    async def note_request(self, room: str, request_id: str, asked: str | None) -> None: ...
-
-    async def snapshot(self, room: str) -> tuple[MemorySnapshot, bool] | None:
-        """The room's memory and whether it gave a hole up; None while it has a hole."""
-
-    async def drop_journal(self, room: str) -> None: ...
-
-    async def advance(self, room: str) -> None: ...
-
-    async def held_from(self, room: str) -> int | None:
-        """The first seq after the room's hole we hold; None without a hole."""
-
-    async def concede(self, room: str) -> None:
-        """Give up the room's hole: apply what we hold after it (see memory_log)."""
-
-    async def unreported(self) -> list[tuple[str, str, str]]: ...
-
-    async def outcome(self, room: str, op_id: str) -> Outcome | None: ...
-
-    async def mark_reported(self, op_id: str) -> None: ...
 
 
 Feed = Callable[[], Awaitable[None]]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sqlite3
 import time
 
-from crosstalk.actors.memory_sync import StoreView
+from crosstalk.actors.memory_sync_api import StoreView
 from crosstalk.core.memory_sync import OurMemory
 from crosstalk.store import memory as m
 from crosstalk.store import room_log

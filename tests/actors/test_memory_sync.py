@@ -14,8 +14,11 @@ from crosstalk.actors.memory_sync import (
     JOURNAL_MAX,
     PROBE_EVERY,
     RETRY_AFTER,
-    Answer,
     MemorySync,
+    probe,
+)
+from crosstalk.actors.memory_sync_api import (
+    Answer,
     MemorySyncInput,
     Nudge,
     Probed,
@@ -23,7 +26,6 @@ from crosstalk.actors.memory_sync import (
     SnapshotSeen,
     StoreView,
     WatchOwn,
-    probe,
 )
 from crosstalk.actors.memory_sync_store import StoreAdapter
 from crosstalk.actors.supervisor import Supervisor

@@ -22,15 +22,14 @@ from typing import Protocol
 
 import trio
 
-from crosstalk.actors.memory_sync import (
+from crosstalk.actors.memory_sync import MemorySync, probe
+from crosstalk.actors.memory_sync_api import (
     Answer,
-    MemorySync,
     MemorySyncInput,
     Nudge,
     Resumed,
     SnapshotSeen,
     WatchOwn,
-    probe,
 )
 from crosstalk.actors.memory_sync_store import StoreAdapter
 from crosstalk.actors.router import PresenceQuery, WatchSent
