@@ -7,6 +7,8 @@ from __future__ import annotations
 import sqlite3
 import time
 
+from crosstalk.actors.memory_sync_api import StoreView
+from crosstalk.core.memory_sync import OurMemory
 from crosstalk.store import memory as m
 from crosstalk.store import room_log
 from crosstalk.store.db import Store
@@ -42,8 +44,20 @@ class StoreAdapter:
             return max(m.cursor(conn, room).last_seq, room_log.relay_cursor(conn, room))
         return await self._store.read(read)
 
-    async def stalled(self) -> list[MemoryCursor]:
-        return await self._store.read(m.stalled_rooms)
+    async def view(self) -> StoreView:
+        def read(conn: sqlite3.Connection) -> StoreView:
+            stalled = tuple(c.room_id for c in m.stalled_rooms(conn))
+            return StoreView(tuple(m.rooms_in(conn)), stalled, tuple(m.repairing_rooms(conn)))
+
+        return await self._store.read(read)
+
+    async def ours(self, room: str) -> OurMemory:
+        def read(conn: sqlite3.Connection) -> OurMemory:
+            cursor = m.cursor(conn, room)
+            held = self._follower.held_from(conn, room)
+            return OurMemory(cursor.hole_from is not None, held, cursor.conceded)
+
+        return await self._store.read(read)
 
     async def note_request(self, room: str, request_id: str, asked: str | None) -> None:
         now = time.time()
@@ -57,9 +71,6 @@ class StoreAdapter:
             return m.load_snapshot(conn, room), cursor.conceded
 
         return await self._store.read(read)
-
-    async def repairing(self) -> list[tuple[str, int]]:
-        return await self._store.read(m.repairing_rooms)
 
     async def drop_journal(self, room: str) -> None:
         await self._store.write(lambda c: m.drop_journal(c, room))

@@ -17,7 +17,8 @@ kinds of seq never arrive that way:
   arrived (``SyncChunk`` ops, taken by :meth:`MemoryFollower.applied` in the room transaction),
   it is verified and installed, and the parked ops after it are applied in order. A hole that
   no member can fill is given up instead (:meth:`MemoryFollower.concede`, when the memory-sync
-  actor decides): the seqs nobody holds count as no memory op, and the parked ops apply.
+  machine decides, ``core/memory_sync``): the seqs before the first one we hold count as no
+  memory op, and the parked ops apply up to the next gap, which is a new hole.
 
 How a hole is seen: an inbound op at seq N when memory is at L < N-1 and the seqs between are not
 ours; or our own op sequenced at N while nothing between L and N is held by the relay link (the
@@ -182,9 +183,10 @@ class MemoryFollower:
     def concede(self, conn: sqlite3.Connection, room_id: str) -> None:
         """Give up the room's hole: nobody can fill it, so its seqs count as holding no memory op.
 
-        The ops parked after it are applied in order, skipping every seq nobody holds, so the
-        memory moves on instead of waiting for ever. Members that still have a hole take a
-        snapshot of the result (the memory-sync actor decides who concedes; see there).
+        The ops parked after it are applied in order, skipping the seqs before the first one we
+        hold, so the memory moves on instead of waiting for ever; a later gap is a new hole
+        (those ops are not given up). Members that still have a hole take a snapshot of the
+        result (the memory-sync machine decides who concedes; see there).
         """
         cursor = m.cursor(conn, room_id)
         if cursor.hole_from is None:
@@ -199,17 +201,21 @@ class MemoryFollower:
         # Journal from the first op we hold: the seqs before it are the ones given up.
         m.set_conceded(conn, room_id, True, held if held is not None else cursor.hole_from)
         conn.execute("DELETE FROM memory_chunks WHERE room_id = ?", (room_id,))
-        self._drain_parked(conn, state, skip_gaps=True)
+        self._drain_parked(conn, state, skip_to=held)
+        self.advance(conn, room_id)  # our own ops past a later gap: that gap is a hole too
 
     # --- internals -------------------------------------------------------------------------------
 
     def _drain_parked(
-        self, conn: sqlite3.Connection, state: MemoryState, *, skip_gaps: bool
+        self, conn: sqlite3.Connection, state: MemoryState, *, skip_to: int | None
     ) -> None:
         """Apply the ops parked after ``state.last_seq``, in order, and our own ops among them.
 
-        A seq nobody holds is skipped with ``skip_gaps``; without it the hole is marked again
-        from there and the rest stays parked (a snapshot that still falls short).
+        A seq before ``skip_to`` that nobody holds is skipped (the hole given up); at any other
+        gap the hole is marked again from there and the rest stays parked (a snapshot that
+        still falls short, or ops we missed after the hole while we were out of the room, which
+        members hold: sim seed 127, a member that conceded skipped its own removal and every
+        replica installed its memory).
         """
         room = state.room_id
         rows = conn.execute(
@@ -220,7 +226,7 @@ class MemoryFollower:
         conn.execute("DELETE FROM memory_pending WHERE room_id = ?", (room,))
         for seq, op_id, sender, relay_ts, body in rows:
             self._fill_own(conn, state, seq - 1)
-            while skip_gaps and state.last_seq < seq - 1:
+            while skip_to is not None and state.last_seq < min(seq, skip_to) - 1:
                 self._apply_one(conn, state, state.last_seq + 1, "", "", 0.0, None)
                 self._fill_own(conn, state, seq - 1)
             if state.last_seq < seq - 1:
@@ -232,9 +238,10 @@ class MemoryFollower:
             op = m.parse_envelope(body) if body is not None else None
             self._apply_one(conn, state, seq, op_id, sender, relay_ts, op)
         last_own = m.own_ops_after(conn, room, state.last_seq)
-        while skip_gaps and last_own is not None and state.last_seq < last_own:
-            self._fill_own(conn, state, last_own)
-            if state.last_seq < last_own:
+        end = min(last_own, skip_to) if last_own is not None and skip_to is not None else None
+        while end is not None and state.last_seq < end - 1:
+            self._fill_own(conn, state, end - 1)
+            if state.last_seq < end - 1:
                 self._apply_one(conn, state, state.last_seq + 1, "", "", 0.0, None)
         self._fill_own(conn, state, None)
 
@@ -408,7 +415,7 @@ class MemoryFollower:
         conn.execute("DELETE FROM memory_chunks WHERE room_id = ?", (room,))
         m.set_hole(conn, room, None)
         m.set_conceded(conn, room, conceded, state.last_seq + 1 if conceded else None)
-        self._drain_parked(conn, state, skip_gaps=False)
+        self._drain_parked(conn, state, skip_to=None)
 
 
 def _context(seq: int, op_id: str, sender: str, relay_ts: float, op: MemoryEnvelope) -> OpContext:

@@ -90,7 +90,7 @@ class SyncRequest:
     reveals, once it is sequenced, whether the requester missed ops the relay no longer holds.
     ``held_from`` is the first seq after the requester's hole that it holds (None: not known, as
     from an older peer); an asked member whose own hole nobody can fill compares it with its own
-    to decide which of the two gives up its hole and answers (``crosstalk.actors.memory_sync``).
+    to decide which of the two gives up its hole and answers (``crosstalk.core.memory_sync``).
     ``repair``: the requester has no hole but gave one up; only a member whose memory gave
     nothing up answers (its snapshot repairs every such member: see
     ``crosstalk.store.memory_log``, "Repair").

@@ -14,18 +14,23 @@ from crosstalk.actors.memory_sync import (
     JOURNAL_MAX,
     PROBE_EVERY,
     RETRY_AFTER,
-    Answer,
     MemorySync,
+    probe,
+)
+from crosstalk.actors.memory_sync_api import (
+    Answer,
     MemorySyncInput,
     Nudge,
     Probed,
     Resumed,
+    SnapshotSeen,
+    StoreView,
     WatchOwn,
-    probe,
 )
 from crosstalk.actors.memory_sync_store import StoreAdapter
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.memory import MemoryState
+from crosstalk.core.memory_sync import OurMemory
 from crosstalk.core.memory_transfer import signed_message, unpack_snapshot
 from crosstalk.store.db import open_store
 from crosstalk.store.link import commit_inbound
@@ -77,17 +82,18 @@ class FakeStore:
     async def received_through(self, room: str) -> int:
         return self.state.last_seq
 
-    async def stalled(self) -> list[MemoryCursor]:
-        return [await self.cursor(ROOM)] if self.hole else []
+    async def view(self) -> StoreView:
+        repairing = () if self.hole or self.journaled is None else ((ROOM, self.journaled),)
+        return StoreView(tuple(self.joined), (ROOM,) if self.hole else (), repairing)
+
+    async def ours(self, room: str) -> OurMemory:
+        return OurMemory(self.hole, self.held if self.hole else None, self.gave_up)
 
     async def note_request(self, room: str, request_id: str, asked: str | None) -> None:
         self.requests.append((request_id, asked))
 
     async def snapshot(self, room: str) -> tuple[MemorySnapshot, bool] | None:
         return None if self.hole else (self.state.snapshot(), self.gave_up)
-
-    async def repairing(self) -> list[tuple[str, int]]:
-        return [] if self.hole or self.journaled is None else [(ROOM, self.journaled)]
 
     async def drop_journal(self, room: str) -> None:
         self.dropped.append(room)
@@ -535,3 +541,24 @@ async def test_a_journal_past_its_bound_is_dropped_and_nobody_is_asked(
             got = await room.next()
             raise AssertionError(f"nothing should be asked, got {got}")
     assert store.dropped == [ROOM]
+
+
+async def test_a_member_seen_sending_a_snapshot_is_asked_at_once_instead_of_conceding(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Exhausted (Ben had our sequenced ask for RETRY_AFTER), we see Cy send a snapshot: Cy is
+    asked at once, and Ben's ask (Ben missed more) no longer makes us give our hole up."""
+    store, room = FakeStore(hole=True), FakeRoom({BEN.fingerprint: True})
+    room.relay_up = True
+    async with running(Supervisor(heartbeat=5.0)) as supervisor:
+        inbox = await start(supervisor, store, room)
+        await room.next()
+        await room.next()  # the second ask, at RETRY_AFTER: exhausted from here on
+        await trio.sleep(1.0)
+        room.online[CY.fingerprint] = True
+        await inbox.send(SnapshotSeen(ROOM, CY.fingerprint))
+        at, _, ask = await room.next()
+        await inbox.send(Answer(ROOM, "later", BEN.fingerprint, held_from=9))
+        assert await chunks_within(room, 1.0) == []
+    assert isinstance(ask, SyncRequest) and (at, ask.ask) == (RETRY_AFTER + 1.0, CY.fingerprint)
+    assert store.conceded == []

@@ -15,7 +15,7 @@ import pytest
 import trio
 import trio.testing
 
-from crosstalk.actors.memory_sync import MemorySyncInput, WatchOwn
+from crosstalk.actors.memory_sync_api import MemorySyncInput, WatchOwn
 from crosstalk.actors.router import RouterInput, WatchSent
 from crosstalk.features.memory.handle import MemoryFeature
 from crosstalk.store.db import open_store

@@ -254,8 +254,9 @@ def test_a_hole_says_where_what_we_hold_begins(conn: sqlite3.Connection) -> None
 def test_a_conceded_hole_skips_what_nobody_holds_and_applies_the_rest(
     conn: sqlite3.Connection,
 ) -> None:
-    """Giving up seqs 1-3: our op at 4, Ben's parked 5 and 7 apply; 6 and 8 (held by nobody,
-    8 before our op at 9) are skipped, as a replica that saw only what we hold would have it."""
+    """Giving up seqs 1-3: our op at 4 and Ben's parked 5 apply, and the gap at 6 is a new hole
+    (a member may hold it: sim seed 127). Given up in turn, 6 is skipped and 7 applies; then 8,
+    before our op at 9. The end is what a replica that saw only what we hold would have."""
     follower = MemoryFollower(ANA.fingerprint)
     ours = env(FactAdd("f9", "ours"), "ana", 4.0)
     sent(conn, 4, ours, "mine-4")
@@ -263,6 +264,10 @@ def test_a_conceded_hole_skips_what_nobody_holds_and_applies_the_rest(
     follower.applied(conn, inbound(7, env(TaskClaim("t1"), "ben", 7.0)))
     late = env(FactAdd("f10", "late"), "ana", 9.0)
     sent(conn, 9, late, "mine-9")
+    follower.concede(conn, ROOM)
+    assert (m.cursor(conn, ROOM).last_seq, m.cursor(conn, ROOM).hole_from) == (5, 6)
+    follower.concede(conn, ROOM)
+    assert (m.cursor(conn, ROOM).last_seq, m.cursor(conn, ROOM).hole_from) == (7, 8)
     follower.concede(conn, ROOM)
     expected = replica([
         (1, "-", "", None), (2, "-", "", None), (3, "-", "", None),
@@ -277,9 +282,10 @@ def test_a_conceded_hole_skips_what_nobody_holds_and_applies_the_rest(
     assert m.cursor(conn, ROOM).hole_from is None
     assert state.last_seq == 9
     assert state.state_hash() == expected.state_hash()
-    # What it applied stays journaled from 4 on, for a repair (tests/store/test_memory_repair.py).
+    # What it applied after the last hole it gave up stays journaled, for a repair (a complete
+    # snapshot reaching past 8 goes under it: tests/store/test_memory_repair.py).
     seqs = [r[0] for r in conn.execute("SELECT seq FROM memory_pending ORDER BY seq")]
-    assert seqs == [4, 5, 6, 7, 8, 9]
+    assert seqs == [9]
     assert follower.held_from(conn, ROOM) is None
 
 

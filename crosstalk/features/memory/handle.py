@@ -23,14 +23,14 @@ from typing import Protocol
 import trio
 
 from crosstalk.actors.children import DynamicKind
-from crosstalk.actors.memory_sync import (
+from crosstalk.actors.memory_sync import MemorySync, probe
+from crosstalk.actors.memory_sync_api import (
     Answer,
-    MemorySync,
     MemorySyncInput,
     Nudge,
     Resumed,
+    SnapshotSeen,
     WatchOwn,
-    probe,
 )
 from crosstalk.actors.memory_sync_store import StoreAdapter
 from crosstalk.actors.router import PresenceQuery, WatchSent
@@ -48,7 +48,7 @@ from crosstalk.wire.memory import (
     Outcome,
 )
 from crosstalk.wire.relay_log import ResumedRoom
-from crosstalk.wire.room_ops import MemoryEnvelope, Rekey, RoomOp, SyncRequest
+from crosstalk.wire.room_ops import MemoryEnvelope, Rekey, RoomOp, SyncChunk, SyncRequest
 
 log = logging.getLogger(__name__)
 SYNC = DynamicKind("memory_sync", "features/memory, once there is an identity")
@@ -111,6 +111,12 @@ class MemoryFeature:
             )
             for entry in applied
             if isinstance(entry.op, SyncRequest) and entry.op.ask == me and entry.sender != me
+        ]
+        wanted += [
+            SnapshotSeen(entry.room_id, entry.sender)
+            for entry in applied
+            if isinstance(entry.op, SyncChunk) and entry.op.index == entry.op.count - 1
+            and entry.sender != me
         ]
         wanted.append(Nudge(tuple(sorted({e.room_id for e in applied}))))
         for item in wanted:
