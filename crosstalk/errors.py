@@ -64,6 +64,38 @@ class DaemonUnreachable(CrosstalkError):
     code = "daemon_unreachable"
 
 
+class DaemonStarting(CrosstalkError):
+    """The daemon did not finish starting in time to run this request; try it again shortly
+    (``daemon.log`` says what it is doing)."""
+
+    code = "daemon_starting"
+
+
+class AlreadySetUp(CrosstalkError):
+    """This home already has an identity; what was asked only works on a home without one."""
+
+    code = "already_set_up"
+
+
+class Unavailable(CrosstalkError):
+    """Something this needs is not available here (a program not installed, a service that did
+    not start); the sentence says what, and what to do instead."""
+
+    code = "unavailable"
+
+
+class NoLanAddress(CrosstalkError):
+    """This machine has no network address others could reach; the sentence says how to set one."""
+
+    code = "no_lan_address"
+
+
+class NoKeyring(CrosstalkError):
+    """There is no usable OS keyring on this machine."""
+
+    code = "no_keyring"
+
+
 class RelayUnreachable(CrosstalkError):
     """The relay could not be reached."""
 
@@ -202,6 +234,12 @@ class UsageError(CrosstalkError):
     """The command was called wrongly (a malformed argument). The CLI exits 2 for these."""
 
     code = "usage"
+
+
+class UnknownReservation(UsageError):
+    """No reservation of yours with that id holds (released, lapsed, or never yours)."""
+
+    code = "unknown_reservation"
 
 
 class RelayKeyMismatch(CrosstalkError):

@@ -19,26 +19,15 @@ import trio
 
 from crosstalk import __version__
 from crosstalk.actors.control import OpTable
-from crosstalk.errors import CrosstalkError
+from crosstalk.errors import DaemonStarting
+from crosstalk.wire.control.params import NoParams
+from crosstalk.wire.control.table import STATUS
 
 START_WAIT = 30.0
 """How long an op other than ``status`` waits for the daemon to finish starting."""
 
 PARTS = ("store", "features")
 """The parts a daemon start goes through, in order, as ``status`` names them while starting."""
-
-
-class DaemonStarting(CrosstalkError):
-    """The daemon did not finish starting in time to run this request; try it again shortly
-    (``daemon.log`` says what it is doing)."""
-
-    code = "daemon_starting"
-
-
-@attrs.frozen
-class NoParams:
-    """``status`` takes no parameters."""
-
 
 @attrs.frozen
 class LinkNotStarted:
@@ -78,7 +67,7 @@ class OpGate:
         self._table: OpTable | None = None
         self._opened = trio.Event()
         self._front = OpTable()
-        self._front.add("status", NoParams, self._status)
+        self._front.add(STATUS, self._status)
 
     def done(self, part: str) -> None:
         """``part`` (one of :data:`PARTS`) has finished starting."""

@@ -35,13 +35,13 @@ import attrs
 from crosstalk.backup.manifest import STATE, Manifest, parse_manifest
 from crosstalk.backup.sealed import SealedReader
 from crosstalk.crypto import fingerprint
-from crosstalk.errors import CrosstalkError, DamagedBackup, DamagedState, HomeInUse
+from crosstalk.errors import CrosstalkError, DamagedBackup, DamagedState, HomeInUse, NoKeyring
 from crosstalk.lock import holder_pid, is_held
 from crosstalk.paths import Home
 from crosstalk.store.db import check_database
 from crosstalk.store.files import PRIVATE_FILE_MODE, fsync_directory, write_private_atomic
 from crosstalk.store.identity import IdentityRecord, identity_bytes, load_identity
-from crosstalk.store.keyring_store import KEYRING, NoKeyring, store_seeds
+from crosstalk.store.keyring_store import KEYRING, store_seeds
 
 
 @attrs.frozen

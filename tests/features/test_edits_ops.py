@@ -18,6 +18,7 @@ from crosstalk.core.room import Applied
 from crosstalk.features.edits import ops as edits_ops
 from crosstalk.store import edits as db
 from crosstalk.store.db import Store, open_store
+from crosstalk.wire.control.table import RESERVATIONS
 from crosstalk.wire.room_ops import EditedPath, EditsPublished, RoomOp
 from tests.actors.fakes import running
 
@@ -66,7 +67,7 @@ async def _host(store: Store, supervisor: Supervisor, rows: list[dict[str, Any]]
         return ReservationsReply(rows, 0.0)  # their clock: "until" counts from this now
 
     ops = OpTable()
-    ops.add("reservations", ReservationsParams, reservations)
+    ops.add(attrs.evolve(RESERVATIONS, params=ReservationsParams), reservations)
     host = SimpleNamespace(store=store, supervisor=supervisor, send_op=no_send, ops=ops,
                            identity=object(), keys=SimpleNamespace(fingerprint=ME))
     plugs = edits_ops.plug(cast(edits_ops.Host, host))

@@ -26,11 +26,13 @@ from crosstalk.errors import CrosstalkError, NoAnswer, Refused, UsageError
 from crosstalk.features.feature import Plugs, op, stream_op
 
 # Asks send as messages do, so they ask for what sending asks for.
-from crosstalk.features.messages.ops import Host, SendParams, deliver, resolve
+from crosstalk.features.messages.ops import Host, deliver, resolve
 from crosstalk.features.read.ops import view_of
 from crosstalk.store.asks import apply_ask_ended
 from crosstalk.store.messages import HeldRow, held_after, held_with_ids, last_cursor
 from crosstalk.store.rooms import contact_named, find_contact
+from crosstalk.wire.control.params import AskParams, NoParams, SendParams, WaitParams, WatchParams
+from crosstalk.wire.control.table import ASK, ASKS, WAIT, WATCH
 from crosstalk.wire.converter import rename_fields
 from crosstalk.wire.room_ops import AskEnded, MessageOp
 
@@ -47,14 +49,6 @@ SEEN_LIMIT = 4096
 
 
 @attrs.frozen
-class AskParams:
-    to: str
-    text: str
-    timeout: float = 300.0
-    session: str | None = None
-
-
-@attrs.frozen
 class AskReply:
     answer: str
     from_: str
@@ -67,30 +61,14 @@ class MutualWait:
 
 
 @attrs.frozen
-class NoParams:
-    pass
-
-
-@attrs.frozen
 class AsksReply:
     waiting: list[str]  # correlations of asks still waiting for an answer
     watching: int = 0  # `watch` streams open now (a script can wait for its watcher to be on)
 
 
 @attrs.frozen
-class WaitParams:
-    timeout: float = 60.0
-
-
-@attrs.frozen
 class WaitReply:
     arrived: int
-
-
-@attrs.frozen
-class WatchParams:
-    text: bool = False
-    after: int | None = None  # resume after this cursor (a line's ``cursor``), after a restart
 
 
 @attrs.frozen
@@ -320,10 +298,10 @@ def plug(daemon: Host) -> Plugs:
     mailroom = Mailroom(daemon)
     return Plugs(
         ops=(
-            stream_op("ask", AskParams, functools.partial(ask, daemon, mailroom)),
-            op("asks", NoParams, functools.partial(asks, mailroom)),
-            op("wait", WaitParams, functools.partial(wait, mailroom)),
-            stream_op("watch", WatchParams, functools.partial(watch, daemon, mailroom)),
+            stream_op(ASK, functools.partial(ask, daemon, mailroom)),
+            op(ASKS, functools.partial(asks, mailroom)),
+            op(WAIT, functools.partial(wait, mailroom)),
+            stream_op(WATCH, functools.partial(watch, daemon, mailroom)),
         ),
         appliers=(apply_ask_ended,),
         applied_listeners=(mailroom.applied,),

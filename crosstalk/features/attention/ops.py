@@ -32,6 +32,8 @@ from crosstalk.store import attention as db
 from crosstalk.store.gate import source_of
 from crosstalk.store.membership import member_named, room_members_not_contacts
 from crosstalk.store.rooms import Contact, list_contacts, list_rooms
+from crosstalk.wire.control.params import MuteParams, NoParams, TrustParams
+from crosstalk.wire.control.table import ATTENTION, MUTE, TRUST
 from crosstalk.wire.room_ops import MessageOp
 
 DEFAULT_MUTE_MINUTES = 60.0
@@ -43,13 +45,6 @@ EVERYONE_WORDS = ("*", "everyone", "all")  # `crosstalk mute all [MINUTES]`
 class Host(Stored, Identified, SendsOps, Supervises, CallsOps, Protocol):
     """What attention uses: the store, who we are, the gate actor it starts (which posts into
     rooms), and the op table for ``hook_event``."""
-
-
-@attrs.frozen
-class TrustParams:
-    who: str | None = None
-    level: str | None = None
-    room: str | None = None
 
 
 @attrs.frozen
@@ -70,16 +65,6 @@ class TrustReply:
 
 
 @attrs.frozen
-class MuteParams:
-    """``who`` for ``minutes`` (60 when not given); no ``who`` and no ``minutes``: only list.
-    ``who`` may be a person, a room, or ``everyone``/``all``; minutes without ``who`` mute
-    everyone (``crosstalk mute 30``)."""
-
-    who: str | None = None
-    minutes: float | None = None
-
-
-@attrs.frozen
 class MuteView:
     who: str
     until: float
@@ -91,11 +76,6 @@ class MuteReply:
     until: float | None  # when ``who`` stops being held (by its mute or one covering it)
     by: list[str] = attrs.Factory(list)  # the mutes holding ``who``: its own, ``everyone``
     mutes: list[MuteView] = attrs.Factory(list)  # every mute in force, with its end
-
-
-@attrs.frozen
-class NoParams:
-    """An op that takes no parameters."""
 
 
 @attrs.frozen
@@ -351,9 +331,9 @@ def plug(daemon: Host) -> Plugs:
 
     return Plugs(
         ops=(
-            op("trust", TrustParams, trust),
-            op("mute", MuteParams, mute),
-            op("attention", NoParams, attention),
+            op(TRUST, trust),
+            op(MUTE, mute),
+            op(ATTENTION, attention),
             *session_ops(daemon, gate.get),
         ),
         appliers=(wired.applier,),

@@ -30,6 +30,20 @@ from crosstalk.features.inbox.actor import held_text
 from crosstalk.store import attention as db
 from crosstalk.store.messages import held_body
 from crosstalk.store.sessions import get_session, register_session
+from crosstalk.wire.control.params import (
+    HookEventParams,
+    NoticeShownParams,
+    NoticesParams,
+    SessionRegisterParams,
+    SessionStatusParams,
+)
+from crosstalk.wire.control.table import (
+    HOOK_EVENT,
+    NOTICE_SHOWN,
+    NOTICES,
+    SESSION_REGISTER,
+    SESSION_STATUS,
+)
 
 GATE_REPLY_TIMEOUT = 10.0
 
@@ -37,16 +51,6 @@ GATE_REPLY_TIMEOUT = 10.0
 class Host(Stored, CallsOps, Protocol):
     """What the session ops use: the store, and the op table (``hook_event`` runs
     ``working_set`` in-process when the memory feature serves it)."""
-
-
-@attrs.frozen
-class SessionRegisterParams:
-    name: str
-    client: str = "unknown"
-    project: str = ""
-    inbox_socket: str | None = None
-    #: The client's transcript file, from the hook payload (for ``--slice turns``).
-    transcript_path: str | None = None
 
 
 @attrs.frozen
@@ -59,24 +63,10 @@ class SessionView:
 
 
 @attrs.frozen
-class SessionStatusParams:
-    name: str
-    status: str
-
-
-@attrs.frozen
 class SessionStatusReply:
     name: str
     status: str
     surfaced: list[Surfaced]
-
-
-@attrs.frozen
-class NoticesParams:
-    session: str | None = None
-    pending: bool = False  # only surfaced notices no session has shown yet
-    #: Include the words of ``deliver``-level notices (the pull hook quotes them).
-    words: bool = False
 
 
 @attrs.frozen
@@ -104,29 +94,6 @@ class NoticesReply:
 
 
 @attrs.frozen
-class HookEventParams:
-    """``session_register``'s fields, then what else the event needs."""
-
-    name: str
-    client: str = "unknown"
-    project: str = ""
-    inbox_socket: str | None = None
-    transcript_path: str | None = None
-    #: ``busy`` (a prompt) or ``idle`` (a stop), as ``session_status`` takes it; None: neither.
-    status: str | None = None
-    #: Ask for the working set (``working_set {session, cwd}``).
-    working_set: bool = False
-    cwd: str | None = None
-    #: Ask for the pending notices with words (``notices {session, pending, words}``).
-    notices: bool = False
-    #: Files a tool call of the session wrote, as the client named them (relative to ``cwd``
-    #: or absolute): ``edits_touched {session, cwd, paths}``.
-    edited: list[str] = attrs.Factory(list)
-    #: Files a tool call is about to write: ``edits_check {session, cwd, paths}`` answers.
-    editing: list[str] = attrs.Factory(list)
-
-
-@attrs.frozen
 class EditWarning:
     """What ``edits_check`` says about an edit about to happen (the hook renders it)."""
 
@@ -143,12 +110,6 @@ class HookEventReply:
     notices: list[NoticeView] | None = None
     #: For ``editing``: None when there is nothing to say or no edits feature.
     edit_warning: EditWarning | None = None
-
-
-@attrs.frozen
-class NoticeShownParams:
-    session: str
-    ids: list[str]
 
 
 @attrs.frozen
@@ -305,10 +266,9 @@ async def _check(daemon: Host, params: HookEventParams) -> EditWarning | None:
 def session_ops(daemon: Host, gate: GateInbox) -> tuple[ControlOp, ...]:
     """The session and notice ops; ``gate`` returns the running gate's inbox."""
     return (
-        op("hook_event", HookEventParams, functools.partial(hook_event, daemon, gate)),
-        op("notices", NoticesParams, functools.partial(notices, daemon)),
-        op("notice_shown", NoticeShownParams, functools.partial(notice_shown, daemon)),
-        op("session_register", SessionRegisterParams,
-           functools.partial(session_register, daemon)),
-        op("session_status", SessionStatusParams, functools.partial(session_status, gate)),
+        op(HOOK_EVENT, functools.partial(hook_event, daemon, gate)),
+        op(NOTICES, functools.partial(notices, daemon)),
+        op(NOTICE_SHOWN, functools.partial(notice_shown, daemon)),
+        op(SESSION_REGISTER, functools.partial(session_register, daemon)),
+        op(SESSION_STATUS, functools.partial(session_status, gate)),
     )

@@ -20,16 +20,12 @@ from crosstalk.features.decisions.core import announced
 from crosstalk.features.feature import Plugs, op
 from crosstalk.features.memory import views as v
 from crosstalk.store.decisions import DecisionView, hold_announcement, list_decisions
+from crosstalk.wire.control.params import DecisionsParams
+from crosstalk.wire.control.table import DECISIONS
 
 
 class Host(Stored, Identified, TellsLocal, Protocol):
     """What decisions use: the store, who we are, and the local listeners to announce to."""
-
-
-@attrs.frozen
-class DecisionsParams:
-    room: str | None = None
-    cwd: str | None = None  # the CLI sends it with every memory command; the list is per room
 
 
 @attrs.frozen
@@ -69,7 +65,7 @@ def plug(daemon: Host) -> Plugs:
         return DecisionsReply(await daemon.store.read(gather))
 
     return Plugs(
-        ops=(op("decisions", DecisionsParams, decisions),),
+        ops=(op(DECISIONS, decisions),),
         appliers=(hold,),
         applied_listeners=(announce,),
     )

@@ -46,6 +46,8 @@ from crosstalk.features.feature import Plugs, op
 from crosstalk.features.rooms.views import find_room
 from crosstalk.store import edits as db
 from crosstalk.store.rooms import list_rooms
+from crosstalk.wire.control.params import CheckParams, EditsParams, TouchedParams
+from crosstalk.wire.control.table import EDITS, EDITS_CHECK, EDITS_TOUCHED
 from crosstalk.wire.room_ops import MAX_EDIT_NOTE, MAX_NAME, SessionsPublished
 
 log = logging.getLogger(__name__)
@@ -55,14 +57,6 @@ HAND_OVER = 2.0  # how long a hook's request waits for a busy actor's inbox
 class Host(Stored, Identified, SendsOps, Supervises, CallsOps, Protocol):
     """What edits use: the store, who we are, its actor (which posts into rooms), and the op
     table (the ``reservations`` op, when the daemon has it)."""
-
-
-@attrs.frozen
-class TouchedParams:
-    session: str
-    cwd: str | None = None
-    paths: list[str] = attrs.Factory(list)
-    note: str | None = None
 
 
 @attrs.frozen
@@ -78,24 +72,9 @@ class TouchedReply:
 
 
 @attrs.frozen
-class CheckParams:
-    session: str
-    cwd: str | None = None
-    paths: list[str] = attrs.Factory(list)
-
-
-@attrs.frozen
 class CheckReply:
     text: str | None
     decision: str
-
-
-@attrs.frozen
-class EditsParams:
-    room: str | None = None
-    share: bool | None = None
-    on_reserved: str | None = None
-    window_minutes: float | None = None
 
 
 @attrs.frozen
@@ -335,9 +314,9 @@ def plug(daemon: Host) -> Plugs:
 
     return Plugs(
         ops=(
-            op("edits_touched", TouchedParams, functools.partial(edits_touched, daemon, inbox)),
-            op("edits_check", CheckParams, functools.partial(edits_check, daemon)),
-            op("edits", EditsParams, show),
+            op(EDITS_TOUCHED, functools.partial(edits_touched, daemon, inbox)),
+            op(EDITS_CHECK, functools.partial(edits_check, daemon)),
+            op(EDITS, show),
         ),
         appliers=(keep,),
         applied_listeners=(on_applied,),

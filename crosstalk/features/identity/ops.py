@@ -11,15 +11,12 @@ from crosstalk.features.caps import Homed, Identified
 from crosstalk.features.feature import Plugs, op
 from crosstalk.store.identity import save_identity
 from crosstalk.store.keyring_store import KEYRING, store_seeds
+from crosstalk.wire.control.params import NoParams
+from crosstalk.wire.control.table import SECURE
 
 
 class Host(Identified, Homed, Protocol):
     """What ``secure`` uses: the identity and the home it is saved in."""
-
-
-@attrs.frozen
-class NoParams:
-    pass
 
 
 @attrs.frozen
@@ -45,4 +42,4 @@ def plug(daemon: Host) -> Plugs:
         await trio.to_thread.run_sync(move)
         return SecureReply(storage=KEYRING)
 
-    return Plugs(ops=(op("secure", NoParams, secure),))
+    return Plugs(ops=(op(SECURE, secure),))

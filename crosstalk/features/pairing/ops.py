@@ -28,7 +28,7 @@ from crosstalk.actors.router import RoutePairing, WatchInvitation
 from crosstalk.actors.supervisor import Restart
 from crosstalk.core.invite import Invite
 from crosstalk.core.words import BYTES_PER_WORD
-from crosstalk.errors import CrosstalkError, RelayKeyMismatch
+from crosstalk.errors import RelayKeyMismatch, RemoteProtocolError
 from crosstalk.features.caps import (
     FollowsRosters,
     Identified,
@@ -64,6 +64,8 @@ from crosstalk.store.rooms import (
     upsert_contact,
 )
 from crosstalk.wire import relay as w
+from crosstalk.wire.control.params import RoomJoinParams, RoomNewParams
+from crosstalk.wire.control.table import ROOM_JOIN, ROOM_NEW
 from crosstalk.wire.pairing import Offer, Purpose, Role, RoomGrant
 
 INVITATION_WAIT = 60.0
@@ -76,21 +78,6 @@ class Pairer(Identified, Linked, Routed, Supervises, Protocol):
 
 class Host(Pairer, Stored, SendsOps, MakesIdentity, MovesRelay, FollowsRosters, Protocol):
     """What ``room new`` and ``room join`` use: pairing, then a room of two and its relay."""
-
-
-@attrs.frozen
-class RoomNewParams:
-    label: str | None = None
-    agent: bool = False
-    host: bool = False  # run a relay others on this network can reach
-    public: bool = False  # and put a Cloudflare quick tunnel in front of it
-
-
-@attrs.frozen
-class RoomJoinParams:
-    code: str
-    label: str | None = None
-    agent: bool = False
 
 
 @attrs.frozen
@@ -288,7 +275,7 @@ def _granted_room(their: Offer, ours: Offer) -> RoomGrant:
             "be in the middle. Nothing was adopted."
         )
     if their.room is None:
-        raise CrosstalkError("The inviter's offer carries no room.", code="protocol_error")
+        raise RemoteProtocolError("The inviter's offer carries no room.")
     return their.room
 
 
@@ -332,6 +319,6 @@ async def room_join(daemon: Host, params: RoomJoinParams) -> JoinedLine:
 def plug(daemon: Host) -> Plugs:
     """The ``room_new`` and ``room_join`` ops."""
     return Plugs(ops=(
-        stream_op("room_new", RoomNewParams, functools.partial(room_new, daemon)),
-        op("room_join", RoomJoinParams, functools.partial(room_join, daemon)),
+        stream_op(ROOM_NEW, functools.partial(room_new, daemon)),
+        op(ROOM_JOIN, functools.partial(room_join, daemon)),
     ))

@@ -31,6 +31,8 @@ from crosstalk.store.membership import room_members_not_contacts
 from crosstalk.store.presence import peer_sessions
 from crosstalk.store.rooms import contact_named, list_contacts
 from crosstalk.store.sessions import list_sessions
+from crosstalk.wire.control.params import NoParams, RenameParams
+from crosstalk.wire.control.table import COST, PEERS, RENAME
 
 
 class Host(Stored, Identified, Routed, Homed, MakesIdentity, Protocol):
@@ -40,11 +42,6 @@ class Host(Stored, Identified, Routed, Homed, MakesIdentity, Protocol):
 
 PRESENCE_WAIT = 2.0
 CHARS_PER_TOKEN = 4  # a rough, stated estimate: we never see the models' own token counts
-
-
-@attrs.frozen
-class NoParams:
-    pass
 
 
 @attrs.frozen
@@ -90,12 +87,6 @@ class PeerView:
 class PeersReply:
     me: Me
     peers: list[PeerView]
-
-
-@attrs.frozen
-class RenameParams:
-    old: str
-    new: str
 
 
 @attrs.frozen
@@ -241,7 +232,7 @@ def plug(daemon: Host) -> Plugs:
         return CostReply(await daemon.store.read(_costs))
 
     return Plugs(ops=(
-        op("peers", NoParams, peers),
-        op("rename", RenameParams, rename),
-        op("cost", NoParams, cost),
+        op(PEERS, peers),
+        op(RENAME, rename),
+        op(COST, cost),
     ))

@@ -48,6 +48,8 @@ from crosstalk.store import messages
 from crosstalk.store.gate import REFUSED_KEY
 from crosstalk.store.receipts import owe
 from crosstalk.store.sessions import get_session
+from crosstalk.wire.control.params import AckParams, ReadParams, SliceParams
+from crosstalk.wire.control.table import ACK, READ, READ_SLICE
 from crosstalk.wire.converter import rename_fields
 from crosstalk.wire.room_ops import MessageOp
 
@@ -62,12 +64,6 @@ SHORT_ID = 8
 MIN_PREFIX = 6
 MAX_LEASES = 256
 ME = "me"  # how a message from another of our own sessions (``me/SESSION``) names its sender
-
-
-@attrs.frozen
-class ReadParams:
-    all: bool = False
-    session: str | None = None
 
 
 @attrs.frozen
@@ -107,20 +103,8 @@ class ReadReply:
 
 
 @attrs.frozen
-class AckParams:
-    lease: str | None = None
-    ids: list[str] = attrs.Factory(list)
-
-
-@attrs.frozen
 class AckReply:
     acked: int  # messages that became read now (already-read ones are not counted)
-
-
-@attrs.frozen
-class SliceParams:
-    id: str
-    index: int = 0
 
 
 @attrs.frozen
@@ -319,9 +303,9 @@ def plug(daemon: Host) -> Plugs:
     leases, receipts = Leases(), ReceiptsInbox()
     return Plugs(
         ops=(
-            op("read", ReadParams, functools.partial(read, daemon, leases)),
-            op("ack", AckParams, functools.partial(ack, daemon, leases, receipts)),
-            op("read_slice", SliceParams, functools.partial(read_slice, daemon)),
+            op(READ, functools.partial(read, daemon, leases)),
+            op(ACK, functools.partial(ack, daemon, leases, receipts)),
+            op(READ_SLICE, functools.partial(read_slice, daemon)),
         ),
         appliers=(functools.partial(owe_delivered, daemon),),
         # The actor re-reads the owed receipts when told a batch was applied: COALESCE.

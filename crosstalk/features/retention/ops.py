@@ -22,6 +22,8 @@ from crosstalk.features.caps import Stored, Supervises
 from crosstalk.features.feature import Plugs, op
 from crosstalk.store.db import Store
 from crosstalk.store.retention import DEFAULT_DAYS, more_to_do, prune
+from crosstalk.wire.control.params import PruneParams
+from crosstalk.wire.control.table import PRUNE
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +36,6 @@ DAY = 86400.0
 
 class Host(Stored, Supervises, Protocol):
     """What retention uses: the store it prunes and the actor that prunes it daily."""
-
-
-@attrs.frozen
-class PruneParams:
-    older_than_days: float | None = None
 
 
 @attrs.frozen
@@ -97,4 +94,4 @@ def plug(daemon: Host) -> Plugs:
     async def start() -> None:
         await daemon.supervisor.start_actor("retention", RetentionActor(daemon.store))
 
-    return Plugs(ops=(op("prune", PruneParams, prune_op),), start=(start,))
+    return Plugs(ops=(op(PRUNE, prune_op),), start=(start,))

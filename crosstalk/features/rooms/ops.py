@@ -41,13 +41,8 @@ from crosstalk.features.rooms.appliers import adopt_invitation, apply_rekey, key
 from crosstalk.features.rooms.invite import invite_one
 from crosstalk.features.rooms.kick import remove_member
 from crosstalk.features.rooms.views import (
-    CreateParams,
-    InviteParams,
     InviteReply,
-    KickParams,
     KickReply,
-    NoParams,
-    RoomParams,
     RoomReply,
     RoomsReply,
     find_room,
@@ -63,6 +58,22 @@ from crosstalk.store.rooms import (
     list_rooms,
 )
 from crosstalk.wire import relay as w
+from crosstalk.wire.control.params import (
+    CreateParams,
+    InviteParams,
+    KickParams,
+    NoParams,
+    RoomParams,
+)
+from crosstalk.wire.control.table import (
+    ROOM_ACCEPT,
+    ROOM_CREATE,
+    ROOM_DECLINE,
+    ROOM_INVITE,
+    ROOM_KICK,
+    ROOM_LEAVE,
+    ROOMS,
+)
 
 log = logging.getLogger(__name__)
 
@@ -210,13 +221,13 @@ def plug(daemon: Daemon) -> Plugs:
 
     return Plugs(
         ops=(
-            op("rooms", NoParams, functools.partial(list_named, daemon)),
-            op("room_create", CreateParams, functools.partial(create, daemon)),
-            op("room_invite", InviteParams, functools.partial(invite, daemon)),
-            op("room_accept", RoomParams, functools.partial(accept, daemon)),
-            op("room_decline", RoomParams, functools.partial(decline, daemon)),
-            op("room_leave", RoomParams, functools.partial(leave, daemon)),
-            op("room_kick", KickParams, functools.partial(kick, daemon)),
+            op(ROOMS, functools.partial(list_named, daemon)),
+            op(ROOM_CREATE, functools.partial(create, daemon)),
+            op(ROOM_INVITE, functools.partial(invite, daemon)),
+            op(ROOM_ACCEPT, functools.partial(accept, daemon)),
+            op(ROOM_DECLINE, functools.partial(decline, daemon)),
+            op(ROOM_LEAVE, functools.partial(leave, daemon)),
+            op(ROOM_KICK, functools.partial(kick, daemon)),
         ),
         appliers=(adopt, rekey, apply_names),
         key_takers=(rekey,),

@@ -20,33 +20,6 @@ from crosstalk.store.rooms import (
 
 
 @attrs.frozen
-class RoomParams:
-    room: str
-
-
-@attrs.frozen
-class CreateParams:
-    name: str
-
-
-@attrs.frozen
-class InviteParams:
-    room: str
-    peers: list[str]
-
-
-@attrs.frozen
-class KickParams:
-    room: str
-    peer: str
-
-
-@attrs.frozen
-class NoParams:
-    pass
-
-
-@attrs.frozen
 class RoomReply:
     room: str
     id: str

@@ -23,6 +23,8 @@ from crosstalk.features.caps import Identified, Stored
 from crosstalk.features.feature import Plugs, op
 from crosstalk.store import search as index
 from crosstalk.store.schema_search import KINDS
+from crosstalk.wire.control.params import SearchParams
+from crosstalk.wire.control.table import SEARCH
 from crosstalk.wire.converter import rename_fields
 
 DAY = 86400.0
@@ -33,16 +35,6 @@ MAX_LIMIT = 100
 
 class Host(Stored, Identified, Protocol):
     """What search uses: the store it reads, and who we are (our own words are ``me``)."""
-
-
-@attrs.frozen
-class SearchParams:
-    query: str
-    room: str | None = None
-    from_: str | None = None  # travels as "from"
-    kind: str | None = None
-    since: float | None = None  # days
-    limit: int = DEFAULT_LIMIT
 
 
 @attrs.frozen
@@ -94,4 +86,4 @@ def plug(daemon: Host) -> Plugs:
     async def handler(params: SearchParams) -> SearchReply:
         return await search(daemon, params)
 
-    return Plugs(ops=(op("search", SearchParams, handler),))
+    return Plugs(ops=(op(SEARCH, handler),))

@@ -23,15 +23,12 @@ from crosstalk.features.caps import (
 )
 from crosstalk.features.feature import Plugs, op
 from crosstalk.store.sessions import list_sessions
+from crosstalk.wire.control.params import NoParams
+from crosstalk.wire.control.table import HEALTH, STATUS
 
 
 class Host(Stored, Identified, Linked, Supervises, Homed, ShowsStatus, Measured, Protocol):
     """What ``status`` and ``health`` read."""
-
-
-@attrs.frozen
-class NoParams:
-    """An op that takes no parameters."""
 
 
 @attrs.frozen
@@ -180,7 +177,7 @@ def plug(daemon: Host) -> Plugs:
     async def health(_: NoParams) -> HealthReply:
         return HealthReply([ActorRow.from_health(h) for h in daemon.supervisor.statistics()])
 
-    return Plugs(ops=(op("status", NoParams, status), op("health", NoParams, health)))
+    return Plugs(ops=(op(STATUS, status), op(HEALTH, health)))
 
 
 def _latency(daemon: Measured, now: float) -> LatencyView:

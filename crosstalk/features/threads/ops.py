@@ -26,6 +26,8 @@ from crosstalk.store.threads import (
     thread_rooms,
     thread_view,
 )
+from crosstalk.wire.control.params import CloseParams, ThreadParams
+from crosstalk.wire.control.table import THREAD, THREAD_CLOSE
 from crosstalk.wire.converter import rename_fields
 from crosstalk.wire.room_ops import MAX_TEXT, MessageOp
 
@@ -37,17 +39,6 @@ rename_fields(ThreadMessage, from_="from")
 
 class Host(Stored, Identified, SendsOps, Protocol):
     """What threads use: the store, who we are, and the rooms a summary is posted into."""
-
-
-@attrs.frozen
-class ThreadParams:
-    id: str
-
-
-@attrs.frozen
-class CloseParams:
-    id: str
-    summary: str
 
 
 @attrs.frozen
@@ -114,6 +105,6 @@ def plug(daemon: Host) -> Plugs:
         return CloseReply(**attrs.asdict(view, recurse=False), told=told)
 
     return Plugs(
-        ops=(op("thread", ThreadParams, thread), op("thread_close", CloseParams, thread_close)),
+        ops=(op(THREAD, thread), op(THREAD_CLOSE, thread_close)),
         appliers=(apply_closing,),
     )
