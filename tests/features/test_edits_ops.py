@@ -67,7 +67,8 @@ async def _host(store: Store, supervisor: Supervisor, rows: list[dict[str, Any]]
         return ReservationsReply(rows, 0.0)  # their clock: "until" counts from this now
 
     ops = OpTable()
-    ops.add(attrs.evolve(RESERVATIONS, params=ReservationsParams), reservations)
+    ops.add(attrs.evolve(RESERVATIONS, params=ReservationsParams, reply=ReservationsReply),
+            reservations)
     host = SimpleNamespace(store=store, supervisor=supervisor, send_op=no_send, ops=ops,
                            identity=object(), keys=SimpleNamespace(fingerprint=ME))
     plugs = edits_ops.plug(cast(edits_ops.Host, host))

@@ -63,9 +63,9 @@ def test_every_op_in_the_table_is_served_once_by_a_handler_of_its_kind() -> None
 
 
 def _spec_named(constant: str) -> OpSpec[object]:
-    from crosstalk.wire.control import table
+    from crosstalk.wire.control import table, table_memory
 
-    spec = getattr(table, constant)
+    spec = getattr(table, constant, None) or getattr(table_memory, constant)
     assert isinstance(spec, OpSpec), constant
     return spec
 

@@ -32,6 +32,7 @@ from crosstalk.store.asks import apply_ask_ended
 from crosstalk.store.messages import HeldRow, held_after, held_with_ids, last_cursor
 from crosstalk.store.rooms import contact_named, find_contact
 from crosstalk.wire.control.params import AskParams, NoParams, SendParams, WaitParams, WatchParams
+from crosstalk.wire.control.replies.messages import AsksReply, WaitReply
 from crosstalk.wire.control.table import ASK, ASKS, WAIT, WATCH
 from crosstalk.wire.converter import rename_fields
 from crosstalk.wire.room_ops import AskEnded, MessageOp
@@ -58,17 +59,6 @@ class AskReply:
 @attrs.frozen
 class MutualWait:
     waiting_on_each_other: str
-
-
-@attrs.frozen
-class AsksReply:
-    waiting: list[str]  # correlations of asks still waiting for an answer
-    watching: int = 0  # `watch` streams open now (a script can wait for its watcher to be on)
-
-
-@attrs.frozen
-class WaitReply:
-    arrived: int
 
 
 @attrs.frozen

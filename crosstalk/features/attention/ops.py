@@ -33,6 +33,13 @@ from crosstalk.store.gate import source_of
 from crosstalk.store.membership import member_named, room_members_not_contacts
 from crosstalk.store.rooms import Contact, list_contacts, list_rooms
 from crosstalk.wire.control.params import MuteParams, NoParams, TrustParams
+from crosstalk.wire.control.replies.daemon import (
+    AttentionReply,
+    MuteReply,
+    MuteView,
+    PinView,
+    TrustReply,
+)
 from crosstalk.wire.control.table import ATTENTION, MUTE, TRUST
 from crosstalk.wire.room_ops import MessageOp
 
@@ -45,44 +52,6 @@ EVERYONE_WORDS = ("*", "everyone", "all")  # `crosstalk mute all [MINUTES]`
 class Host(Stored, Identified, SendsOps, Supervises, CallsOps, Protocol):
     """What attention uses: the store, who we are, the gate actor it starts (which posts into
     rooms), and the op table for ``hook_event``."""
-
-
-@attrs.frozen
-class PinView:
-    person: str
-    room: str
-    level: str
-
-
-@attrs.frozen
-class TrustReply:
-    default: str
-    rooms: dict[str, str]
-    people: dict[str, str]
-    pins: list[PinView]
-    local: str
-    explain: str | None = None  # for `trust WHO`: their level and why (outside any room)
-
-
-@attrs.frozen
-class MuteView:
-    who: str
-    until: float
-
-
-@attrs.frozen
-class MuteReply:
-    muted: list[str]  # every mute in force, by our names
-    until: float | None  # when ``who`` stops being held (by its mute or one covering it)
-    by: list[str] = attrs.Factory(list)  # the mutes holding ``who``: its own, ``everyone``
-    mutes: list[MuteView] = attrs.Factory(list)  # every mute in force, with its end
-
-
-@attrs.frozen
-class AttentionReply:
-    reached_last_hour: int
-    held: int
-    by_source: dict[str, int]
 
 
 # --- names -> keys ------------------------------------------------------------------------------

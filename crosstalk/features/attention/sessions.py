@@ -37,6 +37,12 @@ from crosstalk.wire.control.params import (
     SessionRegisterParams,
     SessionStatusParams,
 )
+from crosstalk.wire.control.replies.daemon import (
+    NoticeShownReply,
+    NoticesReply,
+    NoticeView,
+    SessionView,
+)
 from crosstalk.wire.control.table import (
     HOOK_EVENT,
     NOTICE_SHOWN,
@@ -54,43 +60,10 @@ class Host(Stored, CallsOps, Protocol):
 
 
 @attrs.frozen
-class SessionView:
-    name: str
-    client: str
-    project: str
-    status: str
-    transcript_path: str | None = None
-
-
-@attrs.frozen
 class SessionStatusReply:
     name: str
     status: str
     surfaced: list[Surfaced]
-
-
-@attrs.frozen
-class NoticeView:
-    id: str
-    sender: str
-    label: str
-    session: str | None
-    room: str | None
-    from_session: str | None
-    intent: str
-    kind: str
-    decision: str
-    due: str
-    created_at: float
-    surfaced_at: float | None
-    batch: str | None
-    #: The sender's words, only when asked for and the gate decided ``deliver``.
-    words: str | None = None
-
-
-@attrs.frozen
-class NoticesReply:
-    notices: list[NoticeView]
 
 
 @attrs.frozen
@@ -111,10 +84,6 @@ class HookEventReply:
     #: For ``editing``: None when there is nothing to say or no edits feature.
     edit_warning: EditWarning | None = None
 
-
-@attrs.frozen
-class NoticeShownReply:
-    shown: int
 
 def _notices(conn: sqlite3.Connection, params: NoticesParams) -> NoticesReply:
     project = ""

@@ -21,7 +21,7 @@ from crosstalk.features.feature import Plugs, op
 from crosstalk.features.memory import views as v
 from crosstalk.store.decisions import DecisionView, hold_announcement, list_decisions
 from crosstalk.wire.control.params import DecisionsParams
-from crosstalk.wire.control.table import DECISIONS
+from crosstalk.wire.control.table_memory import DECISIONS
 
 
 class Host(Stored, Identified, TellsLocal, Protocol):

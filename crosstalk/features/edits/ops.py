@@ -24,7 +24,6 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any, Protocol
 
-import attrs
 import trio
 
 from crosstalk.core.edits import (
@@ -47,6 +46,14 @@ from crosstalk.features.rooms.views import find_room
 from crosstalk.store import edits as db
 from crosstalk.store.rooms import list_rooms
 from crosstalk.wire.control.params import CheckParams, EditsParams, TouchedParams
+from crosstalk.wire.control.replies.memory import (
+    CheckReply,
+    EditsReply,
+    EditView,
+    FileView,
+    RoomShare,
+    TouchedReply,
+)
 from crosstalk.wire.control.table import EDITS, EDITS_CHECK, EDITS_TOUCHED
 from crosstalk.wire.room_ops import MAX_EDIT_NOTE, MAX_NAME, SessionsPublished
 
@@ -57,52 +64,6 @@ HAND_OVER = 2.0  # how long a hook's request waits for a busy actor's inbox
 class Host(Stored, Identified, SendsOps, Supervises, CallsOps, Protocol):
     """What edits use: the store, who we are, its actor (which posts into rooms), and the op
     table (the ``reservations`` op, when the daemon has it)."""
-
-
-@attrs.frozen
-class FileView:
-    repo: str
-    path: str
-
-
-@attrs.frozen
-class TouchedReply:
-    files: list[FileView]
-    rooms: list[str]  # the room ids told (once due)
-
-
-@attrs.frozen
-class CheckReply:
-    text: str | None
-    decision: str
-
-
-@attrs.frozen
-class EditView:
-    label: str
-    fingerprint: str
-    session: str
-    repo: str
-    path: str
-    edited_at: float
-    note: str = ""
-    room: str | None = None
-
-
-@attrs.frozen
-class RoomShare:
-    room: str
-    id: str
-    share: bool
-
-
-@attrs.frozen
-class EditsReply:
-    edits: list[EditView]
-    mine: list[EditView]
-    on_reserved: str
-    window_minutes: float
-    rooms: list[RoomShare]
 
 
 Inbox = Callable[[], "trio.MemorySendChannel[Touched] | None"]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Protocol
 
-import attrs
 import trio
 
 from crosstalk.features.caps import Homed, Identified
@@ -12,16 +11,12 @@ from crosstalk.features.feature import Plugs, op
 from crosstalk.store.identity import save_identity
 from crosstalk.store.keyring_store import KEYRING, store_seeds
 from crosstalk.wire.control.params import NoParams
+from crosstalk.wire.control.replies.daemon import SecureReply
 from crosstalk.wire.control.table import SECURE
 
 
 class Host(Identified, Homed, Protocol):
     """What ``secure`` uses: the identity and the home it is saved in."""
-
-
-@attrs.frozen
-class SecureReply:
-    storage: str
 
 
 def plug(daemon: Host) -> Plugs:

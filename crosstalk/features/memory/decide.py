@@ -15,12 +15,12 @@ import trio
 from crosstalk.core.triage import Kind
 from crosstalk.errors import CrosstalkError, NotInRepository, UnknownPeer, UsageError
 from crosstalk.features.feature import ControlOp, op
-from crosstalk.features.memory import views as v
 from crosstalk.features.memory.handle import MemoryFeature
 from crosstalk.project import append_decision_file, repo_root
 from crosstalk.store.rooms import Room, contact_named, direct_room_with, members
 from crosstalk.wire.control.params import DecideParams, Where
-from crosstalk.wire.control.table import DECIDE
+from crosstalk.wire.control.replies.memory import DecideReply
+from crosstalk.wire.control.table_memory import DECIDE
 from crosstalk.wire.memory import DecisionMade
 from crosstalk.wire.room_ops import MessageOp
 
@@ -30,13 +30,13 @@ log = logging.getLogger(__name__)
 def decide_op(feature: MemoryFeature) -> ControlOp:
     """The ``decide`` op."""
 
-    async def handler(params: DecideParams) -> v.DecideReply:
+    async def handler(params: DecideParams) -> DecideReply:
         return await decide(feature, params)
 
     return op(DECIDE, handler)
 
 
-async def decide(feature: MemoryFeature, params: DecideParams) -> v.DecideReply:
+async def decide(feature: MemoryFeature, params: DecideParams) -> DecideReply:
     """Append to DECISIONS.md first (the record that matters), then announce it in the room.
 
     A decision is recorded even when it cannot be announced (no room to choose, relay refusing):
@@ -65,7 +65,7 @@ async def decide(feature: MemoryFeature, params: DecideParams) -> v.DecideReply:
         log.info("decision recorded in %s, not announced: %s", path, exc.message)
     if params.tell:
         await _tell(feature, params.tell, params.text, announced_in=room)
-    return v.DecideReply(str(path), decision_id, room.name if room else None)
+    return DecideReply(str(path), decision_id, room.name if room else None)
 
 
 async def _tell(feature: MemoryFeature, who: str, text: str, *, announced_in: Room | None) -> None:

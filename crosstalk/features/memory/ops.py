@@ -38,7 +38,15 @@ from crosstalk.wire.control.params import (
     Where,
     WorkingSetParams,
 )
-from crosstalk.wire.control.table import (
+from crosstalk.wire.control.replies.memory import (
+    ClaimReply,
+    FactsReply,
+    MemoryStateReply,
+    TasksReply,
+    WorkingSetReply,
+    WriteReply,
+)
+from crosstalk.wire.control.table_memory import (
     FACT_ADD,
     FACT_CONFIRM,
     FACT_CORRECT,
@@ -88,13 +96,13 @@ def _me(feature: MemoryFeature) -> tuple[str | None, str | None]:
     return feature.daemon.keys.fingerprint, identity.label
 
 
-def _answer(room: Room, outcome: Outcome | None, record_id: str) -> v.WriteReply:
-    return v.WriteReply(record_id, room.name, "pending" if outcome is None else outcome.code.value)
+def _answer(room: Room, outcome: Outcome | None, record_id: str) -> WriteReply:
+    return WriteReply(record_id, room.name, "pending" if outcome is None else outcome.code.value)
 
 
 async def listing(
     feature: MemoryFeature, facts: bool, params: ListParams
-) -> v.FactsReply | v.TasksReply:
+) -> FactsReply | TasksReply:
     """The facts (or the tasks) of the rooms asked about, after catching up on our own."""
     rooms = await feature.rooms_for(Where(params.room, params.cwd))
     await feature.catch_up_own(rooms)
@@ -113,7 +121,7 @@ def _place(cwd: str | None) -> tuple[Path | None, str | None]:
     return root, bound_room(root) if root is not None else None
 
 
-async def working_set(feature: MemoryFeature, params: WorkingSetParams) -> v.WorkingSetReply:
+async def working_set(feature: MemoryFeature, params: WorkingSetParams) -> WorkingSetReply:
     """What a session is shown at its start: the memory of our rooms, this repo's room first."""
     # One trip to a worker thread for both (each trip waits twice for a thread to be
     # scheduled, which a loaded machine stretches): every session start asks for this.
@@ -121,7 +129,7 @@ async def working_set(feature: MemoryFeature, params: WorkingSetParams) -> v.Wor
     repo = params.repo or (root.name if root is not None else None)
     me, label = _me(feature)
     if me is None:
-        return v.WorkingSetReply("", repo, 0, 0)
+        return WorkingSetReply("", repo, 0, 0)
 
     def gather(conn: sqlite3.Connection) -> tuple[list[RoomMemory], dict[str, str], float]:
         rooms = sorted(v.joined_rooms(conn), key=lambda r: r.room_id != bound)
@@ -132,16 +140,16 @@ async def working_set(feature: MemoryFeature, params: WorkingSetParams) -> v.Wor
     chosen = build_working_set(
         memory, me=me, repo=repo, now=time.time(), names=known, relay_now=at
     )
-    return v.WorkingSetReply(chosen.render(), repo, chosen.facts_total, chosen.tasks_total)
+    return WorkingSetReply(chosen.render(), repo, chosen.facts_total, chosen.tasks_total)
 
 
-async def memory_state(feature: MemoryFeature, params: Where) -> v.MemoryStateReply:
+async def memory_state(feature: MemoryFeature, params: Where) -> MemoryStateReply:
     rooms = await feature.rooms_for(params)
     await feature.catch_up_own(rooms)
     return await feature.daemon.store.read(lambda c: v.memory_state(c, rooms))
 
 
-async def fact_add(feature: MemoryFeature, params: FactAddParams) -> v.WriteReply:
+async def fact_add(feature: MemoryFeature, params: FactAddParams) -> WriteReply:
     _check_text(params.text, "fact")
     tags = tuple(sorted({t.strip() for t in params.tags if t.strip()}))
     room = await feature.room_for(Where(params.room, params.cwd))
@@ -150,7 +158,7 @@ async def fact_add(feature: MemoryFeature, params: FactAddParams) -> v.WriteRepl
     return _answer(room, outcome, fact_id)
 
 
-async def fact_correct(feature: MemoryFeature, params: FactCorrectParams) -> v.WriteReply:
+async def fact_correct(feature: MemoryFeature, params: FactCorrectParams) -> WriteReply:
     """Correct a fact's text, saying why; with no new text the fact is retired."""
     if not params.because.strip():
         raise NeedsReason("Say why the fact is wrong: --because WHY.")
@@ -172,7 +180,7 @@ async def _person(feature: MemoryFeature, name: str) -> Person:
     return Person(contact.fingerprint, contact.label)
 
 
-async def task_add(feature: MemoryFeature, params: TaskAddParams) -> v.WriteReply:
+async def task_add(feature: MemoryFeature, params: TaskAddParams) -> WriteReply:
     _check_text(params.text, "task")
     room = await feature.room_for(Where(params.room, params.cwd))
     person = await _person(feature, params.person) if params.person else None
@@ -181,29 +189,29 @@ async def task_add(feature: MemoryFeature, params: TaskAddParams) -> v.WriteRepl
     return _answer(room, outcome, task_id)
 
 
-async def task_claim(feature: MemoryFeature, params: IdParams) -> v.ClaimReply:
+async def task_claim(feature: MemoryFeature, params: IdParams) -> ClaimReply:
     """Claim a task; the answer says who holds it once the claims are ordered."""
     room, task_id = await feature.record_in("task", Where(params.room, params.cwd), params.id)
     _op_id, outcome = await feature.write(room, TaskClaim(task_id))
     if outcome is None:
-        return v.ClaimReply(task_id, room.name, "pending", None)
+        return ClaimReply(task_id, room.name, "pending", None)
     me, label = _me(feature)
     known = await feature.daemon.store.read(lambda c: v.names(c, me, label))
     winner = outcome.winner
     holder = known.get(winner.fingerprint, winner.label) if winner is not None else None
-    return v.ClaimReply(task_id, room.name, outcome.claim_answer or "lost", holder)
+    return ClaimReply(task_id, room.name, outcome.claim_answer or "lost", holder)
 
 
 async def _on_record(
     feature: MemoryFeature, kind: str, make: Callable[[str], MemoryOp], params: IdParams
-) -> v.WriteReply:
+) -> WriteReply:
     """Write ``make(record id)`` about an existing fact or task (``kind``) named by its id."""
     room, record_id = await feature.record_in(kind, Where(params.room, params.cwd), params.id)
     _op_id, outcome = await feature.write(room, make(record_id))
     return _answer(room, outcome, record_id)
 
 
-async def task_done(feature: MemoryFeature, params: TaskDoneParams) -> v.WriteReply:
+async def task_done(feature: MemoryFeature, params: TaskDoneParams) -> WriteReply:
     ids = IdParams(params.id, params.room, params.cwd)
     return await _on_record(feature, "task", lambda i: TaskDone(i, params.note), ids)
 

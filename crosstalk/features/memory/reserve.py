@@ -44,7 +44,13 @@ from crosstalk.wire.control.params import (
     ReserveParams,
     Where,
 )
-from crosstalk.wire.control.table import RELEASE, RESERVATIONS, RESERVE, RESERVE_RENEW
+from crosstalk.wire.control.replies.memory import (
+    ReleaseReply,
+    ReservationsReply,
+    ReservationView,
+    ReserveReply,
+)
+from crosstalk.wire.control.table_memory import RELEASE, RESERVATIONS, RESERVE, RESERVE_RENEW
 from crosstalk.wire.reservations import (
     ReleaseOp,
     RenewOp,
@@ -59,45 +65,6 @@ from crosstalk.wire.reservations import (
 _AN_ID = re.compile(r"r[0-9a-f]{10}")
 
 # --- params and replies --------------------------------------------------------------------------
-
-
-@attrs.frozen
-class ReserveReply:
-    id: str
-    paths: list[str]
-    room: str
-    repo: str
-    until: float | None  # relay time; None while pending
-    shared: bool
-    state: str  # granted | renewed | pending
-
-
-@attrs.frozen
-class ReleaseReply:
-    released: list[str]
-    pending: list[str] = attrs.Factory(list)  # rooms whose release the relay has not sequenced
-
-
-@attrs.frozen
-class ReservationView:
-    id: str
-    holder: str
-    holder_fingerprint: str
-    mine: bool
-    paths: list[str]
-    repo: str
-    room: str
-    room_id: str
-    until: float
-    shared: bool
-    reason: str
-    granted_at: float
-
-
-@attrs.frozen
-class ReservationsReply:
-    reservations: list[ReservationView]
-    now: float  # the relay time they were read at
 
 
 # --- paths ---------------------------------------------------------------------------------------

@@ -60,6 +60,7 @@ from crosstalk.store.rooms import contact_named, direct_room_with
 from crosstalk.store.sessions import current_transcript, list_sessions, slice_projects
 from crosstalk.store.threads import reply_target
 from crosstalk.wire.control.params import AnswerParams, PostParams, SendParams, SentParams
+from crosstalk.wire.control.replies.messages import PostReply, SendReply, SentReply, SentView
 from crosstalk.wire.control.table import ANSWER, POST, SEND, SENT
 from crosstalk.wire.converter import unstructure
 from crosstalk.wire.relay_log import MAX_OP_BODY
@@ -84,38 +85,6 @@ MAX_SENT_PAGE = 1000
 #: What sealing adds to an op's JSON on its way to the relay: framing header (7), nonce (24),
 #: signature (64) and AEAD tag (16), rounded up.
 SEAL_OVERHEAD = 128
-
-
-@attrs.frozen
-class SentView:
-    id: str
-    to: str
-    kind: str
-    state: str  # crosstalk.core.delivery.DeliveryState
-    ts: float
-    reason: str | None = None  # why it was refused (state "refused")
-    by: str | None = None  # who refused it: a recipient's name; None for the relay
-    text: str = ""  # the start of what we wrote
-
-
-@attrs.frozen
-class SentReply:
-    sent: list[SentView]
-    next: str | None = None  # pass as ``before`` for the next (older) page; None: no more
-
-
-@attrs.frozen
-class PostReply:
-    posted_as: str
-    id: str
-
-
-@attrs.frozen
-class SendReply:
-    id: str
-    state: str
-    to: list[str]
-    truncated: list[int] = attrs.Factory(list)  # slices cut to their cap, by index
 
 
 @attrs.frozen

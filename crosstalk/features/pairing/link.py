@@ -16,7 +16,6 @@ import time
 from collections.abc import AsyncGenerator
 from typing import Protocol
 
-import attrs
 import nacl.utils
 import trio
 
@@ -43,6 +42,7 @@ from crosstalk.store.rooms import (
 from crosstalk.store.settings import RELAY_URL, set_setting
 from crosstalk.wire import relay as w
 from crosstalk.wire.control.params import LinkJoinParams, NoParams
+from crosstalk.wire.control.replies.rooms import LinkedLine
 from crosstalk.wire.control.table import LINK_JOIN, LINK_NEW
 from crosstalk.wire.link_bundle import (
     BundleContact,
@@ -58,14 +58,6 @@ from crosstalk.wire.pairing import Offer, Purpose, Role
 
 class Host(Pairer, Stored, Homed, SendsOps, MakesIdentity, MovesRelay, Protocol):
     """What ``link`` uses: a pairing, the store, and the moves that adopt an identity."""
-
-
-@attrs.frozen
-class LinkedLine:
-    linked: bool
-    fingerprint: str
-    label: str
-    rooms: int
 
 
 def _collect(conn: sqlite3.Connection) -> tuple[list[BundleContact], list[BundleRoom]]:

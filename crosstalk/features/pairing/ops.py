@@ -65,6 +65,7 @@ from crosstalk.store.rooms import (
 )
 from crosstalk.wire import relay as w
 from crosstalk.wire.control.params import RoomJoinParams, RoomNewParams
+from crosstalk.wire.control.replies.rooms import JoinedLine
 from crosstalk.wire.control.table import ROOM_JOIN, ROOM_NEW
 from crosstalk.wire.pairing import Offer, Purpose, Role, RoomGrant
 
@@ -85,14 +86,6 @@ class InviteLine:
     invite: str
     expires_in: int
     note: str | None = None  # who can join, when that is not obvious
-
-
-@attrs.frozen
-class JoinedLine:
-    joined: str
-    room: str
-    them: str
-    you: str
 
 
 def make_offer(

@@ -35,7 +35,6 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Protocol
 
-import attrs
 import trio
 
 from crosstalk.actors.fanout import coalescing
@@ -49,8 +48,14 @@ from crosstalk.store.gate import REFUSED_KEY
 from crosstalk.store.receipts import owe
 from crosstalk.store.sessions import get_session
 from crosstalk.wire.control.params import AckParams, ReadParams, SliceParams
+from crosstalk.wire.control.replies.messages import (
+    AckReply,
+    MessageView,
+    ReadReply,
+    SliceReply,
+    SliceView,
+)
 from crosstalk.wire.control.table import ACK, READ, READ_SLICE
-from crosstalk.wire.converter import rename_fields
 from crosstalk.wire.room_ops import MessageOp
 
 log = logging.getLogger(__name__)
@@ -66,55 +71,7 @@ MAX_LEASES = 256
 ME = "me"  # how a message from another of our own sessions (``me/SESSION``) names its sender
 
 
-@attrs.frozen
-class SliceView:
-    index: int
-    kind: str
-    label: str
-    bytes: int
-    truncated: bool = False
-
-
-@attrs.frozen
-class MessageView:
-    id: str
-    from_: str
-    session: str | None
-    room: str
-    intent: str
-    kind: str
-    text: str
-    thread: str | None
-    reply_to: str | None
-    correlation: str | None
-    ts: float
-    slices: list[SliceView]
-    short: str = ""  # the id as human output shows it; ``answer`` and ``slice`` take it
-
-
 # "from" is a keyword in Python: the field is ``from_`` and travels as "from".
-rename_fields(MessageView, from_="from")
-
-
-@attrs.frozen
-class ReadReply:
-    messages: list[MessageView]
-    lease: str | None  # acknowledge it once the messages are in front of the reader
-
-
-@attrs.frozen
-class AckReply:
-    acked: int  # messages that became read now (already-read ones are not counted)
-
-
-@attrs.frozen
-class SliceReply:
-    kind: str
-    label: str
-    bytes: int
-    sha256: str
-    content: str
-    truncated: bool
 
 
 class Leases:

@@ -13,7 +13,6 @@ import logging
 import time
 from typing import Protocol
 
-import attrs
 import trio
 
 from crosstalk.actors.context import ActorContext
@@ -23,6 +22,7 @@ from crosstalk.features.feature import Plugs, op
 from crosstalk.store.db import Store
 from crosstalk.store.retention import DEFAULT_DAYS, more_to_do, prune
 from crosstalk.wire.control.params import PruneParams
+from crosstalk.wire.control.replies.daemon import PruneReply
 from crosstalk.wire.control.table import PRUNE
 
 log = logging.getLogger(__name__)
@@ -36,12 +36,6 @@ DAY = 86400.0
 
 class Host(Stored, Supervises, Protocol):
     """What retention uses: the store it prunes and the actor that prunes it daily."""
-
-
-@attrs.frozen
-class PruneReply:
-    older_than_days: float
-    removed: dict[str, int]
 
 
 async def prune_older_than(store: Store, days: float, now: float) -> dict[str, int]:

@@ -40,14 +40,7 @@ from crosstalk.features.membership.names import apply_names
 from crosstalk.features.rooms.appliers import adopt_invitation, apply_rekey, key_listener
 from crosstalk.features.rooms.invite import invite_one
 from crosstalk.features.rooms.kick import remove_member
-from crosstalk.features.rooms.views import (
-    InviteReply,
-    KickReply,
-    RoomReply,
-    RoomsReply,
-    find_room,
-    room_views,
-)
+from crosstalk.features.rooms.views import find_room, room_views
 from crosstalk.store import membership as mq
 from crosstalk.store import room_keys
 from crosstalk.store.rooms import (
@@ -65,6 +58,7 @@ from crosstalk.wire.control.params import (
     NoParams,
     RoomParams,
 )
+from crosstalk.wire.control.replies.rooms import InviteReply, KickReply, RoomReply, RoomsReply
 from crosstalk.wire.control.table import (
     ROOM_ACCEPT,
     ROOM_CREATE,

@@ -37,13 +37,13 @@ log = logging.getLogger(__name__)
 rename_fields(ThreadMessage, from_="from")
 
 
-class Host(Stored, Identified, SendsOps, Protocol):
-    """What threads use: the store, who we are, and the rooms a summary is posted into."""
-
-
 @attrs.frozen
 class CloseReply(ThreadView):
     told: list[str] = attrs.Factory(list)  # the rooms the summary was posted to
+
+
+class Host(Stored, Identified, SendsOps, Protocol):
+    """What threads use: the store, who we are, and the rooms a summary is posted into."""
 
 
 def _me(daemon: Host) -> str:

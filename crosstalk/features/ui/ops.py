@@ -27,6 +27,7 @@ from crosstalk.features.ui.hub import UiHub
 from crosstalk.store import ui as q
 from crosstalk.wire.control import ControlRequest
 from crosstalk.wire.control.params import NoParams, RoomParams
+from crosstalk.wire.control.replies.daemon import MarksReply, UiOpenReply
 from crosstalk.wire.control.table import UI_MARKS, UI_OPEN, UI_ROOM
 from crosstalk.wire.converter import unstructure
 from crosstalk.wire.room_ops import MessageOp, RoomOp
@@ -46,20 +47,10 @@ class Host(Stored, Identified, Supervises, CallsOps, Protocol):
 
 
 @attrs.frozen
-class UiOpenReply:
-    url: str
-
-
-@attrs.frozen
 class RoomReply:
     room: str
     messages: list[q.ConversationEntry]
     claims: list[q.ClaimEvent]
-
-
-@attrs.frozen
-class MarksReply:
-    marks: dict[str, str]
 
 
 def _me(daemon: Host) -> str:

@@ -1,0 +1,106 @@
+"""The replies of the daemon's own ops: identity, retention, attention, sessions, the page.
+
+Each is the model of one op's reply in the op table (:mod:`crosstalk.wire.control.table`),
+or a view nested in one; the daemon unstructures it through the one converter.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+
+@attrs.frozen
+class PinView:
+    person: str
+    room: str
+    level: str
+
+
+@attrs.frozen
+class TrustReply:
+    default: str
+    rooms: dict[str, str]
+    people: dict[str, str]
+    pins: list[PinView]
+    local: str
+    explain: str | None = None  # for `trust WHO`: their level and why (outside any room)
+
+
+@attrs.frozen
+class MuteView:
+    who: str
+    until: float
+
+
+@attrs.frozen
+class MuteReply:
+    muted: list[str]  # every mute in force, by our names
+    until: float | None  # when ``who`` stops being held (by its mute or one covering it)
+    by: list[str] = attrs.Factory(list)  # the mutes holding ``who``: its own, ``everyone``
+    mutes: list[MuteView] = attrs.Factory(list)  # every mute in force, with its end
+
+
+@attrs.frozen
+class AttentionReply:
+    reached_last_hour: int
+    held: int
+    by_source: dict[str, int]
+
+
+@attrs.frozen
+class SessionView:
+    name: str
+    client: str
+    project: str
+    status: str
+    transcript_path: str | None = None
+
+
+@attrs.frozen
+class NoticeView:
+    id: str
+    sender: str
+    label: str
+    session: str | None
+    room: str | None
+    from_session: str | None
+    intent: str
+    kind: str
+    decision: str
+    due: str
+    created_at: float
+    surfaced_at: float | None
+    batch: str | None
+    #: The sender's words, only when asked for and the gate decided ``deliver``.
+    words: str | None = None
+
+
+@attrs.frozen
+class NoticesReply:
+    notices: list[NoticeView]
+
+
+@attrs.frozen
+class NoticeShownReply:
+    shown: int
+
+
+@attrs.frozen
+class SecureReply:
+    storage: str
+
+
+@attrs.frozen
+class PruneReply:
+    older_than_days: float
+    removed: dict[str, int]
+
+
+@attrs.frozen
+class UiOpenReply:
+    url: str
+
+
+@attrs.frozen
+class MarksReply:
+    marks: dict[str, str]

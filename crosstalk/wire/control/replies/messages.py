@@ -1,0 +1,104 @@
+"""The replies of the message ops: send, answer, post, sent, read, ack, slices, asks, threads.
+
+Each is the model of one op's reply in the op table (:mod:`crosstalk.wire.control.table`),
+or a view nested in one; the daemon unstructures it through the one converter.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from crosstalk.wire.converter import rename_fields
+
+
+@attrs.frozen
+class AsksReply:
+    waiting: list[str]  # correlations of asks still waiting for an answer
+    watching: int = 0  # `watch` streams open now (a script can wait for its watcher to be on)
+
+
+@attrs.frozen
+class WaitReply:
+    arrived: int
+
+
+@attrs.frozen
+class SentView:
+    id: str
+    to: str
+    kind: str
+    state: str  # crosstalk.core.delivery.DeliveryState
+    ts: float
+    reason: str | None = None  # why it was refused (state "refused")
+    by: str | None = None  # who refused it: a recipient's name; None for the relay
+    text: str = ""  # the start of what we wrote
+
+
+@attrs.frozen
+class SentReply:
+    sent: list[SentView]
+    next: str | None = None  # pass as ``before`` for the next (older) page; None: no more
+
+
+@attrs.frozen
+class PostReply:
+    posted_as: str
+    id: str
+
+
+@attrs.frozen
+class SendReply:
+    id: str
+    state: str
+    to: list[str]
+    truncated: list[int] = attrs.Factory(list)  # slices cut to their cap, by index
+
+
+@attrs.frozen
+class SliceView:
+    index: int
+    kind: str
+    label: str
+    bytes: int
+    truncated: bool = False
+
+
+@attrs.frozen
+class MessageView:
+    id: str
+    from_: str
+    session: str | None
+    room: str
+    intent: str
+    kind: str
+    text: str
+    thread: str | None
+    reply_to: str | None
+    correlation: str | None
+    ts: float
+    slices: list[SliceView]
+    short: str = ""  # the id as human output shows it; ``answer`` and ``slice`` take it
+
+
+@attrs.frozen
+class ReadReply:
+    messages: list[MessageView]
+    lease: str | None  # acknowledge it once the messages are in front of the reader
+
+
+@attrs.frozen
+class AckReply:
+    acked: int  # messages that became read now (already-read ones are not counted)
+
+
+@attrs.frozen
+class SliceReply:
+    kind: str
+    label: str
+    bytes: int
+    sha256: str
+    content: str
+    truncated: bool
+
+
+rename_fields(MessageView, from_='from')
