@@ -159,10 +159,10 @@ def _declared(spec: OpSpec[Any]) -> Iterator[None]:
 
 
 def _record(spec: OpSpec[Any], result: object) -> dict[str, Any]:
-    if spec.reply is not None and not isinstance(result, spec.reply):
-        raise TypeError(
-            f"op {spec.name!r} returned {type(result).__name__}, not {spec.reply.__name__}"
-        )
+    models = spec.replies()
+    if models and not isinstance(result, models):
+        wanted = " or ".join(model.__name__ for model in models)
+        raise TypeError(f"op {spec.name!r} returned {type(result).__name__}, not {wanted}")
     data = unstructure(result)
     if not isinstance(data, dict):
         raise TypeError(f"op {spec.name!r} returned {type(result).__name__}, not a record")

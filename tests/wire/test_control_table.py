@@ -33,7 +33,8 @@ def test_every_spec_is_well_formed() -> None:
     documented = set(documented_codes())
     for spec in OPS:
         assert attrs.has(spec.params), spec.name
-        assert spec.reply is None or attrs.has(spec.reply), spec.name
+        assert all(attrs.has(model) for model in spec.replies()), spec.name
+        assert not isinstance(spec.reply, tuple) or spec.stream, spec.name  # one reply, or a stream
         assert spec.doc and "\n" not in spec.doc, spec.name
         for error in (*spec.errors, *COMMON_ERRORS):
             assert issubclass(error, errors.CrosstalkError), (spec.name, error)

@@ -16,7 +16,6 @@ from collections import OrderedDict
 from collections.abc import AsyncGenerator
 from typing import TypeVar
 
-import attrs
 import nacl.utils
 import trio
 
@@ -32,9 +31,15 @@ from crosstalk.store.asks import apply_ask_ended
 from crosstalk.store.messages import HeldRow, held_after, held_with_ids, last_cursor
 from crosstalk.store.rooms import contact_named, find_contact
 from crosstalk.wire.control.params import AskParams, NoParams, SendParams, WaitParams, WatchParams
-from crosstalk.wire.control.replies.messages import AsksReply, WaitReply
+from crosstalk.wire.control.replies.messages import (
+    Arrival,
+    AskReply,
+    AsksReply,
+    MutualWait,
+    WaitReply,
+    Watching,
+)
 from crosstalk.wire.control.table import ASK, ASKS, WAIT, WATCH
-from crosstalk.wire.converter import rename_fields
 from crosstalk.wire.room_ops import AskEnded, MessageOp
 
 log = logging.getLogger(__name__)
@@ -47,41 +52,6 @@ ENDED_WAIT = 5.0
 WATCH_BUFFER = 1000
 BACKLOG_PAGE = 500  # a resumed watch reads what it missed this many messages at a time
 SEEN_LIMIT = 4096
-
-
-@attrs.frozen
-class AskReply:
-    answer: str
-    from_: str
-    id: str
-
-
-@attrs.frozen
-class MutualWait:
-    waiting_on_each_other: str
-
-
-@attrs.frozen
-class Watching:
-    """A watch stream's first line: it is on, and where it starts."""
-
-    event: str
-    cursor: int  # the newest message held when it started; arrivals come after it
-
-
-@attrs.frozen
-class Arrival:
-    """One held message as ``read --json`` shows it (its fields are read's), and its cursor."""
-
-    event: str
-    id: str
-    from_: str
-    session: str | None
-    room: str
-    intent: str
-    kind: str
-    text: str | None = None
-    cursor: int = 0
 
 
 class Mailroom:
@@ -157,11 +127,6 @@ def _tell(channel: trio.MemorySendChannel[T], value: T) -> None:
         channel.send_nowait(value)
     except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
         log.info("a waiter missed an arrival (it left, or its buffer is full)")
-
-
-# "from" is a keyword in Python: the fields are ``from_`` and travel as "from".
-for _cls in (AskReply, Arrival):
-    rename_fields(_cls, from_="from")
 
 
 async def ask(

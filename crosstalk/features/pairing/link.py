@@ -25,7 +25,7 @@ from crosstalk.core.words import BYTES_PER_WORD
 from crosstalk.errors import AlreadySetUp, RelayKeyMismatch, RemoteProtocolError
 from crosstalk.features.caps import Homed, MakesIdentity, MovesRelay, SendsOps, Stored
 from crosstalk.features.feature import Plugs, op, stream_op
-from crosstalk.features.pairing.ops import InviteLine, Pairer, make_offer, run_pairing
+from crosstalk.features.pairing.ops import Pairer, make_offer, run_pairing
 from crosstalk.store import room_keys, room_log
 from crosstalk.store.identity import IdentityRecord, save_identity
 from crosstalk.store.rooms import (
@@ -42,7 +42,7 @@ from crosstalk.store.rooms import (
 from crosstalk.store.settings import RELAY_URL, set_setting
 from crosstalk.wire import relay as w
 from crosstalk.wire.control.params import LinkJoinParams, NoParams
-from crosstalk.wire.control.replies.rooms import LinkedLine
+from crosstalk.wire.control.replies.rooms import InviteLine, LinkedLine
 from crosstalk.wire.control.table import LINK_JOIN, LINK_NEW
 from crosstalk.wire.link_bundle import (
     BundleContact,

@@ -17,7 +17,6 @@ import time
 from collections.abc import AsyncGenerator
 from typing import Protocol
 
-import attrs
 import nacl.utils
 import trio
 
@@ -65,7 +64,7 @@ from crosstalk.store.rooms import (
 )
 from crosstalk.wire import relay as w
 from crosstalk.wire.control.params import RoomJoinParams, RoomNewParams
-from crosstalk.wire.control.replies.rooms import JoinedLine
+from crosstalk.wire.control.replies.rooms import InviteLine, JoinedLine
 from crosstalk.wire.control.table import ROOM_JOIN, ROOM_NEW
 from crosstalk.wire.pairing import Offer, Purpose, Role, RoomGrant
 
@@ -79,13 +78,6 @@ class Pairer(Identified, Linked, Routed, Supervises, Protocol):
 
 class Host(Pairer, Stored, SendsOps, MakesIdentity, MovesRelay, FollowsRosters, Protocol):
     """What ``room new`` and ``room join`` use: pairing, then a room of two and its relay."""
-
-
-@attrs.frozen
-class InviteLine:
-    invite: str
-    expires_in: int
-    note: str | None = None  # who can join, when that is not obvious
 
 
 def make_offer(

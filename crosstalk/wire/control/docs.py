@@ -71,15 +71,17 @@ def _codes(errors: tuple[type[Exception], ...]) -> str:
 
 
 def _op(spec: OpSpec[Any]) -> list[str]:
-    kind = " (stream: one reply line per record)" if spec.stream else ""
+    kind = " A stream: one reply line per record." if spec.stream else ""
     lines = [f"## `{spec.name}`", "", f"{spec.doc}{kind}", ""]
     lines += [f"Params (`{spec.params.__name__}`):", ""]
     lines += _fields(spec.params, params=True)
     lines += [""]
-    if spec.reply is None:
+    models = spec.replies()
+    if not models:
         lines += ["Reply: a record (its model still lives with its feature).", ""]
-    else:
-        lines += [f"Reply (`{spec.reply.__name__}`):", "", *_fields(spec.reply, params=False), ""]
+    for model in models:
+        which = "Record" if spec.stream else "Reply"
+        lines += [f"{which} (`{model.__name__}`):", "", *_fields(model, params=False), ""]
     lines += [f"Errors: {_codes(spec.errors)}.", ""]
     return lines
 

@@ -45,8 +45,9 @@ class OpSpec(Generic[P]):
         params: the attrs model the request's other fields structure into.
         errors: the errors this op may raise, besides :data:`COMMON_ERRORS`.
         doc: one line for the docs and the tools.
-        reply: the attrs model of each reply record (of every record, for a stream); None
-            while the op's reply model still lives with its feature (any attrs record then).
+        reply: the attrs model of its reply; for a stream, of each record, or the models its
+            records may be, in the order they come; None while the op's reply model still
+            lives with its feature (any attrs record then).
         stream: the op answers with a stream of records, not one.
     """
 
@@ -54,8 +55,14 @@ class OpSpec(Generic[P]):
     params: type[P]
     errors: tuple[type[CrosstalkError], ...]
     doc: str
-    reply: type[Any] | None = None
+    reply: type[Any] | tuple[type[Any], ...] | None = None
     stream: bool = False
+
+    def replies(self) -> tuple[type[Any], ...]:
+        """The models a reply record of this op may be (none while not yet in the table)."""
+        if self.reply is None:
+            return ()
+        return self.reply if isinstance(self.reply, tuple) else (self.reply,)
 
     def codes(self) -> frozenset[str]:
         """Every error code this op may answer with (its own and the common ones)."""

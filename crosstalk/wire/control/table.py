@@ -133,6 +133,7 @@ LINK_NEW = OpSpec(
     p.NoParams,
     _PAIRING,
     "Offer this identity to a new machine: an invite, then the link.",
+    reply=(rr.InviteLine, rr.LinkedLine),
     stream=True,
 )
 LINK_JOIN = OpSpec(
@@ -147,6 +148,7 @@ ROOM_NEW = OpSpec(
     p.RoomNewParams,
     (*_PAIRING, e.Unavailable, e.NoLanAddress),
     "Start pairing: an invite at once, then who joined.",
+    reply=(rr.InviteLine, rr.JoinedLine),
     stream=True,
 )
 ROOM_JOIN = OpSpec(
@@ -291,13 +293,21 @@ ASK = OpSpec(
     p.AskParams,
     (*_ADDRESSING, e.NoAnswer, e.Refused, e.TooLarge),
     "Ask a question and wait for the answer.",
+    reply=(rm.AskReply, rm.MutualWait),
     stream=True,
 )
 ASKS = OpSpec("asks", p.NoParams, (), "The questions you are waiting on.", reply=rm.AsksReply)
 WAIT = OpSpec(
     "wait", p.WaitParams, (e.UsageError,), "Wait, bounded, for an arrival.", reply=rm.WaitReply
 )
-WATCH = OpSpec("watch", p.WatchParams, (), "Every arrival, as it comes.", stream=True)
+WATCH = OpSpec(
+    "watch",
+    p.WatchParams,
+    (),
+    "Every arrival, as it comes.",
+    reply=(rm.Watching, rm.Arrival),
+    stream=True,
+)
 SEARCH = OpSpec(
     "search",
     p.SearchParams,

@@ -101,4 +101,41 @@ class SliceReply:
     truncated: bool
 
 
-rename_fields(MessageView, from_='from')
+@attrs.frozen
+class AskReply:
+    answer: str
+    from_: str
+    id: str
+
+
+@attrs.frozen
+class MutualWait:
+    waiting_on_each_other: str
+
+
+@attrs.frozen
+class Watching:
+    """A watch stream's first line: it is on, and where it starts."""
+
+    event: str
+    cursor: int  # the newest message held when it started; arrivals come after it
+
+
+@attrs.frozen
+class Arrival:
+    """One held message as ``read --json`` shows it (its fields are read's), and its cursor."""
+
+    event: str
+    id: str
+    from_: str
+    session: str | None
+    room: str
+    intent: str
+    kind: str
+    text: str | None = None
+    cursor: int = 0
+
+
+# "from" is a keyword in Python: the fields are ``from_`` and travel as "from".
+for _cls in (MessageView, AskReply, Arrival):
+    rename_fields(_cls, from_="from")

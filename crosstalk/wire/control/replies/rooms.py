@@ -141,3 +141,10 @@ class RoomView:
 @attrs.frozen
 class RoomsReply:
     rooms: list[RoomView]
+
+
+@attrs.frozen
+class InviteLine:
+    invite: str
+    expires_in: int
+    note: str | None = None  # who can join, when that is not obvious
