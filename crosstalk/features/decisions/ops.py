@@ -19,18 +19,14 @@ from crosstalk.features.caps import Identified, Stored, TellsLocal
 from crosstalk.features.decisions.core import announced
 from crosstalk.features.feature import Plugs, op
 from crosstalk.features.memory import views as v
-from crosstalk.store.decisions import DecisionView, hold_announcement, list_decisions
+from crosstalk.store.decisions import hold_announcement, list_decisions
 from crosstalk.wire.control.params import DecisionsParams
+from crosstalk.wire.control.replies.memory import DecisionsReply, DecisionView
 from crosstalk.wire.control.table_memory import DECISIONS
 
 
 class Host(Stored, Identified, TellsLocal, Protocol):
     """What decisions use: the store, who we are, and the local listeners to announce to."""
-
-
-@attrs.frozen
-class DecisionsReply:
-    decisions: list[DecisionView]
 
 
 def plug(daemon: Host) -> Plugs:

@@ -24,6 +24,7 @@ from crosstalk.features.caps import (
 from crosstalk.features.feature import Plugs, op
 from crosstalk.store.sessions import list_sessions
 from crosstalk.wire.control.params import NoParams
+from crosstalk.wire.control.replies.daemon import ActorRow, HealthReply
 from crosstalk.wire.control.table import HEALTH, STATUS
 
 
@@ -114,30 +115,16 @@ class StatusReply:
     features: dict[str, Any] = attrs.Factory(dict)
 
 
-@attrs.frozen
-class ActorRow:
-    name: str
-    state: str
-    restarts: int
-    last_error: str | None
-    beat_age_s: float
-    inbox: int
-
-    @classmethod
-    def from_health(cls, health: ActorHealth) -> ActorRow:
-        return cls(
-            name=health.name,
-            state=health.state.name.lower(),
-            restarts=health.restarts,
-            last_error=health.last_error,
-            beat_age_s=round(health.beat_age_s, 3),
-            inbox=health.inbox,
-        )
-
-
-@attrs.frozen
-class HealthReply:
-    actors: list[ActorRow]
+def actor_row(health: ActorHealth) -> ActorRow:
+    """One actor's row in ``health`` (and ``doctor``), from the supervisor's statistics."""
+    return ActorRow(
+        name=health.name,
+        state=health.state.name.lower(),
+        restarts=health.restarts,
+        last_error=health.last_error,
+        beat_age_s=round(health.beat_age_s, 3),
+        inbox=health.inbox,
+    )
 
 
 def plug(daemon: Host) -> Plugs:
@@ -175,7 +162,7 @@ def plug(daemon: Host) -> Plugs:
         )
 
     async def health(_: NoParams) -> HealthReply:
-        return HealthReply([ActorRow.from_health(h) for h in daemon.supervisor.statistics()])
+        return HealthReply([actor_row(h) for h in daemon.supervisor.statistics()])
 
     return Plugs(ops=(op(STATUS, status), op(HEALTH, health)))
 

@@ -17,8 +17,6 @@ from crosstalk.features.caps import Identified, SendsOps, Stored
 from crosstalk.features.feature import Plugs, op
 from crosstalk.store.rooms import list_rooms
 from crosstalk.store.threads import (
-    ThreadMessage,
-    ThreadView,
     apply_closing,
     record_closing,
     record_sent_summary,
@@ -27,19 +25,11 @@ from crosstalk.store.threads import (
     thread_view,
 )
 from crosstalk.wire.control.params import CloseParams, ThreadParams
+from crosstalk.wire.control.replies.messages import CloseReply, ThreadView
 from crosstalk.wire.control.table import THREAD, THREAD_CLOSE
-from crosstalk.wire.converter import rename_fields
 from crosstalk.wire.room_ops import MAX_TEXT, MessageOp
 
 log = logging.getLogger(__name__)
-
-# "from" is a keyword in Python: the field is ``from_`` and travels as "from".
-rename_fields(ThreadMessage, from_="from")
-
-
-@attrs.frozen
-class CloseReply(ThreadView):
-    told: list[str] = attrs.Factory(list)  # the rooms the summary was posted to
 
 
 class Host(Stored, Identified, SendsOps, Protocol):

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 from pathlib import Path
@@ -35,8 +36,15 @@ Any op may also fail with: {common}.
 """
 
 
-def _type(field: attrs.Attribute[Any]) -> str:
-    kind = field.type if isinstance(field.type, str) else getattr(field.type, "__name__", "?")
+def _type(model: type[Any], field: attrs.Attribute[Any]) -> str:
+    """The field's annotation as written: the converter may have resolved ``field.type`` into
+    type objects already (it does on first use), which would render differently."""
+    written = next(
+        (inspect.get_annotations(klass)[field.name] for klass in model.__mro__
+         if field.name in inspect.get_annotations(klass)),
+        field.type,
+    )  # fmt: skip
+    kind = written if isinstance(written, str) else getattr(written, "__name__", str(written))
     return "`" + kind.replace("|", "\\|") + "`"  # a bare | would end the table's cell
 
 
@@ -59,9 +67,9 @@ def _fields(model: type[Any], *, params: bool) -> list[str]:
         name = field.name.rstrip("_")  # ``from_`` travels as ``from``
         if params:
             note = " (*caller*)" if field.metadata.get(CALLER) else ""
-            rows.append(f"| `{name}`{note} | {_type(field)} | {_default(field)} |")
+            rows.append(f"| `{name}`{note} | {_type(model, field)} | {_default(field)} |")
         else:
-            rows.append(f"| `{name}` | {_type(field)} |")
+            rows.append(f"| `{name}` | {_type(model, field)} |")
     return head + rows
 
 

@@ -50,7 +50,13 @@ _REPO = (e.UnknownRoom, e.NotInRepository, e.UsageError)
 # --- the daemon ----------------------------------------------------------------------------------
 
 STATUS = OpSpec("status", p.NoParams, (), "Who this is, the relay link, the daemon and sessions.")
-HEALTH = OpSpec("health", p.NoParams, (), "Each actor's state, restarts and heartbeat age.")
+HEALTH = OpSpec(
+    "health",
+    p.NoParams,
+    (),
+    "Each actor's state, restarts and heartbeat age.",
+    reply=rd.HealthReply,
+)
 SECURE = OpSpec(
     "secure",
     p.NoParams,
@@ -260,12 +266,14 @@ THREAD = OpSpec(
     p.ThreadParams,
     (e.UsageError, e.UnknownMessage),
     "A thread's messages and whether it is closed.",
+    reply=rm.ThreadView,
 )
 THREAD_CLOSE = OpSpec(
     "thread_close",
     p.CloseParams,
     (e.UsageError, e.TooLarge, e.UnknownMessage),
     "Close a thread with a summary.",
+    reply=rm.CloseReply,
 )
 READ = OpSpec(
     "read",
@@ -313,6 +321,7 @@ SEARCH = OpSpec(
     p.SearchParams,
     (e.UsageError,),
     "Search messages, facts, tasks, decisions and threads you can read.",
+    reply=rm.SearchReply,
 )
 
 # --- edits ---------------------------------------------------------------------------------------

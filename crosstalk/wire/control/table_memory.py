@@ -95,7 +95,9 @@ DECIDE = OpSpec(
     "Record a decision (and its file in the repository); every member is told.",
     reply=rmem.DecideReply,
 )
-DECISIONS = OpSpec("decisions", p.DecisionsParams, _ROOM, "A room's decisions.")
+DECISIONS = OpSpec(
+    "decisions", p.DecisionsParams, _ROOM, "A room's decisions.", reply=rmem.DecisionsReply
+)
 _HOLDING = (*_REPO, e.Refused, e.LocalProtocolError)  # over the limit; an outcome that cannot be
 RESERVE = OpSpec(
     "reserve",

@@ -104,3 +104,18 @@ class UiOpenReply:
 @attrs.frozen
 class MarksReply:
     marks: dict[str, str]
+
+
+@attrs.frozen
+class ActorRow:
+    name: str
+    state: str
+    restarts: int
+    last_error: str | None
+    beat_age_s: float
+    inbox: int
+
+
+@attrs.frozen
+class HealthReply:
+    actors: list[ActorRow]

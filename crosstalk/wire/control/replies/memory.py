@@ -182,3 +182,21 @@ class TasksReply:
 
 # "for" is a Python keyword: the attribute is ``for_``, the JSON key "for".
 rename_fields(TaskView, for_="for")
+
+
+@attrs.frozen
+class DecisionView:
+    """One decision as ``crosstalk decisions`` lists it (CLI.md)."""
+
+    id: str
+    text: str
+    why: str
+    by: str
+    room: str
+    ts: float
+    repo: str
+
+
+@attrs.frozen
+class DecisionsReply:
+    decisions: list[DecisionView]

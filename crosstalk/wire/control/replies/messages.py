@@ -136,6 +136,48 @@ class Arrival:
     cursor: int = 0
 
 
+@attrs.frozen
+class ThreadMessage:
+    id: str
+    from_: str  # our name for the sender; "me" for what we sent
+    to: str | None  # whom we sent it to (our messages only)
+    kind: str
+    text: str
+    reply_to: str | None
+    ts: float
+
+
+@attrs.frozen
+class ThreadView:
+    thread: str
+    messages: list[ThreadMessage]
+    closed: bool
+    summary: str | None
+    closed_by: str | None = None
+
+
+@attrs.frozen
+class CloseReply(ThreadView):
+    told: list[str] = attrs.Factory(list)  # the rooms the summary was posted to
+
+
+@attrs.frozen
+class Hit:
+    """One result, as ``search`` returns it (CLI.md): ``from_`` travels as ``from``."""
+
+    kind: str
+    id: str
+    room: str
+    from_: str
+    snippet: str
+    ts: float
+
+
+@attrs.frozen
+class SearchReply:
+    results: list[Hit]
+
+
 # "from" is a keyword in Python: the fields are ``from_`` and travel as "from".
-for _cls in (MessageView, AskReply, Arrival):
+for _cls in (MessageView, AskReply, Arrival, ThreadMessage, Hit):
     rename_fields(_cls, from_="from")
