@@ -48,7 +48,7 @@ from crosstalk.actors.router import MembershipNews, Router, RouterInput
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.latency import DaemonLatency
 from crosstalk.core.room import Applied
-from crosstalk.errors import CrosstalkError, NotSetUp, UnknownRoom
+from crosstalk.errors import CrosstalkError, NotSetUp, RelayInUse, UnknownRoom
 from crosstalk.features.feature import Feature
 from crosstalk.features.membership.actor import (
     MembershipActor,
@@ -215,15 +215,13 @@ class Daemon:
         if current == url:
             return
         if os.environ.get(RELAY_ENV):
-            raise CrosstalkError(
-                f"CROSSTALK_RELAY is set to {current}, so this home cannot move to {url}.",
-                code="relay_in_use",
+            raise RelayInUse(
+                f"CROSSTALK_RELAY is set to {current}, so this home cannot move to {url}."
             )
         if await self.store.read(list_rooms):
-            raise CrosstalkError(
+            raise RelayInUse(
                 f"This identity's rooms live on the relay at {current}; pairing on {url} would "
-                "strand them. Pair without --host, or use a fresh CROSSTALK_HOME.",
-                code="relay_in_use",
+                "strand them. Pair without --host, or use a fresh CROSSTALK_HOME."
             )
         await self.store.write(lambda conn: set_setting(conn, RELAY_URL, url))
         log.info("relay moved to %s", url)

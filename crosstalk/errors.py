@@ -96,6 +96,20 @@ class NoKeyring(CrosstalkError):
     code = "no_keyring"
 
 
+class RelayInUse(CrosstalkError):
+    """This identity cannot move to another relay: its rooms live on the one it uses, or
+    ``CROSSTALK_RELAY`` pins it."""
+
+    code = "relay_in_use"
+
+
+class CannotStart(CrosstalkError):
+    """A command could not start what it runs, or write what it makes (a port in use, a
+    directory it may not write); the sentence names the system's reason."""
+
+    code = "cannot_start"
+
+
 class RelayUnreachable(CrosstalkError):
     """The relay could not be reached."""
 

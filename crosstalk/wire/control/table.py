@@ -152,7 +152,7 @@ LINK_JOIN = OpSpec(
 ROOM_NEW = OpSpec(
     "room_new",
     p.RoomNewParams,
-    (*_PAIRING, e.Unavailable, e.NoLanAddress),
+    (*_PAIRING, e.Unavailable, e.NoLanAddress, e.RelayInUse),
     "Start pairing: an invite at once, then who joined.",
     reply=(rr.InviteLine, rr.JoinedLine),
     stream=True,
@@ -160,7 +160,7 @@ ROOM_NEW = OpSpec(
 ROOM_JOIN = OpSpec(
     "room_join",
     p.RoomJoinParams,
-    _PAIRING,
+    (*_PAIRING, e.RelayInUse),
     "Pair with the holder of an invite.",
     reply=rr.JoinedLine,
 )
@@ -174,7 +174,7 @@ ROOMS = OpSpec(
 ROOM_CREATE = OpSpec(
     "room_create",
     p.CreateParams,
-    (e.UsageError, e.RelayUnreachable),
+    (e.UsageError, e.RelayUnreachable, e.UnknownRoom, e.NotAMember),
     "Create a shared room.",
     reply=rr.RoomReply,
 )
@@ -188,7 +188,7 @@ ROOM_INVITE = OpSpec(
 ROOM_ACCEPT = OpSpec(
     "room_accept",
     p.RoomParams,
-    (e.UnknownRoom, e.NotInvited, e.RelayUnreachable),
+    (e.UnknownRoom, e.NotInvited, e.RelayUnreachable, e.NotAMember),
     "Accept an invitation into a room.",
     reply=rr.RoomReply,
 )
@@ -271,7 +271,7 @@ THREAD = OpSpec(
 THREAD_CLOSE = OpSpec(
     "thread_close",
     p.CloseParams,
-    (e.UsageError, e.TooLarge, e.UnknownMessage),
+    (e.UsageError, e.TooLarge, e.UnknownMessage, e.UnknownRoom, e.NotAMember),
     "Close a thread with a summary.",
     reply=rm.CloseReply,
 )

@@ -10,6 +10,7 @@ from crosstalk.wire.control.spec import OpSpec
 
 _ROOM = (e.UnknownRoom, e.UsageError)
 _REPO = (e.UnknownRoom, e.NotInRepository, e.UsageError)
+_WRITE = (*_ROOM, e.NotAMember)  # a write is sent into the room: not if we were removed
 
 # --- room memory ---------------------------------------------------------------------------------
 
@@ -32,73 +33,78 @@ WORKING_SET = OpSpec(
 FACT_ADD = OpSpec(
     "fact_add",
     p.FactAddParams,
-    (*_ROOM, e.TooLarge),
+    (*_WRITE, e.TooLarge),
     "State a fact in a room.",
     reply=rmem.WriteReply,
 )
 FACT_CONFIRM = OpSpec(
     "fact_confirm",
     p.IdParams,
-    (*_ROOM, e.UnknownFact),
+    (*_WRITE, e.UnknownFact),
     "Stand behind a fact.",
     reply=rmem.WriteReply,
 )
 FACT_CORRECT = OpSpec(
     "fact_correct",
     p.FactCorrectParams,
-    (*_ROOM, e.UnknownFact, e.NeedsReason),
+    (*_WRITE, e.UnknownFact, e.NeedsReason),
     "Correct a fact, saying why.",
     reply=rmem.WriteReply,
 )
 FACT_FORGET = OpSpec(
-    "fact_forget", p.IdParams, (*_ROOM, e.UnknownFact), "Retire a fact.", reply=rmem.WriteReply
+    "fact_forget", p.IdParams, (*_WRITE, e.UnknownFact), "Retire a fact.", reply=rmem.WriteReply
 )
 TASK_ADD = OpSpec(
     "task_add",
     p.TaskAddParams,
-    (*_ROOM, e.UnknownPeer, e.TooLarge),
+    (*_WRITE, e.UnknownPeer, e.TooLarge),
     "Add a task to a room's list.",
     reply=rmem.WriteReply,
 )
 TASK_CLAIM = OpSpec(
     "task_claim",
     p.IdParams,
-    (*_ROOM, e.UnknownTask, e.ClaimedByOther),
+    (*_WRITE, e.UnknownTask, e.ClaimedByOther),
     "Claim a task (won, or pending until the relay orders it).",
     reply=rmem.ClaimReply,
 )
 TASK_RELEASE = OpSpec(
     "task_release",
     p.IdParams,
-    (*_ROOM, e.UnknownTask),
+    (*_WRITE, e.UnknownTask),
     "Give a claimed task back.",
     reply=rmem.WriteReply,
 )
 TASK_DROP = OpSpec(
     "task_drop",
     p.IdParams,
-    (*_ROOM, e.UnknownTask),
+    (*_WRITE, e.UnknownTask),
     "Drop a task from the list.",
     reply=rmem.WriteReply,
 )
 TASK_DONE = OpSpec(
     "task_done",
     p.TaskDoneParams,
-    (*_ROOM, e.UnknownTask),
+    (*_WRITE, e.UnknownTask),
     "Mark a task done, with a note.",
     reply=rmem.WriteReply,
 )
 DECIDE = OpSpec(
     "decide",
     p.DecideParams,
-    (*_REPO, e.UnknownPeer, e.TooLarge),
+    (*_REPO, e.UnknownPeer, e.TooLarge, e.NotAMember),
     "Record a decision (and its file in the repository); every member is told.",
     reply=rmem.DecideReply,
 )
 DECISIONS = OpSpec(
     "decisions", p.DecisionsParams, _ROOM, "A room's decisions.", reply=rmem.DecisionsReply
 )
-_HOLDING = (*_REPO, e.Refused, e.LocalProtocolError)  # over the limit; an outcome that cannot be
+_HOLDING = (
+    *_REPO,
+    e.Refused,
+    e.LocalProtocolError,
+    e.NotAMember,
+)  # over the limit; an outcome that cannot be
 RESERVE = OpSpec(
     "reserve",
     p.ReserveParams,
