@@ -42,6 +42,7 @@ class ServedOps(Protocol):
 
 
 P = TypeVar("P")
+R = TypeVar("R")
 Handler = Callable[[P], Awaitable[Any]]
 StreamHandler = Callable[[P], AsyncGenerator[Any, None]]
 
@@ -116,6 +117,20 @@ class OpTable:
         with _declared(op.spec):
             result = await op.handler(structure_remote(dict(params), op.spec.params))
         return _record(op.spec, result)
+
+    async def run(self, spec: OpSpec[P], params: P, reply: type[R]) -> R:
+        """Run the request/reply op of ``spec`` from inside the daemon with its params model,
+        and return its reply model (``reply``, which the spec names): one feature's op using
+        another's, typed end to end."""
+        op = self._ops.get(spec.name)
+        if op is None or op.handler is None:
+            raise UnknownOp(f"The daemon has no request/reply operation called {spec.name!r}.")
+        with _declared(op.spec):
+            result = await op.handler(params)
+        if not isinstance(result, reply):
+            raise TypeError(f"op {spec.name!r} returned {type(result).__name__}, not "
+                            f"{reply.__name__}")
+        return result
 
     async def replies(self, request: ControlRequest) -> AsyncGenerator[dict[str, Any], None]:
         """Run one request and yield its reply records; raise CrosstalkError on failure."""

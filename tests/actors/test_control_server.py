@@ -242,3 +242,14 @@ def test_an_op_name_can_be_registered_only_once() -> None:
     ops.add(_spec("echo", Echo), _echo)
     with pytest.raises(ValueError, match="registered twice"):
         ops.add_stream(_spec("echo", Count, stream=True), Fixture(Path("x")).count)
+
+
+async def test_an_op_run_from_inside_the_daemon_returns_its_reply_model() -> None:
+    """``run`` hands the params model to the handler and returns the reply model; planted: a
+    handler returning another model is refused, not passed on to the calling feature."""
+    ops = OpTable()
+    ops.add(_spec("echo", Echo), _echo)
+    ops.add(_spec("mistyped", Echo), _mistyped)  # type: ignore[arg-type]
+    assert await ops.run(_spec("echo", Echo), Echo("hi"), Echo) == Echo("hi")
+    with pytest.raises(TypeError, match="returned Value, not Echo"):
+        await ops.run(_spec("mistyped", Echo), Echo("hi"), Echo)

@@ -31,11 +31,14 @@ from crosstalk.store import attention as db
 from crosstalk.store.messages import held_body
 from crosstalk.store.sessions import get_session, register_session
 from crosstalk.wire.control.params import (
+    CheckParams,
     HookEventParams,
     NoticeShownParams,
     NoticesParams,
     SessionRegisterParams,
     SessionStatusParams,
+    TouchedParams,
+    WorkingSetParams,
 )
 from crosstalk.wire.control.replies.daemon import (
     NoticeShownReply,
@@ -43,13 +46,17 @@ from crosstalk.wire.control.replies.daemon import (
     NoticeView,
     SessionView,
 )
+from crosstalk.wire.control.replies.memory import CheckReply, TouchedReply, WorkingSetReply
 from crosstalk.wire.control.table import (
+    EDITS_CHECK,
+    EDITS_TOUCHED,
     HOOK_EVENT,
     NOTICE_SHOWN,
     NOTICES,
     SESSION_REGISTER,
     SESSION_STATUS,
 )
+from crosstalk.wire.control.table_memory import WORKING_SET
 
 GATE_REPLY_TIMEOUT = 10.0
 
@@ -203,8 +210,8 @@ async def hook_event(daemon: Host, gate: GateInbox, params: HookEventParams) -> 
             rows = (await notices(daemon, pending)).notices
     text: str | None = None
     if params.working_set and daemon.ops.has("working_set"):
-        asked = {"session": params.name, "cwd": params.cwd}
-        text = (await daemon.ops.call("working_set", asked)).get("text")
+        asked = WorkingSetParams(session=params.name, cwd=params.cwd)
+        text = (await daemon.ops.run(WORKING_SET, asked, WorkingSetReply)).text
     await _touched(daemon, params)
     return HookEventReply(view, text, rows, await _check(daemon, params))
 
@@ -212,8 +219,8 @@ async def hook_event(daemon: Host, gate: GateInbox, params: HookEventParams) -> 
 async def _touched(daemon: Host, params: HookEventParams) -> None:
     """Hand the files the session wrote to ``edits_touched``, when this daemon serves it."""
     if params.edited and daemon.ops.has("edits_touched"):
-        asked = {"session": params.name, "cwd": params.cwd, "paths": params.edited}
-        await daemon.ops.call("edits_touched", asked)
+        asked = TouchedParams(params.name, params.cwd, list(params.edited))
+        await daemon.ops.run(EDITS_TOUCHED, asked, TouchedReply)
 
 
 async def _check(daemon: Host, params: HookEventParams) -> EditWarning | None:
@@ -221,14 +228,9 @@ async def _check(daemon: Host, params: HookEventParams) -> EditWarning | None:
     say (no text and allow) or this daemon does not serve it."""
     if not (params.editing and daemon.ops.has("edits_check")):
         return None
-    asked = {"session": params.name, "cwd": params.cwd, "paths": params.editing}
-    answer = await daemon.ops.call("edits_check", asked)
-    text = answer.get("text")
-    decision = answer.get("decision")
-    warning = EditWarning(
-        text if isinstance(text, str) and text else None,
-        decision if isinstance(decision, str) and decision else "allow",
-    )
+    asked = CheckParams(params.name, params.cwd, list(params.editing))
+    answer = await daemon.ops.run(EDITS_CHECK, asked, CheckReply)
+    warning = EditWarning(answer.text or None, answer.decision or "allow")
     return None if warning.text is None and warning.decision == "allow" else warning
 
 

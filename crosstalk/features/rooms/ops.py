@@ -56,8 +56,10 @@ from crosstalk.wire.control.params import (
     InviteParams,
     KickParams,
     NoParams,
+    ReleaseParams,
     RoomParams,
 )
+from crosstalk.wire.control.replies.memory import ReleaseReply
 from crosstalk.wire.control.replies.rooms import InviteReply, KickReply, RoomReply, RoomsReply
 from crosstalk.wire.control.table import (
     ROOM_ACCEPT,
@@ -68,6 +70,7 @@ from crosstalk.wire.control.table import (
     ROOM_LEAVE,
     ROOMS,
 )
+from crosstalk.wire.control.table_memory import RELEASE
 
 log = logging.getLogger(__name__)
 
@@ -194,11 +197,11 @@ async def _give_back_reservations(daemon: Daemon, room_id: str) -> None:
     if not daemon.ops.has("release"):
         return
     try:
-        reply = await daemon.ops.call("release", {"room": room_id})
+        reply = await daemon.ops.run(RELEASE, ReleaseParams(room=room_id), ReleaseReply)
     except CrosstalkError as exc:
         log.info("room %s: reservations not released before leaving: %s", room_id, exc.message)
         return
-    if reply.get("pending"):
+    if reply.pending:
         log.info("room %s: the release before leaving was not sequenced in time", room_id)
 
 
