@@ -22,7 +22,7 @@ import sqlite3
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 import trio
 
@@ -45,16 +45,23 @@ from crosstalk.features.feature import Plugs, op
 from crosstalk.features.rooms.views import find_room
 from crosstalk.store import edits as db
 from crosstalk.store.rooms import list_rooms
-from crosstalk.wire.control.params import CheckParams, EditsParams, TouchedParams
+from crosstalk.wire.control.params import (
+    CheckParams,
+    EditsParams,
+    ReservationsParams,
+    TouchedParams,
+)
 from crosstalk.wire.control.replies.memory import (
     CheckReply,
     EditsReply,
     EditView,
     FileView,
+    ReservationsReply,
     RoomShare,
     TouchedReply,
 )
 from crosstalk.wire.control.table import EDITS, EDITS_CHECK, EDITS_TOUCHED
+from crosstalk.wire.control.table_memory import RESERVATIONS
 from crosstalk.wire.room_ops import MAX_EDIT_NOTE, MAX_NAME, SessionsPublished
 
 log = logging.getLogger(__name__)
@@ -156,31 +163,24 @@ async def tell_newly_sharing(
                     return
 
 
-def _holds(reply: dict[str, Any], now: float) -> list[Hold]:
+def _holds(reply: ReservationsReply, now: float) -> list[Hold]:
     """Others' reservations from the ``reservations`` op's reply, their ``until`` moved onto
-    our clock by the reply's own ``now``; rows that do not parse are left out."""
-    their_now = reply.get("now")
-    shift = now - their_now if isinstance(their_now, int | float) else 0.0
-    holds = []
-    for row in reply.get("reservations") or []:
-        if not isinstance(row, dict) or row.get("mine") is not False:
-            continue
-        paths, until = row.get("paths"), row.get("until")
-        if not isinstance(paths, list) or not isinstance(until, int | float):
-            continue
-        holds.append(Hold(
-            str(row.get("holder") or "someone"), str(row.get("repo") or ""),
-            tuple(p for p in paths if isinstance(p, str)), float(until) + shift,
-            row.get("shared") is True, str(row.get("reason") or ""),
-        ))
-    return holds
+    our clock by the reply's own ``now``."""
+    shift = now - reply.now
+    return [
+        Hold(row.holder or "someone", row.repo, tuple(row.paths), row.until + shift, row.shared,
+             row.reason)
+        for row in reply.reservations
+        if not row.mine
+    ]
 
 
 async def _reservations(daemon: Host, cwd: str | None, now: float) -> list[Hold]:
     if not daemon.ops.has("reservations"):
         return []
     try:
-        reply = await daemon.ops.call("reservations", {"cwd": cwd, "catch_up": False})
+        asked = ReservationsParams(cwd=cwd, catch_up=False)
+        reply = await daemon.ops.run(RESERVATIONS, asked, ReservationsReply)
     except CrosstalkError as exc:  # no room here, not set up: nobody's reservations to show
         log.debug("edits: no reservations for %s: %s", cwd, exc.message)
         return []
