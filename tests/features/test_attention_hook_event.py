@@ -9,8 +9,9 @@ import trio
 import trio.testing
 
 from crosstalk.core.triage import SessionStatus
-from crosstalk.features.attention.sessions import EditWarning, HookEventParams, hook_event
+from crosstalk.features.attention.sessions import HookEventParams, hook_event
 from crosstalk.store.sessions import get_session
+from crosstalk.wire.control.replies.daemon import EditWarning
 from crosstalk.wire.control.replies.memory import CheckReply, TouchedReply
 from crosstalk.wire.control.spec import OpSpec
 from crosstalk.wire.converter import structure_remote, unstructure

@@ -18,10 +18,9 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-import attrs
 import trio
 
-from crosstalk.actors.gate import GateInput, SessionTurned, Surfaced
+from crosstalk.actors.gate import GateInput, SessionTurned
 from crosstalk.core.triage import SessionStatus
 from crosstalk.errors import CrosstalkError, UsageError
 from crosstalk.features.caps import CallsOps, Stored
@@ -41,10 +40,14 @@ from crosstalk.wire.control.params import (
     WorkingSetParams,
 )
 from crosstalk.wire.control.replies.daemon import (
+    EditWarning,
+    HookEventReply,
     NoticeShownReply,
     NoticesReply,
     NoticeView,
+    SessionStatusReply,
     SessionView,
+    Surfaced,
 )
 from crosstalk.wire.control.replies.memory import CheckReply, TouchedReply, WorkingSetReply
 from crosstalk.wire.control.table import (
@@ -64,32 +67,6 @@ GATE_REPLY_TIMEOUT = 10.0
 class Host(Stored, CallsOps, Protocol):
     """What the session ops use: the store, and the op table (``hook_event`` runs
     ``working_set`` in-process when the memory feature serves it)."""
-
-
-@attrs.frozen
-class SessionStatusReply:
-    name: str
-    status: str
-    surfaced: list[Surfaced]
-
-
-@attrs.frozen
-class EditWarning:
-    """What ``edits_check`` says about an edit about to happen (the hook renders it)."""
-
-    text: str | None
-    #: ``allow`` (text, if any, is a warning), ``ask`` or ``deny``.
-    decision: str = "allow"
-
-
-@attrs.frozen
-class HookEventReply:
-    session: SessionView
-    #: The working set's text, when asked for (None: this daemon has no memory feature).
-    working_set: str | None = None
-    notices: list[NoticeView] | None = None
-    #: For ``editing``: None when there is nothing to say or no edits feature.
-    edit_warning: EditWarning | None = None
 
 
 def _notices(conn: sqlite3.Connection, params: NoticesParams) -> NoticesReply:

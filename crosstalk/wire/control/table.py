@@ -86,12 +86,14 @@ SESSION_STATUS = OpSpec(
     p.SessionStatusParams,
     (e.UsageError,),
     "Say a session is busy or idle; returns what surfaced for it.",
+    reply=rd.SessionStatusReply,
 )
 HOOK_EVENT = OpSpec(
     "hook_event",
     p.HookEventParams,
     (*_REPO, e.InvalidConfig),
     "One hook event: register, status, working set, notices and edits at once.",
+    reply=rd.HookEventReply,
 )
 NOTICES = OpSpec(
     "notices",

@@ -119,3 +119,41 @@ class ActorRow:
 @attrs.frozen
 class HealthReply:
     actors: list[ActorRow]
+
+
+@attrs.frozen
+class Surfaced:
+    """One batch released to a session: one notice's worth from one sender (no peer words)."""
+
+    batch: str
+    sender: str
+    label: str
+    sessions: tuple[str, ...]  # the sender's sessions, as they named them
+    items: tuple[str, ...]  # message ids, oldest first
+    words: bool  # some item's words may be quoted into the turn (the level was deliver)
+
+
+@attrs.frozen
+class SessionStatusReply:
+    name: str
+    status: str
+    surfaced: list[Surfaced]
+
+
+@attrs.frozen
+class EditWarning:
+    """What ``edits_check`` says about an edit about to happen (the hook renders it)."""
+
+    text: str | None
+    #: ``allow`` (text, if any, is a warning), ``ask`` or ``deny``.
+    decision: str = "allow"
+
+
+@attrs.frozen
+class HookEventReply:
+    session: SessionView
+    #: The working set's text, when asked for (None: this daemon has no memory feature).
+    working_set: str | None = None
+    notices: list[NoticeView] | None = None
+    #: For ``editing``: None when there is nothing to say or no edits feature.
+    edit_warning: EditWarning | None = None
