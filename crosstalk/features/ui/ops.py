@@ -15,7 +15,6 @@ import time
 from contextlib import aclosing
 from typing import Any, Protocol
 
-import attrs
 import trio
 
 from crosstalk.actors.control import OpTable
@@ -27,7 +26,7 @@ from crosstalk.features.ui.hub import UiHub
 from crosstalk.store import ui as q
 from crosstalk.wire.control import ControlRequest
 from crosstalk.wire.control.params import NoParams, RoomParams
-from crosstalk.wire.control.replies.daemon import MarksReply, UiOpenReply
+from crosstalk.wire.control.replies.daemon import MarksReply, PageRoomReply, UiOpenReply
 from crosstalk.wire.control.table import UI_MARKS, UI_OPEN, UI_ROOM
 from crosstalk.wire.converter import unstructure
 from crosstalk.wire.room_ops import MessageOp, RoomOp
@@ -44,13 +43,6 @@ async def call_op(ops: OpTable, name: str, params: dict[str, Any]) -> dict[str, 
 class Host(Stored, Identified, Supervises, CallsOps, Protocol):
     """What the page uses: the store, who we are, its web server actor, and the op table every
     action on the page goes through."""
-
-
-@attrs.frozen
-class RoomReply:
-    room: str
-    messages: list[q.ConversationEntry]
-    claims: list[q.ClaimEvent]
 
 
 def _me(daemon: Host) -> str:
@@ -90,12 +82,12 @@ async def ui_open(daemon: Host, hub: UiHub, start_lock: trio.Lock, _: NoParams) 
     return UiOpenReply(f"http://127.0.0.1:{hub.port}/?t={hub.mint()}")
 
 
-async def ui_room(daemon: Host, params: RoomParams) -> RoomReply:
+async def ui_room(daemon: Host, params: RoomParams) -> PageRoomReply:
     """A room's conversation and claim history, as the page shows them."""
     me = _me(daemon)
 
-    def gather(conn: sqlite3.Connection) -> RoomReply:
-        return RoomReply(params.room, q.conversation(conn, params.room, me),
+    def gather(conn: sqlite3.Connection) -> PageRoomReply:
+        return PageRoomReply(params.room, q.conversation(conn, params.room, me),
                          q.claim_history(conn, params.room))
 
     return await daemon.store.read(gather)

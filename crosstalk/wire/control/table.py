@@ -355,7 +355,13 @@ EDITS = OpSpec(
 UI_OPEN = OpSpec(
     "ui_open", p.NoParams, (e.Unavailable,), "Start the local page; its URL.", reply=rd.UiOpenReply
 )
-UI_ROOM = OpSpec("ui_room", p.RoomParams, (e.UnknownRoom,), "One room as the page shows it.")
+UI_ROOM = OpSpec(
+    "ui_room",
+    p.RoomParams,
+    (e.UnknownRoom,),
+    "One room as the page shows it.",
+    reply=rd.PageRoomReply,
+)
 UI_MARKS = OpSpec("ui_marks", p.NoParams, (), "What the page marks as new.", reply=rd.MarksReply)
 
 OPS: tuple[OpSpec[Any], ...] = (

@@ -157,3 +157,49 @@ class HookEventReply:
     notices: list[NoticeView] | None = None
     #: For ``editing``: None when there is nothing to say or no edits feature.
     edit_warning: EditWarning | None = None
+
+
+@attrs.frozen
+class SliceRef:
+    index: int
+    kind: str
+    label: str
+    bytes: int
+
+
+@attrs.frozen
+class ConversationEntry:
+    """One message in a room, ours or theirs; every string in it is the sender's, untrusted."""
+
+    id: str
+    mine: bool
+    sender: str
+    from_label: str
+    from_session: str | None
+    text: str
+    intent: str
+    kind: str
+    thread: str | None
+    reply_to: str | None
+    correlation: str | None
+    ts: float
+    slices: list[SliceRef]
+    #: For ours: queued, sent, delivered, read or refused; for theirs: unread or read.
+    state: str
+    reason: str | None = None
+
+
+@attrs.frozen
+class ClaimEvent:
+    seq: int
+    outcome: str
+    holder: str | None
+
+
+@attrs.frozen
+class PageRoomReply:
+    """One room as the page shows it: its conversation and its task claims."""
+
+    room: str
+    messages: list[ConversationEntry]
+    claims: list[ClaimEvent]
