@@ -175,7 +175,7 @@ def _declared(spec: OpSpec[Any]) -> Iterator[None]:
 
 def _record(spec: OpSpec[Any], result: object) -> dict[str, Any]:
     models = spec.replies()
-    if models and not isinstance(result, models):
+    if not isinstance(result, models):
         wanted = " or ".join(model.__name__ for model in models)
         raise TypeError(f"op {spec.name!r} returned {type(result).__name__}, not {wanted}")
     data = unstructure(result)

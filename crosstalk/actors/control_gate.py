@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import os
 
-import attrs
 import trio
 
 from crosstalk import __version__
 from crosstalk.actors.control import OpTable
 from crosstalk.errors import DaemonStarting
 from crosstalk.wire.control.params import NoParams
+from crosstalk.wire.control.replies.daemon import StartingStatus
 from crosstalk.wire.control.table import STATUS
 
 START_WAIT = 30.0
@@ -28,27 +28,6 @@ START_WAIT = 30.0
 
 PARTS = ("store", "features")
 """The parts a daemon start goes through, in order, as ``status`` names them while starting."""
-
-@attrs.frozen
-class LinkNotStarted:
-    """The relay link's part of a starting daemon's ``status``: not started yet."""
-
-    url: str | None = None
-    connected: bool = False
-    state: str = "not started"
-    last_error: str | None = None
-
-
-@attrs.frozen
-class StartingStatus:
-    """``status`` while the daemon starts: who it is as a process, and what is still starting."""
-
-    pid: int
-    version: str
-    home: str
-    uptime_s: float
-    starting: list[str]
-    relay: LinkNotStarted = LinkNotStarted()
 
 
 class OpGate:

@@ -30,8 +30,8 @@ async def _echo(params: Echo) -> Echo:
 
 def _table() -> OpTable:
     table = OpTable()
-    table.add(OpSpec("echo", Echo, (), "Echo."), _echo)
-    table.add(OpSpec("status", Echo, (), "Echo."), _echo)
+    table.add(OpSpec("echo", Echo, (), "Echo.", reply=Echo), _echo)
+    table.add(OpSpec("status", Echo, (), "Echo.", reply=Echo), _echo)
     return table
 
 

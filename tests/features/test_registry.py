@@ -43,7 +43,7 @@ async def test_seams_keep_features_in_order_and_refuse_a_second_op_of_one_name()
         async def handler(params: object) -> None:
             return None
 
-        spec = OpSpec(f"op_{name}", object, (), "A test op.")
+        spec = OpSpec(f"op_{name}", object, (), "A test op.", reply=type(None))
         return Plugs(ops=(op(spec, handler),), local_listeners=(listener,),
                      status=status)
 

@@ -84,10 +84,7 @@ def _op(spec: OpSpec[Any]) -> list[str]:
     lines += [f"Params (`{spec.params.__name__}`):", ""]
     lines += _fields(spec.params, params=True)
     lines += [""]
-    models = spec.replies()
-    if not models:
-        lines += ["Reply: a record (its model still lives with its feature).", ""]
-    for model in models:
+    for model in spec.replies():
         which = "Record" if spec.stream else "Reply"
         lines += [f"{which} (`{model.__name__}`):", "", *_fields(model, params=False), ""]
     lines += [f"Errors: {_codes(spec.errors)}.", ""]

@@ -45,9 +45,9 @@ class OpSpec(Generic[P]):
         params: the attrs model the request's other fields structure into.
         errors: the errors this op may raise, besides :data:`COMMON_ERRORS`.
         doc: one line for the docs and the tools.
-        reply: the attrs model of its reply; for a stream, of each record, or the models its
-            records may be, in the order they come; None while the op's reply model still
-            lives with its feature (any attrs record then).
+        reply: the attrs model of its reply, or the models it may be: a stream's records in
+            the order they come, or ``status``, which the control gate answers while the
+            daemon starts.
         stream: the op answers with a stream of records, not one.
     """
 
@@ -55,13 +55,11 @@ class OpSpec(Generic[P]):
     params: type[P]
     errors: tuple[type[CrosstalkError], ...]
     doc: str
-    reply: type[Any] | tuple[type[Any], ...] | None = None
+    reply: type[Any] | tuple[type[Any], ...]
     stream: bool = False
 
     def replies(self) -> tuple[type[Any], ...]:
-        """The models a reply record of this op may be (none while not yet in the table)."""
-        if self.reply is None:
-            return ()
+        """The models a reply record of this op may be."""
         return self.reply if isinstance(self.reply, tuple) else (self.reply,)
 
     def codes(self) -> frozenset[str]:

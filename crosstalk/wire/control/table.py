@@ -49,7 +49,13 @@ _REPO = (e.UnknownRoom, e.NotInRepository, e.UsageError)
 
 # --- the daemon ----------------------------------------------------------------------------------
 
-STATUS = OpSpec("status", p.NoParams, (), "Who this is, the relay link, the daemon and sessions.")
+STATUS = OpSpec(
+    "status",
+    p.NoParams,
+    (),
+    "Who this is, the relay link, the daemon and sessions.",
+    reply=(rd.StatusReply, rd.StartingStatus),  # the gate's, while the daemon starts
+)
 HEALTH = OpSpec(
     "health",
     p.NoParams,

@@ -6,6 +6,8 @@ or a view nested in one; the daemon unstructures it through the one converter.
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
 
@@ -203,3 +205,94 @@ class PageRoomReply:
     room: str
     messages: list[ConversationEntry]
     claims: list[ClaimEvent]
+
+
+@attrs.frozen
+class RelayView:
+    url: str | None
+    connected: bool
+    state: str
+    last_error: str | None
+    attempts: int = 0
+    losses: int = 0
+    lost_ago_s: float | None = None
+    last_loss: str | None = None
+    reconnect_s: float | None = None
+
+
+@attrs.frozen
+class LoopView:
+    """How late the daemon's event loop has run (the supervisor's pulse): the worst since it
+    started, when (Unix time: unlike an age, two answers agree), and the pulse's period, the
+    measurement's resolution."""
+
+    worst_lag_s: float
+    worst_lag_at: float | None
+    resolution_s: float
+
+
+@attrs.frozen
+class LatencyStat:
+    """One latency over the window: how many, p50 and p99 in seconds (None with none)."""
+
+    count: int
+    p50_s: float | None
+    p99_s: float | None
+
+
+@attrs.frozen
+class LatencyView:
+    """p50/p99 over the last ``window_s`` seconds: ``send_posted`` from a message committed to
+    the outbox to the relay's ``posted``; ``hook`` the control op ``hook_event``, request to
+    reply."""
+
+    window_s: float
+    send_posted: LatencyStat
+    hook: LatencyStat
+
+
+@attrs.frozen
+class OwnSession:
+    name: str
+    client: str
+    project: str
+    status: str
+    last_seen: float
+
+
+@attrs.frozen
+class StatusReply:
+    pid: int
+    version: str
+    home: str
+    uptime_s: float
+    label: str | None
+    fingerprint: str | None
+    relay: RelayView
+    loop: LoopView
+    latency: LatencyView
+    sessions: list[OwnSession] = attrs.Factory(list)  # this identity's agent sessions here
+    # What each feature shows, by feature name (an attrs value or JSON data per feature).
+    features: dict[str, Any] = attrs.Factory(dict)
+
+
+@attrs.frozen
+class LinkNotStarted:
+    """The relay link's part of a starting daemon's ``status``: not started yet."""
+
+    url: str | None = None
+    connected: bool = False
+    state: str = "not started"
+    last_error: str | None = None
+
+
+@attrs.frozen
+class StartingStatus:
+    """``status`` while the daemon starts: who it is as a process, and what is still starting."""
+
+    pid: int
+    version: str
+    home: str
+    uptime_s: float
+    starting: list[str]
+    relay: LinkNotStarted = LinkNotStarted()
