@@ -38,27 +38,6 @@ def call(
     return control.request(home.socket, op, params, timeout=timeout)
 
 
-def ask_daemon(
-    home: str | None,
-    op: str,
-    params: dict[str, Any] | None = None,
-    *,
-    timeout: float = REQUEST_TIMEOUT,
-) -> dict[str, Any]:
-    """What most commands do: resolve the home, start its daemon if needed, make one request.
-
-    Returns the reply's fields (without ``ok``).
-
-    Raises:
-        NotSetUp: the home has no identity and no daemon runs on it (nothing is created).
-    """
-    resolved = Home.resolve(home)
-    ensure_daemon(resolved)
-    reply = call(resolved, op, params, timeout=timeout)
-    reply.pop("ok", None)
-    return reply
-
-
 def ensure_daemon(home: Home, *, needs_identity: bool = True) -> int:
     """Make sure the daemon runs and answers; start it if needed. Returns its pid.
 

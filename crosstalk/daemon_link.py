@@ -33,7 +33,7 @@ from crosstalk.actors.relay_link_api import while_running
 from crosstalk.actors.relay_link_store import SqliteLinkStore, device_id
 from crosstalk.actors.room_reseal import resealer
 from crosstalk.actors.supervisor import Supervisor
-from crosstalk.errors import CrosstalkError
+from crosstalk.errors import RelayInUse
 from crosstalk.hosting.local_relay import configured_relay, ensure_local_relay, is_local_default
 from crosstalk.paths import RELAY_ENV
 from crosstalk.store.db import Store
@@ -107,15 +107,13 @@ class LinkKeeper:
         if current == url:
             return
         if os.environ.get(RELAY_ENV):
-            raise CrosstalkError(
-                f"CROSSTALK_RELAY is set to {current}, so this home cannot move to {url}.",
-                code="relay_in_use",
+            raise RelayInUse(
+                f"CROSSTALK_RELAY is set to {current}, so this home cannot move to {url}."
             )
         if await self._store.read(list_rooms):
-            raise CrosstalkError(
+            raise RelayInUse(
                 f"This identity's rooms live on the relay at {current}; pairing on {url} would "
-                "strand them. Pair without --host, or use a fresh CROSSTALK_HOME.",
-                code="relay_in_use",
+                "strand them. Pair without --host, or use a fresh CROSSTALK_HOME."
             )
         await self._store.write(lambda conn: set_setting(conn, RELAY_URL, url))
         log.info("relay moved to %s", url)

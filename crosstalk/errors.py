@@ -64,6 +64,52 @@ class DaemonUnreachable(CrosstalkError):
     code = "daemon_unreachable"
 
 
+class DaemonStarting(CrosstalkError):
+    """The daemon did not finish starting in time to run this request; try it again shortly
+    (``daemon.log`` says what it is doing)."""
+
+    code = "daemon_starting"
+
+
+class AlreadySetUp(CrosstalkError):
+    """This home already has an identity; what was asked only works on a home without one."""
+
+    code = "already_set_up"
+
+
+class Unavailable(CrosstalkError):
+    """Something this needs is not available here (a program not installed, a service that did
+    not start); the sentence says what, and what to do instead."""
+
+    code = "unavailable"
+
+
+class NoLanAddress(CrosstalkError):
+    """This machine has no network address others could reach; the sentence says how to set one."""
+
+    code = "no_lan_address"
+
+
+class NoKeyring(CrosstalkError):
+    """There is no usable OS keyring on this machine."""
+
+    code = "no_keyring"
+
+
+class RelayInUse(CrosstalkError):
+    """This identity cannot move to another relay: its rooms live on the one it uses, or
+    ``CROSSTALK_RELAY`` pins it."""
+
+    code = "relay_in_use"
+
+
+class CannotStart(CrosstalkError):
+    """A command could not start what it runs, or write what it makes (a port in use, a
+    directory it may not write); the sentence names the system's reason."""
+
+    code = "cannot_start"
+
+
 class RelayUnreachable(CrosstalkError):
     """The relay could not be reached."""
 
@@ -202,6 +248,12 @@ class UsageError(CrosstalkError):
     """The command was called wrongly (a malformed argument). The CLI exits 2 for these."""
 
     code = "usage"
+
+
+class UnknownReservation(UsageError):
+    """No reservation of yours with that id holds (released, lapsed, or never yours)."""
+
+    code = "unknown_reservation"
 
 
 class RelayKeyMismatch(CrosstalkError):

@@ -13,8 +13,8 @@ import logging
 import os
 import socket
 import struct
-from collections.abc import AsyncGenerator, Awaitable, Callable
-from contextlib import aclosing
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator, Mapping
+from contextlib import aclosing, contextmanager
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -29,6 +29,7 @@ from crosstalk.wire.control import (
     render_error,
     render_ok,
 )
+from crosstalk.wire.control.spec import OpSpec
 from crosstalk.wire.converter import structure_remote, unstructure
 
 log = logging.getLogger(__name__)
@@ -41,42 +42,49 @@ class ServedOps(Protocol):
 
 
 P = TypeVar("P")
+R = TypeVar("R")
 Handler = Callable[[P], Awaitable[Any]]
 StreamHandler = Callable[[P], AsyncGenerator[Any, None]]
 
 
 @attrs.frozen
 class _Op(Generic[P]):
-    params: type[P]
+    spec: OpSpec[P]
     handler: Handler[P] | None = None
     stream: StreamHandler[P] | None = None
 
 
 class OpTable:
-    """The ops the control socket serves: name → (params model, async handler).
+    """The ops the control socket serves, each by its spec in the one table
+    (:mod:`crosstalk.wire.control.table`) with its handler.
 
-    A handler receives its params already structured into its attrs model and returns an attrs
-    instance that becomes the reply's fields. A *stream* handler is an async generator: each
-    record it yields is one reply line, and the connection is its own until it ends (``room
-    new`` prints the invite at once and the result minutes later; ``watch`` never ends). A
-    client that hangs up cancels its stream.
+    A handler receives its params already structured into the spec's model and returns an
+    instance of the spec's reply model, which becomes the reply's fields. A *stream* handler is
+    an async generator: each record it yields is one reply line, and the connection is its own
+    until it ends (``room new`` prints the invite at once and the result minutes later;
+    ``watch`` never ends). A client that hangs up cancels its stream. A reply of another model,
+    or an error the spec does not declare, is a bug in the op: the first is answered as one, the
+    second is logged as one (its code still reaches the client unchanged).
     """
 
     def __init__(self) -> None:
         self._ops: dict[str, _Op[Any]] = {}
         self._timed: dict[str, Callable[[float, float], None]] = {}
 
-    def add(self, name: str, params: type[P], handler: Handler[P]) -> None:
+    def add(self, spec: OpSpec[P], handler: Handler[P]) -> None:
         """Register one request/reply op. Names are unique."""
-        self._register(name, _Op(params, handler=handler))
+        self._register(_Op(spec, handler=handler))
 
-    def add_stream(self, name: str, params: type[P], handler: StreamHandler[P]) -> None:
+    def add_stream(self, spec: OpSpec[P], handler: StreamHandler[P]) -> None:
         """Register one streaming op (an async generator of reply records)."""
-        self._register(name, _Op(params, stream=handler))
+        self._register(_Op(spec, stream=handler))
 
-    def _register(self, name: str, op: _Op[Any]) -> None:
+    def _register(self, op: _Op[Any]) -> None:
+        name = op.spec.name
         if name in self._ops:
             raise ValueError(f"op {name!r} registered twice")
+        if op.spec.stream != (op.stream is not None):
+            raise ValueError(f"op {name!r}: its spec and its handler disagree on streaming")
         self._ops[name] = op
 
     def time(self, name: str, observe: Callable[[float, float], None]) -> None:
@@ -100,43 +108,79 @@ class OpTable:
         starts: :mod:`crosstalk.actors.control_gate`)."""
         return self
 
-    async def call(self, name: str, params: dict[str, Any]) -> dict[str, Any]:
+    async def call(self, name: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """Run the request/reply op ``name`` from inside the daemon, as a request would (an op
         that does several ops' work in one round trip calls them through here)."""
         op = self._ops.get(name)
         if op is None or op.handler is None:
             raise UnknownOp(f"The daemon has no request/reply operation called {name!r}.")
-        return _record(name, await op.handler(structure_remote(params, op.params)))
+        with _declared(op.spec):
+            result = await op.handler(structure_remote(dict(params), op.spec.params))
+        return _record(op.spec, result)
+
+    async def run(self, spec: OpSpec[P], params: P, reply: type[R]) -> R:
+        """Run the request/reply op of ``spec`` from inside the daemon with its params model,
+        and return its reply model (``reply``, which the spec names): one feature's op using
+        another's, typed end to end."""
+        op = self._ops.get(spec.name)
+        if op is None or op.handler is None:
+            raise UnknownOp(f"The daemon has no request/reply operation called {spec.name!r}.")
+        with _declared(op.spec):
+            result = await op.handler(params)
+        if not isinstance(result, reply):
+            raise TypeError(f"op {spec.name!r} returned {type(result).__name__}, not "
+                            f"{reply.__name__}")
+        return result
 
     async def replies(self, request: ControlRequest) -> AsyncGenerator[dict[str, Any], None]:
         """Run one request and yield its reply records; raise CrosstalkError on failure."""
         op = self._ops.get(request.op)
         if op is None:
             raise UnknownOp(f"The daemon has no operation called {request.op!r}.")
-        params = structure_remote(dict(request.params), op.params)
-        if op.handler is not None:
-            observe = self._timed.get(request.op)
-            if observe is None:
-                yield _record(request.op, await op.handler(params))
+        with _declared(op.spec):
+            params = structure_remote(dict(request.params), op.spec.params)
+            if op.handler is not None:
+                yield _record(op.spec, await self._timed_call(op, params))
                 return
-            began = trio.current_time()
-            try:
-                result = await op.handler(params)
-            finally:
-                now = trio.current_time()
-                observe(now - began, now)
-            yield _record(request.op, result)
-            return
-        assert op.stream is not None
-        async with aclosing(op.stream(params)) as results:
-            async for result in results:
-                yield _record(request.op, result)
+            assert op.stream is not None
+            async with aclosing(op.stream(params)) as results:
+                async for result in results:
+                    yield _record(op.spec, result)
+
+    async def _timed_call(self, op: _Op[P], params: P) -> object:
+        assert op.handler is not None
+        observe = self._timed.get(op.spec.name)
+        if observe is None:
+            return await op.handler(params)
+        began = trio.current_time()
+        try:
+            return await op.handler(params)
+        finally:
+            now = trio.current_time()
+            observe(now - began, now)
 
 
-def _record(op: str, result: object) -> dict[str, Any]:
+@contextmanager
+def _declared(spec: OpSpec[Any]) -> Iterator[None]:
+    """Let the op's errors through; log one its spec does not declare as the bug it is (the
+    table, the docs and the tools would not tell a client it can happen)."""
+    try:
+        yield
+    except CrosstalkError as exc:
+        if not spec.declares(exc):
+            log.error("op %r raised %r (%s), which its spec does not declare",
+                      spec.name, exc.code, type(exc).__name__)
+        raise
+
+
+def _record(spec: OpSpec[Any], result: object) -> dict[str, Any]:
+    models = spec.replies()
+    if not isinstance(result, models):
+        wanted = " or ".join(model.__name__ for model in models)
+        raise TypeError(f"op {spec.name!r} returned {type(result).__name__}, not {wanted}")
     data = unstructure(result)
     if not isinstance(data, dict):
-        raise TypeError(f"op {op!r} returned {type(result).__name__}, not a record")
+        raise TypeError(f"op {spec.name!r} returned {type(result).__name__}, not a record")
     return data
 
 

@@ -14,52 +14,20 @@ from __future__ import annotations
 
 import os
 
-import attrs
 import trio
 
 from crosstalk import __version__
 from crosstalk.actors.control import OpTable
-from crosstalk.errors import CrosstalkError
+from crosstalk.errors import DaemonStarting
+from crosstalk.wire.control.params import NoParams
+from crosstalk.wire.control.replies.daemon import StartingStatus
+from crosstalk.wire.control.table import STATUS
 
 START_WAIT = 30.0
 """How long an op other than ``status`` waits for the daemon to finish starting."""
 
 PARTS = ("store", "features")
 """The parts a daemon start goes through, in order, as ``status`` names them while starting."""
-
-
-class DaemonStarting(CrosstalkError):
-    """The daemon did not finish starting in time to run this request; try it again shortly
-    (``daemon.log`` says what it is doing)."""
-
-    code = "daemon_starting"
-
-
-@attrs.frozen
-class NoParams:
-    """``status`` takes no parameters."""
-
-
-@attrs.frozen
-class LinkNotStarted:
-    """The relay link's part of a starting daemon's ``status``: not started yet."""
-
-    url: str | None = None
-    connected: bool = False
-    state: str = "not started"
-    last_error: str | None = None
-
-
-@attrs.frozen
-class StartingStatus:
-    """``status`` while the daemon starts: who it is as a process, and what is still starting."""
-
-    pid: int
-    version: str
-    home: str
-    uptime_s: float
-    starting: list[str]
-    relay: LinkNotStarted = LinkNotStarted()
 
 
 class OpGate:
@@ -78,7 +46,7 @@ class OpGate:
         self._table: OpTable | None = None
         self._opened = trio.Event()
         self._front = OpTable()
-        self._front.add("status", NoParams, self._status)
+        self._front.add(STATUS, self._status)
 
     def done(self, part: str) -> None:
         """``part`` (one of :data:`PARTS`) has finished starting."""

@@ -78,6 +78,7 @@ from crosstalk.store.gate import (
     undecided,
 )
 from crosstalk.store.sessions import get_session, register_session, set_status
+from crosstalk.wire.control.replies.daemon import Surfaced
 from crosstalk.wire.room_ops import MessageOp, RoomOp
 
 log = logging.getLogger(__name__)
@@ -115,18 +116,6 @@ class Arrived:
     """Room messages just applied and committed."""
 
     items: tuple[Applied, ...]
-
-
-@attrs.frozen
-class Surfaced:
-    """One batch released to a session: one notice's worth from one sender (no peer words)."""
-
-    batch: str
-    sender: str
-    label: str
-    sessions: tuple[str, ...]  # the sender's sessions, as they named them
-    items: tuple[str, ...]  # message ids, oldest first
-    words: bool  # some item's words may be quoted into the turn (the level was deliver)
 
 
 @attrs.frozen(eq=False)

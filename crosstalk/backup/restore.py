@@ -35,13 +35,20 @@ import attrs
 from crosstalk.backup.manifest import STATE, Manifest, parse_manifest
 from crosstalk.backup.sealed import SealedReader
 from crosstalk.crypto import fingerprint
-from crosstalk.errors import CrosstalkError, DamagedBackup, DamagedState, HomeInUse
+from crosstalk.errors import (
+    AlreadySetUp,
+    CrosstalkError,
+    DamagedBackup,
+    DamagedState,
+    HomeInUse,
+    NoKeyring,
+)
 from crosstalk.lock import holder_pid, is_held
 from crosstalk.paths import Home
 from crosstalk.store.db import check_database
 from crosstalk.store.files import PRIVATE_FILE_MODE, fsync_directory, write_private_atomic
 from crosstalk.store.identity import IdentityRecord, identity_bytes, load_identity
-from crosstalk.store.keyring_store import KEYRING, NoKeyring, store_seeds
+from crosstalk.store.keyring_store import KEYRING, store_seeds
 
 
 @attrs.frozen
@@ -101,10 +108,9 @@ def refuse_live(home: Home) -> None:
         except CrosstalkError:
             record = None
         who = f" ({record.label}, {fingerprint(record.ed25519_public)})" if record else ""
-        raise CrosstalkError(
+        raise AlreadySetUp(
             f"{home.root} already holds an identity{who}; a backup is restored only into a "
-            "home without one. Use a fresh --home, or move that home aside first.",
-            code="already_set_up",
+            "home without one. Use a fresh --home, or move that home aside first."
         )
     if is_held(home.lock):
         raise HomeInUse(

@@ -35,7 +35,7 @@ import attrs
 
 from crosstalk.backup.manifest import FILES, KEYS_IN_FILE, STATE, Entry, Manifest, manifest_bytes
 from crosstalk.backup.sealed import CHUNK, MODERATE, KdfLimits, SealedWriter
-from crosstalk.errors import CrosstalkError, DamagedState, NotSetUp
+from crosstalk.errors import CannotStart, DamagedState, NotSetUp
 from crosstalk.paths import Home
 from crosstalk.store.db import BUSY_TIMEOUT_S, check_database
 from crosstalk.store.files import PRIVATE_FILE_MODE, fsync_directory
@@ -143,8 +143,8 @@ def _write_atomic(dest: Path, fill: Callable[[BinaryIO], None]) -> int:
     try:
         fd, temp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
     except OSError as exc:
-        raise CrosstalkError(
-            f"Could not write the backup to {dest}: {exc.strerror or exc}.", code="cannot_start"
+        raise CannotStart(
+            f"Could not write the backup to {dest}: {exc.strerror or exc}."
         ) from None
     try:
         with os.fdopen(fd, "wb") as out:

@@ -8,9 +8,9 @@ from typing import Annotated, Any
 
 import typer
 
+from crosstalk.cli.calling import ask, show
 from crosstalk.cli.options import HomeOption, JsonOption
-from crosstalk.cli.output import Output, reports_errors, visible
-from crosstalk.client import ask_daemon
+from crosstalk.cli.output import reports_errors, visible
 from crosstalk.errors import UsageError
 
 
@@ -64,11 +64,5 @@ def edits(
     home: HomeOption = None,
 ) -> None:
     """Which files other people's agents changed lately; show or set edit awareness."""
-    params: dict[str, Any] = {}
-    if on_reserved is not None:
-        params["on_reserved"] = on_reserved
-    if window is not None:
-        params["window_minutes"] = window
-    reply = ask_daemon(home, "edits", params)
-    reply.pop("ok", None)
-    Output(json_mode=json_output).emit(reply, _render(reply))
+    reply = ask(home, "edits", {"on_reserved": on_reserved, "window_minutes": window})
+    show(json_output, reply, _render(reply))

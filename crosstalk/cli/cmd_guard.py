@@ -16,7 +16,7 @@ import typer
 
 from crosstalk.cli.options import HomeOption, JsonOption
 from crosstalk.cli.output import Output, reports_errors, visible
-from crosstalk.errors import CrosstalkError
+from crosstalk.errors import Reserved
 
 app = typer.Typer(help="A git pre-commit hook that respects reservations.")
 
@@ -80,7 +80,7 @@ def check(json_output: JsonOption = False, home: HomeOption = None) -> None:
 
     verdict = run_check(home, Path.cwd(), dict(os.environ))
     if verdict.outcome is Outcome.REFUSED:
-        raise CrosstalkError(verdict.message, code="reserved")
+        raise Reserved(verdict.message)
     if json_output:
         data = {"outcome": verdict.outcome.value, "message": verdict.message}
         Output(json_mode=True).emit(data)

@@ -7,10 +7,9 @@ from typing import Annotated, Any
 
 import typer
 
+from crosstalk.cli.calling import Reply, ask, show
 from crosstalk.cli.options import HomeOption, JsonOption
-from crosstalk.cli.output import Output, reports_errors, visible
-from crosstalk.client import call, ensure_daemon
-from crosstalk.paths import Home
+from crosstalk.cli.output import reports_errors, visible
 
 WRITE_TIMEOUT = 30.0
 
@@ -23,20 +22,14 @@ facts_app = typer.Typer(help="What the room knows.", invoke_without_command=True
 tasks_app = typer.Typer(help="What the room has to do.", invoke_without_command=True)
 
 
-def run_op(op: str, params: dict[str, Any], home: str | None) -> dict[str, Any]:
-    """Call a memory op of this home's daemon (started if need be), from the current directory."""
-    h = Home.resolve(home)
-    ensure_daemon(h)
-    reply = call(h, op, {**params, "cwd": os.getcwd()}, timeout=WRITE_TIMEOUT)
-    reply.pop("ok", None)
-    return reply
+def run_op(op: str, params: dict[str, Any], home: str | None) -> Reply:
+    """Call a memory op from the current directory (which names the project's room)."""
+    return ask(home, op, params, timeout=WRITE_TIMEOUT, here=True)
 
 
 def _write(op: str, params: dict[str, Any], json_output: bool, home: str | None) -> None:
-    out = Output(json_mode=json_output)
     reply = run_op(op, params, home)
-    human = f"{reply['outcome']}: {reply['id']} in {reply['room']}"
-    out.emit(reply, human)
+    show(json_output, reply, f"{reply['outcome']}: {reply['id']} in {reply['room']}")
 
 
 # --- facts ---------------------------------------------------------------------------------------
@@ -63,7 +56,7 @@ def facts(
         return
     reply = run_op("facts", {"room": room, "all": include_all}, home)
     lines = [_fact_line(f) for f in reply["facts"]] or ["No facts yet."]
-    Output(json_mode=json_output).emit(reply, "\n".join(lines + _memory_notes(reply)))
+    show(json_output, reply, "\n".join(lines + _memory_notes(reply)))
 
 
 @facts_app.command("add")
@@ -149,7 +142,7 @@ def tasks(
         return
     reply = run_op("tasks", {"room": room, "all": include_all}, home)
     lines = [_task_line(t) for t in reply["tasks"]] or ["No open tasks."]
-    Output(json_mode=json_output).emit(reply, "\n".join(lines + _memory_notes(reply)))
+    show(json_output, reply, "\n".join(lines + _memory_notes(reply)))
 
 
 def _memory_notes(reply: dict[str, Any]) -> list[str]:
@@ -199,7 +192,7 @@ def task_claim(
         "won": f"You have {reply['id']}.",
         "pending": "Not decided yet: the relay is unreachable. It is settled on reconnect.",
     }[reply["outcome"]]
-    Output(json_mode=json_output).emit(reply, human)
+    show(json_output, reply, human)
 
 
 def _task_write(op: str, extra: dict[str, Any] | None = None) -> Any:
@@ -251,7 +244,7 @@ def decide(
     repo_path = os.path.abspath(repo) if repo else None
     params = {"text": text, "why": why, "repo": repo_path, "tell": tell, "room": room}
     reply = run_op("decide", params, home)
-    Output(json_mode=json_output).emit(reply, f"Recorded in {reply['file']}.")
+    show(json_output, reply, f"Recorded in {reply['file']}.")
 
 
 @reports_errors
@@ -269,7 +262,7 @@ def decisions(
         + (f"\n    why: {visible(d['why'], one_line=True)}" if d["why"] else "")
         for d in reply["decisions"]
     ]
-    Output(json_mode=json_output).emit(reply, "\n".join(lines) or "No decisions yet.")
+    show(json_output, reply, "\n".join(lines) or "No decisions yet.")
 
 
 def mount(app: typer.Typer) -> None:

@@ -9,11 +9,13 @@ from typing import Annotated, Any
 
 import typer
 
+from crosstalk.cli import calling
+from crosstalk.cli.calling import show
 from crosstalk.cli.options import HomeOption, JsonOption
-from crosstalk.cli.output import Output, reports_errors, visible
+from crosstalk.cli.output import reports_errors, visible
 from crosstalk.cli.reading import read_messages
 from crosstalk.cli.watching import RECONNECT, watch_arrivals
-from crosstalk.client import ask_daemon, ensure_daemon
+from crosstalk.client import ensure_daemon
 from crosstalk.errors import UsageError
 from crosstalk.hook.control import ControlConnection
 from crosstalk.paths import Home
@@ -50,7 +52,6 @@ def send(
     home: HomeOption = None,
 ) -> None:
     """Send a message to a person, person/session, person/project, #room or me/session."""
-    out = Output(json_mode=json_output)
     params = {
         "to": to,
         "text": text,
@@ -63,12 +64,12 @@ def send(
         "unprompted": unprompted,
         "because": because,
     }
-    reply = ask_daemon(home, "send", params, timeout=SEND_TIMEOUT)
+    reply = calling.ask(home, "send", params, timeout=SEND_TIMEOUT)
     if not reply.get("truncated"):
         reply.pop("truncated", None)
     cut = "".join(f"; slice {i} was cut to its cap" for i in reply.get("truncated", []))
     to = visible(", ".join(reply["to"]), one_line=True)
-    out.emit(reply, f"{reply['state']}: to {to} ({reply['id'][:8]}){cut}")
+    show(json_output, reply, f"{reply['state']}: to {to} ({reply['id'][:8]}){cut}")
 
 
 @reports_errors
@@ -96,7 +97,6 @@ def ask(
     home: HomeOption = None,
 ) -> None:
     """Ask someone a question and wait for the answer (Ctrl-C cancels it cleanly)."""
-    out = Output(json_mode=json_output)
     h = Home.resolve(home)
     ensure_daemon(h)
     # The daemon refuses a wait past a day (or not above 0) as usage; the socket's own deadline
@@ -108,7 +108,7 @@ def ask(
             reply = conn.receive()
             reply.pop("ok", None)
             if "answer" in reply:
-                out.emit(reply, f"{reply['from']}: {reply['answer']}")
+                show(json_output, reply, f"{reply['from']}: {reply['answer']}")
                 return
             waiting = visible(str(reply["waiting_on_each_other"]))  # peers' names
             sys.stderr.write(f"crosstalk: you and {waiting} are waiting on each other.\n")
@@ -125,10 +125,10 @@ def answer(
     home: HomeOption = None,
 ) -> None:
     """Answer a question someone asked you."""
-    out = Output(json_mode=json_output)
     params = {"to": to, "correlation": correlation, "text": text}
-    reply = ask_daemon(home, "answer", params, timeout=SEND_TIMEOUT)
-    out.emit({"id": reply["id"], "state": reply["state"]}, f"{reply['state']}: answered {to}")
+    reply = calling.ask(home, "answer", params, timeout=SEND_TIMEOUT)
+    answered = {"id": reply["id"], "state": reply["state"]}
+    show(json_output, answered, f"{reply['state']}: answered {to}")
 
 
 @reports_errors
@@ -139,9 +139,8 @@ def slice_(
     home: HomeOption = None,
 ) -> None:
     """Fetch the content of a slice attached to a message."""
-    out = Output(json_mode=json_output)
-    reply = ask_daemon(home, "read_slice", {"id": message_id, "index": index})
-    out.emit(reply, reply["content"])
+    reply = calling.ask(home, "read_slice", {"id": message_id, "index": index})
+    show(json_output, reply, reply["content"])
 
 
 @reports_errors
@@ -155,9 +154,8 @@ def post(
     home: HomeOption = None,
 ) -> None:
     """Tell your own agent sessions something (a build finished, tests failed): no relay."""
-    out = Output(json_mode=json_output)
-    reply = ask_daemon(home, "post", {"text": text, "intent": intent, "source": source})
-    out.emit({"posted_as": reply["posted_as"]}, f"posted as {reply['posted_as']}")
+    reply = calling.ask(home, "post", {"text": text, "intent": intent, "source": source})
+    show(json_output, {"posted_as": reply["posted_as"]}, f"posted as {reply['posted_as']}")
 
 
 @reports_errors
@@ -230,17 +228,16 @@ def sent(
 ) -> None:
     """What you sent, newest first, and how far each got: queued, sent, delivered, read or
     refused (with who and why). Page back with --before, or --json's "next"."""
-    out = Output(json_mode=json_output)
     params: dict[str, Any] = {"limit": limit, "before": before}
     if since is not None:
         params["since"] = time.time() - parse_since(since)
-    reply = ask_daemon(home, "sent", params)
+    reply = calling.ask(home, "sent", params)
     rows, more = reply["sent"], reply.get("next")
     human = "\n".join(_sent_line(r) for r in rows)
     if more:
         human += f"\n  (more: crosstalk sent --before {more})"
     # CLI.md names the list "messages"; "sent" is the name it had first (scripts and tests read it).
-    out.emit({"messages": rows, "sent": rows, "next": more}, human or "Nothing sent yet.")
+    show(json_output, {"messages": rows, "sent": rows, "next": more}, human or "Nothing sent yet.")
 
 
 @reports_errors
@@ -255,17 +252,16 @@ def thread(
     home: HomeOption = None,
 ) -> None:
     """Show a thread in order; `thread close ID --summary TEXT` closes it and tells everyone."""
-    out = Output(json_mode=json_output)
     if len(words) == 2 and words[0] == "close":
         if summary is None:
             raise UsageError("Say how the thread ended: --summary TEXT.")
         params = {"id": words[1], "summary": summary}
-        reply = ask_daemon(home, "thread_close", params, timeout=SEND_TIMEOUT)
+        reply = calling.ask(home, "thread_close", params, timeout=SEND_TIMEOUT)
     elif len(words) == 1:
-        reply = ask_daemon(home, "thread", {"id": words[0]})
+        reply = calling.ask(home, "thread", {"id": words[0]})
     else:
         raise UsageError("Usage: crosstalk thread ID | thread close ID --summary TEXT.")
-    out.emit(reply, _thread_text(reply))
+    show(json_output, reply, _thread_text(reply))
 
 
 def _thread_text(reply: dict[str, Any]) -> str:
@@ -292,9 +288,8 @@ def _thread_text(reply: dict[str, Any]) -> str:
 @reports_errors
 def peers(json_output: JsonOption = False, home: HomeOption = None) -> None:
     """Who you share rooms with: online, their level, unread messages."""
-    out = Output(json_mode=json_output)
-    reply = ask_daemon(home, "peers")
-    out.emit(reply, peers_text(reply))
+    reply = calling.ask(home, "peers")
+    show(json_output, reply, peers_text(reply))
 
 
 def peers_text(reply: dict[str, Any]) -> str:
@@ -344,9 +339,9 @@ def rename(
     home: HomeOption = None,
 ) -> None:
     """Rename a contact (your name for them), or yourself with `rename me NEW`."""
-    out = Output(json_mode=json_output)
-    reply = ask_daemon(home, "rename", {"old": old, "new": new})
-    out.emit(
+    reply = calling.ask(home, "rename", {"old": old, "new": new})
+    show(
+        json_output,
         {"renamed": reply["renamed"], "to": reply["to"]},
         f"{reply['renamed']} is now {reply['to']}.",
     )
@@ -355,8 +350,7 @@ def rename(
 @reports_errors
 def cost(json_output: JsonOption = False, home: HomeOption = None) -> None:
     """What talking to each person has cost: messages each way, what reached your agent."""
-    out = Output(json_mode=json_output)
-    rows = ask_daemon(home, "cost")["rows"]
+    rows = calling.ask(home, "cost")["rows"]
     lines = [f"  {'peer':<16} {'sent':>5} {'recv':>5} {'agent':>6} {'~tok out':>9} {'~tok in':>8}"]
     lines += [
         f"  {visible(str(r['peer']), one_line=True):<16} {r['sent']:>5} {r['received']:>5} "
@@ -364,4 +358,4 @@ def cost(json_output: JsonOption = False, home: HomeOption = None) -> None:
         f"{r['tokens_out']:>9} {r['tokens_in']:>8}"
         for r in rows
     ]
-    out.emit({"rows": rows}, "\n".join(lines))
+    show(json_output, {"rows": rows}, "\n".join(lines))

@@ -6,9 +6,9 @@ from typing import Annotated
 
 import typer
 
+from crosstalk.cli.calling import ask, show
 from crosstalk.cli.options import HomeOption, JsonOption
-from crosstalk.cli.output import Output, reports_errors
-from crosstalk.client import ask_daemon
+from crosstalk.cli.output import reports_errors
 
 #: The daemon's default (crosstalk/store/retention.py DEFAULT_DAYS), for the help.
 DEFAULT_DAYS_HELP = 30
@@ -34,12 +34,11 @@ def prune(
     Unread messages, pending notices, open asks and undelivered sends stay, however old.
     The daemon does the same with the default every few hours.
     """
-    out = Output(json_mode=json_output)
-    reply = ask_daemon(home, "prune", {"older_than_days": older_than}, timeout=PRUNE_TIMEOUT)
+    reply = ask(home, "prune", {"older_than_days": older_than}, timeout=PRUNE_TIMEOUT)
     removed = {k: int(v) for k, v in reply["removed"].items()}
     total = sum(removed.values())
     days = reply["older_than_days"]
     detail = ", ".join(f"{count} {table}" for table, count in removed.items() if count)
     human = f"Pruned {total} row(s) older than {days:g} day(s)"
     human += f": {detail}." if detail else "."
-    out.emit({"older_than_days": days, "removed": removed, "total": total}, human)
+    show(json_output, {"older_than_days": days, "removed": removed, "total": total}, human)

@@ -12,9 +12,10 @@ from typing import Annotated, Any
 
 import typer
 
+from crosstalk.cli.calling import show
 from crosstalk.cli.cmd_memory import RoomOption, run_op
 from crosstalk.cli.options import HomeOption, JsonOption
-from crosstalk.cli.output import Output, reports_errors, visible
+from crosstalk.cli.output import reports_errors, visible
 from crosstalk.errors import UsageError
 
 PathsArgument = Annotated[
@@ -68,7 +69,7 @@ def reserve(
         kind = "shared" if reply["shared"] else "exclusive"
         human = (f"{reply['state']}: {reply['id']} {shown} in {reply['repo']} ({kind}, "
                  f"{_left(reply['until'], time.time())}, room {reply['room']})")
-    Output(json_mode=json_output).emit(reply, visible(human))
+    show(json_output, reply, visible(human))
 
 
 @reports_errors
@@ -91,7 +92,7 @@ def release(
     lines = [f"released: {', '.join(released)}" if released else "You held nothing to release."]
     if reply["pending"]:
         lines.append(f"pending in: {', '.join(reply['pending'])}")
-    Output(json_mode=json_output).emit(reply, visible("\n".join(lines)))
+    show(json_output, reply, visible("\n".join(lines)))
 
 
 @reports_errors
@@ -103,7 +104,7 @@ def reservations(
     """List the reservations that hold in your rooms."""
     reply = run_op("reservations", {"room": room}, home)
     lines = [_line(item, reply["now"]) for item in reply["reservations"]]
-    Output(json_mode=json_output).emit(reply, "\n".join(lines) or "No reservations hold.")
+    show(json_output, reply, "\n".join(lines) or "No reservations hold.")
 
 
 def _line(item: dict[str, Any], now: float) -> str:

@@ -6,9 +6,10 @@ from typing import Annotated, Any
 
 import typer
 
+from crosstalk.cli.calling import ask, show
 from crosstalk.cli.options import HomeOption, JsonOption
-from crosstalk.cli.output import Output, reports_errors, visible
-from crosstalk.client import ask_daemon, call, ensure_daemon
+from crosstalk.cli.output import reports_errors, visible
+from crosstalk.client import call, ensure_daemon
 from crosstalk.hook.control import ControlConnection
 from crosstalk.paths import Home
 
@@ -62,7 +63,6 @@ def new(
     home: HomeOption = None,
 ) -> None:
     """Start a pairing: prints four words to read to the other person, then waits for them."""
-    out = Output(json_mode=json_output)
     h = Home.resolve(home)
     ensure_daemon(h, needs_identity=False)
     with ControlConnection(h.socket, timeout=60.0) as conn:
@@ -71,7 +71,8 @@ def new(
         invite.pop("ok", None)
         # Who can join comes first: it decides whether to read the words out at all.
         note = f"{invite['note']}\n\n" if invite.get("note") else ""
-        out.emit(
+        show(
+            json_output,
             invite,
             (
                 f"{note}Read this to the other person; it expires in "
@@ -81,7 +82,7 @@ def new(
         conn.extend_deadline(PAIRING_WAIT)
         joined = conn.receive()
         joined.pop("ok", None)
-        out.emit(joined, _joined_text(joined))
+        show(json_output, joined, _joined_text(joined))
 
 
 @app.command("join")
@@ -94,7 +95,6 @@ def join(
     home: HomeOption = None,
 ) -> None:
     """Join a pairing with the code the other person read to you."""
-    out = Output(json_mode=json_output)
     _check_code(code, link=False)  # a malformed code needs no daemon to refuse
     h = Home.resolve(home)
     ensure_daemon(h, needs_identity=False)
@@ -102,7 +102,7 @@ def join(
         conn.send("room_join", {"code": code, "label": label, "agent": agent})
         joined = conn.receive()
     joined.pop("ok", None)
-    out.emit(joined, _joined_text(joined))
+    show(json_output, joined, _joined_text(joined))
 
 
 def link(
@@ -113,7 +113,6 @@ def link(
     home: HomeOption = None,
 ) -> None:
     """Make another of your machines the same identity (six words, read between them)."""
-    out = Output(json_mode=json_output)
     h = Home.resolve(home)
     if code is not None:
         _check_code(code, link=True)
@@ -121,13 +120,15 @@ def link(
     if code is not None:
         linked = call(h, "link_join", {"code": code}, timeout=PAIRING_WAIT)
         linked.pop("ok", None)
-        out.emit(linked, f"This machine is now {linked['label']} ({linked['fingerprint']}).")
+        human = f"This machine is now {linked['label']} ({linked['fingerprint']})."
+        show(json_output, linked, human)
         return
     with ControlConnection(h.socket, timeout=60.0) as conn:
         conn.send("link_new", {})
         invite = conn.receive()
         invite.pop("ok", None)
-        out.emit(
+        show(
+            json_output,
             invite,
             (
                 "On the other machine, run `crosstalk link CODE` with this code "
@@ -137,7 +138,7 @@ def link(
         conn.extend_deadline(PAIRING_WAIT)
         linked = conn.receive()
         linked.pop("ok", None)
-        out.emit(linked, f"Linked: the other machine is now {linked['label']} too.")
+        show(json_output, linked, f"Linked: the other machine is now {linked['label']} too.")
 
 
 link = reports_errors(link)
@@ -182,9 +183,8 @@ def _room_lines(rooms: list[dict[str, Any]]) -> str:
 
 
 def _rooms(json_output: bool, home: str | None) -> None:
-    out = Output(json_mode=json_output)
-    rooms = ask_daemon(home, "rooms")["rooms"]
-    out.emit({"rooms": rooms}, _room_lines(rooms))
+    rooms = ask(home, "rooms")["rooms"]
+    show(json_output, {"rooms": rooms}, _room_lines(rooms))
 
 
 @app.callback()
@@ -202,7 +202,7 @@ def list_(json_output: JsonOption = False, home: HomeOption = None) -> None:
 
 
 def _admin(op: str, params: dict[str, Any], home: str | None) -> dict[str, Any]:
-    return ask_daemon(home, op, params, timeout=60.0)
+    return ask(home, op, params, timeout=60.0)
 
 
 @app.command("create")
@@ -214,7 +214,7 @@ def create(
 ) -> None:
     """Create a named room with just you in it; then `invite` people."""
     reply = _admin("room_create", {"name": name}, home)
-    Output(json_mode=json_output).emit(reply, f"Created #{reply['room']}.")
+    show(json_output, reply, f"Created #{reply['room']}.")
 
 
 @app.command("invite")
@@ -227,7 +227,8 @@ def invite(
 ) -> None:
     """Invite people you already share a room with; they must accept."""
     reply = _admin("room_invite", {"room": room, "peers": peers}, home)
-    Output(json_mode=json_output).emit(
+    show(
+        json_output,
         reply, f"Invited {', '.join(reply['invited'])} to #{reply['room']}."
     )
 
@@ -240,7 +241,7 @@ def _simple(op: str, verb: str) -> Any:
         home: HomeOption = None,
     ) -> None:
         reply = _admin(op, {"room": room}, home)
-        Output(json_mode=json_output).emit(reply, f"{verb} #{reply['room']}.")
+        show(json_output, reply, f"{verb} #{reply['room']}.")
 
     return command
 
@@ -262,7 +263,8 @@ def kick(
 ) -> None:
     """Remove someone from a room; the room's key changes so they read nothing after."""
     reply = _admin("room_kick", {"room": room, "peer": peer}, home)
-    Output(json_mode=json_output).emit(
+    show(
+        json_output,
         reply, f"Removed {reply['removed']} from #{reply['room']}; new key epoch {reply['epoch']}."
     )
 
@@ -283,10 +285,11 @@ def edits(
     params: dict[str, Any] = {"room": room}
     if share is not None:
         params["share"] = on_off(share)
-    reply = ask_daemon(home, "edits", params)
+    reply = ask(home, "edits", params)
     [shown] = reply["rooms"] or [{"room": room, "id": "", "share": False}]
     state = "hears" if shown["share"] else "does not hear"
-    Output(json_mode=json_output).emit(
+    show(
+        json_output,
         {"room": shown["room"], "id": shown["id"], "share": shown["share"]},
         f"#{visible(str(shown['room']), one_line=True)} {state} which files your agents change.",
     )

@@ -8,9 +8,9 @@ from typing import Annotated, Any
 
 import typer
 
+from crosstalk.cli.calling import ask, show
 from crosstalk.cli.options import HomeOption, JsonOption
-from crosstalk.cli.output import Output, reports_errors, visible
-from crosstalk.client import ask_daemon
+from crosstalk.cli.output import reports_errors, visible
 
 KINDS_HELP = "message, fact, task, decision or thread"
 
@@ -46,10 +46,7 @@ def search(
     home: HomeOption = None,
 ) -> None:
     """Search the messages, facts, tasks, decisions and thread summaries you hold, best first."""
-    params: dict[str, Any] = {"query": query}
-    for key, value in (("room", room), ("from", person), ("kind", kind), ("since", since)):
-        if value is not None:
-            params[key] = value
-    reply = ask_daemon(home, "search", params)
+    params = {"query": query, "room": room, "from": person, "kind": kind, "since": since}
+    reply = ask(home, "search", params)
     lines = [_line(r) for r in reply["results"]] or ["Nothing found."]
-    Output(json_mode=json_output).emit({"results": reply["results"]}, "\n".join(lines))
+    show(json_output, {"results": reply["results"]}, "\n".join(lines))

@@ -13,9 +13,10 @@ from typing import Any
 
 import typer
 
+from crosstalk.cli.calling import ask, show
 from crosstalk.cli.options import HomeOption, JsonOption
 from crosstalk.cli.output import Output, reports_errors
-from crosstalk.client import call, daemon_pid, ensure_daemon
+from crosstalk.client import call, daemon_pid
 from crosstalk.errors import CrosstalkError
 from crosstalk.paths import Home
 
@@ -157,11 +158,9 @@ doctor = reports_errors(doctor)
 @reports_errors
 def secure(json_output: JsonOption = False, home: HomeOption = None) -> None:
     """Move your private keys into the OS keyring (where this machine has one)."""
-    out = Output(json_mode=json_output)
-    h = Home.resolve(home)
-    ensure_daemon(h)
-    reply = call(h, "secure")
-    out.emit(
+    reply = ask(home, "secure")
+    show(
+        json_output,
         {"storage": reply["storage"]},
         "Your private keys are now in the OS keyring; identity.json no longer holds them.",
     )

@@ -8,11 +8,10 @@ from typing import Annotated, Any
 
 import typer
 
+from crosstalk.cli.calling import ask, show
 from crosstalk.cli.options import HomeOption, JsonOption
-from crosstalk.cli.output import Output, reports_errors, visible
-from crosstalk.client import call, ensure_daemon
+from crosstalk.cli.output import reports_errors, visible
 from crosstalk.errors import UsageError
-from crosstalk.paths import Home
 
 #: The trust dial, quietest first: ``crosstalk.core.levels.Level`` in order, spelled out so the
 #: help text costs no import (attrs); tests/cli/test_startup_imports.py keeps the two equal.
@@ -34,12 +33,8 @@ def trust(
     home: HomeOption = None,
 ) -> None:
     """Show or set how much a person or a room can interrupt you."""
-    out = Output(json_mode=json_output)
-    h = Home.resolve(home)
-    ensure_daemon(h)
-    reply = call(h, "trust", {"who": who, "level": level, "room": room})
-    reply.pop("ok", None)
-    out.emit(reply, _render_trust(reply))
+    reply = ask(home, "trust", {"who": who, "level": level, "room": room})
+    show(json_output, reply, _render_trust(reply))
 
 
 def _render_trust(reply: dict[str, Any]) -> str:
@@ -85,21 +80,15 @@ def mute(
 ) -> None:
     """Hold messages from someone (or everyone: `mute all`) for a while; they wait, nothing is
     dropped. With nothing named, list the mutes."""
-    out = Output(json_mode=json_output)
     if minutes is None and who is not None and _looks_numeric(who):
         who, minutes = "everyone", who  # `crosstalk mute 30` mutes everyone for 30 minutes
     params: dict[str, Any] = {"who": who}
     if minutes is not None:
         params["minutes"] = _minutes(minutes)
-    h = Home.resolve(home)
-    ensure_daemon(h)
-    reply = call(h, "mute", params)
-    reply.pop("ok", None)
+    reply = ask(home, "mute", params)
     now = time.time()
-    if who is None:
-        out.emit(reply, mutes_text(reply, now=now))
-    else:
-        out.emit(reply, mute_text(who, reply, now=now))
+    human = mutes_text(reply, now=now) if who is None else mute_text(who, reply, now=now)
+    show(json_output, reply, human)
 
 
 def mutes_text(reply: dict[str, Any], *, now: float) -> str:
@@ -155,11 +144,7 @@ def attention(json_output: JsonOption = False, home: HomeOption = None) -> None:
     """Who has reached you in the last hour, and what is waiting. A record, not a limit."""
     from crosstalk.core.attention import AttentionSummary, render_attention
 
-    out = Output(json_mode=json_output)
-    h = Home.resolve(home)
-    ensure_daemon(h)
-    reply = call(h, "attention", {})
-    reply.pop("ok", None)
+    reply = ask(home, "attention")
     by_source: dict[str, int] = {}
     for name, count in reply["by_source"].items():  # peers' labels, shown as everywhere else
         shown = visible(str(name), one_line=True)
@@ -169,7 +154,7 @@ def attention(json_output: JsonOption = False, home: HomeOption = None) -> None:
         by_source=by_source,
     )
     human = render_attention(summary) + "\n\n  Nothing is capped: turn one source down with trust."
-    out.emit(reply, human)
+    show(json_output, reply, human)
 
 
 def mount(app: typer.Typer) -> None:

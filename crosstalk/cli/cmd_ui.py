@@ -6,9 +6,9 @@ from typing import Annotated
 
 import typer
 
+from crosstalk.cli.calling import ask, show
 from crosstalk.cli.options import HomeOption, JsonOption
-from crosstalk.cli.output import Output, reports_errors
-from crosstalk.client import ask_daemon
+from crosstalk.cli.output import reports_errors
 
 
 @reports_errors
@@ -24,9 +24,9 @@ def ui(
     The URL is on loopback and carries a fresh random token; anyone who has it can act as you
     on this page, so do not share it. ``BROWSER`` picks the browser.
     """
-    reply = ask_daemon(home, "ui_open")
+    reply = ask(home, "ui_open")
     url = str(reply["url"])
-    Output(json_mode=json_output).emit({"url": url}, url)
+    show(json_output, {"url": url}, url)
     if not no_open:
         import webbrowser  # only when a browser is wanted
 

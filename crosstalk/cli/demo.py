@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from crosstalk.client import call, start_daemon
-from crosstalk.errors import CrosstalkError
+from crosstalk.errors import CrosstalkError, NoAnswer, RelayUnreachable
 from crosstalk.hook.control import ControlConnection
 from crosstalk.paths import RELAY_ENV, Home
 
@@ -55,7 +55,7 @@ def _relay(root: Path) -> Iterator[str]:
         assert proc.stdout is not None
         line = proc.stdout.readline()
         if not line:
-            raise CrosstalkError("The demo relay did not start.", code="relay_unreachable")
+            raise RelayUnreachable("The demo relay did not start.")
         yield str(json.loads(line)["listening"])
     finally:
         if proc.poll() is None:
@@ -237,7 +237,7 @@ def _wait_for_messages(home: Home) -> list[dict[str, Any]]:
             call(home, "ack", {"lease": reply["lease"]})  # shown: now they are read
             return list(reply["messages"])
         time.sleep(0.05)
-    raise CrosstalkError("The demo message did not arrive in time.", code="no_answer")
+    raise NoAnswer("The demo message did not arrive in time.")
 
 
 def _claim(home: Home, task_id: str) -> dict[str, Any]:

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any, ParamSpec, TypeVar
 
-from crosstalk.errors import CrosstalkError, UsageError
+from crosstalk.errors import CannotStart, CrosstalkError, UsageError
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -146,7 +146,5 @@ def startup_error(exc: Exception) -> CrosstalkError | None:
     for leaf in leaves:
         if isinstance(leaf, OSError):
             where = f" ({leaf.filename})" if leaf.filename else ""
-            return CrosstalkError(
-                f"Could not start: {leaf.strerror or leaf}{where}.", code="cannot_start"
-            )
+            return CannotStart(f"Could not start: {leaf.strerror or leaf}{where}.")
     return None

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import sys
 
-from crosstalk.cli.output import Output, run_reporting, visible
-from crosstalk.client import ask_daemon, call
+from crosstalk.cli.calling import ask, show
+from crosstalk.cli.output import run_reporting, visible
+from crosstalk.client import call
 from crosstalk.errors import CrosstalkError
 from crosstalk.paths import Home
 
@@ -52,11 +53,10 @@ def read_messages(
 ) -> None:
     """Show the messages waiting (all of them with ``all_messages``); once shown, mark them
     read. Raises CrosstalkError as the daemon refused."""
-    out = Output(json_mode=json_output)
-    reply = ask_daemon(home, "read", {"all": all_messages, "session": session})
+    reply = ask(home, "read", {"all": all_messages, "session": session})
     messages = reply["messages"]
     human = "\n\n".join(render(m) for m in messages) if messages else "No messages."
-    out.emit({"messages": messages}, human)
+    show(json_output, {"messages": messages}, human)
     if reply.get("lease"):  # printed: only now are they read (and the senders told)
         try:
             call(Home.resolve(home), "ack", {"lease": reply["lease"]}, timeout=ACK_TIMEOUT)

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from crosstalk.actors.fanout import Subscriber
     from crosstalk.actors.room import AppliedListener, Applier, ApplyScope
     from crosstalk.features.caps import Capabilities
+    from crosstalk.wire.control.spec import OpSpec
     from crosstalk.wire.relay_log import ResumedRoom
     from crosstalk.wire.room_ops import RoomOp
 
@@ -54,30 +55,33 @@ StatusRead = Callable[[], Awaitable[Any]]
 
 @attrs.frozen
 class ControlOp:
-    """One control-socket op: its name, its params model and its handler (or stream)."""
+    """One control-socket op: its spec in the one table and its handler (or stream)."""
 
-    name: str
-    params: type[Any]
+    spec: OpSpec[Any]
     handler: Handler[Any] | None = None
     stream: StreamHandler[Any] | None = None
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
 
     def install(self, table: OpTable) -> None:
         """Add this op to ``table`` (names are unique there)."""
         if self.stream is not None:
-            table.add_stream(self.name, self.params, self.stream)
+            table.add_stream(self.spec, self.stream)
         else:
             assert self.handler is not None
-            table.add(self.name, self.params, self.handler)
+            table.add(self.spec, self.handler)
 
 
-def op(name: str, params: type[P], handler: Handler[P]) -> ControlOp:
-    """A request/reply op (typed: ``handler`` takes ``params``)."""
-    return ControlOp(name, params, handler=handler)
+def op(spec: OpSpec[P], handler: Handler[P]) -> ControlOp:
+    """A request/reply op (its spec from :mod:`crosstalk.wire.control.table`)."""
+    return ControlOp(spec, handler=handler)
 
 
-def stream_op(name: str, params: type[P], handler: StreamHandler[P]) -> ControlOp:
+def stream_op(spec: OpSpec[P], handler: StreamHandler[P]) -> ControlOp:
     """A streaming op: an async generator of reply records."""
-    return ControlOp(name, params, stream=handler)
+    return ControlOp(spec, stream=handler)
 
 
 @attrs.frozen

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from crosstalk.errors import CrosstalkError, RelayUnreachable
+from crosstalk.errors import NoLanAddress, RelayUnreachable
 from crosstalk.paths import RELAY_ENV, relay_data_dir
 
 # The well-known port every identity on this machine meets on (CROSSTALK_LOCAL_PORT moves it,
@@ -52,10 +52,9 @@ def lan_address() -> str:
         address = str(info[4][0])
         if not address.startswith("127."):
             return address
-    raise CrosstalkError(
+    raise NoLanAddress(
         "This machine has no LAN address that others could reach; set "
-        f"{HOST_ADDRESS_ENV} to the address to use.",
-        code="no_lan_address",
+        f"{HOST_ADDRESS_ENV} to the address to use."
     )
 
 

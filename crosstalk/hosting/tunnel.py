@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import time
 
-from crosstalk.errors import CrosstalkError
+from crosstalk.errors import Unavailable
 
 START_TIMEOUT = 30.0
 _URL = re.compile(r"https://([a-z0-9-]+\.trycloudflare\.com)")
@@ -23,10 +23,9 @@ def require_cloudflared() -> str:
     """The path of ``cloudflared``, or the plain sentence saying it is not there."""
     path = shutil.which("cloudflared")
     if path is None:
-        raise CrosstalkError(
+        raise Unavailable(
             "`room new --public` needs cloudflared on your PATH, and it is not there; "
-            "crosstalk does not download it. Install it, or use --host on a shared network.",
-            code="unavailable",
+            "crosstalk does not download it. Install it, or use --host on a shared network."
         )
     return path
 
@@ -54,8 +53,7 @@ def open_tunnel(port: int) -> tuple[str, subprocess.Popen[bytes]]:
                     return match.group(1), proc
     proc.kill()
     proc.wait(timeout=10)
-    raise CrosstalkError(
+    raise Unavailable(
         "cloudflared did not hand out a public address in time (quick tunnels are rate "
-        "limited); try again, or use --host.",
-        code="unavailable",
+        "limited); try again, or use --host."
     )

@@ -6,26 +6,12 @@ import json
 import sqlite3
 import time
 
-import attrs
-
 from crosstalk.core.room import Applied
 from crosstalk.store.memory import load_state
 from crosstalk.store.rooms import Room
+from crosstalk.wire.control.replies.memory import DecisionView
 from crosstalk.wire.converter import unstructure
 from crosstalk.wire.room_ops import MessageOp
-
-
-@attrs.frozen
-class DecisionView:
-    """One decision as ``crosstalk decisions`` lists it (CLI.md)."""
-
-    id: str
-    text: str
-    why: str
-    by: str
-    room: str
-    ts: float
-    repo: str
 
 
 def hold_announcement(conn: sqlite3.Connection, applied: Applied, op: MessageOp) -> None:

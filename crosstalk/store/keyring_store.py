@@ -12,19 +12,12 @@ import base64
 import binascii
 from typing import Any
 
-from crosstalk.errors import CrosstalkError, DamagedState
+from crosstalk.errors import DamagedState, NoKeyring
 
 SERVICE = "crosstalk"
 STORAGE_FIELD = "storage"
 KEYRING = "keyring"
 SEED_FIELDS = ("signing_seed", "box_secret")
-
-
-class NoKeyring(CrosstalkError):
-    """There is no usable OS keyring on this machine."""
-
-    code = "no_keyring"
-
 
 def _backend() -> Any:
     try:

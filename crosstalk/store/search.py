@@ -20,6 +20,7 @@ import attrs
 from crosstalk.core.search_query import SYNTAX_HELP, FtsQuery
 from crosstalk.errors import UnknownPeer, UnknownRoom, UsageError
 from crosstalk.store.gate import LOCAL_ROOM
+from crosstalk.wire.control.replies.messages import Hit
 
 OPEN, CLOSE, ELLIPSIS = "[", "]", "…"
 #: Tokens a snippet shows around the match.
@@ -45,18 +46,6 @@ class Filters:
     kind: str | None = None
     since: float | None = None  # Unix seconds
     limit: int = 20
-
-
-@attrs.frozen
-class Hit:
-    """One result, as ``search`` returns it (CLI.md): ``from_`` travels as ``from``."""
-
-    kind: str
-    id: str
-    room: str
-    from_: str
-    snippet: str
-    ts: float
 
 
 def check_syntax(query: FtsQuery) -> None:

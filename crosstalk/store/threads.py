@@ -19,34 +19,13 @@ import json
 import sqlite3
 from typing import Any
 
-import attrs
-
 from crosstalk.core.room import Applied
 from crosstalk.errors import UnknownMessage
 from crosstalk.store.gate import source_of
+from crosstalk.wire.control.replies.messages import ThreadMessage, ThreadView
 from crosstalk.wire.room_ops import MessageOp
 
 MIN_PREFIX = 6
-
-
-@attrs.frozen
-class ThreadMessage:
-    id: str
-    from_: str  # our name for the sender; "me" for what we sent
-    to: str | None  # whom we sent it to (our messages only)
-    kind: str
-    text: str
-    reply_to: str | None
-    ts: float
-
-
-@attrs.frozen
-class ThreadView:
-    thread: str
-    messages: list[ThreadMessage]
-    closed: bool
-    summary: str | None
-    closed_by: str | None = None
 
 
 def _by_prefix(conn: sqlite3.Connection, ref: str) -> tuple[str, str | None] | None:

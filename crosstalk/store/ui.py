@@ -13,49 +13,11 @@ import json
 import sqlite3
 from typing import Any
 
-import attrs
-
 from crosstalk.store.messages import body_json, delivery_state
+from crosstalk.wire.control.replies.daemon import ClaimEvent, ConversationEntry, SliceRef
 
 #: A room's conversation shows at most this many of the latest messages.
 MAX_MESSAGES = 2000
-
-
-@attrs.frozen
-class SliceRef:
-    index: int
-    kind: str
-    label: str
-    bytes: int
-
-
-@attrs.frozen
-class ConversationEntry:
-    """One message in a room, ours or theirs; every string in it is the sender's, untrusted."""
-
-    id: str
-    mine: bool
-    sender: str
-    from_label: str
-    from_session: str | None
-    text: str
-    intent: str
-    kind: str
-    thread: str | None
-    reply_to: str | None
-    correlation: str | None
-    ts: float
-    slices: list[SliceRef]
-    #: For ours: queued, sent, delivered, read or refused; for theirs: unread or read.
-    state: str
-    reason: str | None = None
-
-
-@attrs.frozen
-class ClaimEvent:
-    seq: int
-    outcome: str
-    holder: str | None
 
 
 def record_sent(

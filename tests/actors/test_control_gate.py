@@ -15,6 +15,7 @@ import trio.testing
 from crosstalk.actors.control import ControlServer, OpTable
 from crosstalk.actors.control_gate import DaemonStarting, OpGate, StartingStatus
 from crosstalk.actors.supervisor import Supervisor
+from crosstalk.wire.control.spec import OpSpec
 from crosstalk.wire.converter import unstructure
 
 
@@ -29,8 +30,8 @@ async def _echo(params: Echo) -> Echo:
 
 def _table() -> OpTable:
     table = OpTable()
-    table.add("echo", Echo, _echo)
-    table.add("status", Echo, _echo)
+    table.add(OpSpec("echo", Echo, (), "Echo.", reply=Echo), _echo)
+    table.add(OpSpec("status", Echo, (), "Echo.", reply=Echo), _echo)
     return table
 
 

@@ -8,6 +8,7 @@ import shutil
 import tempfile
 from collections.abc import AsyncGenerator, AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -16,7 +17,8 @@ import trio.testing
 
 from crosstalk.actors.control import ControlServer, OpTable
 from crosstalk.actors.supervisor import Supervisor
-from crosstalk.errors import NoAnswer
+from crosstalk.errors import NoAnswer, WrongWords
+from crosstalk.wire.control.spec import OpSpec
 
 
 @attrs.frozen
@@ -34,6 +36,11 @@ class Value:
     value: int
 
 
+def _spec(name: str, params: type[Any], *, stream: bool = False) -> OpSpec[Any]:
+    return OpSpec(name, params, (NoAnswer,), "A test op.", reply=Value if stream else Echo,
+                  stream=stream)
+
+
 async def _echo(params: Echo) -> Echo:
     return params
 
@@ -44,6 +51,14 @@ async def _buggy(_: Echo) -> Echo:
 
 async def _refuse(_: Echo) -> Echo:
     raise NoAnswer("Nobody answered.")
+
+
+async def _undeclared(_: Echo) -> Echo:
+    raise WrongWords("Those were not the words.")  # planted: its spec declares only NoAnswer
+
+
+async def _mistyped(_: Echo) -> Value:
+    return Value(1)  # planted: its spec's reply is Echo
 
 
 class Fixture:
@@ -81,12 +96,14 @@ async def server() -> AsyncIterator[Fixture]:
     root = Path(tempfile.mkdtemp(prefix="ct-", dir="/tmp"))
     fx = Fixture(root / "s.sock")
     ops = OpTable()
-    ops.add("echo", Echo, _echo)
-    ops.add("buggy", Echo, _buggy)
-    ops.add("refuse", Echo, _refuse)
-    ops.add("hold", Echo, fx.hold)
-    ops.add_stream("count", Count, fx.count)
-    ops.add_stream("forever", Count, fx.forever)
+    ops.add(_spec("echo", Echo), _echo)
+    ops.add(_spec("buggy", Echo), _buggy)
+    ops.add(_spec("refuse", Echo), _refuse)
+    ops.add(_spec("hold", Echo), fx.hold)
+    ops.add(_spec("undeclared", Echo), _undeclared)
+    ops.add(_spec("mistyped", Echo), _mistyped)  # type: ignore[arg-type]
+    ops.add_stream(_spec("count", Count, stream=True), fx.count)
+    ops.add_stream(_spec("forever", Count, stream=True), fx.forever)
     async with trio.open_nursery() as nursery:
         supervisor = Supervisor(heartbeat=5.0)
         await nursery.start(supervisor.run)
@@ -164,6 +181,37 @@ async def test_handler_bug_is_answered_and_the_connection_lives_on(server: Fixtu
         assert echo == {"ok": True, "text": "still here"}
 
 
+async def test_an_error_the_spec_does_not_declare_is_logged_as_a_bug(
+    server: Fixture, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Planted: an op raising a code its spec leaves out still answers that code, and the
+    server logs it at ERROR naming the op and the code."""
+    async with await trio.open_unix_socket(str(server.path)) as stream:
+        await _send(stream, op="refuse", text="x")
+        await _send(stream, op="undeclared", text="x")
+        refused, undeclared = await _lines(stream, 2)
+    assert refused["error"]["code"] == "no_answer"  # type: ignore[index]
+    assert undeclared["error"]["code"] == "wrong_words"  # type: ignore[index]
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert errors == ["op 'undeclared' raised 'wrong_words' (WrongWords), which its spec does "
+                      "not declare"]
+
+
+async def test_a_reply_of_another_model_is_answered_as_a_bug(server: Fixture) -> None:
+    """Planted: a handler returning another model than its spec's reply gets an internal
+    error, not a reply of the wrong shape."""
+    async with await trio.open_unix_socket(str(server.path)) as stream:
+        await _send(stream, op="mistyped", text="x")
+        (reply,) = await _lines(stream, 1)
+    assert reply["error"]["code"] == "internal"  # type: ignore[index]
+
+
+def test_a_spec_and_a_handler_that_disagree_on_streaming_are_refused() -> None:
+    """A stream spec given a request/reply handler is a programming error at registration."""
+    with pytest.raises(ValueError, match="disagree on streaming"):
+        OpTable().add(_spec("count", Count, stream=True), _echo)  # type: ignore[arg-type]
+
+
 async def test_a_client_hanging_up_before_its_reply_is_a_quiet_debug_line(
     server: Fixture, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -191,6 +239,17 @@ async def test_a_client_hanging_up_before_its_reply_is_a_quiet_debug_line(
 def test_an_op_name_can_be_registered_only_once() -> None:
     """Registering two handlers under one name is a programming error."""
     ops = OpTable()
-    ops.add("echo", Echo, _echo)
+    ops.add(_spec("echo", Echo), _echo)
     with pytest.raises(ValueError, match="registered twice"):
-        ops.add_stream("echo", Echo, Fixture(Path("x")).count)  # type: ignore[arg-type]
+        ops.add_stream(_spec("echo", Count, stream=True), Fixture(Path("x")).count)
+
+
+async def test_an_op_run_from_inside_the_daemon_returns_its_reply_model() -> None:
+    """``run`` hands the params model to the handler and returns the reply model; planted: a
+    handler returning another model is refused, not passed on to the calling feature."""
+    ops = OpTable()
+    ops.add(_spec("echo", Echo), _echo)
+    ops.add(_spec("mistyped", Echo), _mistyped)  # type: ignore[arg-type]
+    assert await ops.run(_spec("echo", Echo), Echo("hi"), Echo) == Echo("hi")
+    with pytest.raises(TypeError, match="returned Value, not Echo"):
+        await ops.run(_spec("mistyped", Echo), Echo("hi"), Echo)

@@ -19,13 +19,17 @@ BASES = (ROOT, ROOT / "crosstalk", ROOT / "relay")
 CODE = re.compile(r"`([^`\n]+)`")
 PATH = re.compile(r"^[\w./-]+(\.py|/)$")
 DOTTED = re.compile(r"^(crosstalk|relay)(\.\w+)+$")
+# The walk-through's example feature ("Add a feature: where each part goes") is one that does
+# not exist; its paths are the only ones allowed not to.
+EXAMPLE = re.compile(r"(^|/)(features/pins/|store/pins\.py|cmd_pins\.py)")
 
 
 def named(text: str) -> tuple[list[str], list[str]]:
     """The paths and the dotted names a page puts in backticks (not in fenced code blocks)."""
     prose = re.sub(r"```.*?```", "", text, flags=re.DOTALL)
     spans = CODE.findall(prose)
-    paths = [s for s in spans if "/" in s and PATH.match(s) and not s.startswith(("/", "~"))]
+    paths = [s for s in spans if "/" in s and PATH.match(s) and not s.startswith(("/", "~"))
+             and not EXAMPLE.search(s)]
     return paths, [s for s in spans if DOTTED.match(s)]
 
 

@@ -9,8 +9,11 @@ import trio
 import trio.testing
 
 from crosstalk.core.triage import SessionStatus
-from crosstalk.features.attention.sessions import EditWarning, HookEventParams, hook_event
+from crosstalk.features.attention.sessions import HookEventParams, hook_event
 from crosstalk.store.sessions import get_session
+from crosstalk.wire.control.replies.daemon import EditWarning
+from crosstalk.wire.control.replies.memory import CheckReply, TouchedReply
+from crosstalk.wire.control.spec import OpSpec
 from crosstalk.wire.converter import structure_remote, unstructure
 from tests.actors.gate_world import InlineStore
 from tests.actors.test_gate_actor import gate_world
@@ -22,8 +25,8 @@ class NoOps:
     def has(self, name: str) -> bool:
         return False
 
-    async def call(self, name: str, params: Any) -> dict[str, Any]:
-        raise AssertionError(f"no op {name} here")
+    async def run(self, spec: OpSpec[Any], params: Any, reply: type[Any]) -> Any:
+        raise AssertionError(f"no op {spec.name} here")
 
 
 class Host:
@@ -139,9 +142,12 @@ class EditOps:
     def has(self, name: str) -> bool:
         return name in ("edits_touched", "edits_check")
 
-    async def call(self, name: str, params: Any) -> dict[str, Any]:
-        self.calls.append((name, params))
-        return self.warning if name == "edits_check" else {}
+    async def run(self, spec: OpSpec[Any], params: Any, reply: type[Any]) -> Any:
+        sent = {k: v for k, v in unstructure(params).items() if v is not None}
+        self.calls.append((spec.name, sent))
+        if spec.name == "edits_check":
+            return CheckReply(**self.warning)
+        return TouchedReply([], [])
 
 
 class EditHost:

@@ -10,8 +10,6 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
-import attrs
-
 from crosstalk.actors.children import start_children
 from crosstalk.actors.control import OpTable
 from crosstalk.actors.supervisor import Supervisor
@@ -19,28 +17,20 @@ from crosstalk.core.room import Applied
 from crosstalk.features.edits import ops as edits_ops
 from crosstalk.store import edits as db
 from crosstalk.store.db import Store, open_store
+from crosstalk.wire.control.params import ReservationsParams
+from crosstalk.wire.control.replies.memory import ReservationsReply, ReservationView
+from crosstalk.wire.control.table_memory import RESERVATIONS
 from crosstalk.wire.room_ops import EditedPath, EditsPublished, RoomOp
 from tests.actors.fakes import running
 
 ME, BEN = "me" * 8, "be" * 8
 
 
-@attrs.frozen
-class ReservationsParams:
-    cwd: str | None = None
-    catch_up: bool = True
-
-
-@attrs.frozen
-class ReservationsReply:
-    reservations: list[dict[str, Any]]
-    now: float
-
-
-def _reservation(**kw: Any) -> dict[str, Any]:
-    return {"id": "v1", "holder": "cy", "holder_fingerprint": "cy" * 8, "mine": False,
-            "paths": ["src/**"], "repo": "SHOP", "room": "team", "room_id": "r1",
-            "until": 9e9, "shared": False, "reason": "moving the API", **kw}
+def _reservation(**kw: Any) -> ReservationView:
+    return ReservationView(**{
+        "id": "v1", "holder": "cy", "holder_fingerprint": "cy" * 8, "mine": False,
+        "paths": ["src/**"], "repo": "SHOP", "room": "team", "room_id": "r1",
+        "until": 9e9, "shared": False, "reason": "moving the API", "granted_at": 0.0, **kw})
 
 
 def _world(conn: sqlite3.Connection) -> None:
@@ -59,7 +49,7 @@ def _world(conn: sqlite3.Connection) -> None:
     )
 
 
-async def _host(store: Store, supervisor: Supervisor, rows: list[dict[str, Any]]) -> OpTable:
+async def _host(store: Store, supervisor: Supervisor, rows: list[ReservationView]) -> OpTable:
     async def no_send(room_id: str, op: RoomOp, *, op_id: str | None = None) -> str:
         return "op"
 
@@ -67,7 +57,7 @@ async def _host(store: Store, supervisor: Supervisor, rows: list[dict[str, Any]]
         return ReservationsReply(rows, 0.0)  # their clock: "until" counts from this now
 
     ops = OpTable()
-    ops.add("reservations", ReservationsParams, reservations)
+    ops.add(RESERVATIONS, reservations)
     host = SimpleNamespace(store=store, supervisor=supervisor, send_op=no_send, ops=ops,
                            identity=object(), keys=SimpleNamespace(fingerprint=ME))
     plugs = edits_ops.plug(cast(edits_ops.Host, host))

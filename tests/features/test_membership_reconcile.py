@@ -24,7 +24,6 @@ from crosstalk.errors import RelayUnreachable
 from crosstalk.features.membership.actor import MembershipInput, Refresh
 from crosstalk.features.membership.lifecycle import reconcile_with_relay
 from crosstalk.features.rooms.ops import create
-from crosstalk.features.rooms.views import CreateParams
 from crosstalk.store.db import Store, open_store
 from crosstalk.store.membership import (
     key_shares_owed,
@@ -37,6 +36,7 @@ from crosstalk.store.membership import (
 from crosstalk.store.messages import delivery_state
 from crosstalk.store.rooms import Room, RoomMember, add_member, add_room, get_room
 from crosstalk.wire import relay as w
+from crosstalk.wire.control.params import CreateParams
 from crosstalk.wire.room_ops import KeyShare, MemberNamed, RoomOp
 
 ROOM = "r" * 32

@@ -11,8 +11,8 @@ import pytest
 from crosstalk.errors import CrosstalkError, UnknownTask
 from crosstalk.features.memory import handle
 from crosstalk.features.memory.handle import MemoryFeature
-from crosstalk.features.memory.views import Where
 from crosstalk.store.db import open_store
+from crosstalk.wire.control.params import Where
 from crosstalk.wire.memory import TaskAdd
 from tests.store.test_memory_store import ANA, ROOM, env, room_db, sent
 

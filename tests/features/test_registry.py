@@ -11,6 +11,7 @@ from crosstalk.core.room import Applied
 from crosstalk.features.feature import Feature, Plugs, op
 from crosstalk.features.registry import FEATURES
 from crosstalk.features.seams import Seams
+from crosstalk.wire.control.spec import OpSpec
 
 PACKAGES = Path(__file__).resolve().parents[2] / "crosstalk" / "features"
 
@@ -42,7 +43,8 @@ async def test_seams_keep_features_in_order_and_refuse_a_second_op_of_one_name()
         async def handler(params: object) -> None:
             return None
 
-        return Plugs(ops=(op(f"op_{name}", object, handler),), local_listeners=(listener,),
+        spec = OpSpec(f"op_{name}", object, (), "A test op.", reply=type(None))
+        return Plugs(ops=(op(spec, handler),), local_listeners=(listener,),
                      status=status)
 
     seams = Seams()

@@ -16,7 +16,6 @@ from collections import OrderedDict
 from collections.abc import AsyncGenerator
 from typing import TypeVar
 
-import attrs
 import nacl.utils
 import trio
 
@@ -26,12 +25,21 @@ from crosstalk.errors import CrosstalkError, NoAnswer, Refused, UsageError
 from crosstalk.features.feature import Plugs, op, stream_op
 
 # Asks send as messages do, so they ask for what sending asks for.
-from crosstalk.features.messages.ops import Host, SendParams, deliver, resolve
+from crosstalk.features.messages.ops import Host, deliver, resolve
 from crosstalk.features.read.ops import view_of
 from crosstalk.store.asks import apply_ask_ended
 from crosstalk.store.messages import HeldRow, held_after, held_with_ids, last_cursor
 from crosstalk.store.rooms import contact_named, find_contact
-from crosstalk.wire.converter import rename_fields
+from crosstalk.wire.control.params import AskParams, NoParams, SendParams, WaitParams, WatchParams
+from crosstalk.wire.control.replies.messages import (
+    Arrival,
+    AskReply,
+    AsksReply,
+    MutualWait,
+    WaitReply,
+    Watching,
+)
+from crosstalk.wire.control.table import ASK, ASKS, WAIT, WATCH
 from crosstalk.wire.room_ops import AskEnded, MessageOp
 
 log = logging.getLogger(__name__)
@@ -44,76 +52,6 @@ ENDED_WAIT = 5.0
 WATCH_BUFFER = 1000
 BACKLOG_PAGE = 500  # a resumed watch reads what it missed this many messages at a time
 SEEN_LIMIT = 4096
-
-
-@attrs.frozen
-class AskParams:
-    to: str
-    text: str
-    timeout: float = 300.0
-    session: str | None = None
-
-
-@attrs.frozen
-class AskReply:
-    answer: str
-    from_: str
-    id: str
-
-
-@attrs.frozen
-class MutualWait:
-    waiting_on_each_other: str
-
-
-@attrs.frozen
-class NoParams:
-    pass
-
-
-@attrs.frozen
-class AsksReply:
-    waiting: list[str]  # correlations of asks still waiting for an answer
-    watching: int = 0  # `watch` streams open now (a script can wait for its watcher to be on)
-
-
-@attrs.frozen
-class WaitParams:
-    timeout: float = 60.0
-
-
-@attrs.frozen
-class WaitReply:
-    arrived: int
-
-
-@attrs.frozen
-class WatchParams:
-    text: bool = False
-    after: int | None = None  # resume after this cursor (a line's ``cursor``), after a restart
-
-
-@attrs.frozen
-class Watching:
-    """A watch stream's first line: it is on, and where it starts."""
-
-    event: str
-    cursor: int  # the newest message held when it started; arrivals come after it
-
-
-@attrs.frozen
-class Arrival:
-    """One held message as ``read --json`` shows it (its fields are read's), and its cursor."""
-
-    event: str
-    id: str
-    from_: str
-    session: str | None
-    room: str
-    intent: str
-    kind: str
-    text: str | None = None
-    cursor: int = 0
 
 
 class Mailroom:
@@ -189,11 +127,6 @@ def _tell(channel: trio.MemorySendChannel[T], value: T) -> None:
         channel.send_nowait(value)
     except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
         log.info("a waiter missed an arrival (it left, or its buffer is full)")
-
-
-# "from" is a keyword in Python: the fields are ``from_`` and travel as "from".
-for _cls in (AskReply, Arrival):
-    rename_fields(_cls, from_="from")
 
 
 async def ask(
@@ -320,10 +253,10 @@ def plug(daemon: Host) -> Plugs:
     mailroom = Mailroom(daemon)
     return Plugs(
         ops=(
-            stream_op("ask", AskParams, functools.partial(ask, daemon, mailroom)),
-            op("asks", NoParams, functools.partial(asks, mailroom)),
-            op("wait", WaitParams, functools.partial(wait, mailroom)),
-            stream_op("watch", WatchParams, functools.partial(watch, daemon, mailroom)),
+            stream_op(ASK, functools.partial(ask, daemon, mailroom)),
+            op(ASKS, functools.partial(asks, mailroom)),
+            op(WAIT, functools.partial(wait, mailroom)),
+            stream_op(WATCH, functools.partial(watch, daemon, mailroom)),
         ),
         appliers=(apply_ask_ended,),
         applied_listeners=(mailroom.applied,),

@@ -33,6 +33,15 @@ from crosstalk.store import attention as db
 from crosstalk.store.gate import source_of
 from crosstalk.store.membership import member_named, room_members_not_contacts
 from crosstalk.store.rooms import Contact, list_contacts, list_rooms
+from crosstalk.wire.control.params import MuteParams, NoParams, TrustParams
+from crosstalk.wire.control.replies.daemon import (
+    AttentionReply,
+    MuteReply,
+    MuteView,
+    PinView,
+    TrustReply,
+)
+from crosstalk.wire.control.table import ATTENTION, MUTE, TRUST
 from crosstalk.wire.room_ops import MessageOp
 
 DEFAULT_MUTE_MINUTES = 60.0
@@ -44,66 +53,6 @@ EVERYONE_WORDS = ("*", "everyone", "all")  # `crosstalk mute all [MINUTES]`
 class Host(Stored, Identified, SendsOps, CallsOps, Protocol):
     """What attention uses: the store, who we are, the gate actor it declares (which posts into
     rooms), and the op table for ``hook_event``."""
-
-
-@attrs.frozen
-class TrustParams:
-    who: str | None = None
-    level: str | None = None
-    room: str | None = None
-
-
-@attrs.frozen
-class PinView:
-    person: str
-    room: str
-    level: str
-
-
-@attrs.frozen
-class TrustReply:
-    default: str
-    rooms: dict[str, str]
-    people: dict[str, str]
-    pins: list[PinView]
-    local: str
-    explain: str | None = None  # for `trust WHO`: their level and why (outside any room)
-
-
-@attrs.frozen
-class MuteParams:
-    """``who`` for ``minutes`` (60 when not given); no ``who`` and no ``minutes``: only list.
-    ``who`` may be a person, a room, or ``everyone``/``all``; minutes without ``who`` mute
-    everyone (``crosstalk mute 30``)."""
-
-    who: str | None = None
-    minutes: float | None = None
-
-
-@attrs.frozen
-class MuteView:
-    who: str
-    until: float
-
-
-@attrs.frozen
-class MuteReply:
-    muted: list[str]  # every mute in force, by our names
-    until: float | None  # when ``who`` stops being held (by its mute or one covering it)
-    by: list[str] = attrs.Factory(list)  # the mutes holding ``who``: its own, ``everyone``
-    mutes: list[MuteView] = attrs.Factory(list)  # every mute in force, with its end
-
-
-@attrs.frozen
-class NoParams:
-    """An op that takes no parameters."""
-
-
-@attrs.frozen
-class AttentionReply:
-    reached_last_hour: int
-    held: int
-    by_source: dict[str, int]
 
 
 # --- names -> keys ------------------------------------------------------------------------------
@@ -353,9 +302,9 @@ def plug(daemon: Host) -> Plugs:
     wired = _wire_gate(daemon, gate)
     return Plugs(
         ops=(
-            op("trust", TrustParams, functools.partial(trust, daemon, gate.send)),
-            op("mute", MuteParams, functools.partial(mute, daemon, gate.send)),
-            op("attention", NoParams, functools.partial(attention, daemon)),
+            op(TRUST, functools.partial(trust, daemon, gate.send)),
+            op(MUTE, functools.partial(mute, daemon, gate.send)),
+            op(ATTENTION, functools.partial(attention, daemon)),
             *session_ops(daemon, gate.send),
         ),
         appliers=(wired.applier,),

@@ -18,10 +18,9 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-import attrs
 import trio
 
-from crosstalk.actors.gate import GateInput, SessionTurned, Surfaced
+from crosstalk.actors.gate import GateInput, SessionTurned
 from crosstalk.core.triage import SessionStatus
 from crosstalk.errors import CrosstalkError, UsageError
 from crosstalk.features.caps import CallsOps, Stored
@@ -30,6 +29,37 @@ from crosstalk.features.inbox.actor import held_text
 from crosstalk.store import attention as db
 from crosstalk.store.messages import held_body
 from crosstalk.store.sessions import get_session, register_session
+from crosstalk.wire.control.params import (
+    CheckParams,
+    HookEventParams,
+    NoticeShownParams,
+    NoticesParams,
+    SessionRegisterParams,
+    SessionStatusParams,
+    TouchedParams,
+    WorkingSetParams,
+)
+from crosstalk.wire.control.replies.daemon import (
+    EditWarning,
+    HookEventReply,
+    NoticeShownReply,
+    NoticesReply,
+    NoticeView,
+    SessionStatusReply,
+    SessionView,
+    Surfaced,
+)
+from crosstalk.wire.control.replies.memory import CheckReply, TouchedReply, WorkingSetReply
+from crosstalk.wire.control.table import (
+    EDITS_CHECK,
+    EDITS_TOUCHED,
+    HOOK_EVENT,
+    NOTICE_SHOWN,
+    NOTICES,
+    SESSION_REGISTER,
+    SESSION_STATUS,
+)
+from crosstalk.wire.control.table_memory import WORKING_SET
 
 GATE_REPLY_TIMEOUT = 10.0
 
@@ -38,122 +68,6 @@ class Host(Stored, CallsOps, Protocol):
     """What the session ops use: the store, and the op table (``hook_event`` runs
     ``working_set`` in-process when the memory feature serves it)."""
 
-
-@attrs.frozen
-class SessionRegisterParams:
-    name: str
-    client: str = "unknown"
-    project: str = ""
-    inbox_socket: str | None = None
-    #: The client's transcript file, from the hook payload (for ``--slice turns``).
-    transcript_path: str | None = None
-
-
-@attrs.frozen
-class SessionView:
-    name: str
-    client: str
-    project: str
-    status: str
-    transcript_path: str | None = None
-
-
-@attrs.frozen
-class SessionStatusParams:
-    name: str
-    status: str
-
-
-@attrs.frozen
-class SessionStatusReply:
-    name: str
-    status: str
-    surfaced: list[Surfaced]
-
-
-@attrs.frozen
-class NoticesParams:
-    session: str | None = None
-    pending: bool = False  # only surfaced notices no session has shown yet
-    #: Include the words of ``deliver``-level notices (the pull hook quotes them).
-    words: bool = False
-
-
-@attrs.frozen
-class NoticeView:
-    id: str
-    sender: str
-    label: str
-    session: str | None
-    room: str | None
-    from_session: str | None
-    intent: str
-    kind: str
-    decision: str
-    due: str
-    created_at: float
-    surfaced_at: float | None
-    batch: str | None
-    #: The sender's words, only when asked for and the gate decided ``deliver``.
-    words: str | None = None
-
-
-@attrs.frozen
-class NoticesReply:
-    notices: list[NoticeView]
-
-
-@attrs.frozen
-class HookEventParams:
-    """``session_register``'s fields, then what else the event needs."""
-
-    name: str
-    client: str = "unknown"
-    project: str = ""
-    inbox_socket: str | None = None
-    transcript_path: str | None = None
-    #: ``busy`` (a prompt) or ``idle`` (a stop), as ``session_status`` takes it; None: neither.
-    status: str | None = None
-    #: Ask for the working set (``working_set {session, cwd}``).
-    working_set: bool = False
-    cwd: str | None = None
-    #: Ask for the pending notices with words (``notices {session, pending, words}``).
-    notices: bool = False
-    #: Files a tool call of the session wrote, as the client named them (relative to ``cwd``
-    #: or absolute): ``edits_touched {session, cwd, paths}``.
-    edited: list[str] = attrs.Factory(list)
-    #: Files a tool call is about to write: ``edits_check {session, cwd, paths}`` answers.
-    editing: list[str] = attrs.Factory(list)
-
-
-@attrs.frozen
-class EditWarning:
-    """What ``edits_check`` says about an edit about to happen (the hook renders it)."""
-
-    text: str | None
-    #: ``allow`` (text, if any, is a warning), ``ask`` or ``deny``.
-    decision: str = "allow"
-
-
-@attrs.frozen
-class HookEventReply:
-    session: SessionView
-    #: The working set's text, when asked for (None: this daemon has no memory feature).
-    working_set: str | None = None
-    notices: list[NoticeView] | None = None
-    #: For ``editing``: None when there is nothing to say or no edits feature.
-    edit_warning: EditWarning | None = None
-
-
-@attrs.frozen
-class NoticeShownParams:
-    session: str
-    ids: list[str]
-
-
-@attrs.frozen
-class NoticeShownReply:
-    shown: int
 
 def _notices(conn: sqlite3.Connection, params: NoticesParams) -> NoticesReply:
     project = ""
@@ -273,8 +187,8 @@ async def hook_event(daemon: Host, gate: GateInbox, params: HookEventParams) -> 
             rows = (await notices(daemon, pending)).notices
     text: str | None = None
     if params.working_set and daemon.ops.has("working_set"):
-        asked = {"session": params.name, "cwd": params.cwd}
-        text = (await daemon.ops.call("working_set", asked)).get("text")
+        asked = WorkingSetParams(session=params.name, cwd=params.cwd)
+        text = (await daemon.ops.run(WORKING_SET, asked, WorkingSetReply)).text
     await _touched(daemon, params)
     return HookEventReply(view, text, rows, await _check(daemon, params))
 
@@ -282,8 +196,8 @@ async def hook_event(daemon: Host, gate: GateInbox, params: HookEventParams) -> 
 async def _touched(daemon: Host, params: HookEventParams) -> None:
     """Hand the files the session wrote to ``edits_touched``, when this daemon serves it."""
     if params.edited and daemon.ops.has("edits_touched"):
-        asked = {"session": params.name, "cwd": params.cwd, "paths": params.edited}
-        await daemon.ops.call("edits_touched", asked)
+        asked = TouchedParams(params.name, params.cwd, list(params.edited))
+        await daemon.ops.run(EDITS_TOUCHED, asked, TouchedReply)
 
 
 async def _check(daemon: Host, params: HookEventParams) -> EditWarning | None:
@@ -291,24 +205,18 @@ async def _check(daemon: Host, params: HookEventParams) -> EditWarning | None:
     say (no text and allow) or this daemon does not serve it."""
     if not (params.editing and daemon.ops.has("edits_check")):
         return None
-    asked = {"session": params.name, "cwd": params.cwd, "paths": params.editing}
-    answer = await daemon.ops.call("edits_check", asked)
-    text = answer.get("text")
-    decision = answer.get("decision")
-    warning = EditWarning(
-        text if isinstance(text, str) and text else None,
-        decision if isinstance(decision, str) and decision else "allow",
-    )
+    asked = CheckParams(params.name, params.cwd, list(params.editing))
+    answer = await daemon.ops.run(EDITS_CHECK, asked, CheckReply)
+    warning = EditWarning(answer.text or None, answer.decision or "allow")
     return None if warning.text is None and warning.decision == "allow" else warning
 
 
 def session_ops(daemon: Host, gate: GateInbox) -> tuple[ControlOp, ...]:
     """The session and notice ops; ``gate`` returns the running gate's inbox."""
     return (
-        op("hook_event", HookEventParams, functools.partial(hook_event, daemon, gate)),
-        op("notices", NoticesParams, functools.partial(notices, daemon)),
-        op("notice_shown", NoticeShownParams, functools.partial(notice_shown, daemon)),
-        op("session_register", SessionRegisterParams,
-           functools.partial(session_register, daemon)),
-        op("session_status", SessionStatusParams, functools.partial(session_status, gate)),
+        op(HOOK_EVENT, functools.partial(hook_event, daemon, gate)),
+        op(NOTICES, functools.partial(notices, daemon)),
+        op(NOTICE_SHOWN, functools.partial(notice_shown, daemon)),
+        op(SESSION_REGISTER, functools.partial(session_register, daemon)),
+        op(SESSION_STATUS, functools.partial(session_status, gate)),
     )

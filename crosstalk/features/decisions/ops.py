@@ -20,22 +20,14 @@ from crosstalk.features.caps import Identified, Stored, TellsLocal, own_fingerpr
 from crosstalk.features.decisions.core import announced
 from crosstalk.features.feature import Plugs, op
 from crosstalk.features.memory import views as v
-from crosstalk.store.decisions import DecisionView, hold_announcement, list_decisions
+from crosstalk.store.decisions import hold_announcement, list_decisions
+from crosstalk.wire.control.params import DecisionsParams
+from crosstalk.wire.control.replies.memory import DecisionsReply, DecisionView
+from crosstalk.wire.control.table_memory import DECISIONS
 
 
 class Host(Stored, Identified, TellsLocal, Protocol):
     """What decisions use: the store, who we are, and the local listeners to announce to."""
-
-
-@attrs.frozen
-class DecisionsParams:
-    room: str | None = None
-    cwd: str | None = None  # the CLI sends it with every memory command; the list is per room
-
-
-@attrs.frozen
-class DecisionsReply:
-    decisions: list[DecisionView]
 
 
 def hold(daemon: Identified, conn: sqlite3.Connection, applied: Applied) -> None:
@@ -72,7 +64,7 @@ async def decisions(daemon: Host, params: DecisionsParams) -> DecisionsReply:
 def plug(daemon: Host) -> Plugs:
     """The applier, the announcing listener and the ``decisions`` op."""
     return Plugs(
-        ops=(op("decisions", DecisionsParams, functools.partial(decisions, daemon)),),
+        ops=(op(DECISIONS, functools.partial(decisions, daemon)),),
         appliers=(functools.partial(hold, daemon),),
         applied_listeners=(functools.partial(announce, daemon),),
     )

@@ -21,9 +21,8 @@ import logging
 import sqlite3
 import time
 from collections import defaultdict
-from typing import Any, Protocol
+from typing import Protocol
 
-import attrs
 import trio
 
 from crosstalk.actors.children import ChildSpec, Mailbox
@@ -46,6 +45,23 @@ from crosstalk.features.feature import Plugs, op
 from crosstalk.features.rooms.views import find_room
 from crosstalk.store import edits as db
 from crosstalk.store.rooms import list_rooms
+from crosstalk.wire.control.params import (
+    CheckParams,
+    EditsParams,
+    ReservationsParams,
+    TouchedParams,
+)
+from crosstalk.wire.control.replies.memory import (
+    CheckReply,
+    EditsReply,
+    EditView,
+    FileView,
+    ReservationsReply,
+    RoomShare,
+    TouchedReply,
+)
+from crosstalk.wire.control.table import EDITS, EDITS_CHECK, EDITS_TOUCHED
+from crosstalk.wire.control.table_memory import RESERVATIONS
 from crosstalk.wire.room_ops import MAX_EDIT_NOTE, MAX_NAME, SessionsPublished
 
 log = logging.getLogger(__name__)
@@ -55,75 +71,6 @@ HAND_OVER = 2.0  # how long a hook's request waits for a busy actor's inbox
 class Host(Stored, Identified, SendsOps, CallsOps, Protocol):
     """What edits use: the store, who we are, its actor (which posts into rooms), and the op
     table (the ``reservations`` op, when the daemon has it)."""
-
-
-@attrs.frozen
-class TouchedParams:
-    session: str
-    cwd: str | None = None
-    paths: list[str] = attrs.Factory(list)
-    note: str | None = None
-
-
-@attrs.frozen
-class FileView:
-    repo: str
-    path: str
-
-
-@attrs.frozen
-class TouchedReply:
-    files: list[FileView]
-    rooms: list[str]  # the room ids told (once due)
-
-
-@attrs.frozen
-class CheckParams:
-    session: str
-    cwd: str | None = None
-    paths: list[str] = attrs.Factory(list)
-
-
-@attrs.frozen
-class CheckReply:
-    text: str | None
-    decision: str
-
-
-@attrs.frozen
-class EditsParams:
-    room: str | None = None
-    share: bool | None = None
-    on_reserved: str | None = None
-    window_minutes: float | None = None
-
-
-@attrs.frozen
-class EditView:
-    label: str
-    fingerprint: str
-    session: str
-    repo: str
-    path: str
-    edited_at: float
-    note: str = ""
-    room: str | None = None
-
-
-@attrs.frozen
-class RoomShare:
-    room: str
-    id: str
-    share: bool
-
-
-@attrs.frozen
-class EditsReply:
-    edits: list[EditView]
-    mine: list[EditView]
-    on_reserved: str
-    window_minutes: float
-    rooms: list[RoomShare]
 
 
 Inbox = trio.MemorySendChannel[Touched]  # the edits actor's mailbox
@@ -213,31 +160,24 @@ async def tell_newly_sharing(
                     return
 
 
-def _holds(reply: dict[str, Any], now: float) -> list[Hold]:
+def _holds(reply: ReservationsReply, now: float) -> list[Hold]:
     """Others' reservations from the ``reservations`` op's reply, their ``until`` moved onto
-    our clock by the reply's own ``now``; rows that do not parse are left out."""
-    their_now = reply.get("now")
-    shift = now - their_now if isinstance(their_now, int | float) else 0.0
-    holds = []
-    for row in reply.get("reservations") or []:
-        if not isinstance(row, dict) or row.get("mine") is not False:
-            continue
-        paths, until = row.get("paths"), row.get("until")
-        if not isinstance(paths, list) or not isinstance(until, int | float):
-            continue
-        holds.append(Hold(
-            str(row.get("holder") or "someone"), str(row.get("repo") or ""),
-            tuple(p for p in paths if isinstance(p, str)), float(until) + shift,
-            row.get("shared") is True, str(row.get("reason") or ""),
-        ))
-    return holds
+    our clock by the reply's own ``now``."""
+    shift = now - reply.now
+    return [
+        Hold(row.holder or "someone", row.repo, tuple(row.paths), row.until + shift, row.shared,
+             row.reason)
+        for row in reply.reservations
+        if not row.mine
+    ]
 
 
 async def _reservations(daemon: Host, cwd: str | None, now: float) -> list[Hold]:
     if not daemon.ops.has("reservations"):
         return []
     try:
-        reply = await daemon.ops.call("reservations", {"cwd": cwd, "catch_up": False})
+        asked = ReservationsParams(cwd=cwd, catch_up=False)
+        reply = await daemon.ops.run(RESERVATIONS, asked, ReservationsReply)
     except CrosstalkError as exc:  # no room here, not set up: nobody's reservations to show
         log.debug("edits: no reservations for %s: %s", cwd, exc.message)
         return []
@@ -323,10 +263,9 @@ def plug(daemon: Host) -> Plugs:
     make = functools.partial(EditsActor, store=daemon.store, send_op=daemon.send_op)
     return Plugs(
         ops=(
-            op("edits_touched", TouchedParams,
-               functools.partial(edits_touched, daemon, inbox.send)),
-            op("edits_check", CheckParams, functools.partial(edits_check, daemon)),
-            op("edits", EditsParams, functools.partial(show, daemon)),
+            op(EDITS_TOUCHED, functools.partial(edits_touched, daemon, inbox.send)),
+            op(EDITS_CHECK, functools.partial(edits_check, daemon)),
+            op(EDITS, functools.partial(show, daemon)),
         ),
         appliers=(functools.partial(keep, daemon),),
         applied_listeners=(functools.partial(tell_newly_sharing, daemon, inbox.send),),

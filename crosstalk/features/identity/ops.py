@@ -5,27 +5,19 @@ from __future__ import annotations
 import functools
 from typing import Protocol
 
-import attrs
 import trio
 
 from crosstalk.features.caps import Homed, Identified
 from crosstalk.features.feature import Plugs, op
 from crosstalk.store.identity import save_identity
 from crosstalk.store.keyring_store import KEYRING, store_seeds
+from crosstalk.wire.control.params import NoParams
+from crosstalk.wire.control.replies.daemon import SecureReply
+from crosstalk.wire.control.table import SECURE
 
 
 class Host(Identified, Homed, Protocol):
     """What ``secure`` uses: the identity and the home it is saved in."""
-
-
-@attrs.frozen
-class NoParams:
-    pass
-
-
-@attrs.frozen
-class SecureReply:
-    storage: str
 
 
 async def secure(daemon: Host, _: NoParams) -> SecureReply:
@@ -48,4 +40,4 @@ async def secure(daemon: Host, _: NoParams) -> SecureReply:
 
 def plug(daemon: Host) -> Plugs:
     """The ``secure`` op."""
-    return Plugs(ops=(op("secure", NoParams, functools.partial(secure, daemon)),))
+    return Plugs(ops=(op(SECURE, functools.partial(secure, daemon)),))

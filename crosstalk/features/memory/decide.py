@@ -15,10 +15,12 @@ import trio
 from crosstalk.core.triage import Kind
 from crosstalk.errors import CrosstalkError, NotInRepository, UnknownPeer, UsageError
 from crosstalk.features.feature import ControlOp, op
-from crosstalk.features.memory import views as v
 from crosstalk.features.memory.handle import MemoryFeature
 from crosstalk.project import append_decision_file, repo_root
 from crosstalk.store.rooms import Room, contact_named, direct_room_with, members
+from crosstalk.wire.control.params import DecideParams, Where
+from crosstalk.wire.control.replies.memory import DecideReply
+from crosstalk.wire.control.table_memory import DECIDE
 from crosstalk.wire.memory import DecisionMade
 from crosstalk.wire.room_ops import MessageOp
 
@@ -28,13 +30,13 @@ log = logging.getLogger(__name__)
 def decide_op(feature: MemoryFeature) -> ControlOp:
     """The ``decide`` op."""
 
-    async def handler(params: v.DecideParams) -> v.DecideReply:
+    async def handler(params: DecideParams) -> DecideReply:
         return await decide(feature, params)
 
-    return op("decide", v.DecideParams, handler)
+    return op(DECIDE, handler)
 
 
-async def decide(feature: MemoryFeature, params: v.DecideParams) -> v.DecideReply:
+async def decide(feature: MemoryFeature, params: DecideParams) -> DecideReply:
     """Append to DECISIONS.md first (the record that matters), then announce it in the room.
 
     A decision is recorded even when it cannot be announced (no room to choose, relay refusing):
@@ -46,7 +48,7 @@ async def decide(feature: MemoryFeature, params: v.DecideParams) -> v.DecideRepl
         raise UsageError("There is no decision to record: the text is empty.")
     named = None
     if params.room is not None:  # a room asked for by name must exist before anything is written
-        named = await feature.room_for(v.Where(params.room, params.cwd))
+        named = await feature.room_for(Where(params.room, params.cwd))
     repo = _repo_dir(params.repo, params.cwd)
     who = feature.identity_label()
     when = dt.datetime.now(dt.UTC).isoformat()
@@ -56,14 +58,14 @@ async def decide(feature: MemoryFeature, params: v.DecideParams) -> v.DecideRepl
     )
     decision_id, room = "d" + secrets.token_hex(5), None
     try:
-        chosen = named or await feature.room_for(v.Where(params.room, params.cwd))
+        chosen = named or await feature.room_for(Where(params.room, params.cwd))
         await feature.write(chosen, DecisionMade(decision_id, params.text, params.why, repo.name))
         room = chosen
     except CrosstalkError as exc:
         log.info("decision recorded in %s, not announced: %s", path, exc.message)
     if params.tell:
         await _tell(feature, params.tell, params.text, announced_in=room)
-    return v.DecideReply(str(path), decision_id, room.name if room else None)
+    return DecideReply(str(path), decision_id, room.name if room else None)
 
 
 async def _tell(feature: MemoryFeature, who: str, text: str, *, announced_in: Room | None) -> None:

@@ -43,6 +43,7 @@ from crosstalk.store import memory as m
 from crosstalk.store.link import post_state
 from crosstalk.store.memory_log import MemoryFollower
 from crosstalk.store.rooms import Room
+from crosstalk.wire.control.params import Where
 from crosstalk.wire.memory import (
     MemoryOp,
     Outcome,
@@ -205,17 +206,17 @@ class MemoryFeature:
             raise NotSetUp("There is no identity here yet; pair first: `crosstalk room new`.")
         return self.daemon.identity.label
 
-    async def room_for(self, where: v.Where) -> Room:
+    async def room_for(self, where: Where) -> Room:
         bound = await trio.to_thread.run_sync(bound_to, where.cwd)
         return await self.daemon.store.read(lambda c: v.choose_room(c, where.room, bound))
 
-    async def rooms_for(self, where: v.Where) -> list[Room]:
+    async def rooms_for(self, where: Where) -> list[Room]:
         """The rooms a lookup searches: the named or bound room, else every joined room."""
         if where.room is None and await trio.to_thread.run_sync(bound_to, where.cwd) is None:
             return await self.daemon.store.read(v.joined_rooms)
         return [await self.room_for(where)]
 
-    async def record_in(self, kind: str, where: v.Where, wanted: str) -> tuple[Room, str]:
+    async def record_in(self, kind: str, where: Where, wanted: str) -> tuple[Room, str]:
         """The room holding the fact or task ``wanted``, after applying our own sequenced ops:
         a task we added whose answer came back ``pending`` is ours to claim once the relay has
         it (a full CI run: "There is no task" for our own task, sequenced a moment before)."""

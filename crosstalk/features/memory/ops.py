@@ -28,6 +28,39 @@ from crosstalk.project import bound_room, repo_root
 from crosstalk.store import memory as m
 from crosstalk.store.reservations import relay_now
 from crosstalk.store.rooms import Room, contact_named
+from crosstalk.wire.control.params import (
+    FactAddParams,
+    FactCorrectParams,
+    IdParams,
+    ListParams,
+    TaskAddParams,
+    TaskDoneParams,
+    Where,
+    WorkingSetParams,
+)
+from crosstalk.wire.control.replies.memory import (
+    ClaimReply,
+    FactsReply,
+    MemoryStateReply,
+    TasksReply,
+    WorkingSetReply,
+    WriteReply,
+)
+from crosstalk.wire.control.table_memory import (
+    FACT_ADD,
+    FACT_CONFIRM,
+    FACT_CORRECT,
+    FACT_FORGET,
+    FACTS,
+    MEMORY_STATE,
+    TASK_ADD,
+    TASK_CLAIM,
+    TASK_DONE,
+    TASK_DROP,
+    TASK_RELEASE,
+    TASKS,
+    WORKING_SET,
+)
 from crosstalk.wire.memory import (
     FactAdd,
     FactConfirm,
@@ -63,15 +96,15 @@ def _me(feature: MemoryFeature) -> tuple[str | None, str | None]:
     return feature.daemon.keys.fingerprint, identity.label
 
 
-def _answer(room: Room, outcome: Outcome | None, record_id: str) -> v.WriteReply:
-    return v.WriteReply(record_id, room.name, "pending" if outcome is None else outcome.code.value)
+def _answer(room: Room, outcome: Outcome | None, record_id: str) -> WriteReply:
+    return WriteReply(record_id, room.name, "pending" if outcome is None else outcome.code.value)
 
 
 async def listing(
-    feature: MemoryFeature, facts: bool, params: v.ListParams
-) -> v.FactsReply | v.TasksReply:
+    feature: MemoryFeature, facts: bool, params: ListParams
+) -> FactsReply | TasksReply:
     """The facts (or the tasks) of the rooms asked about, after catching up on our own."""
-    rooms = await feature.rooms_for(v.Where(params.room, params.cwd))
+    rooms = await feature.rooms_for(Where(params.room, params.cwd))
     await feature.catch_up_own(rooms)
     me, label = _me(feature)
     now = time.time()
@@ -88,7 +121,7 @@ def _place(cwd: str | None) -> tuple[Path | None, str | None]:
     return root, bound_room(root) if root is not None else None
 
 
-async def working_set(feature: MemoryFeature, params: v.WorkingSetParams) -> v.WorkingSetReply:
+async def working_set(feature: MemoryFeature, params: WorkingSetParams) -> WorkingSetReply:
     """What a session is shown at its start: the memory of our rooms, this repo's room first."""
     # One trip to a worker thread for both (each trip waits twice for a thread to be
     # scheduled, which a loaded machine stretches): every session start asks for this.
@@ -96,7 +129,7 @@ async def working_set(feature: MemoryFeature, params: v.WorkingSetParams) -> v.W
     repo = params.repo or (root.name if root is not None else None)
     me, label = _me(feature)
     if me is None:
-        return v.WorkingSetReply("", repo, 0, 0)
+        return WorkingSetReply("", repo, 0, 0)
 
     def gather(conn: sqlite3.Connection) -> tuple[list[RoomMemory], dict[str, str], float]:
         rooms = sorted(v.joined_rooms(conn), key=lambda r: r.room_id != bound)
@@ -107,29 +140,29 @@ async def working_set(feature: MemoryFeature, params: v.WorkingSetParams) -> v.W
     chosen = build_working_set(
         memory, me=me, repo=repo, now=time.time(), names=known, relay_now=at
     )
-    return v.WorkingSetReply(chosen.render(), repo, chosen.facts_total, chosen.tasks_total)
+    return WorkingSetReply(chosen.render(), repo, chosen.facts_total, chosen.tasks_total)
 
 
-async def memory_state(feature: MemoryFeature, params: v.Where) -> v.MemoryStateReply:
+async def memory_state(feature: MemoryFeature, params: Where) -> MemoryStateReply:
     rooms = await feature.rooms_for(params)
     await feature.catch_up_own(rooms)
     return await feature.daemon.store.read(lambda c: v.memory_state(c, rooms))
 
 
-async def fact_add(feature: MemoryFeature, params: v.FactAddParams) -> v.WriteReply:
+async def fact_add(feature: MemoryFeature, params: FactAddParams) -> WriteReply:
     _check_text(params.text, "fact")
     tags = tuple(sorted({t.strip() for t in params.tags if t.strip()}))
-    room = await feature.room_for(v.Where(params.room, params.cwd))
+    room = await feature.room_for(Where(params.room, params.cwd))
     fact_id = _new_id("f")
     _op_id, outcome = await feature.write(room, FactAdd(fact_id, params.text, tags))
     return _answer(room, outcome, fact_id)
 
 
-async def fact_correct(feature: MemoryFeature, params: v.FactCorrectParams) -> v.WriteReply:
+async def fact_correct(feature: MemoryFeature, params: FactCorrectParams) -> WriteReply:
     """Correct a fact's text, saying why; with no new text the fact is retired."""
     if not params.because.strip():
         raise NeedsReason("Say why the fact is wrong: --because WHY.")
-    room, fact_id = await feature.record_in("fact", v.Where(params.room, params.cwd), params.id)
+    room, fact_id = await feature.record_in("fact", Where(params.room, params.cwd), params.id)
     op: MemoryOp = FactForget(fact_id)
     if params.text is not None:
         _check_text(params.text, "corrected fact")
@@ -147,39 +180,39 @@ async def _person(feature: MemoryFeature, name: str) -> Person:
     return Person(contact.fingerprint, contact.label)
 
 
-async def task_add(feature: MemoryFeature, params: v.TaskAddParams) -> v.WriteReply:
+async def task_add(feature: MemoryFeature, params: TaskAddParams) -> WriteReply:
     _check_text(params.text, "task")
-    room = await feature.room_for(v.Where(params.room, params.cwd))
+    room = await feature.room_for(Where(params.room, params.cwd))
     person = await _person(feature, params.person) if params.person else None
     task_id = _new_id("t")
     _op_id, outcome = await feature.write(room, TaskAdd(task_id, params.text, person))
     return _answer(room, outcome, task_id)
 
 
-async def task_claim(feature: MemoryFeature, params: v.IdParams) -> v.ClaimReply:
+async def task_claim(feature: MemoryFeature, params: IdParams) -> ClaimReply:
     """Claim a task; the answer says who holds it once the claims are ordered."""
-    room, task_id = await feature.record_in("task", v.Where(params.room, params.cwd), params.id)
+    room, task_id = await feature.record_in("task", Where(params.room, params.cwd), params.id)
     _op_id, outcome = await feature.write(room, TaskClaim(task_id))
     if outcome is None:
-        return v.ClaimReply(task_id, room.name, "pending", None)
+        return ClaimReply(task_id, room.name, "pending", None)
     me, label = _me(feature)
     known = await feature.daemon.store.read(lambda c: v.names(c, me, label))
     winner = outcome.winner
     holder = known.get(winner.fingerprint, winner.label) if winner is not None else None
-    return v.ClaimReply(task_id, room.name, outcome.claim_answer or "lost", holder)
+    return ClaimReply(task_id, room.name, outcome.claim_answer or "lost", holder)
 
 
 async def _on_record(
-    feature: MemoryFeature, kind: str, make: Callable[[str], MemoryOp], params: v.IdParams
-) -> v.WriteReply:
+    feature: MemoryFeature, kind: str, make: Callable[[str], MemoryOp], params: IdParams
+) -> WriteReply:
     """Write ``make(record id)`` about an existing fact or task (``kind``) named by its id."""
-    room, record_id = await feature.record_in(kind, v.Where(params.room, params.cwd), params.id)
+    room, record_id = await feature.record_in(kind, Where(params.room, params.cwd), params.id)
     _op_id, outcome = await feature.write(room, make(record_id))
     return _answer(room, outcome, record_id)
 
 
-async def task_done(feature: MemoryFeature, params: v.TaskDoneParams) -> v.WriteReply:
-    ids = v.IdParams(params.id, params.room, params.cwd)
+async def task_done(feature: MemoryFeature, params: TaskDoneParams) -> WriteReply:
+    ids = IdParams(params.id, params.room, params.cwd)
     return await _on_record(feature, "task", lambda i: TaskDone(i, params.note), ids)
 
 
@@ -210,25 +243,25 @@ def _keep_removal(conn: sqlite3.Connection, room_id: str, op_id: str, op: RoomOp
 
 def _read_ops(feature: MemoryFeature) -> tuple[ControlOp, ...]:
     return (
-        op("memory_state", v.Where, functools.partial(memory_state, feature)),
-        op("facts", v.ListParams, functools.partial(listing, feature, True)),
-        op("tasks", v.ListParams, functools.partial(listing, feature, False)),
-        op("working_set", v.WorkingSetParams, functools.partial(working_set, feature)),
+        op(MEMORY_STATE, functools.partial(memory_state, feature)),
+        op(FACTS, functools.partial(listing, feature, True)),
+        op(TASKS, functools.partial(listing, feature, False)),
+        op(WORKING_SET, functools.partial(working_set, feature)),
     )
 
 
 def _write_ops(feature: MemoryFeature) -> tuple[ControlOp, ...]:
-    def on_record(kind: str, make: Callable[[str], MemoryOp]) -> Handler[v.IdParams]:
+    def on_record(kind: str, make: Callable[[str], MemoryOp]) -> Handler[IdParams]:
         return functools.partial(_on_record, feature, kind, make)
 
     return (
-        op("fact_add", v.FactAddParams, functools.partial(fact_add, feature)),
-        op("fact_confirm", v.IdParams, on_record("fact", FactConfirm)),
-        op("fact_correct", v.FactCorrectParams, functools.partial(fact_correct, feature)),
-        op("fact_forget", v.IdParams, on_record("fact", FactForget)),
-        op("task_add", v.TaskAddParams, functools.partial(task_add, feature)),
-        op("task_claim", v.IdParams, functools.partial(task_claim, feature)),
-        op("task_release", v.IdParams, on_record("task", TaskRelease)),
-        op("task_drop", v.IdParams, on_record("task", TaskDrop)),
-        op("task_done", v.TaskDoneParams, functools.partial(task_done, feature)),
+        op(FACT_ADD, functools.partial(fact_add, feature)),
+        op(FACT_CONFIRM, on_record("fact", FactConfirm)),
+        op(FACT_CORRECT, functools.partial(fact_correct, feature)),
+        op(FACT_FORGET, on_record("fact", FactForget)),
+        op(TASK_ADD, functools.partial(task_add, feature)),
+        op(TASK_CLAIM, functools.partial(task_claim, feature)),
+        op(TASK_RELEASE, on_record("task", TaskRelease)),
+        op(TASK_DROP, on_record("task", TaskDrop)),
+        op(TASK_DONE, functools.partial(task_done, feature)),
     )

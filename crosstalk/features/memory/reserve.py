@@ -28,6 +28,7 @@ from crosstalk.errors import (
     NotInRepository,
     Refused,
     Reserved,
+    UnknownReservation,
     UsageError,
 )
 from crosstalk.features.feature import ControlOp, op
@@ -36,8 +37,21 @@ from crosstalk.features.memory.handle import MemoryFeature
 from crosstalk.project import repo_root
 from crosstalk.store import reservations as r
 from crosstalk.store.rooms import Room
+from crosstalk.wire.control.params import (
+    ReleaseParams,
+    RenewParams,
+    ReservationsParams,
+    ReserveParams,
+    Where,
+)
+from crosstalk.wire.control.replies.memory import (
+    ReleaseReply,
+    ReservationsReply,
+    ReservationView,
+    ReserveReply,
+)
+from crosstalk.wire.control.table_memory import RELEASE, RESERVATIONS, RESERVE, RESERVE_RENEW
 from crosstalk.wire.reservations import (
-    DEFAULT_MINUTES,
     ReleaseOp,
     RenewOp,
     Reservation,
@@ -50,80 +64,7 @@ from crosstalk.wire.reservations import (
 #: What a reservation id looks like (``reserve`` makes them): told apart from a path to release.
 _AN_ID = re.compile(r"r[0-9a-f]{10}")
 
-
-class UnknownReservation(UsageError):
-    """No reservation of yours with that id holds (released, lapsed, or never yours)."""
-
-    code = "unknown_reservation"
-
-
 # --- params and replies --------------------------------------------------------------------------
-
-
-@attrs.frozen
-class ReserveParams:
-    paths: list[str]
-    minutes: int = DEFAULT_MINUTES
-    shared: bool = False
-    reason: str = ""
-    room: str | None = None
-    cwd: str | None = None
-
-
-@attrs.frozen
-class RenewParams:
-    id: str
-    minutes: int = DEFAULT_MINUTES
-    room: str | None = None
-    cwd: str | None = None
-
-
-@attrs.frozen
-class ReleaseParams:
-    """Ids or paths (globs); none: all of yours in this repository, or everywhere outside one."""
-
-    targets: list[str] = attrs.Factory(list)
-    room: str | None = None
-    cwd: str | None = None
-
-
-@attrs.frozen
-class ReserveReply:
-    id: str
-    paths: list[str]
-    room: str
-    repo: str
-    until: float | None  # relay time; None while pending
-    shared: bool
-    state: str  # granted | renewed | pending
-
-
-@attrs.frozen
-class ReleaseReply:
-    released: list[str]
-    pending: list[str] = attrs.Factory(list)  # rooms whose release the relay has not sequenced
-
-
-@attrs.frozen
-class ReservationView:
-    id: str
-    holder: str
-    holder_fingerprint: str
-    mine: bool
-    paths: list[str]
-    repo: str
-    room: str
-    room_id: str
-    until: float
-    shared: bool
-    reason: str
-    granted_at: float
-
-
-@attrs.frozen
-class ReservationsReply:
-    reservations: list[ReservationView]
-    now: float  # the relay time they were read at
 
 
 # --- paths ---------------------------------------------------------------------------------------
@@ -185,7 +126,7 @@ async def reserve(feature: MemoryFeature, params: ReserveParams) -> ReserveReply
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    room = await feature.room_for(v.Where(params.room, params.cwd))
+    room = await feature.room_for(Where(params.room, params.cwd))
     detail = await _send(feature, room, wanted)
     reply = ReserveReply(reservation_id, patterns, room.name, root.name, None, params.shared,
                          "pending")
@@ -202,7 +143,7 @@ async def renew(feature: MemoryFeature, params: RenewParams) -> ReserveReply:
         wanted = RenewOp(params.id, params.minutes)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    rooms = await feature.rooms_for(v.Where(params.room, params.cwd))
+    rooms = await feature.rooms_for(Where(params.room, params.cwd))
     me = feature.daemon.keys.fingerprint
     mine = [h for h in await _held(feature, rooms) if h.reservation.holder.fingerprint == me]
     found = next((h for h in mine if h.reservation.reservation_id == params.id), None)
@@ -224,7 +165,7 @@ async def renew(feature: MemoryFeature, params: RenewParams) -> ReserveReply:
 
 async def release(feature: MemoryFeature, params: ReleaseParams) -> ReleaseReply:
     """Give back reservations of one's own, by id or by path (see :class:`ReleaseParams`)."""
-    rooms = await feature.rooms_for(v.Where(params.room, params.cwd))
+    rooms = await feature.rooms_for(Where(params.room, params.cwd))
     me = feature.daemon.keys.fingerprint
     mine = [h for h in await _held(feature, rooms) if h.reservation.holder.fingerprint == me]
     ids = {h.reservation.reservation_id for h in mine}
@@ -279,18 +220,9 @@ def _overlaps_any(held: Reservation, patterns: tuple[str, ...]) -> bool:
     return any(overlaps(p, q) for p in patterns for q in held.patterns)
 
 
-@attrs.frozen
-class ReservationsParams:
-    room: str | None = None
-    cwd: str | None = None
-    # Apply our own sequenced ops first (a listing shows them). The hooks' pre-edit check, on
-    # every edit, asks for others' only and skips the store writes that takes.
-    catch_up: bool = True
-
-
 async def reservations(feature: MemoryFeature, params: ReservationsParams) -> ReservationsReply:
     """What holds in the rooms asked about (all of ours by default), at the relay's now."""
-    rooms = await feature.rooms_for(v.Where(params.room, params.cwd))
+    rooms = await feature.rooms_for(Where(params.room, params.cwd))
     if params.catch_up:
         await feature.catch_up_own(rooms)
     me = feature.daemon.keys.fingerprint
@@ -376,9 +308,9 @@ async def _refusal(feature: MemoryFeature, detail: ReservationOutcome) -> Except
 def reservation_ops(feature: MemoryFeature) -> tuple[ControlOp, ...]:
     """The reservation ops."""
     return (
-        op("reserve", ReserveParams, functools.partial(reserve, feature)),
-        op("reserve_renew", RenewParams, functools.partial(renew, feature)),
-        op("release", ReleaseParams, functools.partial(release, feature)),
-        op("reservations", ReservationsParams, functools.partial(reservations, feature)),
+        op(RESERVE, functools.partial(reserve, feature)),
+        op(RESERVE_RENEW, functools.partial(renew, feature)),
+        op(RELEASE, functools.partial(release, feature)),
+        op(RESERVATIONS, functools.partial(reservations, feature)),
     )
 

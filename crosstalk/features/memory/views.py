@@ -10,178 +10,23 @@ from __future__ import annotations
 
 import sqlite3
 
-import attrs
-
 from crosstalk.errors import UnknownFact, UnknownRoom, UnknownTask, UsageError
 from crosstalk.store import memory as m
 from crosstalk.store.rooms import Room, list_contacts, list_rooms, removed_from
-from crosstalk.wire.converter import rename_fields
+from crosstalk.wire.control.replies.memory import (
+    FactsReply,
+    FactView,
+    MemoryStateReply,
+    RoomMemoryView,
+    TasksReply,
+    TaskView,
+)
 from crosstalk.wire.memory import FactRecord, Person, TaskRecord, TaskState
 
 # --- params --------------------------------------------------------------------------------------
 
 
-@attrs.frozen
-class Where:
-    """Which room: ``room`` (name or id), else the project bound at ``cwd``, else the only one."""
-
-    room: str | None = None
-    cwd: str | None = None
-
-
-@attrs.frozen
-class ListParams:
-    room: str | None = None
-    cwd: str | None = None
-    all: bool = False
-
-
-@attrs.frozen
-class FactAddParams:
-    text: str
-    tags: list[str] = attrs.Factory(list)
-    room: str | None = None
-    cwd: str | None = None
-
-
-@attrs.frozen
-class IdParams:
-    id: str
-    room: str | None = None
-    cwd: str | None = None
-
-
-@attrs.frozen
-class FactCorrectParams:
-    id: str
-    because: str
-    text: str | None = None
-    room: str | None = None
-    cwd: str | None = None
-
-
-@attrs.frozen
-class TaskAddParams:
-    text: str
-    person: str | None = None  # whom it is for: a name, or None for anyone
-    room: str | None = None
-    cwd: str | None = None
-
-
-@attrs.frozen
-class TaskDoneParams:
-    id: str
-    note: str = ""
-    room: str | None = None
-    cwd: str | None = None
-
-
-@attrs.frozen
-class DecideParams:
-    text: str
-    why: str = ""
-    repo: str | None = None
-    tell: str | None = None
-    room: str | None = None
-    cwd: str | None = None
-
-
-@attrs.frozen
-class WorkingSetParams:
-    repo: str | None = None
-    session: str | None = None
-    cwd: str | None = None
-
-
 # --- replies -------------------------------------------------------------------------------------
-
-
-@attrs.frozen
-class FactView:
-    id: str
-    text: str
-    room: str
-    by: list[str]
-    age_s: float
-    tags: list[str]
-
-
-@attrs.frozen
-class FactsReply:
-    facts: list[FactView]
-    catching_up: list[str]
-    incomplete: list[str] = attrs.Factory(list)  # rooms whose memory gave ops up (memory_log)
-
-
-@attrs.frozen
-class TaskView:
-    id: str
-    text: str
-    room: str
-    state: str
-    claimed_by: str | None
-    for_: str | None
-    by: str
-    note: str
-
-
-@attrs.frozen
-class TasksReply:
-    tasks: list[TaskView]
-    catching_up: list[str]
-    incomplete: list[str] = attrs.Factory(list)
-
-
-@attrs.frozen
-class WriteReply:
-    """What a fact/task write did: ``outcome`` is the replicated result, or ``pending``."""
-
-    id: str
-    room: str
-    outcome: str
-
-
-@attrs.frozen
-class ClaimReply:
-    id: str
-    room: str
-    outcome: str  # won | lost | pending
-    claimed_by: str | None
-
-
-@attrs.frozen
-class DecideReply:
-    file: str
-    id: str
-    room: str | None
-
-
-@attrs.frozen
-class RoomMemoryView:
-    """Where one room's memory stands; equal ``state_hash`` at equal ``last_seq`` = in agreement."""
-
-    room: str
-    id: str
-    last_seq: int
-    state_hash: str
-    catching_up: bool
-
-
-@attrs.frozen
-class MemoryStateReply:
-    rooms: list[RoomMemoryView]
-
-
-@attrs.frozen
-class WorkingSetReply:
-    text: str
-    repo: str | None
-    facts_total: int
-    tasks_total: int
-
-
-# "for" is a Python keyword: the attribute is ``for_``, the JSON key "for".
-rename_fields(TaskView, for_="for")
 
 
 # --- rooms ---------------------------------------------------------------------------------------

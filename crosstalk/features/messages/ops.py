@@ -59,6 +59,9 @@ from crosstalk.store.presence import peer_sessions
 from crosstalk.store.rooms import contact_named, direct_room_with
 from crosstalk.store.sessions import current_transcript, list_sessions, slice_projects
 from crosstalk.store.threads import reply_target
+from crosstalk.wire.control.params import AnswerParams, PostParams, SendParams, SentParams
+from crosstalk.wire.control.replies.messages import PostReply, SendReply, SentReply, SentView
+from crosstalk.wire.control.table import ANSWER, POST, SEND, SENT
 from crosstalk.wire.converter import unstructure
 from crosstalk.wire.relay_log import MAX_OP_BODY
 from crosstalk.wire.room_ops import MAX_TEXT, MessageOp, Receipt, Slice, encode_op
@@ -82,79 +85,6 @@ MAX_SENT_PAGE = 1000
 #: What sealing adds to an op's JSON on its way to the relay: framing header (7), nonce (24),
 #: signature (64) and AEAD tag (16), rounded up.
 SEAL_OVERHEAD = 128
-
-
-@attrs.frozen
-class SendParams:
-    to: str
-    text: str
-    intent: str = "fyi"
-    kind: str = "message"  # or "handoff" (a work item, usually with slices)
-    thread: str | None = None
-    reply_to: str | None = None
-    session: str | None = None  # the sending session, shown to the recipient
-    slices: list[str] = attrs.Factory(list)  # diff[:REF] | file:PATH | turns[:N] | note:TEXT
-    cwd: str | None = None  # where file and diff slices are taken from
-    # Where the caller's process really runs (set by the control server from the kernel, never
-    # by the caller): its project is one a person at their own terminal may slice from.
-    peer_cwd: str | None = None
-    transcript: str | None = None  # for turns slices
-    unprompted: bool = False  # self-initiated: rationed, and must say why
-    because: str | None = None
-
-
-@attrs.frozen
-class AnswerParams:
-    to: str
-    correlation: str
-    text: str
-    session: str | None = None
-
-
-@attrs.frozen
-class SentParams:
-    limit: int = 50  # at most MAX_SENT_PAGE; page on with ``before``
-    since: float | None = None  # only what was sent at or after this (wall-clock seconds)
-    before: str | None = None  # only what was sent before this message: a page's ``next``
-
-
-@attrs.frozen
-class SentView:
-    id: str
-    to: str
-    kind: str
-    state: str  # crosstalk.core.delivery.DeliveryState
-    ts: float
-    reason: str | None = None  # why it was refused (state "refused")
-    by: str | None = None  # who refused it: a recipient's name; None for the relay
-    text: str = ""  # the start of what we wrote
-
-
-@attrs.frozen
-class SentReply:
-    sent: list[SentView]
-    next: str | None = None  # pass as ``before`` for the next (older) page; None: no more
-
-
-@attrs.frozen
-class PostParams:
-    text: str
-    intent: str = "fyi"
-    source: str = "local"
-
-
-@attrs.frozen
-class PostReply:
-    posted_as: str
-    id: str
-
-
-@attrs.frozen
-class SendReply:
-    id: str
-    state: str
-    to: list[str]
-    truncated: list[int] = attrs.Factory(list)  # slices cut to their cap, by index
 
 
 @attrs.frozen
@@ -505,10 +435,10 @@ def plug(daemon: Host) -> Plugs:
     (:mod:`crosstalk.features.read`)."""
     return Plugs(
         ops=(
-            op("send", SendParams, functools.partial(send, daemon)),
-            op("answer", AnswerParams, functools.partial(answer, daemon)),
-            op("post", PostParams, functools.partial(post, daemon)),
-            op("sent", SentParams, functools.partial(sent, daemon)),
+            op(SEND, functools.partial(send, daemon)),
+            op(ANSWER, functools.partial(answer, daemon)),
+            op(POST, functools.partial(post, daemon)),
+            op(SENT, functools.partial(sent, daemon)),
         ),
         appliers=(
             functools.partial(hold, daemon), apply_receipt, functools.partial(refused, daemon),

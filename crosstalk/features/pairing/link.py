@@ -16,17 +16,16 @@ import time
 from collections.abc import AsyncGenerator
 from typing import Protocol
 
-import attrs
 import nacl.utils
 import trio
 
 from crosstalk import crypto
 from crosstalk.core.invite import Invite
 from crosstalk.core.words import BYTES_PER_WORD
-from crosstalk.errors import CrosstalkError, RelayKeyMismatch
+from crosstalk.errors import AlreadySetUp, RelayKeyMismatch, RemoteProtocolError
 from crosstalk.features.caps import Homed, MakesIdentity, MovesRelay, SendsOps, Stored
 from crosstalk.features.feature import Plugs, op, stream_op
-from crosstalk.features.pairing.ops import InviteLine, Pairer, make_offer, run_pairing
+from crosstalk.features.pairing.ops import Pairer, make_offer, run_pairing
 from crosstalk.store import room_keys, room_log
 from crosstalk.store.identity import IdentityRecord, save_identity
 from crosstalk.store.rooms import (
@@ -42,6 +41,9 @@ from crosstalk.store.rooms import (
 )
 from crosstalk.store.settings import RELAY_URL, set_setting
 from crosstalk.wire import relay as w
+from crosstalk.wire.control.params import LinkJoinParams, NoParams
+from crosstalk.wire.control.replies.rooms import InviteLine, LinkedLine
+from crosstalk.wire.control.table import LINK_JOIN, LINK_NEW
 from crosstalk.wire.link_bundle import (
     BundleContact,
     BundleMember,
@@ -56,24 +58,6 @@ from crosstalk.wire.pairing import Offer, Purpose, Role
 
 class Host(Pairer, Stored, Homed, SendsOps, MakesIdentity, MovesRelay, Protocol):
     """What ``link`` uses: a pairing, the store, and the moves that adopt an identity."""
-
-
-@attrs.frozen
-class NoParams:
-    pass
-
-
-@attrs.frozen
-class LinkJoinParams:
-    code: str
-
-
-@attrs.frozen
-class LinkedLine:
-    linked: bool
-    fingerprint: str
-    label: str
-    rooms: int
 
 
 def _collect(conn: sqlite3.Connection) -> tuple[list[BundleContact], list[BundleRoom]]:
@@ -183,9 +167,7 @@ def _opened_bundle(their: Offer, ours: Offer) -> tuple[IdentityBundle, IdentityR
         created_at=time.time(),
     )
     if crypto.Keys(record.signing_seed, record.box_secret).ed_pub != their.ed_pub:
-        raise CrosstalkError(
-            "The identity bundle does not match its sender.", code="protocol_error"
-        )
+        raise RemoteProtocolError("The identity bundle does not match its sender.")
     return bundle, record
 
 
@@ -193,10 +175,9 @@ async def link_join(daemon: Host, params: LinkJoinParams) -> LinkedLine:
     """Pair by the six words under a throwaway key, then become the identity sent over."""
     invite = Invite.parse(params.code, purpose=Purpose.LINK)
     if daemon.identity is not None:
-        raise CrosstalkError(
+        raise AlreadySetUp(
             f"This home already is {daemon.identity.label} ({daemon.keys.fingerprint}); "
-            "`link CODE` only works on a home with no identity yet.",
-            code="already_set_up",
+            "`link CODE` only works on a home with no identity yet."
         )
     throwaway = crypto.Keys(nacl.utils.random(32), nacl.utils.random(32))
     relay = await daemon.relay(as_keys=throwaway)
@@ -220,6 +201,6 @@ async def link_join(daemon: Host, params: LinkJoinParams) -> LinkedLine:
 def plug(daemon: Host) -> Plugs:
     """The ``link_new`` and ``link_join`` ops."""
     return Plugs(ops=(
-        stream_op("link_new", NoParams, functools.partial(link_new, daemon)),
-        op("link_join", LinkJoinParams, functools.partial(link_join, daemon)),
+        stream_op(LINK_NEW, functools.partial(link_new, daemon)),
+        op(LINK_JOIN, functools.partial(link_join, daemon)),
     ))

@@ -17,7 +17,6 @@ import time
 from collections.abc import AsyncGenerator
 from typing import Protocol
 
-import attrs
 import nacl.utils
 import trio
 
@@ -29,7 +28,7 @@ from crosstalk.actors.router import RoutePairing, WatchInvitation
 from crosstalk.actors.supervisor import Restart
 from crosstalk.core.invite import Invite
 from crosstalk.core.words import BYTES_PER_WORD
-from crosstalk.errors import CrosstalkError, RelayKeyMismatch
+from crosstalk.errors import RelayKeyMismatch, RemoteProtocolError
 from crosstalk.features.caps import (
     FollowsRosters,
     Identified,
@@ -65,6 +64,9 @@ from crosstalk.store.rooms import (
     upsert_contact,
 )
 from crosstalk.wire import relay as w
+from crosstalk.wire.control.params import RoomJoinParams, RoomNewParams
+from crosstalk.wire.control.replies.rooms import InviteLine, JoinedLine
+from crosstalk.wire.control.table import ROOM_JOIN, ROOM_NEW
 from crosstalk.wire.pairing import Offer, Purpose, Role, RoomGrant
 
 INVITATION_WAIT = 60.0
@@ -81,36 +83,6 @@ class Pairer(Identified, Linked, Routed, Supervises, Protocol):
 
 class Host(Pairer, Stored, SendsOps, MakesIdentity, MovesRelay, FollowsRosters, Protocol):
     """What ``room new`` and ``room join`` use: pairing, then a room of two and its relay."""
-
-
-@attrs.frozen
-class RoomNewParams:
-    label: str | None = None
-    agent: bool = False
-    host: bool = False  # run a relay others on this network can reach
-    public: bool = False  # and put a Cloudflare quick tunnel in front of it
-
-
-@attrs.frozen
-class RoomJoinParams:
-    code: str
-    label: str | None = None
-    agent: bool = False
-
-
-@attrs.frozen
-class InviteLine:
-    invite: str
-    expires_in: int
-    note: str | None = None  # who can join, when that is not obvious
-
-
-@attrs.frozen
-class JoinedLine:
-    joined: str
-    room: str
-    them: str
-    you: str
 
 
 def make_offer(
@@ -292,7 +264,7 @@ def _granted_room(their: Offer, ours: Offer) -> RoomGrant:
             "be in the middle. Nothing was adopted."
         )
     if their.room is None:
-        raise CrosstalkError("The inviter's offer carries no room.", code="protocol_error")
+        raise RemoteProtocolError("The inviter's offer carries no room.")
     return their.room
 
 
@@ -335,6 +307,6 @@ async def room_join(daemon: Host, params: RoomJoinParams) -> JoinedLine:
 def plug(daemon: Host) -> Plugs:
     """The ``room_new`` and ``room_join`` ops."""
     return Plugs(ops=(
-        stream_op("room_new", RoomNewParams, functools.partial(room_new, daemon)),
-        op("room_join", RoomJoinParams, functools.partial(room_join, daemon)),
+        stream_op(ROOM_NEW, functools.partial(room_new, daemon)),
+        op(ROOM_JOIN, functools.partial(room_join, daemon)),
     ))

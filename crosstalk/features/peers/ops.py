@@ -32,6 +32,18 @@ from crosstalk.store.membership import room_members_not_contacts
 from crosstalk.store.presence import peer_sessions
 from crosstalk.store.rooms import contact_named, list_contacts
 from crosstalk.store.sessions import list_sessions
+from crosstalk.wire.control.params import NoParams, RenameParams
+from crosstalk.wire.control.replies.rooms import (
+    CostReply,
+    CostRow,
+    EditedView,
+    Me,
+    PeersReply,
+    PeerView,
+    RenameReply,
+    SessionView,
+)
+from crosstalk.wire.control.table import COST, PEERS, RENAME
 
 
 class Host(Stored, Identified, Routed, Homed, MakesIdentity, Protocol):
@@ -41,83 +53,6 @@ class Host(Stored, Identified, Routed, Homed, MakesIdentity, Protocol):
 
 PRESENCE_WAIT = 2.0
 CHARS_PER_TOKEN = 4  # a rough, stated estimate: we never see the models' own token counts
-
-
-@attrs.frozen
-class NoParams:
-    pass
-
-
-@attrs.frozen
-class EditedView:
-    """A file a session's agent wrote lately (``crosstalk.features.edits``)."""
-
-    repo: str
-    path: str
-    edited_at: float
-
-
-@attrs.frozen
-class SessionView:
-    name: str
-    project: str
-    status: str
-    last_seen: float | None = None
-    edits: list[EditedView] = attrs.Factory(list)
-
-
-@attrs.frozen
-class Me:
-    label: str
-    fingerprint: str
-    sessions: list[SessionView]
-
-
-@attrs.frozen
-class PeerView:
-    label: str
-    fingerprint: str
-    online: bool
-    machine: str
-    level: str
-    muted: bool
-    unread: int
-    agent: bool
-    sessions: list[SessionView]
-    via: str | None = None  # the room we know them through, if we never paired with them
-
-
-@attrs.frozen
-class PeersReply:
-    me: Me
-    peers: list[PeerView]
-
-
-@attrs.frozen
-class RenameParams:
-    old: str
-    new: str
-
-
-@attrs.frozen
-class RenameReply:
-    renamed: str
-    to: str
-
-
-@attrs.frozen
-class CostRow:
-    peer: str
-    sent: int
-    received: int
-    delivered_to_agent: int
-    tokens_out: int
-    tokens_in: int
-
-
-@attrs.frozen
-class CostReply:
-    rows: list[CostRow]
 
 
 def _with_edits(views: list[SessionView], rows: list[EditRow]) -> list[SessionView]:
@@ -246,7 +181,7 @@ async def cost(daemon: Host, _: NoParams) -> CostReply:
 def plug(daemon: Host) -> Plugs:
     """The ``peers``, ``rename`` and ``cost`` ops."""
     return Plugs(ops=(
-        op("peers", NoParams, functools.partial(peers, daemon)),
-        op("rename", RenameParams, functools.partial(rename, daemon)),
-        op("cost", NoParams, functools.partial(cost, daemon)),
+        op(PEERS, functools.partial(peers, daemon)),
+        op(RENAME, functools.partial(rename, daemon)),
+        op(COST, functools.partial(cost, daemon)),
     ))

@@ -35,8 +35,6 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Protocol
 
-import attrs
-
 from crosstalk.actors.children import ChildSpec, Mailbox
 from crosstalk.actors.fanout import coalescing
 from crosstalk.actors.receipts import ReceiptsActor, wake
@@ -48,7 +46,15 @@ from crosstalk.store import messages
 from crosstalk.store.gate import REFUSED_KEY
 from crosstalk.store.receipts import owe
 from crosstalk.store.sessions import get_session
-from crosstalk.wire.converter import rename_fields
+from crosstalk.wire.control.params import AckParams, ReadParams, SliceParams
+from crosstalk.wire.control.replies.messages import (
+    AckReply,
+    MessageView,
+    ReadReply,
+    SliceReply,
+    SliceView,
+)
+from crosstalk.wire.control.table import ACK, READ, READ_SLICE
 from crosstalk.wire.room_ops import MessageOp
 
 log = logging.getLogger(__name__)
@@ -64,73 +70,7 @@ MAX_LEASES = 256
 ME = "me"  # how a message from another of our own sessions (``me/SESSION``) names its sender
 
 
-@attrs.frozen
-class ReadParams:
-    all: bool = False
-    session: str | None = None
-
-
-@attrs.frozen
-class SliceView:
-    index: int
-    kind: str
-    label: str
-    bytes: int
-    truncated: bool = False
-
-
-@attrs.frozen
-class MessageView:
-    id: str
-    from_: str
-    session: str | None
-    room: str
-    intent: str
-    kind: str
-    text: str
-    thread: str | None
-    reply_to: str | None
-    correlation: str | None
-    ts: float
-    slices: list[SliceView]
-    short: str = ""  # the id as human output shows it; ``answer`` and ``slice`` take it
-
-
 # "from" is a keyword in Python: the field is ``from_`` and travels as "from".
-rename_fields(MessageView, from_="from")
-
-
-@attrs.frozen
-class ReadReply:
-    messages: list[MessageView]
-    lease: str | None  # acknowledge it once the messages are in front of the reader
-
-
-@attrs.frozen
-class AckParams:
-    lease: str | None = None
-    ids: list[str] = attrs.Factory(list)
-
-
-@attrs.frozen
-class AckReply:
-    acked: int  # messages that became read now (already-read ones are not counted)
-
-
-@attrs.frozen
-class SliceParams:
-    id: str
-    index: int = 0
-
-
-@attrs.frozen
-class SliceReply:
-    kind: str
-    label: str
-    bytes: int
-    sha256: str
-    content: str
-    truncated: bool
 
 
 class Leases:
@@ -320,9 +260,9 @@ def plug(daemon: Host) -> Plugs:
     leases, receipts = Leases(), ReceiptsInbox()
     return Plugs(
         ops=(
-            op("read", ReadParams, functools.partial(read, daemon, leases)),
-            op("ack", AckParams, functools.partial(ack, daemon, leases, receipts)),
-            op("read_slice", SliceParams, functools.partial(read_slice, daemon)),
+            op(READ, functools.partial(read, daemon, leases)),
+            op(ACK, functools.partial(ack, daemon, leases, receipts)),
+            op(READ_SLICE, functools.partial(read_slice, daemon)),
         ),
         appliers=(functools.partial(owe_delivered, daemon),),
         # The actor re-reads the owed receipts when told a batch was applied: COALESCE.

@@ -16,7 +16,6 @@ import logging
 import time
 from typing import Protocol
 
-import attrs
 import trio
 
 from crosstalk.actors.children import ChildSpec
@@ -26,6 +25,9 @@ from crosstalk.features.caps import Homed, Stored
 from crosstalk.features.feature import Plugs, op
 from crosstalk.store.db import Store
 from crosstalk.store.retention import DEFAULT_DAYS, more_to_do, prune, trim
+from crosstalk.wire.control.params import PruneParams
+from crosstalk.wire.control.replies.daemon import PruneReply
+from crosstalk.wire.control.table import PRUNE
 
 log = logging.getLogger(__name__)
 
@@ -41,17 +43,6 @@ TRIM_HEARTBEATS = 2
 
 class Host(Stored, Homed, Protocol):
     """What retention uses: the store it prunes and trims, and the heartbeat that paces the trim."""
-
-
-@attrs.frozen
-class PruneParams:
-    older_than_days: float | None = None
-
-
-@attrs.frozen
-class PruneReply:
-    older_than_days: float
-    removed: dict[str, int]
 
 
 async def prune_older_than(store: Store, days: float, now: float) -> dict[str, int]:
@@ -121,7 +112,7 @@ async def prune_op(daemon: Host, params: PruneParams) -> PruneReply:
 def plug(daemon: Host) -> Plugs:
     """The ``prune`` op, and the retention actor started with the daemon."""
     return Plugs(
-        ops=(op("prune", PruneParams, functools.partial(prune_op, daemon)),),
+        ops=(op(PRUNE, functools.partial(prune_op, daemon)),),
         children=(ChildSpec("retention", functools.partial(
             RetentionActor, daemon.store, trim_every=daemon.heartbeat * TRIM_HEARTBEATS)),),
     )

@@ -26,13 +26,14 @@ from crosstalk.features.membership.keys import (
     share_with_stranded,
 )
 from crosstalk.features.membership.rekey import minted_clash
-from crosstalk.features.rooms.views import KickReply, find_room, room_views
+from crosstalk.features.rooms.views import find_room, room_views
 from crosstalk.store import room_keys
 from crosstalk.store.rooms import (
     get_room,
     members,
 )
 from crosstalk.wire import relay as w
+from crosstalk.wire.control.replies.rooms import KickReply
 from crosstalk.wire.room_ops import Rekey
 
 log = logging.getLogger(__name__)

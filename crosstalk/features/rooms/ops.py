@@ -40,19 +40,7 @@ from crosstalk.features.membership.names import apply_names
 from crosstalk.features.rooms.appliers import adopt_invitation, apply_rekey, key_listener
 from crosstalk.features.rooms.invite import invite_one
 from crosstalk.features.rooms.kick import remove_member
-from crosstalk.features.rooms.views import (
-    CreateParams,
-    InviteParams,
-    InviteReply,
-    KickParams,
-    KickReply,
-    NoParams,
-    RoomParams,
-    RoomReply,
-    RoomsReply,
-    find_room,
-    room_views,
-)
+from crosstalk.features.rooms.views import find_room, room_views
 from crosstalk.store import membership as mq
 from crosstalk.store import room_keys
 from crosstalk.store.rooms import (
@@ -63,6 +51,26 @@ from crosstalk.store.rooms import (
     list_rooms,
 )
 from crosstalk.wire import relay as w
+from crosstalk.wire.control.params import (
+    CreateParams,
+    InviteParams,
+    KickParams,
+    NoParams,
+    ReleaseParams,
+    RoomParams,
+)
+from crosstalk.wire.control.replies.memory import ReleaseReply
+from crosstalk.wire.control.replies.rooms import InviteReply, KickReply, RoomReply, RoomsReply
+from crosstalk.wire.control.table import (
+    ROOM_ACCEPT,
+    ROOM_CREATE,
+    ROOM_DECLINE,
+    ROOM_INVITE,
+    ROOM_KICK,
+    ROOM_LEAVE,
+    ROOMS,
+)
+from crosstalk.wire.control.table_memory import RELEASE
 
 log = logging.getLogger(__name__)
 
@@ -189,11 +197,11 @@ async def _give_back_reservations(daemon: Daemon, room_id: str) -> None:
     if not daemon.ops.has("release"):
         return
     try:
-        reply = await daemon.ops.call("release", {"room": room_id})
+        reply = await daemon.ops.run(RELEASE, ReleaseParams(room=room_id), ReleaseReply)
     except CrosstalkError as exc:
         log.info("room %s: reservations not released before leaving: %s", room_id, exc.message)
         return
-    if reply.get("pending"):
+    if reply.pending:
         log.info("room %s: the release before leaving was not sequenced in time", room_id)
 
 
@@ -217,13 +225,13 @@ def plug(daemon: Daemon) -> Plugs:
     rekeyed = functools.partial(rekey, daemon)
     return Plugs(
         ops=(
-            op("rooms", NoParams, functools.partial(list_named, daemon)),
-            op("room_create", CreateParams, functools.partial(create, daemon)),
-            op("room_invite", InviteParams, functools.partial(invite, daemon)),
-            op("room_accept", RoomParams, functools.partial(accept, daemon)),
-            op("room_decline", RoomParams, functools.partial(decline, daemon)),
-            op("room_leave", RoomParams, functools.partial(leave, daemon)),
-            op("room_kick", KickParams, functools.partial(kick, daemon)),
+            op(ROOMS, functools.partial(list_named, daemon)),
+            op(ROOM_CREATE, functools.partial(create, daemon)),
+            op(ROOM_INVITE, functools.partial(invite, daemon)),
+            op(ROOM_ACCEPT, functools.partial(accept, daemon)),
+            op(ROOM_DECLINE, functools.partial(decline, daemon)),
+            op(ROOM_LEAVE, functools.partial(leave, daemon)),
+            op(ROOM_KICK, functools.partial(kick, daemon)),
         ),
         appliers=(functools.partial(adopt, daemon), rekeyed, apply_names),
         key_takers=(rekeyed,),

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import sqlite3
 
-import attrs
-
 from crosstalk.errors import (
     UnknownRoom,
 )
@@ -17,85 +15,7 @@ from crosstalk.store.rooms import (
     list_rooms,
     members,
 )
-
-
-@attrs.frozen
-class RoomParams:
-    room: str
-
-
-@attrs.frozen
-class CreateParams:
-    name: str
-
-
-@attrs.frozen
-class InviteParams:
-    room: str
-    peers: list[str]
-
-
-@attrs.frozen
-class KickParams:
-    room: str
-    peer: str
-
-
-@attrs.frozen
-class NoParams:
-    pass
-
-
-@attrs.frozen
-class RoomReply:
-    room: str
-    id: str
-    state: str
-
-
-@attrs.frozen
-class InviteReply:
-    room: str
-    invited: list[str]
-
-
-@attrs.frozen
-class KickReply:
-    room: str
-    removed: str
-    epoch: int
-
-
-@attrs.frozen
-class MemberView:
-    label: str
-    fingerprint: str
-    state: str
-    via: str | None = None  # the room we know them through, if we never paired with them
-
-
-@attrs.frozen
-class RoomView:
-    name: str
-    id: str
-    kind: str
-    pending: bool
-    members: list[MemberView]
-    state: str = "joined"  # "joined", "invited" or "removed"
-    removed_by: str | None = None
-    # What the relay offered about this room's membership that did not verify (a fork, a
-    # change nobody signed, a roster the signed history does not give), and when (Unix time).
-    relay_alarm: str | None = None
-    relay_alarm_at: float | None = None
-    # A pending invitation: who sent it, and the named room it came through (None: a room of
-    # two with them, or not known).
-    invited_by: str | None = None
-    invited_via: str | None = None
-
-
-@attrs.frozen
-class RoomsReply:
-    rooms: list[RoomView]
+from crosstalk.wire.control.replies.rooms import MemberView, RoomsReply, RoomView
 
 
 def find_room(conn: sqlite3.Connection, name_or_id: str) -> Room:

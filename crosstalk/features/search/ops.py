@@ -24,7 +24,9 @@ from crosstalk.features.caps import Identified, Stored
 from crosstalk.features.feature import Plugs, op
 from crosstalk.store import search as index
 from crosstalk.store.schema_search import KINDS
-from crosstalk.wire.converter import rename_fields
+from crosstalk.wire.control.params import SearchParams
+from crosstalk.wire.control.replies.messages import Hit, SearchReply
+from crosstalk.wire.control.table import SEARCH
 
 DAY = 86400.0
 #: Results per search: the default, and the most one may ask for.
@@ -34,25 +36,6 @@ MAX_LIMIT = 100
 
 class Host(Stored, Identified, Protocol):
     """What search uses: the store it reads, and who we are (our own words are ``me``)."""
-
-
-@attrs.frozen
-class SearchParams:
-    query: str
-    room: str | None = None
-    from_: str | None = None  # travels as "from"
-    kind: str | None = None
-    since: float | None = None  # days
-    limit: int = DEFAULT_LIMIT
-
-
-@attrs.frozen
-class SearchReply:
-    results: list[index.Hit]
-
-
-rename_fields(SearchParams, structure=True, from_="from")
-rename_fields(index.Hit, from_="from")
 
 
 def _checked(params: SearchParams, now: float) -> index.Filters:
@@ -77,7 +60,7 @@ async def search(daemon: Host, params: SearchParams) -> SearchReply:
     me = daemon.keys.fingerprint if daemon.identity is not None else ""
     my_label = daemon.own_label() if daemon.identity is not None else "me"
 
-    def run(conn: sqlite3.Connection) -> list[index.Hit]:
+    def run(conn: sqlite3.Connection) -> list[Hit]:
         narrowed = filters
         if params.room is not None:
             narrowed = attrs.evolve(narrowed, rooms=index.room_ids(conn, params.room))
@@ -91,4 +74,4 @@ async def search(daemon: Host, params: SearchParams) -> SearchReply:
 
 def plug(daemon: Host) -> Plugs:
     """The ``search`` op."""
-    return Plugs(ops=(op("search", SearchParams, functools.partial(search, daemon)),))
+    return Plugs(ops=(op(SEARCH, functools.partial(search, daemon)),))

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Any, Protocol
+from typing import Protocol
 
-import attrs
 import trio
 
 from crosstalk import __version__
@@ -24,124 +23,34 @@ from crosstalk.features.caps import (
 )
 from crosstalk.features.feature import Plugs, op
 from crosstalk.store.sessions import list_sessions
+from crosstalk.wire.control.params import NoParams
+from crosstalk.wire.control.replies.daemon import (
+    ActorRow,
+    HealthReply,
+    LatencyStat,
+    LatencyView,
+    LoopView,
+    OwnSession,
+    RelayView,
+    StatusReply,
+)
+from crosstalk.wire.control.table import HEALTH, STATUS
 
 
 class Host(Stored, Identified, Linked, Supervises, Homed, ShowsStatus, Measured, Protocol):
     """What ``status`` and ``health`` read."""
 
 
-@attrs.frozen
-class NoParams:
-    """An op that takes no parameters."""
-
-
-@attrs.frozen
-class RelayView:
-    url: str | None
-    connected: bool
-    state: str
-    last_error: str | None
-    attempts: int = 0
-    losses: int = 0
-    lost_ago_s: float | None = None
-    last_loss: str | None = None
-    reconnect_s: float | None = None
-
-
-@attrs.frozen
-class LoopView:
-    """How late the daemon's event loop has run (the supervisor's pulse): the worst since it
-    started, when (Unix time: unlike an age, two answers agree), and the pulse's period, the
-    measurement's resolution."""
-
-    worst_lag_s: float
-    worst_lag_at: float | None
-    resolution_s: float
-
-    @classmethod
-    def from_lag(cls, lag: LoopLag) -> LoopView:
-        at = None if lag.worst_wall is None else round(lag.worst_wall, 3)
-        return cls(round(lag.worst_s, 3), at, round(lag.period_s, 3))
-
-
-@attrs.frozen
-class LatencyStat:
-    """One latency over the window: how many, p50 and p99 in seconds (None with none)."""
-
-    count: int
-    p50_s: float | None
-    p99_s: float | None
-
-    @classmethod
-    def of(cls, window: LatencyWindow, now: float) -> LatencyStat:
-        summary: LatencySummary = window.summary(now)
-
-        def rounded(value: float | None) -> float | None:
-            return None if value is None else round(value, 6)
-
-        return cls(summary.count, rounded(summary.p50_s), rounded(summary.p99_s))
-
-
-@attrs.frozen
-class LatencyView:
-    """p50/p99 over the last ``window_s`` seconds: ``send_posted`` from a message committed to
-    the outbox to the relay's ``posted``; ``hook`` the control op ``hook_event``, request to
-    reply."""
-
-    window_s: float
-    send_posted: LatencyStat
-    hook: LatencyStat
-
-
-@attrs.frozen
-class OwnSession:
-    name: str
-    client: str
-    project: str
-    status: str
-    last_seen: float
-
-
-@attrs.frozen
-class StatusReply:
-    pid: int
-    version: str
-    home: str
-    uptime_s: float
-    label: str | None
-    fingerprint: str | None
-    relay: RelayView
-    loop: LoopView
-    latency: LatencyView
-    sessions: list[OwnSession] = attrs.Factory(list)  # this identity's agent sessions here
-    # What each feature shows, by feature name (an attrs value or JSON data per feature).
-    features: dict[str, Any] = attrs.Factory(dict)
-
-
-@attrs.frozen
-class ActorRow:
-    name: str
-    state: str
-    restarts: int
-    last_error: str | None
-    beat_age_s: float
-    inbox: int
-
-    @classmethod
-    def from_health(cls, health: ActorHealth) -> ActorRow:
-        return cls(
-            name=health.name,
-            state=health.state.name.lower(),
-            restarts=health.restarts,
-            last_error=health.last_error,
-            beat_age_s=round(health.beat_age_s, 3),
-            inbox=health.inbox,
-        )
-
-
-@attrs.frozen
-class HealthReply:
-    actors: list[ActorRow]
+def actor_row(health: ActorHealth) -> ActorRow:
+    """One actor's row in ``health`` (and ``doctor``), from the supervisor's statistics."""
+    return ActorRow(
+        name=health.name,
+        state=health.state.name.lower(),
+        restarts=health.restarts,
+        last_error=health.last_error,
+        beat_age_s=round(health.beat_age_s, 3),
+        inbox=health.inbox,
+    )
 
 
 async def status(daemon: Host, _: NoParams) -> StatusReply:
@@ -170,7 +79,7 @@ async def status(daemon: Host, _: NoParams) -> StatusReply:
             last_loss=link.last_loss if link else None,
             reconnect_s=link.reconnect_s if link else None,
         ),
-        loop=LoopView.from_lag(daemon.supervisor.loop_lag()),
+        loop=_loop_view(daemon.supervisor.loop_lag()),
         latency=_latency(daemon, trio.current_time()),
         sessions=own,
         features=await daemon.feature_status(),
@@ -179,21 +88,35 @@ async def status(daemon: Host, _: NoParams) -> StatusReply:
 
 async def health(daemon: Host, _: NoParams) -> HealthReply:
     """The ``health`` op: every supervised actor's state."""
-    return HealthReply([ActorRow.from_health(h) for h in daemon.supervisor.statistics()])
+    return HealthReply([actor_row(h) for h in daemon.supervisor.statistics()])
 
 
 def plug(daemon: Host) -> Plugs:
     """The ``status`` and ``health`` ops."""
     return Plugs(ops=(
-        op("status", NoParams, functools.partial(status, daemon)),
-        op("health", NoParams, functools.partial(health, daemon)),
+        op(STATUS, functools.partial(status, daemon)),
+        op(HEALTH, functools.partial(health, daemon)),
     ))
+
+
+def _loop_view(lag: LoopLag) -> LoopView:
+    at = None if lag.worst_wall is None else round(lag.worst_wall, 3)
+    return LoopView(round(lag.worst_s, 3), at, round(lag.period_s, 3))
+
+
+def _latency_stat(window: LatencyWindow, now: float) -> LatencyStat:
+    summary: LatencySummary = window.summary(now)
+
+    def rounded(value: float | None) -> float | None:
+        return None if value is None else round(value, 6)
+
+    return LatencyStat(summary.count, rounded(summary.p50_s), rounded(summary.p99_s))
 
 
 def _latency(daemon: Measured, now: float) -> LatencyView:
     windows = daemon.latency
     return LatencyView(
         window_s=windows.send_posted.window,
-        send_posted=LatencyStat.of(windows.send_posted, now),
-        hook=LatencyStat.of(windows.hook, now),
+        send_posted=_latency_stat(windows.send_posted, now),
+        hook=_latency_stat(windows.hook, now),
     )

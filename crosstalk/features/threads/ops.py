@@ -17,8 +17,6 @@ from crosstalk.features.caps import Identified, SendsOps, Stored
 from crosstalk.features.feature import Plugs, op
 from crosstalk.store.rooms import list_rooms
 from crosstalk.store.threads import (
-    ThreadMessage,
-    ThreadView,
     apply_closing,
     record_closing,
     record_sent_summary,
@@ -26,33 +24,16 @@ from crosstalk.store.threads import (
     thread_rooms,
     thread_view,
 )
-from crosstalk.wire.converter import rename_fields
+from crosstalk.wire.control.params import CloseParams, ThreadParams
+from crosstalk.wire.control.replies.messages import CloseReply, ThreadView
+from crosstalk.wire.control.table import THREAD, THREAD_CLOSE
 from crosstalk.wire.room_ops import MAX_TEXT, MessageOp
 
 log = logging.getLogger(__name__)
 
-# "from" is a keyword in Python: the field is ``from_`` and travels as "from".
-rename_fields(ThreadMessage, from_="from")
-
 
 class Host(Stored, Identified, SendsOps, Protocol):
     """What threads use: the store, who we are, and the rooms a summary is posted into."""
-
-
-@attrs.frozen
-class ThreadParams:
-    id: str
-
-
-@attrs.frozen
-class CloseParams:
-    id: str
-    summary: str
-
-
-@attrs.frozen
-class CloseReply(ThreadView):
-    told: list[str] = attrs.Factory(list)  # the rooms the summary was posted to
 
 
 def _me(daemon: Host) -> str:
@@ -118,8 +99,8 @@ def plug(daemon: Host) -> Plugs:
     """The closing applier and the ``thread`` and ``thread_close`` ops."""
     return Plugs(
         ops=(
-            op("thread", ThreadParams, functools.partial(thread, daemon)),
-            op("thread_close", CloseParams, functools.partial(thread_close, daemon)),
+            op(THREAD, functools.partial(thread, daemon)),
+            op(THREAD_CLOSE, functools.partial(thread_close, daemon)),
         ),
         appliers=(apply_closing,),
     )

@@ -15,18 +15,20 @@ import time
 from contextlib import aclosing
 from typing import Any, Protocol
 
-import attrs
 import trio
 
 from crosstalk.actors.children import DynamicKind
 from crosstalk.actors.control import OpTable
 from crosstalk.actors.fanout import coalescing
-from crosstalk.errors import CrosstalkError
+from crosstalk.errors import CrosstalkError, Unavailable
 from crosstalk.features.caps import CallsOps, Identified, Stored, Supervises
 from crosstalk.features.feature import Plugs, op
 from crosstalk.features.ui.hub import UiHub
 from crosstalk.store import ui as q
 from crosstalk.wire.control import ControlRequest
+from crosstalk.wire.control.params import NoParams, RoomParams
+from crosstalk.wire.control.replies.daemon import MarksReply, PageRoomReply, UiOpenReply
+from crosstalk.wire.control.table import UI_MARKS, UI_OPEN, UI_ROOM
 from crosstalk.wire.converter import unstructure
 from crosstalk.wire.room_ops import MessageOp, RoomOp
 
@@ -44,33 +46,6 @@ async def call_op(ops: OpTable, name: str, params: dict[str, Any]) -> dict[str, 
 class Host(Stored, Identified, Supervises, CallsOps, Protocol):
     """What the page uses: the store, who we are, its web server actor, and the op table every
     action on the page goes through."""
-
-
-@attrs.frozen
-class NoParams:
-    """An op that takes no parameters."""
-
-
-@attrs.frozen
-class UiOpenReply:
-    url: str
-
-
-@attrs.frozen
-class RoomParams:
-    room: str
-
-
-@attrs.frozen
-class RoomReply:
-    room: str
-    messages: list[q.ConversationEntry]
-    claims: list[q.ClaimEvent]
-
-
-@attrs.frozen
-class MarksReply:
-    marks: dict[str, str]
 
 
 def _me(daemon: Host) -> str:
@@ -106,19 +81,16 @@ async def ui_open(daemon: Host, hub: UiHub, start_lock: trio.Lock, _: NoParams) 
         if hub.port is None:
             await _start_server(daemon, hub)
     if hub.port is None:
-        raise CrosstalkError(
-            "The page's web server did not start; `crosstalk doctor` says why.",
-            code="unavailable",
-        )
+        raise Unavailable("The page's web server did not start; `crosstalk doctor` says why.")
     return UiOpenReply(f"http://127.0.0.1:{hub.port}/?t={hub.mint()}")
 
 
-async def ui_room(daemon: Host, params: RoomParams) -> RoomReply:
+async def ui_room(daemon: Host, params: RoomParams) -> PageRoomReply:
     """A room's conversation and claim history, as the page shows them."""
     me = _me(daemon)
 
-    def gather(conn: sqlite3.Connection) -> RoomReply:
-        return RoomReply(params.room, q.conversation(conn, params.room, me),
+    def gather(conn: sqlite3.Connection) -> PageRoomReply:
+        return PageRoomReply(params.room, q.conversation(conn, params.room, me),
                          q.claim_history(conn, params.room))
 
     return await daemon.store.read(gather)
@@ -134,9 +106,9 @@ def plug(daemon: Host) -> Plugs:
     hub = UiHub()
     return Plugs(
         ops=(
-            op("ui_open", NoParams, functools.partial(ui_open, daemon, hub, trio.Lock())),
-            op("ui_room", RoomParams, functools.partial(ui_room, daemon)),
-            op("ui_marks", NoParams, functools.partial(ui_marks, daemon)),
+            op(UI_OPEN, functools.partial(ui_open, daemon, hub, trio.Lock())),
+            op(UI_ROOM, functools.partial(ui_room, daemon)),
+            op(UI_MARKS, functools.partial(ui_marks, daemon)),
         ),
         sent_writers=(keep_words,),
         sent_listeners=(functools.partial(page_changed, hub),),

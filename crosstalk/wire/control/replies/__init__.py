@@ -1,0 +1,1 @@
+"""The reply models of the control ops, one module per family of ops."""
