@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from crosstalk.daemon.lock import holder_pid, is_held
 from crosstalk.errors import CrosstalkError, DaemonUnreachable, NotSetUp
 from crosstalk.hook import control
-from crosstalk.lock import holder_pid, is_held
 from crosstalk.paths import Home
 
 START_TIMEOUT = 60.0  # a home with many rooms takes a while to open them all

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-#: Imported on first use, never by ``import crosstalk.daemon``: pairing's SPAKE2 (with the
+#: Imported on first use, never by ``import crosstalk.daemon.tree``: pairing's SPAKE2 (with the
 #: cryptography package behind it), and the WebSocket stack the relay link dials with.
 LATER = {"spake2", "trio_websocket", "wsproto", "h11"}
 
@@ -21,11 +21,11 @@ def loaded_by(code: str) -> set[str]:
 
 
 def test_importing_the_daemon_leaves_pairing_and_the_websocket_stack_unloaded() -> None:
-    """``import crosstalk.daemon`` (what a starting daemon imports behind its gate) loads none
+    """``import crosstalk.daemon.tree`` (what a starting daemon imports behind its gate) loads none
     of the libraries that only pairing and dialling the relay use."""
-    assert not loaded_by("import crosstalk.daemon") & LATER
+    assert not loaded_by("import crosstalk.daemon.tree") & LATER
 
 
 def test_the_check_sees_a_library_that_is_loaded() -> None:
     """The same check, run after importing those libraries, finds every one of them."""
-    assert loaded_by("import crosstalk.daemon, spake2, trio_websocket") >= LATER
+    assert loaded_by("import crosstalk.daemon.tree, spake2, trio_websocket") >= LATER

@@ -26,7 +26,7 @@ ALLOWED: dict[str, set[str]] = {
     "crosstalk.paths": BASE,
     "crosstalk.crypto": BASE,
     "crosstalk.crypto_pairing": BASE | {"crosstalk.crypto"},
-    "crosstalk.lock": BASE | {"crosstalk.paths"},
+    "crosstalk.daemon.lock": BASE | {"crosstalk.paths"},
     # Logging for the daemon and the relay alike: rotation, and repeats said once (sans-IO).
     "crosstalk.logs": BASE | {"crosstalk.paths"},
     # The relays this machine runs: the shared local one, a quick tunnel in front of one.
@@ -40,7 +40,7 @@ ALLOWED: dict[str, set[str]] = {
     "crosstalk.slices": BASE | {"crosstalk.wire"},
     "crosstalk.hook": BASE | {"crosstalk.core", "crosstalk.paths"},
     "crosstalk.install": BASE | {"crosstalk.core", "crosstalk.paths"},
-    "crosstalk.client": BASE | {"crosstalk.hook", "crosstalk.lock", "crosstalk.paths"},
+    "crosstalk.client": BASE | {"crosstalk.hook", "crosstalk.daemon.lock", "crosstalk.paths"},
     # The MCP server: its stdlib front end (front.py imports only profiles.py, a test says so),
     # the SDK server, the tools, the channel; listing.py writes down what the server lists.
     "crosstalk.mcp": BASE | {"crosstalk.client", "crosstalk.core", "crosstalk.hook",
@@ -54,30 +54,30 @@ ALLOWED: dict[str, set[str]] = {
                                   "crosstalk.store", "crosstalk.actors", "crosstalk.paths",
                                   "crosstalk.project", "crosstalk.slices",
                                   "crosstalk.hosting", "crosstalk.logs"},
-    "crosstalk.daemon": BASE | {"crosstalk.core", "crosstalk.crypto", "crosstalk.wire",
+    "crosstalk.daemon.tree": BASE | {"crosstalk.core", "crosstalk.crypto", "crosstalk.wire",
                                 "crosstalk.store", "crosstalk.actors", "crosstalk.features",
                                 "crosstalk.hosting", "crosstalk.paths",
-                                "crosstalk.daemon_caps", "crosstalk.daemon_link"},
+                                "crosstalk.daemon.caps", "crosstalk.daemon.link"},
     # The relay link's keeping (start, restart, move, the local relay's keeper).
-    "crosstalk.daemon_link": BASE | {"crosstalk.actors", "crosstalk.crypto",
+    "crosstalk.daemon.link": BASE | {"crosstalk.actors", "crosstalk.crypto",
                                      "crosstalk.hosting", "crosstalk.paths",
                                      "crosstalk.store"},
     # What features are handed instead of the Daemon: it imports nothing at runtime.
-    "crosstalk.daemon_caps": BASE,
-    # The daemon process's root: the control socket first; crosstalk.daemon only by name, on a
+    "crosstalk.daemon.caps": BASE,
+    # The daemon process's root: the control socket first; crosstalk.daemon.tree only by name, on a
     # worker thread, once the socket answers.
-    "crosstalk.daemon_start": BASE | {"crosstalk.actors", "crosstalk.store", "crosstalk.paths",
-                                      "crosstalk.daemon", "crosstalk.features"},
+    "crosstalk.daemon.start": BASE | {"crosstalk.actors", "crosstalk.store", "crosstalk.paths",
+                                      "crosstalk.daemon.tree", "crosstalk.features"},
     # Backup and restore read and write a home's files beside the store, below the CLI.
-    "crosstalk.backup": BASE | {"crosstalk.crypto", "crosstalk.lock", "crosstalk.paths",
+    "crosstalk.backup": BASE | {"crosstalk.crypto", "crosstalk.daemon.lock", "crosstalk.paths",
                                 "crosstalk.store", "crosstalk.wire"},
     # `crosstalk doctor`: its checks as data, the daemon's answers, the clients' rows.
     "crosstalk.doctor": BASE | {"crosstalk.client", "crosstalk.install", "crosstalk.paths",
                                 "crosstalk.store"},
     "crosstalk.cli": BASE | {
         "crosstalk.backup", "crosstalk.client", "crosstalk.core", "crosstalk.crypto",
-        "crosstalk.daemon", "crosstalk.daemon_start", "crosstalk.doctor", "crosstalk.hook",
-        "crosstalk.hosting", "crosstalk.install", "crosstalk.lock", "crosstalk.logs",
+        "crosstalk.daemon.tree", "crosstalk.daemon.start", "crosstalk.doctor", "crosstalk.hook",
+        "crosstalk.hosting", "crosstalk.install", "crosstalk.daemon.lock", "crosstalk.logs",
         "crosstalk.mcp", "crosstalk.features", "crosstalk.paths", "crosstalk.store",
         "crosstalk.wire", "relay",
     },
@@ -91,10 +91,17 @@ ALLOWED: dict[str, set[str]] = {
 DEBTS: dict[tuple[str, str], str] = {}
 
 
+# Packages whose modules each have a row of their own (the daemon's: the lock the stdlib client
+# takes must not open the way to the supervision tree).
+BY_MODULE = {"crosstalk.daemon"}
+
+
 def _area(module: str) -> str:
     parts = module.split(".")
     if parts[0] == "relay":
         return "relay"
+    if ".".join(parts[:2]) in BY_MODULE and len(parts) > 2:
+        return ".".join(parts[:3])
     return ".".join(parts[:2]) if len(parts) > 1 else module
 
 

@@ -1,7 +1,7 @@
 """The daemon's declared actor tree: a child spec for each actor it runs for its life, and a
 dynamic kind for each actor that something starts on demand.
 
-Theory of operation. :attr:`crosstalk.daemon.Daemon.children` lists the daemon's children once,
+Theory of operation. :attr:`crosstalk.daemon.tree.Daemon.children` lists the daemon's children once,
 in the order they start (a tuple: its order is the start order, so a spec carries none of its
 own); each feature's own children (``Plugs.children``) follow the daemon's three, in FEATURES
 order (a feature's start hooks run right after its children). A child's :class:`Mailbox` is

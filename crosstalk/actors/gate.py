@@ -98,7 +98,7 @@ class StoreLike(Protocol):
 
 
 class SendOpFn(Protocol):
-    """:meth:`crosstalk.daemon.Daemon.send_op`: seal an op for a room and commit it."""
+    """:meth:`crosstalk.daemon.tree.Daemon.send_op`: seal an op for a room and commit it."""
 
     async def __call__(self, room_id: str, op: RoomOp, *, op_id: str | None = None) -> str: ...
 

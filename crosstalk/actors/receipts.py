@@ -53,7 +53,7 @@ class StoreLike(Protocol):
 
 
 class SendOpFn(Protocol):
-    """:meth:`crosstalk.daemon.Daemon.send_op`: seal an op and commit it to the outbox, with
+    """:meth:`crosstalk.daemon.tree.Daemon.send_op`: seal an op and commit it to the outbox, with
     ``also`` in that commit."""
 
     async def __call__(

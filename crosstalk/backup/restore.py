@@ -35,6 +35,7 @@ import attrs
 from crosstalk.backup.manifest import STATE, Manifest, parse_manifest
 from crosstalk.backup.sealed import SealedReader
 from crosstalk.crypto import fingerprint
+from crosstalk.daemon.lock import holder_pid, is_held
 from crosstalk.errors import (
     AlreadySetUp,
     CrosstalkError,
@@ -43,7 +44,6 @@ from crosstalk.errors import (
     HomeInUse,
     NoKeyring,
 )
-from crosstalk.lock import holder_pid, is_held
 from crosstalk.paths import Home
 from crosstalk.store.db import check_database
 from crosstalk.store.files import PRIVATE_FILE_MODE, fsync_directory, write_private_atomic

@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING
 import trio
 
 from crosstalk.cli.output import Output
-from crosstalk.daemon_start import run_daemon
-from crosstalk.lock import try_acquire
+from crosstalk.daemon.lock import try_acquire
+from crosstalk.daemon.start import run_daemon
 from crosstalk.logs import configure_daemon_logging
 from crosstalk.paths import Home, heartbeat_from_env
 from crosstalk.store import check_state_files
 
-if TYPE_CHECKING:  # the features are imported once the control socket answers (daemon_start)
+if TYPE_CHECKING:  # the features are imported once the control socket answers (daemon/start.py)
     from crosstalk.features.feature import Feature
 
 

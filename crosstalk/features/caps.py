@@ -3,9 +3,9 @@
 Each feature's ``plug`` names the protocols it uses (a feature that only reads and writes the
 store asks for :class:`Stored`), composing them into one protocol of its own; :class:`Capabilities`
 is all of them together, what the daemon offers: it hands ``plug`` a
-:class:`crosstalk.daemon_caps.Granted`, which has exactly these members and satisfies them
-structurally, so a feature imports this module and nothing of ``crosstalk.daemon``, and a test can
-hand a feature a small fake that has only what it asks for.
+:class:`crosstalk.daemon.caps.Granted`, which has exactly these members and satisfies them
+structurally, so a feature imports this module and nothing of ``crosstalk.daemon.tree``, and a
+test can hand a feature a small fake that has only what it asks for.
 """
 
 from __future__ import annotations

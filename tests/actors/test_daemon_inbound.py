@@ -16,7 +16,7 @@ import trio.testing
 from crosstalk.actors.relay_link import LinkTimings, RelaySocket
 from crosstalk.actors.relay_link_store import SqliteLinkStore
 from crosstalk.actors.supervisor import Supervisor
-from crosstalk.daemon import Daemon
+from crosstalk.daemon.tree import Daemon
 from crosstalk.features import attention, messages
 from crosstalk.paths import Home
 from crosstalk.store import room_log

@@ -6,7 +6,7 @@ import tempfile
 from pathlib import Path
 
 from crosstalk.actors.supervisor import Supervisor
-from crosstalk.daemon import Daemon
+from crosstalk.daemon.tree import Daemon
 from crosstalk.paths import Home
 from crosstalk.store.identity import IdentityRecord, save_identity
 from tests.actors.fakes import running

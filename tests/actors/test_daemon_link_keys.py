@@ -11,7 +11,7 @@ import trio
 import trio.testing
 
 from crosstalk.actors.supervisor import Supervisor
-from crosstalk.daemon import Daemon
+from crosstalk.daemon.tree import Daemon
 from crosstalk.errors import NotSetUp
 from crosstalk.paths import Home
 from crosstalk.store.settings import RELAY_URL, set_setting

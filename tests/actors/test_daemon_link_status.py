@@ -14,7 +14,7 @@ import trio.testing
 from crosstalk.actors.health import ActorHealth, ActorState
 from crosstalk.actors.relay_link_api import LinkStatus, while_running
 from crosstalk.actors.supervisor import Supervisor
-from crosstalk.daemon import LINK_ACTOR, Daemon
+from crosstalk.daemon.tree import LINK_ACTOR, Daemon
 from crosstalk.features import status
 from crosstalk.paths import Home
 from crosstalk.store.identity import IdentityRecord, save_identity
@@ -39,7 +39,7 @@ async def test_status_is_not_connected_while_the_link_actor_is_not_running(
         def own_view(link: LinkStatus, actor: object) -> LinkStatus:
             return link
 
-        monkeypatch.setattr("crosstalk.daemon_link.while_running", own_view)
+        monkeypatch.setattr("crosstalk.daemon.link.while_running", own_view)
     with tempfile.TemporaryDirectory(prefix="ct-") as root:
         home = Home(Path(root))
         save_identity(home.identity, IdentityRecord(

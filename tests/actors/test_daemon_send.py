@@ -13,7 +13,7 @@ import trio
 import trio.testing
 
 from crosstalk.actors.supervisor import Supervisor
-from crosstalk.daemon import Daemon
+from crosstalk.daemon.tree import Daemon
 from crosstalk.features import memory, threads
 from crosstalk.features.feature import Feature, Plugs
 from crosstalk.paths import Home

@@ -29,8 +29,8 @@ from crosstalk.backup.restore import restore_backup
 from crosstalk.backup.sealed import HEADER_SIZE, KdfLimits
 from crosstalk.backup.take import take_backup
 from crosstalk.crypto import fingerprint
+from crosstalk.daemon.lock import DaemonLock, try_acquire
 from crosstalk.errors import BadPassphrase, CrosstalkError, DamagedBackup, HomeInUse, NotSetUp
-from crosstalk.lock import DaemonLock, try_acquire
 from crosstalk.paths import Home
 from crosstalk.store.db import connect
 from crosstalk.store.identity import IdentityRecord, load_identity, save_identity

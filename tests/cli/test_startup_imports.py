@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 from crosstalk.cli import cmd_install, cmd_trust
 from crosstalk.cli.main import app, app_for
-from crosstalk.lock import DaemonLock, try_acquire
+from crosstalk.daemon.lock import DaemonLock, try_acquire
 from crosstalk.paths import Home
 
 #: What a daemon-talking command must not import: the daemon's runtime, crypto, the store, the
@@ -28,7 +28,7 @@ from crosstalk.paths import Home
 HEAVY = (
     "trio", "nacl", "spake2", "sqlite3", "yaml", "pydantic", "pydantic_core", "mcp", "attr",
     "attrs", "cattrs", "relay", "crosstalk.store", "crosstalk.crypto", "crosstalk.install",
-    "crosstalk.doctor.report", "crosstalk.daemon", "crosstalk.wire", "crosstalk.core",
+    "crosstalk.doctor.report", "crosstalk.daemon.tree", "crosstalk.wire", "crosstalk.core",
 )  # fmt: skip
 
 # Runs the real entry point with the given arguments, then names the heavy modules it loaded

@@ -35,7 +35,7 @@ import attrs
 
 from crosstalk.actors.room import Applier
 from crosstalk.core.room import Applied
-from crosstalk.daemon import Daemon
+from crosstalk.daemon.tree import Daemon
 from crosstalk.wire.memory import TaskClaim
 from crosstalk.wire.reservations import ReleaseOp, RenewOp, ReserveOp
 from crosstalk.wire.room_ops import MemoryEnvelope, MessageOp, Rekey, SyncChunk

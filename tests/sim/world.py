@@ -1,11 +1,11 @@
 """The simulated world: N real daemons and the relay in one ``trio.run``, faults from the seed.
 
-Each node is a real :class:`~crosstalk.daemon.Daemon` with every feature of ``FEATURES`` plugged
-in (its own :class:`OpTable`: ``daemon.ops``), its own ``state.db`` in a temp dir (SQLite run
-inline through ``Store(run_sync=...)``), and its relay link connected to :class:`SimRelay` through
-the ``connect`` seam. A crash cancels the node's nursery and every op a client has in flight on it
-(their replies are lost: ``info``); the restart reopens the same SQLite file. Planted bugs are
-world composition: ``plants`` edit a daemon's appliers/listeners lists before it starts.
+Each node is a real :class:`~crosstalk.daemon.tree.Daemon` with every feature of ``FEATURES``
+plugged in (its own :class:`OpTable`: ``daemon.ops``), its own ``state.db`` in a temp dir (SQLite
+run inline through ``Store(run_sync=...)``), and its relay link connected to :class:`SimRelay`
+through the ``connect`` seam. A crash cancels the node's nursery and every op a client has in
+flight on it (their replies are lost: ``info``); the restart reopens the same SQLite file. Planted
+bugs are world composition: ``plants`` edit a daemon's appliers/listeners lists before it starts.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import trio
 from crosstalk import crypto, sim_hooks
 from crosstalk.actors.control import OpTable
 from crosstalk.actors.supervisor import Supervisor
-from crosstalk.daemon import Daemon
+from crosstalk.daemon.tree import Daemon
 from crosstalk.paths import Home
 from crosstalk.store.db import Store
 from crosstalk.store.identity import IdentityRecord, save_identity

@@ -1,6 +1,6 @@
 """The daemon's root: one per state directory, owning every actor and all durable state.
 
-Start-up order (each step completes before the next; crosstalk/daemon_start.py runs it): refuse
+Start-up order (each step completes before the next; crosstalk/daemon/start.py runs it): refuse
 damaged state files, start the supervisor and the control server behind its gate (it answers
 ``status`` while the rest starts), open the store and import this module, then :func:`bring_up`
 plugs the features and starts :attr:`Daemon.children` in their declared order (the fan-out,
@@ -14,9 +14,9 @@ The actor tree is declared, not grown: :attr:`Daemon.children` is the table of c
 docs/architecture.md draws both; tests/test_architecture_doc.py holds the two together.
 
 :class:`Daemon` owns the identity, starts actors on demand (the relay link once an identity
-exists, through crosstalk.daemon_link; a room actor per joined room) and hands out typed handles
+exists, through crosstalk.daemon.link; a room actor per joined room) and hands out typed handles
 on them. Neither features nor actors see it: features get :attr:`Daemon.caps` (a
-crosstalk.daemon_caps.Granted), actors get channels, doorbells and those capabilities' moves.
+crosstalk.daemon.caps.Granted), actors get channels, doorbells and those capabilities' moves.
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ from crosstalk.actors.router import Router, RouterInput
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.latency import DaemonLatency
 from crosstalk.core.room import Applied
-from crosstalk.daemon_caps import Granted
-from crosstalk.daemon_link import LINK, LOCAL_RELAY, LinkKeeper
+from crosstalk.daemon.caps import Granted
+from crosstalk.daemon.link import LINK, LOCAL_RELAY, LinkKeeper
 from crosstalk.errors import CrosstalkError, NotSetUp, UnknownRoom
 from crosstalk.features.caps import keys_of
 from crosstalk.features.feature import Feature
@@ -191,7 +191,7 @@ class Daemon:
                 )
         return self.keys
 
-    # --- relay (crosstalk.daemon_link) -----------------------------------------------------------
+    # --- relay (crosstalk.daemon.link) -----------------------------------------------------------
 
     async def relay(self, *, as_keys: crypto.Keys | None = None) -> RelayClient:
         """The relay link's handle, starting the link (and the local relay) if needed.
@@ -209,7 +209,7 @@ class Daemon:
 
     async def use_relay(self, url: str) -> None:
         """Move this identity to the relay at ``url`` (``--host``, or an invite that names one),
-        only while it has no rooms (see crosstalk.daemon_link.LinkKeeper.move)."""
+        only while it has no rooms (see crosstalk.daemon.link.LinkKeeper.move)."""
         await self.link.move(url, functools.partial(keys_of, self))
 
     def link_status(self) -> LinkStatus | None:
@@ -353,7 +353,7 @@ async def bring_up(
     actors under ``supervisor``; returns it once its ops can be served.
 
     The process around it (the lock, the control socket, the store, signals) is
-    :func:`crosstalk.daemon_start.run_daemon`'s, which imports this module while the control
+    :func:`crosstalk.daemon.start.run_daemon`'s, which imports this module while the control
     socket already answers."""
     chosen = FEATURES if features is None else features
     daemon = Daemon(home, store, supervisor, heartbeat, features=chosen, connect=connect)

@@ -4,11 +4,11 @@ Importing the features is most of a daemon's start-up (the wire models, the rela
 machines, the crypto and pairing libraries). So this module imports only what the control
 socket needs, binds it behind an :class:`~crosstalk.actors.control_gate.OpGate` at once (a
 client polling for the daemon hears ``status``, saying what is still starting), and imports
-:mod:`crosstalk.daemon` on a worker thread while the event loop opens the store and keeps
+:mod:`crosstalk.daemon.tree` on a worker thread while the event loop opens the store and keeps
 answering. Requests that need the daemon's ops wait at the gate until it opens, within a bound.
 
 Order: refuse damaged state files; the supervisor and the control server (behind the gate); the
-import, while the store opens; :func:`crosstalk.daemon.bring_up` plugs the features and starts
+import, while the store opens; :func:`crosstalk.daemon.tree.bring_up` plugs the features and starts
 their actors; the gate opens; ``on_ready``. SIGTERM and SIGINT cancel the root nursery, which
 closes everything in reverse; the store closes after every actor has stopped.
 """
@@ -36,7 +36,7 @@ if TYPE_CHECKING:  # the daemon's own modules are imported on a worker thread, b
     from types import ModuleType
 
     from crosstalk.actors.relay_link import Connector
-    from crosstalk.daemon import Daemon
+    from crosstalk.daemon.tree import Daemon
     from crosstalk.features.feature import Feature
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ async def run_daemon(
             await supervisor.start_actor("control", ControlServer(home.socket, gate))
             # The import and the store's opening run on worker threads (the import holds the
             # interpreter's lock only in slices), so the loop keeps answering the socket.
-            body = _Import("crosstalk.daemon")
+            body = _Import("crosstalk.daemon.tree")
             nursery.start_soon(body.run)
             store = await Store.open(home.database, open_on=trio.to_thread.run_sync)
             gate.done("store")

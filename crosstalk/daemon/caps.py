@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-# Types only: crosstalk.daemon imports this module; at runtime it needs nothing.
+# Types only: crosstalk.daemon.tree imports this module; at runtime it needs nothing.
 if TYPE_CHECKING:
     from crosstalk import crypto
-    from crosstalk.daemon import Daemon
+    from crosstalk.daemon.tree import Daemon
     from crosstalk.store.identity import IdentityRecord
 
 
