@@ -125,8 +125,8 @@ class Tool:
         """The tool function the SDK registers: its signature is the tool's arguments."""
         arguments = self.arguments()
         run = self.run(caller) if self.run else _call(caller, self.spec)
-        filled = {key: get(caller) for key, get in CALLER_FIELDS.items()
-                  if key in attrs.fields_dict(self.spec.params)}
+        marked = {f.name for f in attrs.fields(self.spec.params) if f.metadata.get(CALLER)}
+        filled = {key: get(caller) for key, get in CALLER_FIELDS.items() if key in marked}
         trust = self.trust
 
         async def tool(**kwargs: Any) -> Any:
