@@ -1,9 +1,10 @@
 """``crosstalk server``: the MCP server on stdio, one per agent session.
 
 Thin by design (DESIGN §8): every tool in :mod:`crosstalk.mcp.tools` is one control request to the
-daemon. The server answers ``initialize`` and ``tools/list`` without the daemon; the first tool
-call starts it if needed (:func:`crosstalk.client.ensure_daemon`, run in a thread because it
-blocks), so an agent that never uses crosstalk never starts a daemon.
+daemon, declared over its op's spec (its input schema comes from the op's params model). The
+server answers ``initialize`` and ``tools/list`` without the daemon; the first tool call starts it
+if needed (:func:`crosstalk.client.ensure_daemon`, run in a thread because it blocks), so an
+agent that never uses crosstalk never starts a daemon.
 
 What every tool result looks like:
 
@@ -45,7 +46,7 @@ from crosstalk.errors import CrosstalkError, DaemonUnreachable, UsageError
 from crosstalk.hook import control
 from crosstalk.mcp.channel import experimental_capabilities, push_notices
 from crosstalk.mcp.front import Front, Wire
-from crosstalk.mcp.tool_kit import TRANSCRIPT_ENV, Caller, ToolFn, ToolSpec
+from crosstalk.mcp.tool_kit import TRANSCRIPT_ENV, Caller, Tool, ToolFn
 from crosstalk.mcp.tools import TOOLS
 from crosstalk.paths import Home
 
@@ -169,8 +170,9 @@ class DaemonBridge:
             raise
 
 
-def _adapt(spec: ToolSpec, caller: Caller) -> ToolFn:
-    """The tool function the SDK sees: same signature, errors as ``isError`` results."""
+def _adapt(spec: Tool, caller: Caller) -> ToolFn:
+    """The tool function the SDK sees: the tool's generated signature (the SDK's input schema
+    and validation come from it), errors as ``isError`` results."""
     fn = spec.make(caller)
 
     @functools.wraps(fn)

@@ -1,90 +1,135 @@
-"""Every MCP tool calls ops of the one op table with params those ops take: a static walk of
-each tool's ``c.call``/``c.call_until`` requests against the op's params model (the names it
-sends, the required ones it must send, and the caller-filled ones, which only the server's
-own ``c.session``/``c.cwd``/``c.transcript`` may fill)."""
+"""The MCP tools are generated from the op table: each tool's listed schema is its op's params
+model (minus the caller's fields and what the tool leaves out), and what a call sends is what
+that op takes on the wire. Planted params and declarations show the generation follows the
+model and refuses declarations that do not fit it."""
 
 from __future__ import annotations
 
-import ast
-from collections.abc import Iterator
-from pathlib import Path
+import functools
+from typing import Any
 
 import attrs
+import pytest
+import trio
 
-from crosstalk.wire.control.params import CALLER
-from crosstalk.wire.control.table import BY_NAME
-
-MCP = Path(__file__).resolve().parents[2] / "crosstalk" / "mcp"
-FROM_CALLER = {"c.session", "c.cwd", "c.transcript"}
-
-
-def _params_dict(node: ast.expr, bound: dict[str, ast.expr]) -> ast.Dict | None:
-    """The dict literal a request's params come from: literal, ``drop_none(...)``, or a name
-    bound to one earlier in the tool."""
-    if isinstance(node, ast.Call) and ast.unparse(node.func) == "drop_none" and node.args:
-        return _params_dict(node.args[0], bound)
-    if isinstance(node, ast.Name) and node.id in bound:
-        return _params_dict(bound[node.id], bound)
-    return node if isinstance(node, ast.Dict) else None
+from crosstalk.mcp.server import CrosstalkServer
+from crosstalk.mcp.tool_kit import Arg, Tool
+from crosstalk.mcp.tools import TOOLS
+from crosstalk.wire.control import table as t
+from crosstalk.wire.control.params import CALLER, caller
+from crosstalk.wire.converter import structure_remote, unstructure
 
 
-def requests(source: str) -> Iterator[tuple[str, str, ast.Dict | None]]:
-    """(tool, op, params) for every daemon request the tools in ``source`` make."""
-    for tool in ast.walk(ast.parse(source)):
-        if not isinstance(tool, ast.AsyncFunctionDef):
-            continue
-        bound = {t.id: n.value for n in ast.walk(tool) if isinstance(n, ast.Assign)
-                 for t in n.targets if isinstance(t, ast.Name)}
-        for node in ast.walk(tool):
-            if (isinstance(node, ast.Call) and ast.unparse(node.func) in ("c.call", "c.call_until")
-                    and isinstance(node.args[0], ast.Constant)):
-                params = _params_dict(node.args[1], bound) if len(node.args) > 1 else None
-                yield tool.name, str(node.args[0].value), params
+class Recorder:
+    """A Caller that keeps every request and answers each with an empty reply."""
+
+    session: str | None = "s1"
+    cwd = "/project"
+    transcript: str | None = "/t.jsonl"
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+
+    async def call(self, op: str, params: dict[str, Any], *, limit: float = 0.0) -> Any:
+        self.sent.append((op, params))
+        return {}
+
+    async def call_until(self, op: str, params: dict[str, Any], key: str, *, limit: float) -> Any:
+        self.sent.append((op, params))
+        return {key: "x"}
 
 
-def problems(source: str) -> list[str]:
-    """What the tools in ``source`` send that their ops would not take as meant."""
-    found = []
-    for tool, op, params in requests(source):
-        spec = BY_NAME.get(op)
-        if spec is None:
-            found.append(f"{tool}: no op {op!r} in the table")
-            continue
-        fields = {f.name.rstrip("_"): f for f in attrs.fields(spec.params)}
-        pairs = [] if params is None else zip(params.keys, params.values, strict=True)
-        sent = {ast.literal_eval(k): ast.unparse(v) for k, v in pairs if k is not None}
-        for key, value in sent.items():
-            if key not in fields:
-                found.append(f"{tool}: {op} takes no {key!r}")
-            elif fields[key].metadata.get(CALLER) and value not in FROM_CALLER:
-                found.append(f"{tool}: {op}'s {key!r} is the caller's, not {value}")
-        missing = [n for n, f in fields.items() if f.default is attrs.NOTHING and n not in sent]
-        if params is not None and missing:
-            found.append(f"{tool}: {op} needs {missing}")
-    return found
+def schema(tool: Tool) -> dict[str, Any]:
+    """The input schema the server lists for ``tool``."""
+    server = CrosstalkServer("t")
+    server.add_tool(tool.make(Recorder()), name=tool.name, structured_output=False)
+    (listed,) = trio.run(server.list_tools)
+    return dict(listed.input_schema)
 
 
-def test_every_tool_calls_table_ops_with_params_they_take() -> None:
-    """The message, presence and memory tools all fit their ops."""
-    sources = [MCP / "tools.py", MCP / "memory_tools.py"]
-    assert [op for s in sources for _, op, _ in requests(s.read_text())], "the walk saw no calls"
-    assert [p for s in sources for p in problems(s.read_text())] == []
+def sample(prop: dict[str, Any]) -> Any:
+    """A value the property takes (the first choice of an enum, a non-null one of a union)."""
+    if "enum" in prop:
+        return prop["enum"][0]
+    if "anyOf" in prop:
+        return sample(next(p for p in prop["anyOf"] if p.get("type") != "null"))
+    minimum = prop.get("minimum", prop.get("exclusiveMinimum", 0))
+    values = {"string": "x", "boolean": True, "integer": minimum + 1, "number": minimum + 1.5,
+              "array": ["x"]}
+    return values[prop["type"]]
 
 
-def test_the_walk_catches_a_tool_that_does_not_fit_its_op() -> None:
-    """Planted: an unknown op, a param the op does not take, a caller field filled by the
-    model, and a required param left out are each reported."""
-    source = (
-        "async def crosstalk_x(text, who):\n"
-        "    await c.call('no_such_op', {})\n"
-        "    await c.call('send', {'to': who, 'text': text, 'colour': 'red'})\n"
-        "    params = {'to': who, 'text': text, 'session': who}\n"
-        "    await c.call('send', drop_none(params))\n"
-        "    await c.call('read_slice', {'index': 1})\n"
-    )
-    assert problems(source) == [
-        "crosstalk_x: no op 'no_such_op' in the table",
-        "crosstalk_x: send takes no 'colour'",
-        "crosstalk_x: send's 'session' is the caller's, not who",
-        "crosstalk_x: read_slice needs ['id']",
-    ]
+def test_every_tool_sends_what_its_op_takes_on_the_wire() -> None:
+    """Each tool, called with every argument it lists, sends params that structure into its op's
+    model through the daemon's own converter and come back out unchanged (a key the model does
+    not take, or a renamed one sent under the wrong name, would not)."""
+    for tool in TOOLS:
+        props = schema(tool)["properties"]
+        assert all(not name.startswith("_") for name in props)
+        recorder = Recorder()
+        fn = tool.make(recorder)
+        trio.run(functools.partial(fn, **{n: sample(p) for n, p in props.items()}))
+        op, params = recorder.sent[0]
+        spec = t.BY_NAME[op]
+        assert spec is tool.spec or tool.run is not None, tool.name
+        back = unstructure(structure_remote(params, spec.params))
+        assert {k: back[k] for k in params} == params, tool.name
+
+
+def test_no_tool_lists_a_caller_field_and_the_server_fills_them() -> None:
+    """session, cwd and transcript come from where the server runs, never from the agent."""
+    for tool in TOOLS:
+        props = schema(tool)["properties"]
+        for field in attrs.fields(tool.spec.params):
+            if field.metadata.get(CALLER):
+                assert field.name not in props, (tool.name, field.name)
+    recorder = Recorder()
+    send = next(tool for tool in TOOLS if tool.name == "crosstalk_send")
+    trio.run(lambda: send.make(recorder)(to="ana", text="hi"))
+    _, params = recorder.sent[0]
+    assert (params["session"], params["cwd"], params["transcript"]) == ("s1", "/project",
+                                                                         "/t.jsonl")
+    assert "peer_cwd" not in params  # the control server's, from the kernel
+
+
+@attrs.frozen
+class PlantedParams:
+    """ReadParams with a param added, and a caller field the server does not know."""
+
+    all: bool = False
+    colour: str = "red"
+    limit: int | None = None
+    session: str | None = caller()
+    origin: str | None = caller()
+
+
+PLANTED = attrs.evolve(t.READ, params=PlantedParams)
+
+
+def test_a_param_added_to_the_model_shows_up_in_its_tool() -> None:
+    """Planted: a model with two new params lists them, typed and defaulted as the model says;
+    a tool that leaves one out does not."""
+    listed = schema(Tool("crosstalk_planted", "planted", PLANTED))["properties"]
+    assert listed["colour"] == {"default": "red", "type": "string"}
+    assert listed["limit"]["default"] is None and "limit" in listed
+    left_out = Tool("crosstalk_planted", "planted", PLANTED, omit=("colour",))
+    assert "colour" not in schema(left_out)["properties"]
+
+
+def test_a_caller_field_is_never_in_a_schema() -> None:
+    """Planted: caller fields of a model, known to the server or not, are never listed; a known
+    one is filled, an unknown one is left to the control server."""
+    tool = Tool("crosstalk_planted", "planted", PLANTED, args={"colour": Arg(name="hue")})
+    assert sorted(schema(tool)["properties"]) == ["all", "hue", "limit"]
+    recorder = Recorder()
+    trio.run(lambda: tool.make(recorder)(hue="blue"))
+    assert recorder.sent == [("read", {"all": False, "colour": "blue", "session": "s1"})]
+
+
+def test_a_declaration_that_does_not_fit_its_op_is_refused() -> None:
+    """Planted: an override of a param the op lacks, and a required param left out unfixed."""
+    with pytest.raises(TypeError, match="send has no param 'colour'"):
+        Tool("crosstalk_x", "x", t.SEND, args={"colour": Arg()}).arguments()
+    with pytest.raises(TypeError, match="leaves out send's required 'to'"):
+        Tool("crosstalk_x", "x", t.SEND, omit=("to",)).arguments()
+    assert Tool("crosstalk_x", "x", t.SEND, omit=("to",), fixed={"to": "ana"}).arguments()
