@@ -20,6 +20,12 @@ The rule that keeps FTS5 right: an index entry is deleted (``search_docs_bd``, B
 on ``held_messages`` and ``sent_messages`` that take a search row away run BEFORE the message is
 deleted or rewritten, and the row for the new words is made AFTER; nothing updates a search
 row's words in place (storing a going message's words changes none of them, so no re-index).
+
+**The page's words of a message we sent go on its ``sent_messages`` row.** The page kept the op of
+each message we send in its own table, ``ui_sent_words`` (schema_ui.py): a second row with the
+ids, time and most of what ``sent_messages`` holds, and two index entries. A message ``send``
+recorded now keeps the op on its row (``words``: what the row does not hold already,
+crosstalk/store/ui.py); ``ui_sent_words`` keeps only the ops ``sent`` does not list.
 """
 
 from __future__ import annotations
@@ -120,4 +126,19 @@ _SEARCH: tuple[str, ...] = (
         ("CREATE TRIGGER search_record_", "CREATE TRIGGER search_thread_"))),
 )
 
-STATEMENTS: tuple[str, ...] = _SEARCH
+_PAGE: tuple[str, ...] = (
+    # The op of a message we sent, without what the row holds (crosstalk/store/ui.py).
+    "ALTER TABLE sent_messages ADD COLUMN words TEXT",
+    # The page's kept ops of messages `sent` lists move onto their rows as they are (the page
+    # fills in only what an op leaves out: before this step, the text its row holds).
+    "UPDATE sent_messages SET words = (SELECT w.body FROM ui_sent_words w "
+    "WHERE w.msg_id = sent_messages.msg_id AND w.room_id = sent_messages.room_id) "
+    "WHERE msg_id IN (SELECT msg_id FROM ui_sent_words)",
+    "DELETE FROM ui_sent_words WHERE msg_id IN "
+    "(SELECT msg_id FROM sent_messages WHERE words IS NOT NULL)",
+    # The page reads a room's newest (ui_sent_words_by_room serves the rest).
+    "CREATE INDEX sent_messages_words ON sent_messages (room_id, created_at) "
+    "WHERE words IS NOT NULL",
+)
+
+STATEMENTS: tuple[str, ...] = (*_SEARCH, *_PAGE)

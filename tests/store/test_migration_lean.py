@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from crosstalk.store import messages, room_keys
+from crosstalk.store import messages, room_keys, ui
 from crosstalk.store.migrations import MIGRATIONS, migrate
 from crosstalk.store.rooms import Room, add_room
 from crosstalk.store.search import Hit
+from crosstalk.wire.converter import unstructure
+from crosstalk.wire.room_ops import Intent, Kind, MessageOp, Slice
 from tests.store.test_search_store import NOW, consistent, fact, find, hold, put_memory
 
 
@@ -99,3 +101,77 @@ def test_the_integrity_check_sees_an_entry_deleted_after_its_words(
     old.execute("DELETE FROM held_messages")
     with pytest.raises(sqlite3.DatabaseError):
         consistent(old)
+
+
+# --- the page's words of what we sent -------------------------------------------------------------
+
+ME = "a" * 64
+
+
+def _op(msg_id: str, text: str) -> MessageOp:
+    return MessageOp(msg_id, text, Intent.QUESTION, Kind.ASK, from_label="ana", thread="t1",
+                     sent_at=NOW, slices=(Slice("file", "a.py", "print(1)", "0" * 64),))
+
+
+def _page_send(conn: sqlite3.Connection, op: MessageOp) -> None:
+    """What a ``send`` writes in its outbox transaction: its sent row, then the page's words."""
+    messages.record_sent(conn, msg_id=op.msg_id, room_id="r1", to_label="ben",
+                         kind=op.kind.value, chars=len(op.text), created_at=op.sent_at,
+                         thread=op.thread, reply_to=op.reply_to, text=op.text)
+    ui.record_sent(conn, msg_id=op.msg_id, room_id="r1", body=unstructure(op), now=NOW)
+
+
+def _shown(conn: sqlite3.Connection) -> list[tuple[object, ...]]:
+    return [(e.id, e.text, e.intent, e.kind, e.thread, e.from_label, len(e.slices), e.state)
+            for e in ui.conversation(conn, "r1", ME)]
+
+
+def test_migration_27_moves_the_pages_sent_words_onto_their_rows(
+    old: sqlite3.Connection,
+) -> None:
+    """The page shows what version 26 kept (the op, its text from the row); the ops of
+    messages `sent` lists leave ui_sent_words for their rows, one with no sent row (an
+    automatic answer) stays there."""
+    op = _op("m1", "can you review a.py")
+    messages.record_sent(old, msg_id="m1", room_id="r1", to_label="ben", kind="ask", chars=3,
+                         created_at=NOW, thread="t1", reply_to=None, text=op.text)
+    # As version 26 kept it: the op without the text its sent row holds.
+    v26 = {k: v for k, v in unstructure(op).items() if k != "text"}
+    old.execute("INSERT INTO ui_sent_words (msg_id, room_id, body, created_at) "
+                "VALUES ('m1', 'r1', ?, ?)", (messages.body_json(v26), NOW))
+    old.execute("INSERT INTO ui_sent_words (msg_id, room_id, body, created_at) "
+                "VALUES ('auto', 'r1', '{\"text\":\"refused\",\"kind\":\"answer\"}', ?)",
+                (NOW + 1,))
+    migrate(old, MIGRATIONS[:27])
+    assert [row[:7] for row in _shown(old)] == [
+        ("m1", "can you review a.py", "question", "ask", "t1", "ana", 1),
+        ("auto", "refused", "fyi", "answer", None, "", 0),
+    ]
+    assert [r[0] for r in old.execute("SELECT msg_id FROM ui_sent_words")] == ["auto"]
+
+
+def test_a_sent_message_keeps_its_words_once_on_its_row(old: sqlite3.Connection) -> None:
+    """After the step: the op goes on its row without the text, kind, thread or time the row
+    holds; the page shows it whole, and its mark changes with its delivery state."""
+    migrate(old, MIGRATIONS[:27])
+    _page_send(old, _op("m1", "can you review a.py"))
+    (words,) = old.execute("SELECT words FROM sent_messages WHERE msg_id = 'm1'").fetchone()
+    assert "review" not in words and "t1" not in words and "sent_at" not in words
+    assert old.execute("SELECT count(*) FROM ui_sent_words").fetchone()[0] == 0
+    assert _shown(old) == [("m1", "can you review a.py", "question", "ask", "t1", "ana", 1,
+                            "queued")]
+    mark = ui.room_marks(old, ["r1"])
+    messages.record_receipt(old, "r1", "m1", "read")
+    assert ui.room_marks(old, ["r1"]) != mark and _shown(old)[0][-1] == "read"
+
+
+def test_an_op_its_row_disagrees_with_is_kept_whole(old: sqlite3.Connection) -> None:
+    """A row whose text is not the op's (a closing summary's row, say): the page keeps the
+    op whole in its own table, so what it shows is the op's."""
+    migrate(old, MIGRATIONS[:27])
+    op = _op("m1", "the words the page must show")
+    messages.record_sent(old, msg_id="m1", room_id="r1", to_label="ben", kind="ask", chars=3,
+                         created_at=NOW, thread="t1", reply_to=None, text="other")
+    ui.record_sent(old, msg_id="m1", room_id="r1", body=unstructure(op), now=NOW)
+    assert old.execute("SELECT words FROM sent_messages").fetchone() == (None,)
+    assert _shown(old)[0][1] == "the words the page must show"
