@@ -26,6 +26,14 @@ each message we send in its own table, ``ui_sent_words`` (schema_ui.py): a secon
 ids, time and most of what ``sent_messages`` holds, and two index entries. A message ``send``
 recorded now keeps the op on its row (``words``: what the row does not hold already,
 crosstalk/store/ui.py); ``ui_sent_words`` keeps only the ops ``sent`` does not list.
+
+**A notice keeps what the gate decided, not what its message says.** Each notice copied six of
+its held message's columns (sender, room, intent, target, the session it came from, kind), and
+``notices_by_sender`` indexed one of them for ``peers``. They are dropped (``ALTER TABLE ... DROP
+COLUMN`` rewrites the table without them); every reader joins the held message by its id
+(crosstalk/store/attention.py, gate.py, peers.py). The label stays: it is the gate's name for the
+source at the time, not the message's. A notice whose message a leave took reads the defaults
+(no sender, no room, ``fyi``).
 """
 
 from __future__ import annotations
@@ -141,4 +149,10 @@ _PAGE: tuple[str, ...] = (
     "WHERE words IS NOT NULL",
 )
 
-STATEMENTS: tuple[str, ...] = (*_SEARCH, *_PAGE)
+_NOTICES: tuple[str, ...] = (
+    "DROP INDEX notices_by_sender",
+    *(f"ALTER TABLE notices DROP COLUMN {column}"
+      for column in ("target", "sender", "from_session", "room_id", "intent", "kind")),
+)
+
+STATEMENTS: tuple[str, ...] = (*_SEARCH, *_PAGE, *_NOTICES)

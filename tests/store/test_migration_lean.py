@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from crosstalk.store import messages, room_keys, ui
+from crosstalk.core.triage import Decision
+from crosstalk.store import attention, messages, peers, room_keys, ui
 from crosstalk.store.migrations import MIGRATIONS, migrate
 from crosstalk.store.rooms import Room, add_room
 from crosstalk.store.search import Hit
@@ -175,3 +176,30 @@ def test_an_op_its_row_disagrees_with_is_kept_whole(old: sqlite3.Connection) -> 
     ui.record_sent(old, msg_id="m1", room_id="r1", body=unstructure(op), now=NOW)
     assert old.execute("SELECT words FROM sent_messages").fetchone() == (None,)
     assert _shown(old)[0][1] == "the words the page must show"
+
+
+# --- notices without the held message's columns ---------------------------------------------------
+
+
+def test_migration_27_notices_read_what_they_copied_from_the_held_message(
+    old: sqlite3.Connection,
+) -> None:
+    """A version-26 notice reads the same after the step: sender, room, intent, kind, target
+    and the session it came from are its held message's; peers still counts shown notices."""
+    hold(old, "q1", "are you there?", sender="fp-ben")
+    old.execute("UPDATE held_messages SET target_session = 'cc-1', intent = 'question', "
+                "body = json_set(body, '$.from_session', 'api') WHERE message_id = 'q1'")
+    old.execute(
+        "INSERT INTO notices (message_id, session, target, sender, label, from_session, room_id, "
+        "intent, kind, decision, due, created_at, shown_at) VALUES ('q1', 'cc-1', 'cc-1', "
+        "'fp-ben', 'ben', 'api', 'r1', 'question', 'message', 'notice_now', 'now', 5, 6)"
+    )
+    migrate(old, MIGRATIONS[:27])
+    assert attention.list_notices(old) == [attention.Notice(
+        message_id="q1", session="cc-1", target="cc-1", sender="fp-ben", label="ben",
+        from_session="api", room_id="r1", intent=Intent.QUESTION, kind="message",
+        decision=Decision.NOTICE_NOW, due="now", created_at=5.0, shown_at=6.0,
+    )]
+    assert peers.traffic_with(old, "ben", "fp-ben").shown == 1
+    columns = {str(r[1]) for r in old.execute("PRAGMA table_info(notices)")}
+    assert not columns & {"sender", "room_id", "intent", "kind", "target", "from_session"}
