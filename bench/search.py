@@ -160,8 +160,12 @@ def index_cost(directory: Path, vocab: Vocabulary, now: float) -> dict[str, floa
     """µs per held message with and without the index, batches interleaved."""
     with_index, without = connect(directory / "with.db"), connect(directory / "plain.db")
     try:
-        for name in ("ai", "au", "ad"):
-            without.execute(f"DROP TRIGGER search_held_{name}")
+        # Every trigger that indexes held messages (their names changed with migration 27).
+        for (name,) in without.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'held_messages' "
+            "AND name LIKE 'search_held_%'"
+        ).fetchall():
+            without.execute(f"DROP TRIGGER {name}")
         rows = _messages(vocab, random.Random(7), INDEX_MESSAGES, now, "i")
         spent = {"with": 0.0, "without": 0.0}
         for start in range(0, len(rows), INDEX_BATCH):

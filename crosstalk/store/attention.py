@@ -122,7 +122,8 @@ def attention_entries(conn: sqlite3.Connection, since: float) -> list[AttentionE
 
 @attrs.frozen
 class Notice:
-    """One row of ``notices``: what the gate decided for one message (see the schema)."""
+    """One row of ``notices``: what the gate decided for one message (see the schema), with
+    what its held message says (sender, room, intent, kind, target, from_session)."""
 
     message_id: str
     session: str | None
@@ -141,10 +142,22 @@ class Notice:
     shown_at: float | None = None
 
 
+def _body(path: str) -> str:
+    """A field of the held message's body (NULL when there is none)."""
+    return f"CASE WHEN json_valid(h.body) THEN json_extract(h.body, '{path}') END"
+
+
+#: A notice's own columns and what it says about its message, read from the held message
+#: (``h``, which shares only ``message_id`` with ``notices``): since migration 27
+#: (store/schema_lean.py) a notice keeps no copy of them. One whose message went (a leave
+#: took it) reads the defaults.
 _NOTICE_COLUMNS = (
-    "message_id, session, target, sender, label, from_session, room_id, intent, kind, "
-    "decision, due, created_at, surfaced_at, batch, shown_at"
+    "notices.message_id, session, h.target_session, coalesce(h.sender, ''), label, "
+    f"{_body('$.from_session')}, h.room_id, coalesce(h.intent, 'fyi'), "
+    f"coalesce({_body('$.kind')}, 'message'), decision, due, created_at, surfaced_at, "
+    "batch, shown_at"
 )
+_HELD_ROW = "LEFT JOIN held_messages h ON h.message_id = notices.message_id"
 
 
 def _notice(row: Sequence[object]) -> Notice:
@@ -155,15 +168,16 @@ def _notice(row: Sequence[object]) -> Notice:
 
 
 def add_notice(conn: sqlite3.Connection, notice: Notice) -> None:
-    """Record a decision (once: a second row for the same message and session is ignored)."""
+    """Record a decision (once: a second row for the same message and session is ignored).
+
+    What it says about the message (sender, room, intent, kind, target, session it came
+    from) is the held message's, read from there."""
     conn.execute(
-        f"INSERT OR IGNORE INTO notices ({_NOTICE_COLUMNS}) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "INSERT OR IGNORE INTO notices (message_id, session, label, decision, due, "
+        "created_at, surfaced_at, batch, shown_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
-            notice.message_id, notice.session, notice.target, notice.sender, notice.label,
-            notice.from_session, notice.room_id, notice.intent.value, notice.kind,
-            notice.decision.value, notice.due, notice.created_at, notice.surfaced_at,
-            notice.batch, notice.shown_at,
+            notice.message_id, notice.session, notice.label, notice.decision.value,
+            notice.due, notice.created_at, notice.surfaced_at, notice.batch, notice.shown_at,
         ),
     )
 
@@ -176,8 +190,8 @@ def has_notice(conn: sqlite3.Connection, message_id: str) -> bool:
 
 _HELD = tuple(d.value for d in Decision if d.holds)
 _FOR_SESSION = (
-    "(session = :name OR (session IS NULL AND (target IS NULL OR target = :name "
-    "OR target = :project)))"
+    "(session = :name OR (session IS NULL AND (h.target_session IS NULL "
+    "OR h.target_session = :name OR h.target_session = :project)))"
 )
 
 
@@ -193,13 +207,13 @@ def held_notices(
     notice read, dropped or refused without surfacing, so its cost grew with history.
     """
     params: dict[str, object] = {f"d{n}": d for n, d in enumerate(_HELD)}
-    where = "surfaced_at IS NULL AND withdrawn_at IS NULL AND decision IN (:d0, :d1, :d2)"
+    where = _HELD_NOW
     if session is not None:
         where += " AND " + _FOR_SESSION
         params.update(name=session, project=project)
     rows = conn.execute(
-        f"SELECT {_NOTICE_COLUMNS} FROM notices INDEXED BY notices_held WHERE {where} "
-        "ORDER BY created_at, id",
+        f"SELECT {_NOTICE_COLUMNS} FROM notices INDEXED BY notices_held {_HELD_ROW} "
+        f"WHERE {where} ORDER BY created_at, id",
         params,
     ).fetchall()
     return [_notice(r) for r in rows]
@@ -211,15 +225,17 @@ def count_held(conn: sqlite3.Connection) -> int:
     keep every hold of the day, long after the message was read."""
     params: dict[str, object] = {f"d{n}": d for n, d in enumerate(_HELD)}
     row = conn.execute(
-        "SELECT count(DISTINCT message_id) FROM notices INDEXED BY notices_held "
+        "SELECT count(DISTINCT notices.message_id) FROM notices INDEXED BY notices_held "
         f"WHERE {_HELD_NOW}",
         params,
     ).fetchone()
     return int(row[0])
 
 
-_HELD_NOW = "surfaced_at IS NULL AND withdrawn_at IS NULL AND decision IN (:d0, :d1, :d2)"
-_QUIET_ASK = "(decision = :quiet AND intent <> :fyi)"
+_HELD_NOW = (
+    "surfaced_at IS NULL AND withdrawn_at IS NULL AND decision IN (:d0, :d1, :d2)"
+)
+_QUIET_ASK = "(decision = :quiet AND coalesce(h.intent, 'fyi') <> :fyi)"
 
 
 def _marks(prefix: str, values: Sequence[str], params: dict[str, object]) -> str:
@@ -254,16 +270,20 @@ def releasable_notices(
     names = _marks("n", [name for name, _ in live], params)
     if turned is None:
         keys = _marks("k", sorted({k for pair in live for k in pair if k}), params)
-        claimable = f"(session IN {names} OR target IS NULL OR target IN {keys})"
+        claimable = (
+            f"(session IN {names} OR h.target_session IS NULL "
+            f"OR h.target_session IN {keys})"
+        )
     else:
         params.update(name=turned[0], project=turned[1])
         claimable = (
             f"(session = :name OR ((session IS NULL OR session NOT IN {names}) AND "
-            "(target IS NULL OR target = :name OR target = :project)))"
+            "(h.target_session IS NULL OR h.target_session = :name "
+            "OR h.target_session = :project)))"
         )
     rows = conn.execute(
-        f"SELECT {_NOTICE_COLUMNS} FROM notices INDEXED BY notices_held WHERE {_HELD_NOW} "
-        f"AND ({claimable} OR {_QUIET_ASK}) ORDER BY created_at, id",
+        f"SELECT {_NOTICE_COLUMNS} FROM notices INDEXED BY notices_held {_HELD_ROW} "
+        f"WHERE {_HELD_NOW} AND ({claimable} OR {_QUIET_ASK}) ORDER BY created_at, id",
         params,
     ).fetchall()
     return [_notice(r) for r in rows]
@@ -273,7 +293,8 @@ def quiet_held_sources(conn: sqlite3.Connection) -> list[tuple[str, str | None]]
     """The distinct ``(sender, room_id)`` of notices held by a timed mute and not yet surfaced
     (what a mute's end could release); over the partial index of held notices."""
     rows = conn.execute(
-        "SELECT DISTINCT sender, room_id FROM notices INDEXED BY notices_held "
+        "SELECT DISTINCT coalesce(h.sender, ''), h.room_id FROM notices "
+        f"INDEXED BY notices_held {_HELD_ROW} "
         "WHERE surfaced_at IS NULL AND withdrawn_at IS NULL AND decision = ?",
         (Decision.HOLD_QUIET.value,),
     ).fetchall()
@@ -326,6 +347,7 @@ def list_notices(
     if pending:
         where += " AND surfaced_at IS NOT NULL AND shown_at IS NULL"
     rows = conn.execute(
-        f"SELECT {_NOTICE_COLUMNS} FROM notices WHERE {where} ORDER BY created_at, id", params
+        f"SELECT {_NOTICE_COLUMNS} FROM notices {_HELD_ROW} WHERE {where} "
+        "ORDER BY created_at, id", params
     ).fetchall()
     return [_notice(r) for r in rows]

@@ -213,7 +213,9 @@ class SurfacedNotice:
 def surfaced_unshown(conn: sqlite3.Connection, since: float) -> list[SurfacedNotice]:
     """Notices surfaced after ``since``, not shown and not withdrawn, in the order they came."""
     rows = conn.execute(
-        "SELECT n.message_id, n.session, n.target, n.label, n.from_session, n.kind, n.decision, "
+        "SELECT n.message_id, n.session, h.target_session, n.label, CASE WHEN json_valid(h.body) "
+        "THEN json_extract(h.body, '$.from_session') END, coalesce(CASE WHEN json_valid(h.body) "
+        "THEN json_extract(h.body, '$.kind') END, 'message'), n.decision, "
         "n.batch, h.body FROM notices n LEFT JOIN held_messages h ON h.message_id = n.message_id "
         "WHERE n.surfaced_at IS NOT NULL AND n.shown_at IS NULL AND n.withdrawn_at IS NULL "
         "AND n.surfaced_at > ? "

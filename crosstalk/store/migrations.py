@@ -25,6 +25,7 @@ from crosstalk.store import (
     schema_disk,
     schema_edits,
     schema_hot,
+    schema_lean,
     schema_memory,
     schema_messages,
     schema_presence,
@@ -285,6 +286,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(25, "search: a full-text index of what is held", schema_search.STATEMENTS),
     # Sealed ops leave the outbox and relay_inbound once done; a message's seq stays on its row.
     Migration(26, "disk: sent seq on sent messages, link copies trimmed", schema_disk.STATEMENTS),
+    # A message's words kept once: search reads them from the message (store/schema_lean.py).
+    Migration(27, "disk: words kept once", schema_lean.STATEMENTS),
 )
 LATEST_VERSION = len(MIGRATIONS)
 

@@ -41,7 +41,8 @@ def traffic_with(conn: sqlite3.Connection, label: str, fingerprint: str) -> Traf
         (fingerprint,),
     ).fetchone()
     shown = conn.execute(
-        "SELECT count(*) FROM notices WHERE sender = ? AND shown_at IS NOT NULL",
+        "SELECT count(*) FROM held_messages h JOIN notices n ON n.message_id = h.message_id "
+        "WHERE h.sender = ? AND n.shown_at IS NOT NULL",
         (fingerprint,),
     ).fetchone()[0]
     return Traffic(int(sent), int(out_chars), int(received), int(in_chars), int(shown))

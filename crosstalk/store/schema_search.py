@@ -44,26 +44,47 @@ def _json(row: str, path: str) -> str:
     return f"CASE WHEN json_valid({row}.body) THEN json_extract({row}.body, '{path}') END"
 
 
-def _held(row: str) -> str:
-    """The search row of held message ``row`` (``NEW`` in a trigger, an alias in a backfill)."""
+def held_text(row: str) -> str:
+    """The words a held message ``row`` is indexed by (also read by migration 27's view)."""
+    return f"coalesce({_json(row, '$.text')}, '')"
+
+
+def held_labels(row: str) -> str:
+    """A held message's slice labels, its indexed ``extra`` (also read by migration 27's view)."""
     labels = (
         f"CASE WHEN json_valid({row}.body) THEN (SELECT group_concat("
         f"json_extract(s.value, '$.label'), ' ') FROM json_each({row}.body, '$.slices') s) END"
     )
+    return f"coalesce({labels}, '')"
+
+
+def held_row(row: str, text: str, extra: str) -> str:
+    """The search row of held message ``row`` with ``text`` and ``extra`` as its words."""
     return (
         f"SELECT 'm:' || {row}.message_id, 'message', {row}.message_id, {row}.room_id, "
         f"{row}.sender, NULL, coalesce({_json(row, '$.relay_ts')}, {row}.received_at), "
-        f"coalesce({_json(row, '$.text')}, ''), coalesce({labels}, '') "
+        f"{text}, {extra} "
         f"WHERE coalesce({_json(row, '$.kind')}, 'message') != 'decision'"
     )
 
 
-def _sent(row: str) -> str:
-    """The search row of a message we sent (``sender`` '' is us); none without text."""
+def _held(row: str) -> str:
+    """The search row of held message ``row`` (``NEW`` in a trigger, an alias in a backfill)."""
+    return held_row(row, held_text(row), held_labels(row))
+
+
+def sent_row(row: str, text: str, extra: str) -> str:
+    """The search row of a message we sent (``sender`` '' is us) with ``text`` and ``extra``
+    as its words; none without text."""
     return (
         f"SELECT 's:' || {row}.msg_id, 'message', {row}.msg_id, {row}.room_id, '', NULL, "
-        f"{row}.created_at, {row}.text, '' WHERE coalesce({row}.text, '') != ''"
+        f"{row}.created_at, {text}, {extra} WHERE coalesce({row}.text, '') != ''"
     )
+
+
+def _sent(row: str) -> str:
+    """The search row of a message we sent, its text its words."""
+    return sent_row(row, f"{row}.text", "''")
 
 
 def _record(row: str) -> str:

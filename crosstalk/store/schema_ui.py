@@ -2,7 +2,8 @@
 
 The relay never echoes our own ops back, and ``sent_messages`` keeps who a message went to, how
 far it got and its text, not the whole op (intent, slices): the page keeps the op of each message
-we send in ``ui_sent_words``, written after the op is committed to the outbox.
+we send in ``ui_sent_words``, written after the op is committed to the outbox. Since migration 27
+(schema_lean.py) a message ``sent`` lists keeps it on its ``sent_messages`` row instead.
 """
 
 from __future__ import annotations

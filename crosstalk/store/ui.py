@@ -1,9 +1,11 @@
 """The page's SQL: a room's conversation in order, what we sent (our own words), claim history.
 
-The relay never echoes our own ops back, so the page keeps the op of what we send in
-``ui_sent_words`` (written after the op is committed to the outbox; see :func:`record_sent`;
-the table is the page's own, migration 12 in ``crosstalk/store/schema_ui.py``), without the
-text a ``sent_messages`` row already holds.
+The relay never echoes our own ops back, so the page keeps the op of each message we send
+(written in the transaction that queues it; see :func:`record_sent`). Since migration 27 a message
+``send`` recorded keeps it on its ``sent_messages`` row (``words``: the op without what the row
+already holds), so its words are kept once; the page's own table ``ui_sent_words`` (migration 12,
+``crosstalk/store/schema_ui.py``) keeps the ops that have no such row, those ``sent`` does not
+list (an automatic refusal, a decision's announcement, an ask's note).
 """
 
 from __future__ import annotations
@@ -20,17 +22,30 @@ from crosstalk.wire.control.replies.daemon import ClaimEvent, ConversationEntry,
 MAX_MESSAGES = 2000
 
 
+#: What a ``sent_messages`` row holds of the op under the same name: left out of its ``words``.
+_ON_THE_ROW = ("text", "kind", "thread", "reply_to")
+
+
 def record_sent(
     conn: sqlite3.Connection, *, msg_id: str, room_id: str, body: dict[str, Any], now: float
 ) -> None:
     """Keep the words of a message we sent (once per id).
 
-    Its text is left out when the ``sent_messages`` row written earlier in this transaction
-    holds the same text (a ``send``; neither table loses rows): the page reads it from there,
-    and a message's words are not kept twice (issue 41)."""
-    row = conn.execute("SELECT text FROM sent_messages WHERE msg_id = ?", (msg_id,)).fetchone()
-    if row is not None and row[0] == body.get("text"):
-        body = {k: v for k, v in body.items() if k != "text"}
+    On the message's ``sent_messages`` row, written earlier in this transaction, when it agrees
+    with the op on the fields it holds (:data:`_ON_THE_ROW`): the op without those (and without
+    ``sent_at``, the row's ``created_at``), so a message's words are not kept twice (issue 41).
+    Else in ``ui_sent_words``, whole."""
+    row = conn.execute(
+        f"SELECT {', '.join(_ON_THE_ROW)} FROM sent_messages WHERE msg_id = ? AND room_id = ?",
+        (msg_id, room_id),
+    ).fetchone()
+    if row is not None and all(body.get(k) == v for k, v in zip(_ON_THE_ROW, row, strict=True)):
+        words = {k: v for k, v in body.items() if k not in (*_ON_THE_ROW, "sent_at")}
+        conn.execute(
+            "UPDATE sent_messages SET words = ? WHERE msg_id = ? AND words IS NULL",
+            (body_json(words), msg_id),
+        )
+        return
     conn.execute(
         "INSERT OR IGNORE INTO ui_sent_words (msg_id, room_id, body, created_at) "
         "VALUES (?, ?, ?, ?)",
@@ -73,19 +88,33 @@ def conversation(conn: sqlite3.Connection, room_id: str, me: str) -> list[Conver
         ts = float(data.get("relay_ts") or received)
         state = "read" if read_at is not None else "unread"
         entries.append(_entry(msg_id, False, sender, data, ts, state, None))
-    sent = conn.execute(
-        "SELECT w.msg_id, w.body, w.created_at, s.text FROM ui_sent_words w "
-        "LEFT JOIN sent_messages s ON s.msg_id = w.msg_id WHERE w.room_id = ? "
-        "ORDER BY w.created_at DESC LIMIT ?", (room_id, MAX_MESSAGES)
-    )
-    for msg_id, body, created, text in sent:
+    for msg_id, body, created, *held in conn.execute(_SENT, (room_id, MAX_MESSAGES) * 2):
         state, reason = delivery_state(conn, msg_id)
         data = _loads(body)
-        if "text" not in data and text is not None:  # kept once, on sent_messages
-            data["text"] = text
+        for key, value in zip(_ON_THE_ROW, held, strict=True):
+            if key not in data and value is not None:  # kept once, on sent_messages
+                data[key] = value
         entries.append(_entry(msg_id, True, me, data, float(created), state, reason))
     entries.sort(key=lambda e: (e.ts, e.id))
     return entries[-MAX_MESSAGES:]
+
+
+#: A room's messages we sent, with their words: on their ``sent_messages`` rows, then the ops
+#: kept whole in ``ui_sent_words`` (before migration 27, without the text the row holds).
+_SENT = (
+    f"SELECT * FROM (SELECT msg_id, words, created_at, {', '.join(_ON_THE_ROW)} "
+    "FROM sent_messages WHERE room_id = ? AND words IS NOT NULL "
+    "ORDER BY created_at DESC LIMIT ?) UNION ALL "
+    f"SELECT * FROM (SELECT w.msg_id, w.body, w.created_at, "
+    f"{', '.join(f's.{k}' for k in _ON_THE_ROW)} FROM ui_sent_words w "
+    "LEFT JOIN sent_messages s ON s.msg_id = w.msg_id WHERE w.room_id = ? "
+    "ORDER BY w.created_at DESC LIMIT ?)"
+)
+#: The ids of a room's messages we sent, as the page shows them.
+_SENT_IDS = (
+    "SELECT msg_id FROM sent_messages WHERE room_id = :room AND words IS NOT NULL "
+    "UNION ALL SELECT msg_id FROM ui_sent_words WHERE room_id = :room"
+)
 
 
 def room_ids(conn: sqlite3.Connection) -> list[str]:
@@ -104,10 +133,10 @@ def room_marks(conn: sqlite3.Connection, room_ids: list[str]) -> dict[str, str]:
         sent = conn.execute(
             "SELECT count(*), group_concat(coalesce(s.receipt, '') || coalesce(s.seq, '') "
             "|| coalesce(o.state, '') "
-            "|| coalesce(r.code, '') || coalesce(s.refusal, ''), ',') FROM ui_sent_words w "
+            f"|| coalesce(r.code, '') || coalesce(s.refusal, ''), ',') FROM ({_SENT_IDS}) w "
             "LEFT JOIN sent_messages s ON s.msg_id = w.msg_id "
             "LEFT JOIN outbox o ON o.op_id = w.msg_id "
-            "LEFT JOIN refused_ops r ON r.op_id = w.msg_id WHERE w.room_id = ?", (room_id,)
+            "LEFT JOIN refused_ops r ON r.op_id = w.msg_id", {"room": room_id}
         ).fetchone()
         raw = json.dumps([list(held), list(sent or [])], default=str).encode()
         marks[room_id] = hashlib.sha256(raw).hexdigest()[:16]

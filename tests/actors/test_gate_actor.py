@@ -26,6 +26,7 @@ from crosstalk.core.attention import summarize
 from crosstalk.core.gate_routing import REFUSED, SESSION_TTL
 from crosstalk.core.levels import Level, TrustSettings
 from crosstalk.core.mute import MuteState
+from crosstalk.core.room import Applied
 from crosstalk.core.triage import Decision, Intent, Kind, SessionStatus
 from crosstalk.features.messages.ops import hold_message
 from crosstalk.store import attention as db
@@ -54,7 +55,12 @@ class World:
     inbox: trio.MemorySendChannel[GateInput]
 
     async def arrive(self, *items: object) -> None:
-        """Hand the gate applied messages and wait until it has decided them."""
+        """Hold applied messages, as the applier does before the gate hears of them (a notice
+        reads its message's sender and intent from the held row), hand them to the gate and
+        wait until it has decided them."""
+        for item in items:
+            if isinstance(item, Applied):
+                self.store.now(lambda conn, a=item: hold_message(conn, a, me=ME))
         await self.inbox.send(Arrived(tuple(items)))  # type: ignore[arg-type]
         await trio.testing.wait_all_tasks_blocked()
 

@@ -34,8 +34,8 @@ def _held(conn: sqlite3.Connection, msg: str, received: float, read: float | Non
         (msg, received, read),
     )
     conn.execute(
-        "INSERT INTO notices (message_id, sender, label, intent, kind, decision, due, "
-        "created_at) VALUES (?, 'fp', 'ana', 'fyi', 'message', 'notify', 'now', ?)",
+        "INSERT INTO notices (message_id, label, decision, due, created_at) "
+        "VALUES (?, 'ana', 'notify', 'now', ?)",
         (msg, received),
     )
     conn.execute(

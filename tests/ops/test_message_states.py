@@ -68,8 +68,8 @@ def test_marking_read_withdraws_the_notice_and_reports_each_room_once(
         "VALUES ('h1', 'r1', 'fp', 'fyi', '{}', 1)"
     )
     conn.execute(
-        "INSERT INTO notices (message_id, sender, label, intent, kind, decision, due, "
-        "created_at) VALUES ('h1', 'fp', 'ben', 'fyi', 'message', 'notice_when_idle', 'idle', 1)"
+        "INSERT INTO notices (message_id, label, decision, due, created_at) "
+        "VALUES ('h1', 'ben', 'notice_when_idle', 'idle', 1)"
     )
     assert mark_read(conn, ["h1", "h1"], 5.0) == {"r1": ["h1"]}
     assert mark_read(conn, ["h1"], 6.0) == {}

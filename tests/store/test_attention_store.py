@@ -3,6 +3,7 @@ notices."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from typing import Any
@@ -15,6 +16,7 @@ from crosstalk.core.levels import Level, TrustSettings
 from crosstalk.core.mute import EVERYONE, MuteState
 from crosstalk.core.triage import Decision, Intent
 from crosstalk.store import attention as db
+from crosstalk.store import messages
 from crosstalk.store.migrations import migrate
 
 
@@ -88,10 +90,20 @@ def _notice(message_id: str, **changes: Any) -> db.Notice:
     return attrs.evolve(base, **changes)
 
 
+def _add(conn: sqlite3.Connection, notice: db.Notice) -> None:
+    """Hold the notice's message (what the notice says about it is read from there), then
+    record the notice."""
+    body = json.dumps({"text": "hi", "kind": notice.kind, "from_session": notice.from_session})
+    messages.hold(conn, message_id=notice.message_id, room_id=notice.room_id or "r1",
+                  sender=notice.sender, to=notice.target, intent=notice.intent.value,
+                  body=body, received_at=notice.created_at, once=True)
+    db.add_notice(conn, notice)
+
+
 def test_a_notice_is_recorded_once_per_message_and_session(conn: sqlite3.Connection) -> None:
     """Recording the same decision twice keeps one row."""
-    db.add_notice(conn, _notice("m1"))
-    db.add_notice(conn, _notice("m1"))
+    _add(conn, _notice("m1"))
+    _add(conn, _notice("m1"))
     assert db.list_notices(conn) == [_notice("m1")]
     assert db.has_notice(conn, "m1") and not db.has_notice(conn, "m2")
 
@@ -100,11 +112,11 @@ def test_held_notices_for_a_session_follow_its_name_project_or_nobody(
     conn: sqlite3.Connection,
 ) -> None:
     """A session sees held notices addressed to it, its project, anyone; not another's."""
-    db.add_notice(conn, _notice("anyone"))
-    db.add_notice(conn, _notice("by-name", target="s1"))
-    db.add_notice(conn, _notice("by-project", target="repo"))
-    db.add_notice(conn, _notice("other", session="s2", target="s2"))
-    db.add_notice(conn, _notice("now", decision=Decision.NOTICE_NOW, due="now", surfaced_at=1.0))
+    _add(conn, _notice("anyone"))
+    _add(conn, _notice("by-name", target="s1"))
+    _add(conn, _notice("by-project", target="repo"))
+    _add(conn, _notice("other", session="s2", target="s2"))
+    _add(conn, _notice("now", decision=Decision.NOTICE_NOW, due="now", surfaced_at=1.0))
     mine = [n.message_id for n in db.held_notices(conn, "s1", "repo")]
     assert mine == ["anyone", "by-name", "by-project"]
     assert len(db.held_notices(conn)) == 4
@@ -115,16 +127,16 @@ def test_releasable_notices_are_those_a_live_session_could_take(
 ) -> None:
     """Held notices no live session could take are skipped, unless a mute's end could release
     them (a quiet hold of a question); a turned session narrows to what it could take."""
-    db.add_notice(conn, _notice("anyone"))
-    db.add_notice(conn, _notice("to-s1", session="s1", target="s1"))
-    db.add_notice(conn, _notice("to-s2", session="s2", target="s2"))
-    db.add_notice(conn, _notice("to-gone", session="gone", target=None))
-    db.add_notice(conn, _notice("for-repo", target="repo"))
-    db.add_notice(conn, _notice("for-nobody-live", target="elsewhere"))
-    db.add_notice(conn, _notice(
+    _add(conn, _notice("anyone"))
+    _add(conn, _notice("to-s1", session="s1", target="s1"))
+    _add(conn, _notice("to-s2", session="s2", target="s2"))
+    _add(conn, _notice("to-gone", session="gone", target=None))
+    _add(conn, _notice("for-repo", target="repo"))
+    _add(conn, _notice("for-nobody-live", target="elsewhere"))
+    _add(conn, _notice(
         "quiet-ask", target="elsewhere", decision=Decision.HOLD_QUIET, intent=Intent.QUESTION,
     ))
-    db.add_notice(conn, _notice("read"))
+    _add(conn, _notice("read"))
     conn.execute("UPDATE notices SET withdrawn_at = 2.0 WHERE message_id = 'read'")
     live = [("s1", "repo"), ("s2", "")]
     every = [n.message_id for n in db.releasable_notices(conn, live)]
@@ -136,7 +148,7 @@ def test_releasable_notices_are_those_a_live_session_could_take(
 
 def test_marking_surfaced_claims_a_notice_for_anyone_once(conn: sqlite3.Connection) -> None:
     """The first session to surface a notice for anyone takes it; a second mark changes nothing."""
-    db.add_notice(conn, _notice("m1"))
+    _add(conn, _notice("m1"))
     db.mark_surfaced(conn, "m1", "s1", "b1", now=5.0)
     db.mark_surfaced(conn, "m1", "s2", "b2", now=6.0)
     [row] = db.list_notices(conn)
@@ -148,8 +160,8 @@ def test_marking_surfaced_hands_a_notice_to_the_claimant_the_gate_chose(
     conn: sqlite3.Connection,
 ) -> None:
     """A notice routed to a session that has gone goes to the new claimant, or to any match."""
-    db.add_notice(conn, _notice("to-new", session="gone", target="repo"))
-    db.add_notice(conn, _notice("to-any", session="gone", target="repo"))
+    _add(conn, _notice("to-new", session="gone", target="repo"))
+    _add(conn, _notice("to-any", session="gone", target="repo"))
     db.mark_surfaced(conn, "to-new", "s2", "b1", now=5.0)
     db.mark_surfaced(conn, "to-any", None, "b2", now=5.0)
     sessions = {n.message_id: n.session for n in db.list_notices(conn)}
@@ -158,8 +170,8 @@ def test_marking_surfaced_hands_a_notice_to_the_claimant_the_gate_chose(
 
 def test_only_surfaced_notices_can_be_marked_shown_and_only_once(conn: sqlite3.Connection) -> None:
     """A held notice is not shown; a surfaced one is shown once, by the session that showed it."""
-    db.add_notice(conn, _notice("held"))
-    db.add_notice(conn, _notice("now", decision=Decision.NOTICE_NOW, due="now", surfaced_at=1.0))
+    _add(conn, _notice("held"))
+    _add(conn, _notice("now", decision=Decision.NOTICE_NOW, due="now", surfaced_at=1.0))
     assert db.mark_shown(conn, ["held", "now"], "s1", now=2.0) == 1
     assert db.mark_shown(conn, ["now"], "s2", now=3.0) == 0
     shown = {n.message_id: (n.session, n.shown_at) for n in db.list_notices(conn)}
