@@ -12,8 +12,7 @@ idempotent by op id, so that re-applying after a crash is harmless.
 Opening and applying share that one write transaction (one store call per batch, not a read and
 then a write). A batch is opened whole before anything in it applies; a large one (a catch-up)
 is opened on two threads, since signature checks are C that runs without the GIL
-(crosstalk.actors.room_open), and after a full batch the next one is started there while
-this one commits (``room_open.Ahead``). A batch shorter than ``BATCH`` ends a catch-up: whatever
+(crosstalk.actors.room_open). A batch shorter than ``BATCH`` ends a catch-up: whatever
 the link commits after our transaction began is followed by its own ``Wake``. A feature that can
 work per batch brings an *apply scope* besides its applier: a context manager entered around the
 appliers of each batch, inside the transaction, so that it may keep what it read for the whole
@@ -144,7 +143,6 @@ class RoomActor:
         # Appliers that only take room keys (rekeys, shares): safe to run ahead of the log.
         self._key_takers = tuple(key_takers)
         self._scanned: tuple[int, int] | None = None  # (held seq, looked ahead up to seq)
-        self._ahead: room_open.Ahead | None = None  # the next batch, being opened
 
     async def run(
         self,
@@ -197,36 +195,7 @@ class RoomActor:
         opened = self._open_pending(conn)
         if opened:
             self._apply(conn, opened=opened)
-            self._open_ahead(conn, full=len(opened) == BATCH and not self._held)
         return opened
-
-    def _open_ahead(self, conn: sqlite3.Connection, *, full: bool) -> None:
-        """After a full batch (a catch-up goes on): have the worker start opening the next one
-        while we commit this one and hand it on. Decided as the next transaction will decide
-        it, from what this one leaves; that one decides again and takes the results only for
-        the very same keys, signers and seals (``room_open.Ahead``)."""
-        self._ahead = None
-        if not full:
-            return
-        signers = signing_keys(conn, self._room)
-        signers[self._keys.fingerprint] = self._keys.ed_pub
-        keys: dict[int, bytes | None] = {}
-        newest = self._newest(conn)
-        jobs = []
-        for item in room_log.pending(conn, self._room, BATCH):
-            verdict = self._decide(conn, item, signers, keys, newest, quiet=True)
-            if isinstance(verdict, _Held):
-                break
-            if verdict.job is not None:
-                jobs.append(verdict.job)
-        if len(jobs) >= room_open.PARALLEL_FROM:
-            self._ahead = room_open.Ahead(self._room, jobs)
-
-    def _open_jobs(self, jobs: list[room_open.ToOpen]) -> list[room_open.Opened]:
-        """Open ``jobs``: the next batch opened ahead if they are its jobs, else now."""
-        ahead, self._ahead = self._ahead, None
-        opened = ahead.take(jobs) if ahead is not None else None
-        return opened if opened is not None else room_open.open_all(self._room, jobs)
 
     def _open_pending(self, conn: sqlite3.Connection) -> list[Applied]:
         """Open the next batch after the applied cursor, up to the first op we must hold: decide
@@ -264,7 +233,7 @@ class RoomActor:
         before it in the batch bring: a rekey of an epoch we minted too brings the second key
         the ops after it were sealed under (sim seed 297: taken only when the batch was
         applied, they were dropped). Only then: the appliers' order stays the log's."""
-        results = iter(self._open_jobs([d.job for d in decided if d.job]))
+        results = iter(room_open.open_all(self._room, [d.job for d in decided if d.job]))
         opened: list[Applied] = []
         taken = 0  # opened[:taken] had their keys taken
         for d in decided:

@@ -26,15 +26,6 @@ or refuse as before. Any other exception is raised in the caller's thread; of se
 of the earliest op, as inline. A smaller batch, such as the one op of a live message, is opened
 inline: a thread hand-off would cost more than it saves.
 
-A catch-up's next batch is started early (:class:`Ahead`): when the room has applied a full
-batch, the worker alone starts on the next one while the caller writes, commits and hands on
-this one. SQLite releases the GIL while it steps (the search index's triggers are most of a
-batch's writes), so the two overlap there; while the caller runs Python the worker mostly waits,
-as above, and the caller joins in when it reaches that batch. Its jobs were decided from what
-the committing transaction left; the next transaction decides them again and takes the results
-only if every job (key, seal, signer, epoch, op id) is the same, since an op's result depends on
-nothing else; otherwise the worker stops after its chunk and everything is opened again.
-
 The worker comes from trio's own thread cache (``trio.lowlevel.start_thread_soon``), which
 needs no running event loop and reuses idle threads, so nothing here owns a pool.
 """
@@ -95,28 +86,6 @@ def open_all(room_id: str, jobs: Sequence[ToOpen]) -> list[Opened]:
     return _Shared(room_id, jobs).run()
 
 
-class Ahead:
-    """A batch the worker starts opening alone, before the caller needs it (the room's next
-    batch, while the caller applies and commits this one: module note).
-
-    :meth:`take` hands the results over only for the very jobs it was started with (an op's
-    result depends on nothing else); for any other jobs it stops the worker and answers None.
-    """
-
-    def __init__(self, room_id: str, jobs: Sequence[ToOpen]) -> None:
-        self._jobs = list(jobs)
-        self._shared = _Shared(room_id, self._jobs)
-        self._shared.start()
-
-    def take(self, jobs: Sequence[ToOpen]) -> list[Opened] | None:
-        """The results of ``jobs`` (the caller helps open what is left), if they are the jobs
-        this was started with; else None."""
-        if list(jobs) != self._jobs:
-            self._shared.stop()
-            return None
-        return self._shared.run()
-
-
 class _Shared:
     """One batch opened by the caller and a worker, each taking the next chunk in turn."""
 
@@ -128,26 +97,14 @@ class _Shared:
         self._lock = threading.Lock()
         self._by_worker = 0  # chunks the worker took
         self._worker_done: queue.SimpleQueue[None] = queue.SimpleQueue()  # one per chunk done
-        self._started = False
 
-    def start(self) -> None:
-        """Start the worker (it takes chunks until none is left)."""
+    def run(self) -> list[Opened]:
         def work() -> None:
             while (index := self._take(by_worker=True)) is not None:
                 self._open_chunk(index)
                 self._worker_done.put(None)
 
-        self._started = True
         trio.lowlevel.start_thread_soon(work, _nothing, name="crosstalk room open")
-
-    def stop(self) -> None:
-        """Leave the chunks nobody took: the worker finishes the one it has, then stops."""
-        with self._lock:
-            self._next = len(self._chunks)
-
-    def run(self) -> list[Opened]:
-        if not self._started:
-            self.start()
         while (index := self._take(by_worker=False)) is not None:
             self._open_chunk(index)
         with self._lock:  # every chunk is taken: the worker takes no more
