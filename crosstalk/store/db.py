@@ -4,7 +4,8 @@ Everything that must survive a restart lives here (DESIGN.md §4). The rule this
 is *nothing acknowledged is ever lost*: callers acknowledge an inbound op to the relay, or return
 from a send, only after ``await store.write(...)`` has returned, and ``write`` returns only after
 SQLite's ``COMMIT`` has returned with ``synchronous=FULL`` in WAL mode, i.e. after the commit is on
-disk.
+disk. (``write(durable=False)`` skips that fsync for a transaction that acknowledges nothing and
+can be redone from what is durable: a room applying ops the link recorded.)
 
 sqlite3 blocks, and every transaction runs inline, on the event loop's own thread: a deliberate,
 measured exception to "no blocking calls", as the relay makes for its commits (relay/server.py
