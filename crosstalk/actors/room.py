@@ -28,6 +28,16 @@ transaction as the appliers' writes, so a crash between the two commits leaves o
 not applied, which the next catch-up (at start, or the next ring) applies. It costs an arriving
 batch a second commit: the link once applied a running room's ops inside its own transaction,
 calling into this actor from another, and two owners of one cursor is what issue 40 removed.
+
+That second commit is not fsynced (``store.write(durable=False)``, ``synchronous=NORMAL``): a
+process crash cannot undo it, and an OS crash or power loss that does leaves the applied cursor
+behind ops still in ``relay_inbound`` (fsynced by the link before its ack), so the next catch-up
+applies them again, in the same order, to the same result. Nothing told after it is made false
+by that: whatever goes to another member (receipts, refusals, key shares, memory answers) is sent
+through the outbox, whose commit is fsynced, and an fsync of the WAL makes every commit before
+it durable too (the log is appended in order); the relay_inbound trim that forgets applied ops
+is such a commit. What is told only on this machine (a notice shown, a waiting control request
+answered) dies with it in the same crash, and comes back the same when the ops are re-applied.
 """
 
 from __future__ import annotations
@@ -169,7 +179,8 @@ class RoomActor:
 
     async def _catch_up(self, ctx: ActorContext[RoomInput]) -> None:
         while True:
-            opened = await self._store.write(self.open_and_apply)
+            # Not fsynced: the ops are durable in relay_inbound already (see the module note).
+            opened = await self._store.write(self.open_and_apply, durable=False)
             if opened and self._on_applied is not None:
                 await self._on_applied(opened)
             ctx.beat()

@@ -4,7 +4,8 @@ Everything that must survive a restart lives here (DESIGN.md §4). The rule this
 is *nothing acknowledged is ever lost*: callers acknowledge an inbound op to the relay, or return
 from a send, only after ``await store.write(...)`` has returned, and ``write`` returns only after
 SQLite's ``COMMIT`` has returned with ``synchronous=FULL`` in WAL mode, i.e. after the commit is on
-disk.
+disk. (``write(durable=False)`` skips that fsync for a transaction that acknowledges nothing and
+can be redone from what is durable: a room applying ops the link recorded.)
 
 sqlite3 blocks, and every transaction runs inline, on the event loop's own thread: a deliberate,
 measured exception to "no blocking calls", as the relay makes for its commits (relay/server.py
@@ -204,8 +205,16 @@ def connect_reader(path: Path) -> sqlite3.Connection:
     return conn
 
 
-def _run_write(conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], R]) -> R:
+def _run_write(
+    conn: sqlite3.Connection, fn: Callable[[sqlite3.Connection], R], durable: bool = True
+) -> R:
     """Run ``fn`` in ``BEGIN IMMEDIATE … COMMIT``; roll back if anything raises."""
+    if not durable:
+        conn.execute("PRAGMA synchronous = NORMAL")  # this commit only (Store.write)
+        try:
+            return _run_write(conn, fn)
+        finally:
+            conn.execute("PRAGMA synchronous = FULL")
     conn.execute("BEGIN IMMEDIATE")
     try:
         result = fn(conn)
@@ -301,7 +310,7 @@ class Store:
             raise LocalProtocolError(f"the store for {self.path.name} is closed")
         return self._conn
 
-    async def write(self, fn: Callable[[sqlite3.Connection], R]) -> R:
+    async def write(self, fn: Callable[[sqlite3.Connection], R], *, durable: bool = True) -> R:
         """Run ``fn(conn)`` in one write transaction and return its result after the commit.
 
         This is the commit-before-acknowledge helper. When ``await store.write(fn)`` returns,
@@ -309,13 +318,20 @@ class Store:
         (ack an op to the relay, return from a send, answer a control request). If ``fn`` raises,
         everything it wrote is rolled back and the exception propagates.
 
+        ``durable=False`` commits with ``synchronous=NORMAL`` (no fsync of the WAL): safe against
+        a crash of the process, but an OS crash or power loss may undo it, along with every commit
+        after it until the next durable one (the WAL is appended in order, so a durable commit's
+        fsync makes every commit before it durable too). Only for a transaction that can be
+        redone from what is already durable (a room applying ops the link recorded), and whose
+        caller tells nobody anything a rollback would make false.
+
         ``fn`` must be a plain (not async) function that only uses ``conn`` (it may run in a
         worker thread, see ``run_sync``), and must not commit or roll back itself. Cancelling
         the caller never interrupts a transaction that has started; it finishes first.
         """
         conn = self._connection()
         try:
-            result: R = await self._run_sync(_run_write, conn, fn, limiter=self._limiter)
+            result: R = await self._run_sync(_run_write, conn, fn, durable, limiter=self._limiter)
             if sim_hooks.buggify("store.after_commit"):
                 # Only in the simulation: the process may die after COMMIT, before anyone hears.
                 await sim_hooks.fire("store.after_commit")

@@ -93,3 +93,35 @@ async def test_each_batch_is_wrapped_by_the_apply_scopes_inside_its_transaction(
         return int(scopes[0]), int(cursor[0])
 
     assert await store.read(written) == (2, COUNT)
+
+
+async def test_a_batch_commits_without_fsync_and_the_store_is_durable_again_after(
+    store: Store,
+) -> None:
+    """The room's apply transaction runs under synchronous=NORMAL (the ops it applies are
+    fsynced in relay_inbound already: see the module note); the store's next write is FULL."""
+    levels: list[int] = []
+    done = trio.Event()
+
+    def applier(conn: sqlite3.Connection, applied: Applied) -> None:
+        levels.append(conn.execute("PRAGMA synchronous").fetchone()[0])
+
+    async def heard(applied: list[Applied]) -> None:
+        if applied[-1].seq == COUNT:
+            done.set()
+
+    link_send, link_receive = trio.open_memory_channel[LinkCommand](1)
+    async with link_receive, trio.open_nursery() as nursery:
+        supervisor = Supervisor(heartbeat=5.0)
+        await nursery.start(supervisor.run)
+        actor = RoomActor(
+            room_id=ROOM, store=store, keys=ANA, relay=RelayClient(link_send, LinkTimings()),
+            appliers=[applier], on_applied=heard,
+        )
+        inbox = await supervisor.start_actor("room", actor)
+        await inbox.send(Wake())
+        with trio.fail_after(30):
+            await done.wait()
+        nursery.cancel_scope.cancel()
+    after = await store.write(lambda conn: conn.execute("PRAGMA synchronous").fetchone()[0])
+    assert (set(levels), len(levels), after) == ({1}, COUNT, 2)

@@ -88,6 +88,40 @@ async def test_failed_write_rolls_back_everything(tmp_path: Path) -> None:
     assert independent_read(path, "after") == 2
 
 
+def _synchronous(conn: sqlite3.Connection) -> int:
+    """``PRAGMA synchronous`` of ``conn`` (1 NORMAL, 2 FULL): what its next COMMIT does."""
+    level: int = conn.execute("PRAGMA synchronous").fetchone()[0]
+    return level
+
+
+async def test_a_write_that_need_not_be_durable_commits_without_fsync_that_once(
+    tmp_path: Path,
+) -> None:
+    """``durable=False`` runs its transaction under synchronous=NORMAL (its COMMIT does not
+    fsync the WAL) and commits all the same; the writes before and after it, and one after a
+    failed non-durable write, are FULL again."""
+    path = tmp_path / "state.db"
+    levels: list[int] = []
+
+    def noting(conn: sqlite3.Connection) -> None:
+        levels.append(_synchronous(conn))
+        set_setting(conn, f"w{len(levels)}", 1)
+
+    def failing(conn: sqlite3.Connection) -> None:
+        noting(conn)
+        raise Boom
+
+    async with open_store(path) as store:
+        await store.write(noting)
+        await store.write(noting, durable=False)
+        with pytest.raises(Boom):
+            await store.write(failing, durable=False)
+        await store.write(noting)
+        assert independent_read(path, "w2") == 1  # committed when write returned
+    assert levels == [2, 1, 1, 2]
+    assert independent_read(path, "w3") is None
+
+
 async def test_foreign_keys_are_enforced(tmp_path: Path) -> None:
     """A room key for a room that does not exist is refused."""
     async with open_store(tmp_path / "state.db") as store:

@@ -1,0 +1,108 @@
+"""A/B of two source trees on one machine, in the same run: send → held and send → visible.
+
+Run: ``python -m bench.two_trees --base DIR [--messages N] [--json]``, where ``DIR`` holds the
+code to compare against (e.g. ``git archive 84f5a6a | tar -x -C DIR``); the other side is the
+tree this module is imported from (``PYTHONPATH``).
+
+Two relays and two pairs of real daemons (``bench.latency.TwoDaemons``): the first pair is
+started with ``PYTHONPATH=DIR`` (its CLI and the daemons it starts import the base tree), the
+second with this tree. Messages go alternately to one pair and the other (A B, then B A), one at
+a time, so both sides see the same machine. Per message:
+
+*send → held*: as ``bench.latency`` reports it, the ``received_at`` stamp the recipient's room
+actor takes inside its apply transaction (before that transaction's commit).
+
+*send → visible*: when a read-only poll (every 0.2 ms) of the recipient's ``state.db`` first sees
+the held row, i.e. after the room's commit: what a commit's fsync adds shows here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import statistics
+import sys
+import time
+from typing import Any
+
+from bench.latency import ARRIVAL_TIMEOUT, TwoDaemons
+from crosstalk.client import call
+from crosstalk.paths import Home
+
+SIDES = ("base", "this")
+POLL_S = 0.0002
+
+
+def one_message(sender: Home, recipient: Home, i: int) -> tuple[float, float]:
+    """Seconds from the ``send`` call to the held stamp and to the row being visible."""
+    conn = sqlite3.connect(f"file:{recipient.database}?mode=ro", uri=True, timeout=5.0)
+    try:
+        call_at = time.time()
+        reply = call(sender, "send", {"to": "ben", "text": f"two trees {i:04d} " + "x" * 150})
+        deadline = time.monotonic() + ARRIVAL_TIMEOUT
+        while True:
+            row = conn.execute("SELECT received_at FROM held_messages WHERE message_id = ?",
+                               (str(reply["id"]),)).fetchone()
+            if row is not None:
+                return float(row[0]) - call_at, time.time() - call_at
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"message {reply['id']} was not held in {ARRIVAL_TIMEOUT} s")
+            time.sleep(POLL_S)
+    finally:
+        conn.close()
+
+
+def _summary(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(s * 1000 for s in samples)
+    return {"p50": round(statistics.median(ordered), 3),
+            "p90": round(ordered[int(len(ordered) * 0.9)], 3)}
+
+
+def run(base: str, count: int) -> dict[str, Any]:
+    here = os.environ.get("PYTHONPATH", "")
+    setups = {"base": TwoDaemons(), "this": TwoDaemons()}
+    homes: dict[str, tuple[Home, Home]] = {}
+    try:
+        for side in SIDES:
+            os.environ["PYTHONPATH"] = base if side == "base" else here
+            ana, ben = setups[side].__enter__()
+            homes[side] = (Home.resolve(str(ana.home)), Home.resolve(str(ben.home)))
+        os.environ["PYTHONPATH"] = here
+        samples: dict[str, list[tuple[float, float]]] = {side: [] for side in SIDES}
+        for side in SIDES:
+            for i in range(5):  # warm-up: imports, first statements, caches
+                one_message(*homes[side], i)
+        for i in range(count):
+            for side in SIDES if i % 2 == 0 else SIDES[::-1]:
+                samples[side].append(one_message(*homes[side], 100 + i))
+    finally:
+        os.environ["PYTHONPATH"] = here
+        for setup in setups.values():
+            setup.__exit__(None, None, None)
+    result: dict[str, Any] = {"messages": count, "load_after": os.getloadavg()[0]}
+    for side in SIDES:
+        result[side] = {"send_to_held": _summary([s[0] for s in samples[side]]),
+                        "send_to_visible": _summary([s[1] for s in samples[side]])}
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", required=True)
+    parser.add_argument("--messages", type=int, default=300)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    result = run(args.base, args.messages)
+    if args.json:
+        print(json.dumps(result))
+        return
+    for side in SIDES:
+        held, seen = result[side]["send_to_held"], result[side]["send_to_visible"]
+        print(f"{side}: send → held p50 {held['p50']} ms p90 {held['p90']} ms; "
+              f"send → visible p50 {seen['p50']} ms p90 {seen['p90']} ms", file=sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
