@@ -28,6 +28,7 @@ from tests.sim.world import Node, World
 from tests.wire.chain_helpers import room_of_two_frames
 
 OP_TIMEOUT = 120.0
+STORAGE_RETRIES, STORAGE_PAUSE = 5, 5.0  # a disk_full fault lasts at most 20 s
 
 
 def _adopt(conn: sqlite3.Connection, me: Node, them: Node, room_id: str, key: bytes) -> None:
@@ -161,9 +162,16 @@ async def run_op(world: World, node: Node, op: str, params: dict[str, Any], inde
     """Run one op on ``node`` and record it; a read is acknowledged (its lease) once it returned.
 
     That is what the CLI does: print what ``read`` returned, then ``ack`` its lease. A crash in
-    between hands the same messages out again; the reader drops them by id.
+    between hands the same messages out again; the reader drops them by id. An op refused with
+    ``storage_full`` is tried again a few times, as its message asks the user to.
     """
     result = await _run_one(world, node, op, params, index)
+    for _ in range(STORAGE_RETRIES):
+        # As the error asks: free some space (the fault ends) and try again.
+        if result[0] != "fail" or result[1].get("code") != "storage_full":
+            break
+        await trio.sleep(STORAGE_PAUSE)
+        result = await _run_one(world, node, op, params, index)
     if op == "read" and result[0] == "ok" and result[1].get("lease"):
         await _run_one(world, node, "ack", {"lease": result[1]["lease"]}, index)
 

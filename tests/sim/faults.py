@@ -13,6 +13,11 @@ database would; the member's daemon then finds itself joined and names itself in
 ``replay`` shows an old statement of the room's history again as if it were the next,
 ``reorder`` hands a fetched history out of order. Drawn from a stream of its own, so adding it
 moved no other kind's schedule.
+
+``disk_full`` (its own stream too): for a while every write at one node fails as SQLite fails on
+a full disk; then writes succeed again. With the BUGGIFY points ``store.commit_fails`` (a COMMIT
+raising an I/O error) and ``store.slow_fsync`` (a commit that returns late) these are the storage
+faults: nothing a reply called stored may be lost, and the daemon must recover.
 """
 
 from __future__ import annotations
@@ -59,6 +64,12 @@ def schedule(seed: int, nodes: tuple[str, ...], horizon: float) -> tuple[set[str
             mode = float(LIES.index(lies.choice(LIES)))
             faults.append(Fault(0, round(lies.uniform(0, horizon), 3), "lie",
                                 lies.choice(nodes), mode))
+    disks = random.Random(f"{seed}/disks")
+    if disks.random() < 0.5:
+        profile.add("disk_full")
+        for _ in range(disks.randint(1, 3)):
+            faults.append(Fault(0, round(disks.uniform(0, horizon), 3), "disk_full",
+                                disks.choice(nodes), disks.uniform(0.5, 20)))
     faults.sort(key=lambda f: (f.at, f.kind))
     return profile, [attrs.evolve(f, index=i) for i, f in enumerate(faults)]
 
@@ -104,6 +115,10 @@ async def run_faults(
                 world.relay.drop(fault.target)
             elif fault.kind == "daemon_crash" and fault.target:
                 world.crash(world.nodes[fault.target], why="scheduled")
+            elif fault.kind == "disk_full" and fault.target:
+                # Every write at the node fails until then; then they succeed again.
+                until = trio.current_time() + fault.size
+                world.disk_full[fault.target] = max(world.disk_full.get(fault.target, 0), until)
             elif fault.kind == "clock_jump":
                 clock.jump(fault.size)
             elif fault.kind == "skew" and fault.target:
@@ -117,6 +132,7 @@ def heal(world: World) -> None:
     """Every fault stops: links fast and open, the relay thawed and up, no more BUGGIFY."""
     relay = world.relay
     world.faults_on = False
+    world.disk_full.clear()
     relay.delays.clear()
     relay.cuts.clear()
     for node in list(relay.lies):

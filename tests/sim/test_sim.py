@@ -35,6 +35,8 @@ MUST_COVER = (
     # Not check:state:delivered: the liveness phase reads everything, so a delivered message
     # ends read unless its receipt is lost (which only the receipts bug, now fixed, did).
     "check:state:sent", "check:state:read", "check:state:refused",
+    "fault:disk_full", "buggify:store.disk_full", "buggify:store.commit_fails",
+    "buggify:store.slow_fsync", "check:durable", "check:recovered",
 )
 
 
@@ -109,6 +111,8 @@ def test_same_seed_same_run() -> None:
         ("false_alarm", "alarm"),
         ("reserve_unchecked", "reservations"),
         ("local_clock", "reservations"),
+        ("amnesia", "durable"),
+        ("no_second_chance", "recovered"),
     ],
 )
 def test_planted_bug_is_caught(plant: str, checker: str) -> None:
