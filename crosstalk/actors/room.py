@@ -36,7 +36,7 @@ import attrs
 import nacl.utils
 import trio
 
-from crosstalk import crypto
+from crosstalk import crypto, sim_hooks
 from crosstalk.actors import room_open
 from crosstalk.actors.context import ActorContext
 from crosstalk.actors.doorbell import Doorbell
@@ -151,6 +151,7 @@ class RoomActor:
                     if isinstance(item, Wake):
                         self._doorbell.ring()
                     else:
+                        await sim_hooks.handoff("handoff.room_outbound")
                         await outbound_send.send(item)
         finally:
             self._running = False

@@ -29,6 +29,10 @@ from tests.wire.chain_helpers import room_of_two_frames
 
 OP_TIMEOUT = 120.0
 STORAGE_RETRIES, STORAGE_PAUSE = 5, 5.0  # a disk_full fault lasts at most 20 s
+# Ops the design makes safe to repeat (an ack of a lease, an accept the relay already took, a
+# claim we already hold, a renewal, a release, and every read).
+IDEMPOTENT = frozenset({"ack", "room_accept", "task_claim", "reserve_renew", "release", "read",
+                        "sent", "rooms", "reservations"})
 
 
 def _adopt(conn: sqlite3.Connection, me: Node, them: Node, room_id: str, key: bytes) -> None:
@@ -166,6 +170,9 @@ async def run_op(world: World, node: Node, op: str, params: dict[str, Any], inde
     ``storage_full`` is tried again a few times, as its message asks the user to.
     """
     result = await _run_one(world, node, op, params, index)
+    if result == ("info", "reply lost") and op in IDEMPOTENT:
+        # The CLI tries again an op whose reply it did not get, where doing it twice is once.
+        result = await _run_one(world, node, op, params, index)
     for _ in range(STORAGE_RETRIES):
         # As the error asks: free some space (the fault ends) and try again.
         if result[0] != "fail" or result[1].get("code") != "storage_full":
@@ -193,6 +200,9 @@ async def _run_one(
                 outcome = ("ok", _observe(op, records))
             if outcome[0] == "info":
                 outcome = ("info", "timeout")
+            elif world.lose_reply():
+                world.count("fault:reply_lost")
+                outcome = ("info", "reply lost")
         except CrosstalkError as exc:
             outcome = ("fail", {"code": exc.code, "message": exc.message})
         except Exception as exc:  # a product bug: record it, keep the run going

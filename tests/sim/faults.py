@@ -18,6 +18,12 @@ moved no other kind's schedule.
 a full disk; then writes succeed again. With the BUGGIFY points ``store.commit_fails`` (a COMMIT
 raising an I/O error) and ``store.slow_fsync`` (a commit that returns late) these are the storage
 faults: nothing a reply called stored may be lost, and the daemon must recover.
+
+Two more, drawn in the world (tests/sim/world.py), each from a stream of its own: a hand-off
+between actors (``sim_hooks.handoff``: link → router, router → room, room → its sender, router →
+membership, room → gate) is sometimes late, and an op's reply is sometimes lost on the control
+socket after the op ran (``reply_lost``: the client records ``info`` and, for an op the design
+makes safe to repeat, tries it again; the checkers then see it applied once).
 """
 
 from __future__ import annotations

@@ -36,7 +36,9 @@ MUST_COVER = (
     # ends read unless its receipt is lost (which only the receipts bug, now fixed, did).
     "check:state:sent", "check:state:read", "check:state:refused",
     "fault:disk_full", "buggify:store.disk_full", "buggify:store.commit_fails",
-    "buggify:store.slow_fsync", "check:durable", "check:recovered",
+    "buggify:store.slow_fsync", "check:durable", "check:recovered", "fault:reply_lost",
+    *(f"buggify:handoff.{h}" for h in ("link_to_router", "router_to_room", "room_outbound",
+                                       "router_to_membership")),
 )
 
 

@@ -106,6 +106,10 @@ class World:
             for name in ("store.commit_fails", "store.slow_fsync")
         }
         self.disk_full: dict[str, float] = {}  # node -> virtual time its disk has room again
+        self._late_rng = random.Random(f"{seed}/handoffs")
+        self._late_on: dict[str, bool] = {}  # per hand-off point: sometimes late this run, or never
+        self._reply_rng = random.Random(f"{seed}/replies")
+        self._replies_lost = self._reply_rng.random() < 0.5
         self.coverage: dict[str, int] = {}
 
     def by_fp(self, fp: str) -> str | None:
@@ -119,6 +123,8 @@ class World:
     def _choose(self, name: str) -> bool:
         if name.startswith("store.") and name not in self._bug_on:
             return self._choose_disk(name)
+        if name.startswith("handoff."):
+            return self._choose_late(name)
         if not self.faults_on or not self._bug_on.get(name, False):
             return False
         node = self.nodes.get(NODE.get())
@@ -143,6 +149,19 @@ class World:
             self.count(f"buggify:{name}")
         return fired
 
+    def _choose_late(self, name: str) -> bool:
+        if not self.faults_on:
+            return False
+        on = self._late_on.get(name)
+        if on is None:
+            on = self._late_on[name] = self._late_rng.random() < 0.5
+        return on and self._late_rng.random() < 0.05
+
+    def lose_reply(self) -> bool:
+        """Whether the reply of an op that ran is lost on the control socket (the client sees
+        its connection end: the op's outcome is unknown to it)."""
+        return self.faults_on and self._replies_lost and self._reply_rng.random() < 0.03
+
     async def _fire(self, name: str) -> None:
         self.count(f"buggify:{name}")
         node = self.nodes.get(NODE.get())
@@ -150,6 +169,8 @@ class World:
             self.crash(node, why=name)
         if name == "store.slow_fsync":
             await trio.sleep(self._disk_rng.uniform(0.05, 2.0))
+        elif name.startswith("handoff."):
+            await trio.sleep(self._late_rng.uniform(0.001, 0.5))
         await trio.lowlevel.checkpoint()
 
     async def run_sync(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
@@ -160,7 +181,7 @@ class World:
         return await inline_run_sync(fn, *args, **kw)
 
     def install_hooks(self) -> None:
-        sim_hooks.install(self._choose, self._fire)
+        sim_hooks.install(self._choose, self._fire, lambda name: self.count(f"probe:{name}"))
 
     # --- nodes -------------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from typing import Protocol
 import attrs
 import trio
 
+from crosstalk import sim_hooks
 from crosstalk.actors.gate import Arrived, GateActor, GateInput, Me, Recheck, Refuse, Triage
 from crosstalk.actors.room import AppliedListener, Applier
 from crosstalk.core.attention import WINDOW, summarize
@@ -326,6 +327,7 @@ def _wire_gate(daemon: Host, gate: _GateHandle) -> _GateWiring:
     async def on_local(applied: list[Applied]) -> None:
         messages = tuple(a for a in applied if isinstance(a.op, MessageOp))
         if messages and gate.inbox is not None:
+            await sim_hooks.handoff("handoff.room_to_gate")
             await gate.inbox.send(Arrived(messages))
 
     return _GateWiring(start_gate, triage.applier, on_applied, on_local)

@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable
 import attrs
 import trio
 
-from crosstalk import crypto
+from crosstalk import crypto, sim_hooks
 from crosstalk.actors.context import ActorContext
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.actors.relay_link import LinkUp
@@ -107,6 +107,7 @@ def membership_news(inbox: trio.MemorySendChannel[MembershipInput]) -> Membershi
     input of this actor (given to the router by the daemon, so the router imports no feature)."""
 
     async def tell(news: w.Roster | w.RoomGone | LinkUp) -> None:
+        await sim_hooks.handoff("handoff.router_to_membership")
         if isinstance(news, w.Roster):
             await inbox.send(RosterSeen(news.room, tuple(news.members), news.req,
                                         tuple(news.chain), news.chain_from))
