@@ -329,6 +329,7 @@ class RoomActor:
             for taker in self._key_takers:
                 taker(conn, entry)
         if room_log.epochs_held(conn, self._room) != before:
+            sim_hooks.probe("room.key_taken_ahead")
             self._scanned = None  # with a new key, ops passed over before may open now
             return True
         if ahead:

@@ -63,6 +63,7 @@ from typing import Any, Generic, TypeVar
 
 import trio
 
+from crosstalk import sim_hooks
 from crosstalk.actors.context import Actor, ActorContext, Liveness
 from crosstalk.actors.health import ActorHealth, ActorState, LoopLag
 from crosstalk.actors.restarts import RestartIntensity
@@ -369,6 +370,7 @@ class Supervisor:
                 # A full or failing disk is the machine's state, not the actor's bug: retry,
                 # slowly, until writes succeed again (FAILED would stay failed after that).
                 delay = child.intensity.backoff_max
+                sim_hooks.probe("supervisor.storage_retry")
             if delay is None:
                 child.enter(ActorState.FAILED, event)
                 log.error(
