@@ -297,6 +297,7 @@ class RoomActor:
             return None
 
     def _reject(self, item: room_log.InboundOp, why: str) -> None:
+        sim_hooks.probe("room.rejected")
         log.warning(
             "room %s: rejected op %s (seq %d) from %s: %s",
             self._room, item.op_id, item.seq, item.sender, why,

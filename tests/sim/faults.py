@@ -14,6 +14,9 @@ database would; the member's daemon then finds itself joined and names itself in
 ``reorder`` hands a fetched history out of order. Drawn from a stream of its own, so adding it
 moved no other kind's schedule.
 
+``busy`` (its own stream): for a while the relay turns about every other post away with
+``backlog_full``, as it does under load; the sender keeps the post queued and tries again.
+
 ``disk_full`` (its own stream too): for a while every write at one node fails as SQLite fails on
 a full disk; then writes succeed again. With the BUGGIFY points ``store.commit_fails`` (a COMMIT
 raising an I/O error) and ``store.slow_fsync`` (a commit that returns late) these are the storage
@@ -76,6 +79,12 @@ def schedule(seed: int, nodes: tuple[str, ...], horizon: float) -> tuple[set[str
         for _ in range(disks.randint(1, 3)):
             faults.append(Fault(0, round(disks.uniform(0, horizon), 3), "disk_full",
                                 disks.choice(nodes), disks.uniform(0.5, 20)))
+    busy = random.Random(f"{seed}/busy")
+    if busy.random() < 0.5:
+        profile.add("busy")
+        for _ in range(busy.randint(1, 3)):
+            faults.append(Fault(0, round(busy.uniform(0, horizon), 3), "busy", None,
+                                busy.uniform(2, 20)))
     faults.sort(key=lambda f: (f.at, f.kind))
     return profile, [attrs.evolve(f, index=i) for i, f in enumerate(faults)]
 
@@ -91,6 +100,10 @@ async def _for_a_while(world: World, fault: Fault) -> None:
         relay.drop(fault.target)
         await trio.sleep(fault.size)
         relay.cuts.discard(fault.target)
+    elif fault.kind == "busy":
+        relay.busy = True
+        await trio.sleep(fault.size)
+        relay.busy = False
     elif fault.kind == "freeze":
         relay.freeze()
         await trio.sleep(fault.size)
@@ -141,6 +154,7 @@ def heal(world: World) -> None:
     world.disk_full.clear()
     relay.delays.clear()
     relay.cuts.clear()
+    relay.busy = False
     for node in list(relay.lies):
         relay.stop_lying(node)
     if relay.frozen:

@@ -37,9 +37,31 @@ MUST_COVER = (
     "check:state:sent", "check:state:read", "check:state:refused",
     "fault:disk_full", "buggify:store.disk_full", "buggify:store.commit_fails",
     "buggify:store.slow_fsync", "check:durable", "check:recovered", "fault:reply_lost",
+    "fault:busy",
     *(f"buggify:handoff.{h}" for h in ("link_to_router", "router_to_room", "room_outbound",
                                        "router_to_membership")),
 )
+
+
+# Each probe (sim_hooks.probe: an important branch) must be reached in at least this share of
+# CI's seeds (about half the rate measured at 300 seeds; docs/performance.md, "Simulation"), or
+# CI fails: a branch the seeds stop reaching is a branch a planted bug there would survive.
+PROBE_MIN = {
+    "memory.snapshot_installed": 0.40,
+    "supervisor.storage_retry": 0.15,
+    "rooms.create_unconfirmed": 0.06,
+    "memory.hole_conceded": 0.03,
+    "memory.claim_pending": 0.02,
+    "room.held_future_epoch": 0.02,
+    "room.held_unknown_sender": 0.01,
+    "room.key_taken_ahead": 0.003,
+}
+
+
+def probe_rates(coverage: dict[str, int], runs: int) -> dict[str, float]:
+    """Each probe's share of runs that reached it (every probe seen, and every required one)."""
+    names = {k.removeprefix("probe:") for k in coverage if k.startswith("probe:")} | set(PROBE_MIN)
+    return {n: coverage.get(f"probe:{n}", 0) / runs for n in sorted(names)}
 
 
 def _sim(*args: str, timeout: float = 900) -> dict[str, Any]:
@@ -87,9 +109,15 @@ def test_ci_seeds_pass() -> None:
     if fixed:
         print(f"listed in known_failures.txt but passing now (take them off): {fixed}")
     assert not failed, f"{len(failed)}/{len(out['results'])} seeds failed:\n{_summary(failed)}"
+    rates = probe_rates(coverage, len(out["results"]))
+    print("probes reached (share of seeds): "
+          + ", ".join(f"{n} {r:.1%}" + (f" (min {PROBE_MIN[n]:.1%})" if n in PROBE_MIN else "")
+                      for n, r in rates.items()))
     if CI_SEEDS >= 300:
         missing = [k for k in MUST_COVER if not coverage.get(k)]
         assert not missing, f"never exercised in {CI_SEEDS} seeds: {missing}"
+        rare = {n: f"{rates[n]:.1%} < {m:.1%}" for n, m in PROBE_MIN.items() if rates[n] < m}
+        assert not rare, f"branches CI's seeds reach too rarely: {rare}"
 
 
 def test_same_seed_same_run() -> None:
@@ -121,3 +149,14 @@ def test_planted_bug_is_caught(plant: str, checker: str) -> None:
     """Each invariant's checker catches its planted bug within the first PLANT_SEEDS seeds."""
     out = _sim("--seeds", str(PLANT_SEEDS), "--jobs", "2", "--plant", plant, "--until", checker)
     assert out["caught"] is not None, f"{plant}: {checker} never failed in {PLANT_SEEDS} seeds"
+
+
+def test_rejected_catches_an_op_rejected_instead_of_held() -> None:
+    """The ``rejected`` checker's planted bug is a mutant (a room actor's decision is product
+    code no world composition reaches): an op whose sender is not in the roster yet is
+    rejected instead of held. Seed 48 reaches that branch."""
+    from tests.sim.mutate import MUTANTS, run_mutant
+
+    mutant = next(m for m in MUTANTS if m.name == "held_rejected")
+    result = run_mutant(mutant, seeds=1, jobs=1, start=48)
+    assert result["caught"] is not None and "rejected" in result["checkers"], result  # type: ignore[operator]
