@@ -253,6 +253,7 @@ class MembershipActor:
         # A relay that cannot answer fails every REFRESH_RETRY the same way: said once per
         # reason, then summarised.
         self._refresh_failing = repeats_from_env()
+        self._started = False
 
     async def run(
         self,
@@ -263,6 +264,11 @@ class MembershipActor:
         self._answered = AnsweredRosters()  # this instance's; waiters of an old one time out
         self._histories = HeldHistories()
         wanted, wants = trio.open_memory_channel[None](1)
+        if self._started:
+            # A restart: the news the crashed instance had taken (a roster whose write failed
+            # on a full disk) is gone, so fetch every roster again (sim seed 64).
+            wanted.send_nowait(None)
+        self._started = True
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._refresher, ctx, wants)
             task_status.started()
