@@ -4,6 +4,9 @@
   still in its sender's outbox at the end (after every fault and restart), and every task or fact
   added ``ok`` and applied (not ``pending``: the relay may still refuse that, e.g. in a room it
   has not created yet) is still in the adder's memory of a room it is still in.
+* ``once``: an op the daemon refused changed nothing. The client tries a send refused
+  ``storage_full`` again (as the message asks), so a refusal that had in fact queued the message
+  shows as two messages with the one text (each send action's text is unique) at a receiver.
 * ``recovered``: the daemon recovers. After healing, no actor of any node is left FAILED (a
   full disk made an actor crash on every restart until the supervisor gave up on it for good),
   and the final reads of the liveness phase succeeded.
@@ -11,6 +14,8 @@
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from typing import Any
 
 from tests.sim.truth import Failure, Truth
@@ -54,4 +59,19 @@ def check_recovered(world: World, truth: Truth, states: dict[str, Any]) -> list[
     for e in world.history.events:
         if e.index == -1 and e.op == "read" and e.phase in ("fail", "info"):
             out.append(Failure("recovered", f"{e.node}: the healed read ended {e.phase}"))
+    return out
+
+
+SIM_TEXT = re.compile(r"^[mqa][0-9]+$")  # what the workload sends (tests/sim/client.py)
+
+
+def check_once(world: World, truth: Truth, states: dict[str, Any]) -> list[Failure]:
+    del truth
+    out: list[Failure] = []
+    for name in world.nodes:
+        texts = Counter((h["sender"], h["text"]) for h in states[name]["held"].values()
+                        if isinstance(h.get("text"), str) and SIM_TEXT.match(h["text"]))
+        world.count("check:once")
+        out += [Failure("once", f"{name} holds {n} messages {text!r} from {sender[:9]}")
+                for (sender, text), n in sorted(texts.items()) if n > 1]
     return out

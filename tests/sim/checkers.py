@@ -38,7 +38,7 @@ from typing import Any
 from crosstalk.wire.chain import ChainState
 from tests.sim.check_rejects import check_rejected
 from tests.sim.check_reservations import check_reservations
-from tests.sim.check_storage import check_durable, check_recovered
+from tests.sim.check_storage import check_durable, check_once, check_recovered
 from tests.sim.history import stamp
 from tests.sim.truth import Failure, Truth, replicas
 from tests.sim.world import World
@@ -372,7 +372,7 @@ def check_alarms(world: World, truth: Truth, states: dict[str, Any]) -> list[Fai
 
 CHECKERS = (check_delivery, check_claims, check_removed, check_roster, check_states, check_link,
             check_memory, check_reservations, check_alarms, check_durable, check_recovered,
-            check_rejected)
+            check_rejected, check_once)
 
 
 def check_all(world: World, states: dict[str, Any]) -> list[Failure]:

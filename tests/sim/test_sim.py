@@ -151,12 +151,18 @@ def test_planted_bug_is_caught(plant: str, checker: str) -> None:
     assert out["caught"] is not None, f"{plant}: {checker} never failed in {PLANT_SEEDS} seeds"
 
 
-def test_rejected_catches_an_op_rejected_instead_of_held() -> None:
-    """The ``rejected`` checker's planted bug is a mutant (a room actor's decision is product
-    code no world composition reaches): an op whose sender is not in the roster yet is
-    rejected instead of held. Seed 48 reaches that branch."""
+@pytest.mark.parametrize(
+    ("mutant", "seed", "checker"),
+    [("held_rejected", 48, "rejected"), ("rollback_commits", 41, "once")],
+)
+def test_checker_catches_its_mutant(mutant: str, seed: int, checker: str) -> None:
+    """The planted bugs of ``rejected`` and ``once`` are mutants (product code no world
+    composition reaches; tests/sim/mutate.py): an op whose sender is not in the roster yet
+    rejected instead of held; a write that failed committing what it wrote. Each one's seed
+    reaches it."""
     from tests.sim.mutate import MUTANTS, run_mutant
 
-    mutant = next(m for m in MUTANTS if m.name == "held_rejected")
-    result = run_mutant(mutant, seeds=1, jobs=1, start=48)
-    assert result["caught"] is not None and "rejected" in result["checkers"], result  # type: ignore[operator]
+    chosen = next(m for m in MUTANTS if m.name == mutant)
+    result = run_mutant(chosen, seeds=1, jobs=1, start=seed)
+    checkers = result.get("checkers")
+    assert isinstance(checkers, list) and checker in checkers, result
