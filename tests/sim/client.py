@@ -204,7 +204,9 @@ async def _run_one(
                 world.count("fault:reply_lost")
                 outcome = ("info", "reply lost")
         except CrosstalkError as exc:
-            outcome = ("fail", {"code": exc.code, "message": exc.message})
+            # A message may name the run's temp dir (storage_full does), whose name is random.
+            said = exc.message.replace(str(node.home.root.parent), "<tmp>")
+            outcome = ("fail", {"code": exc.code, "message": said})
         except Exception as exc:  # a product bug: record it, keep the run going
             outcome = ("fail", {"bug": True, "error": f"{type(exc).__name__}: {exc}"})
         finally:
