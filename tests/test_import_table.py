@@ -42,9 +42,10 @@ ALLOWED: dict[str, set[str]] = {
     "crosstalk.install": BASE | {"crosstalk.core", "crosstalk.paths"},
     "crosstalk.client": BASE | {"crosstalk.hook", "crosstalk.daemon.lock", "crosstalk.paths"},
     # The MCP server: its stdlib front end (front.py imports only profiles.py, a test says so),
-    # the SDK server, the tools, the channel; listing.py writes down what the server lists.
+    # the SDK server, the tools (declared over the control op table, in wire), the channel;
+    # listing.py writes down what the server lists.
     "crosstalk.mcp": BASE | {"crosstalk.client", "crosstalk.core", "crosstalk.hook",
-                             "crosstalk.paths"},
+                             "crosstalk.paths", "crosstalk.wire"},
     "crosstalk.store": BASE | {"crosstalk.core", "crosstalk.crypto", "crosstalk.wire",
                                "crosstalk.paths"},
     "crosstalk.actors": BASE | {"crosstalk.core", "crosstalk.crypto", "crosstalk.wire",

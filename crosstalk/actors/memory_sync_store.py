@@ -7,6 +7,7 @@ from __future__ import annotations
 import sqlite3
 import time
 
+from crosstalk import sim_hooks
 from crosstalk.actors.memory_sync_api import StoreView
 from crosstalk.core.memory_sync import OurMemory
 from crosstalk.store import memory as m
@@ -94,6 +95,7 @@ class StoreAdapter:
         return await self._store.read(lambda c: self._follower.held_from(c, room))
 
     async def concede(self, room: str) -> None:
+        sim_hooks.probe("memory.hole_conceded")
         await self._store.write(lambda c: self._follower.concede(c, room))
 
     async def unreported(self) -> list[tuple[str, str, str]]:

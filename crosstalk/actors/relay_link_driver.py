@@ -25,6 +25,7 @@ from functools import partial
 import attrs
 import trio
 
+from crosstalk import sim_hooks
 from crosstalk.actors.relay_link_api import (
     InboundOp,
     LinkDown,
@@ -234,6 +235,7 @@ class LinkDriver:
         """Commit inbound ops with their cursors, then hand each on and acknowledge it."""
         await self._store.commit_inbound_many(ops, time.time())
         for op in ops:
+            await sim_hooks.handoff("handoff.link_to_router")
             await self._events.send(
                 InboundOp(op.room, op.seq, op.sender, op.op_id, op.body, op.ts)
             )

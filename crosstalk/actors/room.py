@@ -52,7 +52,7 @@ import attrs
 import nacl.utils
 import trio
 
-from crosstalk import crypto
+from crosstalk import crypto, sim_hooks
 from crosstalk.actors import room_open
 from crosstalk.actors.context import ActorContext
 from crosstalk.actors.doorbell import Doorbell
@@ -163,6 +163,7 @@ class RoomActor:
                 if isinstance(item, Wake):
                     self._doorbell.ring()
                 else:
+                    await sim_hooks.handoff("handoff.room_outbound")
                     await outbound_send.send(item)
 
     async def _inbound(self, ctx: ActorContext[RoomInput]) -> None:
@@ -283,6 +284,7 @@ class RoomActor:
             return None
 
     def _reject(self, item: room_log.InboundOp, why: str) -> None:
+        sim_hooks.probe("room.rejected")
         log.warning(
             "room %s: rejected op %s (seq %d) from %s: %s",
             self._room, item.op_id, item.seq, item.sender, why,
@@ -315,6 +317,7 @@ class RoomActor:
             for taker in self._key_takers:
                 taker(conn, entry)
         if room_log.epochs_held(conn, self._room) != before:
+            sim_hooks.probe("room.key_taken_ahead")
             self._scanned = None  # with a new key, ops passed over before may open now
             return True
         if ahead:

@@ -16,6 +16,7 @@ from typing import TypeVar
 import attrs
 import trio
 
+from crosstalk import sim_hooks
 from crosstalk.actors.context import ActorContext
 from crosstalk.actors.pairing import PairingInput, Reattach
 from crosstalk.actors.relay_link import (
@@ -172,6 +173,7 @@ class Router:
             await self._wake(room.room)
 
     async def _wake(self, room: str) -> None:
+        await sim_hooks.handoff("handoff.router_to_room")
         await self._wake_room(room)  # level-triggered: never blocks, never dropped
 
     async def _push(self, frame: w.RelayFrame) -> None:

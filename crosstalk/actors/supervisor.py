@@ -63,10 +63,11 @@ from typing import Any, Generic, TypeVar
 
 import trio
 
+from crosstalk import sim_hooks
 from crosstalk.actors.context import Actor, ActorContext, Liveness
 from crosstalk.actors.health import ActorHealth, ActorState, LoopLag
 from crosstalk.actors.restarts import RestartIntensity
-from crosstalk.errors import LocalProtocolError
+from crosstalk.errors import LocalProtocolError, StorageFull
 
 __all__ = [
     "MISSED_HEARTBEAT",
@@ -369,6 +370,11 @@ class Supervisor:
                     child.name,
                 )
             delay = child.intensity.failed(trio.current_time())
+            if delay is None and _out_of_storage(child.last_exc):
+                # A full or failing disk is the machine's state, not the actor's bug: retry,
+                # slowly, until writes succeed again (FAILED would stay failed after that).
+                delay = child.intensity.backoff_max
+                sim_hooks.probe("supervisor.storage_retry")
             if delay is None:
                 child.enter(ActorState.FAILED, event)
                 log.error(
@@ -505,3 +511,10 @@ class Supervisor:
         if self._children.get(child.name) is child:
             del self._children[child.name]
         child.inbox.close()
+
+
+def _out_of_storage(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (or an exception inside its group) says the disk refused a write."""
+    if isinstance(exc, BaseExceptionGroup):
+        return exc.subgroup(StorageFull) is not None
+    return isinstance(exc, StorageFull)

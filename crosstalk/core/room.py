@@ -24,6 +24,7 @@ import enum
 
 import attrs
 
+from crosstalk import sim_hooks
 from crosstalk.wire.room_ops import RoomOp
 
 
@@ -42,11 +43,14 @@ class Decision:
 def decide(*, epoch: int, key_known: bool, newest_epoch: int, sender_known: bool) -> Decision:
     """What to do with an inbound op sealed under ``epoch`` (see the module docstring)."""
     if not sender_known:
+        sim_hooks.probe("room.held_unknown_sender")
         return Decision(Verdict.HOLD, "its sender is not in our roster yet")
     if key_known:
         return Decision(Verdict.OPEN)
     if epoch > newest_epoch:
+        sim_hooks.probe("room.held_future_epoch")
         return Decision(Verdict.HOLD, f"we have no key for epoch {epoch} yet")
+    sim_hooks.probe("room.rejected_old_epoch")
     return Decision(Verdict.REJECT, f"it is sealed under epoch {epoch}, before we joined")
 
 

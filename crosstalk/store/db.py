@@ -217,6 +217,8 @@ def _run_write(
             conn.execute("PRAGMA synchronous = FULL")
     conn.execute("BEGIN IMMEDIATE")
     try:
+        if sim_hooks.buggify("store.disk_full"):  # only in the simulation: no room left
+            raise sqlite3.OperationalError("database or disk is full")
         result = fn(conn)
         if inspect.isawaitable(result):
             if inspect.iscoroutine(result):
@@ -224,6 +226,8 @@ def _run_write(
             raise LocalProtocolError("store.write() takes a plain function, not an async one")
         if not conn.in_transaction:
             raise LocalProtocolError("the function passed to store.write() ended the transaction")
+        if sim_hooks.buggify("store.commit_fails"):  # only in the simulation: COMMIT fails
+            raise sqlite3.OperationalError("disk I/O error")
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
@@ -335,6 +339,8 @@ class Store:
             if sim_hooks.buggify("store.after_commit"):
                 # Only in the simulation: the process may die after COMMIT, before anyone hears.
                 await sim_hooks.fire("store.after_commit")
+            if sim_hooks.buggify("store.slow_fsync"):  # only in the simulation: a slow disk
+                await sim_hooks.fire("store.slow_fsync")
             return result
         except sqlite3.OperationalError as exc:
             if "full" not in str(exc) and "I/O" not in str(exc):

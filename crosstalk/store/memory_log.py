@@ -60,7 +60,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from crosstalk import crypto
+from crosstalk import crypto, sim_hooks
 from crosstalk.core.memory import MemoryState
 from crosstalk.core.memory_transfer import MAX_CHUNKS, signed_message, unpack_snapshot
 from crosstalk.core.room import Applied
@@ -406,6 +406,7 @@ class MemoryFollower:
         """Install a verified snapshot; ``conceded``: its sender's memory gave a hole up, so ours
         lacks those ops too from now on and journals, to be repaired in turn."""
         room = state.room_id
+        sim_hooks.probe("memory.snapshot_installed")
         log.info(
             "room %s: memory snapshot installed at seq %d%s",
             room, state.last_seq, " (one that gave ops up)" if conceded else "",

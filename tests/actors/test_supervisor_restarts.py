@@ -9,8 +9,10 @@ import trio
 import trio.testing
 from trio.testing import MockClock
 
+from crosstalk.actors.context import ActorContext
 from crosstalk.actors.health import ActorHealth, ActorState
 from crosstalk.actors.supervisor import RETURNED, Restart, Supervisor
+from crosstalk.errors import StorageFull
 from tests.actors.fakes import (
     GroupCrasher,
     Recorder,
@@ -19,6 +21,7 @@ from tests.actors.fakes import (
     next_report,
     open_reports,
     quiet_until,
+    report,
     running,
 )
 
@@ -243,3 +246,39 @@ def _drain(reports: trio.MemoryReceiveChannel[Report]) -> list[Report]:
             drained.append(reports.receive_nowait())
         except trio.WouldBlock:
             return drained
+
+
+class _FullDisk:
+    """Each instance raises StorageFull (inside a nursery, as a group) while the disk is full."""
+
+    def __init__(self, out: trio.MemorySendChannel[Report], full_until: float) -> None:
+        self.out, self.full_until = out, full_until
+
+    async def run(
+        self, ctx: ActorContext[str], *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        task_status.started()
+        if trio.current_time() < self.full_until:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_write_to_full_disk)
+        report(self.out, ctx.name, "start")
+        async for message in ctx:
+            report(self.out, ctx.name, message)
+
+
+async def _write_to_full_disk() -> None:
+    raise StorageFull("database or disk is full")
+
+
+async def test_a_full_disk_never_makes_an_actor_failed(autojump_clock: MockClock) -> None:
+    """Crashes on a full disk past max_restarts wait backoff_max and retry (not FAILED): once
+    the disk has room again the actor runs (a relay link once stayed FAILED: sim seed 9)."""
+    out, reports = open_reports()
+    async with running(Supervisor(heartbeat=10.0, max_restarts=2, backoff_max=1.0)) as sup:
+        inbox = await sup.start_actor("a", _FullDisk(out, full_until=20.0))
+        started = await next_report(reports, within=30)
+        assert started[:2] == ("a", "start") and 20.0 <= started[2] <= 21.0
+        await inbox.send("m")
+        assert (await next_report(reports, within=1))[:2] == ("a", "m")
+        assert _health(sup)["a"].state is ActorState.RUNNING

@@ -93,7 +93,7 @@ def _many(args: argparse.Namespace) -> int:
                 kinds = sorted({f[0] for f in r["failures"]})
                 print(f"FAIL seed {r['seed']} {kinds}: {replay_line(r['seed'], args.plant)}",
                       flush=True)
-            if args.until and any(f[0] == args.until for f in r["failures"]):
+            if args.until and any(args.until in ("any", f[0]) for f in r["failures"]):
                 caught = r["seed"]
                 break  # leaving the pool's block terminates the seeds still running
     elapsed = time.perf_counter() - started
@@ -147,7 +147,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--start", type=int, default=1)
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--plant", default=None)
-    p.add_argument("--until", help="with --seeds: stop at the first seed this checker fails")
+    p.add_argument("--until", help="with --seeds: stop at the first seed this checker fails "
+                   "('any': any checker)")
     p.add_argument("--regressions", help="a file of seeds to run before the others")
     p.add_argument("--json", action="store_true")
     p.add_argument("--out", help="write the history (JSON lines) here")

@@ -21,7 +21,9 @@ raised something that is not a CrosstalkError), ``reservations`` (file reservati
 every whole replica, no overlap of different holders unless both shared, nothing held by a
 member a rekey removed, a grant the same everywhere: :mod:`tests.sim.check_reservations`) and
 ``alarm`` (a member reports a membership change that does not verify only about a room a lying
-relay touched). The roster checker's truth
+relay touched), ``durable`` and ``recovered`` (the storage faults:
+:mod:`tests.sim.check_storage`), ``rejected`` (no op thrown away for a reason the world does not
+explain: :mod:`tests.sim.check_rejects`). The roster checker's truth
 is the room's signed membership history, not the relay's rows (issue 36: a lying relay may put
 a removed member back in its rows; ``removed`` then shows they read nothing sent after).
 """
@@ -34,7 +36,9 @@ from collections import defaultdict
 from typing import Any
 
 from crosstalk.wire.chain import ChainState
+from tests.sim.check_rejects import check_rejected
 from tests.sim.check_reservations import check_reservations
+from tests.sim.check_storage import check_durable, check_once, check_recovered
 from tests.sim.history import stamp
 from tests.sim.truth import Failure, Truth, replicas
 from tests.sim.world import World
@@ -367,7 +371,8 @@ def check_alarms(world: World, truth: Truth, states: dict[str, Any]) -> list[Fai
 
 
 CHECKERS = (check_delivery, check_claims, check_removed, check_roster, check_states, check_link,
-            check_memory, check_reservations, check_alarms)
+            check_memory, check_reservations, check_alarms, check_durable, check_recovered,
+            check_rejected, check_once)
 
 
 def check_all(world: World, states: dict[str, Any]) -> list[Failure]:

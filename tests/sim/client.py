@@ -28,6 +28,11 @@ from tests.sim.world import Node, World
 from tests.wire.chain_helpers import room_of_two_frames
 
 OP_TIMEOUT = 120.0
+STORAGE_RETRIES, STORAGE_PAUSE = 5, 5.0  # a disk_full fault lasts at most 20 s
+# Ops the design makes safe to repeat (an ack of a lease, an accept the relay already took, a
+# claim we already hold, a renewal, a release, and every read).
+IDEMPOTENT = frozenset({"ack", "room_accept", "task_claim", "reserve_renew", "release", "read",
+                        "sent", "rooms", "reservations"})
 
 
 def _adopt(conn: sqlite3.Connection, me: Node, them: Node, room_id: str, key: bytes) -> None:
@@ -161,9 +166,19 @@ async def run_op(world: World, node: Node, op: str, params: dict[str, Any], inde
     """Run one op on ``node`` and record it; a read is acknowledged (its lease) once it returned.
 
     That is what the CLI does: print what ``read`` returned, then ``ack`` its lease. A crash in
-    between hands the same messages out again; the reader drops them by id.
+    between hands the same messages out again; the reader drops them by id. An op refused with
+    ``storage_full`` is tried again a few times, as its message asks the user to.
     """
     result = await _run_one(world, node, op, params, index)
+    if result == ("info", "reply lost") and op in IDEMPOTENT:
+        # The CLI tries again an op whose reply it did not get, where doing it twice is once.
+        result = await _run_one(world, node, op, params, index)
+    for _ in range(STORAGE_RETRIES):
+        # As the error asks: free some space (the fault ends) and try again.
+        if result[0] != "fail" or result[1].get("code") != "storage_full":
+            break
+        await trio.sleep(STORAGE_PAUSE)
+        result = await _run_one(world, node, op, params, index)
     if op == "read" and result[0] == "ok" and result[1].get("lease"):
         await _run_one(world, node, "ack", {"lease": result[1]["lease"]}, index)
 
@@ -185,8 +200,13 @@ async def _run_one(
                 outcome = ("ok", _observe(op, records))
             if outcome[0] == "info":
                 outcome = ("info", "timeout")
+            elif world.lose_reply():
+                world.count("fault:reply_lost")
+                outcome = ("info", "reply lost")
         except CrosstalkError as exc:
-            outcome = ("fail", {"code": exc.code, "message": exc.message})
+            # A message may name the run's temp dir (storage_full does), whose name is random.
+            said = exc.message.replace(str(node.home.root.parent), "<tmp>")
+            outcome = ("fail", {"code": exc.code, "message": said})
         except Exception as exc:  # a product bug: record it, keep the run going
             outcome = ("fail", {"bug": True, "error": f"{type(exc).__name__}: {exc}"})
         finally:

@@ -13,6 +13,20 @@ database would; the member's daemon then finds itself joined and names itself in
 ``replay`` shows an old statement of the room's history again as if it were the next,
 ``reorder`` hands a fetched history out of order. Drawn from a stream of its own, so adding it
 moved no other kind's schedule.
+
+``busy`` (its own stream): for a while the relay turns about every other post away with
+``backlog_full``, as it does under load; the sender keeps the post queued and tries again.
+
+``disk_full`` (its own stream too): for a while every write at one node fails as SQLite fails on
+a full disk; then writes succeed again. With the BUGGIFY points ``store.commit_fails`` (a COMMIT
+raising an I/O error) and ``store.slow_fsync`` (a commit that returns late) these are the storage
+faults: nothing a reply called stored may be lost, and the daemon must recover.
+
+Two more, drawn in the world (tests/sim/world.py), each from a stream of its own: a hand-off
+between actors (``sim_hooks.handoff``: link → router, router → room, room → its sender, router →
+membership, room → gate) is sometimes late, and an op's reply is sometimes lost on the control
+socket after the op ran (``reply_lost``: the client records ``info`` and, for an op the design
+makes safe to repeat, tries it again; the checkers then see it applied once).
 """
 
 from __future__ import annotations
@@ -59,6 +73,18 @@ def schedule(seed: int, nodes: tuple[str, ...], horizon: float) -> tuple[set[str
             mode = float(LIES.index(lies.choice(LIES)))
             faults.append(Fault(0, round(lies.uniform(0, horizon), 3), "lie",
                                 lies.choice(nodes), mode))
+    disks = random.Random(f"{seed}/disks")
+    if disks.random() < 0.5:
+        profile.add("disk_full")
+        for _ in range(disks.randint(1, 3)):
+            faults.append(Fault(0, round(disks.uniform(0, horizon), 3), "disk_full",
+                                disks.choice(nodes), disks.uniform(0.5, 20)))
+    busy = random.Random(f"{seed}/busy")
+    if busy.random() < 0.5:
+        profile.add("busy")
+        for _ in range(busy.randint(1, 3)):
+            faults.append(Fault(0, round(busy.uniform(0, horizon), 3), "busy", None,
+                                busy.uniform(2, 20)))
     faults.sort(key=lambda f: (f.at, f.kind))
     return profile, [attrs.evolve(f, index=i) for i, f in enumerate(faults)]
 
@@ -74,6 +100,10 @@ async def _for_a_while(world: World, fault: Fault) -> None:
         relay.drop(fault.target)
         await trio.sleep(fault.size)
         relay.cuts.discard(fault.target)
+    elif fault.kind == "busy":
+        relay.busy = True
+        await trio.sleep(fault.size)
+        relay.busy = False
     elif fault.kind == "freeze":
         relay.freeze()
         await trio.sleep(fault.size)
@@ -104,6 +134,10 @@ async def run_faults(
                 world.relay.drop(fault.target)
             elif fault.kind == "daemon_crash" and fault.target:
                 world.crash(world.nodes[fault.target], why="scheduled")
+            elif fault.kind == "disk_full" and fault.target:
+                # Every write at the node fails until then; then they succeed again.
+                until = trio.current_time() + fault.size
+                world.disk_full[fault.target] = max(world.disk_full.get(fault.target, 0), until)
             elif fault.kind == "clock_jump":
                 clock.jump(fault.size)
             elif fault.kind == "skew" and fault.target:
@@ -117,8 +151,10 @@ def heal(world: World) -> None:
     """Every fault stops: links fast and open, the relay thawed and up, no more BUGGIFY."""
     relay = world.relay
     world.faults_on = False
+    world.disk_full.clear()
     relay.delays.clear()
     relay.cuts.clear()
+    relay.busy = False
     for node in list(relay.lies):
         relay.stop_lying(node)
     if relay.frozen:

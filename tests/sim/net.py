@@ -124,6 +124,10 @@ class SimRelay:
         self.lies: dict[str, str] = {}
         self._readded: set[tuple[str, str, str]] = set()  # (node, room, fingerprint)
         self.lied_rooms: set[str] = set()
+        # Busy (faults.py, kind "busy"): for a while, about every other post is turned away
+        # with ``backlog_full``, as a relay under load does; the sender must try it again.
+        self.busy = False
+        self._busy_rng = random.Random(f"{seed}/busy-posts")
 
     def _new_core(self) -> RelayCore:
         # No proof of work: the simulation runs on virtual time, and a thread's CPU time is
@@ -147,10 +151,21 @@ class SimRelay:
             return
         self.digest.update(b"<" + text.encode())
         if self.core is not None:
+            if self.busy and text.endswith('"t":"post"}') and self._turn_away(conn, text):
+                return
             effects = self.core.frame_received(conn, text, _relay_now())
             if text.endswith('"t":"post"}'):  # cheap test first: most frames are not posts
                 self._note_refusal(conn, text, effects)
             self._apply(effects)
+
+    def _turn_away(self, conn: int, text: str) -> bool:
+        """Maybe answer a post ``backlog_full`` without the core seeing it (not a refusal the
+        truth counts: the code says "later")."""
+        post = w.decode_client_frame(text)
+        if not isinstance(post, w.Post) or self._busy_rng.random() < 0.5:
+            return False
+        self._apply([Send(conn, w.Error(post.req, "backlog_full", "the room's backlog is full"))])
+        return True
 
     def _note_refusal(self, conn: int, text: str, effects: Sequence[object]) -> None:
         """Record a post the relay refused (ground truth for a sender's ``refused`` state)."""

@@ -21,18 +21,25 @@ edited before it starts, or a sim-only option of the relay shell; never a patch 
 * ``local_clock`` (reservations): ``n1`` applies everyone else's ops at its own clock's time when
   they arrive, not the relay's time for them, so its reservations lapse (and are granted until)
   by a clock of its own.
+* ``amnesia`` (durable): ``n0`` deletes its oldest sent message after each batch, as a store
+  that lost a commit it had acknowledged would.
+* ``no_second_chance`` (recovered): ``n1``'s supervisor restarts nothing, and a room actor of
+  ``n1`` crashes once (its first batch): it stays FAILED.
 * ``false_alarm`` (alarm): ``n1`` says the relay offered a change that does not verify, about
   every room it is in, after each batch.
 """
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import time
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 
+from crosstalk.actors.restarts import RestartIntensity
 from crosstalk.actors.room import Applier
 from crosstalk.core.room import Applied
 from crosstalk.daemon.tree import Daemon
@@ -131,6 +138,30 @@ def _believe_rows(daemon: Daemon) -> None:
     daemon.seams.applied_listeners.append(listener)
 
 
+def _amnesia(daemon: Daemon) -> None:
+    async def listener(applied: list[Applied]) -> None:
+        del applied
+        await daemon.store.write(lambda c: c.execute(
+            "DELETE FROM sent_messages WHERE msg_id = (SELECT min(msg_id) FROM sent_messages)"))
+    daemon.seams.applied_listeners.append(listener)
+
+
+def _no_second_chance(daemon: Daemon) -> None:
+    # A supervisor that restarts nothing (a crash on a full disk still waits and retries), and
+    # one crash of a room actor, once: the first batch it applies.
+    supervisor: Any = daemon.supervisor
+    supervisor._new_intensity = functools.partial(
+        RestartIntensity, max_restarts=0, window=60.0, backoff_initial=0.05, backoff_max=2.0)
+    crashed: list[bool] = []
+
+    async def listener(applied: list[Applied]) -> None:
+        del applied
+        if not crashed:
+            crashed.append(True)
+            raise RuntimeError("planted: one crash")
+    daemon.seams.applied_listeners.append(listener)
+
+
 def _cry_wolf(daemon: Daemon) -> None:
     async def listener(applied: list[Applied]) -> None:
         rooms = {a.room_id for a in applied}
@@ -152,6 +183,8 @@ PLANTS: dict[str, Callable[[Scenario, int], dict[str, list[Plant]]]] = {
     "false_alarm": lambda sc, seed: {"n1": [_cry_wolf]},
     "reserve_unchecked": lambda sc, seed: {"n1": [_reserve_unchecked]},
     "local_clock": lambda sc, seed: {"n1": [_local_clock]},
+    "amnesia": lambda sc, seed: {"n0": [_amnesia]},
+    "no_second_chance": lambda sc, seed: {"n1": [_no_second_chance]},
 }
 
 

@@ -12,6 +12,7 @@ import trio
 import trio.testing
 
 from crosstalk import sim_hooks
+from crosstalk.actors.health import ActorState
 from tests.sim import checkers, debuglog, determinism
 from tests.sim.client import client, pair, run_op
 from tests.sim.faults import Fault, heal, run_faults, schedule
@@ -71,6 +72,8 @@ async def _liveness(world: World, out: dict[str, Any]) -> None:
         await run_op(world, node, "sent", {"limit": 1000}, -1)
         daemon, _ = await world.up(node)
         out[node.name] = await daemon.store.read(read_state)
+        out[node.name]["failed_actors"] = [h.name for h in daemon.supervisor.statistics()
+                                           if h.state is ActorState.FAILED]
     determinism.NODE.set("world")
 
 

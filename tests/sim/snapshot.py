@@ -28,8 +28,9 @@ def read_state(conn: sqlite3.Connection) -> dict[str, Any]:
         if not m.get("gone", 0):
             roster.setdefault(m["room_id"], {})[m["fingerprint"]] = m["state"]
     held = {
-        r["message_id"]: {"room": r["room_id"], "read": r["read_at"] is not None}
-        for r in _rows(conn, "SELECT message_id, room_id, read_at FROM held_messages")
+        r["message_id"]: {"room": r["room_id"], "read": r["read_at"] is not None,
+                          "sender": r["sender"], "text": json.loads(r["body"]).get("text")}
+        for r in _rows(conn, "SELECT message_id, room_id, read_at, sender, body FROM held_messages")
     }
     sent = {}
     for r in _rows(conn, "SELECT msg_id, room_id FROM sent_messages"):

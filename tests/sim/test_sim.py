@@ -35,7 +35,33 @@ MUST_COVER = (
     # Not check:state:delivered: the liveness phase reads everything, so a delivered message
     # ends read unless its receipt is lost (which only the receipts bug, now fixed, did).
     "check:state:sent", "check:state:read", "check:state:refused",
+    "fault:disk_full", "buggify:store.disk_full", "buggify:store.commit_fails",
+    "buggify:store.slow_fsync", "check:durable", "check:recovered", "fault:reply_lost",
+    "fault:busy",
+    *(f"buggify:handoff.{h}" for h in ("link_to_router", "router_to_room", "room_outbound",
+                                       "router_to_membership")),
 )
+
+
+# Each probe (sim_hooks.probe: an important branch) must be reached in at least this share of
+# CI's seeds (about half the rate measured at 300 seeds; docs/performance.md, "Simulation"), or
+# CI fails: a branch the seeds stop reaching is a branch a planted bug there would survive.
+PROBE_MIN = {
+    "memory.snapshot_installed": 0.40,
+    "supervisor.storage_retry": 0.15,
+    "rooms.create_unconfirmed": 0.06,
+    "memory.hole_conceded": 0.03,
+    "memory.claim_pending": 0.02,
+    "room.held_future_epoch": 0.02,
+    "room.held_unknown_sender": 0.01,
+    "room.key_taken_ahead": 0.002,  # one seed of ~316 (seed 169): still a rekey mid-batch
+}
+
+
+def probe_rates(coverage: dict[str, int], runs: int) -> dict[str, float]:
+    """Each probe's share of runs that reached it (every probe seen, and every required one)."""
+    names = {k.removeprefix("probe:") for k in coverage if k.startswith("probe:")} | set(PROBE_MIN)
+    return {n: coverage.get(f"probe:{n}", 0) / runs for n in sorted(names)}
 
 
 def _sim(*args: str, timeout: float = 900) -> dict[str, Any]:
@@ -83,9 +109,15 @@ def test_ci_seeds_pass() -> None:
     if fixed:
         print(f"listed in known_failures.txt but passing now (take them off): {fixed}")
     assert not failed, f"{len(failed)}/{len(out['results'])} seeds failed:\n{_summary(failed)}"
+    rates = probe_rates(coverage, len(out["results"]))
+    print("probes reached (share of seeds): "
+          + ", ".join(f"{n} {r:.1%}" + (f" (min {PROBE_MIN[n]:.1%})" if n in PROBE_MIN else "")
+                      for n, r in rates.items()))
     if CI_SEEDS >= 300:
         missing = [k for k in MUST_COVER if not coverage.get(k)]
         assert not missing, f"never exercised in {CI_SEEDS} seeds: {missing}"
+        rare = {n: f"{rates[n]:.1%} < {m:.1%}" for n, m in PROBE_MIN.items() if rates[n] < m}
+        assert not rare, f"branches CI's seeds reach too rarely: {rare}"
 
 
 def test_same_seed_same_run() -> None:
@@ -109,9 +141,28 @@ def test_same_seed_same_run() -> None:
         ("false_alarm", "alarm"),
         ("reserve_unchecked", "reservations"),
         ("local_clock", "reservations"),
+        ("amnesia", "durable"),
+        ("no_second_chance", "recovered"),
     ],
 )
 def test_planted_bug_is_caught(plant: str, checker: str) -> None:
     """Each invariant's checker catches its planted bug within the first PLANT_SEEDS seeds."""
     out = _sim("--seeds", str(PLANT_SEEDS), "--jobs", "2", "--plant", plant, "--until", checker)
     assert out["caught"] is not None, f"{plant}: {checker} never failed in {PLANT_SEEDS} seeds"
+
+
+@pytest.mark.parametrize(
+    ("mutant", "seed", "checker"),
+    [("held_rejected", 48, "rejected"), ("rollback_commits", 41, "once")],
+)
+def test_checker_catches_its_mutant(mutant: str, seed: int, checker: str) -> None:
+    """The planted bugs of ``rejected`` and ``once`` are mutants (product code no world
+    composition reaches; tests/sim/mutate.py): an op whose sender is not in the roster yet
+    rejected instead of held; a write that failed committing what it wrote. Each one's seed
+    reaches it."""
+    from tests.sim.mutate import MUTANTS, run_mutant
+
+    chosen = next(m for m in MUTANTS if m.name == mutant)
+    result = run_mutant(chosen, seeds=1, jobs=1, start=seed)
+    checkers = result.get("checkers")
+    assert isinstance(checkers, list) and checker in checkers, result

@@ -99,6 +99,17 @@ class World:
             name: self._bug_rng.random() < 0.5
             for name in ("store.after_commit", "store.slow")
         }
+        # Storage faults draw from a stream of their own, so adding them moved no older draw.
+        self._disk_rng = random.Random(f"{seed}/storage")
+        self._disk_on = {
+            name: self._disk_rng.random() < 0.5
+            for name in ("store.commit_fails", "store.slow_fsync")
+        }
+        self.disk_full: dict[str, float] = {}  # node -> virtual time its disk has room again
+        self._late_rng = random.Random(f"{seed}/handoffs")
+        self._late_on: dict[str, bool] = {}  # per hand-off point: sometimes late this run, or never
+        self._reply_rng = random.Random(f"{seed}/replies")
+        self._replies_lost = self._reply_rng.random() < 0.5
         self.coverage: dict[str, int] = {}
 
     def by_fp(self, fp: str) -> str | None:
@@ -110,6 +121,10 @@ class World:
     # --- BUGGIFY -----------------------------------------------------------------------------
 
     def _choose(self, name: str) -> bool:
+        if name.startswith("store.") and name not in self._bug_on:
+            return self._choose_disk(name)
+        if name.startswith("handoff."):
+            return self._choose_late(name)
         if not self.faults_on or not self._bug_on.get(name, False):
             return False
         node = self.nodes.get(NODE.get())
@@ -119,11 +134,43 @@ class World:
             return self.crash_budget > 0 and self._bug_rng.random() < 0.01
         return self._bug_rng.random() < 0.05
 
+    def _choose_disk(self, name: str) -> bool:
+        """The storage faults: a full disk (a scheduled window per node), a failed COMMIT, a
+        slow fsync. Each is counted here: the store raises or delays without calling back."""
+        node = self.nodes.get(NODE.get())
+        if not self.faults_on or node is None or not node.is_up():
+            return False
+        if name == "store.disk_full":
+            fired = self.disk_full.get(node.name, -1.0) > trio.current_time()
+        else:
+            chance = 0.01 if name == "store.commit_fails" else 0.05
+            fired = self._disk_on.get(name, False) and self._disk_rng.random() < chance
+        if fired and name != "store.slow_fsync":  # counted when the delay is carried out
+            self.count(f"buggify:{name}")
+        return fired
+
+    def _choose_late(self, name: str) -> bool:
+        if not self.faults_on:
+            return False
+        on = self._late_on.get(name)
+        if on is None:
+            on = self._late_on[name] = self._late_rng.random() < 0.5
+        return on and self._late_rng.random() < 0.05
+
+    def lose_reply(self) -> bool:
+        """Whether the reply of an op that ran is lost on the control socket (the client sees
+        its connection end: the op's outcome is unknown to it)."""
+        return self.faults_on and self._replies_lost and self._reply_rng.random() < 0.03
+
     async def _fire(self, name: str) -> None:
         self.count(f"buggify:{name}")
         node = self.nodes.get(NODE.get())
         if node is not None and name == "store.after_commit":
             self.crash(node, why=name)
+        if name == "store.slow_fsync":
+            await trio.sleep(self._disk_rng.uniform(0.05, 2.0))
+        elif name.startswith("handoff."):
+            await trio.sleep(self._late_rng.uniform(0.001, 0.5))
         await trio.lowlevel.checkpoint()
 
     async def run_sync(self, fn: Callable[..., Any], *args: Any, **kw: Any) -> Any:
@@ -134,7 +181,7 @@ class World:
         return await inline_run_sync(fn, *args, **kw)
 
     def install_hooks(self) -> None:
-        sim_hooks.install(self._choose, self._fire)
+        sim_hooks.install(self._choose, self._fire, lambda name: self.count(f"probe:{name}"))
 
     # --- nodes -------------------------------------------------------------------------------
 

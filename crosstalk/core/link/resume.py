@@ -24,6 +24,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 
+from crosstalk import sim_hooks
 from crosstalk.core.link.common import next_state
 from crosstalk.core.link.events import OpArrived, RoomJoined, RoomLeft
 from crosstalk.errors import LocalProtocolError, RemoteProtocolError
@@ -88,6 +89,7 @@ class Resume:
     def op_received(self, op: w.Op) -> w.Ack | OpArrived | None:
         """An inbound op: acknowledge it again, report it, or (on its way already) nothing."""
         if op.seq <= self._cursors.get(op.room, 0):
+            sim_hooks.probe("link.committed_op_again")
             return w.Ack(op.room, op.seq)  # committed before: safe to acknowledge again
         if op.seq <= self._arrived.get(op.room, 0):
             return None  # reported, its commit is under way; the ack follows the commit

@@ -18,6 +18,7 @@ from typing import Protocol
 
 import attrs
 
+from crosstalk import sim_hooks
 from crosstalk.actors.children import ChildSpec, Mailbox
 from crosstalk.actors.gate import Arrived, GateActor, GateInput, Me, Recheck, Refuse, Triage
 from crosstalk.actors.room import AppliedListener, Applier
@@ -261,6 +262,7 @@ async def _arrived(gate: GateInbox, applied: list[Applied]) -> None:
     """A message that crossed no relay: the gate actor decides it."""
     messages = tuple(a for a in applied if isinstance(a.op, MessageOp))
     if messages:
+        await sim_hooks.handoff("handoff.room_to_gate")
         await gate.send(Arrived(messages))
 
 

@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable
 import attrs
 import trio
 
-from crosstalk import crypto
+from crosstalk import crypto, sim_hooks
 from crosstalk.actors.context import ActorContext
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.actors.relay_link import LinkUp
@@ -106,6 +106,7 @@ def membership_news(inbox: trio.MemorySendChannel[MembershipInput]) -> Membershi
     input of this actor (given to the router by the daemon, so the router imports no feature)."""
 
     async def tell(news: w.Roster | w.RoomGone | LinkUp) -> None:
+        await sim_hooks.handoff("handoff.router_to_membership")
         if isinstance(news, w.Roster):
             await inbox.send(RosterSeen(news.room, tuple(news.members), news.req,
                                         tuple(news.chain), news.chain_from))
@@ -246,6 +247,7 @@ class MembershipActor:
         # A relay that cannot answer fails every REFRESH_RETRY the same way: said once per
         # reason, then summarised.
         self._refresh_failing = repeats_from_env()
+        self._started = False
 
     async def run(
         self,
@@ -256,6 +258,11 @@ class MembershipActor:
         self._answered = AnsweredRosters()  # this instance's; waiters of an old one time out
         self._histories = HeldHistories()
         wanted, wants = trio.open_memory_channel[None](1)
+        if self._started:
+            # A restart: the news the crashed instance had taken (a roster whose write failed
+            # on a full disk) is gone, so fetch every roster again (sim seed 64).
+            wanted.send_nowait(None)
+        self._started = True
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._refresher, ctx, wants)
             task_status.started()

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import trio
 
+from crosstalk import sim_hooks
 from crosstalk.actors.control import Handler
 from crosstalk.core.working_set import RoomMemory, build_working_set
 from crosstalk.errors import NeedsReason, UsageError
@@ -194,6 +195,7 @@ async def task_claim(feature: MemoryFeature, params: IdParams) -> ClaimReply:
     room, task_id = await feature.record_in("task", Where(params.room, params.cwd), params.id)
     _op_id, outcome = await feature.write(room, TaskClaim(task_id))
     if outcome is None:
+        sim_hooks.probe("memory.claim_pending")
         return ClaimReply(task_id, room.name, "pending", None)
     me, label = _me(feature)
     known = await feature.daemon.store.read(lambda c: v.names(c, me, label))

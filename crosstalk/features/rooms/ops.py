@@ -17,6 +17,7 @@ import time
 
 import nacl.utils
 
+from crosstalk import sim_hooks
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.core.room import Applied
 from crosstalk.errors import (
@@ -121,6 +122,7 @@ async def create(daemon: Daemon, params: CreateParams) -> RoomReply:
         raise
     finally:
         if not confirmed:
+            sim_hooks.probe("rooms.create_unconfirmed")
             # Unanswered (or the caller gave up): the room waits here, and a reconcile creates
             # it at the relay once the relay answers, retried while it does not. Left to the
             # next link-up, a link that stayed up through a slow spell never made it (sim seed
@@ -162,6 +164,7 @@ async def accept(daemon: Daemon, params: RoomParams) -> RoomReply:
         # An earlier accept whose answer was lost: the relay has us joined already.
         if exc.code != "not_invited" or not await relay_says_joined(relay, room.room_id):
             raise
+        sim_hooks.probe("rooms.accept_already_joined")
     await finish_join(daemon, room.room_id)
     return RoomReply(room.name, room.room_id, "joined")
 

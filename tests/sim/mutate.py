@@ -1,0 +1,154 @@
+"""``python -m tests.sim.mutate``: plant known bugs in the product, one at a time, and count how
+many the simulation's seeds catch.
+
+Each mutant is one text replacement in one product file (the text must occur exactly once, so a
+refactor that moves it makes :func:`check` fail instead of a mutant silently planting nothing).
+A mutant runs in a temporary copy of the tree (``crosstalk``, ``relay``, ``tests``): the worktree
+is never touched. It is caught when a seed fails there, any checker; it survives when
+``--seeds`` seeds all pass.
+
+    python -m tests.sim.mutate                     # every mutant, 60 seeds each, 2 jobs
+    python -m tests.sim.mutate --only held_rejected --seeds 100
+    python -m tests.sim.mutate --list
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import attrs
+
+ROOT = Path(__file__).resolve().parents[2]
+TREES = ("crosstalk", "relay", "tests")
+
+
+@attrs.frozen
+class Mutant:
+    name: str
+    path: str
+    old: str
+    new: str
+    why: str
+
+
+MUTANTS = (
+    Mutant("held_rejected", "crosstalk/core/room.py",
+           'return Decision(Verdict.HOLD, "its sender is not in our roster yet")',
+           'return Decision(Verdict.REJECT, "its sender is not in our roster yet")',
+           "an op from a sender not yet in the roster is rejected instead of held"),
+    Mutant("future_epoch_rejected", "crosstalk/core/room.py",
+           'return Decision(Verdict.HOLD, f"we have no key for epoch {epoch} yet")',
+           'return Decision(Verdict.REJECT, f"we have no key for epoch {epoch} yet")',
+           "an op sealed under a key that has not come yet is rejected instead of held"),
+    Mutant("claim_steal", "crosstalk/core/tasks.py",
+           "    return TaskResult(None, OutcomeCode.LOST, winner=task.claimer)",
+           "    return TaskResult(attrs.evolve(task, claimer=ctx.person), OutcomeCode.WON,"
+           " winner=ctx.person)",
+           "a claim of a claimed task takes it over (the last claim wins, not the first)"),
+    Mutant("storage_gives_up", "crosstalk/actors/supervisor.py",
+           "if delay is None and _out_of_storage(child.last_exc):",
+           "if delay is None and _out_of_storage(child.last_exc) and False:",
+           "an actor crashing on a full disk is FAILED for good (the bug sim seed 9 found)"),
+    Mutant("ack_uncommitted", "crosstalk/core/link/resume.py",
+           "if op.seq <= self._cursors.get(op.room, 0):",
+           "if op.seq <= self._cursors.get(op.room, 0) + 1:",
+           "the op after the cursor is acknowledged to the relay without being committed"),
+    Mutant("rollback_commits", "crosstalk/store/db.py",
+           '            conn.execute("ROLLBACK")\n        raise',
+           '            conn.execute("COMMIT")\n        raise',
+           "a write that failed commits what it wrote so far instead of rolling it back"),
+    Mutant("ack_marks_nothing", "crosstalk/store/messages.py",
+           "        if row is not None:\n"
+           '            conn.execute("UPDATE held_messages SET read_at',
+           "        if row is None:\n"
+           '            conn.execute("UPDATE held_messages SET read_at',
+           "acknowledging a read lease marks nothing read"),
+    Mutant("link_up_wakes_one", "crosstalk/actors/router.py",
+           "        for room in up.rooms:\n            await self._wake(room.room)",
+           "        for room in up.rooms[:1]:\n            await self._wake(room.room)",
+           "after a reconnect only the first room is woken to catch up"),
+    Mutant("overlap_ignored", "crosstalk/core/reservations.py",
+           "        return [c for c in found if c is not None]",
+           "        return []",
+           "a reservation never conflicts with what is held"),
+    Mutant("refusal_final", "crosstalk/core/link/common.py",
+           'TRANSIENT_POST_ERRORS = frozenset({"rate_limited", "backlog_full"})',
+           'TRANSIENT_POST_ERRORS = frozenset({"rate_limited"})',
+           "a post the relay turns away because its backlog is full is dropped, not retried"),
+)
+
+
+def check(mutant: Mutant, root: Path = ROOT) -> str:
+    """The file's text with ``mutant`` planted (raises if its text is not there exactly once)."""
+    text = (root / mutant.path).read_text()
+    count = text.count(mutant.old)
+    if count != 1:
+        raise ValueError(f"{mutant.name}: its text occurs {count} times in {mutant.path}")
+    return text.replace(mutant.old, mutant.new)
+
+
+def _copy_tree(dest: Path) -> None:
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for tree in TREES:
+        shutil.copytree(ROOT / tree, dest / tree, ignore=ignore)
+
+
+def run_mutant(mutant: Mutant, seeds: int, jobs: int, start: int = 1) -> dict[str, object]:
+    """Plant ``mutant`` in a temp copy and run ``seeds`` seeds from ``start`` there; stop at the
+    first failure."""
+    with tempfile.TemporaryDirectory(prefix=f"mutant-{mutant.name}-") as tmp:
+        dest = Path(tmp)
+        _copy_tree(dest)
+        (dest / mutant.path).write_text(check(mutant))
+        env = dict(os.environ, PYTHONHASHSEED="0", PYTHONPATH=str(dest))
+        started = time.perf_counter()
+        done = subprocess.run(
+            [sys.executable, "-m", "tests.sim", "--seeds", str(seeds), "--start", str(start),
+             "--jobs", str(jobs), "--until", "any", "--json"],
+            cwd=dest, env=env, capture_output=True, text=True, check=False)
+        elapsed = time.perf_counter() - started
+    if not done.stdout.strip():
+        return {"name": mutant.name, "caught": None, "error": done.stderr[-2000:]}
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    hit = [r for r in out["results"] if r["seed"] == out["caught"]]
+    checkers = sorted({f[0] for f in hit[0]["failures"]}) if hit else []
+    return {"name": mutant.name, "caught": out["caught"], "checkers": checkers,
+            "seeds_run": len(out["results"]), "s": round(elapsed, 1)}
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m tests.sim.mutate")
+    p.add_argument("--seeds", type=int, default=60)
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--only", action="append", help="just this mutant (repeatable)")
+    p.add_argument("--list", action="store_true")
+    args = p.parse_args(argv)
+    chosen = [m for m in MUTANTS if not args.only or m.name in args.only]
+    if args.list:
+        for m in chosen:
+            print(f"{m.name:24} {m.path}: {m.why}")
+        return 0
+    caught = 0
+    for mutant in chosen:
+        r = run_mutant(mutant, args.seeds, args.jobs)
+        if r["caught"] is not None:
+            caught += 1
+            print(f"caught   {mutant.name:24} seed {r['caught']} {r['checkers']} "
+                  f"({r['seeds_run']} seeds, {r['s']} s)", flush=True)
+        else:
+            print(f"SURVIVED {mutant.name:24} {args.seeds} seeds pass: {mutant.why}"
+                  + (f"\n{r['error']}" if r.get("error") else ""), flush=True)
+    print(f"{caught} of {len(chosen)} mutants caught within {args.seeds} seeds")
+    return 0 if caught == len(chosen) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
