@@ -298,7 +298,9 @@ def _three_paired(seed: int, steps: tuple[Step, ...]) -> Outcome:
 
 
 def _rejoined_with_a_hole() -> Outcome:
-    return _three_paired(7366, REJOINED_WITH_A_HOLE)
+    # Run at seed 15: the day's merges (2026-12-06) moved the schedules so that at 7366 the
+    # plant below no longer shows; at 15 it does (memory) and the clean run passes.
+    return _three_paired(15, REJOINED_WITH_A_HOLE)
 
 
 def _plant_old_asks_count(monkeypatch: pytest.MonkeyPatch) -> None:
