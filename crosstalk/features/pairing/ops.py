@@ -28,7 +28,7 @@ from crosstalk.actors.router import RoutePairing, WatchInvitation
 from crosstalk.actors.supervisor import Restart
 from crosstalk.core.invite import Invite
 from crosstalk.core.words import BYTES_PER_WORD
-from crosstalk.errors import RelayKeyMismatch, RemoteProtocolError
+from crosstalk.errors import NotInvited, RelayKeyMismatch, RemoteProtocolError
 from crosstalk.features.caps import (
     FollowsRosters,
     Identified,
@@ -47,6 +47,7 @@ from crosstalk.features.membership.history import (
     request_change,
     with_statement,
 )
+from crosstalk.features.membership.lifecycle import relay_says_joined
 from crosstalk.hosting.local_relay import (
     ensure_relay_at,
     hosted_port,
@@ -70,6 +71,7 @@ from crosstalk.wire.control.table import ROOM_JOIN, ROOM_NEW
 from crosstalk.wire.pairing import Offer, Purpose, Role, RoomGrant
 
 INVITATION_WAIT = 60.0
+ACCEPT_PAUSES = (0.5, 1.0, 2.0, 4.0, 8.0)  # seconds between accepts refused as uninvited
 PAIRINGS = DynamicKind(
     "pairing-<slot>", "features/pairing, one per pairing in progress (ends with its outcome)",
     Restart.TRANSIENT,
@@ -276,6 +278,27 @@ async def _wait_for_invitation(daemon: Host, room: str) -> None:
         await receive.receive()
 
 
+async def _accept_room_of_two(daemon: Host, relay: RelayClient, room: str, fp: str) -> None:
+    """Accept the inviter's room. On a relay of several nodes the accept can reach a node that
+    has not yet taken in the inviter's add (the stream reaches the nodes a moment apart, later
+    under load), so a refusal for want of an invitation is asked again after short pauses
+    before it is the answer; an accept that already took (its answer lost) counts as done."""
+    for pause in (*ACCEPT_PAUSES, None):
+        try:
+            await request_change(daemon, room, "accept", fp, with_statement(w.Accept(0, room)),
+                                 fetch_first=True, relay=relay)
+            return
+        except NotInvited:
+            if await relay_says_joined(relay, room):
+                return
+            if pause is None:
+                raise NotInvited(
+                    "You paired with the inviter, but their relay never recorded your "
+                    "invitation to the room; ask them to run `crosstalk room new` again."
+                ) from None
+            await trio.sleep(pause)
+
+
 async def room_join(daemon: Host, params: RoomJoinParams) -> JoinedLine:
     """Pair with the inviter by the code's words, then accept the room of two."""
     invite = Invite.parse(params.code, purpose=Purpose.ROOM)
@@ -296,9 +319,7 @@ async def room_join(daemon: Host, params: RoomJoinParams) -> JoinedLine:
         lambda c: _adopt(c, paired.offer, grant, state="invited", me=keys, my_label=label)
     )
     await _wait_for_invitation(daemon, grant.room_id)
-    await request_change(daemon, grant.room_id, "accept", keys.fingerprint,
-                         with_statement(w.Accept(0, grant.room_id)), fetch_first=True,
-                         relay=relay)
+    await _accept_room_of_two(daemon, relay, grant.room_id, keys.fingerprint)
     await daemon.store.write(lambda c: set_room_state(c, grant.room_id, "joined"))
     await daemon.room_inbox(grant.room_id)
     return JoinedLine(contact.label, grant.room_id, contact.fingerprint, keys.fingerprint)

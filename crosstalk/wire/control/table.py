@@ -168,7 +168,7 @@ ROOM_NEW = OpSpec(
 ROOM_JOIN = OpSpec(
     "room_join",
     p.RoomJoinParams,
-    (*_PAIRING, e.RelayInUse),
+    (*_PAIRING, e.RelayInUse, e.NotInvited),
     "Pair with the holder of an invite.",
     reply=rr.JoinedLine,
 )
