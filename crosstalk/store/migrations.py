@@ -5,8 +5,11 @@ header, 0 for a new database). ``MIGRATIONS[i]`` takes the schema from version `
 Opening the store runs every pending step in order, each in its own ``BEGIN IMMEDIATE`` transaction
 that also sets ``user_version``; ``user_version`` is part of the database header, so it commits or
 rolls back together with the step's tables. A crash mid-migration therefore leaves the database at
-the last completed version and the next start carries on. A database whose version is newer than
-any step we know was written by a newer crosstalk: we refuse it (DamagedState) rather than guess.
+the last completed version and the next start carries on. A new database skips the replay: it gets
+the schema all the steps make (:mod:`crosstalk.store.schema_now`, generated and checked by
+:mod:`crosstalk.store.schema_snapshot`) in one transaction, then any step newer than that. A
+database whose version is newer than any step we know was written by a newer crosstalk: we refuse
+it (DamagedState) rather than guess.
 
 Rules for later work: never edit a released step; append a new one. Statements are executed one at
 a time with ``execute`` (not ``executescript``, which commits behind our back).
@@ -28,6 +31,7 @@ from crosstalk.store import (
     schema_lean,
     schema_memory,
     schema_messages,
+    schema_now,
     schema_presence,
     schema_receipts,
     schema_search,
@@ -306,15 +310,19 @@ def newer_than_known(path_name: str, version: int, latest: int = LATEST_VERSION)
     )
 
 
-def _apply(conn: sqlite3.Connection, step: Migration, latest: int, path_name: str) -> bool:
-    """Apply ``step`` in its own transaction unless it is already in; ``True`` if applied now."""
+def _apply(
+    conn: sqlite3.Connection, step: Migration, latest: int, path_name: str, *,
+    onto_new: bool = False,
+) -> bool:
+    """Apply ``step`` in its own transaction unless it is already in; ``True`` if applied now.
+    ``onto_new``: only onto a new database (the snapshot of every step at once)."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         # Read the version inside the write lock, so two openers never both apply a step.
         current = schema_version(conn)
         if current > latest:
             raise newer_than_known(path_name, current, latest)
-        if current >= step.version:
+        if current >= step.version or (onto_new and current != 0):
             conn.execute("ROLLBACK")
             return False
         for statement in step.statements:
@@ -334,6 +342,7 @@ def migrate(
     steps: Sequence[Migration] = MIGRATIONS,
     *,
     path_name: str = "state.db",
+    replay: bool = False,
 ) -> list[int]:
     """Apply every pending migration, each in its own transaction.
 
@@ -345,6 +354,8 @@ def migrate(
         steps: the migrations, ``steps[i]`` taking version ``i`` to ``i + 1`` (tests pass
             their own; everyone else uses the default).
         path_name: the file's name, for error messages.
+        replay: run every step on a new database too, not the snapshot of them all (what
+            builds the snapshot).
 
     Returns:
         The versions applied now, in order (empty when already current).
@@ -359,4 +370,12 @@ def migrate(
     current = schema_version(conn)
     if current > latest:
         raise newer_than_known(path_name, current, latest)
-    return [step.version for step in steps[current:] if _apply(conn, step, latest, path_name)]
+    applied: list[int] = []
+    if current == 0 and not replay and steps is MIGRATIONS and 0 < schema_now.VERSION <= latest:
+        at_once = Migration(schema_now.VERSION, "every step at once", schema_now.STATEMENTS)
+        if _apply(conn, at_once, latest, path_name, onto_new=True):
+            applied = list(range(1, schema_now.VERSION + 1))
+        current = schema_version(conn)
+    return applied + [
+        step.version for step in steps[current:] if _apply(conn, step, latest, path_name)
+    ]
