@@ -77,16 +77,17 @@ class Arrivals:
     def put(self, line: str) -> None:
         self._lines.put((time.time(), line))
 
-    def wait_for(self, wanted: Callable[[str], bool], what: str,
+    def wait_for(self, wanted: Callable[[str], bool], what: str, *, after: float = 0.0,
                  timeout: float = PUSH_TIMEOUT) -> Stamped:
-        """The first line ``wanted`` accepts (others are dropped), with its arrival time."""
+        """The first line ``wanted`` accepts that arrived after ``after`` (others are
+        dropped: a line that came before a send cannot be its push), with its arrival time."""
         deadline = time.monotonic() + timeout
         while True:
             try:
                 stamped = self._lines.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 raise TimeoutError(f"no {what} within {timeout} s") from None
-            if wanted(stamped[1]):
+            if stamped[0] >= after and wanted(stamped[1]):
                 return stamped
 
 
@@ -214,10 +215,10 @@ def _notice_times(db: Path, message_id: str, timeout: float = 5.0) -> tuple[floa
 
 
 def _timed(sender: Home, recipient: Home, to: str, count: int, rng: random.Random,
-           arrived: Callable[[str], float]) -> dict[str, list[float]]:
+           arrived: Callable[[str, float], float]) -> dict[str, list[float]]:
     """Send ``count`` questions one at a time, each after a random pause of up to one sweep;
-    per message, seconds to the push (``arrived(id)`` returns its arrival time) and to the
-    notice's surfacing."""
+    per message, seconds to the push (``arrived(id, sent_at)`` returns its arrival time) and to
+    the notice's surfacing."""
     pushed: list[float] = []
     surfaced: list[float] = []
     for i in range(count):
@@ -225,7 +226,7 @@ def _timed(sender: Home, recipient: Home, to: str, count: int, rng: random.Rando
         start = time.time()
         reply = call(sender, "send", {"to": to, "text": f"push {i}", "intent": "question"})
         message_id = str(reply["id"])
-        pushed.append(arrived(message_id) - start)
+        pushed.append(arrived(message_id, start) - start)
         surfaced.append(_notice_times(recipient.database, message_id)[0] - start)
     return {"pushed": pushed, "surfaced": surfaced}
 
@@ -241,9 +242,10 @@ def inbox_latency(sender: Home, recipient: Home, to: str, sender_label: str, cou
         run_hook(recipient, "UserPromptSubmit", project, session=INBOX_SESSION, env=env)
         clear_pending(recipient, INBOX_SESSION)
 
-        def arrived(message_id: str) -> float:
+        def arrived(message_id: str, sent_at: float) -> float:
             at, _ = listener.arrivals.wait_for(
-                lambda line: _inbox_line_from(line, path, sender_label), "inbox line")
+                lambda line: _inbox_line_from(line, path, sender_label), "inbox line",
+                after=sent_at)
             _notice_times(recipient.database, message_id)  # that line showed this message
             return at
 
@@ -271,9 +273,10 @@ def channel_latency(sender: Home, recipient: Home, to: str, count: int, project:
         if "claude/channel" not in server.open().get("experimental", {}):
             raise RuntimeError("crosstalk server did not declare the claude/channel capability")
 
-        def arrived(message_id: str) -> float:
+        def arrived(message_id: str, sent_at: float) -> float:
             at, _ = server.arrivals.wait_for(
-                lambda line: _notification_of(line, message_id), "channel notification")
+                lambda line: _notification_of(line, message_id), "channel notification",
+                after=sent_at)
             return at
 
         rng = random.Random(seed)

@@ -9,6 +9,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,17 @@ def test_the_listener_stamps_each_line_a_client_writes_and_skips_unwanted(tmp_pa
                                               timeout=10)
     assert json.loads(line) == {"n": 2} and at > 0
     assert not path.exists()
+
+
+def test_a_line_that_came_before_the_send_is_not_its_push() -> None:
+    """A wanted line stamped before ``after`` is dropped: a leftover push cannot time a send."""
+    arrivals = Arrivals()
+    arrivals.put("ours")
+    sent_at = time.time() + 1.0  # the send comes after the leftover line
+    with pytest.raises(TimeoutError):
+        arrivals.wait_for(lambda s: s == "ours", "inbox line", after=sent_at, timeout=0.0)
+    arrivals.put("ours")
+    assert arrivals.wait_for(lambda s: s == "ours", "inbox line", timeout=0.0)[1] == "ours"
 
 
 def test_a_wait_with_nothing_wanted_ends_at_its_bound() -> None:
