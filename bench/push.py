@@ -58,7 +58,9 @@ CHANNEL_SESSION = "bench-push-channel"
 MESSAGING_ENV = "CLAUDE_CODE_MESSAGING_SOCKET"  # crosstalk.hook.main.INBOX_ENV
 #: Seconds a message may take to be pushed before the benchmark gives up.
 PUSH_TIMEOUT = 30.0
-#: The opening Claude Code sends a stdio MCP server (legacy era: the handshake, then the tools).
+#: A Claude Code session's opening of a stdio MCP server: the ``initialize`` handshake (legacy
+#: era), then the tools. The server reads nothing from the client's capabilities or name, so
+#: whatever version of Claude Code sends these, it pushes the same.
 INITIALIZE = {
     "jsonrpc": "2.0", "id": 1, "method": "initialize",
     "params": {"protocolVersion": "2025-06-18", "capabilities": {"roots": {}},
