@@ -1,7 +1,7 @@
 """End-to-end message latency over a loopback relay with real daemons, next to the raw
 trio-websocket round trip measured in the same run.
 
-Run: ``python -m bench.latency [--quick] [--messages N] [--notices N] [--json]``.
+Run: ``python -m bench.latency [--quick] [--messages N] [--notices N] [--pushes N] [--json]``.
 
 Two real daemons (own homes, own processes) are paired through the real CLI on a real relay
 process. The sender's daemon gets ``send`` over its control socket, one message at a time; the
@@ -27,6 +27,11 @@ pays at least one.
 recipient's hook program prints a notice naming the sender; see ``bench.notice`` for exactly what
 that figure contains (hook process start-up and the pull, among others).
 
+*send → pushed into a busy Claude Code session*: then, on the same two daemons, questions one at
+a time until they arrive pushed, mid-turn: as the line the daemon writes into the session's
+inbox socket, and as the ``notifications/claude/channel`` message a real ``crosstalk server``
+(the MCP server Claude Code spawns) writes on its stdout; see ``bench.push``.
+
 The ceiling is a sequential 200-byte round trip to a raw trio-websocket echo server in its own
 process: two loopback hops, as ours has two (sender → relay → recipient).
 """
@@ -48,6 +53,7 @@ from typing import Any
 
 from bench._common import echo_round_trips, progress, summary_ms
 from bench.notice import notice_latency, start_busy_session
+from bench.push import channel_latency, inbox_latency
 from crosstalk.client import call
 from crosstalk.paths import Home
 from tests.e2e.conftest import Person, pair, stop_pid
@@ -140,10 +146,13 @@ class TwoDaemons:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-def run(quick: bool, messages: int | None = None, notices: int | None = None) -> dict[str, Any]:
+def run(quick: bool, messages: int | None = None, notices: int | None = None,
+        pushes: int | None = None) -> dict[str, Any]:
     """Measure; return a JSON-ready dict of summaries in milliseconds."""
     count = messages or (10 if quick else 200)
     notice_count = notices or (3 if quick else 40)
+    push_count = pushes or (3 if quick else 40)
+    load_before = round(os.getloadavg()[0], 2)  # the machine is shared: say how busy it was
     echo = echo_round_trips(count * 5)
     with TwoDaemons() as (ana, ben):
         a, b = Home.resolve(str(ana.home)), Home.resolve(str(ben.home))
@@ -156,6 +165,10 @@ def run(quick: bool, messages: int | None = None, notices: int | None = None) ->
         project.mkdir()
         start_busy_session(b, project)
         hooked = notice_latency(a, b, "ben", ana.home.name, notice_count, project)
+        progress(f"send → channel notification, {push_count} messages")
+        channel = channel_latency(a, b, "ben", push_count, project)
+        progress(f"send → inbox socket, {push_count} messages")
+        inbox = inbox_latency(a, b, "ben", ana.home.name, push_count, project)
     return {
         "messages": count,
         "send_to_held": summary_ms(timed["held"]),
@@ -168,9 +181,18 @@ def run(quick: bool, messages: int | None = None, notices: int | None = None) ->
         "notice_hook_run": summary_ms(hooked["last_run"]),
         "hook_runs_per_notice": {"mean": round(sum(hooked["runs"]) / notice_count, 2),
                                  "max": max(hooked["runs"])},
+        "pushes": push_count,
+        "send_to_inbox_pushed": summary_ms(inbox["pushed"]),
+        "send_to_inbox_surfaced": summary_ms(inbox["surfaced"]),
+        "send_to_channel_pushed": summary_ms(channel["pushed"]),
+        "send_to_channel_surfaced": summary_ms(channel["surfaced"]),
         "held_samples_ms": [round(s * 1000, 3) for s in timed["held"]],
         "echo_samples_ms": [round(s * 1000, 3) for s in echo],
         "hook_samples_ms": [round(s * 1000, 3) for s in hooked["printed"]],
+        "inbox_samples_ms": [round(s * 1000, 3) for s in inbox["pushed"]],
+        "channel_samples_ms": [round(s * 1000, 3) for s in channel["pushed"]],
+        "load_before": load_before,
+        "load_after": round(os.getloadavg()[0], 2),
     }
 
 
@@ -180,14 +202,17 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a few messages, for smoke runs")
     parser.add_argument("--messages", type=int, default=None, help="send → held samples")
     parser.add_argument("--notices", type=int, default=None, help="send → hook samples")
+    parser.add_argument("--pushes", type=int, default=None,
+                        help="send → inbox socket and send → channel samples (each)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    result = run(args.quick, args.messages, args.notices)
+    result = run(args.quick, args.messages, args.notices, args.pushes)
     if args.json:
         print(json.dumps(result))
         return
     for name in ("send_to_held", "send_to_sent", "send_to_notice_surfaced",
-                 "send_to_hook_printed", "notice_hook_run", "ws_echo_round_trip", "fsync_4k"):
+                 "send_to_hook_printed", "notice_hook_run", "send_to_inbox_pushed",
+                 "send_to_channel_pushed", "ws_echo_round_trip", "fsync_4k"):
         figures = result[name]
         print(f"{name}: p50 {figures['p50_ms']} ms, p99 {figures['p99_ms']} ms "
               f"over {figures['n']:.0f}")

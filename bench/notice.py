@@ -20,7 +20,7 @@ process after another, as an agent calling tools without pause would; so the fig
 
 So it is a *pull* figure: a real agent calls tools seconds apart, not back to back, and would
 see the notice at its next tool call after send → surfaced; Claude Code sessions with an inbox
-socket get a push instead (not measured here). ``hook_runs`` counts processes per message.
+socket or a channel get a push instead (``bench.push``). ``hook_runs`` counts processes per message.
 """
 
 from __future__ import annotations
@@ -41,20 +41,22 @@ SESSION = "bench-notice"
 NOTICE_TIMEOUT = 30.0
 
 
-def _hook_env(home: Home) -> dict[str, str]:
+def hook_env(home: Home) -> dict[str, str]:
     """Our environment for the hook, minus anything that would name another session or inbox
     (the benchmark may itself run inside an agent)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAUDE_", "ANTIGRAVITY_"))}
     return {**env, "CROSSTALK_HOME": str(home.root)}
 
 
-def run_hook(home: Home, event: str, project: Path) -> str:
-    """One real hook process for ``event`` of :data:`SESSION`; its stdout (checked)."""
-    stdin = json.dumps({"hook_event_name": event, "session_id": SESSION, "cwd": str(project)})
+def run_hook(home: Home, event: str, project: Path, *, session: str = SESSION,
+             env: dict[str, str] | None = None) -> str:
+    """One real hook process for ``event`` of ``session`` (with ``env`` added, as a client
+    sets variables for its hooks); its stdout (checked)."""
+    stdin = json.dumps({"hook_event_name": event, "session_id": session, "cwd": str(project)})
     done = subprocess.run(
         [*resolve_commands().hook, "--client", "claude", event],
         input=stdin, capture_output=True, text=True, timeout=30,
-        env=_hook_env(home),
+        env={**hook_env(home), **(env or {})},
     )
     if done.returncode != 0 or not done.stdout.startswith("{"):
         raise RuntimeError(f"hook {event} failed: {done.returncode} {done.stderr[-500:]!r}")

@@ -93,8 +93,25 @@ NOTICE_NOTES = """\
   the sender. It took {mean} hook runs per message on average ({max:.0f} at most). The figure
   holds send → held, the gate's triage, and up to two hook runs (the one in flight when the
   notice surfaced, then the one that printed it); a real agent calls tools seconds apart, so it
-  sees the notice at its next call after *surfaced*. Sessions with an inbox socket get a push
-  instead (not measured here). See `bench/notice.py`."""
+  sees the notice at its next call after *surfaced*. Sessions with an inbox socket or a channel
+  get a push instead (next note). See `bench/notice.py`."""
+
+PUSH_NOTES = """\
+- *pushed into a busy Claude Code session*: {pushes} questions each, one at a time, to a
+  session registered and mid-turn through the real hook program. *Inbox socket*: the session's
+  `CLAUDE_CODE_MESSAGING_SOCKET`, registered by the hook at `SessionStart`, is a socket this
+  benchmark listens on, as Claude Code does; until the daemon's `session-<name>` actor's line has
+  arrived whole: p50 {inbox_held}× and p99 {inbox_held99}× send → held above (the gate surfaced
+  it at p50 {inbox_surfaced}). *Channel*: `crosstalk server` with `CROSSTALK_CHANNELS=1`, the
+  MCP server Claude Code spawns, on pipes and opened as Claude Code opens it; until its
+  `notifications/claude/channel` naming the message is read from its stdout: p50 {channel_held}×
+  and p99 {channel_held99}× send → held (surfaced at p50 {channel_surfaced}). The channel asks
+  the daemon once a second rather than being woken by a commit, so it adds half a second on
+  average; each send waits a random part of that second first, so sends do not line up with it.
+  Claude Code itself is not run: an attached session needs a model and a claude.ai login before
+  it loads a channel, and what it runs for either push is this socket and this server.
+  Load average (1 min) {load_before} before this benchmark, {load_after} after: the machine is
+  shared. See `bench/push.py`."""
 
 
 def side_by_side(runs: dict[str, Any], figures: Path) -> str:
@@ -129,6 +146,11 @@ def side_by_side(runs: dict[str, Any], figures: Path) -> str:
         row("**crosstalk send → notice printed by recipient's hook (pull)**",
             lat["send_to_hook_printed"])
         row("of which: the hook run that printed it", lat["notice_hook_run"])
+    if "send_to_inbox_pushed" in lat:
+        row("**crosstalk send → pushed into a busy session's inbox socket**",
+            lat["send_to_inbox_pushed"])
+        row("**crosstalk send → channel notification from `crosstalk server` (MCP)**",
+            lat["send_to_channel_pushed"])
     if "fsync_4k" in lat:
         row("for scale: one fsync of a 4 KiB append, state disk", lat["fsync_4k"])
     series = [("raw trio-websocket echo (ceiling)", lat["echo_samples_ms"])]
@@ -139,6 +161,10 @@ def side_by_side(runs: dict[str, Any], figures: Path) -> str:
     series.append(("crosstalk send → held at recipient", lat["held_samples_ms"]))
     if lat.get("hook_samples_ms"):
         series.append(("crosstalk send → notice printed by hook", lat["hook_samples_ms"]))
+    for key, label in (("inbox_samples_ms", "crosstalk send → inbox socket (push)"),
+                       ("channel_samples_ms", "crosstalk send → MCP channel (push)")):
+        if lat.get(key):
+            series.append((label, lat[key]))
     plots.latency_cdf(series, figures / "latency.png")
     table = _table(["path (loopback, one at a time)", "p50", "p99", "p50 ÷ ceiling",
                     "p50 ÷ NATS"], rows)
@@ -148,8 +174,25 @@ def side_by_side(runs: dict[str, Any], figures: Path) -> str:
         SIDE_NOTES.format(messages=lat["messages"]),
         *([NOTICE_NOTES.format(notices=lat["notices"], **lat["hook_runs_per_notice"])]
           if "send_to_hook_printed" in lat else []),
+        *([_push_notes(lat)] if "send_to_inbox_pushed" in lat else []),
         "", "![latency distribution](performance/latency.png)", "",
     ])
+
+
+def _push_notes(lat: dict[str, Any]) -> str:
+    """The push rows' note: each ÷ send → held of the same run, and the gate's share."""
+    held = lat["send_to_held"]
+    inbox, channel = lat["send_to_inbox_pushed"], lat["send_to_channel_pushed"]
+    return PUSH_NOTES.format(
+        pushes=lat["pushes"],
+        inbox_held=f"{inbox['p50_ms'] / held['p50_ms']:.1f}",
+        inbox_held99=f"{inbox['p99_ms'] / held['p99_ms']:.1f}",
+        inbox_surfaced=_ms(lat["send_to_inbox_surfaced"]["p50_ms"]),
+        channel_held=f"{channel['p50_ms'] / held['p50_ms']:.0f}",
+        channel_held99=f"{channel['p99_ms'] / held['p99_ms']:.0f}",
+        channel_surfaced=_ms(lat["send_to_channel_surfaced"]["p50_ms"]),
+        load_before=lat.get("load_before", "?"), load_after=lat.get("load_after", "?"),
+    )
 
 
 def daemon(runs: dict[str, Any]) -> str:
