@@ -17,6 +17,7 @@ from crosstalk.actors.control_gate import DaemonStarting, OpGate, StartingStatus
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.wire.control.spec import OpSpec
 from crosstalk.wire.converter import unstructure
+from tests.conftest import SHORT_SCRATCH
 
 
 @attrs.frozen
@@ -96,7 +97,7 @@ async def test_the_control_server_behind_the_gate_answers_status_then_serves_hel
 ) -> None:
     """Over the socket: `status` answers while starting; an `echo` sent before the gate opens is
     answered once it does, by the daemon's table."""
-    root = Path(tempfile.mkdtemp(prefix="ct-", dir="/tmp"))
+    root = Path(tempfile.mkdtemp(prefix="ct-", dir=SHORT_SCRATCH))
     path = root / "s.sock"
     gate = OpGate(str(root))
     try:

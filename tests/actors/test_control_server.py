@@ -19,6 +19,7 @@ from crosstalk.actors.control import ControlServer, OpTable
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.errors import NoAnswer, WrongWords
 from crosstalk.wire.control.spec import OpSpec
+from tests.conftest import SHORT_SCRATCH
 
 
 @attrs.frozen
@@ -93,7 +94,7 @@ class Fixture:
 
 @pytest.fixture
 async def server() -> AsyncIterator[Fixture]:
-    root = Path(tempfile.mkdtemp(prefix="ct-", dir="/tmp"))
+    root = Path(tempfile.mkdtemp(prefix="ct-", dir=SHORT_SCRATCH))
     fx = Fixture(root / "s.sock")
     ops = OpTable()
     ops.add(_spec("echo", Echo), _echo)

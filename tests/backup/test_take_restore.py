@@ -34,6 +34,7 @@ from crosstalk.errors import BadPassphrase, CrosstalkError, DamagedBackup, HomeI
 from crosstalk.paths import Home
 from crosstalk.store.db import connect
 from crosstalk.store.identity import IdentityRecord, load_identity, save_identity
+from tests.conftest import SHORT_SCRATCH
 
 FAST = KdfLimits(argon2id.OPSLIMIT_MIN, argon2id.MEMLIMIT_MIN)
 PASS = "a long and winding passphrase"
@@ -43,7 +44,7 @@ ROOM_KEY = hashlib.sha256(b"a room key kept in state.db").digest()
 
 @pytest.fixture
 def place() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="ct-bk-", dir="/tmp"))
+    path = Path(tempfile.mkdtemp(prefix="ct-bk-", dir=SHORT_SCRATCH))
     yield path
     shutil.rmtree(path, ignore_errors=True)
 

@@ -18,12 +18,13 @@ import pytest
 
 from tests.cli.fake_daemon import run_against
 from tests.cli.test_error_walk import Ran, assert_clean_error
+from tests.conftest import SHORT_SCRATCH
 
 
 @pytest.fixture
 def home() -> Iterator[Path]:
     """A short home (unix socket paths are limited to 107 bytes)."""
-    path = Path(tempfile.mkdtemp(prefix="ct-claim-", dir="/tmp"))
+    path = Path(tempfile.mkdtemp(prefix="ct-claim-", dir=SHORT_SCRATCH))
     yield path
     shutil.rmtree(path, ignore_errors=True)
 

@@ -29,6 +29,7 @@ import typer
 from typer.testing import CliRunner
 
 from crosstalk.cli.main import app, app_for
+from tests.conftest import SHORT_SCRATCH
 from tests.docs.test_error_codes import documented_codes
 
 
@@ -283,7 +284,7 @@ def alone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A home with an identity and its daemon running (stopped by pid afterwards)."""
     from crosstalk.store.identity import new_identity, save_identity
 
-    home = Path(tempfile.mkdtemp(prefix="ct-walk-", dir="/tmp")) / "ana"
+    home = Path(tempfile.mkdtemp(prefix="ct-walk-", dir=SHORT_SCRATCH)) / "ana"
     home.mkdir(mode=0o700)
     save_identity(home / "identity.json", new_identity("ana"))
     started = subprocess.run(

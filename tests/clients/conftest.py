@@ -31,6 +31,7 @@ import pytest
 
 from tests.clients.process import ROOT, LoggedRequest, StandinProcess
 from tests.clients.script import CLIENT_API, Api
+from tests.conftest import SHORT_SCRATCH
 from tests.e2e.conftest import (
     RELAY_DATA,
     Person,
@@ -223,7 +224,7 @@ def room() -> Iterator[tuple[Person, Person]]:
     from tests.relay.process import RelayProcess
 
     clients_root()  # no clients here: skip before paying for a relay and a pairing
-    root = Path(tempfile.mkdtemp(prefix="ct-room-", dir="/tmp"))
+    root = Path(tempfile.mkdtemp(prefix="ct-room-", dir=SHORT_SCRATCH))
     relay = RelayProcess(root / RELAY_DATA, root / "relay.stderr")
     relay.start()
     url = f"ws://127.0.0.1:{relay.port}"

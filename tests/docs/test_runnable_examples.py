@@ -47,6 +47,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import SHORT_SCRATCH
 from tests.docs.markdown import ROOT, Block, shell_blocks
 from tests.e2e.conftest import pid_alive, stop_pid
 
@@ -94,7 +95,7 @@ def world() -> Iterator[tuple[Path, dict[str, str]]]:
     """A relay, a throwaway HOME and a working directory under a short /tmp path."""
     from tests.relay.process import RelayProcess
 
-    root = Path(tempfile.mkdtemp(prefix="ct-doc-", dir="/tmp"))
+    root = Path(tempfile.mkdtemp(prefix="ct-doc-", dir=SHORT_SCRATCH))
     relay = RelayProcess(root / "relay", root / "relay.stderr")
     relay.start()
     try:

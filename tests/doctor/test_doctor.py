@@ -35,6 +35,7 @@ from crosstalk.doctor.report import (
 )
 from crosstalk.paths import Home
 from crosstalk.store.migrations import LATEST_VERSION
+from tests.conftest import SHORT_SCRATCH
 from tests.e2e.conftest import pid_alive, stop_pid
 
 COMMAND = re.compile(r"`([^`]+)`")
@@ -44,7 +45,7 @@ COMMAND = re.compile(r"`([^`]+)`")
 def home() -> Iterator[Home]:
     """A home that is not the default one, so fixes carry ``--home``; under a short /tmp path
     (a unix socket path must stay under 107 bytes). Its daemon, if any, is stopped by pid."""
-    root = Path(tempfile.mkdtemp(prefix="ct-dr-", dir="/tmp"))
+    root = Path(tempfile.mkdtemp(prefix="ct-dr-", dir=SHORT_SCRATCH))
     h = Home(root / "h")
     yield h
     try:

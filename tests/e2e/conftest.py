@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import SHORT_SCRATCH
+
 CLI_TIMEOUT = 60.0
 
 
@@ -150,7 +152,7 @@ def short_tmp() -> Iterator[Path]:
     Any daemon that ended up with a home inside it (an agent's MCP server can start one in the
     agent's own HOME) is stopped by its pid before the directory goes.
     """
-    path = Path(tempfile.mkdtemp(prefix="ct-", dir="/tmp"))
+    path = Path(tempfile.mkdtemp(prefix="ct-", dir=SHORT_SCRATCH))
     yield path
     for lock in path.rglob("daemon.lock"):
         try:

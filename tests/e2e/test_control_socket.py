@@ -15,13 +15,14 @@ from hypothesis import strategies as st
 
 from crosstalk.errors import CrosstalkError
 from crosstalk.hook import control
+from tests.conftest import SHORT_SCRATCH
 from tests.e2e.conftest import Cli, stop_pid
 
 
 @pytest.fixture(scope="module")
 def daemon() -> Iterator[Cli]:
     """One real daemon shared by this module's tests."""
-    root = Path(tempfile.mkdtemp(prefix="ct-", dir="/tmp"))
+    root = Path(tempfile.mkdtemp(prefix="ct-", dir=SHORT_SCRATCH))
     cli = Cli(root / "home")
     cli.json("daemon", "start")
     yield cli

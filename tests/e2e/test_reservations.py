@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import SHORT_SCRATCH
 from tests.e2e.conftest import Person, pair, wait_until
 from tests.e2e.test_rooms_many import _stop_daemons_under, everyone, join, op, wait_rosters
 from tests.relay.process import RelayProcess
@@ -61,7 +62,7 @@ def _clone(path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def team() -> Iterator[Team]:
-    root = Path(tempfile.mkdtemp(prefix="ct-", dir="/tmp"))
+    root = Path(tempfile.mkdtemp(prefix="ct-", dir=SHORT_SCRATCH))
     relay = RelayProcess(root / "relay-data", root / "relay.stderr")
     relay.start()
     try:

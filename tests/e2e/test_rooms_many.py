@@ -25,6 +25,7 @@ import pytest
 
 from crosstalk.client import call
 from crosstalk.paths import Home
+from tests.conftest import SHORT_SCRATCH
 from tests.e2e.conftest import (
     Person,
     pair,
@@ -83,7 +84,7 @@ def _stop_daemons_under(root: Path) -> None:
 @pytest.fixture(scope="module")
 def circle() -> Iterator[Circle]:
     """The module's relay and five homes paired in a circle; every process is stopped by pid."""
-    root = Path(tempfile.mkdtemp(prefix="ct-", dir="/tmp"))  # short: unix socket paths
+    root = Path(tempfile.mkdtemp(prefix="ct-", dir=SHORT_SCRATCH))  # short: unix socket paths
     relay = RelayProcess(root / "relay-data", root / "relay.stderr")
     relay.start()
     try:

@@ -26,6 +26,7 @@ from crosstalk.hook.flow import ANSWER_LIMIT, QUOTE_LIMIT, notices_text
 from crosstalk.hook.main import new_marker, run
 from crosstalk.paths import Home
 from crosstalk.store.sessions import Session
+from tests.conftest import SHORT_SCRATCH
 from tests.hook.fake_daemon import FakeDaemon, Reply
 from tests.hook.test_hook_program import CARRIER_GOLDEN, WS, payload
 
@@ -110,7 +111,7 @@ class Pile:
 @pytest.fixture
 def home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Home]:
     """A short state directory with an identity file, selected through CROSSTALK_HOME."""
-    root = Path(tempfile.mkdtemp(prefix="ct-hookd-", dir="/tmp"))
+    root = Path(tempfile.mkdtemp(prefix="ct-hookd-", dir=SHORT_SCRATCH))
     (root / "identity.json").write_text("{}")
     monkeypatch.setenv("CROSSTALK_HOME", str(root))
     monkeypatch.delenv("CLAUDE_CODE_MESSAGING_SOCKET", raising=False)

@@ -27,6 +27,7 @@ from hypothesis import strategies as st
 from crosstalk.core.dialects import CLIENTS, EventKind, dialect_for
 from crosstalk.hook.main import run, start_daemon_detached
 from crosstalk.paths import Home
+from tests.conftest import SHORT_SCRATCH
 from tests.e2e.conftest import pid_alive, stop_pid
 from tests.hook.fake_daemon import FakeDaemon, Reply
 
@@ -51,7 +52,7 @@ def default_replies(notices: list[dict[str, Any]] | None = None) -> dict[str, Re
 @pytest.fixture
 def home(monkeypatch: pytest.MonkeyPatch) -> Iterator[Home]:
     """A short state directory with an identity file, selected through CROSSTALK_HOME."""
-    root = Path(tempfile.mkdtemp(prefix="ct-hook-", dir="/tmp"))
+    root = Path(tempfile.mkdtemp(prefix="ct-hook-", dir=SHORT_SCRATCH))
     (root / "identity.json").write_text("{}")
     monkeypatch.setenv("CROSSTALK_HOME", str(root))
     monkeypatch.delenv("CLAUDE_CODE_MESSAGING_SOCKET", raising=False)
@@ -366,7 +367,7 @@ def _bare_python_seconds() -> float:
 @pytest.mark.parametrize("client", CLIENTS)
 def test_process_prints_only_the_exact_empty_answer_when_not_set_up(client: str) -> None:
     """A real run with no identity: exit 0, stdout exactly the client's empty answer."""
-    root = Path(tempfile.mkdtemp(prefix="ct-hook-", dir="/tmp"))
+    root = Path(tempfile.mkdtemp(prefix="ct-hook-", dir=SHORT_SCRATCH))
     try:
         env = {**os.environ, "CROSSTALK_HOME": str(root)}
         for event in dialect_for(client).registered:
@@ -379,7 +380,7 @@ def test_process_prints_only_the_exact_empty_answer_when_not_set_up(client: str)
 def test_daemon_down_gives_a_valid_empty_answer_within_a_second() -> None:
     """Identity present, nothing listening: the empty answer, a reason on stderr, exit 0, and
     no more than a second beyond a bare interpreter's start-up in the same run."""
-    root = Path(tempfile.mkdtemp(prefix="ct-hook-", dir="/tmp"))
+    root = Path(tempfile.mkdtemp(prefix="ct-hook-", dir=SHORT_SCRATCH))
     # An identity that does not parse: the daemon the hook starts refuses it and exits.
     (root / "identity.json").write_text("not an identity")
     try:

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from crosstalk.core.dialects import CLIENTS
 from crosstalk.hook.main import run
 from crosstalk.paths import Home
+from tests.conftest import SHORT_SCRATCH
 from tests.hook.fake_daemon import FakeDaemon
 
 ODD_STRINGS = [
@@ -40,7 +41,7 @@ ODD_STRINGS = [
 @pytest.fixture(scope="module")
 def home() -> Iterator[Home]:
     """A short state directory with an identity file and a fake daemon answering everything."""
-    root = Path(tempfile.mkdtemp(prefix="ct-hk-", dir="/tmp"))
+    root = Path(tempfile.mkdtemp(prefix="ct-hk-", dir=SHORT_SCRATCH))
     (root / "identity.json").write_text("{}")
     fake = FakeDaemon(root / "daemon.sock", {"notices": lambda r: {"notices": []}})
     old = os.environ.get("CROSSTALK_HOME")
