@@ -18,6 +18,11 @@ applier of a member with a hole; the last one verifies the signature, decompress
 digest, parses and installs (rewriting the room's rows). Bytes: canonical JSON and the compressed
 pieces.
 
+Search: memory records are indexed after the transactions that write them (migration 28,
+crosstalk/store/schema_search_queue.py). ``indexed_seconds`` is the catch-up until the room actor
+has also indexed them (it does once it has applied everything); ``index_seconds`` of the snapshot
+is indexing its facts after the install, as the room actor would next.
+
 The network is not included (loopback adds roughly one round trip per batch).
 """
 
@@ -33,6 +38,7 @@ from typing import Any
 
 import nacl.utils
 import trio
+import trio.testing
 
 from crosstalk import crypto
 from crosstalk.actors import room_open
@@ -45,6 +51,7 @@ from crosstalk.core.memory_transfer import pack_snapshot, signed_message
 from crosstalk.core.room import Applied
 from crosstalk.core.words import WORDS
 from crosstalk.store import memory as m
+from crosstalk.store import search_index
 from crosstalk.store.db import Store, connect
 from crosstalk.store.memory_log import MemoryFollower
 from crosstalk.store.rooms import Room, RoomMember, add_member, add_room
@@ -93,8 +100,9 @@ def _bodies(count: int) -> list[bytes]:
     return bodies
 
 
-async def _catch_up(path: Path, count: int) -> float:
-    """Seconds the room actor takes to apply the ``count`` ops committed in ``path``."""
+async def _catch_up(path: Path, count: int) -> tuple[float, float]:
+    """Seconds the room actor takes to apply the ``count`` ops committed in ``path``, and to
+    have indexed them for search too."""
     store = await Store.open(path)
     follower = MemoryFollower(ME.fingerprint)
     done = trio.Event()
@@ -114,9 +122,12 @@ async def _catch_up(path: Path, count: int) -> float:
         await supervisor.start_actor(f"room-{ROOM}", actor)  # it catches up as it starts
         await done.wait()
         elapsed = time.perf_counter() - started
+        await trio.testing.wait_all_tasks_blocked()  # the actor has indexed and waits for more
+        indexed = time.perf_counter() - started
         nursery.cancel_scope.cancel()
+    assert not await store.read(search_index.unindexed)
     await store.close()
-    return elapsed
+    return elapsed, indexed
 
 
 def missed_ops(count: int, workdir: Path) -> dict[str, float]:
@@ -131,11 +142,12 @@ def missed_ops(count: int, workdir: Path) -> dict[str, float]:
     )
     conn.execute("COMMIT")
     conn.close()
-    elapsed = trio.run(_catch_up, workdir / "ops.db", count)
+    elapsed, indexed = trio.run(_catch_up, workdir / "ops.db", count)
     conn = connect(workdir / "ops.db")
     assert m.cursor(conn, ROOM).last_seq == count
     conn.close()
-    return {"ops": count, "seconds": elapsed, "bytes": float(sum(len(b) for b in bodies))}
+    return {"ops": count, "seconds": elapsed, "indexed_seconds": indexed,
+            "bytes": float(sum(len(b) for b in bodies))}
 
 
 def open_floor(count: int) -> dict[str, float]:
@@ -189,6 +201,11 @@ def snapshot(facts: int, workdir: Path) -> dict[str, float]:
         follower.applied(conn, Applied(ROOM, seq, f"c{i}", PEER.fingerprint, 0.0, chunk))
     conn.execute("COMMIT")
     receive_s = time.perf_counter() - started
+    started = time.perf_counter()
+    conn.execute("BEGIN")
+    search_index.index_all(conn)
+    conn.execute("COMMIT")
+    index_s = time.perf_counter() - started
     assert m.cursor(conn, ROOM).hole_from is None
     assert len(m.load_state(conn, ROOM).facts()) == facts
     conn.close()
@@ -197,6 +214,7 @@ def snapshot(facts: int, workdir: Path) -> dict[str, float]:
         "facts": facts, "canonical_bytes": float(len(canonical_bytes(snap))),
         "compressed_bytes": float(sum(len(p) for p in pieces)), "pieces": float(len(pieces)),
         "wire_bytes": float(wire), "send_seconds": send_s, "receive_seconds": receive_s,
+        "index_seconds": index_s,
     }
 
 
@@ -214,13 +232,15 @@ def main() -> None:
         print(json.dumps(result))
         return
     ops, snap, floor = result["missed_ops"], result["snapshot"], result["open_floor"]
-    print(f"{ops['ops']:.0f} missed ops: {ops['seconds']:.2f} s, {ops['bytes'] / 1e6:.2f} MB")
+    print(f"{ops['ops']:.0f} missed ops: {ops['seconds']:.2f} s ({ops['indexed_seconds']:.2f} s "
+          f"indexed for search too), {ops['bytes'] / 1e6:.2f} MB")
     print(f"opening them alone: {floor['one_thread_seconds']:.2f} s on one thread, "
           f"{floor['as_actor_seconds']:.2f} s as the room actor opens batches")
     print(f"{snap['facts']:.0f}-fact snapshot: {snap['canonical_bytes'] / 1e6:.2f} MB canonical, "
           f"{snap['compressed_bytes'] / 1e6:.2f} MB compressed in {snap['pieces']:.0f} pieces "
           f"({snap['wire_bytes'] / 1e6:.2f} MB as ops); send {snap['send_seconds']:.2f} s, "
-          f"receive+install {snap['receive_seconds']:.2f} s")
+          f"receive+install {snap['receive_seconds']:.2f} s, then indexed for search "
+          f"{snap['index_seconds']:.2f} s")
 
 
 if __name__ == "__main__":
