@@ -18,8 +18,9 @@ import sqlite3
 
 from crosstalk.store.schema_search import record_row
 
-#: Keys indexed per transaction: ~25 µs a record, so ~12 ms of the loop at most.
-CHUNK = 500
+#: Keys indexed per transaction: a record costs ~25-50 µs (FTS5 tokenizing it; more on a busy
+#: machine), so a chunk holds the event loop for about 5-10 ms, as a catch-up batch does.
+CHUNK = 200
 
 _COLUMNS = "key, kind, ref, room_id, sender, label, ts, text, extra"
 _UPTO = "(q.room_id, q.kind, q.record_id) <= (?, ?, ?)"
@@ -29,8 +30,10 @@ _KEY = "q.kind || ':' || q.room_id || ':' || q.record_id"
 def _fresh_select() -> str:
     # record_row reads ``{row}.col`` and may end in a WHERE; the records come in by the queue.
     head, _sep, where = record_row("src").partition(" WHERE ")
+    # CROSS JOIN keeps the queue outermost: left to itself the planner walks the room's records
+    # (all of them, for a few keys queued) and makes each one's row before it looks it up there.
     return (
-        f"{head} FROM search_queue q JOIN memory_records src ON src.room_id = q.room_id "
+        f"{head} FROM search_queue q CROSS JOIN memory_records src ON src.room_id = q.room_id "
         f"AND src.kind = q.kind AND src.record_id = q.record_id WHERE {_UPTO} AND {where}"
     )
 

@@ -191,3 +191,17 @@ def test_a_record_changed_twice_before_it_is_indexed_is_noted_once(
     assert bare(conn, "words") == ["f1"] and bare(conn, "third") == ["f1"]
     assert bare(conn, "second") == []
     consistent(conn)
+
+
+def _outermost(conn: sqlite3.Connection, statement: str) -> str:
+    """The table a statement's plan walks first."""
+    plan = conn.execute("EXPLAIN QUERY PLAN " + statement, ("r", "k", "id")).fetchall()
+    return str(plan[0][3]).split()[1]
+
+
+def test_the_indexer_walks_the_queue_not_the_rooms_records(conn: sqlite3.Connection) -> None:
+    """A few keys queued in a room of 10,000 facts cost a few lookups: the queue is the outer
+    loop. A plain JOIN lets the planner walk the room's records instead (it did)."""
+    assert _outermost(conn, search_index._FRESH) == "q"
+    assert _outermost(conn, search_index._HELD) == "q"
+    assert _outermost(conn, search_index._FRESH.replace("CROSS JOIN", "JOIN")) == "src"
