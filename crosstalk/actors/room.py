@@ -148,7 +148,7 @@ class RoomActor:
         # Appliers that only take room keys (rekeys, shares): safe to run ahead of the log.
         self._key_takers = tuple(key_takers)
         self._scanned: tuple[int, int] | None = None  # (held seq, looked ahead up to seq)
-        self._unindexed = False  # a batch left memory records for search to index
+        self._unindexed = False  # memory records wait to be indexed for search
 
     async def run(
         self,
@@ -203,7 +203,8 @@ class RoomActor:
         opened = self._open_pending(conn)
         if opened:
             self._apply(conn, opened=opened)
-            self._unindexed = self._unindexed or search_index.unindexed(conn)
+        # Whoever noted them (this batch, another room, a crash before they were indexed).
+        self._unindexed = self._unindexed or search_index.unindexed(conn)
         return opened
 
     async def _index_for_search(self, ctx: ActorContext[RoomInput]) -> None:

@@ -15,12 +15,14 @@ from crosstalk.actors.relay_client import RelayClient
 from crosstalk.actors.relay_link import LinkCommand, LinkTimings
 from crosstalk.actors.room import BATCH, RoomActor
 from crosstalk.actors.supervisor import Supervisor
+from crosstalk.core.memory import MemoryState
 from crosstalk.core.room import Applied
 from crosstalk.core.search_query import to_fts
 from crosstalk.store.db import Store
+from crosstalk.store.memory import replace_all
 from crosstalk.store.memory_log import MemoryFollower
 from crosstalk.store.search import Filters, search
-from crosstalk.wire.memory import FactAdd
+from crosstalk.wire.memory import FactAdd, FactRecord, MemorySnapshot, Person
 from crosstalk.wire.room_ops import MemoryEnvelope, encode_op, frame_body
 from tests.actors.room_stores import ANA, BEN, insert_inbound, room_of_two
 
@@ -86,3 +88,26 @@ async def test_the_catch_up_leaves_records_to_index_and_the_actor_indexes_them_a
         assert seen == [(BATCH, 0), (COUNT, 0)]
         assert await store.read(_state) == (0, COUNT)
         nursery.cancel_scope.cancel()
+
+
+async def test_records_left_unindexed_by_a_crash_are_indexed_when_the_actor_starts() -> None:
+    """Records noted but not indexed when the daemon stopped (nothing left to apply) are
+    indexed by the room actor's first catch-up, not only by the next search."""
+    def noted(conn: sqlite3.Connection) -> None:
+        snapshot = MemorySnapshot(ROOM, 0, (FactRecord(
+            "f1", "gizmo fact", (), Person(BEN.fingerprint, "ben"), 1.0, 1,
+            Person(BEN.fingerprint, "ben"), last_affirmed=1.0),), (), (), ())
+        replace_all(conn, MemoryState.from_snapshot(snapshot))
+
+    async with room_of_two(ROOM, KEY, noted) as store:
+        assert await store.read(_state) == (1, 0)
+        link_send, link_receive = trio.open_memory_channel[LinkCommand](1)
+        async with link_receive, trio.open_nursery() as nursery:
+            supervisor = Supervisor(heartbeat=5.0)
+            await nursery.start(supervisor.run)
+            actor = RoomActor(room_id=ROOM, store=store, keys=ANA,
+                              relay=RelayClient(link_send, LinkTimings()))
+            await supervisor.start_actor("room", actor)
+            await trio.testing.wait_all_tasks_blocked()
+            assert await store.read(_state) == (0, 1)
+            nursery.cancel_scope.cancel()
