@@ -18,6 +18,16 @@ applier of a member with a hole; the last one verifies the signature, decompress
 digest, parses and installs (rewriting the room's rows). Bytes: canonical JSON and the compressed
 pieces.
 
+Search: memory records are indexed after the transactions that write them (migration 28,
+crosstalk/store/schema_search_queue.py). ``indexed_seconds`` is the catch-up until the room actor
+has also indexed them (it does once it has applied everything); ``index_seconds`` of the snapshot
+is indexing its facts after the install, as the room actor would next.
+
+*Steps* (``--steps``): where the catch-up's time beyond opening goes, in µs per op, each step
+timed alone on the same ops (best of 3, no profiler): decoding the opened plaintexts, the memory
+follower and core applying them in batches of ``BATCH``, writing the rows at each batch's end,
+and indexing the records for search after the batches committed.
+
 The network is not included (loopback adds roughly one round trip per batch).
 """
 
@@ -33,6 +43,7 @@ from typing import Any
 
 import nacl.utils
 import trio
+import trio.testing
 
 from crosstalk import crypto
 from crosstalk.actors import room_open
@@ -45,6 +56,7 @@ from crosstalk.core.memory_transfer import pack_snapshot, signed_message
 from crosstalk.core.room import Applied
 from crosstalk.core.words import WORDS
 from crosstalk.store import memory as m
+from crosstalk.store import search_index
 from crosstalk.store.db import Store, connect
 from crosstalk.store.memory_log import MemoryFollower
 from crosstalk.store.rooms import Room, RoomMember, add_member, add_room
@@ -52,6 +64,7 @@ from crosstalk.wire.memory import FactAdd, FactConfirm, MemoryOp, OpContext, Tas
 from crosstalk.wire.room_ops import (
     MemoryEnvelope,
     SyncChunk,
+    decode_op,
     encode_op,
     frame_body,
     unframe_body,
@@ -93,8 +106,9 @@ def _bodies(count: int) -> list[bytes]:
     return bodies
 
 
-async def _catch_up(path: Path, count: int) -> float:
-    """Seconds the room actor takes to apply the ``count`` ops committed in ``path``."""
+async def _catch_up(path: Path, count: int) -> tuple[float, float]:
+    """Seconds the room actor takes to apply the ``count`` ops committed in ``path``, and to
+    have indexed them for search too."""
     store = await Store.open(path)
     follower = MemoryFollower(ME.fingerprint)
     done = trio.Event()
@@ -114,9 +128,12 @@ async def _catch_up(path: Path, count: int) -> float:
         await supervisor.start_actor(f"room-{ROOM}", actor)  # it catches up as it starts
         await done.wait()
         elapsed = time.perf_counter() - started
+        await trio.testing.wait_all_tasks_blocked()  # the actor has indexed and waits for more
+        indexed = time.perf_counter() - started
         nursery.cancel_scope.cancel()
+    assert not await store.read(search_index.unindexed)
     await store.close()
-    return elapsed
+    return elapsed, indexed
 
 
 def missed_ops(count: int, workdir: Path) -> dict[str, float]:
@@ -131,11 +148,12 @@ def missed_ops(count: int, workdir: Path) -> dict[str, float]:
     )
     conn.execute("COMMIT")
     conn.close()
-    elapsed = trio.run(_catch_up, workdir / "ops.db", count)
+    elapsed, indexed = trio.run(_catch_up, workdir / "ops.db", count)
     conn = connect(workdir / "ops.db")
     assert m.cursor(conn, ROOM).last_seq == count
     conn.close()
-    return {"ops": count, "seconds": elapsed, "bytes": float(sum(len(b) for b in bodies))}
+    return {"ops": count, "seconds": elapsed, "indexed_seconds": indexed,
+            "bytes": float(sum(len(b) for b in bodies))}
 
 
 def open_floor(count: int) -> dict[str, float]:
@@ -153,6 +171,49 @@ def open_floor(count: int) -> dict[str, float]:
     as_the_actor = time.perf_counter() - started
     assert all(isinstance(plain, bytes) for plain in opened)
     return {"ops": count, "one_thread_seconds": one_thread, "as_actor_seconds": as_the_actor}
+
+
+def _step_times(plains: list[bytes], conn: Any) -> dict[str, float]:
+    """Seconds of each step beyond opening, for ``plains`` applied into ``conn``."""
+    started = time.perf_counter()
+    ops = [decode_op(p) for p in plains]
+    times = {"decode": time.perf_counter() - started, "apply": 0.0, "write": 0.0}
+    follower = MemoryFollower(ME.fingerprint)
+    for first in range(0, len(ops), BATCH):
+        conn.execute("BEGIN")
+        scope = follower.batch(conn)
+        scope.__enter__()
+        started = time.perf_counter()
+        for n in range(first, min(first + BATCH, len(ops))):
+            follower.applied(conn, Applied(ROOM, n + 1, f"op{n}", PEER.fingerprint, 1000.0 + n,
+                                           ops[n]))
+        times["apply"] += time.perf_counter() - started
+        started = time.perf_counter()
+        scope.__exit__(None, None, None)
+        times["write"] += time.perf_counter() - started
+        conn.execute("COMMIT")
+    started = time.perf_counter()
+    while True:
+        conn.execute("BEGIN")
+        taken = search_index.index_records(conn)
+        conn.execute("COMMIT")
+        if not taken:
+            break
+    times["index"] = time.perf_counter() - started
+    return times
+
+
+def steps(count: int, workdir: Path) -> dict[str, float]:
+    """µs per op of each step beyond opening (best of 3 runs)."""
+    plains = [encode_op(MemoryEnvelope(_op(n), at=1000.0 + n, label="peer"))
+              for n in range(count)]
+    best: dict[str, float] = {}
+    for run in range(3):
+        conn = _database(workdir / f"steps{run}.db")
+        for step, seconds in _step_times(plains, conn).items():
+            best[step] = min(best.get(step, seconds), seconds)
+        conn.close()
+    return {step: 1e6 * seconds / count for step, seconds in best.items()}
 
 
 def _big_state(facts: int) -> MemoryState:
@@ -189,6 +250,11 @@ def snapshot(facts: int, workdir: Path) -> dict[str, float]:
         follower.applied(conn, Applied(ROOM, seq, f"c{i}", PEER.fingerprint, 0.0, chunk))
     conn.execute("COMMIT")
     receive_s = time.perf_counter() - started
+    started = time.perf_counter()
+    conn.execute("BEGIN")
+    search_index.index_all(conn)
+    conn.execute("COMMIT")
+    index_s = time.perf_counter() - started
     assert m.cursor(conn, ROOM).hole_from is None
     assert len(m.load_state(conn, ROOM).facts()) == facts
     conn.close()
@@ -197,6 +263,7 @@ def snapshot(facts: int, workdir: Path) -> dict[str, float]:
         "facts": facts, "canonical_bytes": float(len(canonical_bytes(snap))),
         "compressed_bytes": float(sum(len(p) for p in pieces)), "pieces": float(len(pieces)),
         "wire_bytes": float(wire), "send_seconds": send_s, "receive_seconds": receive_s,
+        "index_seconds": index_s,
     }
 
 
@@ -205,22 +272,30 @@ def main() -> None:
     parser.add_argument("--ops", type=int, default=10_000)
     parser.add_argument("--facts", type=int, default=10_000)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--steps", action="store_true", help="also time each step beyond opening")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         result = {"missed_ops": missed_ops(args.ops, Path(tmp)),
                   "open_floor": open_floor(args.ops),
                   "snapshot": snapshot(args.facts, Path(tmp))}
+        if args.steps:
+            result["steps_us_per_op"] = steps(args.ops, Path(tmp))
     if args.json:
         print(json.dumps(result))
         return
     ops, snap, floor = result["missed_ops"], result["snapshot"], result["open_floor"]
-    print(f"{ops['ops']:.0f} missed ops: {ops['seconds']:.2f} s, {ops['bytes'] / 1e6:.2f} MB")
+    print(f"{ops['ops']:.0f} missed ops: {ops['seconds']:.2f} s ({ops['indexed_seconds']:.2f} s "
+          f"indexed for search too), {ops['bytes'] / 1e6:.2f} MB")
     print(f"opening them alone: {floor['one_thread_seconds']:.2f} s on one thread, "
           f"{floor['as_actor_seconds']:.2f} s as the room actor opens batches")
     print(f"{snap['facts']:.0f}-fact snapshot: {snap['canonical_bytes'] / 1e6:.2f} MB canonical, "
           f"{snap['compressed_bytes'] / 1e6:.2f} MB compressed in {snap['pieces']:.0f} pieces "
           f"({snap['wire_bytes'] / 1e6:.2f} MB as ops); send {snap['send_seconds']:.2f} s, "
-          f"receive+install {snap['receive_seconds']:.2f} s")
+          f"receive+install {snap['receive_seconds']:.2f} s, then indexed for search "
+          f"{snap['index_seconds']:.2f} s")
+    if args.steps:
+        print("beyond opening, µs per op: " + ", ".join(
+            f"{step} {us:.1f}" for step, us in result["steps_us_per_op"].items()))
 
 
 if __name__ == "__main__":

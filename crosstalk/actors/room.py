@@ -38,6 +38,11 @@ through the outbox, whose commit is fsynced, and an fsync of the WAL makes every
 it durable too (the log is appended in order); the relay_inbound trim that forgets applied ops
 is such a commit. What is told only on this machine (a notice shown, a waiting control request
 answered) dies with it in the same crash, and comes back the same when the ops are re-applied.
+
+Search indexes memory records after their transaction (crosstalk/store/schema_search_queue.py):
+once a catch-up has applied everything there was, this actor indexes what is queued, in short
+transactions of their own, and stops after one of them when its doorbell rings (the next
+catch-up comes first; what is left is indexed once that is done, or by a search).
 """
 
 from __future__ import annotations
@@ -60,7 +65,7 @@ from crosstalk.actors.relay_client import RelayClient
 from crosstalk.actors.room_send import Sender, SendOp
 from crosstalk.core.room import Applied, Verdict, decide
 from crosstalk.errors import RemoteProtocolError
-from crosstalk.store import room_keys, room_log
+from crosstalk.store import room_keys, room_log, search_index
 from crosstalk.store.db import Store
 from crosstalk.store.rooms import room_key, signing_keys
 from crosstalk.wire.room_ops import (
@@ -143,6 +148,7 @@ class RoomActor:
         # Appliers that only take room keys (rekeys, shares): safe to run ahead of the log.
         self._key_takers = tuple(key_takers)
         self._scanned: tuple[int, int] | None = None  # (held seq, looked ahead up to seq)
+        self._unindexed = False  # memory records wait to be indexed for search
 
     async def run(
         self,
@@ -169,6 +175,7 @@ class RoomActor:
     async def _inbound(self, ctx: ActorContext[RoomInput]) -> None:
         while True:
             await self._catch_up(ctx)
+            await self._index_for_search(ctx)
             await self._doorbell.wait()  # the main task beats while it waits on the inbox
 
     async def _outbound(self, items: trio.MemoryReceiveChannel[SendOp]) -> None:
@@ -196,7 +203,20 @@ class RoomActor:
         opened = self._open_pending(conn)
         if opened:
             self._apply(conn, opened=opened)
+        # Whoever noted them (this batch, another room, a crash before they were indexed).
+        self._unindexed = self._unindexed or search_index.unindexed(conn)
         return opened
+
+    async def _index_for_search(self, ctx: ActorContext[RoomInput]) -> None:
+        """Index the memory records the catch-up changed (every room's: one queue), a chunk at a
+        time; at least one chunk per catch-up, so steady traffic cannot starve it."""
+        while self._unindexed:
+            # Not fsynced: the queue it empties commits with it, so a lost commit redoes it.
+            taken = await self._store.write(search_index.index_records, durable=False)
+            ctx.beat()
+            self._unindexed = taken == search_index.CHUNK
+            if self._doorbell.pending():
+                return
 
     def _open_pending(self, conn: sqlite3.Connection) -> list[Applied]:
         """Open the next batch after the applied cursor, up to the first op we must hold: decide

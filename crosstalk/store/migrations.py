@@ -35,6 +35,7 @@ from crosstalk.store import (
     schema_presence,
     schema_receipts,
     schema_search,
+    schema_search_queue,
     schema_threads,
     schema_ui,
 )
@@ -292,6 +293,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(26, "disk: sent seq on sent messages, link copies trimmed", schema_disk.STATEMENTS),
     # A message's words kept once: search reads them from the message (store/schema_lean.py).
     Migration(27, "disk: words kept once", schema_lean.STATEMENTS),
+    # Memory records indexed for search after their transaction (store/schema_search_queue.py).
+    Migration(28, "search: memory records indexed after they commit",
+              schema_search_queue.STATEMENTS),
 )
 LATEST_VERSION = len(MIGRATIONS)
 

@@ -3,7 +3,7 @@
 The schema of ``state.db`` at ``VERSION``, what every migration up to it together makes
 (see :mod:`crosstalk.store.schema_snapshot`)."""
 
-VERSION = 27
+VERSION = 28
 
 STATEMENTS: tuple[str, ...] = (
     (
@@ -595,68 +595,6 @@ STATEMENTS: tuple[str, ...] = (
         'OLD.msg_id; END'
     ),
     (
-        'CREATE TRIGGER search_record_ai AFTER INSERT ON memory_records BEGIN '
-        "DELETE FROM search_docs WHERE key = NEW.kind || ':' || NEW.room_id || "
-        "':' || NEW.record_id; INSERT INTO search_docs (key, kind, ref, room_id, "
-        "sender, label, ts, text, extra) SELECT NEW.kind || ':' || NEW.room_id "
-        "|| ':' || NEW.record_id, NEW.kind, NEW.record_id, NEW.room_id, CASE "
-        'WHEN json_valid(NEW.body) THEN json_extract(NEW.body, (CASE NEW.kind '
-        "WHEN 'fact' THEN '$.text_by' WHEN 'task' THEN '$.created_by' ELSE "
-        "'$.by' END) || '.fingerprint') END, CASE WHEN json_valid(NEW.body) THEN "
-        "json_extract(NEW.body, (CASE NEW.kind WHEN 'fact' THEN '$.text_by' WHEN "
-        "'task' THEN '$.created_by' ELSE '$.by' END) || '.label') END, "
-        "coalesce(CASE NEW.kind WHEN 'fact' THEN max(coalesce(CASE WHEN "
-        "json_valid(NEW.body) THEN json_extract(NEW.body, '$.added_at') END, 0), "
-        'coalesce(CASE WHEN json_valid(NEW.body) THEN json_extract(NEW.body, '
-        "'$.last_affirmed') END, 0)) WHEN 'task' THEN CASE WHEN "
-        "json_valid(NEW.body) THEN json_extract(NEW.body, '$.added_at') END ELSE "
-        "CASE WHEN json_valid(NEW.body) THEN json_extract(NEW.body, '$.at') END "
-        'END, 0), coalesce(CASE WHEN json_valid(NEW.body) THEN '
-        "json_extract(NEW.body, '$.text') END, ''), coalesce(CASE NEW.kind WHEN "
-        "'fact' THEN CASE WHEN json_valid(NEW.body) THEN (SELECT "
-        "group_concat(t.value, ' ') FROM json_each(NEW.body, '$.tags') t) END "
-        "WHEN 'task' THEN CASE WHEN json_valid(NEW.body) THEN "
-        "json_extract(NEW.body, '$.note') END ELSE CASE WHEN "
-        "json_valid(NEW.body) THEN json_extract(NEW.body, '$.why') END END, '') "
-        "WHERE json_valid(NEW.body) AND (NEW.kind != 'fact' OR CASE WHEN "
-        "json_valid(NEW.body) THEN json_extract(NEW.body, '$.forgotten') END IS "
-        'NULL); END'
-    ),
-    (
-        'CREATE TRIGGER search_record_au AFTER UPDATE OF body ON memory_records '
-        "BEGIN DELETE FROM search_docs WHERE key = OLD.kind || ':' || "
-        "OLD.room_id || ':' || OLD.record_id; INSERT INTO search_docs (key, "
-        'kind, ref, room_id, sender, label, ts, text, extra) SELECT NEW.kind || '
-        "':' || NEW.room_id || ':' || NEW.record_id, NEW.kind, NEW.record_id, "
-        'NEW.room_id, CASE WHEN json_valid(NEW.body) THEN json_extract(NEW.body, '
-        "(CASE NEW.kind WHEN 'fact' THEN '$.text_by' WHEN 'task' THEN "
-        "'$.created_by' ELSE '$.by' END) || '.fingerprint') END, CASE WHEN "
-        'json_valid(NEW.body) THEN json_extract(NEW.body, (CASE NEW.kind WHEN '
-        "'fact' THEN '$.text_by' WHEN 'task' THEN '$.created_by' ELSE '$.by' "
-        "END) || '.label') END, coalesce(CASE NEW.kind WHEN 'fact' THEN "
-        'max(coalesce(CASE WHEN json_valid(NEW.body) THEN json_extract(NEW.body, '
-        "'$.added_at') END, 0), coalesce(CASE WHEN json_valid(NEW.body) THEN "
-        "json_extract(NEW.body, '$.last_affirmed') END, 0)) WHEN 'task' THEN "
-        'CASE WHEN json_valid(NEW.body) THEN json_extract(NEW.body, '
-        "'$.added_at') END ELSE CASE WHEN json_valid(NEW.body) THEN "
-        "json_extract(NEW.body, '$.at') END END, 0), coalesce(CASE WHEN "
-        "json_valid(NEW.body) THEN json_extract(NEW.body, '$.text') END, ''), "
-        "coalesce(CASE NEW.kind WHEN 'fact' THEN CASE WHEN json_valid(NEW.body) "
-        "THEN (SELECT group_concat(t.value, ' ') FROM json_each(NEW.body, "
-        "'$.tags') t) END WHEN 'task' THEN CASE WHEN json_valid(NEW.body) THEN "
-        "json_extract(NEW.body, '$.note') END ELSE CASE WHEN "
-        "json_valid(NEW.body) THEN json_extract(NEW.body, '$.why') END END, '') "
-        "WHERE json_valid(NEW.body) AND (NEW.kind != 'fact' OR CASE WHEN "
-        "json_valid(NEW.body) THEN json_extract(NEW.body, '$.forgotten') END IS "
-        'NULL); END'
-    ),
-    (
-        'CREATE TRIGGER search_record_ad AFTER DELETE ON memory_records WHEN NOT '
-        'EXISTS (SELECT 1 FROM rooms WHERE room_id = OLD.room_id AND state = '
-        "'left') BEGIN DELETE FROM search_docs WHERE key = OLD.kind || ':' || "
-        "OLD.room_id || ':' || OLD.record_id; END"
-    ),
-    (
         'CREATE TRIGGER search_thread_ai AFTER INSERT ON threads BEGIN DELETE '
         "FROM search_docs WHERE key = 't:' || NEW.thread; INSERT INTO "
         'search_docs (key, kind, ref, room_id, sender, label, ts, text, extra) '
@@ -679,6 +617,71 @@ STATEMENTS: tuple[str, ...] = (
     (
         'CREATE INDEX sent_messages_words ON sent_messages (room_id, created_at) '
         'WHERE words IS NOT NULL'
+    ),
+    (
+        'CREATE TABLE search_queue (\n'
+        '        room_id TEXT NOT NULL,\n'
+        '        kind TEXT NOT NULL,\n'
+        '        record_id TEXT NOT NULL,\n'
+        '        PRIMARY KEY (room_id, kind, record_id)\n'
+        '    ) WITHOUT ROWID'
+    ),
+    (
+        'CREATE TRIGGER search_record_noted_ai AFTER INSERT ON memory_records '
+        'BEGIN INSERT INTO search_queue (room_id, kind, record_id) SELECT '
+        'NEW.room_id, NEW.kind, NEW.record_id WHERE NOT EXISTS (SELECT 1 FROM '
+        'search_queue WHERE NEW.room_id = search_queue.room_id AND NEW.kind = '
+        'search_queue.kind AND NEW.record_id = search_queue.record_id); END'
+    ),
+    (
+        'CREATE TRIGGER search_record_noted_au AFTER UPDATE OF body ON '
+        'memory_records BEGIN INSERT INTO search_queue (room_id, kind, '
+        'record_id) SELECT NEW.room_id, NEW.kind, NEW.record_id WHERE NOT EXISTS '
+        '(SELECT 1 FROM search_queue WHERE NEW.room_id = search_queue.room_id '
+        'AND NEW.kind = search_queue.kind AND NEW.record_id = '
+        'search_queue.record_id); END'
+    ),
+    (
+        'CREATE TRIGGER search_record_noted_ad AFTER DELETE ON memory_records '
+        'WHEN NOT EXISTS (SELECT 1 FROM rooms WHERE room_id = OLD.room_id AND '
+        "state = 'left') BEGIN INSERT INTO search_queue (room_id, kind, "
+        'record_id) SELECT OLD.room_id, OLD.kind, OLD.record_id WHERE NOT EXISTS '
+        '(SELECT 1 FROM search_queue WHERE OLD.room_id = search_queue.room_id '
+        'AND OLD.kind = search_queue.kind AND OLD.record_id = '
+        'search_queue.record_id); END'
+    ),
+    (
+        'CREATE TRIGGER search_record_left_bd BEFORE DELETE ON memory_records '
+        'WHEN EXISTS (SELECT 1 FROM rooms WHERE room_id = OLD.room_id AND state '
+        "= 'left') AND EXISTS (SELECT 1 FROM search_queue WHERE OLD.room_id = "
+        'search_queue.room_id AND OLD.kind = search_queue.kind AND OLD.record_id '
+        '= search_queue.record_id) BEGIN DELETE FROM search_queue WHERE '
+        'OLD.room_id = search_queue.room_id AND OLD.kind = search_queue.kind AND '
+        'OLD.record_id = search_queue.record_id; DELETE FROM search_docs WHERE '
+        "key = OLD.kind || ':' || OLD.room_id || ':' || OLD.record_id; INSERT "
+        'INTO search_docs (key, kind, ref, room_id, sender, label, ts, text, '
+        "extra) SELECT OLD.kind || ':' || OLD.room_id || ':' || OLD.record_id, "
+        'OLD.kind, OLD.record_id, OLD.room_id, CASE WHEN json_valid(OLD.body) '
+        "THEN json_extract(OLD.body, (CASE OLD.kind WHEN 'fact' THEN '$.text_by' "
+        "WHEN 'task' THEN '$.created_by' ELSE '$.by' END) || '.fingerprint') "
+        'END, CASE WHEN json_valid(OLD.body) THEN json_extract(OLD.body, (CASE '
+        "OLD.kind WHEN 'fact' THEN '$.text_by' WHEN 'task' THEN '$.created_by' "
+        "ELSE '$.by' END) || '.label') END, coalesce(CASE OLD.kind WHEN 'fact' "
+        'THEN max(coalesce(CASE WHEN json_valid(OLD.body) THEN '
+        "json_extract(OLD.body, '$.added_at') END, 0), coalesce(CASE WHEN "
+        "json_valid(OLD.body) THEN json_extract(OLD.body, '$.last_affirmed') "
+        "END, 0)) WHEN 'task' THEN CASE WHEN json_valid(OLD.body) THEN "
+        "json_extract(OLD.body, '$.added_at') END ELSE CASE WHEN "
+        "json_valid(OLD.body) THEN json_extract(OLD.body, '$.at') END END, 0), "
+        'coalesce(CASE WHEN json_valid(OLD.body) THEN json_extract(OLD.body, '
+        "'$.text') END, ''), coalesce(CASE OLD.kind WHEN 'fact' THEN CASE WHEN "
+        "json_valid(OLD.body) THEN (SELECT group_concat(t.value, ' ') FROM "
+        "json_each(OLD.body, '$.tags') t) END WHEN 'task' THEN CASE WHEN "
+        "json_valid(OLD.body) THEN json_extract(OLD.body, '$.note') END ELSE "
+        "CASE WHEN json_valid(OLD.body) THEN json_extract(OLD.body, '$.why') END "
+        "END, '') WHERE json_valid(OLD.body) AND (OLD.kind != 'fact' OR CASE "
+        "WHEN json_valid(OLD.body) THEN json_extract(OLD.body, '$.forgotten') "
+        'END IS NULL); END'
     ),
     (
         "INSERT INTO search_fts (search_fts, rank) VALUES ('rank', 'bm25(1.0, "

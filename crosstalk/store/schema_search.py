@@ -20,6 +20,9 @@ deletes the item's row before inserting it again (an item re-held after a rejoin
 gone), never ``INSERT OR REPLACE``: a replace's implicit delete fires no trigger, so the FTS index
 would keep the old text.
 
+Since step 28 the memory records' triggers only note what changed, and their search rows are
+made after the transaction (schema_search_queue.py); this step's other triggers stand.
+
 Scope: only what arrived here is indexed, so a room we never joined has nothing in it. A room we
 leave keeps its rows (``forget_room`` marks it ``left`` before it deletes the room's messages and
 memory, and the delete triggers skip rooms marked ``left``): what we could read while in it
@@ -87,8 +90,9 @@ def _sent(row: str) -> str:
     return sent_row(row, f"{row}.text", "''")
 
 
-def _record(row: str) -> str:
-    """The search row of a fact, task or decision (canonical JSON in ``memory_records``)."""
+def record_row(row: str) -> str:
+    """The search row of a fact, task or decision (canonical JSON in ``memory_records``); none
+    for a forgotten fact. Also made by crosstalk/store/search_index.py since step 28."""
     who = (
         f"CASE {row}.kind WHEN 'fact' THEN '$.text_by' WHEN 'task' THEN '$.created_by' "
         "ELSE '$.by' END"
@@ -156,7 +160,7 @@ _SOURCES = (
     ("held_messages", "held", "'m:' || {row}.message_id", _held("{row}"), "body"),
     ("sent_messages", "sent", "'s:' || {row}.msg_id", _sent("{row}"), "text, room_id, created_at"),
     ("memory_records", "record",
-     "{row}.kind || ':' || {row}.room_id || ':' || {row}.record_id", _record("{row}"), "body"),
+     "{row}.kind || ':' || {row}.room_id || ':' || {row}.record_id", record_row("{row}"), "body"),
     ("threads", "thread", "'t:' || {row}.thread", _thread("{row}"),
      "summary, closed_by, closed_at, room_id"),
 )

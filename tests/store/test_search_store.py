@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from crosstalk.core.memory import MemoryState
 from crosstalk.core.search_query import to_fts
 from crosstalk.errors import UnknownPeer, UnknownRoom, UsageError
-from crosstalk.store import memory, messages, retention, room_keys, threads
+from crosstalk.store import memory, messages, retention, room_keys, search_index, threads
 from crosstalk.store.db import Store, connect
 from crosstalk.store.gate import keep_only_the_refusal
 from crosstalk.store.migrations import MIGRATIONS, migrate, schema_version
@@ -66,6 +66,10 @@ def hold(
 
 
 def find(conn: sqlite3.Connection, words: str, **filters: object) -> list[Hit]:
+    """Search as the search op does: memory records not indexed yet are indexed first (a store
+    older than migration 28 indexed them in their own transaction)."""
+    if schema_version(conn) >= 28:
+        search_index.index_all(conn)
     query = to_fts(words)
     check_syntax(query)
     return search(conn, query, Filters(**filters), me=ME)  # type: ignore[arg-type]

@@ -5,7 +5,10 @@
 syntax (:mod:`crosstalk.core.search_query`); one that does not parse, an unknown kind and a
 ``since`` that is no number of days are ``usage`` errors; a room or person we do not know,
 ``unknown_room`` and ``unknown_peer``. The index is kept by triggers in the transactions that
-change what it indexes (:mod:`crosstalk.store.schema_search`), so this op only reads.
+change what it indexes (:mod:`crosstalk.store.schema_search`), but for memory records, which are
+indexed after their transaction (:mod:`crosstalk.store.schema_search_queue`): a search that finds
+some not indexed yet indexes them first, in the write transaction it then searches in, so it
+sees every record committed before it began.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from crosstalk.errors import UsageError
 from crosstalk.features.caps import Identified, Stored
 from crosstalk.features.feature import Plugs, op
 from crosstalk.store import search as index
+from crosstalk.store import search_index
 from crosstalk.store.schema_search import KINDS
 from crosstalk.wire.control.params import SearchParams
 from crosstalk.wire.control.replies.messages import Hit, SearchReply
@@ -69,7 +73,18 @@ async def search(daemon: Host, params: SearchParams) -> SearchReply:
             narrowed = attrs.evolve(narrowed, senders=senders, closers=closers)
         return index.search(conn, query, narrowed, me=me)
 
-    return SearchReply(await daemon.store.read(run))
+    def read(conn: sqlite3.Connection) -> list[Hit] | None:
+        return None if search_index.unindexed(conn) else run(conn)
+
+    def index_then_run(conn: sqlite3.Connection) -> list[Hit]:
+        search_index.index_all(conn)
+        return run(conn)
+
+    hits = await daemon.store.read(read)
+    if hits is None:
+        # Not fsynced: what it writes is made again from the queue it commits with.
+        hits = await daemon.store.write(index_then_run, durable=False)
+    return SearchReply(hits)
 
 
 def plug(daemon: Host) -> Plugs:
