@@ -155,16 +155,19 @@ def test_planted_bug_is_caught(plant: str, checker: str) -> None:
 
 @pytest.mark.parametrize(
     ("mutant", "seed", "checker"),
-    [("held_rejected", 238, "rejected"), ("rollback_commits", 41, "once")],
+    [("held_rejected", None, "rejected"), ("rollback_commits", 41, "once")],
 )
-def test_checker_catches_its_mutant(mutant: str, seed: int, checker: str) -> None:
+def test_checker_catches_its_mutant(mutant: str, seed: int | None, checker: str) -> None:
     """The planted bugs of ``rejected`` and ``once`` are mutants (product code no world
     composition reaches; tests/sim/mutate.py): an op whose sender is not in the roster yet
-    rejected instead of held; a write that failed committing what it wrote. Each one's seed
-    reaches it."""
+    rejected instead of held, caught in the placed case that takes that branch on purpose
+    (tests/sim/placed.py); a write that failed committing what it wrote, at its seed."""
     from tests.sim.mutate import MUTANTS, run_mutant
 
     chosen = next(m for m in MUTANTS if m.name == mutant)
-    result = run_mutant(chosen, seeds=1, jobs=1, start=seed)
+    if seed is None:
+        result = run_mutant(chosen, seeds=0, jobs=1, placed=True)
+    else:
+        result = run_mutant(chosen, seeds=1, jobs=1, start=seed, placed=False)
     checkers = result.get("checkers")
     assert isinstance(checkers, list) and checker in checkers, result
