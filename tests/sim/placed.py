@@ -32,7 +32,7 @@ Step = tuple[float, str, str, dict[str, Any]]
 @attrs.frozen
 class Placed:
     """Actions and faults run by ``nodes`` (each paired as ``pairs`` says) on ``seeds``; ``probe``
-    names the branch every run must reach."""
+    is the coverage key of the branch every run must reach (``probe:…`` for a product probe)."""
 
     steps: tuple[Step, ...]
     faults: tuple[Fault, ...]
@@ -63,16 +63,45 @@ JOINED_WHILE_AWAY = Placed(
         (120.0, "n1", "send", {"to": "#r1"}),
     ),
     faults=(Fault(0, 20.0, "cut", "n1", 60.0),),
-    probe="room.held_unknown_sender",
+    probe="probe:room.held_unknown_sender",
 )
 
-PLACED = {"joined_while_away": JOINED_WHILE_AWAY}
+# n1 is in two rooms (and the pairing's, first in its cursors) and cut off from 20 s to 60 s
+# while n0 posts in both. Once back, its relay link commits each op it was owed and crashes
+# before it announces it (an actor crash at that hand-off, three times): each restart resumes
+# from the cursors it committed, so the relay replays only what is left, and in the end no op
+# has woken a room. The last link-up must wake every room it names, or those it does not stay
+# behind until another op comes (caught_up; the mutant link_up_wakes_one wakes only the first).
+# The read at 150 s keeps the faults on past the reconnect. At seeds 3 and 5 the link crashes
+# twice (once per room) and no node crashes whole (a BUGGIFY crash after a commit restarts the
+# node, and a restarted node wakes every room anyway).
+LINK_CRASHED_ON_RETURN = Placed(
+    steps=(
+        (1.0, "n0", "create", {"room": "r0"}),
+        (1.0, "n0", "create", {"room": "r1"}),
+        (2.0, "n0", "invite", {"room": "r0", "peer": "n1"}),
+        (2.0, "n0", "invite", {"room": "r1", "peer": "n1"}),
+        (5.0, "n1", "accept", {"room": "r0"}),
+        (5.0, "n1", "accept", {"room": "r1"}),
+        (30.0, "n0", "send", {"to": "#r0"}),
+        (30.0, "n0", "send", {"to": "#r1"}),
+        (150.0, "n0", "read", {}),
+    ),
+    faults=(Fault(0, 20.0, "cut", "n1", 40.0), Fault(1, 50.0, "actor_crash", "n1", 3.0)),
+    probe="crash:handoff.link_to_router",
+    seeds=(3, 5),
+    nodes=("n0", "n1"),
+    pairs=(("n0", "n1"),),
+)
+
+PLACED = {"joined_while_away": JOINED_WHILE_AWAY,
+          "link_crashed_on_return": LINK_CRASHED_ON_RETURN}
 
 
 def run_placed(case: Placed, seed: int) -> Outcome:
     """``case`` run at ``seed``; a run that misses the case's branch fails ``placed``."""
     outcome = run_seed(seed, scenario=case.scenario(), faults=list(case.faults))
-    if not outcome.coverage.get(f"probe:{case.probe}"):
+    if not outcome.coverage.get(case.probe):
         outcome.failures.append(Failure(
             "placed", f"the run never reached {case.probe}: the case no longer places it"))
     return outcome

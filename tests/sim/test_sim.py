@@ -30,7 +30,7 @@ MUST_COVER = (
     *(f"fault:{k}" for k in FAULT_KINDS),
     "buggify:store.after_commit", "buggify:store.slow",
     "check:delivery", "check:claims", "check:removed", "check:roster", "check:link",
-    "check:memory", "check:reservations", "check:reservations:granted",
+    "check:memory", "check:caught_up", "check:reservations", "check:reservations:granted",
     "check:reservations:rekey",
     # Not check:state:delivered: the liveness phase reads everything, so a delivered message
     # ends read unless its receipt is lost (which only the receipts bug, now fixed, did).
@@ -145,6 +145,7 @@ def test_same_seed_same_run() -> None:
         ("local_clock", "reservations"),
         ("amnesia", "durable"),
         ("no_second_chance", "recovered"),
+        ("lost_wakes", "caught_up"),
     ],
 )
 def test_planted_bug_is_caught(plant: str, checker: str) -> None:
