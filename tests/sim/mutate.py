@@ -154,7 +154,7 @@ def _seeds(dest: Path, env: dict[str, str], seeds: int, start: int,
     if out["caught"] is None:
         return {"caught": None, "where": "", "checkers": [], "seeds_run": len(out["results"])}
     hit = [r for r in out["results"] if r["seed"] == out["caught"]]
-    return {"caught": out["caught"], "where": "seed",
+    return {"caught": out["caught"], "where": "",
             "checkers": sorted({f[0] for f in hit[0]["failures"]}) if hit else [],
             "seeds_run": len(out["results"])}
 
@@ -186,7 +186,8 @@ def main(argv: list[str]) -> int:
         if r["caught"] is not None:
             caught += 1
             note = " (marked equivalent: it is not)" if mutant.equivalent else ""
-            print(f"caught   {mutant.name:26} {r['where']} seed {r['caught']} {r['checkers']} "
+            where = f"{r['where']} " if r["where"] else ""
+            print(f"caught   {mutant.name:26} {where}seed {r['caught']} {r['checkers']} "
                   f"({r.get('seeds_run', 0)} seeds, {r['s']} s){note}", flush=True)
         else:
             word = "equiv.  " if mutant.equivalent and not r.get("error") else "SURVIVED"
