@@ -136,11 +136,12 @@ def deactivate() -> None:
     _active = None
 
 
-def ensure_hashseed(argv: list[str]) -> None:
-    """Re-exec under PYTHONHASHSEED=0 (set iteration order must not vary between processes)."""
+def ensure_hashseed(argv: list[str], module: str = "tests.sim") -> None:
+    """Re-exec ``python -m module`` under PYTHONHASHSEED=0 (set iteration order must not vary
+    between processes)."""
     if os.environ.get("PYTHONHASHSEED") != "0":
         env = dict(os.environ, PYTHONHASHSEED="0")
-        os.execve(sys.executable, [sys.executable, "-m", "tests.sim", *argv], env)
+        os.execve(sys.executable, [sys.executable, "-m", module, *argv], env)
 
 
 class Canary(trio.abc.Instrument):

@@ -14,6 +14,11 @@ database would; the member's daemon then finds itself joined and names itself in
 ``reorder`` hands a fetched history out of order. Drawn from a stream of its own, so adding it
 moved no other kind's schedule.
 
+``actor_crash`` (only where a case schedules it: tests/sim/placed.py): an actor of the target
+node crashes at each of the next ``size`` passes through ``handoff.link_to_router``, as a bug in
+it would; its supervisor restarts it. That actor is the relay link, and the point lies after it
+committed a batch of arrivals and before it announced them to the router.
+
 ``busy`` (its own stream): for a while the relay turns about every other post away with
 ``backlog_full``, as it does under load; the sender keeps the post queued and tries again.
 
@@ -138,6 +143,8 @@ async def run_faults(
                 # Every write at the node fails until then; then they succeed again.
                 until = trio.current_time() + fault.size
                 world.disk_full[fault.target] = max(world.disk_full.get(fault.target, 0), until)
+            elif fault.kind == "actor_crash" and fault.target:
+                world.crash_at[fault.target] = ("handoff.link_to_router", int(fault.size))
             elif fault.kind == "clock_jump":
                 clock.jump(fault.size)
             elif fault.kind == "skew" and fault.target:
@@ -152,6 +159,7 @@ def heal(world: World) -> None:
     relay = world.relay
     world.faults_on = False
     world.disk_full.clear()
+    world.crash_at.clear()
     relay.delays.clear()
     relay.cuts.clear()
     relay.busy = False

@@ -1,7 +1,8 @@
 """Planted bugs: the world built with one deliberately broken piece, to prove a checker bites.
 
 Each is world composition: a daemon's ``seams.appliers`` / ``seams.applied_listeners`` lists
-edited before it starts, or a sim-only option of the relay shell; never a patch of a product global.
+(or the ``wake_room`` capability its actors are given) edited before it starts, or a sim-only
+option of the relay shell; never a patch of a product global.
 ``PLANTS[name](scenario)`` gives the plants per node (key ``"relay"``: options for SimRelay).
 
 * ``drop_sender`` (delivery): every node's appliers skip the messages ``n0`` sends.
@@ -25,6 +26,9 @@ edited before it starts, or a sim-only option of the relay shell; never a patch 
   that lost a commit it had acknowledged would.
 * ``no_second_chance`` (recovered): ``n1``'s supervisor restarts nothing, and a room actor of
   ``n1`` crashes once (its first batch): it stays FAILED.
+* ``lost_wakes`` (caught_up): ``n1`` loses every other wake of each room (a doorbell that drops
+  rings would), so a room catches up only at a later wake: the last ops before a quiet spell
+  wait for good.
 * ``false_alarm`` (alarm): ``n1`` says the relay offered a change that does not verify, about
   every room it is in, after each batch.
 """
@@ -172,6 +176,17 @@ def _cry_wolf(daemon: Daemon) -> None:
     daemon.seams.applied_listeners.append(listener)
 
 
+def _lose_wakes(daemon: Daemon) -> None:
+    wake = daemon.caps.wake_room
+    rung: dict[str, int] = {}
+
+    async def lossy(room_id: str) -> None:
+        rung[room_id] = rung.get(room_id, 0) + 1
+        if rung[room_id] % 2:
+            await wake(room_id)
+    daemon.caps.wake_room = lossy
+
+
 PLANTS: dict[str, Callable[[Scenario, int], dict[str, list[Plant]]]] = {
     "drop_sender": lambda sc, seed: {n: [_drop_sender(_fp_of(seed, sc, "n0"))] for n in sc.nodes},
     "claim_flip": lambda sc, seed: {"n1": [_claim_flip]},
@@ -185,6 +200,7 @@ PLANTS: dict[str, Callable[[Scenario, int], dict[str, list[Plant]]]] = {
     "local_clock": lambda sc, seed: {"n1": [_local_clock]},
     "amnesia": lambda sc, seed: {"n0": [_amnesia]},
     "no_second_chance": lambda sc, seed: {"n1": [_no_second_chance]},
+    "lost_wakes": lambda sc, seed: {"n1": [_lose_wakes]},
 }
 
 

@@ -14,6 +14,7 @@ import trio.testing
 from crosstalk import sim_hooks
 from crosstalk.actors.health import ActorState
 from tests.sim import checkers, debuglog, determinism
+from tests.sim.check_caught_up import LOOK, behind, still_behind
 from tests.sim.client import client, pair, run_op
 from tests.sim.faults import Fault, heal, run_faults, schedule
 from tests.sim.plants import PLANTS
@@ -61,8 +62,14 @@ async def _main(world: World, scenario: Scenario, faults: list[Any],
 
 
 async def _liveness(world: World, out: dict[str, Any]) -> None:
-    """Healed: wait, read everything once more, let receipts travel, then look at every store."""
-    await trio.sleep(QUIET)
+    """Healed: wait (looking twice whether every room caught up, before any client acts), read
+    everything once more, let receipts travel, then look at every store."""
+    await trio.sleep(QUIET - LOOK)
+    first = {name: behind(node.home.database) for name, node in world.nodes.items()}
+    await trio.sleep(LOOK)
+    caught_up = {name: {"first": rooms,
+                        "still": still_behind(rooms, behind(world.nodes[name].home.database))}
+                 for name, rooms in first.items()}
     for node in world.nodes.values():
         determinism.NODE.set(node.name)
         await run_op(world, node, "read", {}, -1)
@@ -72,6 +79,7 @@ async def _liveness(world: World, out: dict[str, Any]) -> None:
         await run_op(world, node, "sent", {"limit": 1000}, -1)
         daemon, _ = await world.up(node)
         out[node.name] = await daemon.store.read(read_state)
+        out[node.name]["caught_up"] = caught_up[node.name]
         out[node.name]["failed_actors"] = [h.name for h in daemon.supervisor.statistics()
                                            if h.state is ActorState.FAILED]
     determinism.NODE.set("world")

@@ -21,6 +21,7 @@ from crosstalk.features.rooms import appliers
 from crosstalk.store import room_keys
 from crosstalk.store.memory_log import MemoryFollower
 from tests.sim.faults import Fault
+from tests.sim.placed import PLACED, run_placed
 from tests.sim.runner import Outcome, run_seed
 from tests.sim.workload import Action, Scenario
 
@@ -441,3 +442,14 @@ def test_two_reserve_one_file_while_one_is_away_and_exactly_one_holds_it(
     for node, held in listed.items():
         assert [rid for rid, _ in held] == [n0], (node, held)
     assert outcome.coverage.get("check:reservations", 0) >= 1
+
+
+@pytest.mark.parametrize("name", sorted(PLACED))
+def test_a_placed_case_takes_its_branch_and_passes_every_checker(name: str) -> None:
+    """Each placed case (tests/sim/placed.py) reaches the branch it is there for on each of its
+    seeds, and every checker passes (its mutant planted, one fails: tests/sim/test_sim.py)."""
+    case = PLACED[name]
+    for seed in case.seeds:
+        outcome = run_placed(case, seed)
+        assert outcome.coverage.get(case.probe, 0) >= 1, seed
+        assert outcome.failures == [], (seed, outcome.failures)

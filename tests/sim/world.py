@@ -34,6 +34,11 @@ MAX_INCARNATIONS = 8  # bounds the keeper loop: crashes per node per run are cap
 Plant = Callable[[Daemon], None]
 
 
+class ActorCrash(Exception):
+    """Raised at a hand-off by the ``actor_crash`` fault: one actor of a node crashes there (its
+    supervisor restarts it), not the whole daemon."""
+
+
 def keys_for(seed: int, names: tuple[str, ...] | list[str]) -> dict[str, crypto.Keys]:
     """Each node's identity keys, derived from the seed."""
     rng = random.Random(f"{seed}/keys")
@@ -110,6 +115,9 @@ class World:
         self._late_on: dict[str, bool] = {}  # per hand-off point: sometimes late this run, or never
         self._reply_rng = random.Random(f"{seed}/replies")
         self._replies_lost = self._reply_rng.random() < 0.5
+        # node -> (hand-off point, times): one of its actors crashes at each of its next
+        # ``times`` passes there (``actor_crash``)
+        self.crash_at: dict[str, tuple[str, int]] = {}
         self.coverage: dict[str, int] = {}
 
     def by_fp(self, fp: str) -> str | None:
@@ -124,7 +132,7 @@ class World:
         if name.startswith("store.") and name not in self._bug_on:
             return self._choose_disk(name)
         if name.startswith("handoff."):
-            return self._choose_late(name)
+            return self._crash_here(name) or self._choose_late(name)
         if not self.faults_on or not self._bug_on.get(name, False):
             return False
         node = self.nodes.get(NODE.get())
@@ -149,6 +157,12 @@ class World:
             self.count(f"buggify:{name}")
         return fired
 
+    def _crash_here(self, name: str) -> bool:
+        node = NODE.get()
+        armed = self.crash_at.get(node)
+        return (self.faults_on and armed is not None and armed[0] == name
+                and self.nodes[node].is_up())
+
     def _choose_late(self, name: str) -> bool:
         if not self.faults_on:
             return False
@@ -157,12 +171,23 @@ class World:
             on = self._late_on[name] = self._late_rng.random() < 0.5
         return on and self._late_rng.random() < 0.05
 
+    def _crash_actor(self, name: str) -> None:
+        where = NODE.get()
+        point, times = self.crash_at.pop(where)
+        if times > 1:
+            self.crash_at[where] = (point, times - 1)
+        self.count(f"crash:{name}")
+        self.history.add(where, "actor_crash", "info", {"at": name}, None)
+        raise ActorCrash(f"sim: an actor of {where} crashed at {name}")
+
     def lose_reply(self) -> bool:
         """Whether the reply of an op that ran is lost on the control socket (the client sees
         its connection end: the op's outcome is unknown to it)."""
         return self.faults_on and self._replies_lost and self._reply_rng.random() < 0.03
 
     async def _fire(self, name: str) -> None:
+        if self._crash_here(name):
+            self._crash_actor(name)
         self.count(f"buggify:{name}")
         node = self.nodes.get(NODE.get())
         if node is not None and name == "store.after_commit":
