@@ -23,10 +23,11 @@ attached session needs a model and a claude.ai login before it loads a channel; 
 run is this server process, whose stdout is what it reads. Per message: from just before the
 ``send`` until the notification naming the message's id is read from the server's stdout.
 
-Both pushes look for work after each commit (the inbox actor is nudged by the fan-out) or every
-:data:`~crosstalk.mcp.channel.SWEEP` seconds (the channel asks the daemon on that period only),
-so before each send we wait a random fraction of that period: sending right after the previous
-arrival would line every send up with the same point of the channel's period. Each message's
+Both pushes look for work after each arrival (the inbox actor is nudged by the fan-out, the
+channel by a ``wait`` it keeps open on the daemon) and the channel also every
+:data:`~crosstalk.mcp.channel.SWEEP` seconds, so before each send we wait a random fraction of
+that period: sending right after the previous arrival would line every send up with the same
+point of the channel's fallback period. Each message's
 ``surfaced_at`` (the recipient's gate stamps it) is kept too, so the figures split into the
 path to the gate and the push after it. Stamps are wall clock (``time.time()``), the same clock
 as the daemons' on one machine; a reader thread stamps each line as it arrives.

@@ -8,8 +8,11 @@ of ``meta`` (identifier characters only) becomes an attribute of that tag.
 
 Off unless the person turns it on (``CROSSTALK_CHANNELS=1`` in the server's environment, which
 docs/clients.md shows), so every other client sees exactly the server it saw before. When on,
-the server asks the daemon every :data:`SWEEP` seconds for notices the gate surfaced and no
-session has shown (``notices`` with ``pending`` and ``words``), renders them exactly as the hook
+the server asks the daemon for notices the gate surfaced and no session has shown as soon as
+something arrives (a ``wait`` held open on the daemon rings it: the push is then as quick as the
+inbox socket's, where a fixed sweep cost half a second on average), and every :data:`SWEEP`
+seconds anyway (what arrives while no ``wait`` is open, a daemon restarted): the ``notices`` op
+with ``pending`` and ``words``. It renders them exactly as the hook
 and the inbox push do (:func:`crosstalk.core.notice.render_arrivals`: a plain notice, and the
 sender's words only where the gate decided ``deliver``), sends one notification per rendered
 notice, then marks them shown (``notice_shown``) so the hook does not show them again. The
@@ -39,7 +42,9 @@ CHANNELS_ENV = "CROSSTALK_CHANNELS"
 CAPABILITY = "claude/channel"
 METHOD = "notifications/claude/channel"
 SWEEP = 1.0
-"""Seconds between looks for surfaced notices."""
+"""Seconds between looks for surfaced notices when nothing rang."""
+ARRIVAL_WAIT = 30.0
+"""Seconds one ``wait`` on the daemon stays open before the next one replaces it."""
 
 
 def channels_enabled(env: Mapping[str, str]) -> bool:
@@ -78,13 +83,45 @@ def channel_notifications(notices: list[dict[str, Any]]) -> tuple[list[JSONRPCNo
 async def push_notices(
     caller: Caller, write_stream: trio.abc.SendChannel[SessionMessage] | Any
 ) -> None:
-    """Forever: push what the gate surfaced for this session, then mark it shown."""
+    """Forever: push what the gate surfaced for this session, then mark it shown; look again
+    when something arrives, or after :data:`SWEEP` seconds."""
+    bell = _Doorbell()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_ring_on_arrival, caller, bell)
+        while True:
+            try:
+                await _push_once(caller, write_stream)
+            except CrosstalkError as exc:  # the daemon is away; the hook pulls meanwhile
+                log.info("channel: no notices this round: %s", exc.message)
+            await bell.wait(SWEEP)
+
+
+class _Doorbell:
+    """A ring that is kept until the next wait takes it (a ring while pushing is not lost)."""
+
+    def __init__(self) -> None:
+        self._rung = trio.Event()
+
+    def ring(self) -> None:
+        self._rung.set()
+
+    async def wait(self, seconds: float) -> None:
+        with trio.move_on_after(seconds):
+            await self._rung.wait()
+        self._rung = trio.Event()
+
+
+async def _ring_on_arrival(caller: Caller, bell: _Doorbell) -> None:
+    """Keep a ``wait`` open on the daemon and ring ``bell`` at each arrival."""
     while True:
         try:
-            await _push_once(caller, write_stream)
-        except CrosstalkError as exc:  # the daemon is away; the hook pulls meanwhile
-            log.info("channel: no notices this round: %s", exc.message)
-        await trio.sleep(SWEEP)
+            reply = await caller.call("wait", {"timeout": ARRIVAL_WAIT},
+                                      limit=ARRIVAL_WAIT + SWEEP * 5)
+        except CrosstalkError:  # the daemon is away: the sweep looks meanwhile
+            await trio.sleep(SWEEP)
+            continue
+        if reply.get("arrived"):
+            bell.ring()
 
 
 async def _push_once(caller: Caller, write_stream: Any) -> None:
