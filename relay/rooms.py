@@ -83,6 +83,9 @@ class RoomState:
     # The membership history members believe (the rows above are the relay's own view of it).
     history: ChainState = attrs.Factory(lambda self: ChainState(self.room), takes_self=True)
     statements: list[Statement] = attrs.Factory(list)
+    # Devices of joined members whose cursor is before the first held op (None: not counted
+    # since the last change but an acknowledgement). Only when it reaches 0 can an ack prune.
+    holding: int | None = None
 
     def joined(self) -> list[str]:
         return [fp for fp, m in self.members.items() if m.state == "joined"]
@@ -214,6 +217,7 @@ class RoomBook:
 
     def _start_cursor(self, fp: str, device: str, state: RoomState) -> list[Write]:
         self.cursors[(fp, device, state.room)] = state.head
+        state.holding = None  # one more device to count
         return [CursorPut(fp, device, state.room, state.head)]
 
     def acknowledge(self, fp: str, device: str, room: str, seq: int) -> list[Write]:
@@ -223,24 +227,46 @@ class RoomBook:
             raise refuse("bad_frame", "seq must not be negative")
         key = (fp, device, room)
         target = min(seq, state.head)
-        if target <= self.cursors.get(key, 0):
+        old = self.cursors.get(key)
+        if target <= (0 if old is None else old):
             return []
         self.cursors[key] = target
-        return [CursorPut(fp, device, room, target), *self._prune_acknowledged(state)]
+        written = CursorPut(fp, device, room, target)
+        if old is not None and self._still_held(state, old, target):
+            return [written]
+        return [written, *self._prune_acknowledged(state)]
+
+    def _still_held(self, state: RoomState, old: int, new: int) -> bool:
+        """Whether another device still holds the first held op, after one moved from ``old``
+        to ``new``: then nothing can be pruned, and the O(devices) floor is not computed.
+
+        Every member acknowledges every op, so computing the floor at each ack cost O(n^2) per
+        op in a room of n (issue 41); counted down, it is computed once per op. Not on a relay
+        node, whose prune limit may rise without any acknowledgement.
+        """
+        if self.prune_limit is not None or state.holding is None:
+            return False
+        if old < state.first() <= new:
+            state.holding -= 1
+        return state.holding > 0
 
     def _prune_acknowledged(self, state: RoomState) -> list[Write]:
-        floor = min(
-            (self.cursors.get((fp, dev, state.room), state.head)
-             for fp, dev in self.devices_of(state.joined())),
-            default=state.head,
-        )
+        cursors = [self.cursors.get((fp, dev, state.room))
+                   for fp, dev in self.devices_of(state.joined())]
+        floor = min((state.head if c is None else c for c in cursors), default=state.head)
         if self.prune_limit is not None:
             floor = min(floor, self.prune_limit(state.room))
-        return self._drop_through(state, floor)
+        writes = self._drop_through(state, floor)
+        first = state.first()
+        # A device with no cursor yet counts as at the head (above); it is not counted here, as
+        # its first ack computes the floor again (and the head moves under it with each op).
+        state.holding = sum(1 for c in cursors if c is not None and c < first)
+        return writes
 
     def _drop_through(self, state: RoomState, through: int) -> list[Write]:
         if not state.log or state.log[0].seq > through:
             return []
+        state.holding = None  # the first held op changes: who holds it is counted again
         while state.log and state.log[0].seq <= through:
             op = state.log.popleft()
             state.op_ids.pop(op.op_id, None)
@@ -357,6 +383,9 @@ class RoomBook:
             self.member_of.pop(fp, None)
         for device in self.devices.get(fp, ()):
             self.cursors.pop((fp, device, room), None)
+        state = self.rooms.get(room)
+        if state is not None:
+            state.holding = None  # fewer devices to count
 
     def _delete(self, state: RoomState) -> list[Write]:
         for fp in list(state.members):
