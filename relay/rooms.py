@@ -17,7 +17,9 @@ with its seq, not refused (sim seed 5249: the sender reported refused an op the 
 The log is one total order per room: ``head`` is the last seq given out and never goes back (it
 is stored even when every op has been pruned, so cursors stay meaningful). An op is held until
 every known device of every joined member has acknowledged it (its cursor passed it) or until it
-is older than the retention; both drop a prefix of the log, never a hole.
+is older than the retention; both drop a prefix of the log, never a hole. A room counts the
+devices still before its first held op (``holding``): an ack prunes only when it ends that
+count, so an op costs the room O(members), not O(members) per acknowledgement.
 
 Devices are learned at authentication. A device's cursor in a room starts at the head when the
 device or the membership first appears: nobody is owed ops from before they joined. Cursors only
