@@ -6,9 +6,11 @@ Run: ``python -m bench.scaling_members [--sizes 2,10,50,200] [--posts 20] [--bas
 A fresh relay process per point; that many fake clients (``tests.relay.client`` over
 :class:`bench._wsload.LoadSocket`: real handshakes, real frames) in one room, each added by the
 previous one through a pairing slot (*building*: slot open and join, add, accept, slot close;
-five commits, each with its fsync). One member then posts 200-byte ops one at a time; latency is
-until the *last* other member has the push. Also: the relay's CPU seconds for the build and per
-post (its acknowledgements included), and its RSS growth over its idle start.
+five commits, each with its fsync; the add and accept alone are what a daemon's room invite and
+accept cost once pairing is done, as ``bench.big_room`` times its build). One member then posts
+200-byte ops one at a time; latency is until the *last* other member has the push. Also: the
+relay's CPU seconds for the build and per post (its acknowledgements included), the build's
+commits, this process's CPU for the build, and the relay's RSS growth over its idle start.
 
 ``--base DIR`` runs every point twice, on a relay from ``DIR`` (e.g. ``git archive dcb9870 |
 tar -x -C DIR``) and on one from this tree, alternating which goes first, with the same fake
@@ -184,8 +186,11 @@ class Parked:
         self.scopes.pop(id(client)).cancel()
 
 
-async def _build_room(members: list[RelayClient], room: str) -> None:
-    """Pair the first two into ``room``, then each member adds the next through a slot."""
+async def _build_room(members: list[RelayClient], room: str) -> float:
+    """Pair the first two into ``room``, then each member adds the next through a slot; the
+    seconds of it spent adding and accepting (what a daemon's room invite and accept cost,
+    pairing done)."""
+    joining_s = 0.0
     async with trio.open_nursery() as nursery:
         parked = Parked(nursery)
         for client in members[2:]:
@@ -195,13 +200,15 @@ async def _build_room(members: list[RelayClient], room: str) -> None:
         await parked.park(members[0])
         for previous, joining in itertools.pairwise(members[1:]):
             parked.unpark(joining)
-            await _pair_and_add(previous, joining, history)
+            joining_s += await _pair_and_add(previous, joining, history)
             await parked.park(previous)
         nursery.cancel_scope.cancel()
+    return joining_s
 
 
-async def _pair_and_add(owner: RelayClient, other: RelayClient, history: ChainState) -> None:
+async def _pair_and_add(owner: RelayClient, other: RelayClient, history: ChainState) -> float:
     """``owner`` pairs with ``other`` and adds it to the room of ``history``; ``other`` accepts.
+    Returns the seconds from the add to the accept's answer.
 
     The statements are signed on ``history``, kept here as the room grows, as a daemon keeps
     its rooms' (it asks the relay only for what it lacks). The test client asks for the whole
@@ -212,6 +219,7 @@ async def _pair_and_add(owner: RelayClient, other: RelayClient, history: ChainSt
     slot = await owner.ok(w.SlotOpen(owner.next_req()))
     assert isinstance(slot, w.Slot)
     await other.ok(w.SlotJoin(other.next_req(), slot.slot))
+    start = time.perf_counter()
     invite = me.statement(history, "invite", them.fp, them.ed_pub, them.x_pub)
     await owner.ok(w.Add(owner.next_req(), room, them.ed_pub, them.x_pub, me.vouch(room, them),
                          invite))
@@ -219,7 +227,9 @@ async def _pair_and_add(owner: RelayClient, other: RelayClient, history: ChainSt
     accept = them.statement(history, "accept", them.fp)
     await other.ok(w.Accept(other.next_req(), room, accept))
     history.append(accept, verify=False)
+    joined = time.perf_counter() - start
     await owner.ok(w.SlotClose(owner.next_req(), slot.slot))
+    return joined
 
 
 async def _members_point(relay: RelayProcess, size: int, posts: int) -> dict[str, Any]:
@@ -231,7 +241,7 @@ async def _members_point(relay: RelayProcess, size: int, posts: int) -> dict[str
         room = f"members-{size}"
         commits = await _commits(relay.port)
         cpu, ours, start = cpu_seconds(pid), cpu_seconds(), time.perf_counter()
-        await _build_room(members, room)
+        joining = await _build_room(members, room)
         build, build_cpu = time.perf_counter() - start, cpu_seconds(pid) - cpu
         ours = cpu_seconds() - ours
         commits = await _commits(relay.port) - commits
@@ -244,6 +254,7 @@ async def _members_point(relay: RelayProcess, size: int, posts: int) -> dict[str
     return {"x": size, "latency": summary_ms(latency), "rss_growth_kib": grown,
             "build_s": round(build, 2), "build_relay_cpu_s": round(build_cpu, 2),
             "build_bench_cpu_s": round(ours, 2), "build_commits": commits,
+            "build_add_accept_s": round(joining, 2),
             "relay_cpu_per_post_ms": round(per_post * 1000, 2)}
 
 
@@ -304,8 +315,8 @@ def a_b(sizes: list[int], posts: int, base: Path, rounds: int) -> dict[str, Any]
     return {"rounds": runs, "median": {side: _medians(points) for side, points in runs.items()}}
 
 
-MEDIAN_KEYS = ("build_s", "build_relay_cpu_s", "build_bench_cpu_s", "build_commits",
-               "relay_cpu_per_post_ms", "rss_growth_kib")
+MEDIAN_KEYS = ("build_s", "build_add_accept_s", "build_relay_cpu_s", "build_bench_cpu_s",
+               "build_commits", "relay_cpu_per_post_ms", "rss_growth_kib")
 
 
 def _medians(rounds: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
