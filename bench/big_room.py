@@ -111,42 +111,53 @@ def _pair_paced(host: Person, guest: Person, within: float = 300.0) -> None:
 
 
 def run(members: int, ops: int) -> dict[str, Any]:
-    """Measure; a JSON-ready dict."""
+    """Measure; a JSON-ready dict. A failed run keeps its directory (every daemon's log)."""
     tmp = Path(tempfile.mkdtemp(prefix="ctb-", dir="/tmp"))
     # Every process is on 127.0.0.1: one address, whose pairing slots are limited too.
     relay = RelayProcess(tmp / "relay", tmp / "relay.stderr", "--slot-rate", "1000")
     people: list[Person] = []
     try:
         relay.start()
-        url = f"ws://127.0.0.1:{relay.port}"
-        host = Person(tmp / "host", url)
-        people.append(host)
-        for n in range(1, members):
-            progress(f"pairing the host with guest {n} of {members - 1}")
-            guest = Person(tmp / f"g{n:03d}", url)
-            people.append(guest)
-            _pair_paced(host, guest)
-        homes = [Home.resolve(str(p.home)) for p in people]
-        direct = next(r["id"] for r in host.json("room", "list")["rooms"]
-                      if r["kind"] == "direct" and any(m["label"] == "g001" for m in r["members"]))
-        pids = _pids(relay, people)
-        progress("room of 2: facts one at a time")
-        cpu = _cpu(pids)
-        two = _fan_out(homes[0], direct, homes[1:2], ops)
-        two_cpu = _cpu_per_op(cpu, _cpu(pids), len(two))
-        progress(f"building the room of {members}")
-        built = _build(homes[0], homes[1:], [p.home.name for p in people[1:]], "big")
-        progress(f"room of {members}: facts one at a time")
-        cpu = _cpu(pids)
-        big = _fan_out(homes[0], "big", homes[1:], ops)
-        big_cpu = _cpu_per_op(cpu, _cpu(pids), len(big))
+        result = _measure(relay, people, tmp, members, ops)
+    except BaseException:
+        progress(f"failed; the homes, their daemon logs and the relay's are kept in {tmp}")
+        raise
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
     finally:
         for person in people:
             pid = person.daemon_pid()
             if pid:
                 stop_pid(pid)
         relay.kill(signal.SIGTERM)
-        shutil.rmtree(tmp, ignore_errors=True)
+    return result
+
+
+def _measure(relay: RelayProcess, people: list[Person], tmp: Path, members: int, ops: int
+             ) -> dict[str, Any]:
+    """Pair, time the room of 2, build the big room, time it (``people`` fills as they come)."""
+    url = f"ws://127.0.0.1:{relay.port}"
+    host = Person(tmp / "host", url)
+    people.append(host)
+    for n in range(1, members):
+        progress(f"pairing the host with guest {n} of {members - 1}")
+        guest = Person(tmp / f"g{n:03d}", url)
+        people.append(guest)
+        _pair_paced(host, guest)
+    homes = [Home.resolve(str(p.home)) for p in people]
+    direct = next(r["id"] for r in host.json("room", "list")["rooms"]
+                  if r["kind"] == "direct" and any(m["label"] == "g001" for m in r["members"]))
+    pids = _pids(relay, people)
+    progress("room of 2: facts one at a time")
+    cpu = _cpu(pids)
+    two = _fan_out(homes[0], direct, homes[1:2], ops)
+    two_cpu = _cpu_per_op(cpu, _cpu(pids), len(two))
+    progress(f"building the room of {members}")
+    built = _build(homes[0], homes[1:], [p.home.name for p in people[1:]], "big")
+    progress(f"room of {members}: facts one at a time")
+    cpu = _cpu(pids)
+    big = _fan_out(homes[0], "big", homes[1:], ops)
+    big_cpu = _cpu_per_op(cpu, _cpu(pids), len(big))
     base, wide = summary_ms(two[WARM:]), summary_ms(big[WARM:])
     wide["first_ms"] = round(big[0] * 1000, 1)  # the first fact after the room was built
     return {"members": members, "ops": ops, "build_s": round(built, 2),
