@@ -235,6 +235,7 @@ async def _pair_and_add(owner: RelayClient, other: RelayClient, history: ChainSt
 async def _members_point(relay: RelayProcess, size: int, posts: int) -> dict[str, Any]:
     assert relay.proc is not None
     pid = relay.proc.pid
+    await _commits(relay.port)  # its first /metrics answer grows the relay by ~1.4 MB
     await trio.sleep(0.3)
     before = rss_kib(pid)
     async with open_load_clients(relay.port, size) as members:
