@@ -413,9 +413,13 @@ def _real_room(runs: dict[str, Any]) -> str:
                 "bench polling"], rows), "",
         f"{n} daemon processes and one relay on this machine; the host pairs with each guest "
         f"through the CLI, then creates a room, invites everyone and each accepts (built in "
-        f"{r['build_s']:.1f} s). A fact added at the host, one at a time, until the last "
-        "member's store holds it; the room of 2 is the host's with its first guest, on the "
-        "same daemons in the same run.", "",
+        f"{r['build_s']:.1f} s). Every guest then has a hole in the room's memory (the ops "
+        "sequenced before it joined) and asks the members in turn for a snapshot, 15 s each, "
+        "which a member with a hole of its own does not answer: the last hole closed "
+        f"{r['memory_settled_s']:.0f} s after the build, and a fact added before that waits "
+        "for it. Then a fact added at the host, one at a time, until the last member's store "
+        "holds it; the room of 2 is the host's with its first guest, on the same daemons in "
+        "the same run.", "",
     ])
 
 
