@@ -155,14 +155,13 @@ def run(members: int, ops: int) -> dict[str, Any]:
     except BaseException:
         progress(f"failed; the homes, their daemon logs and the relay's are kept in {tmp}")
         raise
-    else:
-        shutil.rmtree(tmp, ignore_errors=True)
-    finally:
+    finally:  # before the homes go: each daemon's pid is read from its home
         for person in people:
             pid = person.daemon_pid()
             if pid:
                 stop_pid(pid)
         relay.kill(signal.SIGTERM)
+    shutil.rmtree(tmp, ignore_errors=True)
     return result
 
 
