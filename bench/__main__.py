@@ -57,7 +57,8 @@ def plan(quick: bool) -> list[tuple[str, list[str]]]:
 NEEDS_NATS = {"nats_relay"}  # benchmarks that cannot run at all without the nats-server binary
 
 KNOWN = {"daemon", "latency", "peers", "relay_throughput", "pairing", "catchup", "hook",
-         "scaling", "report", "plots", "notice", "push",
+         "scaling", "scaling_members",  # the first is the second's and two more curves
+         "report", "plots", "notice", "push",
          "two_trees"}  # run by hand: it needs a second source tree (--base)
 
 

@@ -397,13 +397,8 @@ def scaling(runs: dict[str, Any], figures: Path) -> str:
         "Each row is compared with the curve's first point, measured in the same run.", "",
         _curve("Members per room (relay, fake clients)", r["members_per_room"], "rss_growth_kib",
                "relay RSS growth", figures / "scaling_members.png", "members"),
-        "A fresh relay per size; that many clients (real handshakes and frames) in one room. "
-        "One member posts 200 B ops one at a time; latency is until the *last* other member "
-        "has the push. Memory is the relay's RSS growth over its idle start. Building the "
-        "room (each member added by the previous one, and every member reading the roster and "
-        "presence pushes that causes) took "
-        + ", ".join(f"{p['build_s']:.1f} s at {p['x']:,}" for p in r["members_per_room"]
-                    if "build_s" in p) + ".", "",
+        _members_text(r["members_per_room"]), "",
+        _real_room(runs),
         _curve("Rooms per daemon (real daemons)", r["rooms_per_daemon"], "rss_kib",
                "daemon RSS", figures / "scaling_rooms.png", "rooms"),
         "Two real paired daemons; before each point the recipient's daemon is stopped by pid, "
@@ -417,6 +412,63 @@ def scaling(runs: dict[str, Any], figures: Path) -> str:
                figures / "scaling_connections.png", "connections"),
         "One relay; idle authenticated connections (handshake and resume) added step by step; "
         "at each step post → push latency between two active clients in a room of two.", "",
+    ])
+
+
+def _members_text(points: list[dict[str, Any]]) -> str:
+    done = [p for p in points if "build_s" in p]
+    text = ("A fresh relay per size; that many clients (real handshakes and frames) in one room. "
+            "One member posts 200 B ops one at a time; latency is until the *last* other member "
+            "has the push. Memory is the relay's RSS growth over its idle start. Building the "
+            "room (each member added by the previous one through a pairing slot, and every "
+            "member reading the roster and presence pushes that causes) took "
+            + ", ".join(f"{p['build_s']:.1f} s at {p['x']:,}" for p in done) + ".")
+    if done and "build_relay_cpu_s" in done[-1]:
+        last = done[-1]
+        text += (" Of it, adding and accepting (pairing done, as a daemon's invite and accept): "
+                 + ", ".join(f"{p['build_add_accept_s']:.1f} s at {p['x']:,}" for p in done)
+                 + f". At {last['x']:,}: {last['build_commits']:,} commits (each with its fsync), "
+                 f"the relay's CPU {last['build_relay_cpu_s']:.1f} s and the fake clients' "
+                 f"{last['build_bench_cpu_s']:.1f} s. The relay's CPU per post (with the "
+                 "acknowledgements): " + ", ".join(
+                     f"{p['relay_cpu_per_post_ms']:.2f} ms at {p['x']:,}" for p in done) + ".")
+    return text
+
+
+def _real_room(runs: dict[str, Any]) -> str:
+    """The room of real daemons (``bench/big_room.py``), when it ran."""
+    run = runs.get("big_room")
+    head = "### A room of real daemons (`bench/big_room.py`)\n\n"
+    if run is None:
+        return head + "Not measured in this run.\n"
+    if _failed("big_room", run):
+        return head + str(_failed("big_room", run))
+    r = run["result"]
+    n, two = r["members"], r["room_of_2"]
+    wide, cpu = r[f"room_of_{n}"], r["cpu_ms_per_op"]
+    big_cpu = cpu[f"room_of_{n}"]
+    rows = [[f"{size}", _ms(fig["p50_ms"]), _ms(fig["p99_ms"]),
+             _ratio(fig["p50_ms"], two["p50_ms"]), f"{c['relay']:.1f}", f"{c['host']:.1f}",
+             f"{c['guests_total']:.1f} ({c['busiest_guest']:.1f})", f"{c['bench_poller']:.1f}"]
+            for size, fig, c in ((2, two, cpu["room_of_2"]), (n, wide, cpu[f"room_of_{n}"]))]
+    return head + "\n".join([
+        _table(["members", "fact → last member p50", "p99", "p50 ÷ room of 2",
+                "relay CPU per op (ms)", "host daemon", "guests' daemons (busiest)",
+                "bench polling"], rows), "",
+        f"{n} daemon processes and one relay on this machine; the host pairs with each guest "
+        f"through the CLI, then creates a room, invites everyone and each accepts (built in "
+        f"{r['build_s']:.1f} s). Every guest then has a hole in the room's memory (the ops "
+        "sequenced before it joined) and asks the members in turn for a snapshot, 15 s each, "
+        "which a member with a hole of its own does not answer: the last hole closed "
+        f"{r['memory_settled_s']:.0f} s after the build, and a fact added before that waits "
+        "for it. Then a fact added at the host, one at a time, until the last member's store "
+        "holds it; the room of 2 is the host's with its first guest, on the same daemons in "
+        f"the same run. Per fact in the room of {n}, the guests' daemons together spent "
+        f"{big_cpu['guests_total']:.1f} ms of CPU ({big_cpu['busiest_guest']:.1f} ms the "
+        f"busiest), the relay {big_cpu['relay']:.1f} ms and the host {big_cpu['host']:.1f} ms: "
+        "every process shares this machine's cores, so the members' own work on each op (each "
+        "daemon opens, checks, applies and commits it), not the relay, bounds the room's "
+        "latency here.", "",
     ])
 
 
@@ -488,7 +540,7 @@ def render(results: dict[str, Any], figures: Path) -> str:
 
 
 KNOWN_SECTIONS = {"daemon", "latency", "peers", "relay_throughput", "pairing", "catchup",
-                  "hook", "scaling", "nats_relay", "history"}
+                  "hook", "scaling", "nats_relay", "history", "big_room"}
 
 
 def history(runs: dict[str, Any]) -> str:

@@ -4,10 +4,8 @@ run (the ratio column), so the shape travels even where the absolute figures do 
 
 Run: ``python -m bench.scaling [--quick] [--json]``.
 
-*Members per room* (2 → 200), relay level: a fresh relay process per size, that many fake clients
-(``tests.relay.client``: real handshakes, real frames) in one room, each added by the previous
-one through a pairing slot. One member posts 200-byte ops one at a time; latency is until the
-*last* other member has the push. Memory is the relay's RSS growth over its idle start.
+*Members per room* (2 → 200), relay level: see :mod:`bench.scaling_members` (which also runs
+alone, and can compare the relay of another source tree).
 
 *Rooms per daemon* (1 → 1,000): two real paired daemons. Before each point the recipient's daemon
 is stopped by pid, rooms are created for its identity at the relay (as another device of it) and
@@ -24,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import itertools
 import json
 import os
 import signal
@@ -38,12 +35,10 @@ from typing import Any
 
 import nacl.utils
 import trio
-from trio_websocket import ConnectionClosed
 
-from bench._common import MANY, close_all, progress, rss_kib, summary_ms
-from bench._wsload import LoadSocket, open_load_socket
+from bench._common import close_all, progress, rss_kib, summary_ms
 from bench.latency import TwoDaemons, measure_pair
-from bench.relay_throughput import _pair_and_add
+from bench.scaling_members import FAST, FanOut, members_per_room
 from crosstalk.client import call
 from crosstalk.errors import CrosstalkError
 from crosstalk.paths import Home
@@ -52,119 +47,8 @@ from crosstalk.store.identity import load_identity
 from crosstalk.store.rooms import Room, RoomMember, add_member, add_room
 from crosstalk.wire import relay as w
 from tests.e2e.conftest import Person, stop_pid
-from tests.relay.client import Identity, RelayClient, handshake, open_client, pair_and_room
+from tests.relay.client import Identity, RelayClient, open_client, pair_and_room
 from tests.relay.process import RelayProcess
-
-BODY = b"x" * 200
-FAST = ("--op-rate", "1000000", *MANY)  # the per-identity send limit would pace the posts
-
-
-# --- fan-out: one poster, everyone else counts arrivals ------------------------------------------
-
-
-class FanOut:
-    """Post one op at a time from ``members[0]``; time until all the others received it.
-
-    Members that speak :class:`bench._wsload.LoadSocket` look for the op's id in each payload's
-    bytes and decode only every 16th frame (to acknowledge it); members over trio-websocket
-    decode every frame. With 200 members in this one process, decoding each of the 199 copies
-    of an op cost this process more than the relay spent sending them: the curve measured the
-    bench, not the relay.
-    """
-
-    def __init__(self, members: list[RelayClient], room: str) -> None:
-        self.members, self.room = members, room
-        self.waiting: dict[bytes, tuple[int, trio.Event]] = {}
-
-    def _arrived(self, op_id: bytes) -> None:
-        left, done = self.waiting[op_id]
-        self.waiting[op_id] = (left - 1, done)
-        if left == 1:
-            done.set()
-
-    async def _read(self, client: RelayClient) -> None:
-        if isinstance(client.ws, LoadSocket):
-            await self._read_payloads(client, client.ws)
-            return
-        seen = 0
-        while True:
-            frame = await client.recv()
-            if isinstance(frame, w.Error):
-                raise RuntimeError(f"the relay refused: {frame.code}: {frame.message}")
-            if not isinstance(frame, w.Op) or frame.op_id.encode() not in self.waiting:
-                continue
-            self._arrived(frame.op_id.encode())
-            seen += 1
-            if seen % 16 == 0:
-                await client.send(w.Ack(self.room, frame.seq))
-
-    async def _read_payloads(self, client: RelayClient, ws: LoadSocket) -> None:
-        seen = 0
-        while True:
-            for payload in await ws.receive_payloads():
-                at = payload.find(b'"fan-')
-                if at < 0:
-                    if b'"t":"error"' in payload:
-                        raise RuntimeError(f"the relay refused: {payload[:200]!r}")
-                    continue
-                op_id = payload[at + 1:at + 1 + _FAN_ID_LEN]
-                if op_id not in self.waiting:
-                    continue
-                self._arrived(op_id)
-                seen += 1
-                if seen % 16 == 0:
-                    frame = w.decode_relay_frame(payload.decode())
-                    assert isinstance(frame, w.Op)
-                    await client.send(w.Ack(self.room, frame.seq))
-
-    async def samples(self, count: int) -> list[float]:
-        poster, out = self.members[0], []
-        async with trio.open_nursery() as nursery:
-            for client in self.members:
-                nursery.start_soon(self._read, client)
-            for i in range(count + 3):
-                op_id, done = f"fan-{nacl.utils.random(8).hex()}", trio.Event()
-                self.waiting[op_id.encode()] = (len(self.members) - 1, done)
-                start = time.perf_counter()
-                await poster.send(w.Post(poster.next_req(), self.room, op_id, BODY))
-                # The first op waits behind every roster/presence push of the room's build.
-                with trio.fail_after(30 if i else 240):
-                    await done.wait()
-                if i >= 3:
-                    out.append(time.perf_counter() - start)
-            nursery.cancel_scope.cancel()
-        return out
-
-
-_FAN_ID_LEN = len("fan-") + 16
-
-
-@contextlib.asynccontextmanager
-async def open_load_clients(port: int, count: int) -> AsyncIterator[list[RelayClient]]:
-    """``count`` authenticated, resumed clients over :class:`LoadSocket` (at most 64 connecting
-    at once), closed on exit."""
-    clients: list[RelayClient] = []
-    limiter = trio.CapacityLimiter(64)
-
-    async def one() -> None:
-        async with limiter:
-            ws = await open_load_socket(port)
-            client = await handshake(ws, Identity(), "bench")  # type: ignore[arg-type]
-            resumed = await client.ok(w.Resume(client.next_req(), {}))
-            assert isinstance(resumed, w.Resumed)
-            client.resumed = resumed
-            clients.append(client)
-
-    try:
-        with trio.fail_after(300):
-            async with trio.open_nursery() as nursery:
-                for _ in range(count):
-                    nursery.start_soon(one)
-        yield clients
-    finally:
-        for client in clients:
-            with trio.CancelScope(shield=True):
-                await client.ws.aclose()
 
 
 @contextlib.asynccontextmanager
@@ -190,95 +74,6 @@ async def open_clients(port: int, count: int) -> AsyncIterator[list[RelayClient]
         yield clients
         await close_all(client.ws for client in clients)
         nursery.cancel_scope.cancel()
-
-
-# --- members per room ----------------------------------------------------------------------------
-
-
-class Parked:
-    """Members not making a request read and drop their pushes, as a live daemon would.
-
-    A fake client reads only while it waits for a reply; left alone, its socket fills with
-    roster and presence pushes and the relay stalls on it (it took 161 s to build a room of 200
-    that way, most of it waiting). Cancelling a parked reader is safe: it waits in the socket's
-    message channel, which gives up nothing to a cancelled receive.
-    """
-
-    def __init__(self, nursery: trio.Nursery) -> None:
-        self.nursery = nursery
-        self.scopes: dict[int, trio.CancelScope] = {}
-
-    async def _drain(self, client: RelayClient,
-                     task_status: trio.TaskStatus[trio.CancelScope]) -> None:
-        with trio.CancelScope() as scope:
-            task_status.started(scope)
-            while True:
-                await client.ws.get_message()  # not decoded: this process is the bottleneck
-
-    async def park(self, client: RelayClient) -> None:
-        self.scopes[id(client)] = await self.nursery.start(self._drain, client)
-
-    def unpark(self, client: RelayClient) -> None:
-        self.scopes.pop(id(client)).cancel()
-
-
-async def _build_room(members: list[RelayClient], room: str) -> None:
-    """Pair the first two into ``room``, then each member adds the next through a slot."""
-    async with trio.open_nursery() as nursery:
-        parked = Parked(nursery)
-        for client in members[2:]:
-            await parked.park(client)
-        await pair_and_room(members[0], members[1], room)
-        await parked.park(members[0])
-        for previous, joining in itertools.pairwise(members[1:]):
-            parked.unpark(joining)
-            await _pair_and_add(previous, joining, room)
-            await parked.park(previous)
-        nursery.cancel_scope.cancel()
-
-
-async def _members_point(relay: RelayProcess, size: int, posts: int) -> dict[str, Any]:
-    assert relay.proc is not None
-    await trio.sleep(0.3)
-    before = rss_kib(relay.proc.pid)
-    async with open_load_clients(relay.port, size) as members:
-        room = f"members-{size}"
-        start = time.perf_counter()
-        await _build_room(members, room)
-        build = time.perf_counter() - start
-        for client in members:
-            client.pushes.clear()
-        grown = rss_kib(relay.proc.pid) - before
-        latency = await FanOut(members, room).samples(posts)
-    return {"x": size, "latency": summary_ms(latency), "rss_growth_kib": grown,
-            "build_s": round(build, 2)}
-
-
-def members_per_room(sizes: list[int], posts: int, workdir: Path) -> list[dict[str, Any]]:
-    """One point per room size, each on a fresh relay process."""
-    points: list[dict[str, Any]] = []
-    for size in sizes:
-        progress(f"members per room: {size}")
-        stderr = workdir / f"relay-members-{size}.stderr"
-        relay = RelayProcess(workdir / f"members-{size}", stderr, *FAST)
-        relay.start()
-        try:
-            points.append(trio.run(_members_point, relay, size, posts))
-        except (trio.TooSlowError, ConnectionClosed, RuntimeError, ExceptionGroup) as exc:
-            # A size the relay cannot carry is a finding, not a crash of the whole curve.
-            slow = stderr.read_text().count("closing a slow consumer")
-            points.append({"x": size, "error": f"{_leaf(exc)}; the relay closed {slow} "
-                                               "connection(s) as slow consumers"})
-        finally:
-            relay.kill(signal.SIGTERM)
-    return points
-
-
-def _leaf(exc: BaseException) -> str:
-    """The first plain exception inside (nested) exception groups, as ``Type: message``."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return f"{type(exc).__name__}: {str(exc)[:200]}"
 
 
 # --- connections per relay -----------------------------------------------------------------------

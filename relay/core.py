@@ -300,10 +300,11 @@ class RelayCore:
 
     def _introduce(self, fp: str, others: Iterable[str], out: list[Effect]) -> None:
         """Exchange presence between ``fp`` (online) and each online identity in ``others``."""
-        for peer in others:
-            if self._online(peer):
-                self._push([fp], w.Presence(peer, True), out)
-                self._push([peer], w.Presence(fp, True), out)
+        online = [peer for peer in others if self._online(peer)]
+        for peer in online:
+            self._push([fp], w.Presence(peer, True), out)
+        # One frame for all of them: the shell encodes a frame object once (a room of n).
+        self._push(online, w.Presence(fp, True), out)
 
     # --- handshake -----------------------------------------------------------------------------
 

@@ -17,7 +17,9 @@ with its seq, not refused (sim seed 5249: the sender reported refused an op the 
 The log is one total order per room: ``head`` is the last seq given out and never goes back (it
 is stored even when every op has been pruned, so cursors stay meaningful). An op is held until
 every known device of every joined member has acknowledged it (its cursor passed it) or until it
-is older than the retention; both drop a prefix of the log, never a hole.
+is older than the retention; both drop a prefix of the log, never a hole. A room counts the
+devices still before its first held op (``holding``): an ack prunes only when it ends that
+count, so an op costs the room O(members), not O(members) per acknowledgement.
 
 Devices are learned at authentication. A device's cursor in a room starts at the head when the
 device or the membership first appears: nobody is owed ops from before they joined. Cursors only
@@ -31,14 +33,14 @@ error code for the client. Nothing here sends frames: the core decides who hears
 from __future__ import annotations
 
 import re
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 
 import attrs
 
 from crosstalk.errors import RemoteProtocolError
-from crosstalk.wire.chain import ChainState, Statement
+from crosstalk.wire.chain import Statement
 from crosstalk.wire.relay import Member
+from relay.room_state import RoomState
 from relay.storage import (
     CursorPut,
     DepartedOps,
@@ -67,45 +69,6 @@ def refuse(code: str, message: str) -> RemoteProtocolError:
 def check_id(value: str, what: str) -> None:
     if not ID_PATTERN.fullmatch(value):
         raise refuse("bad_frame", f"{what} must be 1-64 letters, digits, '-' or '_'")
-
-
-@attrs.define
-class RoomState:
-    room: str
-    head: int = 0
-    members: dict[str, Member] = attrs.Factory(dict)
-    log: deque[StoredOp] = attrs.Factory(deque)
-    op_ids: dict[str, int] = attrs.Factory(dict)  # op_id -> seq, for ops still held
-    log_bytes: int = 0
-    departed: dict[str, Member] = attrs.Factory(dict)  # state "left", oldest first
-    # fingerprint -> op id -> seq: what a departed member posted and had not acknowledged
-    departed_ops: dict[str, dict[str, int]] = attrs.Factory(dict)
-    # The membership history members believe (the rows above are the relay's own view of it).
-    history: ChainState = attrs.Factory(lambda self: ChainState(self.room), takes_self=True)
-    statements: list[Statement] = attrs.Factory(list)
-
-    def joined(self) -> list[str]:
-        return [fp for fp, m in self.members.items() if m.state == "joined"]
-
-    def roster(self) -> list[Member]:
-        """What ``roster`` says: the members, then the departed."""
-        return [*self.members.values(), *self.departed.values()]
-
-    def rows_of(self, fingerprints: Iterable[str]) -> list[Member]:
-        """The roster's rows for ``fingerprints`` (members, then departed; unknown ones left out):
-        what a push about a change carries, so a push stays the size of the change."""
-        wanted = set(fingerprints)
-        return [m for m in self.roster() if m.fingerprint in wanted]
-
-    def first(self) -> int:
-        """The oldest seq still held (head + 1 when the log is empty)."""
-        return self.log[0].seq if self.log else self.head + 1
-
-    def after(self, seq: int) -> Iterator[StoredOp]:
-        """The held ops with seq > ``seq``, in order."""
-        start = max(0, seq + 1 - self.first())
-        for i in range(start, len(self.log)):
-            yield self.log[i]
 
 
 class RoomBook:
@@ -214,6 +177,7 @@ class RoomBook:
 
     def _start_cursor(self, fp: str, device: str, state: RoomState) -> list[Write]:
         self.cursors[(fp, device, state.room)] = state.head
+        state.holding = None  # one more device to count
         return [CursorPut(fp, device, state.room, state.head)]
 
     def acknowledge(self, fp: str, device: str, room: str, seq: int) -> list[Write]:
@@ -223,24 +187,46 @@ class RoomBook:
             raise refuse("bad_frame", "seq must not be negative")
         key = (fp, device, room)
         target = min(seq, state.head)
-        if target <= self.cursors.get(key, 0):
+        old = self.cursors.get(key)
+        if target <= (0 if old is None else old):
             return []
         self.cursors[key] = target
-        return [CursorPut(fp, device, room, target), *self._prune_acknowledged(state)]
+        written = CursorPut(fp, device, room, target)
+        if old is not None and self._still_held(state, old, target):
+            return [written]
+        return [written, *self._prune_acknowledged(state)]
+
+    def _still_held(self, state: RoomState, old: int, new: int) -> bool:
+        """Whether another device still holds the first held op, after one moved from ``old``
+        to ``new``: then nothing can be pruned, and the O(devices) floor is not computed.
+
+        Every member acknowledges every op, so computing the floor at each ack cost O(n^2) per
+        op in a room of n (issue 41); counted down, it is computed once per op. Not on a relay
+        node, whose prune limit may rise without any acknowledgement.
+        """
+        if self.prune_limit is not None or state.holding is None:
+            return False
+        if old < state.first() <= new:
+            state.holding -= 1
+        return state.holding > 0
 
     def _prune_acknowledged(self, state: RoomState) -> list[Write]:
-        floor = min(
-            (self.cursors.get((fp, dev, state.room), state.head)
-             for fp, dev in self.devices_of(state.joined())),
-            default=state.head,
-        )
+        cursors = [self.cursors.get((fp, dev, state.room))
+                   for fp, dev in self.devices_of(state.joined())]
+        floor = min((state.head if c is None else c for c in cursors), default=state.head)
         if self.prune_limit is not None:
             floor = min(floor, self.prune_limit(state.room))
-        return self._drop_through(state, floor)
+        writes = self._drop_through(state, floor)
+        first = state.first()
+        # A device with no cursor yet counts as at the head (above); it is not counted here, as
+        # its first ack computes the floor again (and the head moves under it with each op).
+        state.holding = sum(1 for c in cursors if c is not None and c < first)
+        return writes
 
     def _drop_through(self, state: RoomState, through: int) -> list[Write]:
         if not state.log or state.log[0].seq > through:
             return []
+        state.holding = None  # the first held op changes: who holds it is counted again
         while state.log and state.log[0].seq <= through:
             op = state.log.popleft()
             state.op_ids.pop(op.op_id, None)
@@ -357,6 +343,9 @@ class RoomBook:
             self.member_of.pop(fp, None)
         for device in self.devices.get(fp, ()):
             self.cursors.pop((fp, device, room), None)
+        state = self.rooms.get(room)
+        if state is not None:
+            state.holding = None  # fewer devices to count
 
     def _delete(self, state: RoomState) -> list[Write]:
         for fp in list(state.members):

@@ -67,16 +67,37 @@ async def test_a_held_history_is_read_once_and_again_only_when_the_store_moved(
     async with open_store(tmp_path / "state.db") as store:
         links = await holding(store)
         cache = HeldHistories()
-        first = await store.read(lambda c: cache.held(c, ROOM))
-        again = await store.read(lambda c: cache.held(c, ROOM))
-        assert again is first and len(first) == 3
+        first, state = await store.read(lambda c: cache.held(c, ROOM))
+        again, same = await store.read(lambda c: cache.held(c, ROOM))
+        assert again is first and same is state and len(first) == state.length == 3
         h = History(ROOM)
         h.do(ANA, "create")
         h.do(ANA, "invite", BEN)
         h.do(BEN, "accept")
         extra = h.do(BEN, "leave")
         await store.write(lambda c: mc.append(c, ROOM, 3, [(extra, h.state.links[-1])]))
-        fresh = await store.read(lambda c: cache.held(c, ROOM))
+        fresh, replayed = await store.read(lambda c: cache.held(c, ROOM))
         assert fresh is not first and fresh[-1] == extra and links[-1] == h.state.links[2]
-        cache.extended(ROOM, fresh, ())
-        assert await store.read(lambda c: cache.held(c, ROOM)) is fresh
+        assert replayed.links == h.state.links
+        cache.extended(ROOM, fresh, replayed, ())
+        assert (await store.read(lambda c: cache.held(c, ROOM)))[0] is fresh
+
+
+async def test_a_held_state_extended_by_a_write_that_did_not_commit_is_replayed(
+    tmp_path: Path,
+) -> None:
+    """apply_history extends the cached state in place; if its write then rolls back, the
+    state is longer than the history the store holds, and the next push replays afresh."""
+    from crosstalk.features.membership.actor import HeldHistories
+
+    async with open_store(tmp_path / "state.db") as store:
+        await holding(store)
+        cache = HeldHistories()
+        held, state = await store.read(lambda c: cache.held(c, ROOM))
+        h = History(ROOM)
+        h.do(ANA, "create")
+        h.do(ANA, "invite", BEN)
+        h.do(BEN, "accept")
+        state.append(h.do(BEN, "leave"), verify=False)  # the write that did not commit
+        again, replayed = await store.read(lambda c: cache.held(c, ROOM))
+        assert again is not held and replayed is not state and replayed.length == 3

@@ -12,7 +12,7 @@ from crosstalk import crypto
 from crosstalk.core.members import KnownMember
 from crosstalk.features.membership.core import HistoryChange, apply_history, reconcile
 from crosstalk.wire import relay as w
-from crosstalk.wire.chain import Statement
+from crosstalk.wire.chain import ChainState, Statement
 from tests.wire.chain_helpers import History
 from tests.wire.chain_helpers import team as made_team
 
@@ -156,3 +156,16 @@ def test_the_history_says_when_we_are_out_whatever_the_rows_say() -> None:
     left = apply_history(ROOM, h.statements, len(h.statements), [], rows, [], TRUSTED,
                          BEN.fingerprint)
     assert left.out and left.removed_by is None
+
+
+def test_a_history_already_replayed_gives_what_replaying_it_gives() -> None:
+    """The actor hands over its cached chain state: the result is the replay's, and the state
+    is extended in place with what was added."""
+    h = team()
+    h.do(CARL, "remove", BEN)
+    rows = [row(ANA, "joined"), row(CARL, "joined"), row(BEN, "left")]
+    held = h.statements[:5]
+    state = ChainState.replay(ROOM, held, verify=False)
+    cached = apply_history(ROOM, held, 5, h.statements[5:], rows, (), TRUSTED, state=state)
+    assert cached == carl_sees(held, 5, h.statements[5:], rows)
+    assert state.links == h.state.links

@@ -17,10 +17,12 @@ ROOT = Path(__file__).resolve().parents[2]
 class RelayProcess:
     """Start, kill and restart one relay on a data directory; always stopped by pid."""
 
-    def __init__(self, data: Path, stderr_path: Path, *extra: str) -> None:
+    def __init__(self, data: Path, stderr_path: Path, *extra: str, tree: Path = ROOT) -> None:
+        """``tree``: the source tree the relay runs from (a bench may compare two)."""
         self.data = data
         self.stderr_path = stderr_path
         self.extra = extra
+        self.tree = tree
         self.proc: subprocess.Popen[str] | None = None
         self.port = 0
         self.url = ""
@@ -32,7 +34,8 @@ class RelayProcess:
         stderr = open(self.stderr_path, "a")  # handed to the child, closed below
         try:
             self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=stderr, text=True,
-                                         cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                         cwd=self.tree,  # python -m imports from here first
+                                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
         finally:
             stderr.close()
         line = self._first_line(timeout)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 RELAY = Path(__file__).resolve().parents[2] / "relay"
-PURE = ["core.py", "conn.py", "members.py", "rooms.py", "slots.py", "limits.py", "effects.py",
-        "crowd.py", "work.py",
+PURE = ["core.py", "conn.py", "members.py", "rooms.py", "room_state.py", "slots.py", "limits.py",
+        "effects.py", "crowd.py", "work.py",
         "storage.py", "metrics.py",
         "replica.py", "nats_layout.py", "nats_wire.py"]
 FORBIDDEN = {"trio", "trio_websocket", "socket", "time", "random", "os", "sqlite3", "asyncio",

@@ -149,9 +149,13 @@ def apply_history(
     local: Sequence[KnownMember],
     trusted: Mapping[str, tuple[bytes, bytes]],
     me: str = "",
+    *,
+    state: ChainState | None = None,
 ) -> HistoryChange:
     """Take what the relay offered of a room's history (``offered``, starting at index
     ``chain_from``) on top of what we hold (``held``, verified before), and derive the roster.
+    ``state``: ``held`` already replayed (the caller's cache), extended here in place with what
+    is added; None replays ``held``.
 
     A statement we hold already must be the very one offered at its index, or the relay is
     showing us another history than before (a fork). The first statement that does not follow is
@@ -159,7 +163,8 @@ def apply_history(
     that list someone the history does not are reported (``alarm``), and so is anyone the history
     gives other keys than ``trusted`` (ours, our contacts') holds for them.
     """
-    state = ChainState.replay(room, held, verify=False)
+    if state is None:
+        state = ChainState.replay(room, held, verify=False)
     added: list[tuple[Statement, bytes]] = []
     alarm = None
     for i, stmt in enumerate(offered):
