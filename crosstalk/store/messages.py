@@ -60,6 +60,12 @@ def body_json(op: Mapping[str, object]) -> str:
     return json.dumps(kept, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+#: The rowid a held message is inserted with: the next of the counter search rows take their
+#: ids from, since a held message's rowid is its search index entry (store/schema_compact.py).
+#: NULL (SQLite picks one) in a store without the counter, before migration step 29.
+NEXT_HELD_ROWID = "(SELECT seq + 1 FROM sqlite_sequence WHERE name = 'search_docs')"
+
+
 def hold(
     conn: sqlite3.Connection, *, message_id: str, room_id: str, sender: str, to: str | None,
     intent: str, body: str, received_at: float, once: bool = False,
@@ -68,8 +74,9 @@ def hold(
     (a room op replayed after a reconnect)."""
     verb = "INSERT OR IGNORE" if once else "INSERT"
     conn.execute(
-        f"{verb} INTO held_messages (message_id, room_id, sender, target_session, "
-        "target_project, intent, body, received_at) VALUES (?, ?, ?, ?, NULL, ?, ?, ?)",
+        f"{verb} INTO held_messages (rowid, message_id, room_id, sender, target_session, "
+        f"target_project, intent, body, received_at) VALUES ({NEXT_HELD_ROWID}, "
+        "?, ?, ?, ?, NULL, ?, ?, ?)",
         (message_id, room_id, sender, to, intent, body, received_at),
     )
 

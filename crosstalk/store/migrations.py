@@ -22,6 +22,7 @@ import attrs
 from crosstalk.errors import DamagedState, LocalProtocolError
 from crosstalk.store import (
     schema_attention,
+    schema_compact,
     schema_disk,
     schema_edits,
     schema_hot,
@@ -288,6 +289,10 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(26, "disk: sent seq on sent messages, link copies trimmed", schema_disk.STATEMENTS),
     # A message's words kept once: search reads them from the message (store/schema_lean.py).
     Migration(27, "disk: words kept once", schema_lean.STATEMENTS),
+    # Reserved for another branch's step (memory records' search indexing); empty here.
+    Migration(28, "reserved", ()),
+    # A held message is its own search row (store/schema_compact.py).
+    Migration(29, "disk: held messages indexed by their own rowid", schema_compact.STATEMENTS),
 )
 LATEST_VERSION = len(MIGRATIONS)
 

@@ -1,0 +1,143 @@
+"""Migration 29 (a held message is its own search row, store/schema_compact.py): a store filled
+before it finds what it found, with the same snippets and filters, and the index stays right."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from crosstalk.store import messages, room_keys
+from crosstalk.store.migrations import MIGRATIONS, migrate
+from crosstalk.store.rooms import Room, add_room
+from crosstalk.store.search import Hit
+from tests.store.test_search_store import BEN, DAY, NOW, consistent, fact, find, hold, put_memory
+
+CARL = "c" * 64
+
+
+@pytest.fixture
+def old(tmp_path: Path) -> Iterator[sqlite3.Connection]:
+    """A store at version 28 with two rooms, ``r2`` about to be left."""
+    connection = sqlite3.connect(tmp_path / "state.db", isolation_level=None)
+    migrate(connection, MIGRATIONS[:28])
+    add_room(connection, Room("r1", "dev", "shared", "joined", 0, NOW), b"k" * 32)
+    add_room(connection, Room("r2", "ops", "shared", "joined", 0, NOW), b"k" * 32)
+    yield connection
+    connection.close()
+
+
+def send(conn: sqlite3.Connection, msg_id: str, text: str, room: str = "r1") -> None:
+    messages.record_sent(conn, msg_id=msg_id, room_id=room, to_label="ben", kind="message",
+                         chars=len(text), created_at=NOW, thread=None, reply_to=None, text=text)
+
+
+def _fill(conn: sqlite3.Connection) -> None:
+    hold(conn, "held", "the gizmo ships on friday after the review", ts=NOW - 3 * DAY,
+         slices=[{"kind": "file", "label": "gizmo.py", "content": "x"},
+                 {"kind": "note", "label": "review notes", "content": "y"}])
+    hold(conn, "carl", "a gizmo review from carl", sender=CARL)
+    hold(conn, "decided", "Decided: gizmo", kind="decision")  # not indexed: the decision is
+    send(conn, "mine", "my gizmo notes for the review")
+    put_memory(conn, "r1", facts=(fact("f1", "gizmo reviews happen weekly"),))
+    hold(conn, "ops-held", "gizmo incident in ops", room="r2")
+    send(conn, "ops-sent", "gizmo rollback in ops", room="r2")
+    room_keys.forget_room(conn, "r2")
+    hold(conn, "later", "the gizmo review went well", ts=NOW + DAY)
+
+
+#: Every filter search takes, as ``find``'s keywords.
+FILTERS: tuple[dict[str, object], ...] = (
+    {}, {"rooms": ("r1",)}, {"rooms": ("r2",)}, {"senders": (BEN,)}, {"senders": (CARL,)},
+    {"senders": ("",)}, {"since": NOW - DAY}, {"kind": "message"}, {"kind": "fact"},
+    {"limit": 2},
+)
+
+
+def _everything(conn: sqlite3.Connection) -> list[list[Hit]]:
+    return [find(conn, words, **filters)  # type: ignore[arg-type]
+            for words in ("gizmo", "review*", "notes") for filters in FILTERS]
+
+
+def test_migration_29_finds_what_version_28_found_with_the_same_snippets(
+    old: sqlite3.Connection,
+) -> None:
+    """Every search, under every filter, finds the same hits in the same order, snippets,
+    rooms, senders and times included; the held messages' search rows are gone."""
+    _fill(old)
+    before = _everything(old)
+    assert sorted(h.id for h in before[0]) == [
+        "carl", "f1", "held", "later", "mine", "ops-held", "ops-sent"]
+    assert migrate(old) == [29]
+    assert _everything(old) == before
+    rows = sorted(r[0] for r in old.execute("SELECT ref FROM search_docs WHERE kind = 'message'"))
+    assert rows == ["mine", "ops-held", "ops-sent"]  # ops-held: the left room's kept copy
+    consistent(old)
+
+
+def test_held_messages_and_search_rows_share_one_growing_rowid_space(
+    old: sqlite3.Connection,
+) -> None:
+    """Held rowids and search ids never meet and follow the order things came in (the search
+    window's newest matches, watch's cursors); rewrites, deletes and a leave keep the index
+    right."""
+    migrate(old)
+    _fill(old)
+    held = [r[0] for r in old.execute("SELECT rowid FROM held_messages ORDER BY rowid")]
+    docs = [r[0] for r in old.execute("SELECT id FROM search_docs")]
+    assert not set(held) & set(docs)
+    mine = old.execute("SELECT id FROM search_docs WHERE ref = 'mine'").fetchone()[0]
+    later = old.execute("SELECT rowid FROM held_messages WHERE message_id = 'later'").fetchone()
+    assert held[-1] == later[0] > mine  # held after the send: a larger rowid
+    old.execute("UPDATE held_messages SET body = json_set(body, '$.text', 'widget now') "
+                "WHERE message_id = 'held'")
+    assert [h.id for h in find(old, "widget")] == ["held"]
+    hits = find(old, "gizmo", rooms=("r1",), since=NOW - 4 * DAY, senders=(BEN,),
+                kind="message")
+    assert {h.id: h.snippet for h in hits} == {
+        "held": "[gizmo].py review notes", "later": "the [gizmo] review went well"}
+    assert find(old, "friday") == []
+    consistent(old)
+    old.execute("DELETE FROM held_messages WHERE message_id IN ('held', 'carl')")
+    assert sorted(h.id for h in find(old, "gizmo")) == [
+        "f1", "later", "mine", "ops-held", "ops-sent"]
+    consistent(old)
+    room_keys.forget_room(old, "r1")  # left: its held messages keep a search row of their own
+    assert sorted(h.id for h in find(old, "review")) == ["f1", "later", "mine"]
+    assert old.execute("SELECT count(*) FROM held_messages").fetchone()[0] == 0
+    consistent(old)
+
+
+def test_a_hold_on_a_search_rows_id_is_refused(old: sqlite3.Connection) -> None:
+    """A message held with a rowid a search row has (not through messages.hold) would share its
+    index entry: the trigger refuses it, and the store is as it was."""
+    migrate(old)
+    send(old, "mine", "my gizmo notes")
+    (taken,) = old.execute("SELECT id FROM search_docs WHERE ref = 'mine'").fetchone()
+    with pytest.raises(sqlite3.IntegrityError, match="rowid taken by a search row"):
+        old.execute("INSERT INTO held_messages (rowid, message_id, room_id, sender, intent, "
+                    "body, received_at) VALUES (?, 'clash', 'r1', ?, 'fyi', "
+                    "'{\"text\":\"gizmo clash\"}', ?)", (taken, BEN, NOW))
+    assert [h.id for h in find(old, "gizmo")] == ["mine"]
+    consistent(old)
+
+
+def test_without_the_refusal_a_clash_shows_in_the_integrity_check(
+    old: sqlite3.Connection,
+) -> None:
+    """Planted bug: the insert trigger without its refusal lets a held message take a search
+    row's id; the check the tests above rely on then fails."""
+    migrate(old)
+    send(old, "mine", "my gizmo notes")
+    (taken,) = old.execute("SELECT id FROM search_docs WHERE ref = 'mine'").fetchone()
+    old.execute("DROP TRIGGER search_held_ai")
+    old.execute("CREATE TRIGGER search_held_ai AFTER INSERT ON held_messages BEGIN "
+                "INSERT INTO search_fts (rowid, text, extra) SELECT id, text, extra "
+                "FROM search_text WHERE id = NEW.rowid; END")
+    with pytest.raises(sqlite3.DatabaseError):
+        old.execute("INSERT INTO held_messages (rowid, message_id, room_id, sender, intent, "
+                    "body, received_at) VALUES (?, 'clash', 'r1', ?, 'fyi', "
+                    "'{\"text\":\"gizmo clash\"}', ?)", (taken, BEN, NOW))
+        consistent(old)
