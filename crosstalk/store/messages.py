@@ -29,6 +29,7 @@ from crosstalk.core.delivery import (
     receipt_event,
     settle,
 )
+from crosstalk.wire.kinds import Intent, Kind
 
 # --- held: what came to us ---------------------------------------------------------------------
 
@@ -47,15 +48,22 @@ class HeldRow:
     cursor: int = 0  # its rowid: later holds have larger ones (`watch` resumes after one)
 
 
+#: Fields of a message op left out of its row when they hold these, their attrs defaults: the
+#: most common intent and kind (every reader's ``.get`` and ``coalesce`` has the same default).
+_DEFAULT_WORDS: Mapping[str, object] = {"intent": Intent.FYI.value, "kind": Kind.MESSAGE.value}
+
+
 def body_json(op: Mapping[str, object]) -> str:
     """A message op as its row keeps it: compact JSON without its ``msg_id`` (the row's key)
-    and without the fields that hold their default (None, false, no slices). Every reader
-    takes a missing field as its default (the op's attrs defaults, ``.get`` with one, or
-    ``json_extract``'s NULL) and the id from the row; left out, they were a third of each held
-    message's bytes (issue 41)."""
+    and without the fields that hold their default (None, false, no slices, an ``fyi``
+    intent, the ``message`` kind). Every reader takes a missing field as its default (the
+    op's attrs defaults, ``.get`` with one, or ``json_extract``'s NULL under ``coalesce``) and
+    the id from the row; left out, they were a third of each held message's bytes (issue 41).
+    """
     kept = {
         k: v for k, v in op.items()
         if k != "msg_id" and v is not None and v is not False and v not in ([], ())
+        and not (k in _DEFAULT_WORDS and v == _DEFAULT_WORDS[k])
     }
     return json.dumps(kept, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 

@@ -3,6 +3,7 @@ before it finds what it found, with the same snippets and filters, and the index
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,6 +14,8 @@ from crosstalk.store import messages, room_keys
 from crosstalk.store.migrations import MIGRATIONS, migrate
 from crosstalk.store.rooms import Room, add_room
 from crosstalk.store.search import Hit
+from crosstalk.wire.converter import structure_remote, unstructure
+from crosstalk.wire.room_ops import Intent, Kind, MessageOp
 from tests.store.test_search_store import BEN, DAY, NOW, consistent, fact, find, hold, put_memory
 
 CARL = "c" * 64
@@ -141,3 +144,16 @@ def test_without_the_refusal_a_clash_shows_in_the_integrity_check(
                     "body, received_at) VALUES (?, 'clash', 'r1', ?, 'fyi', "
                     "'{\"text\":\"gizmo clash\"}', ?)", (taken, BEN, NOW))
         consistent(old)
+
+
+# --- a held body without its defaults -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("intent, kind", [(Intent.FYI, Kind.MESSAGE), (Intent.QUESTION, Kind.ASK)])
+def test_a_held_body_leaves_out_the_default_intent_and_kind(intent: Intent, kind: Kind) -> None:
+    """The row keeps an ``fyi`` intent and ``message`` kind by leaving them out; the op read
+    back (with its id from the row) is the op sent, and other values stay in the body."""
+    op = MessageOp("0" * 32, "hello", intent, kind, from_label="ana", sent_at=NOW)
+    body = messages.body_json(unstructure(op))
+    assert ('"intent"' in body, '"kind"' in body) == (intent != Intent.FYI, kind != Kind.MESSAGE)
+    assert structure_remote({**json.loads(body), "msg_id": op.msg_id}, MessageOp) == op
