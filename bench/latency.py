@@ -50,6 +50,7 @@ from bench._common import echo_round_trips, progress, summary_ms
 from bench.notice import notice_latency, start_busy_session
 from crosstalk.client import call
 from crosstalk.paths import Home
+from crosstalk.store.ids import to_db
 from tests.e2e.conftest import Person, pair, stop_pid
 from tests.relay.process import RelayProcess
 
@@ -63,7 +64,7 @@ def _held_at(db: Path, message_id: str, timeout: float) -> float:
     try:
         while True:
             row = conn.execute(
-                "SELECT received_at FROM held_messages WHERE message_id = ?", (message_id,)
+                "SELECT received_at FROM held_messages WHERE message_id = ?", (to_db(message_id),)
             ).fetchone()
             if row is not None:
                 return float(row[0])

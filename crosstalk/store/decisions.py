@@ -7,6 +7,7 @@ import sqlite3
 import time
 
 from crosstalk.core.room import Applied
+from crosstalk.store.ids import to_db
 from crosstalk.store.memory import load_state
 from crosstalk.store.messages import NEXT_HELD_ROWID
 from crosstalk.store.rooms import Room
@@ -23,7 +24,8 @@ def hold_announcement(conn: sqlite3.Connection, applied: Applied, op: MessageOp)
         "INSERT OR IGNORE INTO held_messages (rowid, message_id, room_id, sender, "
         "target_session, target_project, intent, body, received_at) "
         f"VALUES ({NEXT_HELD_ROWID}, ?, ?, ?, NULL, NULL, ?, ?, ?)",
-        (applied.op_id, applied.room_id, applied.sender, op.intent.value, body, time.time()),
+        (to_db(applied.op_id), applied.room_id, applied.sender, op.intent.value, body,
+         time.time()),
     )
 
 

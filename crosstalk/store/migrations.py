@@ -21,6 +21,7 @@ import attrs
 
 from crosstalk.errors import DamagedState, LocalProtocolError
 from crosstalk.store import (
+    ids,
     schema_attention,
     schema_compact,
     schema_disk,
@@ -360,6 +361,7 @@ def migrate(
     """
     if [step.version for step in steps] != list(range(1, len(steps) + 1)):
         raise LocalProtocolError("migration steps must be numbered 1, 2, 3, ... in order")
+    ids.register(conn)  # step 29 converts stored ids with it
     latest = len(steps)
     current = schema_version(conn)
     if current > latest:

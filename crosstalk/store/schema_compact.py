@@ -30,6 +30,7 @@ keeps the triggers of the other tables that write it: they name it, and with
 
 from __future__ import annotations
 
+from crosstalk.store.ids import SQL_FUNCTION, sql_text
 from crosstalk.store.schema_search import held_text
 
 #: Where a held message's slice labels come from without ``json_each``: FTS5 reads its content
@@ -85,7 +86,7 @@ _HELD_TRIGGERS = (
     "crosstalk.store.messages.NEXT_HELD_ROWID)') "
     "WHERE EXISTS (SELECT 1 FROM search_docs WHERE id = NEW.rowid); "
     # A left room's kept copy gives way to the message held again (a rejoin).
-    "DELETE FROM search_docs WHERE key = 'm:' || NEW.message_id; "
+    f"DELETE FROM search_docs WHERE key = 'm:' || {sql_text('NEW.message_id')}; "
     "UPDATE sqlite_sequence SET seq = NEW.rowid WHERE name = 'search_docs' AND seq < NEW.rowid; "
     f"{_index('NEW.rowid')}; END",
     "CREATE TRIGGER search_held_bu BEFORE UPDATE OF body ON held_messages BEGIN "
@@ -98,8 +99,9 @@ _HELD_TRIGGERS = (
     # (indexed under its new id by search_docs_ai), then the message's entry goes.
     f"CREATE TRIGGER search_held_kept BEFORE DELETE ON held_messages WHEN {_KEPT_IF_LEFT} "
     "BEGIN INSERT INTO search_docs (key, kind, ref, room_id, sender, label, ts, text, extra, "
-    "gone) SELECT 'm:' || OLD.message_id, 'message', OLD.message_id, OLD.room_id, OLD.sender, "
-    f"NULL, {held_ts('OLD')}, t.text, t.extra, 1 FROM search_text t WHERE t.id = OLD.rowid; "
+    f"gone) SELECT 'm:' || {sql_text('OLD.message_id')}, 'message', {sql_text('OLD.message_id')}, "
+    f"OLD.room_id, OLD.sender, NULL, {held_ts('OLD')}, t.text, t.extra, 1 "
+    "FROM search_text t WHERE t.id = OLD.rowid; "
     f"{_unindex('OLD.rowid')}; END",
 )
 
@@ -147,4 +149,8 @@ STATEMENTS: tuple[str, ...] = (
     f"CREATE TRIGGER search_docs_bd BEFORE DELETE ON search_docs BEGIN {_unindex('OLD.id')}; "
     "END",
     *_HELD_TRIGGERS,
+    # Ids as blobs (crosstalk/store/ids.py): held messages', their notices', the record's.
+    *(f"UPDATE {table} SET {column} = {SQL_FUNCTION}({column}) WHERE typeof({column}) = 'text'"
+      for table, column in (("held_messages", "message_id"), ("notices", "message_id"),
+                            ("attention_record", "item"))),
 )

@@ -21,6 +21,7 @@ import attrs
 from crosstalk.core.search_query import SYNTAX_HELP, FtsQuery
 from crosstalk.errors import UnknownPeer, UnknownRoom, UsageError
 from crosstalk.store.gate import LOCAL_ROOM
+from crosstalk.store.ids import from_db
 from crosstalk.store.schema_compact import held_ts
 from crosstalk.wire.control.replies.messages import Hit
 
@@ -186,7 +187,7 @@ def _ranked(
         [OPEN, CLOSE, ELLIPSIS, SNIPPET_TOKENS, query.expression, floor, *args, filters.limit],
     ).fetchall()
     return [
-        (float(rank), Hit(str(kind), str(ref), str(room), _from(conn, sender, label, me),
+        (float(rank), Hit(str(kind), from_db(ref), str(room), _from(conn, sender, label, me),
                           str(snippet), float(ts)))
         for kind, ref, room, sender, label, ts, snippet, rank in rows
     ]

@@ -8,9 +8,11 @@ import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import pytest
 
-from crosstalk.store import messages, room_keys
+from crosstalk.store import attention, messages, room_keys, threads
+from crosstalk.store.ids import SQL_FUNCTION
 from crosstalk.store.migrations import MIGRATIONS, migrate
 from crosstalk.store.rooms import Room, add_room
 from crosstalk.store.search import Hit
@@ -157,3 +159,68 @@ def test_a_held_body_leaves_out_the_default_intent_and_kind(intent: Intent, kind
     body = messages.body_json(unstructure(op))
     assert ('"intent"' in body, '"kind"' in body) == (intent != Intent.FYI, kind != Kind.MESSAGE)
     assert structure_remote({**json.loads(body), "msg_id": op.msg_id}, MessageOp) == op
+
+
+# --- ids as blobs ---------------------------------------------------------------------------------
+
+HEX = "0123456789abcdef" * 2
+OTHER = "fedcba9876543210" * 2
+
+
+def _v28_rows(conn: sqlite3.Connection) -> None:
+    """A held message, its notice and record entry as version 28 wrote them: ids as text."""
+    for msg_id, text in ((HEX, "the gizmo ships"), (OTHER, "another gizmo"), ("m1", "gizmo")):
+        conn.execute("INSERT INTO held_messages (message_id, room_id, sender, intent, body, "
+                     "received_at) VALUES (?, 'r1', ?, 'fyi', ?, ?)",
+                     (msg_id, BEN, json.dumps({"text": text, "relay_ts": NOW}), NOW))
+    conn.execute("INSERT INTO notices (message_id, label, decision, due, created_at) "
+                 "VALUES (?, 'ben', 'notice_now', 'now', ?)", (HEX, NOW))
+    conn.execute("INSERT INTO attention_record (item, source, ts, decision) "
+                 "VALUES (?, 'ben', ?, 'notice_now')", (HEX, NOW))
+
+
+def _reads(conn: sqlite3.Connection) -> tuple[object, ...]:
+    """What every reader of those rows shows, ids as hex strings."""
+    return (
+        [r.message_id for r in messages.held_with_ids(conn, [HEX, "m1"])],
+        [r.message_id for r in messages.held_rows(conn, include_read=False, targets=None)],
+        messages.held_ids_from(conn, HEX[:5]), threads.reply_target(conn, OTHER[:6]),
+        [n.message_id for n in attention.list_notices(conn)], attention.has_notice(conn, HEX),
+        [e.item for e in attention.attention_entries(conn, NOW - 1)],
+        sorted(h.id for h in find(conn, "gizmo")),
+    )
+
+
+def test_migration_29_keeps_message_ids_as_blobs_and_every_read_shows_hex(
+    old: sqlite3.Connection,
+) -> None:
+    """Held messages', notices' and the record's 32-hex-digit ids become their 16 bytes (other
+    ids stay text); every reader shows what it showed before, and new rows are kept alike."""
+    _v28_rows(old)
+    migrate(old)
+    assert _reads(old) == (
+        [HEX, "m1"], [HEX, OTHER, "m1"], [HEX], (OTHER, OTHER), [HEX], True, [HEX],
+        sorted([HEX, OTHER, "m1"]),
+    )
+    kinds = old.execute(
+        "SELECT (SELECT group_concat(typeof(message_id)) FROM (SELECT message_id "
+        "FROM held_messages ORDER BY rowid)), (SELECT typeof(message_id) FROM notices), "
+        "(SELECT typeof(item) FROM attention_record)"
+    ).fetchone()
+    assert kinds == ("blob,blob,text", "blob", "blob")
+    hold(old, "ab" * 16, "a new gizmo")
+    assert old.execute("SELECT typeof(message_id) FROM held_messages WHERE message_id = ?",
+                       (bytes.fromhex("ab" * 16),)).fetchone() == ("blob",)
+    assert [r.message_id for r in messages.held_with_ids(old, ["ab" * 16])] == ["ab" * 16]
+
+
+def test_a_step_29_that_kept_text_ids_would_lose_every_old_message(
+    old: sqlite3.Connection,
+) -> None:
+    """Planted bug: step 29 without its conversion of stored ids; the readers, which look
+    ids up as blobs, no longer find the old rows, and the test above would say so."""
+    _v28_rows(old)
+    step = MIGRATIONS[28]
+    converting = tuple(s for s in step.statements if SQL_FUNCTION not in s)
+    migrate(old, (*MIGRATIONS[:28], attrs.evolve(step, statements=converting)))
+    assert messages.held_with_ids(old, [HEX]) == [] and not attention.has_notice(old, HEX)
