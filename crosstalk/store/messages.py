@@ -54,16 +54,22 @@ class HeldRow:
 _DEFAULT_WORDS: Mapping[str, object] = {"intent": Intent.FYI.value, "kind": Kind.MESSAGE.value}
 
 
+#: Fields of a message op no row keeps: its id (the row's key) and its sender's clock
+#: (``sent_at``), which no reader uses: a message is dated by the relay's clock (``relay_ts``)
+#: or its row's own time (``received_at``, ``created_at``).
+_LEFT_OUT = ("msg_id", "sent_at")
+
+
 def body_json(op: Mapping[str, object]) -> str:
-    """A message op as its row keeps it: compact JSON without its ``msg_id`` (the row's key)
-    and without the fields that hold their default (None, false, no slices, an ``fyi``
-    intent, the ``message`` kind). Every reader takes a missing field as its default (the
-    op's attrs defaults, ``.get`` with one, or ``json_extract``'s NULL under ``coalesce``) and
-    the id from the row; left out, they were a third of each held message's bytes (issue 41).
+    """A message op as its row keeps it: compact JSON without :data:`_LEFT_OUT` and without
+    the fields that hold their default (None, false, no slices, an ``fyi`` intent, the
+    ``message`` kind). Every reader takes a missing field as its default (the op's attrs
+    defaults, ``.get`` with one, or ``json_extract``'s NULL under ``coalesce``) and the id
+    from the row; left out, they were a third of each held message's bytes (issue 41).
     """
     kept = {
         k: v for k, v in op.items()
-        if k != "msg_id" and v is not None and v is not False and v not in ([], ())
+        if k not in _LEFT_OUT and v is not None and v is not False and v not in ([], ())
         and not (k in _DEFAULT_WORDS and v == _DEFAULT_WORDS[k])
     }
     return json.dumps(kept, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

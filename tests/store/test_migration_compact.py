@@ -153,12 +153,15 @@ def test_without_the_refusal_a_clash_shows_in_the_integrity_check(
 
 @pytest.mark.parametrize("intent, kind", [(Intent.FYI, Kind.MESSAGE), (Intent.QUESTION, Kind.ASK)])
 def test_a_held_body_leaves_out_the_default_intent_and_kind(intent: Intent, kind: Kind) -> None:
-    """The row keeps an ``fyi`` intent and ``message`` kind by leaving them out; the op read
-    back (with its id from the row) is the op sent, and other values stay in the body."""
+    """The row keeps an ``fyi`` intent and ``message`` kind by leaving them out, and no
+    sender's clock; the op read back (with its id from the row) is the op sent but for that
+    clock, and other values stay in the body."""
     op = MessageOp("0" * 32, "hello", intent, kind, from_label="ana", sent_at=NOW)
     body = messages.body_json(unstructure(op))
     assert ('"intent"' in body, '"kind"' in body) == (intent != Intent.FYI, kind != Kind.MESSAGE)
-    assert structure_remote({**json.loads(body), "msg_id": op.msg_id}, MessageOp) == op
+    assert "sent_at" not in body
+    read_back = structure_remote({**json.loads(body), "msg_id": op.msg_id}, MessageOp)
+    assert read_back == attrs.evolve(op, sent_at=0.0)
 
 
 # --- ids as blobs ---------------------------------------------------------------------------------
