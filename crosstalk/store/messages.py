@@ -76,9 +76,12 @@ def body_json(op: Mapping[str, object]) -> str:
 
 
 #: The rowid a held message is inserted with: the next of the counter search rows take their
-#: ids from, since a held message's rowid is its search index entry (store/schema_compact.py).
-#: NULL (SQLite picks one) in a store without the counter, before migration step 29.
-NEXT_HELD_ROWID = "(SELECT seq + 1 FROM sqlite_sequence WHERE name = 'search_docs')"
+#: ids from, since a held message's rowid is its search index entry (store/schema_compact.py),
+#: and above every held message (what SQLite would pick; all there is before step 29).
+NEXT_HELD_ROWID = (
+    "(SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'search_docs'), 0), "
+    "coalesce((SELECT max(rowid) FROM held_messages), 0)) + 1)"
+)
 
 
 def hold(

@@ -129,6 +129,20 @@ def test_a_hold_on_a_search_rows_id_is_refused(old: sqlite3.Connection) -> None:
     consistent(old)
 
 
+def test_a_hold_takes_a_rowid_above_every_held_message_whatever_the_counter_says(
+    old: sqlite3.Connection,
+) -> None:
+    """The rowid a hold takes is above the counter and above every held message: a store whose
+    index triggers are gone (bench/search.py's plain store) still holds one message after
+    another, and watch's cursors still grow."""
+    migrate(old)
+    for name in ("ai", "bu", "au", "bd", "kept"):
+        old.execute(f"DROP TRIGGER search_held_{name}")
+    hold(old, "m1", "first")
+    hold(old, "m2", "second")
+    assert [r.cursor for r in messages.held_rows(old, include_read=True, targets=None)] == [1, 2]
+
+
 def test_without_the_refusal_a_clash_shows_in_the_integrity_check(
     old: sqlite3.Connection,
 ) -> None:
