@@ -9,8 +9,8 @@ import time
 from crosstalk.core.room import Applied
 from crosstalk.store.ids import to_db
 from crosstalk.store.memory import load_state
-from crosstalk.store.messages import NEXT_HELD_ROWID
 from crosstalk.store.rooms import Room
+from crosstalk.store.schema_compact import NEXT_HELD_ROWID
 from crosstalk.wire.control.replies.memory import DecisionView
 from crosstalk.wire.converter import unstructure
 from crosstalk.wire.room_ops import MessageOp

@@ -30,6 +30,7 @@ from crosstalk.core.delivery import (
     settle,
 )
 from crosstalk.store.ids import from_db, prefix_where, to_db
+from crosstalk.store.schema_compact import NEXT_HELD_ROWID
 from crosstalk.wire.kinds import Intent, Kind
 
 # --- held: what came to us ---------------------------------------------------------------------
@@ -73,15 +74,6 @@ def body_json(op: Mapping[str, object]) -> str:
         and not (k in _DEFAULT_WORDS and v == _DEFAULT_WORDS[k])
     }
     return json.dumps(kept, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-
-
-#: The rowid a held message is inserted with: the next of the counter search rows take their
-#: ids from, since a held message's rowid is its search index entry (store/schema_compact.py),
-#: and above every held message (what SQLite would pick; all there is before step 29).
-NEXT_HELD_ROWID = (
-    "(SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'search_docs'), 0), "
-    "coalesce((SELECT max(rowid) FROM held_messages), 0)) + 1)"
-)
 
 
 def hold(

@@ -12,13 +12,12 @@ whichever of the two the rowid names. Results and snippets are as before.
 One rowid space for two tables: ``search_docs`` ids and held messages' rowids must never meet.
 Both come from one counter, ``search_docs``' AUTOINCREMENT sequence (``sqlite_sequence``): a
 ``search_docs`` row takes the next id above it (AUTOINCREMENT never goes below it, even once the
-table is empty), and a held message is inserted with the next id too
-(crosstalk/store/messages.py :data:`~crosstalk.store.messages.NEXT_HELD_ROWID`), its trigger
-moving the counter past it. So the rowids still follow the order things arrived in, which the
-search's window of newest matches relies on, and ``watch``'s cursors (held rowids) still grow. A
-hold that took a rowid a search row has is refused (``RAISE``): it would give two items one
-index entry. This step renumbers the search rows it keeps above every held message (the held
-rowids are cursors clients hold, so they stay).
+table is empty), and a held message is inserted with the next id too (:data:`NEXT_HELD_ROWID`),
+its trigger moving the counter past it. So the rowids still follow the order things arrived
+in, which the search's window of newest matches relies on, and ``watch``'s cursors (held
+rowids) still grow. A hold that took a rowid a search row has is refused (``RAISE``): it would
+give two items one index entry. This step renumbers the search rows it keeps above every held
+message (the held rowids are cursors clients hold, so they stay).
 
 The triggers on ``held_messages`` follow step 27's rule (schema_lean.py): an index entry is
 deleted BEFORE its message is rewritten or deleted, while ``search_text`` can still read the
@@ -26,12 +25,26 @@ words it was made from; a left room's message that goes leaves a ``search_docs``
 own copy of everything (``gone``), as before. Rebuilding ``search_docs`` (for AUTOINCREMENT)
 keeps the triggers of the other tables that write it: they name it, and with
 ``legacy_alter_table`` the rename checks no trigger against a table that is being replaced.
+
+**Message ids as blobs.** ``held_messages.message_id``, ``notices.message_id`` and
+``attention_record.item`` keep a 32-hex-digit id as its 16 bytes (crosstalk/store/ids.py, which
+every function of the store converts through): this step converts the stored ones with the SQL
+function crosstalk/store/migrations.py registers, since SQLite 3.40 has no ``unhex``. The
+search triggers key a left room's kept row by the id's text (``'m:'`` and the hex digits).
 """
 
 from __future__ import annotations
 
 from crosstalk.store.ids import SQL_FUNCTION, sql_text
 from crosstalk.store.schema_search import held_text
+
+#: The rowid a held message is inserted with (crosstalk/store/messages.py ``hold``, the
+#: decision announcement): the counter's next, and above every held message (what SQLite
+#: would pick; all there is before this step).
+NEXT_HELD_ROWID = (
+    "(SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'search_docs'), 0), "
+    "coalesce((SELECT max(rowid) FROM held_messages), 0)) + 1)"
+)
 
 #: Where a held message's slice labels come from without ``json_each``: FTS5 reads its content
 #: with virtual tables barred (schema_lean.py), so the view walks ``$.slices`` by index. The
@@ -83,7 +96,7 @@ def _unindex(row: str) -> str:
 _HELD_TRIGGERS = (
     "CREATE TRIGGER search_held_ai AFTER INSERT ON held_messages BEGIN "
     "SELECT RAISE(ABORT, 'held_messages: rowid taken by a search row (hold with "
-    "crosstalk.store.messages.NEXT_HELD_ROWID)') "
+    "crosstalk.store.schema_compact.NEXT_HELD_ROWID)') "
     "WHERE EXISTS (SELECT 1 FROM search_docs WHERE id = NEW.rowid); "
     # A left room's kept copy gives way to the message held again (a rejoin).
     f"DELETE FROM search_docs WHERE key = 'm:' || {sql_text('NEW.message_id')}; "
