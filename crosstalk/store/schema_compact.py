@@ -17,7 +17,10 @@ its trigger moving the counter past it. So the rowids still follow the order thi
 in, which the search's window of newest matches relies on, and ``watch``'s cursors (held
 rowids) still grow. A hold that took a rowid a search row has is refused (``RAISE``): it would
 give two items one index entry. This step renumbers the search rows it keeps above every held
-message (the held rowids are cursors clients hold, so they stay).
+message (the held rowids are cursors clients hold, so they stay): for the history from before
+it, the search's window of newest matches takes what we sent and room memory as newer than
+every message held then (a window only: what is in it is ranked by bm25 as before), and
+everything after the step is in arrival order again.
 
 The triggers on ``held_messages`` follow step 27's rule (schema_lean.py): an index entry is
 deleted BEFORE its message is rewritten or deleted, while ``search_text`` can still read the
