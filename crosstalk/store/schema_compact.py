@@ -20,7 +20,10 @@ give two items one index entry. This step renumbers the search rows it keeps abo
 message (the held rowids are cursors clients hold, so they stay): for the history from before
 it, the search's window of newest matches takes what we sent and room memory as newer than
 every message held then (a window only: what is in it is ranked by bm25 as before), and
-everything after the step is in arrival order again.
+everything after the step is in arrival order again. A held rowid must stay what it was made,
+as ``watch``'s cursors already needed: nothing in crosstalk runs ``VACUUM`` (SQLite 3.40's
+keeps implicit rowids, though its documentation allows a ``VACUUM`` to renumber a table
+without an INTEGER PRIMARY KEY; the backup copies pages).
 
 The triggers on ``held_messages`` follow step 27's rule (schema_lean.py): an index entry is
 deleted BEFORE its message is rewritten or deleted, while ``search_text`` can still read the
