@@ -241,3 +241,20 @@ def test_a_step_29_that_kept_text_ids_would_lose_every_old_message(
     converting = tuple(s for s in step.statements if SQL_FUNCTION not in s)
     migrate(old, (*MIGRATIONS[:28], attrs.evolve(step, statements=converting)))
     assert messages.held_with_ids(old, [HEX]) == [] and not attention.has_notice(old, HEX)
+
+
+def test_a_left_rooms_kept_row_is_keyed_by_the_ids_text_and_gives_way_on_a_rejoin(
+    old: sqlite3.Connection,
+) -> None:
+    """A held message with a blob id leaves a kept row named by its hex id when its room is
+    left; held again after a rejoin, the message replaces that row."""
+    migrate(old)
+    hold(old, HEX, "welcome back", room="r2")
+    room_keys.forget_room(old, "r2")
+    assert old.execute("SELECT key, ref FROM search_docs").fetchall() == [(f"m:{HEX}", HEX)]
+    assert [(h.id, h.room) for h in find(old, "welcome")] == [(HEX, "ops")]
+    old.execute("UPDATE rooms SET state = 'joined' WHERE room_id = 'r2'")
+    hold(old, HEX, "welcome back", room="r2")
+    assert old.execute("SELECT count(*) FROM search_docs").fetchone() == (0,)
+    assert [h.id for h in find(old, "welcome")] == [HEX]
+    consistent(old)
