@@ -40,6 +40,8 @@ from bench.notice import SESSION, start_busy_session
 from crosstalk.client import call, daemon_pid, start_daemon
 from crosstalk.hook import main as hook_main
 from crosstalk.paths import Home
+from crosstalk.store.ids import to_db
+from crosstalk.store.schema_compact import NEXT_HELD_ROWID
 from tests.e2e.conftest import stop_pid
 
 #: Per table: the column made unique in each copy, and columns cleared or negated.
@@ -51,6 +53,8 @@ COPIED = {
     "outbox": ("op_id", ("id",), ("seq",)),
     "sent_messages": ("msg_id", (), ()),
 }
+#: Tables whose key the store keeps as a blob (crosstalk/store/ids.py).
+BLOB_IDS = {"held_messages", "notices", "attention_record"}
 DAY = 86400.0
 PATHS = ("send", "read", "hook", "status")
 
@@ -72,9 +76,13 @@ def seed(db: Path, start: int, count: int) -> None:
             if not templates:
                 continue
             rows = []
+            # Held rowids come from the search index's counter (store/schema_compact.py).
+            next_held = conn.execute(f"SELECT {NEXT_HELD_ROWID}").fetchone()[0]
             for n in range(start, start + count):
                 row = dict(zip(names, templates[n % len(templates)], strict=True))
-                row[key] = f"{n:032x}"
+                row[key] = to_db(f"{n:032x}") if table in BLOB_IDS else f"{n:032x}"
+                if table == "held_messages":
+                    row["rowid"] = next_held + n - start
                 for name in cleared:
                     row[name] = None
                 for name in negated:
@@ -83,8 +91,9 @@ def seed(db: Path, start: int, count: int) -> None:
                     if name.endswith(("_at", "ts")) and isinstance(value, float):
                         row[name] = value - DAY
                 rows.append(tuple(row.values()))
-            marks = ", ".join("?" for _ in names)
-            conn.executemany(f"INSERT INTO {table} ({', '.join(names)}) VALUES ({marks})", rows)
+            columns = [*names, "rowid"] if table == "held_messages" else names
+            marks = ", ".join("?" for _ in columns)
+            conn.executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})", rows)
         conn.execute("COMMIT")
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:

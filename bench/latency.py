@@ -56,6 +56,7 @@ from bench.notice import notice_latency, start_busy_session
 from bench.push import channel_latency, inbox_latency
 from crosstalk.client import call
 from crosstalk.paths import Home
+from crosstalk.store.ids import to_db
 from tests.e2e.conftest import Person, pair, stop_pid
 from tests.relay.process import RelayProcess
 
@@ -69,7 +70,7 @@ def _held_at(db: Path, message_id: str, timeout: float) -> float:
     try:
         while True:
             row = conn.execute(
-                "SELECT received_at FROM held_messages WHERE message_id = ?", (message_id,)
+                "SELECT received_at FROM held_messages WHERE message_id = ?", (to_db(message_id),)
             ).fetchone()
             if row is not None:
                 return float(row[0])

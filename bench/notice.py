@@ -35,6 +35,7 @@ from pathlib import Path
 from crosstalk.client import call
 from crosstalk.install.base import resolve_commands
 from crosstalk.paths import Home
+from crosstalk.store.ids import to_db
 
 SESSION = "bench-notice"
 #: Seconds a message may take to reach the hook before the benchmark gives up.
@@ -74,7 +75,7 @@ def _surfaced_at(db: Path, message_id: str) -> float:
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5.0)
     try:
         row = conn.execute(
-            "SELECT min(surfaced_at) FROM notices WHERE message_id = ?", (message_id,)
+            "SELECT min(surfaced_at) FROM notices WHERE message_id = ?", (to_db(message_id),)
         ).fetchone()
     finally:
         conn.close()

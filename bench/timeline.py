@@ -55,6 +55,7 @@ from bench.latency import ARRIVAL_TIMEOUT, TwoDaemons, fsync_times
 from crosstalk.client import call
 from crosstalk.crypto import Keys, open_op, seal_op
 from crosstalk.paths import Home
+from crosstalk.store.ids import to_db
 
 STAMPS = ("call", "outbox", "relay", "inbound", "held", "decided")
 STAGES = {
@@ -66,7 +67,7 @@ STAGES = {
 }
 
 
-def _one(db: Path, sql: str, key: str, timeout: float) -> float:
+def _one(db: Path, sql: str, key: str | bytes, timeout: float) -> float:
     """The first column of ``sql`` for ``key`` in ``db``, polled read-only until it exists."""
     deadline = time.monotonic() + timeout
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5.0)
@@ -76,7 +77,7 @@ def _one(db: Path, sql: str, key: str, timeout: float) -> float:
             if row is not None and row[0] is not None:
                 return float(row[0])
             if time.monotonic() > deadline:
-                raise TimeoutError(f"{key}: no row for {sql!r} after {timeout}s")
+                raise TimeoutError(f"{key!r}: no row for {sql!r} after {timeout}s")
             time.sleep(0.0005)
     finally:
         conn.close()
@@ -90,10 +91,11 @@ def one_message(sender: Home, recipient: Home, i: int) -> dict[str, float]:
     msg = str(reply["id"])
     stamps = {"call": call_at}
     stamps["decided"] = _one(recipient.database,
-                             "SELECT created_at FROM notices WHERE message_id = ?", msg,
+                             "SELECT created_at FROM notices WHERE message_id = ?", to_db(msg),
                              ARRIVAL_TIMEOUT)
     stamps["held"] = _one(recipient.database,
-                          "SELECT received_at FROM held_messages WHERE message_id = ?", msg, 5.0)
+                          "SELECT received_at FROM held_messages WHERE message_id = ?", to_db(msg),
+                          5.0)
     stamps["inbound"] = _one(recipient.database,
                              "SELECT received_at FROM relay_inbound WHERE op_id = ?", msg, 5.0)
     stamps["relay"] = _one(recipient.database,

@@ -30,6 +30,7 @@ from typing import Any
 from bench.latency import ARRIVAL_TIMEOUT, TwoDaemons
 from crosstalk.client import call
 from crosstalk.paths import Home
+from crosstalk.store.ids import to_db
 
 SIDES = ("base", "this")
 POLL_S = 0.0002
@@ -44,7 +45,7 @@ def one_message(sender: Home, recipient: Home, i: int) -> tuple[float, float]:
         deadline = time.monotonic() + ARRIVAL_TIMEOUT
         while True:
             row = conn.execute("SELECT received_at FROM held_messages WHERE message_id = ?",
-                               (str(reply["id"]),)).fetchone()
+                               (to_db(str(reply["id"])),)).fetchone()
             if row is not None:
                 return float(row[0]) - call_at, time.time() - call_at
             if time.monotonic() > deadline:

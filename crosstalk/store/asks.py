@@ -20,6 +20,7 @@ import sqlite3
 import time
 
 from crosstalk.core.room import Applied
+from crosstalk.store.ids import from_db, to_db
 from crosstalk.wire.room_ops import AskEnded
 
 ENDED_KEY = "ask_ended"
@@ -37,13 +38,13 @@ def apply_ask_ended(conn: sqlite3.Connection, applied: Applied) -> None:
         (applied.room_id, applied.sender, op.correlation),
     ).fetchall()
     now = time.time()
-    for (message_id,) in rows:
+    for (stored_id,) in rows:
         conn.execute(
             f"UPDATE held_messages SET body = json_set(body, '$.{ENDED_KEY}', json('true')) "
             "WHERE message_id = ?",
-            (message_id,),
+            (stored_id,),
         )
-        withdraw_if_ended(conn, message_id, now)
+        withdraw_if_ended(conn, from_db(stored_id), now)
 
 
 def withdraw_if_ended(conn: sqlite3.Connection, message_id: str, now: float) -> None:
@@ -52,5 +53,5 @@ def withdraw_if_ended(conn: sqlite3.Connection, message_id: str, now: float) -> 
         "UPDATE notices SET withdrawn_at = ? WHERE message_id = ? AND withdrawn_at IS NULL "
         f"AND EXISTS (SELECT 1 FROM held_messages WHERE message_id = ? "
         f"AND json_extract(body, '$.{ENDED_KEY}'))",
-        (now, message_id, message_id),
+        (now, to_db(message_id), to_db(message_id)),
     )

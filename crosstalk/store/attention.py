@@ -18,6 +18,7 @@ from crosstalk.core.attention import AttentionEntry
 from crosstalk.core.levels import Level, TrustSettings
 from crosstalk.core.mute import MuteState
 from crosstalk.core.triage import Decision, Intent
+from crosstalk.store.ids import from_db, to_db
 
 # --- trust -------------------------------------------------------------------------------------
 
@@ -99,7 +100,7 @@ def save_ration_stamps(conn: sqlite3.Connection, stamps: Mapping[str, Sequence[f
 def append_attention(conn: sqlite3.Connection, entries: Iterable[AttentionEntry]) -> None:
     conn.executemany(
         "INSERT INTO attention_record (item, source, ts, decision) VALUES (?, ?, ?, ?)",
-        [(e.item, e.source, e.ts, e.decision.value) for e in entries],
+        [(to_db(e.item), e.source, e.ts, e.decision.value) for e in entries],
     )
 
 
@@ -114,7 +115,7 @@ def attention_entries(conn: sqlite3.Connection, since: float) -> list[AttentionE
         "(SELECT item FROM attention_record WHERE ts >= ?) ORDER BY id",
         (since,),
     ).fetchall()
-    return [AttentionEntry(str(i), str(s), float(t), Decision(d)) for i, s, t, d in rows]
+    return [AttentionEntry(from_db(i), str(s), float(t), Decision(d)) for i, s, t, d in rows]
 
 
 # --- notices -----------------------------------------------------------------------------------
@@ -162,6 +163,7 @@ _HELD_ROW = "LEFT JOIN held_messages h ON h.message_id = notices.message_id"
 
 def _notice(row: Sequence[object]) -> Notice:
     values = list(row)
+    values[0] = from_db(values[0])
     values[7] = Intent(str(values[7]))
     values[9] = Decision(str(values[9]))
     return Notice(*values)  # type: ignore[arg-type]  # column order matches the fields
@@ -176,7 +178,7 @@ def add_notice(conn: sqlite3.Connection, notice: Notice) -> None:
         "INSERT OR IGNORE INTO notices (message_id, session, label, decision, due, "
         "created_at, surfaced_at, batch, shown_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
-            notice.message_id, notice.session, notice.label, notice.decision.value,
+            to_db(notice.message_id), notice.session, notice.label, notice.decision.value,
             notice.due, notice.created_at, notice.surfaced_at, notice.batch, notice.shown_at,
         ),
     )
@@ -184,7 +186,9 @@ def add_notice(conn: sqlite3.Connection, notice: Notice) -> None:
 
 def has_notice(conn: sqlite3.Connection, message_id: str) -> bool:
     """Whether the gate already decided ``message_id``."""
-    row = conn.execute("SELECT 1 FROM notices WHERE message_id = ?", (message_id,)).fetchone()
+    row = conn.execute(
+        "SELECT 1 FROM notices WHERE message_id = ?", (to_db(message_id),)
+    ).fetchone()
     return row is not None
 
 
@@ -309,7 +313,7 @@ def mark_surfaced(
     conn.execute(
         "UPDATE notices SET surfaced_at = ?, batch = ?, session = ? "
         "WHERE message_id = ? AND surfaced_at IS NULL",
-        (now, batch, session, message_id),
+        (now, batch, session, to_db(message_id)),
     )
 
 
@@ -322,7 +326,7 @@ def mark_shown(
         changed += conn.execute(
             "UPDATE notices SET shown_at = ?, session = coalesce(session, ?) "
             "WHERE message_id = ? AND surfaced_at IS NOT NULL AND shown_at IS NULL",
-            (now, session, message_id),
+            (now, session, to_db(message_id)),
         ).rowcount
     return changed
 

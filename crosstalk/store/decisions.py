@@ -7,8 +7,10 @@ import sqlite3
 import time
 
 from crosstalk.core.room import Applied
+from crosstalk.store.ids import to_db
 from crosstalk.store.memory import load_state
 from crosstalk.store.rooms import Room
+from crosstalk.store.schema_compact import NEXT_HELD_ROWID
 from crosstalk.wire.control.replies.memory import DecisionView
 from crosstalk.wire.converter import unstructure
 from crosstalk.wire.room_ops import MessageOp
@@ -19,9 +21,11 @@ def hold_announcement(conn: sqlite3.Connection, applied: Applied, op: MessageOp)
     id)."""
     body = json.dumps({**unstructure(op), "relay_ts": applied.relay_ts}, sort_keys=True)
     conn.execute(
-        "INSERT OR IGNORE INTO held_messages (message_id, room_id, sender, target_session, "
-        "target_project, intent, body, received_at) VALUES (?, ?, ?, NULL, NULL, ?, ?, ?)",
-        (applied.op_id, applied.room_id, applied.sender, op.intent.value, body, time.time()),
+        "INSERT OR IGNORE INTO held_messages (rowid, message_id, room_id, sender, "
+        "target_session, target_project, intent, body, received_at) "
+        f"VALUES ({NEXT_HELD_ROWID}, ?, ?, ?, NULL, NULL, ?, ?, ?)",
+        (to_db(applied.op_id), applied.room_id, applied.sender, op.intent.value, body,
+         time.time()),
     )
 
 

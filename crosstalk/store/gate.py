@@ -26,6 +26,7 @@ from crosstalk.core.triage import Decision, Kind
 from crosstalk.errors import RemoteProtocolError
 from crosstalk.store import attention as db
 from crosstalk.store.asks import withdraw_if_ended
+from crosstalk.store.ids import from_db, to_db
 from crosstalk.store.rooms import direct_room_with, find_contact
 from crosstalk.store.sessions import Session, seen_since
 from crosstalk.wire.converter import structure_remote
@@ -87,7 +88,8 @@ def undecided(conn: sqlite3.Connection, since: float) -> list[Applied]:
         (since,),
     ).fetchall()
     found = []
-    for message_id, room_id, sender, body in rows:
+    for stored_id, room_id, sender, body in rows:
+        message_id = from_db(stored_id)
         try:
             data = json.loads(body)
             relay_ts = float(data.pop("relay_ts", 0.0))
@@ -128,7 +130,7 @@ def record(
         # The `mute` level: nothing reaches you. Kept for `read --all`, hidden from `read`.
         conn.execute(
             "UPDATE held_messages SET read_at = ? WHERE message_id = ? AND read_at IS NULL",
-            (now, applied.op_id),
+            (now, to_db(applied.op_id)),
         )
     elif decision is Decision.REFUSE:
         keep_only_the_refusal(conn, applied.op_id, op, source.label, now)
@@ -147,7 +149,7 @@ def keep_only_the_refusal(
     plain ``read`` does not show it, ``read --all`` shows the refusal, and ``slice`` is refused.
     """
     row = conn.execute(
-        "SELECT body FROM held_messages WHERE message_id = ?", (message_id,)
+        "SELECT body FROM held_messages WHERE message_id = ?", (to_db(message_id),)
     ).fetchone()
     if row is None:
         return
@@ -159,7 +161,7 @@ def keep_only_the_refusal(
     )
     conn.execute(
         "UPDATE held_messages SET body = ?, read_at = coalesce(read_at, ?) WHERE message_id = ?",
-        (json.dumps(body, sort_keys=True), now, message_id),
+        (json.dumps(body, sort_keys=True), now, to_db(message_id)),
     )
 
 
@@ -222,4 +224,4 @@ def surfaced_unshown(conn: sqlite3.Connection, since: float) -> list[SurfacedNot
         "ORDER BY n.created_at, n.id",
         (since,),
     ).fetchall()
-    return [SurfacedNotice(*row) for row in rows]
+    return [SurfacedNotice(from_db(row[0]), *row[1:]) for row in rows]

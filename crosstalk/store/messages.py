@@ -29,6 +29,9 @@ from crosstalk.core.delivery import (
     receipt_event,
     settle,
 )
+from crosstalk.store.ids import from_db, prefix_where, to_db
+from crosstalk.store.schema_compact import NEXT_HELD_ROWID
+from crosstalk.wire.kinds import Intent, Kind
 
 # --- held: what came to us ---------------------------------------------------------------------
 
@@ -47,15 +50,28 @@ class HeldRow:
     cursor: int = 0  # its rowid: later holds have larger ones (`watch` resumes after one)
 
 
+#: Fields of a message op left out of its row when they hold these, their attrs defaults: the
+#: most common intent and kind (every reader's ``.get`` and ``coalesce`` has the same default).
+_DEFAULT_WORDS: Mapping[str, object] = {"intent": Intent.FYI.value, "kind": Kind.MESSAGE.value}
+
+
+#: Fields of a message op no row keeps: its id (the row's key) and its sender's clock
+#: (``sent_at``), which no reader uses: a message is dated by the relay's clock (``relay_ts``)
+#: or its row's own time (``received_at``, ``created_at``).
+_LEFT_OUT = ("msg_id", "sent_at")
+
+
 def body_json(op: Mapping[str, object]) -> str:
-    """A message op as its row keeps it: compact JSON without its ``msg_id`` (the row's key)
-    and without the fields that hold their default (None, false, no slices). Every reader
-    takes a missing field as its default (the op's attrs defaults, ``.get`` with one, or
-    ``json_extract``'s NULL) and the id from the row; left out, they were a third of each held
-    message's bytes (issue 41)."""
+    """A message op as its row keeps it: compact JSON without :data:`_LEFT_OUT` and without
+    the fields that hold their default (None, false, no slices, an ``fyi`` intent, the
+    ``message`` kind). Every reader takes a missing field as its default (the op's attrs
+    defaults, ``.get`` with one, or ``json_extract``'s NULL under ``coalesce``) and the id
+    from the row; left out, they were a third of each held message's bytes (issue 41).
+    """
     kept = {
         k: v for k, v in op.items()
-        if k != "msg_id" and v is not None and v is not False and v not in ([], ())
+        if k not in _LEFT_OUT and v is not None and v is not False and v not in ([], ())
+        and not (k in _DEFAULT_WORDS and v == _DEFAULT_WORDS[k])
     }
     return json.dumps(kept, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
@@ -68,16 +84,17 @@ def hold(
     (a room op replayed after a reconnect)."""
     verb = "INSERT OR IGNORE" if once else "INSERT"
     conn.execute(
-        f"{verb} INTO held_messages (message_id, room_id, sender, target_session, "
-        "target_project, intent, body, received_at) VALUES (?, ?, ?, ?, NULL, ?, ?, ?)",
-        (message_id, room_id, sender, to, intent, body, received_at),
+        f"{verb} INTO held_messages (rowid, message_id, room_id, sender, target_session, "
+        f"target_project, intent, body, received_at) VALUES ({NEXT_HELD_ROWID}, "
+        "?, ?, ?, ?, NULL, ?, ?, ?)",
+        (to_db(message_id), room_id, sender, to, intent, body, received_at),
     )
 
 
 def held_body(conn: sqlite3.Connection, message_id: str) -> str | None:
     """The stored body (JSON) of a held message, or None if we hold no such message."""
     row = conn.execute(
-        "SELECT body FROM held_messages WHERE message_id = ?", (message_id,)
+        "SELECT body FROM held_messages WHERE message_id = ?", (to_db(message_id),)
     ).fetchone()
     return None if row is None else str(row[0])
 
@@ -85,18 +102,18 @@ def held_body(conn: sqlite3.Connection, message_id: str) -> str | None:
 def held_sender_and_body(conn: sqlite3.Connection, message_id: str) -> tuple[str, str] | None:
     """``(sender, body)`` of a held message, or None if we hold no such message."""
     row = conn.execute(
-        "SELECT sender, body FROM held_messages WHERE message_id = ?", (message_id,)
+        "SELECT sender, body FROM held_messages WHERE message_id = ?", (to_db(message_id),)
     ).fetchone()
     return None if row is None else (str(row[0]), str(row[1]))
 
 
 def held_ids_from(conn: sqlite3.Connection, prefix: str, limit: int = 2) -> list[str]:
     """Up to ``limit`` held message ids that start with ``prefix`` (lowercase hex)."""
+    where, args = prefix_where("message_id", prefix)
     rows = conn.execute(
-        "SELECT message_id FROM held_messages WHERE message_id >= ? AND message_id < ? LIMIT ?",
-        (prefix, prefix + "g", limit),  # every id with this prefix sorts between the two
+        f"SELECT message_id FROM held_messages WHERE {where} LIMIT ?", (*args, limit)
     ).fetchall()
-    return [str(r[0]) for r in rows]
+    return [from_db(r[0]) for r in rows]
 
 
 def ask_with_correlation(conn: sqlite3.Connection, correlation: str) -> str | None:
@@ -106,7 +123,7 @@ def ask_with_correlation(conn: sqlite3.Connection, correlation: str) -> str | No
         "AND json_extract(body, '$.kind') = 'ask'",
         (correlation,),
     ).fetchone()
-    return None if row is None else str(row[0])
+    return None if row is None else from_db(row[0])
 
 
 _HELD_SELECT = (
@@ -121,7 +138,7 @@ _HELD_SELECT = (
 
 def _held(rows: list[Any]) -> list[HeldRow]:
     return [
-        HeldRow(str(r[0]), str(r[1]), str(r[2]), float(r[3]),
+        HeldRow(from_db(r[0]), str(r[1]), str(r[2]), float(r[3]),
                 None if r[4] is None else str(r[4]), None if r[5] is None else str(r[5]),
                 None if r[6] is None else float(r[6]), int(r[7]))
         for r in rows
@@ -165,7 +182,8 @@ def held_with_ids(conn: sqlite3.Connection, ids: list[str]) -> list[HeldRow]:
     """The held messages among ``ids``, in the order they were held."""
     marks = ", ".join("?" for _ in ids)
     rows = conn.execute(
-        _HELD_SELECT + f" AND h.message_id IN ({marks}) ORDER BY h.rowid", ids
+        _HELD_SELECT + f" AND h.message_id IN ({marks}) ORDER BY h.rowid",
+        [to_db(i) for i in ids],
     ).fetchall()
     return _held(rows)
 
@@ -181,10 +199,12 @@ def mark_read(conn: sqlite3.Connection, ids: list[str], now: float) -> dict[str,
     became: dict[str, list[str]] = {}
     for msg_id in dict.fromkeys(ids):
         row = conn.execute(
-            "SELECT room_id FROM held_messages WHERE message_id = ? AND read_at IS NULL", (msg_id,)
+            "SELECT room_id FROM held_messages WHERE message_id = ? AND read_at IS NULL",
+            (to_db(msg_id),),
         ).fetchone()
         if row is not None:
-            conn.execute("UPDATE held_messages SET read_at = ? WHERE message_id = ?", (now, msg_id))
+            conn.execute("UPDATE held_messages SET read_at = ? WHERE message_id = ?",
+                         (now, to_db(msg_id)))
             became.setdefault(str(row[0]), []).append(msg_id)
     withdraw_notices(conn, ids, now)
     return became
@@ -194,7 +214,7 @@ def withdraw_notices(conn: sqlite3.Connection, ids: list[str], now: float) -> No
     """The gate's notices about ``ids`` no longer surface or show (read, answered, ended)."""
     conn.executemany(
         "UPDATE notices SET withdrawn_at = ? WHERE message_id = ? AND withdrawn_at IS NULL",
-        [(now, msg_id) for msg_id in ids],
+        [(now, to_db(msg_id)) for msg_id in ids],
     )
 
 

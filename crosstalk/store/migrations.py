@@ -24,7 +24,9 @@ import attrs
 
 from crosstalk.errors import DamagedState, LocalProtocolError
 from crosstalk.store import (
+    ids,
     schema_attention,
+    schema_compact,
     schema_disk,
     schema_edits,
     schema_hot,
@@ -296,6 +298,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     # Memory records indexed for search after their transaction (store/schema_search_queue.py).
     Migration(28, "search: memory records indexed after they commit",
               schema_search_queue.STATEMENTS),
+    # A held message is its own search row (store/schema_compact.py).
+    Migration(29, "disk: held messages indexed by their own rowid", schema_compact.STATEMENTS),
 )
 LATEST_VERSION = len(MIGRATIONS)
 
@@ -370,6 +374,7 @@ def migrate(
     """
     if [step.version for step in steps] != list(range(1, len(steps) + 1)):
         raise LocalProtocolError("migration steps must be numbered 1, 2, 3, ... in order")
+    ids.register(conn)  # step 29 converts stored ids with it
     latest = len(steps)
     current = schema_version(conn)
     if current > latest:

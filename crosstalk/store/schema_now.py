@@ -3,7 +3,7 @@
 The schema of ``state.db`` at ``VERSION``, what every migration up to it together makes
 (see :mod:`crosstalk.store.schema_snapshot`)."""
 
-VERSION = 28
+VERSION = 29
 
 STATEMENTS: tuple[str, ...] = (
     (
@@ -479,90 +479,6 @@ STATEMENTS: tuple[str, ...] = (
         'CREATE INDEX peer_edits_by_time ON peer_edits (edited_at)'
     ),
     (
-        'CREATE TABLE search_docs (\n'
-        '        id INTEGER PRIMARY KEY,\n'
-        '        key TEXT NOT NULL UNIQUE,\n'
-        "        kind TEXT NOT NULL CHECK (kind IN ('message', 'fact', 'task', "
-        "'decision', 'thread')),\n"
-        '        ref TEXT NOT NULL,\n'
-        '        room_id TEXT NOT NULL,\n'
-        '        sender TEXT,\n'
-        '        label TEXT,\n'
-        '        ts REAL NOT NULL,\n'
-        '        text TEXT,\n'
-        '        extra TEXT NOT NULL,\n'
-        '        gone INTEGER NOT NULL DEFAULT 0\n'
-        '    )'
-    ),
-    (
-        'CREATE INDEX search_docs_gone ON search_docs (ts) WHERE gone = 1'
-    ),
-    (
-        'CREATE VIEW search_text (id, text, extra) AS SELECT d.id, CASE WHEN '
-        "d.text IS NOT NULL THEN d.text WHEN substr(d.key, 1, 2) = 'm:' THEN "
-        '(SELECT coalesce(CASE WHEN json_valid(h.body) THEN json_extract(h.body, '
-        "'$.text') END, '') FROM held_messages h WHERE h.message_id = d.ref) "
-        'ELSE (SELECT s.text FROM sent_messages s WHERE s.msg_id = d.ref) END, '
-        'd.extra FROM search_docs d'
-    ),
-    (
-        'CREATE VIRTUAL TABLE search_fts USING fts5(text, extra, '
-        "content='search_text', content_rowid='id', tokenize='porter unicode61 "
-        "remove_diacritics 2', prefix='4')"
-    ),
-    (
-        'CREATE TRIGGER search_docs_ai AFTER INSERT ON search_docs BEGIN INSERT '
-        'INTO search_fts (rowid, text, extra) SELECT id, text, extra FROM '
-        'search_text WHERE id = NEW.id; END'
-    ),
-    (
-        'CREATE TRIGGER search_docs_bd BEFORE DELETE ON search_docs BEGIN INSERT '
-        "INTO search_fts (search_fts, rowid, text, extra) SELECT 'delete', id, "
-        'text, extra FROM search_text WHERE id = OLD.id; END'
-    ),
-    (
-        'CREATE TRIGGER search_held_ai AFTER INSERT ON held_messages BEGIN '
-        "DELETE FROM search_docs WHERE key = 'm:' || NEW.message_id; INSERT INTO "
-        'search_docs (key, kind, ref, room_id, sender, label, ts, text, extra) '
-        "SELECT 'm:' || NEW.message_id, 'message', NEW.message_id, NEW.room_id, "
-        'NEW.sender, NULL, coalesce(CASE WHEN json_valid(NEW.body) THEN '
-        "json_extract(NEW.body, '$.relay_ts') END, NEW.received_at), NULL, "
-        'coalesce(CASE WHEN json_valid(NEW.body) THEN (SELECT '
-        "group_concat(json_extract(s.value, '$.label'), ' ') FROM "
-        "json_each(NEW.body, '$.slices') s) END, '') WHERE coalesce(CASE WHEN "
-        "json_valid(NEW.body) THEN json_extract(NEW.body, '$.kind') END, "
-        "'message') != 'decision'; END"
-    ),
-    (
-        'CREATE TRIGGER search_held_bu BEFORE UPDATE OF body ON held_messages '
-        "BEGIN DELETE FROM search_docs WHERE key = 'm:' || OLD.message_id; END"
-    ),
-    (
-        'CREATE TRIGGER search_held_au AFTER UPDATE OF body ON held_messages '
-        'BEGIN INSERT INTO search_docs (key, kind, ref, room_id, sender, label, '
-        "ts, text, extra) SELECT 'm:' || NEW.message_id, 'message', "
-        'NEW.message_id, NEW.room_id, NEW.sender, NULL, coalesce(CASE WHEN '
-        "json_valid(NEW.body) THEN json_extract(NEW.body, '$.relay_ts') END, "
-        'NEW.received_at), NULL, coalesce(CASE WHEN json_valid(NEW.body) THEN '
-        "(SELECT group_concat(json_extract(s.value, '$.label'), ' ') FROM "
-        "json_each(NEW.body, '$.slices') s) END, '') WHERE coalesce(CASE WHEN "
-        "json_valid(NEW.body) THEN json_extract(NEW.body, '$.kind') END, "
-        "'message') != 'decision'; END"
-    ),
-    (
-        'CREATE TRIGGER search_held_bd BEFORE DELETE ON held_messages WHEN NOT '
-        'EXISTS (SELECT 1 FROM rooms WHERE room_id = OLD.room_id AND state = '
-        "'left') BEGIN DELETE FROM search_docs WHERE key = 'm:' || "
-        'OLD.message_id; END'
-    ),
-    (
-        'CREATE TRIGGER search_held_kept BEFORE DELETE ON held_messages WHEN '
-        'EXISTS (SELECT 1 FROM rooms WHERE room_id = OLD.room_id AND state = '
-        "'left') BEGIN UPDATE search_docs SET text = (SELECT t.text FROM "
-        "search_text t WHERE t.id = search_docs.id), gone = 1 WHERE key = 'm:' "
-        '|| OLD.message_id; END'
-    ),
-    (
         'CREATE TRIGGER search_sent_ai AFTER INSERT ON sent_messages BEGIN '
         "DELETE FROM search_docs WHERE key = 's:' || NEW.msg_id; INSERT INTO "
         'search_docs (key, kind, ref, room_id, sender, label, ts, text, extra) '
@@ -682,6 +598,99 @@ STATEMENTS: tuple[str, ...] = (
         "END, '') WHERE json_valid(OLD.body) AND (OLD.kind != 'fact' OR CASE "
         "WHEN json_valid(OLD.body) THEN json_extract(OLD.body, '$.forgotten') "
         'END IS NULL); END'
+    ),
+    (
+        'CREATE TABLE "search_docs" (\n'
+        '        id INTEGER PRIMARY KEY AUTOINCREMENT,\n'
+        '        key TEXT NOT NULL UNIQUE,\n'
+        "        kind TEXT NOT NULL CHECK (kind IN ('message', 'fact', 'task', "
+        "'decision', 'thread')),\n"
+        '        ref TEXT NOT NULL,\n'
+        '        room_id TEXT NOT NULL,\n'
+        '        sender TEXT,\n'
+        '        label TEXT,\n'
+        '        ts REAL NOT NULL,\n'
+        '        text TEXT,\n'
+        '        extra TEXT NOT NULL,\n'
+        '        gone INTEGER NOT NULL DEFAULT 0\n'
+        '    )'
+    ),
+    (
+        'CREATE INDEX search_docs_gone ON search_docs (ts) WHERE gone = 1'
+    ),
+    (
+        'CREATE VIEW search_text (id, text, extra) AS SELECT h.rowid, '
+        'coalesce(CASE WHEN json_valid(h.body) THEN json_extract(h.body, '
+        "'$.text') END, ''), coalesce(CASE WHEN json_valid(h.body) THEN (WITH "
+        'RECURSIVE s (i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM s WHERE '
+        "json_type(h.body, '$.slices[' || (i + 1) || ']') IS NOT NULL) SELECT "
+        "group_concat(json_extract(h.body, '$.slices[' || i || '].label'), ' ') "
+        "FROM s WHERE json_type(h.body, '$.slices[' || i || ']') IS NOT NULL) "
+        "END, '') FROM held_messages h WHERE coalesce(CASE WHEN "
+        "json_valid(h.body) THEN json_extract(h.body, '$.kind') END, 'message') "
+        "!= 'decision' UNION ALL SELECT d.id, coalesce(d.text, (SELECT s.text "
+        'FROM sent_messages s WHERE s.msg_id = d.ref)), d.extra FROM search_docs '
+        'd'
+    ),
+    (
+        'CREATE VIRTUAL TABLE search_fts USING fts5(text, extra, '
+        "content='search_text', content_rowid='id', tokenize='porter unicode61 "
+        "remove_diacritics 2', prefix='4')"
+    ),
+    (
+        'CREATE TRIGGER search_docs_ai AFTER INSERT ON search_docs BEGIN INSERT '
+        'INTO search_fts (rowid, text, extra) SELECT id, text, extra FROM '
+        'search_text WHERE id = NEW.id; END'
+    ),
+    (
+        'CREATE TRIGGER search_docs_bd BEFORE DELETE ON search_docs BEGIN INSERT '
+        "INTO search_fts (search_fts, rowid, text, extra) SELECT 'delete', id, "
+        'text, extra FROM search_text WHERE id = OLD.id; END'
+    ),
+    (
+        'CREATE TRIGGER search_held_ai AFTER INSERT ON held_messages BEGIN '
+        "SELECT RAISE(ABORT, 'held_messages: rowid taken by a search row (hold "
+        "with crosstalk.store.schema_compact.NEXT_HELD_ROWID)') WHERE EXISTS "
+        '(SELECT 1 FROM search_docs WHERE id = NEW.rowid); DELETE FROM '
+        "search_docs WHERE key = 'm:' || CASE WHEN typeof(NEW.message_id) = "
+        "'blob' THEN lower(hex(NEW.message_id)) ELSE NEW.message_id END; UPDATE "
+        "sqlite_sequence SET seq = NEW.rowid WHERE name = 'search_docs' AND seq "
+        '< NEW.rowid; INSERT INTO search_fts (rowid, text, extra) SELECT id, '
+        'text, extra FROM search_text WHERE id = NEW.rowid; END'
+    ),
+    (
+        'CREATE TRIGGER search_held_bu BEFORE UPDATE OF body ON held_messages '
+        'BEGIN INSERT INTO search_fts (search_fts, rowid, text, extra) SELECT '
+        "'delete', id, text, extra FROM search_text WHERE id = OLD.rowid; END"
+    ),
+    (
+        'CREATE TRIGGER search_held_au AFTER UPDATE OF body ON held_messages '
+        'BEGIN INSERT INTO search_fts (rowid, text, extra) SELECT id, text, '
+        'extra FROM search_text WHERE id = NEW.rowid; END'
+    ),
+    (
+        'CREATE TRIGGER search_held_bd BEFORE DELETE ON held_messages WHEN NOT '
+        'EXISTS (SELECT 1 FROM rooms WHERE room_id = OLD.room_id AND state = '
+        "'left') BEGIN INSERT INTO search_fts (search_fts, rowid, text, extra) "
+        "SELECT 'delete', id, text, extra FROM search_text WHERE id = OLD.rowid; "
+        'END'
+    ),
+    (
+        'CREATE TRIGGER search_held_kept BEFORE DELETE ON held_messages WHEN '
+        'EXISTS (SELECT 1 FROM rooms WHERE room_id = OLD.room_id AND state = '
+        "'left') BEGIN INSERT INTO search_docs (key, kind, ref, room_id, sender, "
+        "label, ts, text, extra, gone) SELECT 'm:' || CASE WHEN "
+        "typeof(OLD.message_id) = 'blob' THEN lower(hex(OLD.message_id)) ELSE "
+        "OLD.message_id END, 'message', CASE WHEN typeof(OLD.message_id) = "
+        "'blob' THEN lower(hex(OLD.message_id)) ELSE OLD.message_id END, "
+        'OLD.room_id, OLD.sender, NULL, coalesce(CASE WHEN json_valid(OLD.body) '
+        "THEN json_extract(OLD.body, '$.relay_ts') END, OLD.received_at), "
+        't.text, t.extra, 1 FROM search_text t WHERE t.id = OLD.rowid; INSERT '
+        "INTO search_fts (search_fts, rowid, text, extra) SELECT 'delete', id, "
+        'text, extra FROM search_text WHERE id = OLD.rowid; END'
+    ),
+    (
+        "INSERT INTO sqlite_sequence (name, seq) VALUES ('search_docs', 0)"
     ),
     (
         "INSERT INTO search_fts (search_fts, rank) VALUES ('rank', 'bm25(1.0, "

@@ -50,6 +50,11 @@ def snapshot(conn: sqlite3.Connection) -> list[str]:
             if conn.execute(f'SELECT 1 FROM "{name}" LIMIT 1').fetchone() is not None:
                 raise ValueError(f"a migration leaves rows in {name}: the snapshot keeps none")
         statements.append(str(sql))
+    # An AUTOINCREMENT counter a step set (one can be read as state: store/schema_compact.py).
+    if "sqlite_sequence" in {name for _, name, _ in rows}:
+        counters = conn.execute("SELECT name, seq FROM sqlite_sequence ORDER BY name").fetchall()
+        statements.extend(f"INSERT INTO sqlite_sequence (name, seq) VALUES ('{name}', {int(seq)})"
+                          for name, seq in counters)
     for vt in virtual:
         config = conn.execute(f'SELECT k, v FROM "{vt}_config" ORDER BY k').fetchall()
         for key, value in config:

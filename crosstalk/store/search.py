@@ -1,4 +1,5 @@
-"""Search what this identity holds: the FTS5 index of migration step 23 (schema_search.py).
+"""Search what this identity holds: the FTS5 index of migration step 25 (schema_search.py;
+held messages are their own rows since step 29, schema_compact.py).
 
 The index is kept by triggers, so this module only reads it. A search finds where the newest
 :data:`RANK_WINDOW` matches begin (walking the match list by rowid costs next to nothing), then
@@ -20,6 +21,8 @@ import attrs
 from crosstalk.core.search_query import SYNTAX_HELP, FtsQuery
 from crosstalk.errors import UnknownPeer, UnknownRoom, UsageError
 from crosstalk.store.gate import LOCAL_ROOM
+from crosstalk.store.ids import from_db
+from crosstalk.store.schema_compact import held_ts
 from crosstalk.wire.control.replies.messages import Hit
 
 OPEN, CLOSE, ELLIPSIS = "[", "]", "…"
@@ -106,23 +109,32 @@ def sender_ids(
     return tuple(dict.fromkeys(str(r[0]) for r in rows)), (name,)
 
 
+# An index entry is a search_docs row ``d`` or, without one, a held message ``h`` (its rowid is
+# the entry's: schema_compact.py); each column is read from whichever it is.
+_KIND = "coalesce(d.kind, 'message')"
+_REF = "coalesce(d.ref, h.message_id)"
+_ROOM = "coalesce(d.room_id, h.room_id)"
+_SENDER = "CASE WHEN d.id IS NULL THEN h.sender ELSE d.sender END"
+_TS = f"coalesce(d.ts, {held_ts('h')})"
+
+
 def _where(filters: Filters) -> tuple[str, list[object]]:
     clauses: list[str] = []
     args: list[object] = []
     if filters.kind is not None:
-        clauses.append("d.kind = ?")
+        clauses.append(f"{_KIND} = ?")
         args.append(filters.kind)
     if filters.rooms is not None:
-        clauses.append(f"d.room_id IN ({', '.join('?' for _ in filters.rooms)})")
+        clauses.append(f"{_ROOM} IN ({', '.join('?' for _ in filters.rooms)})")
         args += filters.rooms
     if filters.since is not None:
-        clauses.append("d.ts >= ?")
+        clauses.append(f"{_TS} >= ?")
         args.append(filters.since)
     if filters.senders is not None:
         senders = ", ".join("?" for _ in filters.senders)
         closers = ", ".join("?" for _ in filters.closers) or "NULL"
         clauses.append(
-            f"(d.sender IN ({senders}) OR (d.kind = 'thread' AND d.label IN ({closers})))"
+            f"({_SENDER} IN ({senders}) OR (d.kind = 'thread' AND d.label IN ({closers})))"
         )
         args += [*filters.senders, *filters.closers]
     return "".join(f" AND {c}" for c in clauses), args
@@ -144,9 +156,11 @@ def _from(conn: sqlite3.Connection, sender: str | None, label: str | None, me: s
 
 
 _RANKED = (
-    "SELECT d.kind, d.ref, coalesce(r.name, d.room_id), d.sender, d.label, d.ts, "
+    f"SELECT {_KIND}, {_REF}, coalesce(r.name, {_ROOM}), {_SENDER}, d.label, {_TS}, "
     "snippet(search_fts, -1, ?, ?, ?, ?), search_fts.rank FROM search_fts "
-    "JOIN search_docs d ON d.id = search_fts.rowid LEFT JOIN rooms r ON r.room_id = d.room_id "
+    "LEFT JOIN search_docs d ON d.id = search_fts.rowid "
+    "LEFT JOIN held_messages h ON d.id IS NULL AND h.rowid = search_fts.rowid "
+    f"LEFT JOIN rooms r ON r.room_id = {_ROOM} "
     "WHERE search_fts MATCH ? AND search_fts.rowid >= ?{where} "
     # FTS5 consumes ORDER BY rank: rows come out best first and the LIMIT stops it, so the
     # snippet (a re-tokenization of the text) is made for the rows returned only.
@@ -173,7 +187,7 @@ def _ranked(
         [OPEN, CLOSE, ELLIPSIS, SNIPPET_TOKENS, query.expression, floor, *args, filters.limit],
     ).fetchall()
     return [
-        (float(rank), Hit(str(kind), str(ref), str(room), _from(conn, sender, label, me),
+        (float(rank), Hit(str(kind), from_db(ref), str(room), _from(conn, sender, label, me),
                           str(snippet), float(ts)))
         for kind, ref, room, sender, label, ts, snippet, rank in rows
     ]

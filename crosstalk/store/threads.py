@@ -22,6 +22,7 @@ from typing import Any
 from crosstalk.core.room import Applied
 from crosstalk.errors import UnknownMessage
 from crosstalk.store.gate import source_of
+from crosstalk.store.ids import from_db, prefix_where, to_db
 from crosstalk.wire.control.replies.messages import ThreadMessage, ThreadView
 from crosstalk.wire.room_ops import MessageOp
 
@@ -34,11 +35,11 @@ def _by_prefix(conn: sqlite3.Connection, ref: str) -> tuple[str, str | None] | N
     if len(ref) < MIN_PREFIX or not all(c in "0123456789abcdef" for c in ref):
         return None
     hits: dict[str, str | None] = {}
+    where, args = prefix_where("message_id", ref)
     for msg_id, body in conn.execute(
-        "SELECT message_id, body FROM held_messages WHERE message_id >= ? AND message_id < ?",
-        (ref, ref + "g"),
+        f"SELECT message_id, body FROM held_messages WHERE {where}", args
     ).fetchall():
-        hits[str(msg_id)] = json.loads(body).get("thread")
+        hits[from_db(msg_id)] = json.loads(body).get("thread")
     for msg_id, thread in conn.execute(
         "SELECT msg_id, thread FROM sent_messages WHERE msg_id >= ? AND msg_id < ?",
         (ref, ref + "g"),
@@ -86,7 +87,7 @@ def thread_view(conn: sqlite3.Connection, key: str, *, me: str) -> ThreadView:
         "AND m.fingerprint = h.sender)) FROM held_messages h "
         "LEFT JOIN contacts c ON c.fingerprint = h.sender "
         "WHERE json_extract(h.body, '$.thread') = ? OR h.message_id = ?",
-        (key, key),
+        (key, to_db(key)),
     ).fetchall()]
     messages += [
         ThreadMessage(str(i), "me", to, kind, text or "", reply_to, float(ts))
@@ -109,7 +110,7 @@ def _held(row: tuple[Any, ...], me: str) -> ThreadMessage:
     msg_id, sender, body, received, label = row
     op: dict[str, Any] = json.loads(body)
     return ThreadMessage(
-        str(msg_id), "me" if sender == me else str(label or sender), None,
+        from_db(msg_id), "me" if sender == me else str(label or sender), None,
         str(op.get("kind", "message")), str(op.get("text", "")), op.get("reply_to"),
         float(op.get("relay_ts", received)),
     )
@@ -121,7 +122,7 @@ def thread_rooms(conn: sqlite3.Connection, key: str) -> list[str]:
         "SELECT room_id FROM held_messages WHERE (json_extract(body, '$.thread') = ? "
         "OR message_id = ?) AND room_id != 'local' "
         "UNION SELECT room_id FROM sent_messages WHERE thread = ? OR msg_id = ?",
-        (key, key, key, key),
+        (key, to_db(key), key, key),
     ).fetchall()
     return sorted(str(r[0]) for r in rows)
 

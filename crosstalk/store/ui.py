@@ -15,6 +15,7 @@ import json
 import sqlite3
 from typing import Any
 
+from crosstalk.store.ids import from_db
 from crosstalk.store.messages import body_json, delivery_state
 from crosstalk.wire.control.replies.daemon import ClaimEvent, ConversationEntry, SliceRef
 
@@ -87,7 +88,7 @@ def conversation(conn: sqlite3.Connection, room_id: str, me: str) -> list[Conver
         data = _loads(body)
         ts = float(data.get("relay_ts") or received)
         state = "read" if read_at is not None else "unread"
-        entries.append(_entry(msg_id, False, sender, data, ts, state, None))
+        entries.append(_entry(from_db(msg_id), False, sender, data, ts, state, None))
     for msg_id, body, created, *held in conn.execute(_SENT, (room_id, MAX_MESSAGES) * 2):
         state, reason = delivery_state(conn, msg_id)
         data = _loads(body)

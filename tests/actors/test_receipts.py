@@ -26,6 +26,7 @@ from crosstalk.core.room import Applied
 from crosstalk.errors import CrosstalkError, NotAMember, RelayUnreachable
 from crosstalk.features.feature import Plugs
 from crosstalk.features.read import ops as read_ops
+from crosstalk.store import messages
 from crosstalk.store.db import Store, open_store
 from crosstalk.store.membership import invited_again, mark_removed
 from crosstalk.store.receipts import owe, owed
@@ -71,11 +72,9 @@ def _room_with_two_unread(conn: sqlite3.Connection) -> None:
             "VALUES (?, ?, 'shared', 'joined', 0)",
             (room, room),
         )
-    conn.executemany(
-        "INSERT INTO held_messages (message_id, room_id, sender, intent, body, received_at) "
-        "VALUES (?, 'r1', ?, 'fyi', '{\"text\": \"hi\"}', ?)",
-        [("a1" * 16, BEN, 1.0), ("a2" * 16, BEN, 2.0)],
-    )
+    for msg_id, at in (("a1" * 16, 1.0), ("a2" * 16, 2.0)):
+        messages.hold(conn, message_id=msg_id, room_id="r1", sender=BEN, to=None, intent="fyi",
+                      body='{"text": "hi"}', received_at=at)
 
 
 def _plugged(store: Store, supervisor: Supervisor, posts: Posts) -> tuple[OpTable, Plugs]:

@@ -6,6 +6,7 @@ import json
 import sqlite3
 from typing import Any
 
+from crosstalk.store.ids import from_db
 from crosstalk.store.memory import parse_envelope
 from crosstalk.store.messages import delivery_state
 from crosstalk.wire.room_ops import Rekey
@@ -28,7 +29,7 @@ def read_state(conn: sqlite3.Connection) -> dict[str, Any]:
         if not m.get("gone", 0):
             roster.setdefault(m["room_id"], {})[m["fingerprint"]] = m["state"]
     held = {
-        r["message_id"]: {"room": r["room_id"], "read": r["read_at"] is not None,
+        from_db(r["message_id"]): {"room": r["room_id"], "read": r["read_at"] is not None,
                           "sender": r["sender"], "text": json.loads(r["body"]).get("text")}
         for r in _rows(conn, "SELECT message_id, room_id, read_at, sender, body FROM held_messages")
     }
