@@ -176,17 +176,19 @@ def _relay(result: Callable[[str], dict[str, Any]]) -> list[Row]:
 
 
 def _catchup(result: Callable[[str], dict[str, Any]]) -> list[Row]:
-    """catch-up of 10,000 missed ops"""
+    """catch-up of 10,000 missed ops, against the floor of opening them (issue 41: ≤ 1.3×)"""
     c = result("catchup")
     s, ops, floor = c["missed_ops"]["seconds"], c["missed_ops"]["ops"], c["open_floor"]
-    rest = s - floor["as_actor_seconds"]
-    verdict = "met" if s <= 1 else (
-        f"not met: opening and checking them alone, as the actor does, takes "
-        f"{floor['as_actor_seconds']:.2f} s on this machine; applying and committing take the "
-        f"other {rest:.2f} s ({1e6 * rest / ops:.0f} µs per op)")
-    return [[f"catch-up of {ops:,} missed ops", f"{s:.2f} s",
-             f"floor (opening them as the actor does) {floor['as_actor_seconds']:.2f} s",
-             "≤ 1 s", verdict]]
+    opening = floor["as_actor_seconds"]
+    rest, ratio = s - opening, s / opening
+    verdict = "met" if ratio <= 1.3 else (
+        f"not met: opening and checking them alone, as the actor does, takes {opening:.2f} s "
+        f"on this machine; applying and committing take the other {rest:.2f} s "
+        f"({1e6 * rest / ops:.0f} µs per op), spread over decoding, the memory core, writing "
+        f"the rows and the actor's own steps (`python -m bench.catchup --steps`)")
+    return [[f"catch-up of {ops:,} missed ops", f"{s:.2f} s ({ratio:.1f}× floor)",
+             f"floor (opening them as the actor does) {opening:.2f} s",
+             "≤ 1.3× floor", verdict]]
 
 
 def _history(result: Callable[[str], dict[str, Any]]) -> list[Row]:

@@ -126,7 +126,8 @@ class MemorySync:
             due = self._core.rooms_due(now)
             online = await self._online() if due else set()
             rosters = {room: await self._store.members(room) for room in due}
-            self._core.tick(now, online, rosters)
+            inviters = {room: await self._store.inviter(room) for room in due}
+            self._core.tick(now, online, rosters, inviters)
             await self._carry_out()
 
     async def _online(self) -> set[str]:

@@ -90,6 +90,9 @@ class SyncStore(Protocol):
     async def members(self, room: str) -> list[str]:
         """The room's joined members (not those only invited), ourselves included."""
 
+    async def inviter(self, room: str) -> str | None:
+        """Who added us to the room (None: we made it, or it is not known)."""
+
     async def cursor(self, room: str) -> MemoryCursor: ...
 
     async def ours(self, room: str) -> OurMemory:

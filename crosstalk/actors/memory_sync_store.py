@@ -35,6 +35,11 @@ class StoreAdapter:
         roster = await self._store.read(lambda c: members(c, room))
         return [x.fingerprint for x in roster if x.state == "member"]
 
+    async def inviter(self, room: str) -> str | None:
+        me = self._follower.me
+        roster = await self._store.read(lambda c: members(c, room))
+        return next((x.added_by for x in roster if x.fingerprint == me), None)
+
     async def cursor(self, room: str) -> MemoryCursor:
         return await self._store.read(lambda c: m.cursor(c, room))
 

@@ -76,6 +76,9 @@ class FakeStore:
     async def members(self, room: str) -> list[str]:
         return list(self.roster)
 
+    async def inviter(self, room: str) -> str | None:
+        return None
+
     async def cursor(self, room: str) -> MemoryCursor:
         return MemoryCursor(room, self.state.last_seq, 2 if self.hole else None)
 

@@ -143,13 +143,14 @@ def test_a_transition_the_table_does_not_list_raises_and_parks_in_error() -> Non
 # --- asking ---------------------------------------------------------------------------------------
 
 
-def asking(*, online: set[str], roster: list[str]) -> tuple[MemorySyncState, list[str]]:
+def asking(*, online: set[str], roster: list[str],
+           inviter: str | None = None) -> tuple[MemorySyncState, list[str]]:
     """A room with a hole, asked five times at RETRY_AFTER intervals; who was asked."""
     sync = MemorySyncState(ME)
     sync.observe([R], {R}, {})
     asked: list[str] = []
     for n in range(5):
-        sync.tick(n * RETRY_AFTER, online, {R: roster})
+        sync.tick(n * RETRY_AFTER, online, {R: roster}, {R: inviter})
         asked += [c.member for c in sync.commands_to_send() if isinstance(c, AskForSnapshot)]
     return sync, asked
 
@@ -158,6 +159,18 @@ def test_a_hole_asks_at_once_and_goes_round_the_online_members_in_order() -> Non
     """Never ourselves, never one offline; round after round in the same order (seed 1683)."""
     _, asked = asking(online={BEN, CY, ME}, roster=[ME, CY, BEN, "eve"])
     assert asked == [BEN, CY, BEN, CY, BEN]
+
+
+def test_a_new_hole_asks_who_invited_us_first_then_goes_round() -> None:
+    """The inviter was in the room before us: asked first, then the round's order as before."""
+    _, asked = asking(online={BEN, CY, EVE}, roster=[ME, CY, BEN, EVE], inviter=EVE)
+    assert asked == [EVE, BEN, CY, BEN, CY]
+
+
+def test_an_inviter_offline_or_gone_changes_nothing() -> None:
+    _, offline = asking(online={BEN, CY}, roster=[ME, CY, BEN, EVE], inviter=EVE)
+    _, gone = asking(online={BEN, CY, "zed"}, roster=[ME, CY, BEN], inviter="zed")
+    assert offline == gone == [BEN, CY, BEN, CY, BEN]
 
 
 def test_with_nobody_online_it_asks_nobody_and_says_so() -> None:

@@ -124,13 +124,15 @@ class MemorySyncState:
         self._next_look = now + PROBE_EVERY
 
     def tick(
-        self, now: float, online: Collection[str], rosters: Mapping[str, Collection[str]]
+        self, now: float, online: Collection[str], rosters: Mapping[str, Collection[str]],
+        inviters: Mapping[str, str | None] | None = None,
     ) -> None:
         """Time passed: retry asks that are due, and look around if a look is due. ``online``
-        are the members the relay sees; ``rosters`` the joined members of :meth:`rooms_due`."""
+        are the members the relay sees; ``rosters`` the joined members of :meth:`rooms_due`,
+        ``inviters`` who added us to each of them (where known)."""
         for name, room in sorted(self._rooms.items()):
             if room.due(now):
-                room.retry_due(now, online, rosters.get(name, ()))
+                room.retry_due(now, online, rosters.get(name, ()), (inviters or {}).get(name))
         if not self._look_due(now):
             return
         self._next_look = now + PROBE_EVERY

@@ -10,8 +10,9 @@ installs snapshots, journals); this machine decides what to *do* about it, per r
 * **Probing.** A room joined after start is probed at the next look (every
   :data:`PROBE_EVERY`): a request naming nobody, whose sequencing shows a hole before it. A
   link-up whose log starts past what we hold probes at once (``log_resumed``).
-* **ASKING.** A hole asks one online member (never ourselves) at once, then the next one each
-  :data:`RETRY_AFTER`, round after round in the same order (sim seed 1683). With nobody online
+* **ASKING.** A hole asks one online member (never ourselves) at once, the one who invited us
+  first, then the next one each :data:`RETRY_AFTER`, round after round in the same order (sim
+  seed 1683). With nobody online
   it posts nothing and looks again at the next retry.
 * **EXHAUSTED.** Every online member has had an ask of ours, sequenced by the relay (an ask
   waiting queued or refused was heard by nobody), for :data:`RETRY_AFTER`, and none filled the
@@ -194,8 +195,15 @@ class RoomSync:
 
     # --- time ------------------------------------------------------------------------------------
 
-    def retry_due(self, now: float, online: Collection[str], roster: Collection[str]) -> None:
-        """Ask the next online member in this round (or give the hole up when alone)."""
+    def retry_due(
+        self, now: float, online: Collection[str], roster: Collection[str],
+        inviter: str | None = None,
+    ) -> None:
+        """Ask the next online member in this round (or give the hole up when alone). A new
+        hole asks ``inviter`` first (who added us to the room): in the room before us, most
+        likely whole, where the round's order would make a joiner wait a retry for each
+        member that joined after it (bench/big_room.py: 19 guests each asking the others in
+        turn, the last hole closed 225 s after the room was built)."""
         self._legal(On.RETRY_DUE)
         others = [fp for fp in roster if fp != self.me]
         candidates = sorted(fp for fp in others if fp in online)
@@ -207,6 +215,8 @@ class RoomSync:
             self.tried, fresh = set(), candidates
         if self.prefer in candidates:
             fresh = [self.prefer]
+        elif first and inviter in fresh:
+            fresh = [inviter]
         self.prefer = None
         exhausted = self.state is S.EXHAUSTED or (
             not first and _exhausted(candidates, self.heard, now)
