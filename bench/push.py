@@ -53,6 +53,7 @@ from crosstalk.client import call
 from crosstalk.install.base import resolve_commands
 from crosstalk.mcp.channel import METHOD, SWEEP
 from crosstalk.paths import Home
+from crosstalk.store.ids import to_db
 
 INBOX_SESSION = "bench-push-inbox"
 CHANNEL_SESSION = "bench-push-channel"
@@ -207,7 +208,7 @@ def _notice_times(db: Path, message_id: str, timeout: float = 5.0) -> tuple[floa
     try:
         while True:
             row = conn.execute("SELECT min(surfaced_at), min(shown_at) FROM notices "
-                               "WHERE message_id = ?", (message_id,)).fetchone()
+                               "WHERE message_id = ?", (to_db(message_id),)).fetchone()
             if row is not None and row[1] is not None:
                 return float(row[0]), float(row[1])
             if time.monotonic() > deadline:
