@@ -5,10 +5,7 @@ The checks that tie an arrival to its message are shown to refuse what is not th
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -75,30 +72,5 @@ def test_a_wait_with_nothing_wanted_ends_at_its_bound() -> None:
         arrivals.wait_for(lambda s: s == "ours", "channel notification", timeout=0.0)
 
 
-@pytest.mark.e2e
-def test_a_smoke_run_times_both_pushes_beside_send_to_held(tmp_path: Path) -> None:
-    """`python -m bench.latency --quick --json`: inbox and channel pushes measured on the same
-    daemons as send → held, each after its gate surfaced it, and shown in the side-by-side."""
-    pytest.importorskip("matplotlib", reason="the bench extra is not installed")
-    from bench.report import side_by_side
-
-    done = subprocess.run(
-        [sys.executable, "-m", "bench.latency", "--quick", "--json", "--messages", "3",
-         "--notices", "1", "--pushes", "2"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads(done.stdout)
-    assert result["pushes"] == 2 and result["send_to_held"]["n"] == 3
-    for path in ("inbox", "channel"):
-        pushed, surfaced = result[f"send_to_{path}_pushed"], result[f"send_to_{path}_surfaced"]
-        assert pushed["n"] == 2 and 0 < pushed["p50_ms"] <= pushed["p99_ms"]
-        # Every push follows its own notice's surfacing, so the medians keep that order.
-        assert pushed["p50_ms"] >= surfaced["p50_ms"] > 0
-        assert len(result[f"{path}_samples_ms"]) == 2
-    section = side_by_side({"latency": {"result": result}}, tmp_path)
-    assert "| **crosstalk send → pushed into a busy session's inbox socket** |" in section
-    assert "| **crosstalk send → channel notification from `crosstalk server` (MCP)** |" in section
-    assert "See `bench/push.py`" in section and "Load average (1 min)" in section
-    assert (tmp_path / "latency.png").read_bytes().startswith(b"\x89PNG")
+# The smoke run of the pushes, beside send → held, is tests/test_bench_smoke.py's (the latency
+# section of `python -m bench --quick`): one run of the daemons for both.

@@ -53,6 +53,17 @@ def test_quick_bench_writes_every_section_plot_and_figure(tmp_path: Path) -> Non
     # A notice cannot be printed by the hook before the message is held at the daemon.
     assert printed["n"] == 3 and printed["p50_ms"] >= latency["notice_hook_run"]["p50_ms"] > 0
     assert "notice printed by recipient's hook" in page
+    # The pushes into a busy session (bench/push.py), on the same daemons as send → held.
+    assert latency["pushes"] == 3
+    for path in ("inbox", "channel"):
+        pushed, surfaced = latency[f"send_to_{path}_pushed"], latency[f"send_to_{path}_surfaced"]
+        assert pushed["n"] == 3 and 0 < pushed["p50_ms"] <= pushed["p99_ms"]
+        # Every push follows its own notice's surfacing, so the medians keep that order.
+        assert pushed["p50_ms"] >= surfaced["p50_ms"] > 0
+        assert len(latency[f"{path}_samples_ms"]) == 3
+    assert "| **crosstalk send → pushed into a busy session's inbox socket** |" in page
+    assert "| **crosstalk send → channel notification from `crosstalk server` (MCP)** |" in page
+    assert "See `bench/push.py`" in page
     if shutil.which("py-spy"):  # the test extra installs it: the daemons' CPU, by kind of work
         profile = results["runs"]["timeline"]["result"]["cpu_profile"]
         assert set(profile) == {"sender", "relay", "recipient"}, profile
