@@ -34,7 +34,7 @@ from typing import Any
 from bench._common import cpu_seconds, progress, summary_ms
 from crosstalk.client import call
 from crosstalk.paths import Home
-from tests.e2e.conftest import Person, read_json_line, stop_pid
+from tests.e2e.conftest import Person, read_json_line, reap, stop_pid
 from tests.relay.process import RelayProcess
 
 ARRIVAL_TIMEOUT = 60.0
@@ -135,12 +135,7 @@ def _pair_paced(host: Person, guest: Person, within: float = 300.0) -> None:
             read_json_line(new, timeout=60)
             return
         finally:
-            if new.poll() is None:
-                new.kill()
-            new.wait(timeout=10)
-            for stream in (new.stdout, new.stderr):
-                if stream:
-                    stream.close()
+            reap(new)
 
 
 def run(members: int, ops: int) -> dict[str, Any]:

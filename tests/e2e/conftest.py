@@ -247,6 +247,16 @@ def read_json_line(proc: subprocess.Popen[str], *, timeout: float) -> dict[str, 
     return result
 
 
+def reap(proc: subprocess.Popen[str]) -> None:
+    """A child that is done with: killed if still running, waited for, its pipes closed."""
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait(timeout=10)
+    for stream in (proc.stdout, proc.stderr):
+        if stream:
+            stream.close()
+
+
 def pair(
     inviter: Person, joiner: Person, *, host: bool = False, label: str | None = None
 ) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -262,12 +272,7 @@ def pair(
         result = read_json_line(new, timeout=60)
         assert new.wait(timeout=30) == 0
     finally:
-        if new.poll() is None:
-            new.kill()
-        new.wait(timeout=10)
-        for stream in (new.stdout, new.stderr):
-            if stream:
-                stream.close()
+        reap(new)
     return result, joined
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from crosstalk.client import call
 from crosstalk.paths import Home
-from tests.e2e.conftest import Person, pair, read_json_line, wait_until
+from tests.e2e.conftest import Person, pair, read_json_line, reap, wait_until
 
 ARRIVAL = 30.0
 
@@ -48,12 +48,7 @@ def pair_with_bot(person: Person, bot: Person) -> None:
         assert read_json_line(new, timeout=60)["joined"] == bot.home.name
         assert new.wait(timeout=30) == 0
     finally:
-        if new.poll() is None:
-            new.kill()
-        new.wait(timeout=10)
-        for stream in (new.stdout, new.stderr):
-            if stream:
-                stream.close()
+        reap(new)
 
 
 def test_a_bot_stays_at_notify_even_when_trusted_deliver(people: list[Person]) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.e2e.conftest import Person, pair, read_json_line, stop_pid, wait_for_messages
+from tests.e2e.conftest import Person, pair, read_json_line, reap, stop_pid, wait_for_messages
 
 
 def test_linked_machine_and_first_machine_both_receive(
@@ -31,12 +31,7 @@ def test_linked_machine_and_first_machine_both_receive(
         again = laptop.json("link", code, expect=1)["error"]
         assert again["code"] == "already_set_up"
     finally:
-        if new.poll() is None:
-            new.kill()
-        new.wait(timeout=10)
-        for stream in (new.stdout, new.stderr):
-            if stream:
-                stream.close()
+        reap(new)
         pid = laptop.daemon_pid()
         if pid:
             stop_pid(pid)

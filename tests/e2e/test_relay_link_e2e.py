@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import Person, pair, read_json_line, stop_pid, wait_until
+from tests.e2e.conftest import Person, pair, read_json_line, reap, stop_pid, wait_until
 from tests.relay.process import RelayProcess
 from tests.resilience.harness import ProxyProcess
 
@@ -36,12 +36,7 @@ def test_connection_dropped_mid_pairing_recovers(short_tmp: Path, relay: RelayPr
         after = proxy.command("stats")
         assert after["connections"] > before["connections"]  # type: ignore[operator]
     finally:
-        if new.poll() is None:
-            new.kill()
-        new.wait(timeout=10)
-        for stream in (new.stdout, new.stderr):
-            if stream:
-                stream.close()
+        reap(new)
         for person in (ana, ben):
             pid = person.daemon_pid()
             if pid:

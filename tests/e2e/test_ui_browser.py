@@ -24,6 +24,7 @@ from tests.e2e.conftest import (
     Person,
     pair,
     read_json_line,
+    reap,
     wait_for_messages,
     wait_until,
     work_in,
@@ -144,12 +145,7 @@ def _join_as(joiner: Person, inviter: Person, label: str) -> None:
         read_json_line(new, timeout=60)
         assert new.wait(timeout=30) == 0
     finally:
-        if new.poll() is None:
-            new.kill()
-        new.wait(timeout=10)
-        for stream in (new.stdout, new.stderr):
-            if stream:
-                stream.close()
+        reap(new)
 
 
 def test_nothing_a_peer_writes_runs_on_the_page(
