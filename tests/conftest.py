@@ -45,7 +45,8 @@ def _scratch_in_memory() -> str:
         return "/tmp"
     root = shm / f"crosstalk-tests-{os.getuid()}"
     root.mkdir(mode=0o700, exist_ok=True)
-    if root.stat().st_uid != os.getuid() or root.stat().st_mode & 0o077:
+    made = root.stat()
+    if made.st_uid != os.getuid() or made.st_mode & 0o077:
         return "/tmp"  # not ours alone: someone else made it
     os.environ["TMPDIR"] = str(root)  # pytest's tmp_path, and every process a test starts
     tempfile.tempdir = None

@@ -15,7 +15,7 @@ from crosstalk.store import room_log
 from crosstalk.store.db import Store
 from crosstalk.store.memory import MemoryCursor
 from crosstalk.store.memory_log import MemoryFollower
-from crosstalk.store.rooms import members
+from crosstalk.store.rooms import added_by, members
 from crosstalk.wire.memory import MemorySnapshot, Outcome
 
 
@@ -37,8 +37,7 @@ class StoreAdapter:
 
     async def inviter(self, room: str) -> str | None:
         me = self._follower.me
-        roster = await self._store.read(lambda c: members(c, room))
-        return next((x.added_by for x in roster if x.fingerprint == me), None)
+        return await self._store.read(lambda c: added_by(c, room, me))
 
     async def cursor(self, room: str) -> MemoryCursor:
         return await self._store.read(lambda c: m.cursor(c, room))

@@ -201,6 +201,15 @@ def members(
             for r in rows]
 
 
+def added_by(conn: sqlite3.Connection, room_id: str, fingerprint: str) -> str | None:
+    """Who added ``fingerprint`` to the room's roster (None: the room's maker, or not known)."""
+    row = conn.execute(
+        "SELECT added_by FROM room_members WHERE room_id = ? AND fingerprint = ?",
+        (room_id, fingerprint),
+    ).fetchone()
+    return None if row is None or row[0] is None else str(row[0])
+
+
 def signing_keys(conn: sqlite3.Connection, room_id: str) -> dict[str, bytes]:
     """Every Ed25519 key the room's members sign with, by fingerprint, gone members' included
     (what they signed before they left still verifies): what a batch of inbound ops needs of

@@ -32,6 +32,11 @@ def _virtual_tables(conn: sqlite3.Connection) -> list[str]:
     return [str(name) for (name,) in rows]
 
 
+def _literal(value: object) -> str:
+    """``value`` as an SQL string literal."""
+    return "'" + str(value).replace("'", "''") + "'"
+
+
 def _is_shadow(name: str, virtual: list[str]) -> bool:
     return any(name == f"{vt}{suffix}" for vt in virtual for suffix in _SHADOW_SUFFIXES)
 
@@ -59,7 +64,8 @@ def snapshot(conn: sqlite3.Connection) -> list[str]:
         config = conn.execute(f'SELECT k, v FROM "{vt}_config" ORDER BY k').fetchall()
         for key, value in config:
             if key not in _FTS_OWN_KEYS:
-                statements.append(f"INSERT INTO {vt} ({vt}, rank) VALUES ('{key}', '{value}')")
+                statements.append(
+                    f"INSERT INTO {vt} ({vt}, rank) VALUES ({_literal(key)}, {_literal(value)})")
         # A rebuilt index of nothing stores its (empty) averages record; a new one has none.
         averages = conn.execute(f'SELECT block FROM "{vt}_data" WHERE id = 1').fetchone()
         if averages is not None and averages[0]:

@@ -12,6 +12,7 @@ from pathlib import Path
 from crosstalk import crypto
 from crosstalk.store.db import Store
 from crosstalk.store.rooms import Room, RoomMember, add_member, add_room
+from crosstalk.wire.room_ops import frame_body
 
 ANA = crypto.Keys(b"\x01" * 32, b"\x02" * 32)
 BEN = crypto.Keys(b"\x03" * 32, b"\x04" * 32)
@@ -50,3 +51,17 @@ def insert_inbound(
         "VALUES (?, ?, ?, ?, ?, 0, 0)",
         [(room_id, op_id, seq, sender, body) for seq, op_id, sender, body in ops],
     )
+
+
+def bens_ops(room_id: str, key: bytes, plains: Iterable[tuple[int, bytes]]
+             ) -> Callable[[sqlite3.Connection], None]:
+    """A ``setup`` for :func:`room_of_two`: ben's ops ``(seq, plaintext)``, sealed under ``key``
+    at epoch 0 (op ids ``op-SEQ``, nonces from the seq), arrived and not yet applied."""
+    def setup(conn: sqlite3.Connection) -> None:
+        rows = []
+        for seq, plain in plains:
+            sealed = crypto.seal_op(BEN, key, plain, room_id=room_id, epoch=0, op_id=f"op-{seq}",
+                                    nonce=seq.to_bytes(24, "big"))
+            rows.append((seq, f"op-{seq}", BEN.fingerprint, frame_body(0, sealed)))
+        insert_inbound(conn, room_id, rows)
+    return setup

@@ -9,36 +9,25 @@ from contextlib import contextmanager
 import pytest
 import trio
 
-from crosstalk import crypto
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.actors.relay_link import LinkCommand, LinkTimings
 from crosstalk.actors.room import BATCH, RoomActor, Wake
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.room import Applied
 from crosstalk.store.db import Store
-from crosstalk.wire.room_ops import MessageOp, encode_op, frame_body
-from tests.actors.room_stores import ANA, BEN, insert_inbound, room_of_two
+from crosstalk.wire.room_ops import MessageOp, encode_op
+from tests.actors.room_stores import ANA, bens_ops, room_of_two
 
 ROOM = "r" * 32
 KEY = bytes(range(32))
 COUNT = BATCH + 50
 
 
-def _sealed(seq: int) -> bytes:
-    op_id = f"op-{seq}"
-    plain = encode_op(MessageOp(msg_id=op_id, text=f"message {seq}"))
-    nonce = seq.to_bytes(24, "big")
-    sealed = crypto.seal_op(BEN, KEY, plain, room_id=ROOM, epoch=0, op_id=op_id, nonce=nonce)
-    return frame_body(0, sealed)
-
-
 @pytest.fixture
 async def store() -> AsyncIterator[Store]:
-    def ops(conn: sqlite3.Connection) -> None:
-        insert_inbound(conn, ROOM, [
-            (n, f"op-{n}", BEN.fingerprint, _sealed(n)) for n in range(1, COUNT + 1)
-        ])
-
+    plains = ((n, encode_op(MessageOp(msg_id=f"op-{n}", text=f"message {n}")))
+              for n in range(1, COUNT + 1))
+    ops = bens_ops(ROOM, KEY, plains)
     async with room_of_two(ROOM, KEY, ops) as opened:
         yield opened
 

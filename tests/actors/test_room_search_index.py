@@ -10,7 +10,6 @@ import pytest
 import trio
 import trio.testing
 
-from crosstalk import crypto
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.actors.relay_link import LinkCommand, LinkTimings
 from crosstalk.actors.room import BATCH, RoomActor
@@ -23,29 +22,19 @@ from crosstalk.store.memory import replace_all
 from crosstalk.store.memory_log import MemoryFollower
 from crosstalk.store.search import Filters, search
 from crosstalk.wire.memory import FactAdd, FactRecord, MemorySnapshot, Person
-from crosstalk.wire.room_ops import MemoryEnvelope, encode_op, frame_body
-from tests.actors.room_stores import ANA, BEN, insert_inbound, room_of_two
+from crosstalk.wire.room_ops import MemoryEnvelope, encode_op
+from tests.actors.room_stores import ANA, BEN, bens_ops, room_of_two
 
 ROOM = "r" * 32
 KEY = bytes(range(32))
 COUNT = BATCH + 20
 
 
-def _sealed(seq: int) -> bytes:
-    op_id = f"op-{seq}"
-    plain = encode_op(MemoryEnvelope(FactAdd(f"f{seq}", f"gizmo fact {seq}", ()), at=float(seq)))
-    sealed = crypto.seal_op(BEN, KEY, plain, room_id=ROOM, epoch=0, op_id=op_id,
-                            nonce=seq.to_bytes(24, "big"))
-    return frame_body(0, sealed)
-
-
 @pytest.fixture
 async def store() -> AsyncIterator[Store]:
-    def ops(conn: sqlite3.Connection) -> None:
-        insert_inbound(conn, ROOM, [
-            (n, f"op-{n}", BEN.fingerprint, _sealed(n)) for n in range(1, COUNT + 1)
-        ])
-
+    plains = ((n, encode_op(MemoryEnvelope(FactAdd(f"f{n}", f"gizmo fact {n}", ()), at=float(n))))
+              for n in range(1, COUNT + 1))
+    ops = bens_ops(ROOM, KEY, plains)
     async with room_of_two(ROOM, KEY, ops) as opened:
         yield opened
 
