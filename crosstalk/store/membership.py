@@ -269,14 +269,21 @@ def invited_again(conn: sqlite3.Connection, room_id: str) -> None:
 
 
 def invited_through(
-    conn: sqlite3.Connection, room_id: str, inviter: str, via: str | None
+    conn: sqlite3.Connection, room_id: str, inviter: str, via: str | None, epoch: int
 ) -> None:
-    """Who invited us to ``room_id`` (a fingerprint), and the named room the invitation came
-    through (None: our room of two with them)."""
+    """Who invited us to ``room_id`` (a fingerprint), the named room the invitation came
+    through (None: our room of two with them), and the epoch of the key it brought."""
     conn.execute(
-        "UPDATE rooms SET invited_by = ?, invited_via = ? WHERE room_id = ?",
-        (inviter, via, room_id),
+        "UPDATE rooms SET invited_by = ?, invited_via = ?, invited_epoch = ? WHERE room_id = ?",
+        (inviter, via, epoch, room_id),
     )
+
+
+def invited_epoch(conn: sqlite3.Connection, room_id: str) -> int | None:
+    """The epoch of the key our last invitation to ``room_id`` brought (None: we made the
+    room, or the invitation came before this was kept)."""
+    row = conn.execute("SELECT invited_epoch FROM rooms WHERE room_id = ?", (room_id,)).fetchone()
+    return None if row is None or row[0] is None else int(row[0])
 
 
 def invitation_from(conn: sqlite3.Connection, room_id: str) -> tuple[str | None, str | None]:

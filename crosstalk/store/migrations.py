@@ -219,6 +219,10 @@ _V24 = (
     "ALTER TABLE rooms ADD COLUMN invited_by TEXT",
     "ALTER TABLE rooms ADD COLUMN invited_via TEXT",
 )
+# The epoch of the key our invitation brought: a joiner who sees a removal after its invitation
+# and still holds no newer key must not mint the next epoch from that one (sim seed 7 of
+# REJOINED_WITH_A_HOLE: two epoch-1 keys, and nothing opened either way after).
+_V30 = ("ALTER TABLE rooms ADD COLUMN invited_epoch INTEGER",)
 # Newer room keys owed to a joiner who named itself under an older epoch, written in the
 # transaction that applies its MemberNamed and cleared with the last KeyShare's outbox commit:
 # sent after that commit, a crash in between lost them for good (the simulation's seed 297).
@@ -300,6 +304,7 @@ MIGRATIONS: tuple[Migration, ...] = (
               schema_search_queue.STATEMENTS),
     # A held message is its own search row (store/schema_compact.py).
     Migration(29, "disk: held messages indexed by their own rowid", schema_compact.STATEMENTS),
+    Migration(30, "rooms: the epoch our invitation brought", _V30),
 )
 LATEST_VERSION = len(MIGRATIONS)
 

@@ -3,7 +3,7 @@
 The schema of ``state.db`` at ``VERSION``, what every migration up to it together makes
 (see :mod:`crosstalk.store.schema_snapshot`)."""
 
-VERSION = 29
+VERSION = 30
 
 STATEMENTS: tuple[str, ...] = (
     (
@@ -38,7 +38,7 @@ STATEMENTS: tuple[str, ...] = (
         '        created_at REAL NOT NULL\n'
         '    , removed_by TEXT, removed_at REAL, name_owed INTEGER NOT NULL '
         'DEFAULT 0, create_pending INTEGER NOT NULL DEFAULT 0, invited_by TEXT, '
-        'invited_via TEXT)'
+        'invited_via TEXT, invited_epoch INTEGER)'
     ),
     (
         'CREATE TABLE room_members (\n'

@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import json
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ import pytest
 
 from crosstalk.core.memory import MemoryState
 from crosstalk.core.memory_sync import RoomSync
-from crosstalk.features.rooms import appliers
+from crosstalk.features.rooms import appliers, kick
 from crosstalk.store import room_keys
 from crosstalk.store.memory_log import MemoryFollower
 from tests.sim.faults import Fault
@@ -182,11 +182,16 @@ KICK_AND_INVITE_BACK = [
     (120.0, "n1", "send", {"to": "#r1"}),
     (120.0, "n2", "send", {"to": "#r1"}),
 ]
-REINVITE_SEEDS = range(1, 13)  # the race is placed, but whether the relay takes the removal
-# before the invitation depends on the schedule a seed draws; each test looks for such runs
+# The race is placed, but whether the relay takes the removal before the invitation depends on
+# the schedule a seed draws; these are the seeds of 1-40 in which it does (scanned when a
+# joiner's kick began to look for a newer key first: 5 of 40; 4 of 12 before). Seed 20 runs
+# both too, but the relay takes the invitation first there and n3 ends out of the room.
+REINVITE_SEEDS = (12, 15, 28, 29, 36)
 
 
-def _kicked_and_invited_back(seeds: range, steps: list[Step] | None = None) -> Iterator[Outcome]:
+def _kicked_and_invited_back(
+    seeds: Sequence[int], steps: list[Step] | None = None
+) -> Iterator[Outcome]:
     """The runs of ``seeds`` in which both the kick and the invitation back succeeded."""
     for seed in seeds:
         outcome = run_seed(seed, scenario=_scenario(steps or KICK_AND_INVITE_BACK),
@@ -254,10 +259,11 @@ def test_trusting_the_rekey_over_the_relay_leaves_the_invited_member_out(
 
         monkeypatch.setattr(room_keys, "rotate_key", rotate_and_forget)
     # In most schedules a later roster fetch now repairs the second plant's damage (this moved
-    # with stop 36's changes to the kick path; not traced further); seeds 6-8 hold one (6; it
-    # was 62 until asking the inviter first moved the schedules, 37 before the memory-sync
-    # machine) where it stands. The simulation is deterministic, so that run stays the same.
-    seeds = REINVITE_SEEDS if plant == "no roster after a rekey" else range(6, 9)
+    # with stop 36's changes to the kick path; not traced further); seeds 12, 28 and 29 hold
+    # one where it stands (6 until a joiner's kick began to look for a newer key first, 62
+    # until asking the inviter first moved the schedules, 37 before the memory-sync machine).
+    # The simulation is deterministic, so those runs stay the same.
+    seeds = REINVITE_SEEDS if plant == "no roster after a rekey" else (12,)
     for outcome in _kicked_and_invited_back(seeds):
         if "roster" in {f.checker for f in outcome.failures}:
             return
@@ -301,8 +307,8 @@ def _three_paired(seed: int, steps: tuple[Step, ...]) -> Outcome:
 def _rejoined_with_a_hole() -> Outcome:
     # Run at seed 59, where the plant below shows (memory) and the clean run passes: the
     # schedules moved from 7366 to 15 with the merges of 2026-12-06, and past 15 when a new hole
-    # began to ask the inviter first (seeds 1-58: the plant shows only at 7, whose clean run
-    # fails, untraced).
+    # began to ask the inviter first (seeds 1-99: the plant shows only at 59; at 7 it did too,
+    # whose clean run failed until a joiner's kick began to wait for the room's newest key).
     return _three_paired(59, REJOINED_WITH_A_HOLE)
 
 
@@ -455,3 +461,26 @@ def test_a_placed_case_takes_its_branch_and_passes_every_checker(name: str) -> N
         outcome = run_placed(case, seed)
         assert outcome.coverage.get(case.probe, 0) >= 1, seed
         assert outcome.failures == [], (seed, outcome.failures)
+
+
+@pytest.mark.parametrize("plant", [False, True])
+def test_a_joiner_removing_someone_first_waits_for_the_rooms_newest_key(
+    plant: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same steps at seed 7: n1 removed n2 and rekeyed to epoch 1 while n0 was only
+    invited, so n0 never reads that rekey; n0 removes n1 right after accepting, before n1's key
+    share reaches it. n0 waits for the share and mints epoch 2 from it, and the room reads on.
+    The planted bug: no wait and no skip: n0 mints a second epoch-1 key, and nothing opens
+    either way after (the memory and rejected checkers)."""
+    if plant:
+        async def no_wait(*_: object, **__: object) -> int:
+            return 0
+
+        monkeypatch.setattr(kick, "wait_for_newer_key", no_wait)
+        monkeypatch.setattr(kick, "epochs_behind", lambda *_, **__: 0)
+    outcome = _three_paired(7, REJOINED_WITH_A_HOLE)
+    if plant:
+        assert {"memory", "rejected"} <= {f.checker for f in outcome.failures}, outcome.failures
+        return
+    assert outcome.coverage.get("probe:kick.waited_for_newer_key", 0) >= 1
+    assert outcome.failures == [], outcome.failures

@@ -68,7 +68,7 @@ def adopt_invitation(conn: sqlite3.Connection, applied: Applied, keys: crypto.Ke
         names = {r.name for r in list_rooms(conn)}
         name = op.name if op.name not in names else f"{op.name}-{op.room_id[:6]}"
         add_room(conn, Room(op.room_id, name, "shared", "invited", op.epoch, time.time()), key)
-    mq.invited_through(conn, op.room_id, applied.sender, via)
+    mq.invited_through(conn, op.room_id, applied.sender, via, op.epoch)
     for m in op.members:
         known = find_contact(conn, m.fingerprint)
         label = known.label if known else m.label

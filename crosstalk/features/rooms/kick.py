@@ -2,7 +2,8 @@
 
 The remover asks the relay to remove, fetches the roster the relay now has and posts a
 ``Rekey`` (under the old epoch) with the next key sealed to each remaining member. Two removals
-at once: see :mod:`crosstalk.features.membership.rekey`."""
+at once: see :mod:`crosstalk.features.membership.rekey`; a remover who joined after a removal it
+has no key from yet: :mod:`crosstalk.features.membership.behind`."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from crosstalk.errors import (
 )
 from crosstalk.features.caps import Capabilities as Daemon
 from crosstalk.features.membership.actor import fetch_roster
+from crosstalk.features.membership.behind import epochs_behind, wait_for_newer_key
 from crosstalk.features.membership.history import request_change, with_statement
 from crosstalk.features.membership.keys import (
     seal_key,
@@ -54,6 +56,9 @@ async def remove_member(daemon: Daemon, room_name: str, peer: str) -> KickReply:
     if target is None or target.fingerprint == keys.fingerprint:
         raise UsageError(f"{peer!r} is not someone else in {room.name}.")
     relay = await daemon.relay()
+    # Before the removal: the member we remove may be the one holding the key we lack. The
+    # history as held here (pushed since we joined) says whether we may lack one.
+    await wait_for_newer_key(daemon.store, room.room_id, keys.fingerprint)
     await request_change(daemon, room.room_id, "remove", target.fingerprint,
                          with_statement(w.Remove(0, room.room_id, target.fingerprint)),
                          relay=relay)
@@ -70,7 +75,9 @@ async def _rekey(daemon: Daemon, relay: RelayClient, room_id: str, removed: str)
     roster = await daemon.store.read(lambda c: members(c, room_id))
     room = await daemon.store.read(lambda c: get_room(c, room_id))
     remaining = [m for m in roster if m.fingerprint != removed]
-    epoch, key = room.epoch + 1, nacl.utils.random(32)
+    behind = await daemon.store.read(
+        functools.partial(epochs_behind, room_id=room_id, me=keys.fingerprint))
+    epoch, key = room.epoch + 1 + behind, nacl.utils.random(32)
     sealed = {m.fingerprint: seal_key(m.box_key, key, room_id, epoch) for m in remaining}
     # Sealed under the old epoch (everyone remaining can open it); the removed member is
     # already off the relay's roster, so it never receives this op. The room moves to the new
