@@ -11,6 +11,7 @@ from typing import Any
 
 from bench import plots
 from bench.goals import RELAY_GOALS, goals, relay_need
+from bench.notes import NOTES, place_notes, read_notes
 
 INTRO = """# Performance
 
@@ -517,8 +518,9 @@ def nats_relay(runs: dict[str, Any]) -> str:
     ])
 
 
-def render(results: dict[str, Any], figures: Path) -> str:
-    """The whole page; draws the plots into ``figures`` as a side effect."""
+def render(results: dict[str, Any], figures: Path, notes: Path = NOTES) -> str:
+    """The whole page, with the hand-measured notes in ``notes`` (bench/notes.py) in place;
+    draws the plots into ``figures`` as a side effect."""
     runs = results["runs"]
     if results.get("quick"):
         minutes = (f"this page took {results['wall_s'] / 60:.1f} minutes (a --quick smoke run: "
@@ -536,7 +538,7 @@ def render(results: dict[str, Any], figures: Path) -> str:
         *(other(name, run) for name, run in runs.items() if name not in KNOWN_SECTIONS),
         "## Not measured yet\n\n" + not_measured(runs),
     ]
-    return "\n".join(sections).rstrip() + "\n"
+    return "\n".join(place_notes(sections, read_notes(notes))).rstrip() + "\n"
 
 
 KNOWN_SECTIONS = {"daemon", "latency", "peers", "relay_throughput", "pairing", "catchup",

@@ -1,0 +1,41 @@
+"""The performance page keeps what was measured by hand when written again (bench/notes.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.notes import Note, place_notes, read_notes
+
+PAGE = ["# Performance\n\nintro\n", "## Goals\n\n| a |\n", "## Side by side: one\n\ntable\n",
+        "## Not measured yet\n\nNothing.\n"]
+
+
+def test_a_note_goes_at_the_end_of_the_section_it_names() -> None:
+    out = place_notes(PAGE, [Note("Side by side", "An A/B by hand.")])
+    assert out[2] == "## Side by side: one\n\ntable\n\nAn A/B by hand.\n"
+    assert out[:2] == PAGE[:2] and out[3] == PAGE[3]
+
+
+def test_a_note_whose_section_did_not_run_is_kept_before_the_last_section() -> None:
+    out = place_notes(PAGE, [Note("Simulation", "## Simulation (`tests/sim`)\n\nseeds")])
+    assert out[2].endswith("table\n\n## Simulation (`tests/sim`)\n\nseeds\n")
+    assert out[3] == PAGE[3]
+
+
+def test_notes_keep_their_order(tmp_path: Path) -> None:
+    (tmp_path / "20-b.md").write_text("<!-- after: Goals -->\nsecond\n")
+    (tmp_path / "10-a.md").write_text("<!-- after: Goals -->\n\nfirst\n")
+    out = place_notes(PAGE, read_notes(tmp_path))
+    assert out[1] == "## Goals\n\n| a |\n\nfirst\n\nsecond\n"
+
+
+def test_a_note_that_does_not_say_where_it_goes_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "x.md").write_text("## Somewhere\n\ntext\n")
+    with pytest.raises(ValueError, match="first line"):
+        read_notes(tmp_path)
+
+
+def test_no_notes_folder_means_no_notes(tmp_path: Path) -> None:
+    assert read_notes(tmp_path / "absent") == []
