@@ -12,6 +12,11 @@ handed to the applied listener. Bytes: what the relay would deliver (framed seal
 and the way the room actor opens a batch (``room_open.open_all``, two threads): what the
 catch-up costs at least, since every op must be opened and checked.
 
+CPU seconds (both threads, ``time.process_time``) beside the wall seconds of the catch-up and of
+the floor opened as the actor opens: on a machine shared with other work the wall seconds vary
+with the load (the floor by up to 2x between runs), the CPU seconds much less, so their
+difference is the steadier measure of what the catch-up does beyond opening.
+
 *Snapshot*: a room with N facts (about 250 characters of varied words each). Timed on the
 sender: canonical bytes, compress, split, sign. Timed on the receiver: the pieces go through the
 applier of a member with a hole; the last one verifies the signature, decompresses, checks the
@@ -24,9 +29,9 @@ has also indexed them (it does once it has applied everything); ``index_seconds`
 is indexing its facts after the install, as the room actor would next.
 
 *Steps* (``--steps``): where the catch-up's time beyond opening goes, in µs per op, each step
-timed alone on the same ops (best of 3, no profiler): decoding the opened plaintexts, the memory
-follower and core applying them in batches of ``BATCH``, writing the rows at each batch's end,
-and indexing the records for search after the batches committed.
+timed alone on the same ops (one thread, best of 3, in CPU seconds, no profiler): decoding the
+opened plaintexts, the memory follower and core applying them in batches of ``BATCH``, writing
+the rows at each batch's end, and indexing the records for search after the batches committed.
 
 The network is not included (loopback adds roughly one round trip per batch).
 """
@@ -106,9 +111,10 @@ def _bodies(count: int) -> list[bytes]:
     return bodies
 
 
-async def _catch_up(path: Path, count: int) -> tuple[float, float]:
-    """Seconds the room actor takes to apply the ``count`` ops committed in ``path``, and to
-    have indexed them for search too."""
+async def _catch_up(path: Path, count: int) -> tuple[float, float, float]:
+    """Seconds the room actor takes to apply the ``count`` ops committed in ``path``, the CPU
+    seconds of that (both opening threads), and the seconds until it has indexed them for
+    search too."""
     store = await Store.open(path)
     follower = MemoryFollower(ME.fingerprint)
     done = trio.Event()
@@ -124,16 +130,16 @@ async def _catch_up(path: Path, count: int) -> tuple[float, float]:
     async with trio.open_nursery() as nursery:
         supervisor = Supervisor(heartbeat=60.0)
         await nursery.start(supervisor.run)
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         await supervisor.start_actor(f"room-{ROOM}", actor)  # it catches up as it starts
         await done.wait()
-        elapsed = time.perf_counter() - started
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
         await trio.testing.wait_all_tasks_blocked()  # the actor has indexed and waits for more
         indexed = time.perf_counter() - started
         nursery.cancel_scope.cancel()
     assert not await store.read(search_index.unindexed)
     await store.close()
-    return elapsed, indexed
+    return elapsed, cpu, indexed
 
 
 def missed_ops(count: int, workdir: Path) -> dict[str, float]:
@@ -148,11 +154,11 @@ def missed_ops(count: int, workdir: Path) -> dict[str, float]:
     )
     conn.execute("COMMIT")
     conn.close()
-    elapsed, indexed = trio.run(_catch_up, workdir / "ops.db", count)
+    elapsed, cpu, indexed = trio.run(_catch_up, workdir / "ops.db", count)
     conn = connect(workdir / "ops.db")
     assert m.cursor(conn, ROOM).last_seq == count
     conn.close()
-    return {"ops": count, "seconds": elapsed, "indexed_seconds": indexed,
+    return {"ops": count, "seconds": elapsed, "cpu_seconds": cpu, "indexed_seconds": indexed,
             "bytes": float(sum(len(b) for b in bodies))}
 
 
@@ -165,41 +171,42 @@ def open_floor(count: int) -> dict[str, float]:
     started = time.perf_counter()
     opened = room_open.open_inline(ROOM, jobs)
     one_thread = time.perf_counter() - started
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     for first in range(0, count, BATCH):
         room_open.open_all(ROOM, jobs[first : first + BATCH])
-    as_the_actor = time.perf_counter() - started
+    as_the_actor, cpu = time.perf_counter() - started, time.process_time() - cpu
     assert all(isinstance(plain, bytes) for plain in opened)
-    return {"ops": count, "one_thread_seconds": one_thread, "as_actor_seconds": as_the_actor}
+    return {"ops": count, "one_thread_seconds": one_thread, "as_actor_seconds": as_the_actor,
+            "as_actor_cpu_seconds": cpu}
 
 
 def _step_times(plains: list[bytes], conn: Any) -> dict[str, float]:
     """Seconds of each step beyond opening, for ``plains`` applied into ``conn``."""
-    started = time.perf_counter()
+    started = time.process_time()
     ops = [decode_op(p) for p in plains]
-    times = {"decode": time.perf_counter() - started, "apply": 0.0, "write": 0.0}
+    times = {"decode": time.process_time() - started, "apply": 0.0, "write": 0.0}
     follower = MemoryFollower(ME.fingerprint)
     for first in range(0, len(ops), BATCH):
         conn.execute("BEGIN")
         scope = follower.batch(conn)
         scope.__enter__()
-        started = time.perf_counter()
+        started = time.process_time()
         for n in range(first, min(first + BATCH, len(ops))):
             follower.applied(conn, Applied(ROOM, n + 1, f"op{n}", PEER.fingerprint, 1000.0 + n,
                                            ops[n]))
-        times["apply"] += time.perf_counter() - started
-        started = time.perf_counter()
+        times["apply"] += time.process_time() - started
+        started = time.process_time()
         scope.__exit__(None, None, None)
-        times["write"] += time.perf_counter() - started
+        times["write"] += time.process_time() - started
         conn.execute("COMMIT")
-    started = time.perf_counter()
+    started = time.process_time()
     while True:
         conn.execute("BEGIN")
         taken = search_index.index_records(conn)
         conn.execute("COMMIT")
         if not taken:
             break
-    times["index"] = time.perf_counter() - started
+    times["index"] = time.process_time() - started
     return times
 
 
@@ -284,10 +291,11 @@ def main() -> None:
         print(json.dumps(result))
         return
     ops, snap, floor = result["missed_ops"], result["snapshot"], result["open_floor"]
-    print(f"{ops['ops']:.0f} missed ops: {ops['seconds']:.2f} s ({ops['indexed_seconds']:.2f} s "
-          f"indexed for search too), {ops['bytes'] / 1e6:.2f} MB")
+    print(f"{ops['ops']:.0f} missed ops: {ops['seconds']:.2f} s (CPU {ops['cpu_seconds']:.2f} s; "
+          f"{ops['indexed_seconds']:.2f} s indexed for search too), {ops['bytes'] / 1e6:.2f} MB")
     print(f"opening them alone: {floor['one_thread_seconds']:.2f} s on one thread, "
-          f"{floor['as_actor_seconds']:.2f} s as the room actor opens batches")
+          f"{floor['as_actor_seconds']:.2f} s as the room actor opens batches "
+          f"(CPU {floor['as_actor_cpu_seconds']:.2f} s)")
     print(f"{snap['facts']:.0f}-fact snapshot: {snap['canonical_bytes'] / 1e6:.2f} MB canonical, "
           f"{snap['compressed_bytes'] / 1e6:.2f} MB compressed in {snap['pieces']:.0f} pieces "
           f"({snap['wire_bytes'] / 1e6:.2f} MB as ops); send {snap['send_seconds']:.2f} s, "
