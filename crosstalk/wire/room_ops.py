@@ -27,6 +27,7 @@ BODY_MAGIC = b"ct"
 BODY_VERSION = 1
 _HEADER = struct.Struct(">2sBI")
 _JSON = json.JSONDecoder()
+_NUMBER = (int, float)  # a tuple: isinstance builds nothing per call, as with int | float
 MAX_TEXT = 64 * 1024
 MAX_LABEL = 200
 
@@ -316,7 +317,7 @@ def decode_op(plaintext: bytes) -> RoomOp:
 
 def _memory_envelope(data: dict[str, object]) -> MemoryEnvelope:
     at, label = data.get("at", 0.0), data.get("label", "")
-    if isinstance(at, bool) or not isinstance(at, int | float) or not math.isfinite(at):
+    if isinstance(at, bool) or not isinstance(at, _NUMBER) or not math.isfinite(at):
         raise RemoteProtocolError("a memory op carries a time that is not a number")
     if not isinstance(label, str) or len(label) > MAX_LABEL:
         raise RemoteProtocolError("a memory op carries a bad author label")
