@@ -33,16 +33,23 @@ timed alone on the same ops (one thread, best of 3, in CPU seconds, no profiler)
 opened plaintexts, the memory follower and core applying them in batches of ``BATCH``, writing
 the rows at each batch's end, and indexing the records for search after the batches committed.
 
+*Appliers* (``--appliers``): what a real daemon adds per op that this catch-up does not count:
+each applier its features plug in besides memory's (a ``Daemon`` built on a store of its own,
+not started), timed alone on the same memory ops in transactions of ``BATCH`` inside the
+daemon's apply scopes, as a room actor runs them; µs per op in CPU seconds, best of 3.
+
 The network is not included (loopback adds roughly one round trip per batch).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import random
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -54,12 +61,14 @@ from crosstalk import crypto
 from crosstalk.actors import room_open
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.actors.relay_link import LinkCommand, LinkTimings
-from crosstalk.actors.room import BATCH, RoomActor
+from crosstalk.actors.room import BATCH, Applier, ApplyScope, RoomActor
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.memory import MemoryState, canonical_bytes
 from crosstalk.core.memory_transfer import pack_snapshot, signed_message
 from crosstalk.core.room import Applied
 from crosstalk.core.words import WORDS
+from crosstalk.daemon.tree import Daemon
+from crosstalk.paths import Home
 from crosstalk.store import memory as m
 from crosstalk.store import search_index
 from crosstalk.store.db import Store, connect
@@ -81,11 +90,15 @@ PEER = crypto.Keys(nacl.utils.random(32), nacl.utils.random(32))
 KEY = nacl.utils.random(32)
 
 
+def _database_rows(conn: Any) -> None:
+    add_room(conn, Room(ROOM, "peer", "direct", "joined", 0, 0.0), KEY)
+    add_member(conn, RoomMember(ROOM, PEER.fingerprint, "peer", PEER.ed_pub, PEER.x_pub))
+
+
 def _database(path: Path) -> Any:
     conn = connect(path)
     conn.execute("BEGIN")
-    add_room(conn, Room(ROOM, "peer", "direct", "joined", 0, 0.0), KEY)
-    add_member(conn, RoomMember(ROOM, PEER.fingerprint, "peer", PEER.ed_pub, PEER.x_pub))
+    _database_rows(conn)
     conn.execute("COMMIT")
     return conn
 
@@ -223,6 +236,56 @@ def steps(count: int, workdir: Path) -> dict[str, float]:
     return {step: 1e6 * seconds / count for step, seconds in best.items()}
 
 
+def _name(applier: Applier) -> str:
+    func = getattr(applier, "func", applier)  # a functools.partial's function
+    return f"{func.__module__}.{func.__qualname__}"
+
+
+async def _daemon_appliers(workdir: Path, count: int) -> dict[str, float]:
+    """µs per memory op of each applier a real daemon runs besides memory's own (CPU, best of
+    3, in transactions of ``BATCH``): the bench's catch-up installs the memory applier alone."""
+    store = await Store.open(workdir / "appliers.db")
+    (workdir / "home").mkdir()
+    daemon = Daemon(Home.resolve(str(workdir / "home")), store, Supervisor(heartbeat=60.0), 60.0)
+    await daemon.ensure_identity("me")
+    await store.write(lambda conn: _database_rows(conn))
+    others = [a for a in daemon.seams.appliers
+              if not _name(a).startswith("crosstalk.features.memory.")]
+    scopes = daemon.seams.apply_scopes
+    entries = [Applied(ROOM, n + 1, f"op{n}", PEER.fingerprint, 1000.0 + n,
+                       MemoryEnvelope(_op(n), at=1000.0 + n, label="peer")) for n in range(count)]
+    result: dict[str, float] = {}
+    for applier in others:
+        best = float("inf")
+        for _run in range(3):
+            spent = 0.0
+            for first in range(0, count, BATCH):
+                timed = functools.partial(_timed_batch, applier=applier, scopes=scopes,
+                                          part=entries[first : first + BATCH])
+                spent += await store.write(timed, durable=False)
+            best = min(best, spent)
+        result[_name(applier)] = 1e6 * best / count
+    await store.close()
+    return result
+
+
+def _timed_batch(
+    conn: Any, *, applier: Applier, part: list[Applied], scopes: list[ApplyScope]
+) -> float:
+    started = time.process_time()
+    with ExitStack() as stack:  # as the room actor applies a batch: inside every apply scope
+        for scope in scopes:
+            stack.enter_context(scope(conn))
+        for entry in part:
+            applier(conn, entry)
+    return time.process_time() - started
+
+
+def daemon_appliers(count: int, workdir: Path) -> dict[str, float]:
+    by_applier = trio.run(_daemon_appliers, workdir, count)
+    return {"total": sum(by_applier.values()), **by_applier}
+
+
 def _big_state(facts: int) -> MemoryState:
     """``facts`` facts of about 250 characters of varied words (so compression is not flattered)."""
     state = MemoryState(ROOM)
@@ -280,6 +343,8 @@ def main() -> None:
     parser.add_argument("--facts", type=int, default=10_000)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--steps", action="store_true", help="also time each step beyond opening")
+    parser.add_argument("--appliers", action="store_true",
+                        help="also time the appliers a daemon runs besides memory's, per op")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         result = {"missed_ops": missed_ops(args.ops, Path(tmp)),
@@ -287,6 +352,8 @@ def main() -> None:
                   "snapshot": snapshot(args.facts, Path(tmp))}
         if args.steps:
             result["steps_us_per_op"] = steps(args.ops, Path(tmp))
+        if args.appliers:
+            result["daemon_appliers_us_per_op"] = daemon_appliers(args.ops, Path(tmp))
     if args.json:
         print(json.dumps(result))
         return
@@ -304,6 +371,11 @@ def main() -> None:
     if args.steps:
         print("beyond opening, µs per op: " + ", ".join(
             f"{step} {us:.1f}" for step, us in result["steps_us_per_op"].items()))
+    if args.appliers:
+        print("a daemon's other appliers, µs per memory op (CPU): " + ", ".join(
+            f"{name.rsplit('.', 2)[-2]}.{name.rsplit('.', 1)[-1]} {us:.2f}"
+            for name, us in result["daemon_appliers_us_per_op"].items() if name != "total")
+            + f"; total {result['daemon_appliers_us_per_op']['total']:.1f}")
 
 
 if __name__ == "__main__":
