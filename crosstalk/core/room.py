@@ -40,13 +40,16 @@ class Decision:
     why: str = ""
 
 
+_OPEN = Decision(Verdict.OPEN)  # nearly every op's: made once, not once per op of a catch-up
+
+
 def decide(*, epoch: int, key_known: bool, newest_epoch: int, sender_known: bool) -> Decision:
     """What to do with an inbound op sealed under ``epoch`` (see the module docstring)."""
     if not sender_known:
         sim_hooks.probe("room.held_unknown_sender")
         return Decision(Verdict.HOLD, "its sender is not in our roster yet")
     if key_known:
-        return Decision(Verdict.OPEN)
+        return _OPEN
     if epoch > newest_epoch:
         sim_hooks.probe("room.held_future_epoch")
         return Decision(Verdict.HOLD, f"we have no key for epoch {epoch} yet")

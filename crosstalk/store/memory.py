@@ -50,18 +50,28 @@ from crosstalk.wire.room_ops import MemoryEnvelope, Rekey, decode_op, encode_op
 #: The one "record" a reservation op touches: the room's reservation book, written whole.
 BOOK = ("reservations", "")
 
-# One encoder for every row: json.dumps would build an equal one per call (a measurable share of
-# applying an op); the output is the same.
+# One encoder for every row, built once. ``JSONEncoder.encode`` builds a new C encoder
+# (``c_make_encoder``) on every call: a fifth of encoding a catch-up's record (~1 of ~5 µs).
+# Same settings: sorted keys, no spaces, ASCII escapes; no circular-reference check (rows are
+# trees of plain values). The same text (tests/store/test_memory_store.py compares the two).
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+# The arguments are JSONEncoder.iterencode's; typeshed leaves the C function out, hence getattr.
+_MAKE_C_ENCODER: Any = getattr(json.encoder, "c_make_encoder", None)
+_C_ENCODE: Any = None if _MAKE_C_ENCODER is None else _MAKE_C_ENCODER(
+    None, _ENCODER.default, _quote, None, ":", ",", True, False, True
+)
 
 
 def _dumps(value: Any) -> str:
-    return _ENCODER.encode(converter.unstructure(value))
+    data = converter.unstructure(value)
+    if _C_ENCODE is None:  # an interpreter without the _json accelerator
+        return _ENCODER.encode(data)
+    return "".join(_C_ENCODE(data, 0))
 
 
 def outcome_body(outcome: Outcome) -> str:
     """``_dumps(outcome)``, written out by hand: a catch-up stores one outcome per op, and the
-    general path (unstructure, then a fresh C encoder per call) is most of that row's cost for
+    general path (unstructure, then the generic encoder) is most of that row's cost for
     74 bytes of JSON. The same text, key for key (tests/store/test_memory_store.py compares the
     two over every code, with and without a winner, and fails when Outcome gains a field)."""
     winner = outcome.winner
@@ -322,14 +332,20 @@ def load_state(conn: sqlite3.Connection, room_id: str) -> MemoryState:
         raise DamagedState(problem) from None
 
 
+# Tuples made once, not unions written in the call: those are built at every call and checked
+# more slowly (0.64 -> 0.24 µs a call on Python 3.11), and this runs once per op of a catch-up.
+_FACT_OPS = (FactAdd, FactConfirm, FactCorrect, FactForget)
+_BOOK_OPS = (ReserveOp, RenewOp, ReleaseOp)
+
+
 def touched(op: MemoryOp) -> tuple[str, str]:
     """The ``(kind, record_id)`` of the record that applying ``op`` may change."""
+    if isinstance(op, _FACT_OPS):
+        return "fact", op.fact_id
     if isinstance(op, DecisionMade):
         return "decision", op.decision_id
-    if isinstance(op, ReserveOp | RenewOp | ReleaseOp):
+    if isinstance(op, _BOOK_OPS):
         return BOOK
-    if isinstance(op, FactAdd | FactConfirm | FactCorrect | FactForget):
-        return "fact", op.fact_id
     return "task", op.task_id
 
 

@@ -27,6 +27,7 @@ from crosstalk.wire.memory import (
     FactConfirm,
     FactCorrect,
     FactForget,
+    FactRecord,
     MemoryOp,
     OpContext,
     Outcome,
@@ -127,6 +128,27 @@ def test_an_outcome_row_is_the_canonical_json_of_the_outcome(outcome: Outcome) -
     """The hand-written outcome row is exactly what the converter and sorted JSON would write."""
     expected = json.dumps(converter.unstructure(outcome), sort_keys=True, separators=(",", ":"))
     assert m.outcome_body(outcome) == expected
+
+
+_FACTS = st.builds(
+    FactRecord,
+    fact_id=st.text(),
+    text=st.text(),
+    tags=st.lists(st.text(), max_size=3).map(tuple),
+    author=st.builds(Person, st.text(), st.text()),
+    added_at=st.floats(allow_nan=False, allow_infinity=False),
+    added_seq=st.integers(min_value=1, max_value=2**63 - 1),
+    text_by=st.builds(Person, st.text(), st.text()),
+    last_affirmed=st.floats(allow_nan=False, allow_infinity=False),
+)
+
+
+@given(_FACTS)
+def test_a_record_row_is_the_sorted_json_of_the_record(fact: FactRecord) -> None:
+    """The row encoder built once writes what json.dumps with sorted keys writes (any text,
+    any float)."""
+    expected = json.dumps(converter.unstructure(fact), sort_keys=True, separators=(",", ":"))
+    assert m._dumps(fact) == expected
 
 
 def test_the_hand_written_outcome_row_knows_every_field_of_outcome() -> None:

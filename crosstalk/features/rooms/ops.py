@@ -37,7 +37,7 @@ from crosstalk.features.membership.lifecycle import (
     relay_room_state,
     relay_says_joined,
 )
-from crosstalk.features.membership.names import apply_names
+from crosstalk.features.membership.names import Names
 from crosstalk.features.rooms.appliers import adopt_invitation, apply_rekey, key_listener
 from crosstalk.features.rooms.invite import invite_one
 from crosstalk.features.rooms.kick import remove_member
@@ -226,6 +226,7 @@ def rekey(daemon: Daemon, conn: sqlite3.Connection, applied: Applied) -> None:
 def plug(daemon: Daemon) -> Plugs:
     """The named-room ops, the appliers of invitations, rekeys and names, and the key listener."""
     rekeyed = functools.partial(rekey, daemon)
+    names = Names()
     return Plugs(
         ops=(
             op(ROOMS, functools.partial(list_named, daemon)),
@@ -236,7 +237,8 @@ def plug(daemon: Daemon) -> Plugs:
             op(ROOM_LEAVE, functools.partial(leave, daemon)),
             op(ROOM_KICK, functools.partial(kick, daemon)),
         ),
-        appliers=(functools.partial(adopt, daemon), rekeyed, apply_names),
+        appliers=(functools.partial(adopt, daemon), rekeyed, names.apply),
+        apply_scopes=(names.batch,),
         key_takers=(rekeyed,),
         applied_listeners=(functools.partial(key_listener, daemon),),
     )
