@@ -144,17 +144,19 @@ def test_a_member_away_past_retention_catches_up_by_snapshot(
     wait_until(lambda: relay_backlog(relay) == 0, timeout=30, what="the relay to drop the ops")
 
     ben.json("daemon", "start")
-    wait_until(
-        lambda: memory_rooms(ben)[0]["state_hash"] == memory_rooms(ana)[0]["state_hash"],
-        timeout=45,
-        what="ben's memory to equal ana's",
-    )
+
+    def caught_up() -> bool:
+        # Equal hashes were once read while ben still marked a hole: ops parked past a gap after
+        # the snapshot are asked for again (memory_log._drain_parked). Caught up is both.
+        mine = memory_rooms(ben)[0]
+        return mine["state_hash"] == memory_rooms(ana)[0]["state_hash"] and not mine["catching_up"]
+
+    wait_until(caught_up, timeout=45, what="ben's memory to equal ana's, caught up")
     facts = {f["id"]: f for f in op(ben, "facts")["facts"]}
     assert set(facts) == {kept, new}
     assert facts[kept]["text"] == "the API returns snake_case"
     (claimed,) = op(ben, "tasks")["tasks"]
     assert claimed["claimed_by"] == "ana" and claimed["state"] == "claimed"
-    assert memory_rooms(ben)[0]["catching_up"] is False
 
 
 def test_a_member_whose_link_comes_back_after_the_retention_still_gets_the_op(
