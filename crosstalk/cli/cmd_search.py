@@ -47,6 +47,18 @@ def search(
 ) -> None:
     """Search the messages, facts, tasks, decisions and thread summaries you hold, best first."""
     params = {"query": query, "room": room, "from": person, "kind": kind, "since": since}
-    reply = ask(home, "search", params)
+    show(json_output, *answer(ask(home, "search", params)))
+
+
+INCOMPLETE = ("(The newest changes to facts, tasks and decisions were not searched: the disk "
+              "is full.)")
+
+
+def answer(reply: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """What ``--json`` prints (``incomplete`` only when true) and the human lines."""
     lines = [_line(r) for r in reply["results"]] or ["Nothing found."]
-    show(json_output, {"results": reply["results"]}, "\n".join(lines))
+    shown: dict[str, Any] = {"results": reply["results"]}
+    if reply.get("incomplete"):
+        shown["incomplete"] = True
+        lines.append(INCOMPLETE)
+    return shown, "\n".join(lines)

@@ -205,3 +205,35 @@ def test_the_indexer_walks_the_queue_not_the_rooms_records(conn: sqlite3.Connect
     assert _outermost(conn, search_index._FRESH) == "q"
     assert _outermost(conn, search_index._HELD) == "q"
     assert _outermost(conn, search_index._FRESH.replace("CROSS JOIN", "JOIN")) == "src"
+
+
+async def test_on_a_full_disk_the_search_op_reads_the_index_as_it_is_and_says_so(
+    tmp_path: Path,
+) -> None:
+    """Indexing the queue is a write; when the disk refuses it (SQLite's own page limit stands
+    in for a full disk), the op still answers from what is indexed, marked incomplete, and
+    the queue waits for a disk with room."""
+    store = await Store.open(tmp_path / "state.db")
+    try:
+        await store.write(
+            lambda c: add_room(c, Room("r1", "dev", "shared", "joined", 0, NOW), b"k" * 32))
+        await store.write(lambda c: put_memory(c, "r1", facts=(fact("f1", "gizmo in may"),)))
+        await ops.search(_Host(store), SearchParams("gizmo"))  # type: ignore[arg-type]
+        words = "gizmo " + " ".join(f"widget{i}" for i in range(3000))
+        both = (fact("f1", "gizmo in may"), fact("f2", words))
+        await store.write(lambda c: put_memory(c, "r1", facts=both))
+
+        def no_room(conn: sqlite3.Connection) -> None:
+            pages = conn.execute("PRAGMA page_count").fetchone()[0]
+            conn.execute(f"PRAGMA max_page_count = {pages}")
+
+        await store.write(no_room)
+        reply = await ops.search(_Host(store), SearchParams("gizmo"))  # type: ignore[arg-type]
+        assert [h.id for h in reply.results] == ["f1"] and reply.incomplete
+        assert await store.read(search_index.unindexed)
+
+        await store.write(lambda c: c.execute("PRAGMA max_page_count = 1073741823"))
+        reply = await ops.search(_Host(store), SearchParams("gizmo"))  # type: ignore[arg-type]
+        assert sorted(h.id for h in reply.results) == ["f1", "f2"] and not reply.incomplete
+    finally:
+        await store.close()

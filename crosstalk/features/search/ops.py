@@ -8,12 +8,14 @@ syntax (:mod:`crosstalk.core.search_query`); one that does not parse, an unknown
 change what it indexes (:mod:`crosstalk.store.schema_search`), but for memory records, which are
 indexed after their transaction (:mod:`crosstalk.store.schema_search_queue`): a search that finds
 some not indexed yet indexes them first, in the write transaction it then searches in, so it
-sees every record committed before it began.
+sees every record committed before it began. On a full disk that write fails: the search then
+reads the index as it is and says ``incomplete``.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import sqlite3
 import time
@@ -22,7 +24,7 @@ from typing import Protocol
 import attrs
 
 from crosstalk.core.search_query import to_fts
-from crosstalk.errors import UsageError
+from crosstalk.errors import StorageFull, UsageError
 from crosstalk.features.caps import Identified, Stored
 from crosstalk.features.feature import Plugs, op
 from crosstalk.store import search as index
@@ -31,6 +33,8 @@ from crosstalk.store.schema_search import KINDS
 from crosstalk.wire.control.params import SearchParams
 from crosstalk.wire.control.replies.messages import Hit, SearchReply
 from crosstalk.wire.control.table import SEARCH
+
+log = logging.getLogger(__name__)
 
 DAY = 86400.0
 #: Results per search: the default, and the most one may ask for.
@@ -82,8 +86,14 @@ async def search(daemon: Host, params: SearchParams) -> SearchReply:
 
     hits = await daemon.store.read(read)
     if hits is None:
-        # Not fsynced: what it writes is made again from the queue it commits with.
-        hits = await daemon.store.write(index_then_run, durable=False)
+        try:
+            # Not fsynced: what it writes is made again from the queue it commits with.
+            hits = await daemon.store.write(index_then_run, durable=False)
+        except StorageFull:
+            # A full disk must not take search away: what is indexed is searched, and the
+            # reply says the newest memory changes were not.
+            log.warning("search: the newest memory changes are not indexed: the disk is full")
+            return SearchReply(await daemon.store.read(run), incomplete=True)
     return SearchReply(hits)
 
 

@@ -176,6 +176,9 @@ class Hit:
 @attrs.frozen
 class SearchReply:
     results: list[Hit]
+    # Some facts, tasks or decisions changed lately were not searched: indexing them needs a
+    # write, and the disk refused it (what is indexed was searched all the same).
+    incomplete: bool = False
 
 
 # "from" is a keyword in Python: the fields are ``from_`` and travel as "from".
