@@ -28,7 +28,10 @@ seconds, tiny sizes). Needs the `bench` extra (`pip install -e '.[bench]'`), who
 a full run makes a venv for it in `~/.cache/crosstalk-bench/crosschat` from any Python ≥ 3.12 it
 finds (or set `CROSSTALK_BENCH_CROSSCHAT_PYTHON`). Each benchmark also runs alone, as
 `python -m bench.<file>` (files as in the headings; `--help` lists each one's options), and
-`python -m bench --only <name>...` re-measures some and keeps the others' figures.
+`python -m bench --only <name>...` re-measures some and keeps the others' figures. What was
+measured by hand (A/B runs of two trees, profiles, the simulation's seed runs) is kept in
+`docs/performance/notes/`, each note saying when and how, and placed at the end of its section
+whenever the page is written again.
 """
 
 

@@ -39,3 +39,18 @@ def test_a_note_that_does_not_say_where_it_goes_is_refused(tmp_path: Path) -> No
 
 def test_no_notes_folder_means_no_notes(tmp_path: Path) -> None:
     assert read_notes(tmp_path / "absent") == []
+
+
+PERFORMANCE = Path(__file__).resolve().parents[1] / "docs" / "performance.md"
+
+
+def test_every_note_is_on_the_page_in_the_section_it_names() -> None:
+    """The page as committed holds each note whole, under a heading it names, so the next
+    regeneration keeps what the page says now (text written into the page alone is lost)."""
+    page = PERFORMANCE.read_text()
+    headings = [line[3:] for line in page.splitlines() if line.startswith("## ")]
+    notes = read_notes()
+    assert notes, "docs/performance/notes/ holds the hand-measured notes"
+    for note in notes:
+        assert any(h.startswith(note.after) for h in headings), note.after
+        assert note.text in page, f"the page lacks the note placed after {note.after!r}"
