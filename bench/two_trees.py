@@ -58,10 +58,12 @@ def one_message(sender: Home, recipient: Home, i: int) -> tuple[float, float]:
 def _summary(samples: list[float]) -> dict[str, float]:
     ordered = sorted(s * 1000 for s in samples)
     return {"p50": round(statistics.median(ordered), 3),
-            "p90": round(ordered[int(len(ordered) * 0.9)], 3)}
+            "p90": round(ordered[int(len(ordered) * 0.9)], 3),
+            "p99": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))], 3)}
 
 
 def run(base: str, count: int) -> dict[str, Any]:
+    load_before = os.getloadavg()[0]
     here = os.environ.get("PYTHONPATH", "")
     setups = {"base": TwoDaemons(), "this": TwoDaemons()}
     homes: dict[str, tuple[Home, Home]] = {}
@@ -82,7 +84,8 @@ def run(base: str, count: int) -> dict[str, Any]:
         os.environ["PYTHONPATH"] = here
         for setup in setups.values():
             setup.__exit__(None, None, None)
-    result: dict[str, Any] = {"messages": count, "load_after": os.getloadavg()[0]}
+    result: dict[str, Any] = {"messages": count, "load_before": load_before,
+                              "load_after": os.getloadavg()[0]}
     for side in SIDES:
         result[side] = {"send_to_held": _summary([s[0] for s in samples[side]]),
                         "send_to_visible": _summary([s[1] for s in samples[side]])}
@@ -101,8 +104,11 @@ def main() -> None:
         return
     for side in SIDES:
         held, seen = result[side]["send_to_held"], result[side]["send_to_visible"]
-        print(f"{side}: send → held p50 {held['p50']} ms p90 {held['p90']} ms; "
-              f"send → visible p50 {seen['p50']} ms p90 {seen['p90']} ms", file=sys.stdout)
+        print(f"{side}: send → held p50 {held['p50']} ms p90 {held['p90']} ms "
+              f"p99 {held['p99']} ms; send → visible p50 {seen['p50']} ms p90 {seen['p90']} ms",
+              file=sys.stdout)
+    print(f"load average (1 min) {result['load_before']:.2f} before, "
+          f"{result['load_after']:.2f} after", file=sys.stdout)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""A typed handle on the relay-link actor's inbox: request/reply frames and posts.
+"""A typed handle on the relay-link actor's inbox: request/reply frames and committed posts.
 
 Each call carries its own one-shot reply channel (DESIGN §3), so callers never share state with
 the link; the link answers every request by its deadline, and we bound our own wait as well.
@@ -6,7 +6,7 @@ the link; the link answers every request by its deadline, and we bound our own w
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import trio
@@ -14,13 +14,11 @@ import trio
 from crosstalk.actors.relay_link import (
     LinkCommand,
     LinkTimings,
-    Post,
-    Queued,
     Request,
     RetryNow,
 )
-from crosstalk.actors.relay_link_api import OutboxWrite
-from crosstalk.core.link import RequestFrame
+from crosstalk.actors.relay_link_api import Committed
+from crosstalk.core.link import OutboxItem, RequestFrame
 from crosstalk.crypto import MAX_WORK_BITS, do_work
 from crosstalk.errors import CrosstalkError, RelayUnreachable, RemoteProtocolError
 from crosstalk.wire import relay as w
@@ -109,18 +107,7 @@ class RelayClient:
         except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
             pass
 
-    async def post(
-        self, room: str, op_id: str, body: bytes, *, also: OutboxWrite | None = None,
-        pinned: bool = False,
-    ) -> None:
-        """Commit an op to the durable outbox, with ``also`` in the same transaction; returns
-        once it is queued (sent later). ``pinned``: it carries keys (see ``OutboxItem``)."""
-        send, receive = trio.open_memory_channel[Queued | CrosstalkError](1)
-        async with receive:
-            await self._inbox.send(Post(room, op_id, body, send, also, pinned))
-            with trio.move_on_after(self._timings.send_timeout + _GRACE):
-                answer = await receive.receive()
-                if isinstance(answer, CrosstalkError):
-                    raise answer
-                return
-        raise RelayUnreachable("The relay link did not queue the message in time.")
+    async def committed(self, items: Sequence[OutboxItem], at: float) -> None:
+        """Hand the link posts committed to the outbox at ``at`` (trio's clock); it posts each
+        when its turn comes. Waits only while the link's inbox is full."""
+        await self._inbox.send(Committed(tuple(items), at))

@@ -8,8 +8,9 @@ one boss). This actor runs, per instance:
   to the boss, then carries out what the boss decided: commits, answers, events for the rest of
   the daemon, and frames for the current connection's writer. It wakes on its own at the boss's
   next deadline (request timeouts, paused rooms, the redial after a backoff, the handshake limit).
-* the *commands* task: the inbox. ``Post`` is committed to the outbox before the caller hears
-  ``Queued`` (then the driver is told); ``Request`` and ``RetryNow`` go to the driver as they are.
+* the *commands* task: the inbox, each command to the driver as it is. A post arrives already
+  committed to the outbox (``Committed``: the room that sealed it committed it, and its sender
+  heard ``queued`` after that commit).
 * the :class:`~crosstalk.actors.relay_socket.Dialer`: opens a connection when the boss says
   ``Dial``; per connection a reader (frames to the driver), the one writer, and a pinger.
 * the :class:`~crosstalk.actors.relay_socket.Vouch`: beats only through waits that carry their
@@ -20,7 +21,10 @@ for the whole instance (see :mod:`crosstalk.actors.context`).
 
 Durability (DESIGN.md §4): an inbound op and its cursor are committed in one transaction
 (``relay_inbound`` + ``relay_cursors``), handed to the consumer, and only then acknowledged; an
-outbox row becomes ``sent`` (with its seq) only on ``posted``. The ``events`` channel is the fast
+outbox row becomes ``sent`` (with its seq) only on ``posted``. A post reaches the link only once
+its outbox row is committed; a restart between that commit and the ``Committed`` command finds
+the row in the outbox it loads (the boss ignores the command then: ``OutboxItem`` ids up to the
+loaded ``outbox_through`` are known). The ``events`` channel is the fast
 path; after a crash a consumer finds anything it missed in ``relay_inbound``.
 
 Group commit: the ops among one batch of inputs (and any run of them among the boss's events)
@@ -36,7 +40,6 @@ from __future__ import annotations
 
 import logging
 import random
-import time
 from collections.abc import Awaitable, Callable
 
 import trio
@@ -44,6 +47,7 @@ import trio
 from crosstalk import crypto
 from crosstalk.actors.context import ActorContext
 from crosstalk.actors.relay_link_api import (
+    Committed,
     InboundOp,
     LinkCommand,
     LinkDown,
@@ -54,8 +58,6 @@ from crosstalk.actors.relay_link_api import (
     LinkUp,
     OpRefused,
     OpSent,
-    Post,
-    Queued,
     RelayPush,
     Request,
     RetryNow,
@@ -64,9 +66,7 @@ from crosstalk.actors.relay_link_driver import (
     INPUT_BUFFER,
     DriverInput,
     LinkDriver,
-    OutboxQueued,
     Seen,
-    answer,
 )
 from crosstalk.actors.relay_link_store import LinkStore, SqliteLinkStore
 from crosstalk.actors.relay_socket import (
@@ -77,13 +77,12 @@ from crosstalk.actors.relay_socket import (
     open_relay_socket,
 )
 from crosstalk.core.link import LinkBoss, LinkState, OutboxItem, Resealed
-from crosstalk.errors import CrosstalkError
 from crosstalk.store.db import Store
 
 __all__ = [
-    "Connector", "InboundOp", "LinkCommand", "LinkDown", "LinkOutput", "LinkStatus",
-    "LinkTimings", "LinkUp", "OpRefused", "OpSent", "Post", "Queued", "RelayLink", "RelayPush",
-    "RelaySocket", "Request", "RetryNow", "open_relay_socket",
+    "Committed", "Connector", "InboundOp", "LinkCommand", "LinkDown", "LinkOutput", "LinkStatus",
+    "LinkTimings", "LinkUp", "OpRefused", "OpSent", "RelayLink", "RelayPush", "RelaySocket",
+    "Request", "RetryNow", "open_relay_socket",
 ]
 
 log = logging.getLogger(__name__)
@@ -165,6 +164,7 @@ class RelayLink:
         boss = LinkBoss(
             keys=self._keys, device=self._device, url=self._url,
             pinned_key=snapshot.pinned_key, cursors=snapshot.cursors, outbox=snapshot.outbox,
+            outbox_through=snapshot.outbox_through,
             handshake_timeout=self._t.connect_timeout,
         )
         t = self._t
@@ -201,22 +201,4 @@ class RelayLink:
                 command = await ctx.inbox.receive()
             except trio.EndOfChannel:
                 return
-            if isinstance(command, Post):
-                item = await self._queue(command)
-                if item is not None:
-                    await inputs.send(OutboxQueued(item, trio.current_time()))
-            else:
-                await inputs.send(command)
-
-    async def _queue(self, command: Post) -> OutboxItem | None:
-        """Commit a post to the outbox, then tell its caller it is queued."""
-        try:
-            item = await self._store.queue_post(
-                command.room, command.op_id, command.body, time.time(), also=command.also,
-                pinned=command.pinned,
-            )
-        except CrosstalkError as exc:
-            answer(command.reply, exc)
-            return None
-        answer(command.reply, Queued(command.op_id))
-        return item
+            await inputs.send(command)

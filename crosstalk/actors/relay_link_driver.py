@@ -2,7 +2,7 @@
 
 Everything that happens to the link reaches the driver through one bounded channel of
 :data:`DriverInput`: frames the reader got, connections opened and closed (the dialer), requests,
-``RetryNow`` and outbox rows (the commands task). The driver loops:
+``RetryNow`` and posts committed to the outbox (the commands task). The driver loops:
 
 1. carry out what the boss decided, in order: commits (a run of inbound ops is one transaction:
    the group commit), answers to callers, events for the rest of the daemon, the dial and drop
@@ -27,6 +27,7 @@ import trio
 
 from crosstalk import sim_hooks
 from crosstalk.actors.relay_link_api import (
+    Committed,
     InboundOp,
     LinkDown,
     LinkHistory,
@@ -34,7 +35,6 @@ from crosstalk.actors.relay_link_api import (
     LinkUp,
     OpRefused,
     OpSent,
-    Queued,
     RelayPush,
     Request,
     RetryNow,
@@ -53,15 +53,7 @@ INPUT_BUFFER = 256
 """Inputs that may wait for the driver; a full channel holds the reader (and callers) back."""
 
 
-@attrs.frozen
-class OutboxQueued:
-    """The commands task committed ``item`` to the outbox (at ``at``, trio's clock)."""
-
-    item: OutboxItem
-    at: float | None = None
-
-
-DriverInput = SocketInput | Request | RetryNow | OutboxQueued
+DriverInput = SocketInput | Request | RetryNow | Committed
 
 
 @attrs.frozen
@@ -75,15 +67,8 @@ class Seen:
     attempts: int = 0
 
 
-def answer(
-    reply: trio.MemorySendChannel[w.RelayFrame | CrosstalkError]
-    | trio.MemorySendChannel[Queued | CrosstalkError]
-    | None,
-    value: object,
-) -> None:
+def answer(reply: trio.MemorySendChannel[w.RelayFrame | CrosstalkError], value: object) -> None:
     """Hand a one-shot answer over without waiting; a caller that left is not our problem."""
-    if reply is None:
-        return
     try:
         reply.send_nowait(value)  # type: ignore[arg-type]  # value matches the channel's kind
     except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -166,10 +151,11 @@ class LinkDriver:
         boss = self._boss
         if isinstance(item, FrameIn):
             self._step("frame", partial(boss.frame_received, item.text, now))
-        elif isinstance(item, OutboxQueued):
-            if item.at is not None and self._posted is not None:
-                self._queued_at[item.item.id] = item.at
-            boss.post_queued(item.item, now)
+        elif isinstance(item, Committed):
+            for row in item.items:
+                if self._posted is not None:
+                    self._queued_at[row.id] = item.at
+                boss.post_queued(row, now)
         elif isinstance(item, Request):
             timeout = self._request_timeout if item.timeout is None else item.timeout
             boss.request(item.frame, item.reply, now=now, timeout=timeout)

@@ -10,12 +10,11 @@ import trio.testing
 
 from crosstalk import crypto
 from crosstalk.actors.relay_link import (
+    Committed,
     InboundOp,
     LinkDown,
     LinkUp,
     OpSent,
-    Post,
-    Queued,
     RelayPush,
     Request,
     RetryNow,
@@ -42,11 +41,13 @@ async def ask(running: Running, frame: w.ClientFrame) -> w.RelayFrame | Crosstal
         return await receive.receive()
 
 
-async def post(running: Running, room: str, op_id: str, body: bytes) -> Queued | CrosstalkError:
-    send, receive = trio.open_memory_channel[Queued | CrosstalkError](1)
-    await running.inbox.send(Post(room, op_id, body, send))
-    with trio.fail_after(60):
-        return await receive.receive()
+async def post(running: Running, room: str, op_id: str, body: bytes) -> bool:
+    """What a room's send does: commit the post to the outbox, then hand it to the link."""
+    item = await running.store.queue_post(room, op_id, body)
+    if item is None:
+        return False
+    await running.inbox.send(Committed((item,), trio.current_time()))
+    return True
 
 
 async def create_room(running: Running, keys: crypto.Keys, room: str) -> None:
@@ -152,7 +153,7 @@ async def test_the_outbox_is_flushed_in_order_after_a_reconnect(
         relay.drop_all()
         await next_event(running, LinkDown)
         for n in range(1, 4):
-            assert await post(running, "room-1", f"op-{n}", b"sealed") == Queued(f"op-{n}")
+            assert await post(running, "room-1", f"op-{n}", b"sealed")
         assert relay.frames(w.Post) == []
         relay.accepting = True
         sent = [await next_event(running, OpSent) for _ in range(3)]
@@ -170,7 +171,7 @@ async def test_an_inbound_op_is_acknowledged_only_after_its_commit(
     store_b = MemoryLinkStore(commit_delay=1.5)
     async with two_devices(store_b) as (relay, a, b):
         started = trio.current_time()
-        assert await post(a, "room-1", "op-1", b"sealed") == Queued("op-1")
+        assert await post(a, "room-1", "op-1", b"sealed")
         op = await next_event(b, InboundOp)
         assert op == InboundOp("room-1", 1, ALICE.fingerprint, "op-1", b"sealed", op.relay_ts)
         await trio.testing.wait_all_tasks_blocked()
@@ -259,22 +260,41 @@ async def test_stopping_the_link_answers_waiting_requests(
         assert trio.current_time() == 1.0
 
 
-async def test_a_post_is_queued_only_once_committed_and_sent_after(
+async def test_a_committed_post_goes_out_at_once(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """The caller hears Queued when the outbox commit finishes; the relay hears the post after."""
+    """The link is handed a post after its outbox commit; the relay hears it at that instant."""
     relay, store = FakeRelay(), MemoryLinkStore()
     async with run_link(relay, store, ALICE) as running:
         await next_event(running, LinkUp)
         await create_room(running, ALICE, "room-1")
         store.commit_delay = 1.0
         start = trio.current_time()
-        assert await post(running, "room-1", "op-1", b"sealed") == Queued("op-1")
-        assert trio.current_time() == start + 1.0
+        assert await post(running, "room-1", "op-1", b"sealed")
         assert [t for t, what in store.commits if what == "queue op-1"] == [start + 1.0]
         await next_event(running, OpSent)
         [heard] = relay.frames(w.Post)
         assert heard.at == start + 1.0
+
+
+async def test_a_post_handed_over_after_a_restart_that_loaded_it_goes_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A restart between a post's commit and its hand-over: the new instance loads the row and
+    posts it; the late hand-over is ignored (its id is up to the loaded outbox_through), even
+    once the row has left the outbox."""
+    relay, store = FakeRelay(), MemoryLinkStore()
+    async with run_link(relay, store, ALICE) as running:
+        await next_event(running, LinkUp)
+        await create_room(running, ALICE, "room-1")
+        await running.supervisor.stop_actor("relay-link")
+    item = await store.queue_post("room-1", "op-1", b"sealed")
+    assert item is not None
+    async with run_link(relay, store, ALICE) as running:
+        assert await next_event(running, OpSent) == OpSent("room-1", "op-1", 1)
+        await running.inbox.send(Committed((item,), trio.current_time()))
+        await trio.testing.wait_all_tasks_blocked()
+        assert [h.frame.op_id for h in relay.frames(w.Post)] == ["op-1"]  # type: ignore[attr-defined]
 
 
 async def test_an_outbox_left_by_a_previous_run_is_flushed_in_order_at_start(
@@ -287,7 +307,7 @@ async def test_an_outbox_left_by_a_previous_run_is_flushed_in_order_at_start(
         await create_room(running, ALICE, "room-1")
         await running.supervisor.stop_actor("relay-link")
     for n in (1, 2, 3):
-        await store.queue_post("room-1", f"op-{n}", b"sealed", 0.0)
+        await store.queue_post("room-1", f"op-{n}", b"sealed")
     async with run_link(relay, store, ALICE) as running:
         sent = [await next_event(running, OpSent) for _ in range(3)]
         assert [(s.op_id, s.seq) for s in sent] == [("op-1", 1), ("op-2", 2), ("op-3", 3)]
@@ -316,10 +336,10 @@ async def test_ops_that_arrive_during_a_commit_share_the_next_one(
     store_b = MemoryLinkStore(commit_delay=1.5)
     async with two_devices(store_b) as (relay, a, b):
         started = trio.current_time()
-        assert await post(a, "room-1", "op-1", b"one") == Queued("op-1")
+        assert await post(a, "room-1", "op-1", b"one")
         await trio.sleep(0.5)  # the scenario: the others come while op-1's commit runs
         for n in (2, 3, 4):
-            assert await post(a, "room-1", f"op-{n}", b"more") == Queued(f"op-{n}")
+            assert await post(a, "room-1", f"op-{n}", b"more")
         arrived = [await next_event(b, InboundOp) for _ in range(4)]
         await trio.testing.wait_all_tasks_blocked()
         inbound = [(t, what) for t, what in store_b.commits if what.startswith("inbound")]
@@ -344,10 +364,10 @@ async def test_ops_stay_in_order_when_another_task_carries_out_events_during_a_c
     store_b = MemoryLinkStore(inbound_delays=[2.0, 0.1])
     async with two_devices(store_b) as (_, a, b):
         started = trio.current_time()
-        assert await post(a, "room-1", "op-1", b"one") == Queued("op-1")
+        assert await post(a, "room-1", "op-1", b"one")
         await trio.sleep(0.5)  # op 1's commit at dev-b is under way
         for n in (2, 3):
-            assert await post(a, "room-1", f"op-{n}", b"more") == Queued(f"op-{n}")
+            assert await post(a, "room-1", f"op-{n}", b"more")
         await trio.sleep(0.1)
         assert isinstance(await ask(b, w.ListRooms(0)), w.RoomList)
         arrived = [await next_event(b, InboundOp) for _ in range(3)]
@@ -369,10 +389,10 @@ async def test_a_commit_under_way_when_the_connection_drops_finishes_and_later_o
     store_b = MemoryLinkStore(inbound_delays=[2.0])
     async with two_devices(store_b) as (relay, a, b):
         started = trio.current_time()
-        assert await post(a, "room-1", "op-1", b"one") == Queued("op-1")
+        assert await post(a, "room-1", "op-1", b"one")
         await trio.sleep(0.5)  # op 1's commit at dev-b is under way
         for n in (2, 3):
-            assert await post(a, "room-1", f"op-{n}", b"more") == Queued(f"op-{n}")
+            assert await post(a, "room-1", f"op-{n}", b"more")
         await trio.sleep(0.1)
         relay.drop_all()
         arrived = [await next_event(b, InboundOp) for _ in range(3)]

@@ -29,7 +29,6 @@ from crosstalk.actors.relay_link import (
     RelayLink,
     RelaySocket,
 )
-from crosstalk.actors.relay_link_api import OutboxWrite
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.link import OutboxItem
 from crosstalk.errors import CrosstalkError
@@ -165,6 +164,7 @@ class MemoryLinkStore:
         self.pins = dict(pinned or {})
         self.cursors: dict[str, int] = {}
         self.outbox: dict[str, Row] = {}
+        self.ids = 0  # the last outbox id given (ids are never reused, as AUTOINCREMENT's)
         self.inbound: dict[tuple[str, str], w.Op] = {}
         self.commits: list[tuple[float, str]] = []
 
@@ -175,18 +175,15 @@ class MemoryLinkStore:
     async def load(self, url: str) -> LinkSnapshot:
         await trio.lowlevel.checkpoint()
         queued = [r.item for r in self.outbox.values() if r.state == "queued"]
-        return LinkSnapshot(self.pins.get(url), dict(self.cursors), queued)
+        return LinkSnapshot(self.pins.get(url), dict(self.cursors), queued, self.ids)
 
-    async def queue_post(
-        self, room: str, op_id: str, body: bytes, now: float, *, also: OutboxWrite | None = None,
-        pinned: bool = False,
-    ) -> OutboxItem | None:
-        assert also is None, "no SQL here: a test of what a post also writes uses SqliteLinkStore"
+    async def queue_post(self, room: str, op_id: str, body: bytes) -> OutboxItem | None:
+        """What a room's send commits (crosstalk.actors.room_send); not the link's to call."""
         await self._commit(f"queue {op_id}")
         row = self.outbox.get(op_id)
         if row is None:
-            item = OutboxItem(len(self.outbox) + 1, room, op_id, body, pinned)
-            row = self.outbox[op_id] = Row(item)
+            self.ids += 1
+            row = self.outbox[op_id] = Row(OutboxItem(self.ids, room, op_id, body))
         return row.item if row.state == "queued" else None
 
     async def commit_inbound(self, op: w.Op, received_at: float) -> bool:
@@ -229,6 +226,7 @@ class MemoryLinkStore:
 @attrs.define
 class Running:
     link: RelayLink
+    store: MemoryLinkStore
     inbox: trio.MemorySendChannel[LinkCommand]
     events: trio.MemoryReceiveChannel[LinkOutput]
     supervisor: Supervisor
@@ -254,7 +252,7 @@ async def run_link(
     async with trio.open_nursery() as nursery:
         await nursery.start(supervisor.run)
         inbox = await supervisor.start_actor("relay-link", link)
-        yield Running(link, inbox, events, supervisor)
+        yield Running(link, store, inbox, events, supervisor)
         nursery.cancel_scope.cancel()
 
 
