@@ -8,16 +8,17 @@ one boss). This actor runs, per instance:
   to the boss, then carries out what the boss decided: commits, answers, events for the rest of
   the daemon, and frames for the current connection's writer. It wakes on its own at the boss's
   next deadline (request timeouts, paused rooms, the redial after a backoff, the handshake limit).
-* the *commands* task: the inbox, each command to the driver as it is. A post arrives already
-  committed to the outbox (``Committed``: the room that sealed it committed it, and its sender
-  heard ``queued`` after that commit).
+* no task of its own for commands: the inbox *is* the driver's input channel (``mailbox``, given
+  to the supervisor as the inbox), so a request or a post reaches the driver with no hand-off
+  between. A post arrives already committed to the outbox (``Committed``: the room that sealed
+  it committed it, and its sender heard ``queued`` after that commit).
 * the :class:`~crosstalk.actors.relay_socket.Dialer`: opens a connection when the boss says
   ``Dial``; per connection a reader (frames to the driver), the one writer, and a pinger.
 * the :class:`~crosstalk.actors.relay_socket.Vouch`: beats only through waits that carry their
   own bound (connect, close, backoff).
 
-The inbox is read with ``ctx.inbox.receive()``, never ``ctx.receive()``: idling there would vouch
-for the whole instance (see :mod:`crosstalk.actors.context`).
+The driver reads the inbox with ``receive()`` on ``ctx.inbox``, never ``ctx.receive()``: idling
+there would vouch for the whole instance (see :mod:`crosstalk.actors.context`).
 
 Durability (DESIGN.md §4): an inbound op and its cursor are committed in one transaction
 (``relay_inbound`` + ``relay_cursors``), handed to the consumer, and only then acknowledged; an
@@ -77,6 +78,7 @@ from crosstalk.actors.relay_socket import (
     open_relay_socket,
 )
 from crosstalk.core.link import LinkBoss, LinkState, OutboxItem, Resealed
+from crosstalk.errors import LocalProtocolError
 from crosstalk.store.db import Store
 
 __all__ = [
@@ -131,6 +133,11 @@ class RelayLink:
         self._reseal = reseal
         self.history = LinkHistory()
         self._driver: LinkDriver | None = None
+        # The inbox is the driver's one input channel: the commands senders put there and what
+        # each instance's dialer reports share it, so a command reaches the driver with no task
+        # in between. It outlives instances, as an inbox does; the driver drops what an earlier
+        # instance's dialer left in it (``source``).
+        self.mailbox = trio.open_memory_channel[DriverInput](INPUT_BUFFER)
 
     def statistics(self) -> LinkStatus:
         """Where the link stands (connected, last error, outbox depth)."""
@@ -155,11 +162,14 @@ class RelayLink:
 
     async def run(
         self,
-        ctx: ActorContext[LinkCommand],
+        ctx: ActorContext[DriverInput],
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Serve until every sender has closed the inbox (or we are cancelled)."""
+        """Serve until cancelled (start it with ``channel=link.mailbox``)."""
+        inputs, taken = self.mailbox
+        if ctx.inbox is not taken:
+            raise LocalProtocolError("start the relay link with channel=link.mailbox")
         snapshot = await self._store.load(self._url)
         boss = LinkBoss(
             keys=self._keys, device=self._device, url=self._url,
@@ -173,32 +183,20 @@ class RelayLink:
                 "relay link: ping interval + timeout (%g s) is not under the heartbeat (%g s)",
                 t.ping_interval + t.ping_timeout, ctx.heartbeat,
             )
-        inputs, taken = trio.open_memory_channel[DriverInput](INPUT_BUFFER)
         dials, dialed = trio.open_memory_channel[None](1)
         vouch = Vouch(ctx.beat)
         dialer = Dialer(
-            url=self._url, timings=t, connect=self._connect, inputs=inputs.clone(),
+            url=self._url, timings=t, connect=self._connect, inputs=inputs,
             vouch=vouch, beat=ctx.beat,
         )
         driver = self._driver = LinkDriver(
             boss=boss, url=self._url, store=self._store, events=self._events,
             request_timeout=t.request_timeout, fraction=self._fraction, vouch=vouch,
             dials=dials, history=self.history, reseal=self._reseal, posted=self._posted,
+            source=dialer,
         )
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(driver.run, taken)
             nursery.start_soon(dialer.run, dialed)
             nursery.start_soon(vouch.run, ctx.heartbeat)
             task_status.started()
-            await self._commands(ctx, inputs)
-            nursery.cancel_scope.cancel()
-
-    async def _commands(
-        self, ctx: ActorContext[LinkCommand], inputs: trio.MemorySendChannel[DriverInput]
-    ) -> None:
-        while True:
-            try:
-                command = await ctx.inbox.receive()
-            except trio.EndOfChannel:
-                return
-            await inputs.send(command)
+            await driver.run(ctx.inbox)

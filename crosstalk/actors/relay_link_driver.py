@@ -1,8 +1,9 @@
 """The relay link's driver: the one task that calls the boss, and what it carries out.
 
 Everything that happens to the link reaches the driver through one bounded channel of
-:data:`DriverInput`: frames the reader got, connections opened and closed (the dialer), requests,
-``RetryNow`` and posts committed to the outbox (the commands task). The driver loops:
+:data:`DriverInput`, the actor's inbox: requests, ``RetryNow`` and posts committed to the outbox
+(from the rest of the daemon), and frames the reader got and connections opened and closed (the
+dialer; what an earlier instance's dialer left there is dropped). The driver loops:
 
 1. carry out what the boss decided, in order: commits (a run of inbound ops is one transaction:
    the group commit), answers to callers, events for the rest of the daemon, the dial and drop
@@ -40,7 +41,7 @@ from crosstalk.actors.relay_link_api import (
     RetryNow,
 )
 from crosstalk.actors.relay_link_store import LinkStore
-from crosstalk.actors.relay_socket import Close, FrameIn, Opened, SocketInput, Vouch
+from crosstalk.actors.relay_socket import Close, Closed, FrameIn, Opened, SocketInput, Vouch
 from crosstalk.core.link import LinkBoss, LinkState, OutboxItem, Resealed
 from crosstalk.core.link import events as ev
 from crosstalk.errors import CrosstalkError
@@ -54,6 +55,7 @@ INPUT_BUFFER = 256
 
 
 DriverInput = SocketInput | Request | RetryNow | Committed
+SocketInputs = (Opened, FrameIn, Closed)
 
 
 @attrs.frozen
@@ -94,8 +96,12 @@ class LinkDriver:
         history: LinkHistory,
         reseal: Callable[[OutboxItem], Awaitable[Resealed]] | None = None,
         posted: Callable[[float, float], None] | None = None,
+        source: object = None,
     ) -> None:
         self._boss = boss
+        # This instance's dialer: socket inputs from another (an instance before a restart left
+        # them in the inbox) are about a connection that is gone, and are dropped.
+        self._source = source
         # Send -> posted: when each item this instance queued was committed to the outbox, until
         # the relay's answer; ``posted(seconds, now)`` is told each. Items that leave the outbox
         # leave this too, so it holds at most the outbox.
@@ -125,7 +131,8 @@ class LinkDriver:
                 batch = await self._next_batch(taken)
                 now = trio.current_time()
                 for item in batch:
-                    self._feed(item, now)
+                    if not isinstance(item, SocketInputs) or item.source is self._source:
+                        self._feed(item, now)
                 self._step("tick", partial(self._boss.tick, now))
                 self._publish()
         finally:

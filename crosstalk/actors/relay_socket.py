@@ -136,11 +136,16 @@ class Close:
     reason: str
 
 
+# Each carries ``source``, the dialer that reports it: the inbox they share with the commands
+# outlives the actor's instances, and a new instance drops what its predecessor's dialer left.
+
+
 @attrs.frozen(eq=False)
 class Opened:
     """A connection is open; ``frames`` feeds its writer (closed when the connection ends)."""
 
     frames: trio.MemorySendChannel[str | Close]
+    source: object = None
 
 
 @attrs.frozen
@@ -148,6 +153,7 @@ class FrameIn:
     """One frame read from the relay."""
 
     text: str | bytes
+    source: object = None
 
 
 @attrs.frozen
@@ -155,6 +161,7 @@ class Closed:
     """The connection (or the attempt to open one) ended, for ``reason``."""
 
     reason: str
+    source: object = None
 
 
 SocketInput = Opened | FrameIn | Closed
@@ -207,7 +214,7 @@ class Dialer:
         """One connection per dial order, each reported closed once it is."""
         async for _ in dials:
             reason = await self._one_connection()
-            await self._inputs.send(Closed(reason))
+            await self._inputs.send(Closed(reason, self))
 
     async def _one_connection(self) -> str:
         """Connect, serve one connection until it fails, close it; return why it ended."""
@@ -218,7 +225,7 @@ class Dialer:
             async with self._connect(self._url, t) as ws:
                 self._beat()
                 send, receive = trio.open_memory_channel[str | Close](WRITE_BUFFER)
-                await self._inputs.send(Opened(send))
+                await self._inputs.send(Opened(send, self))
                 async with receive, trio.open_nursery() as nursery:
                     for task in (self._reader, self._pinger):
                         nursery.start_soon(self._guard, task(ws), nursery.cancel_scope, ended)
@@ -246,7 +253,7 @@ class Dialer:
         while True:
             text = await ws.get_message()
             self._beat()
-            await self._inputs.send(FrameIn(text))
+            await self._inputs.send(FrameIn(text, self))
 
     async def _writer(
         self, ws: RelaySocket, frames: trio.MemoryReceiveChannel[str | Close]

@@ -22,7 +22,6 @@ from crosstalk.actors.local_relay_keeper import LocalRelayKeeper
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.actors.relay_link import (
     Connector,
-    LinkCommand,
     LinkOutput,
     LinkStatus,
     LinkTimings,
@@ -144,9 +143,7 @@ class LinkKeeper:
             reseal=resealer(self._store, keys),
             posted=self._posted,
         )
-        inbox: trio.MemorySendChannel[LinkCommand] = await self._supervisor.start_actor(
-            LINK.name, link
-        )
+        inbox = await self._supervisor.start_actor(LINK.name, link, channel=link.mailbox)
         self._link = link
         self._relay = RelayClient(inbox, self._timings)
         if local and not self._keeping_relay:

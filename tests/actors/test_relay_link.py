@@ -19,6 +19,7 @@ from crosstalk.actors.relay_link import (
     Request,
     RetryNow,
 )
+from crosstalk.actors.relay_socket import Closed, FrameIn
 from crosstalk.errors import CrosstalkError, RelayUnreachable
 from crosstalk.features.membership.history import create_frame
 from crosstalk.wire import relay as w
@@ -411,3 +412,20 @@ async def test_a_commit_under_way_when_the_connection_drops_finishes_and_later_o
                 assert not isinstance(event, InboundOp), event
                 continue
             break
+
+
+async def test_what_an_earlier_instances_dialer_left_in_the_inbox_is_dropped(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The inbox is the driver's input channel and outlives instances: a frame or a close from a
+    connection of an instance before a restart says nothing about the current one."""
+    relay, store = FakeRelay(), MemoryLinkStore()
+    async with run_link(relay, store, ALICE) as running:
+        await next_event(running, LinkUp)
+        gone = object()  # an earlier instance's dialer
+        await running.inbox.send(FrameIn("{not json", gone))  # type: ignore[arg-type]
+        await running.inbox.send(Closed("an old connection ended", gone))  # type: ignore[arg-type]
+        await trio.testing.wait_all_tasks_blocked()
+        assert running.link.statistics().connected
+        assert relay.connects == [0.0]
+        await create_room(running, ALICE, "room-1")  # and the link still serves

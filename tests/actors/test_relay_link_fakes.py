@@ -251,7 +251,7 @@ async def run_link(
     supervisor = Supervisor(heartbeat=heartbeat)
     async with trio.open_nursery() as nursery:
         await nursery.start(supervisor.run)
-        inbox = await supervisor.start_actor("relay-link", link)
+        inbox = await supervisor.start_actor("relay-link", link, channel=link.mailbox)
         yield Running(link, store, inbox, events, supervisor)
         nursery.cancel_scope.cancel()
 
