@@ -429,3 +429,38 @@ async def test_what_an_earlier_instances_dialer_left_in_the_inbox_is_dropped(
         assert running.link.statistics().connected
         assert relay.connects == [0.0]
         await create_room(running, ALICE, "room-1")  # and the link still serves
+
+
+async def test_a_send_that_hangs_ends_the_connection_at_the_send_timeout(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A frame the socket does not take within ``send_timeout`` (10 s) ends the connection at
+    that instant, and the link dials again; the actor itself is not restarted."""
+    relay, store = FakeRelay(), MemoryLinkStore()
+    async with run_link(relay, store, ALICE) as running:
+        await next_event(running, LinkUp)
+        relay.sends_hang = True
+        start = trio.current_time()
+        create, _ = create_frame(ALICE, "room-1")
+        reply, _answer = trio.open_memory_channel[w.RelayFrame | CrosstalkError](1)
+        await running.inbox.send(Request(create, reply))
+        down = await next_event(running, LinkDown)
+        assert "took longer than 10 s" in down.reason
+        assert trio.current_time() == start + 10.0
+        relay.sends_hang = False
+        await next_event(running, LinkUp)
+        assert restarts(running) == 0
+
+
+async def test_an_idle_connection_outlives_the_send_timeout(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The writer's bound is armed only while a frame is being sent: a minute with nothing to
+    send, after a frame, does not end the connection."""
+    relay, store = FakeRelay(), MemoryLinkStore()
+    async with run_link(relay, store, ALICE) as running:
+        await next_event(running, LinkUp)
+        await create_room(running, ALICE, "room-1")
+        await trio.sleep(60.0)
+        assert relay.connects == [0.0]
+        assert running.link.statistics().connected

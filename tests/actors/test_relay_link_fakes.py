@@ -3,7 +3,8 @@
 :class:`FakeRelay` runs the real relay core (``relay.core.RelayCore``) behind memory-channel
 "sockets", so the handshake, rooms, log and cursors behave as the real relay's do, with no socket
 in flight (autojump_clock needs that). It records every frame a client sends, with its virtual
-time, and can refuse connections, drop them, or freeze (stop answering pings).
+time, and can refuse connections, drop them, freeze (stop answering pings), or stop taking
+what clients send (``sends_hang``).
 
 :class:`MemoryLinkStore` keeps the link's durable state in dicts; each commit takes
 ``commit_delay`` virtual seconds and is recorded with the time it completed.
@@ -71,6 +72,8 @@ class FakeSocket:
         return text
 
     async def send_message(self, message: str) -> None:
+        if self.relay.sends_hang:
+            await trio.sleep_forever()  # a socket whose send buffer stays full
         await trio.lowlevel.checkpoint()
         if self.closed:
             raise ConnectionClosed(None)
@@ -96,6 +99,7 @@ class FakeRelay:
         self.connects: list[float] = []
         self.accepting = True
         self.frozen = False
+        self.sends_hang = False
         self._next = 0
 
     def received(self, conn: int, text: str) -> None:
