@@ -105,6 +105,9 @@ class RelayLink:
             (crosstalk.actors.room_reseal); without it such a post goes as it is.
         posted: told ``(seconds, now)`` for each post from its commit to the outbox to the
             relay's ``posted`` answer (``crosstalk status``'s send -> posted).
+        ring: rings the doorbell of a room whose actor runs, once its ops are recorded, and
+            says whether it did; a room it did not ring hears of them through ``events``
+            (``InboundOp``: the router starts its actor). Without it every op goes to ``events``.
     """
 
     def __init__(
@@ -120,8 +123,10 @@ class RelayLink:
         fraction: Callable[[], float] = random.random,
         reseal: Callable[[OutboxItem], Awaitable[Resealed]] | None = None,
         posted: Callable[[float, float], None] | None = None,
+        ring: Callable[[str], bool] | None = None,
     ) -> None:
         self._url = url
+        self._ring = ring
         self._posted = posted
         self._keys = keys
         self._device = device
@@ -193,7 +198,7 @@ class RelayLink:
             boss=boss, url=self._url, store=self._store, events=self._events,
             request_timeout=t.request_timeout, fraction=self._fraction, vouch=vouch,
             dials=dials, history=self.history, reseal=self._reseal, posted=self._posted,
-            source=dialer,
+            source=dialer, ring=self._ring,
         )
         async with trio.open_nursery() as nursery:
             nursery.start_soon(dialer.run, dialed)

@@ -97,8 +97,10 @@ class LinkDriver:
         reseal: Callable[[OutboxItem], Awaitable[Resealed]] | None = None,
         posted: Callable[[float, float], None] | None = None,
         source: object = None,
+        ring: Callable[[str], bool] | None = None,
     ) -> None:
         self._boss = boss
+        self._ring = ring
         # This instance's dialer: socket inputs from another (an instance before a restart left
         # them in the inbox) are about a connection that is gone, and are dropped.
         self._source = source
@@ -225,13 +227,22 @@ class LinkDriver:
         return True
 
     async def _arrived(self, ops: list[w.Op]) -> None:
-        """Commit inbound ops with their cursors, then hand each on and acknowledge it."""
+        """Commit inbound ops with their cursors, then hand each on and acknowledge it.
+
+        Handing on is ringing the room's doorbell, once per room and batch, when its actor runs
+        (no hop through the router: the room reads what arrived from the store); otherwise the
+        router hears of each op and starts the room."""
         await self._store.commit_inbound_many(ops, time.time())
+        rung: set[str] = set()
         for op in ops:
             await sim_hooks.handoff("handoff.link_to_router")
-            await self._events.send(
-                InboundOp(op.room, op.seq, op.sender, op.op_id, op.body, op.ts)
-            )
+            if op.room not in rung:
+                if self._ring is not None and self._ring(op.room):
+                    rung.add(op.room)
+                else:
+                    await self._events.send(
+                        InboundOp(op.room, op.seq, op.sender, op.op_id, op.body, op.ts)
+                    )
             self._boss.op_committed(op.room, op.seq)
 
     async def _handle(self, event: ev.LinkEvent) -> None:

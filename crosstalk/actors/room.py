@@ -19,15 +19,16 @@ appliers of each batch, inside the transaction, so that it may keep what it read
 batch and write once at its end (room memory does). Appliers still see every op one by one, in
 order, so a scope changes how much a batch costs, never what it does.
 
-One way in: this actor is the only one that applies its room's ops. The relay link records
-what arrives (the ops and the relay cursor, in one commit, before it acknowledges them) and the
-router rings this room's doorbell; nobody applies for the room from outside and nobody calls
-this actor's methods. Durability needs nothing more: an acknowledged op is in
-``relay_inbound`` before the ack, and applying moves the *applied* cursor in the same
-transaction as the appliers' writes, so a crash between the two commits leaves ops recorded but
-not applied, which the next catch-up (at start, or the next ring) applies. It costs an arriving
-batch a second commit: the link once applied a running room's ops inside its own transaction,
-calling into this actor from another, and two owners of one cursor is what issue 40 removed.
+One way in: this actor is the only one that applies its room's ops. The relay link records what
+arrives (the ops and the relay cursor, in one commit, before it acknowledges them) and rings
+this room's doorbell (the router does, for a room whose actor was not running); nobody applies
+for the room from outside and nobody calls this actor's methods. Durability needs nothing more:
+an acknowledged op is in ``relay_inbound`` before the ack, and applying moves the *applied*
+cursor in the same transaction as the appliers' writes, so a crash between the two commits
+leaves ops recorded but not applied, which the next catch-up (at start, or the next ring)
+applies. It costs an arriving batch a second commit: the link once applied a running room's ops
+inside its own transaction, calling into this actor from another, and two owners of one cursor
+is what issue 40 removed.
 
 That second commit is not fsynced (``store.write(durable=False)``, ``synchronous=NORMAL``): a
 process crash cannot undo it, and an OS crash or power loss that does leaves the applied cursor

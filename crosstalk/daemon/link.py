@@ -66,12 +66,14 @@ class LinkKeeper:
         timings: LinkTimings,
         posted: Callable[[float, float], None],
         connect: Connector | None = None,
+        ring: Callable[[str], bool] | None = None,
     ) -> None:
         self._store = store
         self._supervisor = supervisor
         self._events = events  # the router's inbox: each link instance gets a clone
         self._timings = timings
         self._posted = posted
+        self._ring = ring  # rings a running room's doorbell (Daemon.ring_room)
         # How the link opens its socket; the simulation (tests/sim) passes an in-memory relay,
         # and then no local relay process is started either.
         self._connect = connect
@@ -142,6 +144,7 @@ class LinkKeeper:
             connect=self._connect or open_relay_socket,
             reseal=resealer(self._store, keys),
             posted=self._posted,
+            ring=self._ring,
         )
         inbox = await self._supervisor.start_actor(LINK.name, link, channel=link.mailbox)
         self._link = link

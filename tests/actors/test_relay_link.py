@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import trio
@@ -44,6 +44,7 @@ async def ask(running: Running, frame: w.ClientFrame) -> w.RelayFrame | Crosstal
 
 async def post(running: Running, room: str, op_id: str, body: bytes) -> bool:
     """What a room's send does: commit the post to the outbox, then hand it to the link."""
+    assert running.store is not None
     item = await running.store.queue_post(room, op_id, body)
     if item is None:
         return False
@@ -62,13 +63,13 @@ def restarts(running: Running) -> int:
 
 @asynccontextmanager
 async def two_devices(
-    store_b: MemoryLinkStore,
+    store_b: MemoryLinkStore, ring_b: Callable[[str], bool] | None = None,
 ) -> AsyncIterator[tuple[FakeRelay, Running, Running]]:
     """ALICE's devices dev-a and dev-b (with ``store_b``) up on one fake relay, in room-1."""
     relay = FakeRelay()
     async with (
         run_link(relay, MemoryLinkStore(), ALICE, device="dev-a") as a,
-        run_link(relay, store_b, ALICE, device="dev-b") as b,
+        run_link(relay, store_b, ALICE, device="dev-b", ring=ring_b) as b,
     ):
         await next_event(a, LinkUp)
         await next_event(b, LinkUp)
@@ -464,3 +465,32 @@ async def test_an_idle_connection_outlives_the_send_timeout(
         await trio.sleep(60.0)
         assert relay.connects == [0.0]
         assert running.link.statistics().connected
+
+
+async def test_a_running_rooms_ops_ring_its_doorbell_and_go_nowhere_else(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Once committed, ops of a room whose actor runs ring its doorbell, once per batch (no
+    InboundOp through the router); a room with no running actor hears of each op as before."""
+    rung: list[str] = []
+
+    def ring(room: str) -> bool:
+        rung.append(room)
+        return room == "room-1"
+
+    store_b = MemoryLinkStore(commit_delay=1.0)
+    async with two_devices(store_b, ring) as (_relay, a, b):
+        assert await post(a, "room-1", "op-1", b"one")
+        await next_event(a, OpSent)
+        for n in (2, 3):  # both arrive while op-1's commit runs: one batch
+            assert await post(a, "room-1", f"op-{n}", b"more")
+        await trio.testing.wait_all_tasks_blocked()
+        await trio.sleep(5.0)
+        assert rung == ["room-1", "room-1"]
+        assert store_b.cursors["room-1"] == 3
+        while True:
+            try:
+                event = b.events.receive_nowait()
+            except trio.WouldBlock:
+                break
+            assert not isinstance(event, InboundOp), event

@@ -13,7 +13,7 @@ what clients send (``sends_hang``).
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import TypeVar
 
@@ -230,10 +230,10 @@ class MemoryLinkStore:
 @attrs.define
 class Running:
     link: RelayLink
-    store: MemoryLinkStore
     inbox: trio.MemorySendChannel[LinkCommand]
     events: trio.MemoryReceiveChannel[LinkOutput]
     supervisor: Supervisor
+    store: MemoryLinkStore | None = None
 
 
 @asynccontextmanager
@@ -245,18 +245,19 @@ async def run_link(
     device: str = "dev-a",
     fraction: float = 0.0,
     heartbeat: float = 5.0,
+    ring: Callable[[str], bool] | None = None,
 ) -> AsyncIterator[Running]:
     """Run one link under a real supervisor for the duration of the block."""
     send_events, events = trio.open_memory_channel[LinkOutput](100)
     link = RelayLink(
         url=URL, keys=keys, device=device, store=store, events=send_events,
-        timings=LinkTimings(), connect=relay.connect, fraction=lambda: fraction,
+        timings=LinkTimings(), connect=relay.connect, fraction=lambda: fraction, ring=ring,
     )
     supervisor = Supervisor(heartbeat=heartbeat)
     async with trio.open_nursery() as nursery:
         await nursery.start(supervisor.run)
         inbox = await supervisor.start_actor("relay-link", link, channel=link.mailbox)
-        yield Running(link, store, inbox, events, supervisor)
+        yield Running(link, inbox, events, supervisor, store)
         nursery.cancel_scope.cancel()
 
 
