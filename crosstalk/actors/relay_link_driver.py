@@ -221,7 +221,14 @@ class LinkDriver:
         if self._frames is None:
             return False
         try:
-            await self._frames.send(item)
+            # Without yielding while the writer's channel has room: a checkpoint per frame was
+            # a scheduler pass per frame for the driver (the writer wakes either way).
+            self._frames.send_nowait(item)
+        except trio.WouldBlock:
+            try:
+                await self._frames.send(item)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return False
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             return False  # the connection ended; Closed is on its way
         return True
