@@ -6,6 +6,7 @@ the link; the link answers every request by its deadline, and we bound our own w
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -24,6 +25,7 @@ from crosstalk.errors import CrosstalkError, RelayUnreachable, RemoteProtocolErr
 from crosstalk.wire import relay as w
 
 F = TypeVar("F", bound=w.RelayFrame)
+log = logging.getLogger(__name__)
 
 # Our own bound on top of the link's: the link answers every request by its deadline.
 _GRACE = 5.0
@@ -109,5 +111,30 @@ class RelayClient:
 
     async def committed(self, items: Sequence[OutboxItem], at: float) -> None:
         """Hand the link posts committed to the outbox at ``at`` (trio's clock); it posts each
-        when its turn comes. Waits only while the link's inbox is full."""
-        await self._inbox.send(Committed(tuple(items), at))
+        when its turn comes.
+
+        The rows are durable already and their senders have heard ``queued``, so this must not
+        be lost to a cancelled caller (a room stopping): it waits, shielded, only while the
+        link's inbox is full, and at most ``send_timeout``. A hand-over that cannot be made
+        (the link stopped, or stuck that long) leaves the rows to the outbox, which the link's
+        next instance loads.
+        """
+        command = Committed(tuple(items), at)
+        try:
+            self._inbox.send_nowait(command)  # no scheduler pass: the driver wakes either way
+            return
+        except trio.WouldBlock:
+            pass
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            log.info("relay link stopped; %d committed post(s) wait in the outbox", len(items))
+            return
+        with trio.CancelScope(shield=True), trio.move_on_after(self._timings.send_timeout):
+            try:
+                await self._inbox.send(command)
+                return
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                log.info("relay link stopped; %d committed post(s) wait in the outbox",
+                         len(items))
+                return
+        log.warning("relay link took no posts for %g s; %d committed post(s) wait in the outbox "
+                    "for its next start", self._timings.send_timeout, len(items))

@@ -112,4 +112,31 @@ async def test_what_a_send_also_writes_is_committed_with_it_or_not_at_all() -> N
 
 def _sender(store: Store) -> Sender:
     link_send, _link_receive = trio.open_memory_channel[LinkCommand](10)
-    return Sender(ROOM, store, ANA, RelayClient(link_send, LinkTimings()), lambda n: b"\0" * n)
+    return _sender_on(store, link_send)
+
+
+async def test_rows_committed_before_a_room_is_cancelled_still_reach_the_link() -> None:
+    """The senders heard ``queued`` and the rows are durable: a room cancelled while the link's
+    inbox is full still hands them over once the link takes them."""
+    link_send, link_receive = trio.open_memory_channel[LinkCommand](0)  # full: nobody reads yet
+    replies, answers = trio.open_memory_channel[Answer](10)
+    async with room_store() as store, trio.open_nursery() as nursery:
+        room = _sender_on(store, link_send)
+        scope = trio.CancelScope()
+
+        async def send() -> None:
+            with scope:
+                await room.send([_send("m1", replies)])
+
+        nursery.start_soon(send)
+        await trio.testing.wait_all_tasks_blocked()
+        assert answers.receive_nowait() == "m1"
+        scope.cancel()
+        with trio.fail_after(5):
+            handed = await link_receive.receive()
+        assert isinstance(handed, Committed)
+        assert [item.op_id for item in handed.items] == ["m1"]
+
+
+def _sender_on(store: Store, link: trio.MemorySendChannel[LinkCommand]) -> Sender:
+    return Sender(ROOM, store, ANA, RelayClient(link, LinkTimings()), lambda n: b"\0" * n)
