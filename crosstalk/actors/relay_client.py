@@ -114,19 +114,23 @@ class RelayClient:
         when its turn comes.
 
         The rows are durable already and their senders have heard ``queued``, so this must not
-        be lost to a cancelled caller (a room stopping): it waits, shielded, only while the
-        link's inbox is full, and at most ``send_timeout``. A hand-over that cannot be made
-        (the link stopped, or stuck that long) leaves the rows to the outbox, which the link's
-        next instance loads.
+        be lost to a cancelled caller (a room stopping): it is shielded, and waits while the
+        link's inbox is full at most ``send_timeout``. A hand-over that cannot be made (the link
+        stopped, or stuck that long) leaves the rows to the outbox, which the link's next
+        instance loads.
         """
         command = Committed(tuple(items), at)
         try:
-            self._inbox.send_nowait(command)  # no scheduler pass: the driver wakes either way
-            return
+            self._inbox.send_nowait(command)
         except trio.WouldBlock:
-            pass
+            pass  # full: wait below
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             log.info("relay link stopped; %d committed post(s) wait in the outbox", len(items))
+            return
+        else:
+            # Yield as a channel send does, but never cancelled: the rows are handed over. (No
+            # shield scope to enter and leave on this, the usual, path.)
+            await trio.lowlevel.cancel_shielded_checkpoint()
             return
         with trio.CancelScope(shield=True), trio.move_on_after(self._timings.send_timeout):
             try:
