@@ -19,8 +19,8 @@ stamp                    taken by
                          commit, the link's write and the relay's read are before it)
 ``inbound``              Ben's daemon, ``relay_inbound.received_at``: the op enters the
                          inbound transaction (the relay's commit and push, Ben's link read)
-``held``                 Ben's daemon, ``held_messages.received_at``: the room's actor, woken
-                         by the router, opens, verifies and applies the op in its own
+``held``                 Ben's daemon, ``held_messages.received_at``: the room's actor, rung
+                         by the link, opens, verifies and applies the op in its own
                          transaction, after the link's inbound commit (crosstalk/actors/room.py)
 ``decided``              Ben's gate, ``notices.created_at``: its triage, an applier in the same
                          inbound transaction, after the message is held

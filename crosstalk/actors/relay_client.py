@@ -1,4 +1,4 @@
-"""A typed handle on the relay-link actor's inbox: request/reply frames and posts.
+"""A typed handle on the relay-link actor's inbox: request/reply frames and committed posts.
 
 Each call carries its own one-shot reply channel (DESIGN §3), so callers never share state with
 the link; the link answers every request by its deadline, and we bound our own wait as well.
@@ -6,7 +6,8 @@ the link; the link answers every request by its deadline, and we bound our own w
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import trio
@@ -14,18 +15,17 @@ import trio
 from crosstalk.actors.relay_link import (
     LinkCommand,
     LinkTimings,
-    Post,
-    Queued,
     Request,
     RetryNow,
 )
-from crosstalk.actors.relay_link_api import OutboxWrite
-from crosstalk.core.link import RequestFrame
+from crosstalk.actors.relay_link_api import Committed
+from crosstalk.core.link import OutboxItem, RequestFrame
 from crosstalk.crypto import MAX_WORK_BITS, do_work
 from crosstalk.errors import CrosstalkError, RelayUnreachable, RemoteProtocolError
 from crosstalk.wire import relay as w
 
 F = TypeVar("F", bound=w.RelayFrame)
+log = logging.getLogger(__name__)
 
 # Our own bound on top of the link's: the link answers every request by its deadline.
 _GRACE = 5.0
@@ -109,18 +109,36 @@ class RelayClient:
         except (trio.WouldBlock, trio.BrokenResourceError, trio.ClosedResourceError):
             pass
 
-    async def post(
-        self, room: str, op_id: str, body: bytes, *, also: OutboxWrite | None = None,
-        pinned: bool = False,
-    ) -> None:
-        """Commit an op to the durable outbox, with ``also`` in the same transaction; returns
-        once it is queued (sent later). ``pinned``: it carries keys (see ``OutboxItem``)."""
-        send, receive = trio.open_memory_channel[Queued | CrosstalkError](1)
-        async with receive:
-            await self._inbox.send(Post(room, op_id, body, send, also, pinned))
-            with trio.move_on_after(self._timings.send_timeout + _GRACE):
-                answer = await receive.receive()
-                if isinstance(answer, CrosstalkError):
-                    raise answer
+    async def committed(self, items: Sequence[OutboxItem], at: float) -> None:
+        """Hand the link posts committed to the outbox at ``at`` (trio's clock); it posts each
+        when its turn comes.
+
+        The rows are durable already and their senders have heard ``queued``, so this must not
+        be lost to a cancelled caller (a room stopping): it is shielded, and waits while the
+        link's inbox is full at most ``send_timeout``. A hand-over that cannot be made (the link
+        stopped, or stuck that long) leaves the rows to the outbox, which the link's next
+        instance loads.
+        """
+        command = Committed(tuple(items), at)
+        try:
+            self._inbox.send_nowait(command)
+        except trio.WouldBlock:
+            pass  # full: wait below
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            log.info("relay link stopped; %d committed post(s) wait in the outbox", len(items))
+            return
+        else:
+            # Yield as a channel send does, but never cancelled: the rows are handed over. (No
+            # shield scope to enter and leave on this, the usual, path.)
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            return
+        with trio.CancelScope(shield=True), trio.move_on_after(self._timings.send_timeout):
+            try:
+                await self._inbox.send(command)
                 return
-        raise RelayUnreachable("The relay link did not queue the message in time.")
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                log.info("relay link stopped; %d committed post(s) wait in the outbox",
+                         len(items))
+                return
+        log.warning("relay link took no posts for %g s; %d committed post(s) wait in the outbox "
+                    "for its next start", self._timings.send_timeout, len(items))

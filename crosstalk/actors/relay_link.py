@@ -8,19 +8,24 @@ one boss). This actor runs, per instance:
   to the boss, then carries out what the boss decided: commits, answers, events for the rest of
   the daemon, and frames for the current connection's writer. It wakes on its own at the boss's
   next deadline (request timeouts, paused rooms, the redial after a backoff, the handshake limit).
-* the *commands* task: the inbox. ``Post`` is committed to the outbox before the caller hears
-  ``Queued`` (then the driver is told); ``Request`` and ``RetryNow`` go to the driver as they are.
+* no task of its own for commands: the inbox *is* the driver's input channel (``mailbox``, given
+  to the supervisor as the inbox), so a request or a post reaches the driver with no hand-off
+  between. A post arrives already committed to the outbox (``Committed``: the room that sealed
+  it committed it, and its sender heard ``queued`` after that commit).
 * the :class:`~crosstalk.actors.relay_socket.Dialer`: opens a connection when the boss says
   ``Dial``; per connection a reader (frames to the driver), the one writer, and a pinger.
 * the :class:`~crosstalk.actors.relay_socket.Vouch`: beats only through waits that carry their
   own bound (connect, close, backoff).
 
-The inbox is read with ``ctx.inbox.receive()``, never ``ctx.receive()``: idling there would vouch
-for the whole instance (see :mod:`crosstalk.actors.context`).
+The driver reads the inbox with ``receive()`` on ``ctx.inbox``, never ``ctx.receive()``: idling
+there would vouch for the whole instance (see :mod:`crosstalk.actors.context`).
 
 Durability (DESIGN.md §4): an inbound op and its cursor are committed in one transaction
 (``relay_inbound`` + ``relay_cursors``), handed to the consumer, and only then acknowledged; an
-outbox row becomes ``sent`` (with its seq) only on ``posted``. The ``events`` channel is the fast
+outbox row becomes ``sent`` (with its seq) only on ``posted``. A post reaches the link only once
+its outbox row is committed; a restart between that commit and the ``Committed`` command finds
+the row in the outbox it loads (the boss ignores the command then: ``OutboxItem`` ids up to the
+loaded ``outbox_through`` are known). The ``events`` channel is the fast
 path; after a crash a consumer finds anything it missed in ``relay_inbound``.
 
 Group commit: the ops among one batch of inputs (and any run of them among the boss's events)
@@ -36,7 +41,6 @@ from __future__ import annotations
 
 import logging
 import random
-import time
 from collections.abc import Awaitable, Callable
 
 import trio
@@ -44,6 +48,7 @@ import trio
 from crosstalk import crypto
 from crosstalk.actors.context import ActorContext
 from crosstalk.actors.relay_link_api import (
+    Committed,
     InboundOp,
     LinkCommand,
     LinkDown,
@@ -54,8 +59,6 @@ from crosstalk.actors.relay_link_api import (
     LinkUp,
     OpRefused,
     OpSent,
-    Post,
-    Queued,
     RelayPush,
     Request,
     RetryNow,
@@ -64,9 +67,7 @@ from crosstalk.actors.relay_link_driver import (
     INPUT_BUFFER,
     DriverInput,
     LinkDriver,
-    OutboxQueued,
     Seen,
-    answer,
 )
 from crosstalk.actors.relay_link_store import LinkStore, SqliteLinkStore
 from crosstalk.actors.relay_socket import (
@@ -77,13 +78,13 @@ from crosstalk.actors.relay_socket import (
     open_relay_socket,
 )
 from crosstalk.core.link import LinkBoss, LinkState, OutboxItem, Resealed
-from crosstalk.errors import CrosstalkError
+from crosstalk.errors import LocalProtocolError
 from crosstalk.store.db import Store
 
 __all__ = [
-    "Connector", "InboundOp", "LinkCommand", "LinkDown", "LinkOutput", "LinkStatus",
-    "LinkTimings", "LinkUp", "OpRefused", "OpSent", "Post", "Queued", "RelayLink", "RelayPush",
-    "RelaySocket", "Request", "RetryNow", "open_relay_socket",
+    "Committed", "Connector", "InboundOp", "LinkCommand", "LinkDown", "LinkOutput", "LinkStatus",
+    "LinkTimings", "LinkUp", "OpRefused", "OpSent", "RelayLink", "RelayPush", "RelaySocket",
+    "Request", "RetryNow", "open_relay_socket",
 ]
 
 log = logging.getLogger(__name__)
@@ -104,6 +105,9 @@ class RelayLink:
             (crosstalk.actors.room_reseal); without it such a post goes as it is.
         posted: told ``(seconds, now)`` for each post from its commit to the outbox to the
             relay's ``posted`` answer (``crosstalk status``'s send -> posted).
+        ring: rings the doorbell of a room whose actor runs, once its ops are recorded, and
+            says whether it did; a room it did not ring hears of them through ``events``
+            (``InboundOp``: the router starts its actor). Without it every op goes to ``events``.
     """
 
     def __init__(
@@ -119,8 +123,10 @@ class RelayLink:
         fraction: Callable[[], float] = random.random,
         reseal: Callable[[OutboxItem], Awaitable[Resealed]] | None = None,
         posted: Callable[[float, float], None] | None = None,
+        ring: Callable[[str], bool] | None = None,
     ) -> None:
         self._url = url
+        self._ring = ring
         self._posted = posted
         self._keys = keys
         self._device = device
@@ -132,6 +138,11 @@ class RelayLink:
         self._reseal = reseal
         self.history = LinkHistory()
         self._driver: LinkDriver | None = None
+        # The inbox is the driver's one input channel: the commands senders put there and what
+        # each instance's dialer reports share it, so a command reaches the driver with no task
+        # in between. It outlives instances, as an inbox does; the driver drops what an earlier
+        # instance's dialer left in it (``source``).
+        self.mailbox = trio.open_memory_channel[DriverInput](INPUT_BUFFER)
 
     def statistics(self) -> LinkStatus:
         """Where the link stands (connected, last error, outbox depth)."""
@@ -156,15 +167,19 @@ class RelayLink:
 
     async def run(
         self,
-        ctx: ActorContext[LinkCommand],
+        ctx: ActorContext[DriverInput],
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Serve until every sender has closed the inbox (or we are cancelled)."""
+        """Serve until cancelled (start it with ``channel=link.mailbox``)."""
+        inputs, taken = self.mailbox
+        if ctx.inbox is not taken:
+            raise LocalProtocolError("start the relay link with channel=link.mailbox")
         snapshot = await self._store.load(self._url)
         boss = LinkBoss(
             keys=self._keys, device=self._device, url=self._url,
             pinned_key=snapshot.pinned_key, cursors=snapshot.cursors, outbox=snapshot.outbox,
+            outbox_through=snapshot.outbox_through,
             handshake_timeout=self._t.connect_timeout,
         )
         t = self._t
@@ -173,50 +188,20 @@ class RelayLink:
                 "relay link: ping interval + timeout (%g s) is not under the heartbeat (%g s)",
                 t.ping_interval + t.ping_timeout, ctx.heartbeat,
             )
-        inputs, taken = trio.open_memory_channel[DriverInput](INPUT_BUFFER)
         dials, dialed = trio.open_memory_channel[None](1)
         vouch = Vouch(ctx.beat)
         dialer = Dialer(
-            url=self._url, timings=t, connect=self._connect, inputs=inputs.clone(),
+            url=self._url, timings=t, connect=self._connect, inputs=inputs,
             vouch=vouch, beat=ctx.beat,
         )
         driver = self._driver = LinkDriver(
             boss=boss, url=self._url, store=self._store, events=self._events,
             request_timeout=t.request_timeout, fraction=self._fraction, vouch=vouch,
             dials=dials, history=self.history, reseal=self._reseal, posted=self._posted,
+            source=dialer, ring=self._ring,
         )
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(driver.run, taken)
             nursery.start_soon(dialer.run, dialed)
             nursery.start_soon(vouch.run, ctx.heartbeat)
             task_status.started()
-            await self._commands(ctx, inputs)
-            nursery.cancel_scope.cancel()
-
-    async def _commands(
-        self, ctx: ActorContext[LinkCommand], inputs: trio.MemorySendChannel[DriverInput]
-    ) -> None:
-        while True:
-            try:
-                command = await ctx.inbox.receive()
-            except trio.EndOfChannel:
-                return
-            if isinstance(command, Post):
-                item = await self._queue(command)
-                if item is not None:
-                    await inputs.send(OutboxQueued(item, trio.current_time()))
-            else:
-                await inputs.send(command)
-
-    async def _queue(self, command: Post) -> OutboxItem | None:
-        """Commit a post to the outbox, then tell its caller it is queued."""
-        try:
-            item = await self._store.queue_post(
-                command.room, command.op_id, command.body, time.time(), also=command.also,
-                pinned=command.pinned,
-            )
-        except CrosstalkError as exc:
-            answer(command.reply, exc)
-            return None
-        answer(command.reply, Queued(command.op_id))
-        return item
+            await driver.run(ctx.inbox)

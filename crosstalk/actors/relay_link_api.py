@@ -14,7 +14,7 @@ import attrs
 import trio
 
 from crosstalk.actors.health import ActorHealth, ActorState
-from crosstalk.core.link import RequestFrame
+from crosstalk.core.link import OutboxItem, RequestFrame
 from crosstalk.errors import CrosstalkError
 from crosstalk.wire import relay as w
 
@@ -33,29 +33,19 @@ class LinkTimings:
 
 # --- inbox commands ----------------------------------------------------------------------------
 
-# Written in the transaction that commits a post to the outbox, after the outbox row: what the
-# sender keeps about its own op (``sent``'s row, the page's words) is then durable with the post
-# or not at all, with no commit of its own.
+# Written in the transaction that commits a post to the outbox, after the outbox row (the room's,
+# crosstalk.actors.room_send): what the sender keeps about its own op (``sent``'s row, the page's
+# words) is then durable with the post or not at all, with no commit of its own.
 OutboxWrite = Callable[[sqlite3.Connection], None]
 
 
-@attrs.frozen
-class Queued:
-    """A post's op is committed to the outbox (delivery state ``queued``)."""
-
-    op_id: str
-
-
 @attrs.frozen(eq=False)
-class Post:
-    """Send a sealed op to ``room``; ``reply`` (buffer >= 1) hears ``Queued`` or an error."""
+class Committed:
+    """Posts a room has committed to the outbox (its senders heard ``queued``): post each when
+    its turn comes. ``at`` is when they were committed (trio's clock: send -> posted)."""
 
-    room: str
-    op_id: str
-    body: bytes
-    reply: trio.MemorySendChannel[Queued | CrosstalkError] | None = None
-    also: OutboxWrite | None = None  # written in the outbox commit too
-    pinned: bool = False  # it carries keys: it goes under the epoch it was sealed for
+    items: tuple[OutboxItem, ...]
+    at: float
 
 
 @attrs.frozen(eq=False)
@@ -77,7 +67,7 @@ class RetryNow:
     """Skip what is left of the backoff: the relay is known to be back (we just restarted it)."""
 
 
-LinkCommand = Post | Request | RetryNow
+LinkCommand = Committed | Request | RetryNow
 
 
 # --- events for the rest of the daemon -----------------------------------------------------------

@@ -1,8 +1,9 @@
 """The relay link's driver: the one task that calls the boss, and what it carries out.
 
 Everything that happens to the link reaches the driver through one bounded channel of
-:data:`DriverInput`: frames the reader got, connections opened and closed (the dialer), requests,
-``RetryNow`` and outbox rows (the commands task). The driver loops:
+:data:`DriverInput`, the actor's inbox: requests, ``RetryNow`` and posts committed to the outbox
+(from the rest of the daemon), and frames the reader got and connections opened and closed (the
+dialer; what an earlier instance's dialer left there is dropped). The driver loops:
 
 1. carry out what the boss decided, in order: commits (a run of inbound ops is one transaction:
    the group commit), answers to callers, events for the rest of the daemon, the dial and drop
@@ -27,6 +28,7 @@ import trio
 
 from crosstalk import sim_hooks
 from crosstalk.actors.relay_link_api import (
+    Committed,
     InboundOp,
     LinkDown,
     LinkHistory,
@@ -34,13 +36,12 @@ from crosstalk.actors.relay_link_api import (
     LinkUp,
     OpRefused,
     OpSent,
-    Queued,
     RelayPush,
     Request,
     RetryNow,
 )
 from crosstalk.actors.relay_link_store import LinkStore
-from crosstalk.actors.relay_socket import Close, FrameIn, Opened, SocketInput, Vouch
+from crosstalk.actors.relay_socket import Close, Closed, FrameIn, Opened, SocketInput, Vouch
 from crosstalk.core.link import LinkBoss, LinkState, OutboxItem, Resealed
 from crosstalk.core.link import events as ev
 from crosstalk.errors import CrosstalkError
@@ -53,15 +54,8 @@ INPUT_BUFFER = 256
 """Inputs that may wait for the driver; a full channel holds the reader (and callers) back."""
 
 
-@attrs.frozen
-class OutboxQueued:
-    """The commands task committed ``item`` to the outbox (at ``at``, trio's clock)."""
-
-    item: OutboxItem
-    at: float | None = None
-
-
-DriverInput = SocketInput | Request | RetryNow | OutboxQueued
+DriverInput = SocketInput | Request | RetryNow | Committed
+SocketInputs = (Opened, FrameIn, Closed)
 
 
 @attrs.frozen
@@ -75,15 +69,8 @@ class Seen:
     attempts: int = 0
 
 
-def answer(
-    reply: trio.MemorySendChannel[w.RelayFrame | CrosstalkError]
-    | trio.MemorySendChannel[Queued | CrosstalkError]
-    | None,
-    value: object,
-) -> None:
+def answer(reply: trio.MemorySendChannel[w.RelayFrame | CrosstalkError], value: object) -> None:
     """Hand a one-shot answer over without waiting; a caller that left is not our problem."""
-    if reply is None:
-        return
     try:
         reply.send_nowait(value)  # type: ignore[arg-type]  # value matches the channel's kind
     except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -109,8 +96,14 @@ class LinkDriver:
         history: LinkHistory,
         reseal: Callable[[OutboxItem], Awaitable[Resealed]] | None = None,
         posted: Callable[[float, float], None] | None = None,
+        source: object = None,
+        ring: Callable[[str], bool] | None = None,
     ) -> None:
         self._boss = boss
+        self._ring = ring
+        # This instance's dialer: socket inputs from another (an instance before a restart left
+        # them in the inbox) are about a connection that is gone, and are dropped.
+        self._source = source
         # Send -> posted: when each item this instance queued was committed to the outbox, until
         # the relay's answer; ``posted(seconds, now)`` is told each. Items that leave the outbox
         # leave this too, so it holds at most the outbox.
@@ -140,7 +133,8 @@ class LinkDriver:
                 batch = await self._next_batch(taken)
                 now = trio.current_time()
                 for item in batch:
-                    self._feed(item, now)
+                    if not isinstance(item, SocketInputs) or item.source is self._source:
+                        self._feed(item, now)
                 self._step("tick", partial(self._boss.tick, now))
                 self._publish()
         finally:
@@ -166,10 +160,11 @@ class LinkDriver:
         boss = self._boss
         if isinstance(item, FrameIn):
             self._step("frame", partial(boss.frame_received, item.text, now))
-        elif isinstance(item, OutboxQueued):
-            if item.at is not None and self._posted is not None:
-                self._queued_at[item.item.id] = item.at
-            boss.post_queued(item.item, now)
+        elif isinstance(item, Committed):
+            for row in item.items:
+                if self._posted is not None:
+                    self._queued_at[row.id] = item.at
+                boss.post_queued(row, now)
         elif isinstance(item, Request):
             timeout = self._request_timeout if item.timeout is None else item.timeout
             boss.request(item.frame, item.reply, now=now, timeout=timeout)
@@ -226,19 +221,35 @@ class LinkDriver:
         if self._frames is None:
             return False
         try:
-            await self._frames.send(item)
+            # Without yielding while the writer's channel has room: a checkpoint per frame was
+            # a scheduler pass per frame for the driver (the writer wakes either way).
+            self._frames.send_nowait(item)
+        except trio.WouldBlock:
+            try:
+                await self._frames.send(item)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return False
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             return False  # the connection ended; Closed is on its way
         return True
 
     async def _arrived(self, ops: list[w.Op]) -> None:
-        """Commit inbound ops with their cursors, then hand each on and acknowledge it."""
+        """Commit inbound ops with their cursors, then hand each on and acknowledge it.
+
+        Handing on is ringing the room's doorbell, once per room and batch, when its actor runs
+        (no hop through the router: the room reads what arrived from the store); otherwise the
+        router hears of each op and starts the room."""
         await self._store.commit_inbound_many(ops, time.time())
+        rung: set[str] = set()
         for op in ops:
             await sim_hooks.handoff("handoff.link_to_router")
-            await self._events.send(
-                InboundOp(op.room, op.seq, op.sender, op.op_id, op.body, op.ts)
-            )
+            if op.room not in rung:
+                if self._ring is not None and self._ring(op.room):
+                    rung.add(op.room)
+                else:
+                    await self._events.send(
+                        InboundOp(op.room, op.seq, op.sender, op.op_id, op.body, op.ts)
+                    )
             self._boss.op_committed(op.room, op.seq)
 
     async def _handle(self, event: ev.LinkEvent) -> None:

@@ -8,12 +8,10 @@ autojump clock does not wait for when it runs in a worker thread.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from collections.abc import Sequence
 from typing import Protocol
 
-from crosstalk.actors.relay_link_api import OutboxWrite
 from crosstalk.core.link import OutboxItem
 from crosstalk.errors import CrosstalkError
 from crosstalk.store import link
@@ -23,16 +21,10 @@ from crosstalk.wire import relay as w
 
 
 class LinkStore(Protocol):
-    """Durable state of the relay link. Every method returns after its commit."""
+    """Durable state of the relay link. Every method returns after its commit. (Posts are
+    committed to the outbox by the room that seals them: crosstalk.actors.room_send.)"""
 
     async def load(self, url: str) -> LinkSnapshot: ...
-
-    async def queue_post(
-        self, room: str, op_id: str, body: bytes, now: float, *, also: OutboxWrite | None = None,
-        pinned: bool = False,
-    ) -> OutboxItem | None:
-        """Commit a post to the outbox, and ``also`` in the same transaction; ``None`` if that
-        op_id was already sent. ``pinned``: it carries keys (see ``OutboxItem``)."""
 
     async def commit_inbound(self, op: w.Op, received_at: float) -> bool:
         """Commit an inbound op and advance its room's cursor; ``True`` if it is new here."""
@@ -67,18 +59,6 @@ class SqliteLinkStore:
 
     async def load(self, url: str) -> LinkSnapshot:
         return await self._store.read(lambda conn: link.load(conn, url))
-
-    async def queue_post(
-        self, room: str, op_id: str, body: bytes, now: float, *, also: OutboxWrite | None = None,
-        pinned: bool = False,
-    ) -> OutboxItem | None:
-        def queue(conn: sqlite3.Connection) -> OutboxItem | None:
-            item = link.queue_post(conn, room, op_id, body, now, pinned=pinned)
-            if also is not None:
-                also(conn)  # idempotent by op id, like the outbox row: a retry writes it again
-            return item
-
-        return await self._store.write(queue)
 
     async def commit_inbound(self, op: w.Op, received_at: float) -> bool:
         return await self._store.write(lambda conn: link.commit_inbound(conn, op, received_at))

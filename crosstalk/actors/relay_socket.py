@@ -6,7 +6,8 @@ each time the driver says :class:`Dial <crosstalk.core.link.events.Dial>`, and p
 * a reader: each frame goes to the driver's input channel as :class:`FrameIn` (a full channel
   stops the reader: that is the backpressure on a flood), and proves we are alive (a beat);
 * the writer, the only task that sends: it drains the connection's frame channel, each send
-  under ``send_timeout``; a :class:`Close` in that channel ends the connection with its reason;
+  under ``send_timeout`` (one cancel scope, armed only while a frame is being sent); a
+  :class:`Close` in that channel ends the connection with its reason;
 * a pinger: ``ws.ping()`` under ``ping_timeout`` every ``ping_interval``, a beat per pong.
 
 It reports :class:`Opened` (with the connection's frame channel) and, once the connection is
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import math
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -136,11 +138,16 @@ class Close:
     reason: str
 
 
+# Each carries ``source``, the dialer that reports it: the inbox they share with the commands
+# outlives the actor's instances, and a new instance drops what its predecessor's dialer left.
+
+
 @attrs.frozen(eq=False)
 class Opened:
     """A connection is open; ``frames`` feeds its writer (closed when the connection ends)."""
 
     frames: trio.MemorySendChannel[str | Close]
+    source: object = None
 
 
 @attrs.frozen
@@ -148,6 +155,7 @@ class FrameIn:
     """One frame read from the relay."""
 
     text: str | bytes
+    source: object = None
 
 
 @attrs.frozen
@@ -155,6 +163,7 @@ class Closed:
     """The connection (or the attempt to open one) ended, for ``reason``."""
 
     reason: str
+    source: object = None
 
 
 SocketInput = Opened | FrameIn | Closed
@@ -207,7 +216,7 @@ class Dialer:
         """One connection per dial order, each reported closed once it is."""
         async for _ in dials:
             reason = await self._one_connection()
-            await self._inputs.send(Closed(reason))
+            await self._inputs.send(Closed(reason, self))
 
     async def _one_connection(self) -> str:
         """Connect, serve one connection until it fails, close it; return why it ended."""
@@ -218,7 +227,7 @@ class Dialer:
             async with self._connect(self._url, t) as ws:
                 self._beat()
                 send, receive = trio.open_memory_channel[str | Close](WRITE_BUFFER)
-                await self._inputs.send(Opened(send))
+                await self._inputs.send(Opened(send, self))
                 async with receive, trio.open_nursery() as nursery:
                     for task in (self._reader, self._pinger):
                         nursery.start_soon(self._guard, task(ws), nursery.cancel_scope, ended)
@@ -246,16 +255,33 @@ class Dialer:
         while True:
             text = await ws.get_message()
             self._beat()
-            await self._inputs.send(FrameIn(text))
+            await self._inputs.send(FrameIn(text, self))
 
     async def _writer(
         self, ws: RelaySocket, frames: trio.MemoryReceiveChannel[str | Close]
     ) -> None:
-        async for item in frames:
-            if isinstance(item, Close):
-                raise ConnectionDropped(item.reason)
-            with trio.fail_after(self._t.send_timeout):
-                await ws.send_message(item)
+        # One cancel scope for the connection's life, armed (``send_timeout``) only while a
+        # frame is being sent and disarmed once the channel is drained: entering and leaving a
+        # scope per frame was a measurable part of each send's scheduling cost.
+        limit = self._t.send_timeout
+        with trio.CancelScope() as bound:
+            while True:
+                try:
+                    batch = [await frames.receive()]
+                except trio.EndOfChannel:
+                    return  # the driver let go of this connection
+                while True:
+                    try:
+                        batch.append(frames.receive_nowait())
+                    except trio.WouldBlock:
+                        break
+                for item in batch:
+                    if isinstance(item, Close):
+                        raise ConnectionDropped(item.reason)
+                    bound.deadline = trio.current_time() + limit
+                    await ws.send_message(item)
+                bound.deadline = math.inf
+        raise trio.TooSlowError(f"a frame to the relay took longer than {limit:g} s to send")
 
     async def _pinger(self, ws: RelaySocket) -> None:
         while True:

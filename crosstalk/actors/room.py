@@ -19,15 +19,16 @@ appliers of each batch, inside the transaction, so that it may keep what it read
 batch and write once at its end (room memory does). Appliers still see every op one by one, in
 order, so a scope changes how much a batch costs, never what it does.
 
-One way in: this actor is the only one that applies its room's ops. The relay link records
-what arrives (the ops and the relay cursor, in one commit, before it acknowledges them) and the
-router rings this room's doorbell; nobody applies for the room from outside and nobody calls
-this actor's methods. Durability needs nothing more: an acknowledged op is in
-``relay_inbound`` before the ack, and applying moves the *applied* cursor in the same
-transaction as the appliers' writes, so a crash between the two commits leaves ops recorded but
-not applied, which the next catch-up (at start, or the next ring) applies. It costs an arriving
-batch a second commit: the link once applied a running room's ops inside its own transaction,
-calling into this actor from another, and two owners of one cursor is what issue 40 removed.
+One way in: this actor is the only one that applies its room's ops. The relay link records what
+arrives (the ops and the relay cursor, in one commit, before it acknowledges them) and rings
+this room's doorbell (the router does, for a room whose actor was not running); nobody applies
+for the room from outside and nobody calls this actor's methods. Durability needs nothing more:
+an acknowledged op is in ``relay_inbound`` before the ack, and applying moves the *applied*
+cursor in the same transaction as the appliers' writes, so a crash between the two commits
+leaves ops recorded but not applied, which the next catch-up (at start, or the next ring)
+applies. It costs an arriving batch a second commit: the link once applied a running room's ops
+inside its own transaction, calling into this actor from another, and two owners of one cursor
+is what issue 40 removed.
 
 That second commit is not fsynced (``store.write(durable=False)``, ``synchronous=NORMAL``): a
 process crash cannot undo it, and an OS crash or power loss that does leaves the applied cursor
@@ -78,7 +79,7 @@ log = logging.getLogger(__name__)
 
 BATCH = 200
 LOOKAHEAD = 1000  # ops looked through for a missing key per wake, while held
-OUTBOUND_BUFFER = 16
+SEND_BATCH = 64  # sends sealed and committed together, at most
 
 
 @attrs.frozen
@@ -159,29 +160,34 @@ class RoomActor:
         # Inbound and outbound run as separate tasks: a listener told about an applied op may
         # itself send into this room (a receipt, an automatic refusal) and wait for it; with one
         # loop that wait would be on ourselves.
-        outbound_send, outbound_receive = trio.open_memory_channel[SendOp](OUTBOUND_BUFFER)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._inbound, ctx)
-            nursery.start_soon(self._outbound, outbound_receive)
             task_status.started()
-            while True:
-                item = await ctx.receive()
-                if isinstance(item, Wake):
-                    self._doorbell.ring()
-                else:
-                    await sim_hooks.handoff("handoff.room_outbound")
-                    await outbound_send.send(item)
+            await self._outbound(ctx)
 
     async def _inbound(self, ctx: ActorContext[RoomInput]) -> None:
         while True:
             await self._catch_up(ctx)
             await self._index_for_search(ctx)
-            await self._doorbell.wait()  # the main task beats while it waits on the inbox
+            await self._doorbell.wait()  # the outbound task beats while it waits on the inbox
 
-    async def _outbound(self, items: trio.MemoryReceiveChannel[SendOp]) -> None:
+    async def _outbound(self, ctx: ActorContext[RoomInput]) -> None:
+        """Read the inbox: ring the doorbell for a ``Wake``, and seal and queue every send
+        waiting there in one commit (crosstalk.actors.room_send)."""
         sender = Sender(self._room, self._store, self._keys, self._relay, self._random)
-        async for item in items:
-            await sender.send(item)
+        while True:
+            waiting = [await ctx.receive()]
+            while len(waiting) < SEND_BATCH:
+                try:
+                    waiting.append(ctx.inbox.receive_nowait())
+                except trio.WouldBlock:
+                    break
+            sends = [item for item in waiting if isinstance(item, SendOp)]
+            if len(sends) < len(waiting):
+                self._doorbell.ring()
+            if sends:
+                await sender.send(sends)
+                ctx.beat()
 
     # --- inbound ---------------------------------------------------------------------------------
 

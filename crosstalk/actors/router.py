@@ -1,7 +1,8 @@
 """The router: where everything the relay link reports goes next.
 
 Its inbox is the link's ``events`` channel (plus a few registration commands): committed inbound
-ops wake their room's actor, pairing-slot pushes go to the pairing actor that registered the
+ops of a room whose actor is not running start and wake it (the link rings a running room's
+doorbell itself), pairing-slot pushes go to the pairing actor that registered the
 slot, invitations wake whoever waits for them, presence is remembered, and ``sent`` outcomes
 wake whoever waits on that op. It holds no durable state: after a restart it wakes every room
 (``LinkUp``), and each room catches up from the store.

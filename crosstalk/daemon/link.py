@@ -22,7 +22,6 @@ from crosstalk.actors.local_relay_keeper import LocalRelayKeeper
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.actors.relay_link import (
     Connector,
-    LinkCommand,
     LinkOutput,
     LinkStatus,
     LinkTimings,
@@ -67,12 +66,14 @@ class LinkKeeper:
         timings: LinkTimings,
         posted: Callable[[float, float], None],
         connect: Connector | None = None,
+        ring: Callable[[str], bool] | None = None,
     ) -> None:
         self._store = store
         self._supervisor = supervisor
         self._events = events  # the router's inbox: each link instance gets a clone
         self._timings = timings
         self._posted = posted
+        self._ring = ring  # rings a running room's doorbell (Daemon.ring_room)
         # How the link opens its socket; the simulation (tests/sim) passes an in-memory relay,
         # and then no local relay process is started either.
         self._connect = connect
@@ -143,10 +144,9 @@ class LinkKeeper:
             connect=self._connect or open_relay_socket,
             reseal=resealer(self._store, keys),
             posted=self._posted,
+            ring=self._ring,
         )
-        inbox: trio.MemorySendChannel[LinkCommand] = await self._supervisor.start_actor(
-            LINK.name, link
-        )
+        inbox = await self._supervisor.start_actor(LINK.name, link, channel=link.mailbox)
         self._link = link
         self._relay = RelayClient(inbox, self._timings)
         if local and not self._keeping_relay:

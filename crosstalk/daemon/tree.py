@@ -126,7 +126,7 @@ class Daemon:
         # The relay link: its actor, its handle, its store, the local relay's keeper.
         self.link = LinkKeeper(
             store=store, supervisor=supervisor, events=self.router, timings=timings,
-            posted=self.latency.send_posted.observe, connect=connect,
+            posted=self.latency.send_posted.observe, connect=connect, ring=self.ring_room,
         )
         self.link_store = self.link.store
         # What every feature is given: its capabilities, never this object (daemon_caps).
@@ -317,6 +317,15 @@ class Daemon:
         never lost (the room's doorbell is level-triggered and outlives the actor's restarts)."""
         if await self.room_inbox(room_id) is not None:
             self._doorbells[room_id].ring()
+
+    def ring_room(self, room_id: str) -> bool:
+        """Ring a running room's doorbell (the relay link, once it has recorded the room's ops);
+        False, and nothing rung, when the room's actor is not running (the router starts it)."""
+        doorbell = self._doorbells.get(room_id)
+        if doorbell is None or room_id not in self._rooms:
+            return False
+        doorbell.ring()
+        return True
 
     async def start(self) -> None:
         """Start the declared children in order (a feature's start hooks run after its own

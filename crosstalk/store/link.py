@@ -37,6 +37,7 @@ class LinkSnapshot:
     pinned_key: bytes | None
     cursors: dict[str, int]
     outbox: list[OutboxItem]
+    outbox_through: int = 0  # the highest outbox id ever committed (see ``LinkBoss``)
 
 
 def pinned_keys(conn: sqlite3.Connection) -> dict[str, str]:
@@ -61,7 +62,9 @@ def load(conn: sqlite3.Connection, url: str) -> LinkSnapshot:
         for id, room, op_id, body, pinned in rows
     ]
     key = base64.b64decode(pinned) if pinned is not None else None
-    return LinkSnapshot(key, cursors, outbox)
+    # AUTOINCREMENT keeps the highest id ever given here, even once its row is trimmed.
+    through = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'").fetchone()
+    return LinkSnapshot(key, cursors, outbox, int(through[0]) if through else 0)
 
 
 def queue_post(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import trio
@@ -10,16 +10,16 @@ import trio.testing
 
 from crosstalk import crypto
 from crosstalk.actors.relay_link import (
+    Committed,
     InboundOp,
     LinkDown,
     LinkUp,
     OpSent,
-    Post,
-    Queued,
     RelayPush,
     Request,
     RetryNow,
 )
+from crosstalk.actors.relay_socket import Closed, FrameIn
 from crosstalk.errors import CrosstalkError, RelayUnreachable
 from crosstalk.features.membership.history import create_frame
 from crosstalk.wire import relay as w
@@ -42,11 +42,14 @@ async def ask(running: Running, frame: w.ClientFrame) -> w.RelayFrame | Crosstal
         return await receive.receive()
 
 
-async def post(running: Running, room: str, op_id: str, body: bytes) -> Queued | CrosstalkError:
-    send, receive = trio.open_memory_channel[Queued | CrosstalkError](1)
-    await running.inbox.send(Post(room, op_id, body, send))
-    with trio.fail_after(60):
-        return await receive.receive()
+async def post(running: Running, room: str, op_id: str, body: bytes) -> bool:
+    """What a room's send does: commit the post to the outbox, then hand it to the link."""
+    assert running.store is not None
+    item = await running.store.queue_post(room, op_id, body)
+    if item is None:
+        return False
+    await running.inbox.send(Committed((item,), trio.current_time()))
+    return True
 
 
 async def create_room(running: Running, keys: crypto.Keys, room: str) -> None:
@@ -60,13 +63,13 @@ def restarts(running: Running) -> int:
 
 @asynccontextmanager
 async def two_devices(
-    store_b: MemoryLinkStore,
+    store_b: MemoryLinkStore, ring_b: Callable[[str], bool] | None = None,
 ) -> AsyncIterator[tuple[FakeRelay, Running, Running]]:
     """ALICE's devices dev-a and dev-b (with ``store_b``) up on one fake relay, in room-1."""
     relay = FakeRelay()
     async with (
         run_link(relay, MemoryLinkStore(), ALICE, device="dev-a") as a,
-        run_link(relay, store_b, ALICE, device="dev-b") as b,
+        run_link(relay, store_b, ALICE, device="dev-b", ring=ring_b) as b,
     ):
         await next_event(a, LinkUp)
         await next_event(b, LinkUp)
@@ -152,7 +155,7 @@ async def test_the_outbox_is_flushed_in_order_after_a_reconnect(
         relay.drop_all()
         await next_event(running, LinkDown)
         for n in range(1, 4):
-            assert await post(running, "room-1", f"op-{n}", b"sealed") == Queued(f"op-{n}")
+            assert await post(running, "room-1", f"op-{n}", b"sealed")
         assert relay.frames(w.Post) == []
         relay.accepting = True
         sent = [await next_event(running, OpSent) for _ in range(3)]
@@ -170,7 +173,7 @@ async def test_an_inbound_op_is_acknowledged_only_after_its_commit(
     store_b = MemoryLinkStore(commit_delay=1.5)
     async with two_devices(store_b) as (relay, a, b):
         started = trio.current_time()
-        assert await post(a, "room-1", "op-1", b"sealed") == Queued("op-1")
+        assert await post(a, "room-1", "op-1", b"sealed")
         op = await next_event(b, InboundOp)
         assert op == InboundOp("room-1", 1, ALICE.fingerprint, "op-1", b"sealed", op.relay_ts)
         await trio.testing.wait_all_tasks_blocked()
@@ -259,22 +262,41 @@ async def test_stopping_the_link_answers_waiting_requests(
         assert trio.current_time() == 1.0
 
 
-async def test_a_post_is_queued_only_once_committed_and_sent_after(
+async def test_a_committed_post_goes_out_at_once(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    """The caller hears Queued when the outbox commit finishes; the relay hears the post after."""
+    """The link is handed a post after its outbox commit; the relay hears it at that instant."""
     relay, store = FakeRelay(), MemoryLinkStore()
     async with run_link(relay, store, ALICE) as running:
         await next_event(running, LinkUp)
         await create_room(running, ALICE, "room-1")
         store.commit_delay = 1.0
         start = trio.current_time()
-        assert await post(running, "room-1", "op-1", b"sealed") == Queued("op-1")
-        assert trio.current_time() == start + 1.0
+        assert await post(running, "room-1", "op-1", b"sealed")
         assert [t for t, what in store.commits if what == "queue op-1"] == [start + 1.0]
         await next_event(running, OpSent)
         [heard] = relay.frames(w.Post)
         assert heard.at == start + 1.0
+
+
+async def test_a_post_handed_over_after_a_restart_that_loaded_it_goes_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A restart between a post's commit and its hand-over: the new instance loads the row and
+    posts it; the late hand-over is ignored (its id is up to the loaded outbox_through), even
+    once the row has left the outbox."""
+    relay, store = FakeRelay(), MemoryLinkStore()
+    async with run_link(relay, store, ALICE) as running:
+        await next_event(running, LinkUp)
+        await create_room(running, ALICE, "room-1")
+        await running.supervisor.stop_actor("relay-link")
+    item = await store.queue_post("room-1", "op-1", b"sealed")
+    assert item is not None
+    async with run_link(relay, store, ALICE) as running:
+        assert await next_event(running, OpSent) == OpSent("room-1", "op-1", 1)
+        await running.inbox.send(Committed((item,), trio.current_time()))
+        await trio.testing.wait_all_tasks_blocked()
+        assert [h.frame.op_id for h in relay.frames(w.Post)] == ["op-1"]  # type: ignore[attr-defined]
 
 
 async def test_an_outbox_left_by_a_previous_run_is_flushed_in_order_at_start(
@@ -287,7 +309,7 @@ async def test_an_outbox_left_by_a_previous_run_is_flushed_in_order_at_start(
         await create_room(running, ALICE, "room-1")
         await running.supervisor.stop_actor("relay-link")
     for n in (1, 2, 3):
-        await store.queue_post("room-1", f"op-{n}", b"sealed", 0.0)
+        await store.queue_post("room-1", f"op-{n}", b"sealed")
     async with run_link(relay, store, ALICE) as running:
         sent = [await next_event(running, OpSent) for _ in range(3)]
         assert [(s.op_id, s.seq) for s in sent] == [("op-1", 1), ("op-2", 2), ("op-3", 3)]
@@ -316,10 +338,10 @@ async def test_ops_that_arrive_during_a_commit_share_the_next_one(
     store_b = MemoryLinkStore(commit_delay=1.5)
     async with two_devices(store_b) as (relay, a, b):
         started = trio.current_time()
-        assert await post(a, "room-1", "op-1", b"one") == Queued("op-1")
+        assert await post(a, "room-1", "op-1", b"one")
         await trio.sleep(0.5)  # the scenario: the others come while op-1's commit runs
         for n in (2, 3, 4):
-            assert await post(a, "room-1", f"op-{n}", b"more") == Queued(f"op-{n}")
+            assert await post(a, "room-1", f"op-{n}", b"more")
         arrived = [await next_event(b, InboundOp) for _ in range(4)]
         await trio.testing.wait_all_tasks_blocked()
         inbound = [(t, what) for t, what in store_b.commits if what.startswith("inbound")]
@@ -344,10 +366,10 @@ async def test_ops_stay_in_order_when_another_task_carries_out_events_during_a_c
     store_b = MemoryLinkStore(inbound_delays=[2.0, 0.1])
     async with two_devices(store_b) as (_, a, b):
         started = trio.current_time()
-        assert await post(a, "room-1", "op-1", b"one") == Queued("op-1")
+        assert await post(a, "room-1", "op-1", b"one")
         await trio.sleep(0.5)  # op 1's commit at dev-b is under way
         for n in (2, 3):
-            assert await post(a, "room-1", f"op-{n}", b"more") == Queued(f"op-{n}")
+            assert await post(a, "room-1", f"op-{n}", b"more")
         await trio.sleep(0.1)
         assert isinstance(await ask(b, w.ListRooms(0)), w.RoomList)
         arrived = [await next_event(b, InboundOp) for _ in range(3)]
@@ -369,10 +391,10 @@ async def test_a_commit_under_way_when_the_connection_drops_finishes_and_later_o
     store_b = MemoryLinkStore(inbound_delays=[2.0])
     async with two_devices(store_b) as (relay, a, b):
         started = trio.current_time()
-        assert await post(a, "room-1", "op-1", b"one") == Queued("op-1")
+        assert await post(a, "room-1", "op-1", b"one")
         await trio.sleep(0.5)  # op 1's commit at dev-b is under way
         for n in (2, 3):
-            assert await post(a, "room-1", f"op-{n}", b"more") == Queued(f"op-{n}")
+            assert await post(a, "room-1", f"op-{n}", b"more")
         await trio.sleep(0.1)
         relay.drop_all()
         arrived = [await next_event(b, InboundOp) for _ in range(3)]
@@ -391,3 +413,84 @@ async def test_a_commit_under_way_when_the_connection_drops_finishes_and_later_o
                 assert not isinstance(event, InboundOp), event
                 continue
             break
+
+
+async def test_what_an_earlier_instances_dialer_left_in_the_inbox_is_dropped(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The inbox is the driver's input channel and outlives instances: a frame or a close from a
+    connection of an instance before a restart says nothing about the current one."""
+    relay, store = FakeRelay(), MemoryLinkStore()
+    async with run_link(relay, store, ALICE) as running:
+        await next_event(running, LinkUp)
+        gone = object()  # an earlier instance's dialer
+        await running.inbox.send(FrameIn("{not json", gone))  # type: ignore[arg-type]
+        await running.inbox.send(Closed("an old connection ended", gone))  # type: ignore[arg-type]
+        await trio.testing.wait_all_tasks_blocked()
+        assert running.link.statistics().connected
+        assert relay.connects == [0.0]
+        await create_room(running, ALICE, "room-1")  # and the link still serves
+
+
+async def test_a_send_that_hangs_ends_the_connection_at_the_send_timeout(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A frame the socket does not take within ``send_timeout`` (10 s) ends the connection at
+    that instant, and the link dials again; the actor itself is not restarted."""
+    relay, store = FakeRelay(), MemoryLinkStore()
+    async with run_link(relay, store, ALICE) as running:
+        await next_event(running, LinkUp)
+        relay.sends_hang = True
+        start = trio.current_time()
+        create, _ = create_frame(ALICE, "room-1")
+        reply, _answer = trio.open_memory_channel[w.RelayFrame | CrosstalkError](1)
+        await running.inbox.send(Request(create, reply))
+        down = await next_event(running, LinkDown)
+        assert "took longer than 10 s" in down.reason
+        assert trio.current_time() == start + 10.0
+        relay.sends_hang = False
+        await next_event(running, LinkUp)
+        assert restarts(running) == 0
+
+
+async def test_an_idle_connection_outlives_the_send_timeout(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The writer's bound is armed only while a frame is being sent: a minute with nothing to
+    send, after a frame, does not end the connection."""
+    relay, store = FakeRelay(), MemoryLinkStore()
+    async with run_link(relay, store, ALICE) as running:
+        await next_event(running, LinkUp)
+        await create_room(running, ALICE, "room-1")
+        await trio.sleep(60.0)
+        assert relay.connects == [0.0]
+        assert running.link.statistics().connected
+
+
+async def test_a_running_rooms_ops_ring_its_doorbell_and_go_nowhere_else(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Once committed, ops of a room whose actor runs ring its doorbell, once per batch (no
+    InboundOp through the router); a room with no running actor hears of each op as before."""
+    rung: list[str] = []
+
+    def ring(room: str) -> bool:
+        rung.append(room)
+        return room == "room-1"
+
+    store_b = MemoryLinkStore(commit_delay=1.0)
+    async with two_devices(store_b, ring) as (_relay, a, b):
+        assert await post(a, "room-1", "op-1", b"one")
+        await next_event(a, OpSent)
+        for n in (2, 3):  # both arrive while op-1's commit runs: one batch
+            assert await post(a, "room-1", f"op-{n}", b"more")
+        await trio.testing.wait_all_tasks_blocked()
+        await trio.sleep(5.0)
+        assert rung == ["room-1", "room-1"]
+        assert store_b.cursors["room-1"] == 3
+        while True:
+            try:
+                event = b.events.receive_nowait()
+            except trio.WouldBlock:
+                break
+            assert not isinstance(event, InboundOp), event

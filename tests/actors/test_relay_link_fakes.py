@@ -3,7 +3,8 @@
 :class:`FakeRelay` runs the real relay core (``relay.core.RelayCore``) behind memory-channel
 "sockets", so the handshake, rooms, log and cursors behave as the real relay's do, with no socket
 in flight (autojump_clock needs that). It records every frame a client sends, with its virtual
-time, and can refuse connections, drop them, or freeze (stop answering pings).
+time, and can refuse connections, drop them, freeze (stop answering pings), or stop taking
+what clients send (``sends_hang``).
 
 :class:`MemoryLinkStore` keeps the link's durable state in dicts; each commit takes
 ``commit_delay`` virtual seconds and is recorded with the time it completed.
@@ -12,7 +13,7 @@ time, and can refuse connections, drop them, or freeze (stop answering pings).
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from typing import TypeVar
 
@@ -29,7 +30,6 @@ from crosstalk.actors.relay_link import (
     RelayLink,
     RelaySocket,
 )
-from crosstalk.actors.relay_link_api import OutboxWrite
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.core.link import OutboxItem
 from crosstalk.errors import CrosstalkError
@@ -72,6 +72,8 @@ class FakeSocket:
         return text
 
     async def send_message(self, message: str) -> None:
+        if self.relay.sends_hang:
+            await trio.sleep_forever()  # a socket whose send buffer stays full
         await trio.lowlevel.checkpoint()
         if self.closed:
             raise ConnectionClosed(None)
@@ -97,6 +99,7 @@ class FakeRelay:
         self.connects: list[float] = []
         self.accepting = True
         self.frozen = False
+        self.sends_hang = False
         self._next = 0
 
     def received(self, conn: int, text: str) -> None:
@@ -165,6 +168,7 @@ class MemoryLinkStore:
         self.pins = dict(pinned or {})
         self.cursors: dict[str, int] = {}
         self.outbox: dict[str, Row] = {}
+        self.ids = 0  # the last outbox id given (ids are never reused, as AUTOINCREMENT's)
         self.inbound: dict[tuple[str, str], w.Op] = {}
         self.commits: list[tuple[float, str]] = []
 
@@ -175,18 +179,15 @@ class MemoryLinkStore:
     async def load(self, url: str) -> LinkSnapshot:
         await trio.lowlevel.checkpoint()
         queued = [r.item for r in self.outbox.values() if r.state == "queued"]
-        return LinkSnapshot(self.pins.get(url), dict(self.cursors), queued)
+        return LinkSnapshot(self.pins.get(url), dict(self.cursors), queued, self.ids)
 
-    async def queue_post(
-        self, room: str, op_id: str, body: bytes, now: float, *, also: OutboxWrite | None = None,
-        pinned: bool = False,
-    ) -> OutboxItem | None:
-        assert also is None, "no SQL here: a test of what a post also writes uses SqliteLinkStore"
+    async def queue_post(self, room: str, op_id: str, body: bytes) -> OutboxItem | None:
+        """What a room's send commits (crosstalk.actors.room_send); not the link's to call."""
         await self._commit(f"queue {op_id}")
         row = self.outbox.get(op_id)
         if row is None:
-            item = OutboxItem(len(self.outbox) + 1, room, op_id, body, pinned)
-            row = self.outbox[op_id] = Row(item)
+            self.ids += 1
+            row = self.outbox[op_id] = Row(OutboxItem(self.ids, room, op_id, body))
         return row.item if row.state == "queued" else None
 
     async def commit_inbound(self, op: w.Op, received_at: float) -> bool:
@@ -232,6 +233,7 @@ class Running:
     inbox: trio.MemorySendChannel[LinkCommand]
     events: trio.MemoryReceiveChannel[LinkOutput]
     supervisor: Supervisor
+    store: MemoryLinkStore | None = None
 
 
 @asynccontextmanager
@@ -243,18 +245,19 @@ async def run_link(
     device: str = "dev-a",
     fraction: float = 0.0,
     heartbeat: float = 5.0,
+    ring: Callable[[str], bool] | None = None,
 ) -> AsyncIterator[Running]:
     """Run one link under a real supervisor for the duration of the block."""
     send_events, events = trio.open_memory_channel[LinkOutput](100)
     link = RelayLink(
         url=URL, keys=keys, device=device, store=store, events=send_events,
-        timings=LinkTimings(), connect=relay.connect, fraction=lambda: fraction,
+        timings=LinkTimings(), connect=relay.connect, fraction=lambda: fraction, ring=ring,
     )
     supervisor = Supervisor(heartbeat=heartbeat)
     async with trio.open_nursery() as nursery:
         await nursery.start(supervisor.run)
-        inbox = await supervisor.start_actor("relay-link", link)
-        yield Running(link, inbox, events, supervisor)
+        inbox = await supervisor.start_actor("relay-link", link, channel=link.mailbox)
+        yield Running(link, inbox, events, supervisor, store)
         nursery.cancel_scope.cancel()
 
 

@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from crosstalk.actors.relay_link_store import SqliteLinkStore, device_id
+from crosstalk.core.link import OutboxItem
 from crosstalk.errors import NotAMember, RelayKeyMismatch, UnknownRoom
+from crosstalk.store import link
 from crosstalk.store.db import Store, open_store
 from crosstalk.store.settings import RELAY_KEYS, get_setting
 from crosstalk.wire import relay as w
 
 URL = "ws://relay.test"
+
+
+async def queue(store: Store, room: str, op_id: str, body: bytes, now: float) -> OutboxItem | None:
+    """Commit a post to the outbox, as a room's send does (crosstalk.actors.room_send)."""
+    return await store.write(lambda conn: link.queue_post(conn, room, op_id, body, now))
 
 
 @pytest.fixture
@@ -33,16 +39,16 @@ async def test_a_fresh_home_loads_no_pin_no_cursors_and_an_empty_outbox(store: S
 
 
 async def test_posts_are_queued_once_in_order_and_reload_until_sent(store: Store) -> None:
-    """queue_post is idempotent by op_id; load returns queued rows by id; sent rows stay out."""
+    """A post is queued once per op_id; load returns queued rows by id; sent rows stay out."""
     db = SqliteLinkStore(store)
-    first = await db.queue_post("r1", "op-1", b"one", 1.0)
-    second = await db.queue_post("r2", "op-2", b"two", 2.0)
+    first = await queue(store, "r1", "op-1", b"one", 1.0)
+    second = await queue(store, "r2", "op-2", b"two", 2.0)
     assert first is not None and second is not None and first.id < second.id
-    assert await db.queue_post("r1", "op-1", b"one", 3.0) == first
+    assert await queue(store, "r1", "op-1", b"one", 3.0) == first
     assert (await db.load(URL)).outbox == [first, second]
     await db.mark_sent(first, 7)
     assert (await db.load(URL)).outbox == [second]
-    assert await db.queue_post("r1", "op-1", b"one", 4.0) is None
+    assert await queue(store, "r1", "op-1", b"one", 4.0) is None
     row = await store.read(lambda c: c.execute(
         "SELECT state, seq FROM outbox WHERE op_id = 'op-1'").fetchone())
     assert tuple(row) == ("sent", 7)
@@ -53,7 +59,7 @@ async def test_posts_are_queued_once_in_order_and_reload_until_sent(store: Store
 async def test_a_refused_post_leaves_the_outbox_and_keeps_the_relays_reason(store: Store) -> None:
     """drop_post deletes the outbox row and records the code and sentence in refused_ops."""
     db = SqliteLinkStore(store)
-    item = await db.queue_post("r1", "op-9", b"nine", 1.0)
+    item = await queue(store, "r1", "op-9", b"nine", 1.0)
     assert item is not None
     await db.drop_post(item, NotAMember("You are not a member of that room."))
     assert (await db.load(URL)).outbox == []
@@ -64,12 +70,11 @@ async def test_a_refused_post_leaves_the_outbox_and_keeps_the_relays_reason(stor
 
 async def test_a_post_to_an_unknown_room_or_a_reused_op_id_is_refused(store: Store) -> None:
     """The outbox refers to rooms; an op_id cannot be reused for other content."""
-    db = SqliteLinkStore(store)
     with pytest.raises(UnknownRoom):
-        await db.queue_post("nowhere", "op-x", b"x", 1.0)
-    await db.queue_post("r1", "op-1", b"one", 1.0)
+        await queue(store, "nowhere", "op-x", b"x", 1.0)
+    await queue(store, "r1", "op-1", b"one", 1.0)
     with pytest.raises(UnknownRoom, match="other content"):
-        await db.queue_post("r1", "op-1", b"different", 2.0)
+        await queue(store, "r1", "op-1", b"different", 2.0)
 
 
 async def test_inbound_ops_commit_once_with_a_cursor_that_only_moves_forward(
@@ -124,27 +129,9 @@ async def test_our_own_post_moves_the_cursor_only_when_it_is_the_next_op(store: 
     """The relay never echoes our post: right after the cursor it moves it; after a gap, not."""
     db = SqliteLinkStore(store)
     await db.track_room("r1")
-    first = await db.queue_post("r1", "op-1", b"one", 1.0)
-    gap = await db.queue_post("r1", "op-2", b"two", 2.0)
+    first = await queue(store, "r1", "op-1", b"one", 1.0)
+    gap = await queue(store, "r1", "op-2", b"two", 2.0)
     assert first is not None and gap is not None
     assert await db.mark_sent(first, 1) is True
     assert await db.mark_sent(gap, 5) is False  # seqs 2-4 are someone else's, not here yet
     assert (await db.load(URL)).cursors == {"r1": 1}
-
-
-async def test_what_a_post_also_writes_is_committed_with_it_or_not_at_all(store: Store) -> None:
-    """``also`` runs in the outbox's transaction: when it raises, the post is not queued."""
-    db = SqliteLinkStore(store)
-
-    def note(conn: sqlite3.Connection) -> None:
-        conn.execute("INSERT INTO settings (key, value) VALUES ('noted', '\"op-1\"')")
-
-    def broken(conn: sqlite3.Connection) -> None:
-        note(conn)
-        raise RuntimeError("a writer's bug")
-
-    with pytest.raises(RuntimeError):
-        await db.queue_post("r1", "op-1", b"one", 1.0, also=broken)
-    assert (await db.load(URL)).outbox == []
-    assert await db.queue_post("r1", "op-1", b"one", 2.0, also=note) is not None
-    assert await store.read(lambda conn: get_setting(conn, "noted")) == "op-1"

@@ -24,19 +24,19 @@ import trio
 
 from crosstalk import crypto
 from crosstalk.actors.relay_link import (
+    Committed,
     InboundOp,
     LinkDown,
     LinkOutput,
     LinkUp,
     OpSent,
-    Post,
-    Queued,
     RelayLink,
     Request,
 )
 from crosstalk.actors.relay_link_store import device_id
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.errors import CrosstalkError
+from crosstalk.store import link as outbox_sql
 from crosstalk.store.db import Store, open_store
 from crosstalk.store.settings import RELAY_KEYS, set_setting
 from crosstalk.wire import relay as w
@@ -132,7 +132,7 @@ async def home(path: Path) -> AsyncIterator[Home]:
 async def start_link(supervisor: Supervisor, name: str, h: Home, url: str) -> Running:
     send, receive = trio.open_memory_channel[LinkOutput](100)
     link = RelayLink(url=url, keys=h.keys, device=h.device, store=h.store, events=send)
-    inbox = await supervisor.start_actor(name, link)
+    inbox = await supervisor.start_actor(name, link, channel=link.mailbox)
     return Running(link, inbox, receive, supervisor)
 
 
@@ -145,11 +145,12 @@ async def ask(running: Running, frame: w.ClientFrame) -> w.RelayFrame:
     return reply
 
 
-async def post(running: Running, op_id: str, body: bytes) -> None:
-    send, receive = trio.open_memory_channel[Queued | CrosstalkError](1)
-    await running.inbox.send(Post(ROOM, op_id, body, send))
-    with trio.fail_after(10):
-        assert await receive.receive() == Queued(op_id)
+async def post(running: Running, h: Home, op_id: str, body: bytes) -> None:
+    """What a room's send does: commit the post to the outbox, then hand it to the link."""
+    item = await h.store.write(
+        lambda conn: outbox_sql.queue_post(conn, ROOM, op_id, body, time.time()))
+    assert item is not None
+    await running.inbox.send(Committed((item,), trio.current_time()))
 
 
 async def events_until(running: Running, kind: type, *, within: float) -> list[LinkOutput]:
@@ -217,7 +218,7 @@ async def test_two_links_exchange_ops_in_a_room_they_set_up_by_requests(
         await pair_into_room(a, ha.keys, b, hb.keys)
         for h in (ha, hb):
             await add_room_row(h.store)
-        await post(a, "a-1", b"sealed from a")
+        await post(a, ha, "a-1", b"sealed from a")
         assert await next_event(a, OpSent, within=10) == OpSent(ROOM, "a-1", 1)
         got = await next_event(b, InboundOp, within=10)
         assert (got.seq, got.sender_fingerprint, got.body) == (
@@ -226,7 +227,7 @@ async def test_two_links_exchange_ops_in_a_room_they_set_up_by_requests(
             b"sealed from a",
         )
         assert await cursor_of(hb.store) == 1
-        await post(b, "b-1", b"sealed from b")
+        await post(b, hb, "b-1", b"sealed from b")
         back = await next_event(a, InboundOp, within=10)
         assert (back.seq, back.op_id, back.sender_fingerprint) == (2, "b-1", hb.keys.fingerprint)
         assert [h.restarts for h in supervisor.statistics()] == [0, 0]
@@ -251,7 +252,7 @@ async def test_links_survive_a_relay_kill_and_resume_from_their_cursors(
             await next_event(running, LinkUp, within=20)
         await pair_into_room(a, ha.keys, b, hb.keys)
         await add_room_row(ha.store)
-        await post(a, "a-1", b"one")
+        await post(a, ha, "a-1", b"one")
         assert (await next_event(a, OpSent, within=10)).seq == 1
         assert (await next_event(b, InboundOp, within=10)).seq == 1
 
@@ -263,8 +264,8 @@ async def test_links_survive_a_relay_kill_and_resume_from_their_cursors(
             await next_event(running, LinkUp, within=30)
 
         await supervisor.stop_actor("link-b")
-        await post(a, "a-2", b"two")
-        await post(a, "a-3", b"three")
+        await post(a, ha, "a-2", b"two")
+        await post(a, ha, "a-3", b"three")
         assert [(await next_event(a, OpSent, within=10)).seq for _ in range(2)] == [2, 3]
         b2 = await start_link(supervisor, "link-b", hb, relay.url)
         seen = await events_until(b2, LinkUp, within=20)

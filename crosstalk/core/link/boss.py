@@ -85,6 +85,8 @@ class LinkBoss:
         pinned_key: the relay key pinned for ``url``, or ``None`` (pin on first use).
         cursors: each room's durable cursor.
         outbox: the durable outbox rows still to send, in any order.
+        outbox_through: the highest outbox id ever committed when ``outbox`` was loaded: a post
+            handed over later with an id up to it was in ``outbox`` or has left it already.
         handshake_timeout: seconds from ``connected`` to READY before the connection is dropped.
     """
 
@@ -97,6 +99,7 @@ class LinkBoss:
         pinned_key: bytes | None = None,
         cursors: Mapping[str, int] | None = None,
         outbox: Iterable[OutboxItem] = (),
+        outbox_through: int = 0,
         handshake_timeout: float = 10.0,
     ) -> None:
         reqs = ReqNumbers()
@@ -105,7 +108,7 @@ class LinkBoss:
         self._handshake = Handshake(keys=keys, device=device, url=url, pinned_key=pinned_key)
         self._resume = Resume(cursors or {})
         self._requests = Requests(url=url, reqs=reqs)
-        self._outbox = Outbox(outbox, reqs=reqs)
+        self._outbox = Outbox(outbox, reqs=reqs, through=outbox_through)
         self._reqs = reqs
         self._handshake_timeout = handshake_timeout
         self._state = LinkState.DISCONNECTED

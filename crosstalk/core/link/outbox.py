@@ -58,10 +58,15 @@ class Outbox:
     Args:
         items: the durable outbox rows still to send, in any order.
         reqs: the link's ``req`` counter (the boss owns it).
+        through: the highest outbox id committed when ``items`` were loaded; ``add`` ignores an
+            item up to it (it is in ``items``, or it left the outbox before they were loaded).
     """
 
-    def __init__(self, items: Iterable[OutboxItem], *, reqs: ReqNumbers) -> None:
+    def __init__(
+        self, items: Iterable[OutboxItem], *, reqs: ReqNumbers, through: int = 0
+    ) -> None:
         self._reqs = reqs
+        self._through = through
         self._queued = {item.id: item for item in sorted(items, key=lambda i: i.id)}
         self._in_flight: dict[int, OutboxItem] = {}  # req -> item
         self._paused: dict[str, float] = {}  # room -> when it may flow again
@@ -81,9 +86,9 @@ class Outbox:
         return {item.room for item in self._queued.values()}
 
     def add(self, item: OutboxItem) -> None:
-        """A post is committed to the outbox; it goes when its turn comes (one already here is
-        ignored)."""
-        if item.id in self._queued:
+        """A post is committed to the outbox; it goes when its turn comes (one already here,
+        or loaded with the rest: a restart between its commit and its hand-over, is ignored)."""
+        if item.id in self._queued or item.id <= self._through:
             return
         last = next(reversed(self._queued), None)
         self._queued[item.id] = item
