@@ -22,14 +22,27 @@ facts_app = typer.Typer(help="What the room knows.", invoke_without_command=True
 tasks_app = typer.Typer(help="What the room has to do.", invoke_without_command=True)
 
 
+# A reply's ``why_pending`` when it was decided on a room memory that gave ops up.
+MEMORY_INCOMPLETE = "memory_incomplete"
+NOT_FINAL = ("decided on a room memory missing ops no member could give back; final once a "
+             "member who holds them repairs it")
+
+
 def run_op(op: str, params: dict[str, Any], home: str | None) -> Reply:
     """Call a memory op from the current directory (which names the project's room)."""
     return ask(home, op, params, timeout=WRITE_TIMEOUT, here=True)
 
 
+def said(reply: Reply, answer: str) -> str:
+    """``answer`` as shown: a provisional one (``pending`` on an incomplete memory) says so."""
+    if reply.get("why_pending") == MEMORY_INCOMPLETE:
+        return f"pending ({reply['provisional']} for now, {NOT_FINAL})"
+    return answer
+
+
 def _write(op: str, params: dict[str, Any], json_output: bool, home: str | None) -> None:
     reply = run_op(op, params, home)
-    show(json_output, reply, f"{reply['outcome']}: {reply['id']} in {reply['room']}")
+    show(json_output, reply, f"{said(reply, reply['outcome'])}: {reply['id']} in {reply['room']}")
 
 
 # --- facts ---------------------------------------------------------------------------------------
@@ -192,6 +205,10 @@ def task_claim(
         "won": f"You have {reply['id']}.",
         "pending": "Not decided yet: the relay is unreachable. It is settled on reconnect.",
     }[reply["outcome"]]
+    if reply.get("why_pending") == MEMORY_INCOMPLETE:  # exits 0, as any pending claim does
+        holder = reply["claimed_by"] or "nobody"
+        human = visible(f"Not final: {reply['provisional']} for now (held by {holder}); "
+                        f"{NOT_FINAL}.")
     show(json_output, reply, human)
 
 

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from crosstalk.cli.calling import show
-from crosstalk.cli.cmd_memory import RoomOption, run_op
+from crosstalk.cli.cmd_memory import MEMORY_INCOMPLETE, NOT_FINAL, RoomOption, run_op
 from crosstalk.cli.options import HomeOption, JsonOption
 from crosstalk.cli.output import reports_errors, visible
 from crosstalk.errors import UsageError
@@ -62,7 +62,10 @@ def reserve(
                   "room": room}
         reply = run_op("reserve", params, home)
     shown = ", ".join(reply["paths"])
-    if reply["state"] == "pending":
+    if reply.get("why_pending") == MEMORY_INCOMPLETE:
+        human = (f"pending: {reply['id']} ({shown}) is {reply['provisional']} for now in "
+                 f"{reply['room']}, {NOT_FINAL}")
+    elif reply["state"] == "pending":
         human = (f"pending: {reply['id']} ({shown}) is on its way to {reply['room']}; the relay "
                  "has not ordered it yet")
     else:
@@ -111,6 +114,8 @@ def _line(item: dict[str, Any], now: float) -> str:
     who = "you" if item["mine"] else item["holder"]
     kind = "shared" if item["shared"] else "exclusive"
     why = f" — {item['reason']}" if item["reason"] else ""
+    # Held on a memory that gave ops up: a repair may take it back.
+    kind += ", provisional" if item.get("provisional") else ""
     line = (f"{item['id']}  {who}: {', '.join(item['paths'])} in {item['repo']} ({kind}, "
             f"{_left(item['until'], now)}, #{item['room']}){why}")
     return visible(line, one_line=True)

@@ -157,8 +157,9 @@ def memory_state(conn: sqlite3.Connection, rooms: list[Room]) -> MemoryStateRepl
     views = []
     for room in rooms:
         state = m.load_state(conn, room.room_id)
-        hole = m.cursor(conn, room.room_id).hole_from is not None
-        views.append(
-            RoomMemoryView(room.name, room.room_id, state.last_seq, state.state_hash(), hole)
-        )
+        cursor = m.cursor(conn, room.room_id)
+        views.append(RoomMemoryView(
+            room.name, room.room_id, state.last_seq, state.state_hash(),
+            cursor.hole_from is not None, cursor.conceded,
+        ))
     return MemoryStateReply(views)
