@@ -24,8 +24,8 @@ tasks_app = typer.Typer(help="What the room has to do.", invoke_without_command=
 
 # A reply's ``why_pending`` when it was decided on a room memory that gave ops up.
 MEMORY_INCOMPLETE = "memory_incomplete"
-NOT_FINAL = ("decided on a room memory missing ops no member could give back; final once a "
-             "member who holds them repairs it")
+NOT_FINAL = ("decided on an incomplete memory (some ops only ever held by members who were "
+             "away or gone); final once a member who has them fills it in")
 
 
 def run_op(op: str, params: dict[str, Any], home: str | None) -> Reply:
@@ -69,7 +69,7 @@ def facts(
         return
     reply = run_op("facts", {"room": room, "all": include_all}, home)
     lines = [_fact_line(f) for f in reply["facts"]] or ["No facts yet."]
-    show(json_output, reply, "\n".join(lines + _memory_notes(reply)))
+    show(json_output, reply, "\n".join(lines + memory_notes(reply)))
 
 
 @facts_app.command("add")
@@ -155,10 +155,10 @@ def tasks(
         return
     reply = run_op("tasks", {"room": room, "all": include_all}, home)
     lines = [_task_line(t) for t in reply["tasks"]] or ["No open tasks."]
-    show(json_output, reply, "\n".join(lines + _memory_notes(reply)))
+    show(json_output, reply, "\n".join(lines + memory_notes(reply)))
 
 
-def _memory_notes(reply: dict[str, Any]) -> list[str]:
+def memory_notes(reply: dict[str, Any]) -> list[str]:
     """Rooms whose memory is not whole yet, and why."""
     notes = []
     if reply.get("catching_up"):

@@ -441,9 +441,9 @@ def test_a_claim_decided_on_a_memory_that_gave_ops_up_is_pending_until_repaired(
     said = ana.run("tasks", "claim", task)
     assert said.returncode == 0 and said.stdout.startswith("Not final: won for now"), said
 
-    assert memory_rooms(ana)[0]["gave_ops_up"] is True
+    assert memory_rooms(ana)[0]["incomplete"] is True
     wait_until(  # ana's memory sync asks ben for a repair at its next look
-        lambda: memory_rooms(ana)[0]["gave_ops_up"] is False,
+        lambda: memory_rooms(ana)[0]["incomplete"] is False,
         timeout=60,
         what="ben's memory to repair ana's",
     )

@@ -5,8 +5,8 @@ task claim, the relay sequences it, and the answer is the replicated outcome (gr
 naming who holds what), or ``pending`` when the relay did not sequence it in time, or when it was
 decided on a room memory that gave ops up and is not repaired yet (``why_pending``
 ``memory_incomplete``, with what it decided for now in ``provisional``: a repair may decide it
-otherwise, so a refusal there is no ``reserved`` error either; ``reservations`` marks what such a
-memory holds ``provisional``). Paths are
+otherwise, so a refusal there is no ``reserved`` error either; ``reservations`` names such rooms
+``incomplete``, as ``facts`` and ``tasks`` do). Paths are
 relative to the repository root wherever in the repository the command runs (an absolute path
 inside it works too), and the repository is named as facts' ``--in`` tags name it: its root
 directory's name. Reads touch only the reservation tables, at the relay's time
@@ -255,19 +255,16 @@ async def reservations(feature: MemoryFeature, params: ReservationsParams) -> Re
     def read(conn: sqlite3.Connection) -> ReservationsReply:
         now = r.relay_now(conn)
         known = v.names(conn, me, label)
-        gave_up = {room.room_id for room in rooms if m.cursor(conn, room.room_id).conceded}
         views = [
-            _view(h, names[h.room_id], known, me, provisional=h.room_id in gave_up)
+            _view(h, names[h.room_id], known, me)
             for h in r.held(conn, [room.room_id for room in rooms], at=now)
         ]
-        return ReservationsReply(views, now)
+        return ReservationsReply(views, now, v.incomplete(conn, rooms))
 
     return await feature.daemon.store.read(read)
 
 
-def _view(
-    held: r.HeldIn, room_name: str, known: dict[str, str], me: str, *, provisional: bool
-) -> ReservationView:
+def _view(held: r.HeldIn, room_name: str, known: dict[str, str], me: str) -> ReservationView:
     it = held.reservation
     holder = it.holder
     return ReservationView(
@@ -275,7 +272,6 @@ def _view(
         holder_fingerprint=holder.fingerprint, mine=holder.fingerprint == me,
         paths=list(it.patterns), repo=it.repo, room=room_name, room_id=held.room_id,
         until=it.until, shared=it.shared, reason=it.reason, granted_at=it.granted_at,
-        provisional=provisional,
     )
 
 

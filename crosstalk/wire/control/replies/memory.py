@@ -97,13 +97,13 @@ class ReservationView:
     shared: bool
     reason: str
     granted_at: float
-    provisional: bool = False  # granted on a memory that gave ops up and is not repaired yet
 
 
 @attrs.frozen
 class ReservationsReply:
     reservations: list[ReservationView]
     now: float  # the relay time they were read at
+    incomplete: list[str] = attrs.Factory(list)  # rooms whose memory gave ops up: provisional
 
 
 @attrs.frozen
@@ -143,7 +143,7 @@ class RoomMemoryView:
     last_seq: int
     state_hash: str
     catching_up: bool
-    gave_ops_up: bool = False  # not repaired yet: what it decides is provisional (pending)
+    incomplete: bool = False  # gave ops up, not repaired yet: what it decides is provisional
 
 
 @attrs.frozen
