@@ -194,7 +194,9 @@ def task_claim(
     home: HomeOption = None,
 ) -> None:
     """Take a task. The first claim in the room's order wins, on every machine; a lost claim
-    exits 1 (``claimed_by_other``), so ``crosstalk tasks claim ID && …`` is safe in a script."""
+    exits 1 (``claimed_by_other``), so ``crosstalk tasks claim ID && …`` is safe in a script.
+    A pending one exits 0 and says why it is not final yet (not ordered, or decided on an
+    incomplete memory: ``--json`` has ``why_pending`` and ``provisional``)."""
     reply = run_op("task_claim", {"id": task_id, "room": room}, home)
     if reply["outcome"] == "lost":  # the op (and the MCP tool) report it as data; a CLI fails
         from crosstalk.errors import ClaimedByOther
@@ -205,7 +207,7 @@ def task_claim(
         "won": f"You have {reply['id']}.",
         "pending": "Not decided yet: the relay is unreachable. It is settled on reconnect.",
     }[reply["outcome"]]
-    if reply.get("why_pending") == MEMORY_INCOMPLETE:  # exits 0, as any pending claim does
+    if reply.get("why_pending") == MEMORY_INCOMPLETE:
         holder = reply["claimed_by"] or "nobody"
         human = visible(f"Not final: {reply['provisional']} for now (held by {holder}); "
                         f"{NOT_FINAL}.")
