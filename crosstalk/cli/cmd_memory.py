@@ -22,14 +22,27 @@ facts_app = typer.Typer(help="What the room knows.", invoke_without_command=True
 tasks_app = typer.Typer(help="What the room has to do.", invoke_without_command=True)
 
 
+# A reply's ``why_pending`` when it was decided on a room memory that gave ops up.
+MEMORY_INCOMPLETE = "memory_incomplete"
+NOT_FINAL = ("decided on an incomplete memory (some ops only ever held by members who were "
+             "away or gone); final once a member who has them fills it in")
+
+
 def run_op(op: str, params: dict[str, Any], home: str | None) -> Reply:
     """Call a memory op from the current directory (which names the project's room)."""
     return ask(home, op, params, timeout=WRITE_TIMEOUT, here=True)
 
 
+def said(reply: Reply, answer: str) -> str:
+    """``answer`` as shown: a provisional one (``pending`` on an incomplete memory) says so."""
+    if reply.get("why_pending") == MEMORY_INCOMPLETE:
+        return f"pending ({reply['provisional']} for now, {NOT_FINAL})"
+    return answer
+
+
 def _write(op: str, params: dict[str, Any], json_output: bool, home: str | None) -> None:
     reply = run_op(op, params, home)
-    show(json_output, reply, f"{reply['outcome']}: {reply['id']} in {reply['room']}")
+    show(json_output, reply, f"{said(reply, reply['outcome'])}: {reply['id']} in {reply['room']}")
 
 
 # --- facts ---------------------------------------------------------------------------------------
@@ -56,7 +69,7 @@ def facts(
         return
     reply = run_op("facts", {"room": room, "all": include_all}, home)
     lines = [_fact_line(f) for f in reply["facts"]] or ["No facts yet."]
-    show(json_output, reply, "\n".join(lines + _memory_notes(reply)))
+    show(json_output, reply, "\n".join(lines + memory_notes(reply)))
 
 
 @facts_app.command("add")
@@ -142,10 +155,10 @@ def tasks(
         return
     reply = run_op("tasks", {"room": room, "all": include_all}, home)
     lines = [_task_line(t) for t in reply["tasks"]] or ["No open tasks."]
-    show(json_output, reply, "\n".join(lines + _memory_notes(reply)))
+    show(json_output, reply, "\n".join(lines + memory_notes(reply)))
 
 
-def _memory_notes(reply: dict[str, Any]) -> list[str]:
+def memory_notes(reply: dict[str, Any]) -> list[str]:
     """Rooms whose memory is not whole yet, and why."""
     notes = []
     if reply.get("catching_up"):
@@ -181,7 +194,9 @@ def task_claim(
     home: HomeOption = None,
 ) -> None:
     """Take a task. The first claim in the room's order wins, on every machine; a lost claim
-    exits 1 (``claimed_by_other``), so ``crosstalk tasks claim ID && …`` is safe in a script."""
+    exits 1 (``claimed_by_other``), so ``crosstalk tasks claim ID && …`` is safe in a script.
+    A pending one exits 0 and says why it is not final yet (not ordered, or decided on an
+    incomplete memory: ``--json`` has ``why_pending`` and ``provisional``)."""
     reply = run_op("task_claim", {"id": task_id, "room": room}, home)
     if reply["outcome"] == "lost":  # the op (and the MCP tool) report it as data; a CLI fails
         from crosstalk.errors import ClaimedByOther
@@ -192,6 +207,10 @@ def task_claim(
         "won": f"You have {reply['id']}.",
         "pending": "Not decided yet: the relay is unreachable. It is settled on reconnect.",
     }[reply["outcome"]]
+    if reply.get("why_pending") == MEMORY_INCOMPLETE:
+        holder = reply["claimed_by"] or "nobody"
+        human = visible(f"Not final: {reply['provisional']} for now (held by {holder}); "
+                        f"{NOT_FINAL}.")
     show(json_output, reply, human)
 
 

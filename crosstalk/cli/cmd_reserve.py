@@ -13,7 +13,13 @@ from typing import Annotated, Any
 import typer
 
 from crosstalk.cli.calling import show
-from crosstalk.cli.cmd_memory import RoomOption, run_op
+from crosstalk.cli.cmd_memory import (
+    MEMORY_INCOMPLETE,
+    NOT_FINAL,
+    RoomOption,
+    memory_notes,
+    run_op,
+)
 from crosstalk.cli.options import HomeOption, JsonOption
 from crosstalk.cli.output import reports_errors, visible
 from crosstalk.errors import UsageError
@@ -61,15 +67,21 @@ def reserve(
         params = {"paths": paths, "minutes": minutes, "shared": shared, "reason": reason,
                   "room": room}
         reply = run_op("reserve", params, home)
+    show(json_output, reply, visible(answer_line(reply, time.time())))
+
+
+def answer_line(reply: dict[str, Any], now: float) -> str:
+    """What a reserve (or renewal) came to, in words: a pending one says why it is not final."""
     shown = ", ".join(reply["paths"])
+    if reply.get("why_pending") == MEMORY_INCOMPLETE:
+        return (f"pending: {reply['id']} ({shown}) is {reply['provisional']} for now in "
+                f"{reply['room']}, {NOT_FINAL}")
     if reply["state"] == "pending":
-        human = (f"pending: {reply['id']} ({shown}) is on its way to {reply['room']}; the relay "
-                 "has not ordered it yet")
-    else:
-        kind = "shared" if reply["shared"] else "exclusive"
-        human = (f"{reply['state']}: {reply['id']} {shown} in {reply['repo']} ({kind}, "
-                 f"{_left(reply['until'], time.time())}, room {reply['room']})")
-    show(json_output, reply, visible(human))
+        return (f"pending: {reply['id']} ({shown}) is on its way to {reply['room']}; the relay "
+                "has not ordered it yet")
+    kind = "shared" if reply["shared"] else "exclusive"
+    return (f"{reply['state']}: {reply['id']} {shown} in {reply['repo']} ({kind}, "
+            f"{_left(reply['until'], now)}, room {reply['room']})")
 
 
 @reports_errors
@@ -104,7 +116,7 @@ def reservations(
     """List the reservations that hold in your rooms."""
     reply = run_op("reservations", {"room": room}, home)
     lines = [_line(item, reply["now"]) for item in reply["reservations"]]
-    show(json_output, reply, "\n".join(lines) or "No reservations hold.")
+    show(json_output, reply, "\n".join((lines or ["No reservations hold."]) + memory_notes(reply)))
 
 
 def _line(item: dict[str, Any], now: float) -> str:

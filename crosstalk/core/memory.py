@@ -32,6 +32,13 @@ sign and to hash) and :meth:`state_hash`. ``MemoryState.from_snapshot(s)`` follo
 
 Invariants: outcomes hold exactly the op ids applied, each at a seq <= ``last_seq``; nothing is
 ever removed from facts, tasks or decisions.
+
+Final and provisional outcomes: a replica whose memory gave ops up (a hole nobody could fill,
+conceded; ``store/memory_log.py``) decides later ops without them, and a repair that brings them
+back may decide those ops otherwise (sim seeds 418, 437: a reserve granted on such a memory was
+refused once repaired). :func:`final_on` says which outcomes a replica may report as final: all
+of them on a whole memory; on one that gave ops up, only those of an add (decided by its own
+fresh id alone, whatever came before it). The rest are provisional until the memory is whole.
 """
 
 from __future__ import annotations
@@ -62,6 +69,7 @@ from crosstalk.wire.memory import (
     Outcome,
     OutcomeCode,
     Person,
+    TaskAdd,
     TaskRecord,
     TaskState,
 )
@@ -88,6 +96,24 @@ _RESERVATION_CODES = {
     ReservationCode.NOT_HOLDER: OutcomeCode.NOT_CLAIMER,
     ReservationCode.ALREADY_EXISTS: OutcomeCode.ALREADY_EXISTS,
 }
+
+
+# An add's outcome depends on nothing before it in the log but whether its own fresh (random) id
+# was taken; every other op's depends on the ops before it (a claim on who holds the task, a
+# reserve on what holds, a confirm on whether the fact was added).
+_SELF_STANDING = (FactAdd, TaskAdd, DecisionMade)
+
+
+def final_on(op: MemoryOp, *, gave_ops_up: bool) -> bool:
+    """Whether a replica's outcome for ``op`` is final: the same on every replica, whatever a
+    repair later brings back.
+
+    Args:
+        op: the applied memory op.
+        gave_ops_up: the replica's memory had given ops up (conceded a hole) and was not
+            repaired when it decided ``op``.
+    """
+    return not gave_ops_up or isinstance(op, _SELF_STANDING)
 
 
 def canonical_bytes(snapshot: MemorySnapshot) -> bytes:

@@ -40,7 +40,7 @@ MEMORY_TOOLS: tuple[Tool, ...] = (
     Tool(
         "crosstalk_task_claim",
         "Claim a task. One claim wins everywhere; the reply says "
-        "won, lost (and who has it) or pending.",
+        "won, lost (and who has it) or pending (not final: why_pending says why).",
         m.TASK_CLAIM,
         args={"id": TASK_ID, "room": ROOM},
     ),
@@ -101,7 +101,7 @@ RESERVATION_TOOLS: tuple[Tool, ...] = (
         "crosstalk_reserve",
         "Reserve files of this repository before changing them, so other people's agents are "
         "told first. Refused (code reserved) when someone else holds an overlapping one; the "
-        "reply names them.",
+        "reply names them. Pending is not final: why_pending says why.",
         m.RESERVE,
         args={
             "paths": Arg(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -18,6 +19,7 @@ import pytest
 from crosstalk.client import call
 from crosstalk.errors import CrosstalkError
 from crosstalk.paths import Home
+from crosstalk.store import memory
 from tests.e2e.conftest import Person, pair, pid_alive, stop_pid, wait_until
 from tests.relay.process import RelayProcess
 
@@ -385,6 +387,8 @@ def test_a_claim_made_while_the_relay_is_down_is_pending_then_settled(
         "room": "ben",
         "outcome": "pending",
         "claimed_by": None,
+        "why_pending": "undecided",
+        "provisional": None,
     }
     back = RelayProcess(relay.data, relay.stderr_path, "--retention", "2", "--port", str(port))
     back.start()
@@ -403,3 +407,48 @@ def test_a_claim_made_while_the_relay_is_down_is_pending_then_settled(
         wait_until(reported, timeout=30, what="ana's daemon to report its pending claim won")
     finally:
         back.kill(signal.SIGTERM)
+
+
+def _give_memory_up(person: Person, room_id: str) -> None:
+    """Leave ``person``'s (stopped) memory of the room as conceding a hole leaves it: it gave
+    ops up, and journals from its next seq for a repair."""
+    conn = sqlite3.connect(person.home / "state.db")
+    try:
+        with conn:
+            last = memory.cursor(conn, room_id).last_seq
+            memory.set_conceded(conn, room_id, True, last + 1)
+    finally:
+        conn.close()
+
+
+def test_a_claim_decided_on_a_memory_that_gave_ops_up_is_pending_until_repaired(
+    people: list[Person],
+) -> None:
+    """Ana's memory gave ops up: her claim answers `pending` (memory_incomplete, won for now) in
+    --json and in words; once ben's complete memory repairs hers, the same claim is final."""
+    ana, ben, _ = people
+    pair(ana, ben)
+    task = op(ana, "task_add", text="rotate the signing key")["id"]
+    wait_until(lambda: len(op(ben, "tasks")["tasks"]) == 1, timeout=30, what="the task at ben's")
+    (room,) = memory_rooms(ana)
+    stop_pid(ana.daemon_pid() or 0)
+    _give_memory_up(ana, room["id"])
+    ana.json("daemon", "start")
+
+    claimed = ana.json("tasks", "claim", task)
+    assert {k: claimed[k] for k in ("outcome", "why_pending", "provisional", "claimed_by")} == {
+        "outcome": "pending", "why_pending": "memory_incomplete", "provisional": "won",
+        "claimed_by": "ana",
+    }
+    said = ana.run("tasks", "claim", task)
+    assert said.returncode == 0 and said.stdout.startswith("Not final: won for now"), said
+
+    assert memory_rooms(ana)[0]["incomplete"] is True
+    wait_until(  # ana's memory sync asks ben for a repair at its next look
+        lambda: memory_rooms(ana)[0]["incomplete"] is False,
+        timeout=60,
+        what="ben's memory to repair ana's",
+    )
+    assert memory_rooms(ana)[0]["state_hash"] == memory_rooms(ben)[0]["state_hash"]
+    assert ana.json("tasks", "claim", task)["outcome"] == "won"
+    assert [t["claimed_by"] for t in op(ben, "tasks")["tasks"]] == ["ana"]

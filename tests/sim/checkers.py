@@ -9,7 +9,10 @@ linear in the history; each names the invariant of issue #18 it guards:
    reader handed it out, ``read_dup`` when a read hands out again what the reader acknowledged.
    Checked for posts in a member's current membership (leaving deletes the evidence, and what
    was posted before a member left and came back need not have reached it before it left).
-2. ``claims``: per task, at most one claimant told ``won``; all replicas agree on the holder.
+2. ``claims``: per task, at most one claimant told ``won`` (a final answer: one decided on a
+   memory that gave ops up comes back ``pending``); all replicas agree on the holder; and no
+   whole replica (:func:`tests.sim.truth.whole`) names another holder than the one told ``won``
+   (a replica that gave ops up and was never repaired decides provisionally).
 3. ``removed``: a node never opens an op posted while it was not a member (after removal): the
    relay never hands it over, and no message of it is held.
 4. ``roster``: after healing, each member's roster equals the relay's; a removed node does not
@@ -43,7 +46,7 @@ from tests.sim.check_rejects import check_rejected
 from tests.sim.check_reservations import check_reservations
 from tests.sim.check_storage import check_durable, check_once, check_recovered
 from tests.sim.history import stamp
-from tests.sim.truth import Failure, Truth, replicas
+from tests.sim.truth import Failure, Truth, replicas, whole
 from tests.sim.world import World
 
 __all__ = ["CHECKERS", "Failure", "Truth", "check_all"]
@@ -117,21 +120,23 @@ def check_claims(world: World, truth: Truth, states: dict[str, Any]) -> list[Fai
         if len(who) > 1:
             out.append(Failure("claims", f"task {task}: {sorted(who)} were all told won"))
     holders: dict[str, dict[str, str | None]] = defaultdict(dict)
+    final: dict[str, dict[str, str | None]] = defaultdict(dict)  # the whole replicas' holders
     for name, s in states.items():
         for task, rec in s["tasks"].items():
             if truth.member_now(rec["room"], world.nodes[name].fp):
                 holders[task][name] = rec["claimer"]
+                if whole(states, name, rec["room"]):
+                    final[task][name] = rec["claimer"]
     for task, seen in sorted(holders.items()):
-        distinct = {v for v in seen.values()}
-        if len(distinct) > 1:
+        if len(set(seen.values())) > 1:
             named = {n: world.by_fp(v) if v else None for n, v in sorted(seen.items())}
             out.append(Failure("claims", f"task {task}: replicas disagree on holder {named}"))
         elif winners.get(task) and len(winners[task]) == 1:
             (winner,) = winners[task]
-            (held,) = distinct
-            if held is not None and held != world.nodes[winner].fp:
-                out.append(Failure("claims", f"task {task}: {winner} won, replicas say "
-                                             f"{world.by_fp(held)}"))
+            wrong = {n: world.by_fp(v) for n, v in sorted(final[task].items())
+                     if v is not None and v != world.nodes[winner].fp}
+            if wrong:
+                out.append(Failure("claims", f"task {task}: {winner} won, replicas say {wrong}"))
     return out
 
 

@@ -92,6 +92,11 @@ MUTANTS = (
            "        return [c for c in found if c is not None]",
            "        return []",
            "a reservation never conflicts with what is held"),
+    Mutant("provisional_told_final", "crosstalk/core/memory.py",
+           "    return not gave_ops_up or isinstance(op, _SELF_STANDING)",
+           "    return True",
+           "an outcome decided on a memory that gave ops up is told as final (sim seeds 418, "
+           "437: a grant there, refused once a repair brought the ops back)"),
     Mutant("refusal_final", "crosstalk/core/link/common.py",
            'TRANSIENT_POST_ERRORS = frozenset({"rate_limited", "backlog_full"})',
            'TRANSIENT_POST_ERRORS = frozenset({"rate_limited"})',

@@ -94,8 +94,30 @@ LINK_CRASHED_ON_RETURN = Placed(
     pairs=(("n0", "n1"),),
 )
 
+# n0 reserves docs/** alone in r1, invites n1 and n2 and is cut off (4 s to 154 s) before they
+# accept: neither can get the ops before their join from anyone, so one gives the hole up and
+# the other installs its memory (sim seed 437's shape). n1 then reserves docs/** on that memory:
+# granted there, and refused on the whole log, as the repair from n0, back, shows. The answer
+# must be pending (memory.answer_provisional; the mutant provisional_told_final says granted).
+GAVE_UP_THEN_REPAIRED = Placed(
+    steps=(
+        (1.0, "n0", "create", {"room": "r1"}),
+        (2.0, "n0", "reserve", {"room": "r1", "paths": ["docs/**"], "minutes": 60,
+                                "shared": False}),
+        (3.0, "n0", "invite", {"room": "r1", "peer": "n1"}),
+        (3.0, "n0", "invite", {"room": "r1", "peer": "n2"}),
+        (6.0, "n1", "accept", {"room": "r1"}),
+        (6.0, "n2", "accept", {"room": "r1"}),
+        (120.0, "n1", "reserve", {"room": "r1", "paths": ["docs/**"], "minutes": 60,
+                                  "shared": False}),
+    ),
+    faults=(Fault(0, 4.0, "cut", "n0", 150.0),),
+    probe="probe:memory.answer_provisional",
+)
+
 PLACED = {"joined_while_away": JOINED_WHILE_AWAY,
-          "link_crashed_on_return": LINK_CRASHED_ON_RETURN}
+          "link_crashed_on_return": LINK_CRASHED_ON_RETURN,
+          "gave_up_then_repaired": GAVE_UP_THEN_REPAIRED}
 
 
 def run_placed(case: Placed, seed: int) -> Outcome:

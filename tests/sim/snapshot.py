@@ -62,9 +62,12 @@ def read_state(conn: sqlite3.Connection) -> dict[str, Any]:
         conn, "SELECT room_id, reason FROM membership_alarms")}
     memory_seq = {r["room_id"]: r["last_seq"] for r in _rows(
         conn, "SELECT room_id, last_seq FROM memory_rooms")}
+    # Memories that gave ops up and were not repaired: what they decide is provisional.
+    gave_up = sorted(r["room_id"] for r in _rows(
+        conn, "SELECT room_id FROM memory_rooms WHERE conceded = 1"))
     return {
         "books": _books(conn), "rekeys": _own_rekeys(conn), "memory_seq": memory_seq,
-        "memory_holes": holes, "facts": facts, "alarms": alarms,
+        "memory_holes": holes, "memory_gave_up": gave_up, "facts": facts, "alarms": alarms,
         "rooms": rooms, "roster": roster, "held": held, "sent": sent, "tasks": tasks,
         "applied": outcomes, "cursors": cursors,
         "inbound": inbound,

@@ -163,13 +163,15 @@ def test_planted_bug_is_caught(plant: str, checker: str, first: int) -> None:
 
 @pytest.mark.parametrize(
     ("mutant", "seed", "checker"),
-    [("held_rejected", None, "rejected"), ("rollback_commits", 41, "once")],
+    [("held_rejected", None, "rejected"), ("rollback_commits", 41, "once"),
+     ("provisional_told_final", None, "reservations")],
 )
 def test_checker_catches_its_mutant(mutant: str, seed: int | None, checker: str) -> None:
-    """The planted bugs of ``rejected`` and ``once`` are mutants (product code no world
-    composition reaches; tests/sim/mutate.py): an op whose sender is not in the roster yet
-    rejected instead of held, caught in the placed case that takes that branch on purpose
-    (tests/sim/placed.py); a write that failed committing what it wrote, at its seed."""
+    """The planted bugs of ``rejected``, ``once`` and the final answers of ``reservations`` are
+    mutants (product code no world composition reaches; tests/sim/mutate.py): an op whose
+    sender is not in the roster yet rejected instead of held, and a grant decided on a memory
+    that gave ops up told as final, each caught in the placed case that takes that branch on
+    purpose (tests/sim/placed.py); a write that failed committing what it wrote, at its seed."""
     from tests.sim.mutate import MUTANTS, run_mutant
 
     chosen = next(m for m in MUTANTS if m.name == mutant)

@@ -72,6 +72,13 @@ class Truth:
         return not any(last_drop < i < step for i in self.invites.get((room, fp), []))
 
 
+def whole(states: dict[str, Any], name: str, room: str) -> bool:
+    """``name``'s memory of ``room`` has no hole and gave nothing up: what it decided is final
+    (a memory that gave ops up decides provisionally until a repair; core.memory.final_on)."""
+    s = states[name]
+    return room not in s["memory_holes"] and room not in s["memory_gave_up"]
+
+
 def replicas(world: World, truth: Truth,
               states: dict[str, Any]) -> dict[str, dict[str, int | None]]:
     """Per room, its current members and where their memory still has a hole (None: none).

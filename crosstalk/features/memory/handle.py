@@ -6,7 +6,10 @@ plaintext in that same commit (``memory_sent``: the relay never echoes our own o
 ourselves at the seq it gets), then waits a bounded time for the relay to sequence it and for the
 op to be applied here. The reply carries the replicated outcome (for a claim: ``won`` or ``lost``
 with the holder, the same on every replica), or ``pending`` when the relay did not sequence it in
-time; the memory-sync actor then watches it and reports the outcome when it is decided.
+time; the memory-sync actor then watches it and reports the outcome when it is decided. An
+outcome decided while the room's memory gave ops up (and is not repaired yet) is reported as
+``pending`` too, with what it decided for now (``core.memory.final_on`` says which): a repair
+may decide it otherwise.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import time
 from contextlib import AbstractContextManager
 from typing import Protocol
 
+import attrs
 import trio
 
 from crosstalk.actors.children import DynamicKind
@@ -34,6 +38,7 @@ from crosstalk.actors.memory_sync_api import (
 )
 from crosstalk.actors.memory_sync_store import StoreAdapter
 from crosstalk.actors.router import PresenceQuery, WatchSent
+from crosstalk.core.memory import final_on
 from crosstalk.core.room import Applied
 from crosstalk.errors import NotSetUp
 from crosstalk.features.caps import Homed, Identified, Linked, Routed, SendsOps, Stored, Supervises
@@ -63,6 +68,16 @@ class Host(Stored, Identified, SendsOps, Routed, Linked, Supervises, Homed, Prot
 # itself within one (it pings at a quarter heartbeat), so past two it is as good as down.
 OUTCOME_HEARTBEATS = 2.0
 OFFLINE_WAIT = 1.0  # not connected: answer `pending` quickly
+
+
+@attrs.frozen
+class Written:
+    """What one write came to: its op id and its outcome here (None: not decided here in time).
+    ``final`` is False for an outcome decided on a memory that gave ops up, not repaired yet."""
+
+    op_id: str
+    outcome: Outcome | None
+    final: bool = True
 
 
 def bound_to(cwd: str | None) -> str | None:
@@ -224,8 +239,8 @@ class MemoryFeature:
         await self.catch_up_own(rooms)
         return await self.daemon.store.read(lambda c: v.find_record(c, kind, wanted, rooms))
 
-    async def write(self, room: Room, op: MemoryOp) -> tuple[str, Outcome | None]:
-        """Send one memory op and wait (bounded) for its outcome; None means pending."""
+    async def write(self, room: Room, op: MemoryOp) -> Written:
+        """Send one memory op and wait (bounded) for its outcome, and whether it is final."""
         envelope = MemoryEnvelope(op, at=time.time(), label=self.identity_label())
         op_id = secrets.token_hex(16)
         now = time.time()
@@ -239,29 +254,34 @@ class MemoryFeature:
             also=lambda c: m.record_sent(c, room_id, op_id, envelope, now),
         )
         status = self.daemon.link_status()
-        outcome: Outcome | None = None
+        written = Written(op_id, None)
         connected = status is not None and status.connected
         wait = self.daemon.heartbeat * OUTCOME_HEARTBEATS if connected else OFFLINE_WAIT
         with trio.move_on_after(wait), contextlib.suppress(trio.EndOfChannel):  # refused
             await sequenced.receive()
-            outcome = await self._outcome(room.room_id, op_id)
-        if outcome is None:
+            outcome, gave_up = await self._outcome(room.room_id, op_id)
+            written = Written(op_id, outcome, final_on(op, gave_ops_up=gave_up))
+        if written.outcome is None:
             sync = await self.sync_inbox()
             if sync is not None:
                 await sync.send(WatchOwn(room.room_id, op_id))
         else:
             await self.daemon.store.write(lambda c: m.mark_reported(c, op_id))
-        return op_id, outcome
+        return written
 
-    async def _outcome(self, room_id: str, op_id: str) -> Outcome:
-        """Wait until our sequenced op is applied here (ops before it may still be arriving)."""
+    async def _outcome(self, room_id: str, op_id: str) -> tuple[Outcome, bool]:
+        """Wait until our sequenced op is applied here (ops before it may still be arriving);
+        its outcome, and whether the memory had given ops up (read in the same transaction, so
+        a repair in between cannot pair the old outcome with the repaired memory)."""
         follower = self.follower()
         while True:
             changed = self._changed
             await self.daemon.store.write(functools.partial(follower.advance, room_id=room_id))
-            found = await self.daemon.store.read(lambda c: m.outcome(c, room_id, op_id))
+            found, gave_up = await self.daemon.store.read(
+                lambda c: (m.outcome(c, room_id, op_id), m.cursor(c, room_id).conceded)
+            )
             if found is not None:
-                return found
+                return found, gave_up
             await changed.wait()
 
     async def catch_up_own(self, rooms: list[Room]) -> None:

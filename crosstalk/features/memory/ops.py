@@ -23,7 +23,7 @@ from crosstalk.errors import NeedsReason, UsageError
 from crosstalk.features.feature import ControlOp, Plugs, op
 from crosstalk.features.memory import decide as decide_ops
 from crosstalk.features.memory import views as v
-from crosstalk.features.memory.handle import SYNC, Host, MemoryFeature
+from crosstalk.features.memory.handle import SYNC, Host, MemoryFeature, Written
 from crosstalk.features.memory.reserve import reservation_ops
 from crosstalk.project import bound_room, repo_root
 from crosstalk.store import memory as m
@@ -40,6 +40,8 @@ from crosstalk.wire.control.params import (
     WorkingSetParams,
 )
 from crosstalk.wire.control.replies.memory import (
+    MEMORY_INCOMPLETE,
+    UNDECIDED,
     ClaimReply,
     FactsReply,
     MemoryStateReply,
@@ -68,7 +70,6 @@ from crosstalk.wire.memory import (
     FactCorrect,
     FactForget,
     MemoryOp,
-    Outcome,
     Person,
     TaskAdd,
     TaskClaim,
@@ -97,8 +98,14 @@ def _me(feature: MemoryFeature) -> tuple[str | None, str | None]:
     return feature.daemon.keys.fingerprint, identity.label
 
 
-def _answer(room: Room, outcome: Outcome | None, record_id: str) -> WriteReply:
-    return WriteReply(record_id, room.name, "pending" if outcome is None else outcome.code.value)
+def _answer(room: Room, written: Written, record_id: str) -> WriteReply:
+    outcome = written.outcome
+    if outcome is None:
+        return WriteReply(record_id, room.name, "pending", UNDECIDED)
+    if not written.final:
+        sim_hooks.probe("memory.answer_provisional")
+        return WriteReply(record_id, room.name, "pending", MEMORY_INCOMPLETE, outcome.code.value)
+    return WriteReply(record_id, room.name, outcome.code.value)
 
 
 async def listing(
@@ -155,8 +162,8 @@ async def fact_add(feature: MemoryFeature, params: FactAddParams) -> WriteReply:
     tags = tuple(sorted({t.strip() for t in params.tags if t.strip()}))
     room = await feature.room_for(Where(params.room, params.cwd))
     fact_id = _new_id("f")
-    _op_id, outcome = await feature.write(room, FactAdd(fact_id, params.text, tags))
-    return _answer(room, outcome, fact_id)
+    written = await feature.write(room, FactAdd(fact_id, params.text, tags))
+    return _answer(room, written, fact_id)
 
 
 async def fact_correct(feature: MemoryFeature, params: FactCorrectParams) -> WriteReply:
@@ -168,8 +175,7 @@ async def fact_correct(feature: MemoryFeature, params: FactCorrectParams) -> Wri
     if params.text is not None:
         _check_text(params.text, "corrected fact")
         op = FactCorrect(fact_id, params.text, params.because)
-    _op_id, outcome = await feature.write(room, op)
-    return _answer(room, outcome, fact_id)
+    return _answer(room, await feature.write(room, op), fact_id)
 
 
 async def _person(feature: MemoryFeature, name: str) -> Person:
@@ -186,22 +192,27 @@ async def task_add(feature: MemoryFeature, params: TaskAddParams) -> WriteReply:
     room = await feature.room_for(Where(params.room, params.cwd))
     person = await _person(feature, params.person) if params.person else None
     task_id = _new_id("t")
-    _op_id, outcome = await feature.write(room, TaskAdd(task_id, params.text, person))
-    return _answer(room, outcome, task_id)
+    written = await feature.write(room, TaskAdd(task_id, params.text, person))
+    return _answer(room, written, task_id)
 
 
 async def task_claim(feature: MemoryFeature, params: IdParams) -> ClaimReply:
     """Claim a task; the answer says who holds it once the claims are ordered."""
     room, task_id = await feature.record_in("task", Where(params.room, params.cwd), params.id)
-    _op_id, outcome = await feature.write(room, TaskClaim(task_id))
+    written = await feature.write(room, TaskClaim(task_id))
+    outcome = written.outcome
     if outcome is None:
         sim_hooks.probe("memory.claim_pending")
-        return ClaimReply(task_id, room.name, "pending", None)
+        return ClaimReply(task_id, room.name, "pending", None, UNDECIDED)
     me, label = _me(feature)
     known = await feature.daemon.store.read(lambda c: v.names(c, me, label))
     winner = outcome.winner
     holder = known.get(winner.fingerprint, winner.label) if winner is not None else None
-    return ClaimReply(task_id, room.name, outcome.claim_answer or "lost", holder)
+    answer = outcome.claim_answer or "lost"
+    if not written.final:
+        sim_hooks.probe("memory.answer_provisional")
+        return ClaimReply(task_id, room.name, "pending", holder, MEMORY_INCOMPLETE, answer)
+    return ClaimReply(task_id, room.name, answer, holder)
 
 
 async def _on_record(
@@ -209,8 +220,7 @@ async def _on_record(
 ) -> WriteReply:
     """Write ``make(record id)`` about an existing fact or task (``kind``) named by its id."""
     room, record_id = await feature.record_in(kind, Where(params.room, params.cwd), params.id)
-    _op_id, outcome = await feature.write(room, make(record_id))
-    return _answer(room, outcome, record_id)
+    return _answer(room, await feature.write(room, make(record_id)), record_id)
 
 
 async def task_done(feature: MemoryFeature, params: TaskDoneParams) -> WriteReply:

@@ -2,7 +2,11 @@
 
 A reservation is room memory (:mod:`crosstalk.core.reservations`): the op goes to the room like a
 task claim, the relay sequences it, and the answer is the replicated outcome (granted, or refused
-naming who holds what), or ``pending`` when the relay did not sequence it in time. Paths are
+naming who holds what), or ``pending`` when the relay did not sequence it in time, or when it was
+decided on a room memory that gave ops up and is not repaired yet (``why_pending``
+``memory_incomplete``, with what it decided for now in ``provisional``: a repair may decide it
+otherwise, so a refusal there is no ``reserved`` error either; ``reservations`` names such rooms
+``incomplete``, as ``facts`` and ``tasks`` do). Paths are
 relative to the repository root wherever in the repository the command runs (an absolute path
 inside it works too), and the repository is named as facts' ``--in`` tags name it: its root
 directory's name. Reads touch only the reservation tables, at the relay's time
@@ -21,6 +25,8 @@ from pathlib import Path
 import attrs
 import trio
 
+from crosstalk import sim_hooks
+from crosstalk.core.memory import final_on
 from crosstalk.core.pathspec import PathspecError, overlaps, parse
 from crosstalk.core.reservations import describe_conflict
 from crosstalk.errors import (
@@ -35,6 +41,7 @@ from crosstalk.features.feature import ControlOp, op
 from crosstalk.features.memory import views as v
 from crosstalk.features.memory.handle import MemoryFeature
 from crosstalk.project import repo_root
+from crosstalk.store import memory as m
 from crosstalk.store import reservations as r
 from crosstalk.store.rooms import Room
 from crosstalk.wire.control.params import (
@@ -45,6 +52,8 @@ from crosstalk.wire.control.params import (
     Where,
 )
 from crosstalk.wire.control.replies.memory import (
+    MEMORY_INCOMPLETE,
+    UNDECIDED,
     ReleaseReply,
     ReservationsReply,
     ReservationView,
@@ -127,13 +136,16 @@ async def reserve(feature: MemoryFeature, params: ReserveParams) -> ReserveReply
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     room = await feature.room_for(Where(params.room, params.cwd))
-    detail = await _send(feature, room, wanted)
+    decided = await _send(feature, room, wanted)
     reply = ReserveReply(reservation_id, patterns, room.name, root.name, None, params.shared,
-                         "pending")
-    if detail is None:
+                         "pending", UNDECIDED)
+    if decided is None:
         return reply
+    detail = decided.detail
+    if not decided.final:
+        return _provisional(reply, detail)
     if detail.code is ReservationCode.GRANTED:
-        return attrs.evolve(reply, until=detail.until, state="granted")
+        return attrs.evolve(reply, until=detail.until, state="granted", why_pending=None)
     raise await _refusal(feature, detail)
 
 
@@ -153,14 +165,24 @@ async def renew(feature: MemoryFeature, params: RenewParams) -> ReserveReply:
         )
     room = next(room for room in rooms if room.room_id == found.room_id)
     held = found.reservation
-    detail = await _send(feature, room, wanted)
+    decided = await _send(feature, room, wanted)
     reply = ReserveReply(held.reservation_id, list(held.patterns), room.name, held.repo, None,
-                         held.shared, "pending")
-    if detail is None:
+                         held.shared, "pending", UNDECIDED)
+    if decided is None:
         return reply
+    detail = decided.detail
+    if not decided.final:
+        return _provisional(reply, detail)
     if detail.code is ReservationCode.RENEWED:
-        return attrs.evolve(reply, until=detail.until, state="renewed")
+        return attrs.evolve(reply, until=detail.until, state="renewed", why_pending=None)
     raise await _refusal(feature, detail)
+
+
+def _provisional(reply: ReserveReply, detail: ReservationOutcome) -> ReserveReply:
+    """``pending``: decided on a memory that gave ops up, which a repair may decide otherwise."""
+    sim_hooks.probe("memory.answer_provisional")
+    return attrs.evolve(reply, until=detail.until, why_pending=MEMORY_INCOMPLETE,
+                        provisional=detail.code.value)
 
 
 async def release(feature: MemoryFeature, params: ReleaseParams) -> ReleaseReply:
@@ -192,11 +214,12 @@ async def release(feature: MemoryFeature, params: ReleaseParams) -> ReleaseReply
     pending: list[str] = []
     for room in rooms:
         for wanted_op in wanted.get(room.room_id, []):
-            detail = await _send(feature, room, wanted_op)
-            if detail is None:
+            # Only ever our own reservations go: final or not, what it released is ours.
+            decided = await _send(feature, room, wanted_op)
+            if decided is None:
                 pending.append(room.name)
             else:
-                released.extend(i for i in detail.released if i not in released)
+                released.extend(i for i in decided.detail.released if i not in released)
     return ReleaseReply(released, pending)
 
 
@@ -236,7 +259,7 @@ async def reservations(feature: MemoryFeature, params: ReservationsParams) -> Re
             _view(h, names[h.room_id], known, me)
             for h in r.held(conn, [room.room_id for room in rooms], at=now)
         ]
-        return ReservationsReply(views, now)
+        return ReservationsReply(views, now, v.incomplete(conn, rooms))
 
     return await feature.daemon.store.read(read)
 
@@ -264,18 +287,28 @@ async def _held(feature: MemoryFeature, rooms: list[Room]) -> list[r.HeldIn]:
     return await feature.daemon.store.read(read)
 
 
-async def _send(
-    feature: MemoryFeature, room: Room, wanted: ReservationOp
-) -> ReservationOutcome | None:
+@attrs.frozen
+class _Decided:
+    detail: ReservationOutcome
+    final: bool  # False: decided on a memory that gave ops up (core.memory.final_on)
+
+
+async def _send(feature: MemoryFeature, room: Room, wanted: ReservationOp) -> _Decided | None:
     """Write one reservation op; its replicated outcome, or None while the relay has not
     sequenced it (the memory-sync actor reports it later)."""
-    op_id, outcome = await feature.write(room, wanted)
-    if outcome is None:
+    written = await feature.write(room, wanted)
+    op_id = written.op_id
+    if written.outcome is None:
         return None
-    detail = await feature.daemon.store.read(lambda c: r.outcome(c, room.room_id, op_id))
+
+    def read(conn: sqlite3.Connection) -> tuple[ReservationOutcome | None, bool]:
+        # One transaction: a repair in between would pair an old outcome with a whole memory.
+        return r.outcome(conn, room.room_id, op_id), m.cursor(conn, room.room_id).conceded
+
+    detail, gave_up = await feature.daemon.store.read(read)
     if detail is None:
         raise LocalProtocolError(f"reservation op {op_id} was applied without an outcome")
-    return detail
+    return _Decided(detail, final_on(wanted, gave_ops_up=gave_up))
 
 
 async def _refusal(feature: MemoryFeature, detail: ReservationOutcome) -> Exception:

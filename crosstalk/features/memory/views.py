@@ -137,28 +137,36 @@ def list_memory(
     known = names(conn, me, my_label)
     cursors = {r.name: m.cursor(conn, r.room_id) for r in rooms}
     catching_up = [name for name, c in cursors.items() if c.hole_from is not None]
-    incomplete = [name for name, c in cursors.items() if c.conceded and c.hole_from is None]
+    gave_up = incomplete(conn, rooms)
     if facts:
         fact_views = [
             fact_view(room, fact, known, now)
             for room in rooms
             for fact in m.load_state(conn, room.room_id).facts(include_forgotten=include_all)
         ]
-        return FactsReply(fact_views, catching_up, incomplete)
+        return FactsReply(fact_views, catching_up, gave_up)
     task_views = [
         task_view(room, task, known)
         for room in rooms
         for task in m.load_state(conn, room.room_id).tasks(include_closed=include_all)
     ]
-    return TasksReply(task_views, catching_up, incomplete)
+    return TasksReply(task_views, catching_up, gave_up)
+
+
+def incomplete(conn: sqlite3.Connection, rooms: list[Room]) -> list[str]:
+    """The names of the rooms whose memory gave ops up and was not repaired: what it decides
+    (a claim, a reservation) is provisional."""
+    return [r.name for r in rooms if (c := m.cursor(conn, r.room_id)).conceded
+            and c.hole_from is None]
 
 
 def memory_state(conn: sqlite3.Connection, rooms: list[Room]) -> MemoryStateReply:
     views = []
     for room in rooms:
         state = m.load_state(conn, room.room_id)
-        hole = m.cursor(conn, room.room_id).hole_from is not None
-        views.append(
-            RoomMemoryView(room.name, room.room_id, state.last_seq, state.state_hash(), hole)
-        )
+        cursor = m.cursor(conn, room.room_id)
+        views.append(RoomMemoryView(
+            room.name, room.room_id, state.last_seq, state.state_hash(),
+            cursor.hole_from is not None, cursor.conceded and cursor.hole_from is None,
+        ))
     return MemoryStateReply(views)

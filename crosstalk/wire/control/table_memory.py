@@ -11,6 +11,12 @@ from crosstalk.wire.control.spec import OpSpec
 _ROOM = (e.UnknownRoom, e.UsageError)
 _REPO = (e.UnknownRoom, e.NotInRepository, e.UsageError)
 _WRITE = (*_ROOM, e.NotAMember)  # a write is sent into the room: not if we were removed
+# What a write's ``pending`` means; its reply says which in ``why_pending``.
+_PENDING = (
+    " Pending while not final: `undecided` until the relay orders it, or `memory_incomplete`"
+    " when decided on a room memory that gave ops up (`provisional` says how, for now; final"
+    " once a member who holds them repairs it)."
+)
 
 # --- room memory ---------------------------------------------------------------------------------
 
@@ -65,7 +71,7 @@ TASK_CLAIM = OpSpec(
     "task_claim",
     p.IdParams,
     (*_WRITE, e.UnknownTask, e.ClaimedByOther),
-    "Claim a task (won, or pending until the relay orders it).",
+    "Claim a task: won or lost." + _PENDING,
     reply=rmem.ClaimReply,
 )
 TASK_RELEASE = OpSpec(
@@ -109,14 +115,15 @@ RESERVE = OpSpec(
     "reserve",
     p.ReserveParams,
     (*_HOLDING, e.Reserved, e.UnknownReservation),
-    "Reserve paths in a repository for some minutes.",
+    "Reserve paths in a repository for some minutes: granted, or refused (`reserved`)."
+    + _PENDING,
     reply=rmem.ReserveReply,
 )
 RESERVE_RENEW = OpSpec(
     "reserve_renew",
     p.RenewParams,
     (*_HOLDING, e.Reserved, e.UnknownReservation),
-    "Extend one of your reservations.",
+    "Extend one of your reservations." + _PENDING,
     reply=rmem.ReserveReply,
 )
 RELEASE = OpSpec(

@@ -10,6 +10,13 @@ import attrs
 
 from crosstalk.wire.converter import rename_fields
 
+# Why an answer is ``pending`` (its ``why_pending``): the op was not ordered and applied here in
+# time (it is settled later), or it was decided on a room memory that gave ops up (a hole no
+# member could fill), where a repair that brings those ops back may decide it otherwise. The
+# answer is final only once that memory is whole; ``provisional`` says what it decided for now.
+UNDECIDED = "undecided"
+MEMORY_INCOMPLETE = "memory_incomplete"
+
 
 @attrs.frozen
 class FileView:
@@ -63,9 +70,11 @@ class ReserveReply:
     paths: list[str]
     room: str
     repo: str
-    until: float | None  # relay time; None while pending
+    until: float | None  # relay time; None while pending (unless granted provisionally)
     shared: bool
     state: str  # granted | renewed | pending
+    why_pending: str | None = None  # UNDECIDED | MEMORY_INCOMPLETE while pending
+    provisional: str | None = None  # MEMORY_INCOMPLETE: what it decided for now (granted, ...)
 
 
 @attrs.frozen
@@ -94,6 +103,7 @@ class ReservationView:
 class ReservationsReply:
     reservations: list[ReservationView]
     now: float  # the relay time they were read at
+    incomplete: list[str] = attrs.Factory(list)  # rooms whose memory gave ops up: provisional
 
 
 @attrs.frozen
@@ -103,6 +113,8 @@ class WriteReply:
     id: str
     room: str
     outcome: str
+    why_pending: str | None = None  # UNDECIDED | MEMORY_INCOMPLETE while pending
+    provisional: str | None = None  # MEMORY_INCOMPLETE: the outcome for now
 
 
 @attrs.frozen
@@ -110,7 +122,9 @@ class ClaimReply:
     id: str
     room: str
     outcome: str  # won | lost | pending
-    claimed_by: str | None
+    claimed_by: str | None  # while pending on MEMORY_INCOMPLETE: the holder for now
+    why_pending: str | None = None  # UNDECIDED | MEMORY_INCOMPLETE while pending
+    provisional: str | None = None  # MEMORY_INCOMPLETE: won or lost, for now
 
 
 @attrs.frozen
@@ -129,6 +143,7 @@ class RoomMemoryView:
     last_seq: int
     state_hash: str
     catching_up: bool
+    incomplete: bool = False  # gave ops up, not repaired yet: what it decides is provisional
 
 
 @attrs.frozen
