@@ -108,7 +108,8 @@ def run_seed(seed: int, *, keep: set[int] | None = None, plant: str | None = Non
         with debuglog.daemon_logs(), tempfile.TemporaryDirectory(prefix=f"sim{seed}-") as tmp:
             plants = PLANTS[plant](picked, seed) if plant else {}
             world = World(seed, len(picked.nodes), Path(tmp), entropy, plants=plants,
-                          leaky_relay=plant == "leaky_relay")
+                          leaky_relay=plant == "leaky_relay",
+                          undo_on_hangup=plant == "undo_on_hangup")
             clock = trio.testing.MockClock(autojump_threshold=0)
             states: dict[str, Any] = {}
             failures: list[checkers.Failure] = []

@@ -34,11 +34,11 @@ def read_state(conn: sqlite3.Connection) -> dict[str, Any]:
         for r in _rows(conn, "SELECT message_id, room_id, read_at, sender, body FROM held_messages")
     }
     sent = {}
-    for r in _rows(conn, "SELECT msg_id, room_id FROM sent_messages"):
+    for r in _rows(conn, "SELECT msg_id, room_id, text FROM sent_messages"):
         state: Any = delivery_state(conn, r["msg_id"])
         # (state, reason) once refusals carry a reason; a bare state before that.
         sent[r["msg_id"]] = {"room": r["room_id"], "state": state[0] if isinstance(state, tuple)
-                             else state}
+                             else state, "text": r["text"]}
     tasks: dict[str, dict[str, Any]] = {}
     for r in _rows(conn, "SELECT room_id, record_id, body FROM memory_records WHERE kind='task'"):
         body = json.loads(r["body"])

@@ -36,8 +36,9 @@ MUST_COVER = (
     # ends read unless its receipt is lost (which only the receipts bug, now fixed, did).
     "check:state:sent", "check:state:read", "check:state:refused",
     "fault:disk_full", "buggify:store.disk_full", "buggify:store.commit_fails",
-    "buggify:store.slow_fsync", "check:durable", "check:recovered", "fault:reply_lost",
-    "fault:busy",
+    "buggify:store.slow_fsync", "check:durable", "check:recovered", "fault:busy",
+    # The control socket (tests/sim/door.py): clients that hang up mid-request, slow readers.
+    "fault:hang_up", "fault:slow_reader", "check:hangup:took",
     *(f"buggify:handoff.{h}" for h in ("link_to_router", "router_to_room", "room_outbound",
                                        "router_to_membership")),
 )
