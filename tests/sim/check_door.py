@@ -1,4 +1,6 @@
-"""``hangup``: an op whose client hung up mid-request took whole or not at all.
+"""The ways in: ``hangup`` (the control socket) and ``pairing`` (rooms of two; at the end).
+
+``hangup``: an op whose client hung up mid-request took whole or not at all.
 
 The client of such an op (tests/sim/door.py) never learns its outcome: the history says
 ``info``. The daemon must still have done all of it or none of it. For a send (or an answer)
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from crosstalk.wire.chain import ChainState
 from tests.sim.truth import Failure, Truth
 from tests.sim.world import World
 
@@ -35,4 +38,55 @@ def check_hangups(world: World, truth: Truth, states: dict[str, Any]) -> list[Fa
         if held and not took:
             out.append(Failure("hangup", f"{e.node} {e.op} {text} (its client hung up) reached "
                                f"{', '.join(held)} but is not in {e.node}'s outbox: half made"))
+    return out
+
+
+def check_pairings(world: World, truth: Truth, states: dict[str, Any]) -> list[Failure]:
+    """``pairing``: every room of two is whole. Whoever holds one (made by a real pairing,
+    tests/sim/pairing.py, or set up directly) has joined it, and so has the other member of
+    its roster, with the same first key, and the room's signed history at the relay has both
+    joined; a pairing both clients were told joined names one room. A failed pairing leaves
+    nothing behind: no room one side holds and the other does not."""
+    del truth
+    out: list[Failure] = []
+    at_relay = _relay_members(world)
+    for name, state in states.items():
+        me = world.nodes[name].fp
+        for room, row in sorted(state["rooms"].items()):
+            if row["kind"] != "direct":
+                continue
+            world.count("check:pairing")
+            other = [fp for fp in state["roster"].get(room, {}) if fp != me]
+            peer = world.by_fp(other[0]) if len(other) == 1 else None
+            theirs = states[peer]["rooms"].get(room) if peer else None
+            if row["state"] != "joined" or theirs is None or theirs["state"] != "joined":
+                out.append(Failure("pairing", f"{name} holds room of two {room[:6]} "
+                                   f"({row['state']}) but {peer or 'no other member'} holds "
+                                   f"{theirs['state'] if theirs else 'nothing'}: half made"))
+            elif states[peer]["pair_keys"].get(room) != state["pair_keys"].get(room):
+                out.append(Failure("pairing", f"{name} and {peer} hold room {room[:6]} under "
+                                   "different keys"))
+            elif at_relay.get(room) != {me, world.nodes[peer].fp}:
+                out.append(Failure("pairing", f"room of two {room[:6]} of {name} and {peer}: "
+                                   "the relay does not have both joined"))
+    return out + _same_room(world)
+
+
+def _relay_members(world: World) -> dict[str, set[str]]:
+    rooms = world.relay.storage.load().rooms
+    return {r.room: {fp for fp, e in ChainState.replay(r.room, r.chain, verify=False)
+                     .members.items() if e.state == "joined"} for r in rooms}
+
+
+def _same_room(world: World) -> list[Failure]:
+    """Both clients of one pairing told ``joined`` name the same room (and each other)."""
+    out: list[Failure] = []
+    told = [e for e in world.history.events
+            if e.op in ("room_new", "room_join") and e.phase == "ok"]
+    for new in (e for e in told if e.op == "room_new"):
+        joins = [e for e in told if e.op == "room_join" and e.result.get("you") ==
+                 new.result.get("them")]
+        if joins and not any(j.result.get("room") == new.result.get("room") for j in joins):
+            out.append(Failure("pairing", f"{new.node} paired into room "
+                               f"{str(new.result.get('room'))[:6]}, its joiner into another"))
     return out

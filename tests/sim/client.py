@@ -17,6 +17,7 @@ which grants the add, then create, add and accept), the store part writes what `
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -173,22 +174,23 @@ async def run_op(world: World, node: Node, op: str, params: dict[str, Any], inde
     between hands the same messages out again; the reader drops them by id. An op refused with
     ``storage_full`` is tried again a few times, as its message asks the user to.
     """
-    result = await _run_one(world, node, op, params, index)
+    result = await run_one(world, node, op, params, index)
     if result == ("info", "hung up") and op in IDEMPOTENT:
         # The CLI tries again an op whose reply it did not get, where doing it twice is once.
-        result = await _run_one(world, node, op, params, index)
+        result = await run_one(world, node, op, params, index)
     for _ in range(STORAGE_RETRIES):
         # As the error asks: free some space (the fault ends) and try again.
         if result[0] != "fail" or result[1].get("code") != "storage_full":
             break
         await trio.sleep(STORAGE_PAUSE)
-        result = await _run_one(world, node, op, params, index)
+        result = await run_one(world, node, op, params, index)
     if op == "read" and result[0] == "ok" and result[1].get("lease"):
-        await _run_one(world, node, "ack", {"lease": result[1]["lease"]}, index)
+        await run_one(world, node, "ack", {"lease": result[1]["lease"]}, index)
 
 
-async def _run_one(
-    world: World, node: Node, op: str, params: dict[str, Any], index: int
+async def run_one(
+    world: World, node: Node, op: str, params: dict[str, Any], index: int,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
 ) -> tuple[str, Any]:
     await world.up(node)
     # A checkout's path lies in the run's temp dir, whose name is random: the history (hashed
@@ -204,7 +206,8 @@ async def _run_one(
         try:
             with trio.move_on_after(OP_TIMEOUT):
                 stream = node.door.connect(slow=slow)
-                records = await door.request(stream, op, params, slow=slow, hang_up=hang_up)
+                records = await door.request(stream, op, params, slow=slow, hang_up=hang_up,
+                                             on_record=on_record)
                 outcome = ("ok", _observe(op, records))
             if outcome[0] == "info":
                 outcome = ("info", "timeout")

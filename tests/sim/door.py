@@ -136,11 +136,12 @@ class Door:
 
 async def request(
     stream: trio.abc.Stream, op: str, params: dict[str, Any], *, slow: bool = False,
-    hang_up: float | None = None,
+    hang_up: float | None = None, on_record: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Send one request and return its reply records (without ``ok``); raise the error a reply
     line carries as a CrosstalkError. With ``hang_up``, close the connection that many virtual
-    seconds after sending, read nothing, and raise :class:`HungUp`."""
+    seconds after sending, read nothing, and raise :class:`HungUp`. ``on_record`` sees each
+    record as it comes (a pairing's invite, read out while its op goes on)."""
     line = json.dumps({"v": PROTOCOL_VERSION, "op": op, **params}) + "\n"
     async with stream:
         await stream.send_all(line.encode())
@@ -152,6 +153,8 @@ async def request(
         while True:
             reply = await lines.next_reply()
             records.append(reply)
+            if on_record is not None:
+                on_record(reply)
             if op not in FINAL or FINAL[op] in reply:
                 return records
 

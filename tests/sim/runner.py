@@ -13,7 +13,7 @@ import trio.testing
 
 from crosstalk import sim_hooks
 from crosstalk.actors.health import ActorState
-from tests.sim import checkers, debuglog, determinism
+from tests.sim import checkers, debuglog, determinism, pairing
 from tests.sim.check_caught_up import LOOK, behind, still_behind
 from tests.sim.client import client, pair, run_op
 from tests.sim.faults import Fault, heal, run_faults, schedule
@@ -44,8 +44,13 @@ async def _main(world: World, scenario: Scenario, faults: list[Any],
     async with trio.open_nursery() as nursery:
         for node in world.nodes.values():
             nursery.start_soon(world.keep, node, lambda: rng.uniform(0.5, 20.0))
-        for a, b in scenario.pairs:
-            await pair(world, world.nodes[a], world.nodes[b])
+        real = pairing.plan(world.seed, scenario.nodes)
+        for i, (a, b) in enumerate(scenario.pairs):
+            if i == 0 and real is not None:
+                racer = world.nodes[real[1]] if real[1] else None
+                await pairing.pair_for_real(world, world.nodes[a], world.nodes[b], real[0], racer)
+            else:
+                await pair(world, world.nodes[a], world.nodes[b])
         world.faults_on = True
         start = trio.current_time()
         async with trio.open_nursery() as safety:

@@ -62,8 +62,13 @@ def read_state(conn: sqlite3.Connection) -> dict[str, Any]:
         conn, "SELECT room_id, reason FROM membership_alarms")}
     memory_seq = {r["room_id"]: r["last_seq"] for r in _rows(
         conn, "SELECT room_id, last_seq FROM memory_rooms")}
+    # Each room of two's first key (a pairing's grant), to compare both ends'.
+    pair_keys = {r["room_id"]: bytes(r["key"]).hex() for r in _rows(
+        conn, "SELECT k.room_id, k.key FROM room_keys k JOIN rooms USING (room_id) "
+              "WHERE kind = 'direct' AND k.epoch = 0")}
     return {
-        "books": _books(conn), "rekeys": _own_rekeys(conn), "memory_seq": memory_seq,
+        "pair_keys": pair_keys, "books": _books(conn), "rekeys": _own_rekeys(conn),
+        "memory_seq": memory_seq,
         "memory_holes": holes, "facts": facts, "alarms": alarms,
         "rooms": rooms, "roster": roster, "held": held, "sent": sent, "tasks": tasks,
         "applied": outcomes, "cursors": cursors,

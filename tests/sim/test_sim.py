@@ -39,6 +39,9 @@ MUST_COVER = (
     "buggify:store.slow_fsync", "check:durable", "check:recovered", "fault:busy",
     # The control socket (tests/sim/door.py): clients that hang up mid-request, slow readers.
     "fault:hang_up", "fault:slow_reader", "check:hangup:took",
+    # Pairing through the real flow (tests/sim/pairing.py), with its faults.
+    "pairing:none", "pairing:drop", "pairing:wrong_word", "pairing:racer", "pairing:retry",
+    "fault:pairing_drop", "check:pairing",
     *(f"buggify:handoff.{h}" for h in ("link_to_router", "router_to_room", "room_outbound",
                                        "router_to_membership")),
 )
@@ -164,13 +167,15 @@ def test_planted_bug_is_caught(plant: str, checker: str, first: int) -> None:
 
 @pytest.mark.parametrize(
     ("mutant", "seed", "checker"),
-    [("held_rejected", None, "rejected"), ("rollback_commits", 41, "once")],
+    [("held_rejected", None, "rejected"), ("rollback_commits", 41, "once"),
+     ("pairing_keys_differ", 2, "pairing")],
 )
 def test_checker_catches_its_mutant(mutant: str, seed: int | None, checker: str) -> None:
-    """The planted bugs of ``rejected`` and ``once`` are mutants (product code no world
-    composition reaches; tests/sim/mutate.py): an op whose sender is not in the roster yet
-    rejected instead of held, caught in the placed case that takes that branch on purpose
-    (tests/sim/placed.py); a write that failed committing what it wrote, at its seed."""
+    """The planted bugs of ``rejected``, ``once`` and ``pairing`` are mutants (product code no
+    world composition reaches; tests/sim/mutate.py): an op whose sender is not in the roster
+    yet rejected instead of held, caught in the placed case that takes that branch on purpose
+    (tests/sim/placed.py); a write that failed committing what it wrote, at its seed; an
+    inviter granting a key other than the one it keeps, at a seed that pairs for real."""
     from tests.sim.mutate import MUTANTS, run_mutant
 
     chosen = next(m for m in MUTANTS if m.name == mutant)
