@@ -66,6 +66,7 @@ async def _attempt(world: World, a: Node, b: Node, fault: str, racer: Node | Non
     """One pairing; True when ``a`` and ``b`` both say they joined the same room."""
     world.count(f"pairing:{fault}")
     said, heard = trio.open_memory_channel[str](1)
+    end, ended = trio.open_memory_channel[None](3)
     results: dict[str, tuple[str, Any]] = {}
 
     async def inviter() -> None:
@@ -74,9 +75,12 @@ async def _attempt(world: World, a: Node, b: Node, fault: str, racer: Node | Non
                 if "invite" in record:
                     said.send_nowait(record["invite"])
             results[a.name] = await run_one(world, a, "room_new", {}, -1, on_record=read_out)
+        end.send_nowait(None)
 
     async def joiner(node: Node, code: str) -> None:
         results[node.name] = await run_one(world, node, "room_join", {"code": code}, -1)
+        if node is not b:
+            end.send_nowait(None)
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(inviter)
@@ -84,11 +88,16 @@ async def _attempt(world: World, a: Node, b: Node, fault: str, racer: Node | Non
             code = await heard.receive()
         except trio.EndOfChannel:
             return False  # the inviter failed before it had a code to show
-        if fault == "racer" and racer is not None:
+        racing = fault == "racer" and racer is not None
+        if racing:
+            assert racer is not None
             nursery.start_soon(joiner, racer, code)
         if fault == "drop":
             nursery.start_soon(_drop_soon, world, a, b)
         await joiner(b, _mishear(code) if fault == "wrong_word" else code)
+        for _ in range(1 + racing):  # the inviter (and the racer) end too
+            await ended.receive()
+        nursery.cancel_scope.cancel()  # a drop not yet made: the pairing is over
     return _joined_together(results.get(a.name), results.get(b.name))
 
 
