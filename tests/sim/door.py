@@ -10,11 +10,11 @@ reply lines read until the op's last record, as the CLI reads them.
 
 Two injection points live here (``World.hang_up`` and ``World.slow_reader`` draw them):
 
-* a client that hangs up mid-request: it sends the request and closes its end after a seeded
-  moment, reading nothing. The op may still run (the server finishes a request/reply op and
-  finds nobody to answer: ``control.reply_undeliverable``) or be cut off (a stream op's hang-up
-  cancels it: ``control.stream_hung_up``); the history says ``info`` and the ``hangup`` checker
-  (tests/sim/check_door.py) looks at which it was.
+* a client that hangs up mid-request: it sends the request and closes its end a seeded number
+  of scheduler steps later, reading nothing. The op may still run (the server finishes a
+  request/reply op and finds nobody to answer: ``control.reply_undeliverable``) or be cut off
+  (a stream op's hang-up cancels it: ``control.stream_hung_up``); the history says ``info``
+  and the ``hangup`` checker (tests/sim/check_door.py) looks at which it was.
 * a slow reader: its connection is a lockstep pair (nothing buffered: every server write waits
   for the client's read) and the client reads a few bytes at a time with pauses between.
 """
@@ -136,17 +136,18 @@ class Door:
 
 async def request(
     stream: trio.abc.Stream, op: str, params: dict[str, Any], *, slow: bool = False,
-    hang_up: float | None = None, on_record: Callable[[dict[str, Any]], None] | None = None,
+    hang_up: int | None = None, on_record: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Send one request and return its reply records (without ``ok``); raise the error a reply
-    line carries as a CrosstalkError. With ``hang_up``, close the connection that many virtual
-    seconds after sending, read nothing, and raise :class:`HungUp`. ``on_record`` sees each
+    line carries as a CrosstalkError. With ``hang_up``, close the connection that many scheduler
+    steps after sending, read nothing, and raise :class:`HungUp`. ``on_record`` sees each
     record as it comes (a pairing's invite, read out while its op goes on)."""
     line = json.dumps({"v": PROTOCOL_VERSION, "op": op, **params}) + "\n"
     async with stream:
         await stream.send_all(line.encode())
         if hang_up is not None:
-            await trio.sleep(hang_up)
+            for _ in range(hang_up):
+                await trio.lowlevel.checkpoint()
             raise HungUp(op)
         lines = _Lines(stream, slow)
         records: list[dict[str, Any]] = []

@@ -29,7 +29,7 @@ option of the relay shell; never a patch of a product global.
 * ``lost_wakes`` (caught_up): ``n1`` loses every other wake of each room (a doorbell that drops
   rings would), so a room catches up only at a later wake: the last ops before a quiet spell
   wait for good.
-* ``undo_on_hangup`` (hangup): ``n0``'s daemon, when a reply cannot be written because its
+* ``undo_on_hangup`` (hangup): every daemon, when a reply cannot be written because its
   client hung up, deletes its newest sent message (it undoes the send nobody heard of, though
   the relay has it already). A world option (``World(undo_on_hangup=)``: the hook sits on the
   server end of each in-memory connection, tests/sim/door.py), like ``leaky_relay``.

@@ -153,6 +153,7 @@ def test_same_seed_same_run() -> None:
         ("amnesia", "durable", 6),
         ("no_second_chance", "recovered", 1),
         ("lost_wakes", "caught_up", 1),
+        ("undo_on_hangup", "hangup", 19),
     ],
 )
 def test_planted_bug_is_caught(plant: str, checker: str, first: int) -> None:

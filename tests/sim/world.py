@@ -32,6 +32,7 @@ from tests.sim.history import History
 from tests.sim.net import SimRelay
 
 HEARTBEAT = 5.0
+HANG_UP_STEPS = 60  # a client hangs up within this many scheduler steps of its request
 MAX_INCARNATIONS = 8  # bounds the keeper loop: crashes per node per run are capped below this
 
 Plant = Callable[[Daemon], None]
@@ -187,12 +188,13 @@ class World:
         self.history.add(where, "actor_crash", "info", {"at": name}, None)
         raise ActorCrash(f"sim: an actor of {where} crashed at {name}")
 
-    def hang_up(self) -> float | None:
-        """After how many virtual seconds the client of the next op hangs up, reading nothing
-        (None: it reads its reply): half at once, half a moment later, mid-op or just after."""
+    def hang_up(self) -> int | None:
+        """After how many scheduler steps the client of the next op hangs up, reading nothing
+        (None: it reads its reply). Steps, not seconds: an op runs in little or no virtual
+        time, so steps are what put the hang-up inside it (or just after it)."""
         if not (self.faults_on and self._replies_lost and self._reply_rng.random() < 0.03):
             return None
-        return 0.0 if self._reply_rng.random() < 0.5 else self._reply_rng.uniform(0.0, 1.0)
+        return self._reply_rng.randint(0, HANG_UP_STEPS)
 
     def slow_reader(self) -> bool:
         """Whether the client of the next op reads its reply slowly (a lockstep connection)."""
@@ -261,6 +263,8 @@ class World:
                 supervisor = Supervisor(heartbeat=HEARTBEAT)
                 await nursery.start(supervisor.run)
                 # The control socket first, behind its gate, as crosstalk.daemon.start does.
+                if self.undo_on_hangup:
+                    node.door.on_hangup = functools.partial(forget_newest_send, store)
                 gate = OpGate(str(node.home.root))
                 server = ControlServer(node.home.socket, gate, listen=node.door.listen)
                 await supervisor.start_actor("control", server)
@@ -268,8 +272,6 @@ class World:
                 ops = daemon.ops
                 for plant in self.plants.get(node.name, []):
                     plant(daemon)
-                if self.undo_on_hangup and node.name == "n0":
-                    node.door.on_hangup = functools.partial(forget_newest_send, store)
                 await daemon.start()
                 gate.open(ops)
                 node.daemon, node.ops = daemon, ops
