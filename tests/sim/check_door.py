@@ -60,9 +60,10 @@ def check_pairings(world: World, truth: Truth, states: dict[str, Any]) -> list[F
             peer = world.by_fp(other[0]) if len(other) == 1 else None
             theirs = states[peer]["rooms"].get(room) if peer else None
             if row["state"] != "joined" or theirs is None or theirs["state"] != "joined":
+                held = f"{peer} holds {theirs['state'] if theirs else 'nothing'}" if peer \
+                    else "its roster names nobody else"
                 out.append(Failure("pairing", f"{name} holds room of two {room[:6]} "
-                                   f"({row['state']}) but {peer or 'no other member'} holds "
-                                   f"{theirs['state'] if theirs else 'nothing'}: half made"))
+                                   f"({row['state']}) but {held}: half made"))
             elif states[peer]["pair_keys"].get(room) != state["pair_keys"].get(room):
                 out.append(Failure("pairing", f"{name} and {peer} hold room {room[:6]} under "
                                    "different keys"))
