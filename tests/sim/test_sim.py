@@ -147,7 +147,7 @@ def test_same_seed_same_run() -> None:
 @pytest.mark.parametrize(
     ("plant", "checker", "first"),
     [
-        ("drop_sender", "delivery", 4),
+        ("drop_sender", "delivery", 6),
         ("claim_flip", "claims", 6),
         ("leaky_relay", "removed", 8),
         ("roster_ignores", "roster", 1),
@@ -160,7 +160,7 @@ def test_same_seed_same_run() -> None:
         ("amnesia", "durable", 6),
         ("no_second_chance", "recovered", 1),
         ("lost_wakes", "caught_up", 1),
-        ("undo_on_hangup", "hangup", 19),
+        ("undo_on_hangup", "hangup", 27),
     ],
 )
 def test_planted_bug_is_caught(plant: str, checker: str, first: int) -> None:
