@@ -21,6 +21,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import attrs
 import trio
 
+from crosstalk import sim_hooks
 from crosstalk.actors.supervisor import ActorContext
 from crosstalk.errors import CrosstalkError, UnknownOp
 from crosstalk.wire.control import (
@@ -184,15 +185,22 @@ def _record(spec: OpSpec[Any], result: object) -> dict[str, Any]:
     return data
 
 
+Listen = Callable[[Path], Awaitable[trio.abc.Listener[trio.abc.Stream]]]
+"""Opens the listener a control server accepts its connections from."""
+
+
 class ControlServer:
     """Actor serving ``ops`` on the unix socket at ``path`` (mode 0600).
 
     ``ops`` is an :class:`OpTable`, or anything that picks one per op (the daemon's
-    :class:`~crosstalk.actors.control_gate.OpGate`, which serves while it starts)."""
+    :class:`~crosstalk.actors.control_gate.OpGate`, which serves while it starts). ``listen``
+    opens the listener: the unix socket, or (the simulation, tests/sim/door.py) in-memory byte
+    streams served by this same framing and dispatch."""
 
-    def __init__(self, path: Path, ops: ServedOps) -> None:
+    def __init__(self, path: Path, ops: ServedOps, *, listen: Listen | None = None) -> None:
         self._path = path
         self._ops = ops
+        self._listen = listen or _open_listener
 
     async def run(
         self,
@@ -200,7 +208,7 @@ class ControlServer:
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        listener = await _open_listener(self._path)
+        listener = await self._listen(self._path)
         async with listener, trio.open_nursery() as nursery:
             nursery.start_soon(self._beat, ctx)
             log.info("control socket listening at %s", self._path)
@@ -215,7 +223,7 @@ class ControlServer:
             ctx.beat()
             await trio.sleep(ctx.heartbeat / 3)
 
-    async def _serve(self, stream: trio.SocketStream) -> None:
+    async def _serve(self, stream: trio.abc.Stream) -> None:
         conn = _Connection(stream)
         async with stream:
             try:
@@ -225,6 +233,7 @@ class ControlServer:
             except _HungUp as gone:
                 # Not a bug and not a degradation: the client chose to stop listening (a CLI
                 # killed by Ctrl-C, a hook past its deadline). Its reply is undeliverable.
+                sim_hooks.probe("control.reply_undeliverable")
                 log.debug("control: client hung up before the reply to %r", gone.op)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 return
@@ -241,7 +250,7 @@ class _HungUp(Exception):
 class _Connection:
     """One client connection: splits lines, answers them in order, notices a hang-up."""
 
-    def __init__(self, stream: trio.SocketStream) -> None:
+    def __init__(self, stream: trio.abc.Stream) -> None:
         self._stream = stream
         self._buffer = b""
         self._eof = False
@@ -291,6 +300,7 @@ class _Connection:
         while not self._eof:
             await self._fill()
         if b"\n" not in self._buffer:
+            sim_hooks.probe("control.stream_hung_up")
             scope.cancel()
 
     async def _write(self, data: bytes, op: str) -> None:
@@ -321,11 +331,12 @@ PEER_CWD = "peer_cwd"
 """The parameter the control server sets to the calling process's working directory."""
 
 
-def peer_cwd(stream: trio.SocketStream) -> str | None:
+def peer_cwd(stream: trio.abc.Stream) -> str | None:
     """The working directory of the process at the other end of a unix socket (Linux: its pid
-    from ``SO_PEERCRED``, then ``/proc/PID/cwd``); None where that cannot be known."""
+    from ``SO_PEERCRED``, then ``/proc/PID/cwd``); None where that cannot be known (no socket
+    under the stream: the simulation's in-memory connections)."""
     option = getattr(socket, "SO_PEERCRED", None)
-    if option is None:
+    if option is None or not isinstance(stream, trio.SocketStream):
         return None
     try:
         creds = stream.socket.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))

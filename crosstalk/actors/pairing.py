@@ -20,6 +20,7 @@ import attrs
 import nacl.utils
 import trio
 
+from crosstalk import sim_hooks
 from crosstalk.actors.context import ActorContext
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.core.pairing import OfferReceived, PairingMachine
@@ -127,6 +128,7 @@ class PairingActor:
             )
             self._snapshot = machine.serialize()
         else:
+            sim_hooks.probe("pairing.restarted")  # restored from the snapshot: same bytes again
             await self._attach()
         task_status.started()
         with trio.move_on_at(self._deadline):
@@ -155,6 +157,7 @@ class PairingActor:
         while True:
             push = await ctx.receive()
             if isinstance(push, Reattach):
+                sim_hooks.probe("pairing.reattached")  # the relay link came back mid-exchange
                 await self._attach()
                 await self._flush(machine)
             elif isinstance(push, w.SlotJoined):

@@ -114,7 +114,7 @@ async def server() -> AsyncIterator[Fixture]:
     shutil.rmtree(root, ignore_errors=True)
 
 
-async def _lines(stream: trio.SocketStream, count: int) -> list[dict[str, object]]:
+async def _lines(stream: trio.abc.Stream, count: int) -> list[dict[str, object]]:
     buffer = b""
     with trio.fail_after(10):
         while buffer.count(b"\n") < count:
@@ -124,7 +124,7 @@ async def _lines(stream: trio.SocketStream, count: int) -> list[dict[str, object
     return [json.loads(line) for line in buffer.splitlines()]
 
 
-async def _send(stream: trio.SocketStream, **request: object) -> None:
+async def _send(stream: trio.abc.Stream, **request: object) -> None:
     await stream.send_all(json.dumps({"v": 1, **request}).encode() + b"\n")
 
 
@@ -254,3 +254,33 @@ async def test_an_op_run_from_inside_the_daemon_returns_its_reply_model() -> Non
     assert await ops.run(_spec("echo", Echo), Echo("hi"), Echo) == Echo("hi")
     with pytest.raises(TypeError, match="returned Value, not Echo"):
         await ops.run(_spec("mistyped", Echo), Echo("hi"), Echo)
+
+
+async def test_a_listener_of_memory_streams_gets_the_same_replies() -> None:
+    """``listen=`` swaps the unix socket for in-memory streams (the simulation's seam): the
+    same lines get the same replies, a handler's bug included."""
+    from tests.sim.door import Door
+
+    door, ops = Door(), OpTable()
+    ops.add(_spec("echo", Echo), _echo)
+    ops.add(_spec("bad", Echo), _buggy)
+    async with trio.open_nursery() as nursery:
+        server = ControlServer(Path("unused"), ops, listen=door.listen)
+        await nursery.start(_serve_in_memory, server)
+        async with door.connect() as stream:
+            await _send(stream, op="echo", text="hi")
+            await _send(stream, op="bad", text="x")
+            echo, bug = await _lines(stream, 2)
+        nursery.cancel_scope.cancel()
+    assert echo == {"ok": True, "text": "hi"}
+    assert bug["error"]["code"] == "internal"  # type: ignore[index]
+
+
+async def _serve_in_memory(
+    server: ControlServer, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> None:
+    supervisor = Supervisor(heartbeat=5.0)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(supervisor.run)
+        await supervisor.start_actor("control", server)
+        task_status.started()

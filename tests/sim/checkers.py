@@ -27,7 +27,10 @@ member a rekey removed, a grant the same everywhere: :mod:`tests.sim.check_reser
 relay touched), ``durable`` and ``recovered`` (the storage faults:
 :mod:`tests.sim.check_storage`), ``rejected`` (no op thrown away for a reason the world does not
 explain: :mod:`tests.sim.check_rejects`), ``caught_up`` (healed, every room applies what its
-link committed within a bound, with no new op to wake it: :mod:`tests.sim.check_caught_up`).
+link committed within a bound, with no new op to wake it: :mod:`tests.sim.check_caught_up`),
+``hangup`` (an op whose client hung up mid-request took whole or not at all) and ``pairing``
+(every room of two is whole: both ends joined, one key, both at the relay; a failed pairing
+leaves nothing): :mod:`tests.sim.check_door`.
 The roster checker's truth
 is the room's signed membership history, not the relay's rows (issue 36: a lying relay may put
 a removed member back in its rows; ``removed`` then shows they read nothing sent after).
@@ -42,6 +45,7 @@ from typing import Any
 
 from crosstalk.wire.chain import ChainState
 from tests.sim.check_caught_up import check_caught_up
+from tests.sim.check_door import check_hangups, check_pairings
 from tests.sim.check_rejects import check_rejected
 from tests.sim.check_reservations import check_reservations
 from tests.sim.check_storage import check_durable, check_once, check_recovered
@@ -380,7 +384,8 @@ def check_alarms(world: World, truth: Truth, states: dict[str, Any]) -> list[Fai
 
 CHECKERS = (check_delivery, check_claims, check_removed, check_roster, check_states, check_link,
             check_memory, check_reservations, check_alarms, check_durable, check_recovered,
-            check_rejected, check_once, check_caught_up)
+            check_rejected, check_once, check_caught_up, check_hangups,
+            check_pairings)
 
 
 def check_all(world: World, states: dict[str, Any]) -> list[Failure]:

@@ -1,9 +1,12 @@
-"""Clients: run each node's actions through its OpTable, one at a time, like a CLI would.
+"""Clients: run each node's actions through its control socket, one at a time, like a CLI would.
 
-Every op is recorded as ``invoke`` then ``ok`` (with a compact observation), ``fail`` (a
-CrosstalkError: the daemon said no) or ``info`` (the node crashed under it, or it ran past
-``OP_TIMEOUT``: its outcome is unknown). An exception that is not a CrosstalkError is a product
-bug and is recorded as ``fail`` with ``bug: True`` (a checker flags it).
+Each op is one connection to the node's real control server (tests/sim/door.py: the same
+framing, dispatch and error replies as the unix socket). Every op is recorded as ``invoke`` then
+``ok`` (with a compact observation), ``fail`` (an error reply: the daemon said no; or nothing
+listened: its daemon was down) or ``info`` (the node crashed under it, its client hung up
+mid-request, or it ran past ``OP_TIMEOUT``: its outcome is unknown). The server's reply to an
+op that raised something other than a CrosstalkError is a product bug and is recorded as
+``fail`` with ``bug: True`` (a checker flags it).
 
 Pairings are set up directly, not through SPAKE2 (four round trips of key agreement per pair
 would cost more than the rest of a run): the relay part runs the real frames (slot open and join,
@@ -14,6 +17,7 @@ which grants the add, then create, add and accept), the store part writes what `
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -21,13 +25,14 @@ import trio
 from crosstalk.errors import CrosstalkError
 from crosstalk.store.rooms import Contact, Room, RoomMember, add_member, add_room, upsert_contact
 from crosstalk.wire import relay as w
-from crosstalk.wire.control import ControlRequest
+from tests.sim import door
 from tests.sim.determinism import NODE
 from tests.sim.workload import Action
 from tests.sim.world import Node, World
 from tests.wire.chain_helpers import room_of_two_frames
 
 OP_TIMEOUT = 120.0
+BUG_REPLY = "The daemon hit a bug running"  # crosstalk.actors.control's reply to an op's bug
 STORAGE_RETRIES, STORAGE_PAUSE = 5, 5.0  # a disk_full fault lasts at most 20 s
 # Ops the design makes safe to repeat (an ack of a lease, an accept the relay already took, a
 # claim we already hold, a renewal, a release, and every read).
@@ -169,50 +174,65 @@ async def run_op(world: World, node: Node, op: str, params: dict[str, Any], inde
     between hands the same messages out again; the reader drops them by id. An op refused with
     ``storage_full`` is tried again a few times, as its message asks the user to.
     """
-    result = await _run_one(world, node, op, params, index)
-    if result == ("info", "reply lost") and op in IDEMPOTENT:
+    result = await run_one(world, node, op, params, index)
+    if result == ("info", "hung up") and op in IDEMPOTENT:
         # The CLI tries again an op whose reply it did not get, where doing it twice is once.
-        result = await _run_one(world, node, op, params, index)
+        result = await run_one(world, node, op, params, index)
     for _ in range(STORAGE_RETRIES):
         # As the error asks: free some space (the fault ends) and try again.
         if result[0] != "fail" or result[1].get("code") != "storage_full":
             break
         await trio.sleep(STORAGE_PAUSE)
-        result = await _run_one(world, node, op, params, index)
+        result = await run_one(world, node, op, params, index)
     if op == "read" and result[0] == "ok" and result[1].get("lease"):
-        await _run_one(world, node, "ack", {"lease": result[1]["lease"]}, index)
+        await run_one(world, node, "ack", {"lease": result[1]["lease"]}, index)
 
 
-async def _run_one(
-    world: World, node: Node, op: str, params: dict[str, Any], index: int
+async def run_one(
+    world: World, node: Node, op: str, params: dict[str, Any], index: int,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
 ) -> tuple[str, Any]:
-    _, ops = await world.up(node)
+    await world.up(node)
     # A checkout's path lies in the run's temp dir, whose name is random: the history (hashed
     # by the determinism canary) says only that the op ran from the node's checkout.
     shown = {k: ("<repo>" if k == "cwd" else v) for k, v in params.items()}
     world.history.add(node.name, op, "invoke", shown, None, index)
+    hang_up, slow = world.hang_up(), world.slow_reader()
+    if slow:
+        world.count("fault:slow_reader")
     outcome: tuple[str, Any] = ("info", "cancelled")
     with trio.CancelScope() as scope:
         node.op_scopes.add(scope)
         try:
             with trio.move_on_after(OP_TIMEOUT):
-                records = [r async for r in ops.replies(ControlRequest(op, params))]
+                stream = node.door.connect(slow=slow)
+                records = await door.request(stream, op, params, slow=slow, hang_up=hang_up,
+                                             on_record=on_record)
                 outcome = ("ok", _observe(op, records))
             if outcome[0] == "info":
                 outcome = ("info", "timeout")
-            elif world.lose_reply():
-                world.count("fault:reply_lost")
-                outcome = ("info", "reply lost")
+        except door.HungUp:
+            world.count("fault:hang_up")
+            outcome = ("info", "hung up")
+        except (door.Ended, trio.BrokenResourceError):
+            outcome = ("info", "connection ended")  # the daemon died under it
+        except door.DaemonDown:
+            outcome = ("fail", {"code": "daemon_unreachable", "message": "refused"})
         except CrosstalkError as exc:
-            # A message may name the run's temp dir (storage_full does), whose name is random.
-            said = exc.message.replace(str(node.home.root.parent), "<tmp>")
-            outcome = ("fail", {"code": exc.code, "message": said})
-        except Exception as exc:  # a product bug: record it, keep the run going
-            outcome = ("fail", {"bug": True, "error": f"{type(exc).__name__}: {exc}"})
+            outcome = ("fail", _failure(node, exc))
         finally:
             node.op_scopes.discard(scope)
     world.history.add(node.name, op, outcome[0], shown, outcome[1], index)
     return outcome
+
+
+def _failure(node: Node, exc: CrosstalkError) -> dict[str, Any]:
+    """An error reply as the history records it; the control server's answer to an op that
+    raised something other than a CrosstalkError is a product bug (a checker flags it)."""
+    if exc.code == "internal" and exc.message.startswith(BUG_REPLY):
+        return {"bug": True, "error": exc.message}
+    # A message may name the run's temp dir (storage_full does), whose name is random.
+    return {"code": exc.code, "message": exc.message.replace(str(node.home.root.parent), "<tmp>")}
 
 
 async def _await_invitation(world: World, node: Node, room: str) -> None:

@@ -101,6 +101,11 @@ MUTANTS = (
            'TRANSIENT_POST_ERRORS = frozenset({"rate_limited", "backlog_full"})',
            'TRANSIENT_POST_ERRORS = frozenset({"rate_limited"})',
            "a post the relay turns away because its backlog is full is dropped, not retried"),
+    Mutant("pairing_keys_differ", "crosstalk/features/pairing/ops.py",
+           "    offer = make_offer(daemon, keys, agent=params.agent, room=grant)",
+           "    offer = make_offer(daemon, keys, agent=params.agent,\n"
+           "                       room=RoomGrant(grant.room_id, nacl.utils.random(32)))",
+           "the inviter grants the joiner a room key other than the one it keeps"),
 )
 
 

@@ -29,6 +29,10 @@ option of the relay shell; never a patch of a product global.
 * ``lost_wakes`` (caught_up): ``n1`` loses every other wake of each room (a doorbell that drops
   rings would), so a room catches up only at a later wake: the last ops before a quiet spell
   wait for good.
+* ``undo_on_hangup`` (hangup): every daemon, when a reply cannot be written because its
+  client hung up, deletes its newest sent message (it undoes the send nobody heard of, though
+  the relay has it already). A world option (``World(undo_on_hangup=)``: the hook sits on the
+  server end of each in-memory connection, tests/sim/door.py), like ``leaky_relay``.
 * ``false_alarm`` (alarm): ``n1`` says the relay offered a change that does not verify, about
   every room it is in, after each batch.
 """
@@ -201,6 +205,7 @@ PLANTS: dict[str, Callable[[Scenario, int], dict[str, list[Plant]]]] = {
     "amnesia": lambda sc, seed: {"n0": [_amnesia]},
     "no_second_chance": lambda sc, seed: {"n1": [_no_second_chance]},
     "lost_wakes": lambda sc, seed: {"n1": [_lose_wakes]},
+    "undo_on_hangup": lambda sc, seed: {},  # World(undo_on_hangup=True): see the module doc
 }
 
 

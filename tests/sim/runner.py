@@ -13,7 +13,7 @@ import trio.testing
 
 from crosstalk import sim_hooks
 from crosstalk.actors.health import ActorState
-from tests.sim import checkers, debuglog, determinism
+from tests.sim import checkers, debuglog, determinism, pairing
 from tests.sim.check_caught_up import LOOK, behind, still_behind
 from tests.sim.client import client, pair, run_op
 from tests.sim.faults import Fault, heal, run_faults, schedule
@@ -38,14 +38,19 @@ class Outcome:
 
 
 async def _main(world: World, scenario: Scenario, faults: list[Any],
-                clock: trio.testing.MockClock, out: dict[str, Any]) -> None:
+                clock: trio.testing.MockClock, out: dict[str, Any],
+                real: tuple[str, str | None] | None) -> None:
     world.install_hooks()
     rng = world.entropy.stream("downtime", "world")
     async with trio.open_nursery() as nursery:
         for node in world.nodes.values():
             nursery.start_soon(world.keep, node, lambda: rng.uniform(0.5, 20.0))
-        for a, b in scenario.pairs:
-            await pair(world, world.nodes[a], world.nodes[b])
+        for i, (a, b) in enumerate(scenario.pairs):
+            if i == 0 and real is not None:
+                racer = world.nodes[real[1]] if real[1] else None
+                await pairing.pair_for_real(world, world.nodes[a], world.nodes[b], real[0], racer)
+            else:
+                await pair(world, world.nodes[a], world.nodes[b])
         world.faults_on = True
         start = trio.current_time()
         async with trio.open_nursery() as safety:
@@ -108,12 +113,16 @@ def run_seed(seed: int, *, keep: set[int] | None = None, plant: str | None = Non
         with debuglog.daemon_logs(), tempfile.TemporaryDirectory(prefix=f"sim{seed}-") as tmp:
             plants = PLANTS[plant](picked, seed) if plant else {}
             world = World(seed, len(picked.nodes), Path(tmp), entropy, plants=plants,
-                          leaky_relay=plant == "leaky_relay")
+                          leaky_relay=plant == "leaky_relay",
+                          undo_on_hangup=plant == "undo_on_hangup")
             clock = trio.testing.MockClock(autojump_threshold=0)
             states: dict[str, Any] = {}
             failures: list[checkers.Failure] = []
             try:
-                trio.run(_bounded, world, picked, faults, clock, states,
+                # A generated scenario may pair its first two for real (tests/sim/pairing.py);
+                # a hand-written case (tests/sim/placed.py, test_scenarios) keeps its set-up.
+                real = pairing.plan(seed, picked.nodes) if scenario is None else None
+                trio.run(_bounded, world, picked, faults, clock, states, real,
                          clock=clock, instruments=[canary])
             except trio.TooSlowError:
                 failures.append(checkers.Failure("stuck", "the run did not end in virtual time"))
@@ -131,6 +140,7 @@ def run_seed(seed: int, *, keep: set[int] | None = None, plant: str | None = Non
 
 
 async def _bounded(world: World, scenario: Scenario, faults: list[Any],
-                   clock: trio.testing.MockClock, out: dict[str, Any]) -> None:
+                   clock: trio.testing.MockClock, out: dict[str, Any],
+                   real: tuple[str, str | None] | None) -> None:
     with trio.fail_after(VIRTUAL_CAP):
-        await _main(world, scenario, faults, clock, out)
+        await _main(world, scenario, faults, clock, out, real)

@@ -34,11 +34,11 @@ def read_state(conn: sqlite3.Connection) -> dict[str, Any]:
         for r in _rows(conn, "SELECT message_id, room_id, read_at, sender, body FROM held_messages")
     }
     sent = {}
-    for r in _rows(conn, "SELECT msg_id, room_id FROM sent_messages"):
+    for r in _rows(conn, "SELECT msg_id, room_id, text FROM sent_messages"):
         state: Any = delivery_state(conn, r["msg_id"])
         # (state, reason) once refusals carry a reason; a bare state before that.
         sent[r["msg_id"]] = {"room": r["room_id"], "state": state[0] if isinstance(state, tuple)
-                             else state}
+                             else state, "text": r["text"]}
     tasks: dict[str, dict[str, Any]] = {}
     for r in _rows(conn, "SELECT room_id, record_id, body FROM memory_records WHERE kind='task'"):
         body = json.loads(r["body"])
@@ -65,9 +65,14 @@ def read_state(conn: sqlite3.Connection) -> dict[str, Any]:
     # Memories that gave ops up and were not repaired: what they decide is provisional.
     gave_up = sorted(r["room_id"] for r in _rows(
         conn, "SELECT room_id FROM memory_rooms WHERE conceded = 1"))
+    # Each room of two's first key (a pairing's grant), to compare both ends'.
+    pair_keys = {r["room_id"]: bytes(r["key"]).hex() for r in _rows(
+        conn, "SELECT k.room_id, k.key FROM room_keys k JOIN rooms USING (room_id) "
+              "WHERE kind = 'direct' AND k.epoch = 0")}
     return {
-        "books": _books(conn), "rekeys": _own_rekeys(conn), "memory_seq": memory_seq,
-        "memory_holes": holes, "memory_gave_up": gave_up, "facts": facts, "alarms": alarms,
+        "pair_keys": pair_keys, "books": _books(conn), "rekeys": _own_rekeys(conn),
+        "memory_seq": memory_seq, "memory_holes": holes, "memory_gave_up": gave_up,
+        "facts": facts, "alarms": alarms,
         "rooms": rooms, "roster": roster, "held": held, "sent": sent, "tasks": tasks,
         "applied": outcomes, "cursors": cursors,
         "inbound": inbound,

@@ -10,6 +10,7 @@ bugs are world composition: ``plants`` edit a daemon's appliers/listeners lists 
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -18,17 +19,20 @@ from typing import Any
 import trio
 
 from crosstalk import crypto, sim_hooks
-from crosstalk.actors.control import OpTable
+from crosstalk.actors.control import ControlServer, OpTable
+from crosstalk.actors.control_gate import OpGate
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.daemon.tree import Daemon
 from crosstalk.paths import Home
 from crosstalk.store.db import Store
 from crosstalk.store.identity import IdentityRecord, save_identity
 from tests.sim.determinism import EPOCH, NODE, Entropy, inline_run_sync
+from tests.sim.door import Door, forget_newest_send
 from tests.sim.history import History
 from tests.sim.net import SimRelay
 
 HEARTBEAT = 5.0
+HANG_UP_STEPS = 60  # a client hangs up within this many scheduler steps of its request
 MAX_INCARNATIONS = 8  # bounds the keeper loop: crashes per node per run are capped below this
 
 Plant = Callable[[Daemon], None]
@@ -65,6 +69,7 @@ class Node:
         save_identity(self.home.identity, record, keyring=False)
         self.daemon: Daemon | None = None
         self.ops: OpTable | None = None
+        self.door = Door()  # its control socket: clients connect through it (tests/sim/door.py)
         self.ready = trio.Event()
         self.crashed = trio.Event()
         self.op_scopes: set[trio.CancelScope] = set()
@@ -85,7 +90,7 @@ class World:
     def __init__(
         self, seed: int, n: int, root: Path, entropy: Entropy, *,
         plants: dict[str, list[Plant]] | None = None, max_crashes: int = 3,
-        leaky_relay: bool = False,
+        leaky_relay: bool = False, undo_on_hangup: bool = False,
     ) -> None:
         self.seed = seed
         self.entropy = entropy
@@ -96,6 +101,7 @@ class World:
         self.relay.fps = {name: k.fingerprint for name, k in keys.items()}
         self.history = History()
         self.plants = plants or {}
+        self.undo_on_hangup = undo_on_hangup  # the planted bug of that name (tests/sim/plants.py)
         self.crash_budget = max_crashes
         self.faults_on = False
         self._bug_rng = random.Random(f"{seed}/buggify")
@@ -115,6 +121,8 @@ class World:
         self._late_on: dict[str, bool] = {}  # per hand-off point: sometimes late this run, or never
         self._reply_rng = random.Random(f"{seed}/replies")
         self._replies_lost = self._reply_rng.random() < 0.5
+        self._reader_rng = random.Random(f"{seed}/readers")
+        self._slow_readers = self._reader_rng.random() < 0.5
         # node -> (hand-off point, times): one of its actors crashes at each of its next
         # ``times`` passes there (``actor_crash``)
         self.crash_at: dict[str, tuple[str, int]] = {}
@@ -180,10 +188,17 @@ class World:
         self.history.add(where, "actor_crash", "info", {"at": name}, None)
         raise ActorCrash(f"sim: an actor of {where} crashed at {name}")
 
-    def lose_reply(self) -> bool:
-        """Whether the reply of an op that ran is lost on the control socket (the client sees
-        its connection end: the op's outcome is unknown to it)."""
-        return self.faults_on and self._replies_lost and self._reply_rng.random() < 0.03
+    def hang_up(self) -> int | None:
+        """After how many scheduler steps the client of the next op hangs up, reading nothing
+        (None: it reads its reply). Steps, not seconds: an op runs in little or no virtual
+        time, so steps are what put the hang-up inside it (or just after it)."""
+        if not (self.faults_on and self._replies_lost and self._reply_rng.random() < 0.03):
+            return None
+        return self._reply_rng.randint(0, HANG_UP_STEPS)
+
+    def slow_reader(self) -> bool:
+        """Whether the client of the next op reads its reply slowly (a lockstep connection)."""
+        return self.faults_on and self._slow_readers and self._reader_rng.random() < 0.1
 
     async def _fire(self, name: str) -> None:
         if self._crash_here(name):
@@ -247,16 +262,24 @@ class World:
             async with trio.open_nursery() as nursery:
                 supervisor = Supervisor(heartbeat=HEARTBEAT)
                 await nursery.start(supervisor.run)
+                # The control socket first, behind its gate, as crosstalk.daemon.start does.
+                if self.undo_on_hangup:
+                    node.door.on_hangup = functools.partial(forget_newest_send, store)
+                gate = OpGate(str(node.home.root))
+                server = ControlServer(node.home.socket, gate, listen=node.door.listen)
+                await supervisor.start_actor("control", server)
                 daemon = Daemon(node.home, store, supervisor, HEARTBEAT, connect=self.relay.connect)
                 ops = daemon.ops
                 for plant in self.plants.get(node.name, []):
                     plant(daemon)
                 await daemon.start()
+                gate.open(ops)
                 node.daemon, node.ops = daemon, ops
                 node.ready.set()
                 await trio.sleep_forever()
         finally:
             node.daemon = node.ops = None
+            node.door.listener = None
             with trio.CancelScope(shield=True):
                 await store.close()
 

@@ -20,7 +20,7 @@ from typing import Protocol
 import nacl.utils
 import trio
 
-from crosstalk import crypto
+from crosstalk import crypto, sim_hooks
 from crosstalk.actors.children import DynamicKind
 from crosstalk.actors.pairing import Paired, PairingActor, PairingOutcome
 from crosstalk.actors.relay_client import RelayClient
@@ -28,7 +28,7 @@ from crosstalk.actors.router import RoutePairing, WatchInvitation
 from crosstalk.actors.supervisor import Restart
 from crosstalk.core.invite import Invite
 from crosstalk.core.words import BYTES_PER_WORD
-from crosstalk.errors import NotInvited, RelayKeyMismatch, RemoteProtocolError
+from crosstalk.errors import NotInvited, RelayKeyMismatch, RelayUnreachable, RemoteProtocolError
 from crosstalk.features.caps import (
     FollowsRosters,
     Identified,
@@ -282,12 +282,20 @@ async def _accept_room_of_two(daemon: Host, relay: RelayClient, room: str, fp: s
     """Accept the inviter's room. On a relay of several nodes the accept can reach a node that
     has not yet taken in the inviter's add (the stream reaches the nodes a moment apart, later
     under load), so a refusal for want of an invitation is asked again after short pauses
-    before it is the answer; an accept that already took (its answer lost) counts as done."""
+    before it is the answer; an accept that already took (its answer lost) counts as done. A
+    connection that drops under the accept is asked again the same way, once the link is back:
+    the room is adopted by then, and giving up would leave it half made (the inviter holds a
+    room of two this side never accepted; sim seed 189)."""
     for pause in (*ACCEPT_PAUSES, None):
         try:
             await request_change(daemon, room, "accept", fp, with_statement(w.Accept(0, room)),
                                  fetch_first=True, relay=relay)
             return
+        except RelayUnreachable:
+            if pause is None:
+                raise
+            sim_hooks.probe("pairing.accept_retried")
+            await trio.sleep(pause)
         except NotInvited:
             if await relay_says_joined(relay, room):
                 return
