@@ -232,10 +232,13 @@ def made_by_us_alone(conn: sqlite3.Connection, room_id: str, me: str) -> bool:
 def local_rooms(conn: sqlite3.Connection, me: str) -> list[tuple[str, str, bool]]:
     """``(room id, state, ours to create again)`` for every room not left or removed: the last
     is true for a room we made, nobody else was ever in, whose creation the relay has not
-    confirmed."""
+    confirmed. Rooms of two too: a pairing makes one with a signed history at the relay like
+    any room's, and an accept pushed while the inviter was away reaches it only through the
+    roster fetched at the next link-up (sim seed 45: the inviter saw its peer invited for
+    good)."""
     rows = conn.execute(
         "SELECT room_id, state, create_pending FROM rooms WHERE state IN ('joined', 'invited') "
-        "AND kind = 'shared' AND removed_at IS NULL ORDER BY room_id"
+        "AND removed_at IS NULL ORDER BY room_id"
     ).fetchall()
     return [
         (str(r), str(s), bool(pending) and made_by_us_alone(conn, str(r), me))
