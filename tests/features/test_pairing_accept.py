@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import trio
 
-from crosstalk.errors import NotInvited, RelayUnreachable
+from crosstalk.errors import NotInvited, Refused, RelayUnreachable
 from crosstalk.features.pairing import ops
 
 
@@ -70,11 +70,26 @@ async def test_an_earlier_accept_that_took_counts_as_done(relay: _Relay,
 @pytest.mark.parametrize("relay", [(0,)], indirect=True)
 async def test_other_refusals_are_not_retried(relay: _Relay, monkeypatch: pytest.MonkeyPatch,
                                               autojump_clock: Any) -> None:
-    async def unreachable(*args: Any, **kw: Any) -> None:
+    async def refused(*args: Any, **kw: Any) -> None:
         relay.accepts.append(trio.current_time())
-        raise RelayUnreachable("The relay did not answer.")
+        raise Refused("The relay refused this: the room is full.")
 
-    monkeypatch.setattr(ops, "request_change", unreachable)
-    with pytest.raises(RelayUnreachable):
+    monkeypatch.setattr(ops, "request_change", refused)
+    with pytest.raises(Refused):
         await ops._accept_room_of_two(object(), object(), "r", "fp")  # type: ignore[arg-type]
     assert len(relay.accepts) == 1
+
+
+@pytest.mark.parametrize("relay", [(0,)], indirect=True)
+async def test_a_connection_that_drops_under_the_accept_is_asked_again(
+    relay: _Relay, monkeypatch: pytest.MonkeyPatch, autojump_clock: Any
+) -> None:
+    """Sim seed 189: giving up would leave the room adopted here and never accepted."""
+    async def drops_twice(*args: Any, **kw: Any) -> None:
+        relay.accepts.append(trio.current_time())
+        if len(relay.accepts) <= 2:
+            raise RelayUnreachable("The relay did not answer.")
+
+    monkeypatch.setattr(ops, "request_change", drops_twice)
+    await ops._accept_room_of_two(object(), object(), "r", "fp")  # type: ignore[arg-type]
+    assert len(relay.accepts) == 3

@@ -14,7 +14,7 @@ import functools
 import socket
 import sqlite3
 import time
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Protocol
 
 import nacl.utils
@@ -47,7 +47,7 @@ from crosstalk.features.membership.history import (
     request_change,
     with_statement,
 )
-from crosstalk.features.membership.lifecycle import relay_says_joined
+from crosstalk.features.membership.lifecycle import relay_room_state, relay_says_joined
 from crosstalk.hosting.local_relay import (
     ensure_relay_at,
     hosted_port,
@@ -217,10 +217,47 @@ def _local_only_note(daemon: Host, hosted: bool) -> str | None:
 async def _create_room_of_two(
     relay: RelayClient, keys: crypto.Keys, room: str, their: Offer
 ) -> None:
-    """Create the room on the relay and add the joiner (allowed: we just met in its slot)."""
+    """Create the room on the relay and add the joiner (allowed: we just met in its slot).
+
+    The room is adopted here before this, so a connection that drops under either request
+    is asked again once the link is back, as the joiner's accept is: giving up would leave a
+    room of two this side holds and the joiner never gets (sim seed 270). Before asking again
+    we look whether the request took with its answer lost: the same create or add sent twice
+    would be refused."""
     create, created = create_frame(keys, room)
-    await relay.request(create, w.Ok)
-    await relay.request(add_after_create(keys, room, created, their.ed_pub, their.x_pub), w.Ok)
+    await _until_taken(relay, create, functools.partial(_taken, relay, room, None))
+    add = add_after_create(keys, room, created, their.ed_pub, their.x_pub)
+    joiner = crypto.fingerprint(their.ed_pub)
+    await _until_taken(relay, add, functools.partial(_taken, relay, room, joiner))
+
+
+async def _until_taken(
+    relay: RelayClient, frame: w.Create | w.Add, taken: Callable[[], Awaitable[bool]]
+) -> None:
+    for pause in (*ACCEPT_PAUSES, None):
+        try:
+            await relay.request(frame, w.Ok)
+            return
+        except RelayUnreachable:
+            if pause is None:
+                raise
+            sim_hooks.probe("pairing.create_retried")
+            await trio.sleep(pause)
+        try:
+            if await taken():
+                return
+        except RelayUnreachable:
+            continue  # still away: the next pause
+
+
+async def _taken(relay: RelayClient, room: str, joiner: str | None) -> bool:
+    """Whether the relay has us in ``room`` and, if ``joiner`` is named, lists them too."""
+    if await relay_room_state(relay, room) != "joined":
+        return False
+    if joiner is None:
+        return True
+    roster = await relay.request(w.GetRoster(0, room), w.Roster)
+    return any(m.fingerprint == joiner for m in roster.members)
 
 
 async def room_new(
