@@ -1,11 +1,13 @@
 """Faults: a profile (which kinds are on) and a schedule, both drawn from the seed.
 
 Kinds: ``drop`` (the relay ends a node's connections, or everyone's), ``delay`` (a node's link
-gets slow for a while, FIFO), ``cut`` (a node's link goes half-open: pings hang, reconnects are
-refused), ``freeze`` (the relay stops processing; frames wait), ``relay_crash`` (the relay dies
-and restarts from its storage), ``daemon_crash`` (kill -9 of a node; it restarts from its SQLite
-file), ``clock_jump`` (the whole world sleeps and wakes: every timer fires at once) and ``skew``
-(one node's wall clock steps, possibly backwards). BUGGIFY points add crashes after a commit.
+gets slow for a while, FIFO), ``cut`` (a node's link goes half-open: its bytes are held both
+ways, so pings hang on both sides; reconnects are refused), ``freeze`` (the relay stops
+processing; frames wait), ``relay_crash`` (the relay dies and restarts from its storage),
+``daemon_crash`` (kill -9 of a node; it restarts from its SQLite file), ``clock_jump`` (the
+whole world sleeps and wakes: every timer fires at once) and ``skew`` (one node's wall clock
+steps, possibly backwards). BUGGIFY points add crashes after a commit (a node's, or the relay's
+while it commits a batch: tests/sim/net.py).
 
 ``lie``: the relay as an adversary about membership (``SimRelay.lie``), for a while, towards one
 node: ``readd`` puts a removed member back in the relay's rows (as an operator editing its
@@ -101,10 +103,9 @@ async def _for_a_while(world: World, fault: Fault) -> None:
         await trio.sleep(20)
         relay.delays.pop(fault.target, None)
     elif fault.kind == "cut" and fault.target:
-        relay.cuts.add(fault.target)
-        relay.drop(fault.target)
+        relay.cut(fault.target)
         await trio.sleep(fault.size)
-        relay.cuts.discard(fault.target)
+        relay.mend(fault.target)
     elif fault.kind == "busy":
         relay.busy = True
         await trio.sleep(fault.size)
@@ -160,12 +161,13 @@ def heal(world: World) -> None:
     world.faults_on = False
     world.disk_full.clear()
     world.crash_at.clear()
+    relay.faults_on = False
     relay.delays.clear()
-    relay.cuts.clear()
+    relay.mend()
     relay.busy = False
     for node in list(relay.lies):
         relay.stop_lying(node)
     if relay.frozen:
         relay.thaw()
-    if relay.core is None:
+    if relay.down:
         relay.restart()

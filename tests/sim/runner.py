@@ -42,11 +42,12 @@ async def _main(world: World, scenario: Scenario, faults: list[Any],
     world.install_hooks()
     rng = world.entropy.stream("downtime", "world")
     async with trio.open_nursery() as nursery:
+        await nursery.start(world.relay.run)
         for node in world.nodes.values():
             nursery.start_soon(world.keep, node, lambda: rng.uniform(0.5, 20.0))
         for a, b in scenario.pairs:
             await pair(world, world.nodes[a], world.nodes[b])
-        world.faults_on = True
+        world.faults_on = world.relay.faults_on = True
         start = trio.current_time()
         async with trio.open_nursery() as safety:
             safety.start_soon(run_faults, world, faults, start, clock)
