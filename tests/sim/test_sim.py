@@ -37,7 +37,7 @@ MUST_COVER = (
     "check:state:sent", "check:state:read", "check:state:refused",
     "fault:disk_full", "buggify:store.disk_full", "buggify:store.commit_fails",
     "buggify:store.slow_fsync", "check:durable", "check:recovered", "fault:reply_lost",
-    "fault:busy",
+    "fault:busy", "buggify:relay.slow_commit", "buggify:relay.crash_in_commit",
     *(f"buggify:handoff.{h}" for h in ("link_to_router", "router_to_room", "room_outbound",
                                        "router_to_membership")),
 )
@@ -58,6 +58,8 @@ PROBE_MIN = {
     # (tests/sim/placed.py, run by test_scenarios and mutate.py, not here) takes it every run.
     "room.held_unknown_sender": 0.006,
     "room.key_taken_ahead": 0.002,  # one seed of ~316 (seed 169): still a rekey mid-batch
+    # The relay shell's heartbeat drops a link whose pings go unanswered (a half-open cut).
+    "relay.ping_unanswered": 0.25,
 }
 
 
@@ -163,13 +165,16 @@ def test_planted_bug_is_caught(plant: str, checker: str, first: int) -> None:
 
 @pytest.mark.parametrize(
     ("mutant", "seed", "checker"),
-    [("held_rejected", None, "rejected"), ("rollback_commits", 41, "once")],
+    [("held_rejected", None, "rejected"), ("rollback_commits", 41, "once"),
+     ("relay_sends_uncommitted", 2, "delivery")],
 )
 def test_checker_catches_its_mutant(mutant: str, seed: int | None, checker: str) -> None:
     """The planted bugs of ``rejected`` and ``once`` are mutants (product code no world
     composition reaches; tests/sim/mutate.py): an op whose sender is not in the roster yet
     rejected instead of held, caught in the placed case that takes that branch on purpose
-    (tests/sim/placed.py); a write that failed committing what it wrote, at its seed."""
+    (tests/sim/placed.py); a write that failed committing what it wrote, at its seed. So is
+    the relay shell's: a batch's frames sent before its writes are committed (a post
+    acknowledged, then lost when the relay dies mid-commit), caught by ``delivery``."""
     from tests.sim.mutate import MUTANTS, run_mutant
 
     chosen = next(m for m in MUTANTS if m.name == mutant)
