@@ -1,13 +1,13 @@
 """Faults: a profile (which kinds are on) and a schedule, both drawn from the seed.
 
 Kinds: ``drop`` (the relay ends a node's connections, or everyone's), ``delay`` (a node's link
-gets slow for a while, FIFO), ``cut`` (a node's link goes half-open: its bytes are held both
-ways, so pings hang on both sides; reconnects are refused), ``freeze`` (the relay stops
-processing; frames wait), ``relay_crash`` (the relay dies and restarts from its storage),
-``daemon_crash`` (kill -9 of a node; it restarts from its SQLite file), ``clock_jump`` (the
-whole world sleeps and wakes: every timer fires at once) and ``skew`` (one node's wall clock
-steps, possibly backwards). BUGGIFY points add crashes after a commit (a node's, or the relay's
-while it commits a batch: tests/sim/net.py).
+gets slow for a while, FIFO), ``cut`` (the relay ends a node's connections and refuses its
+reconnects for a while), ``freeze`` (the relay stops processing; frames wait),
+``relay_crash`` (the relay dies and restarts from its storage), ``daemon_crash`` (kill -9 of a
+node; it restarts from its SQLite file), ``clock_jump`` (the whole world sleeps and wakes: every
+timer fires at once) and ``skew`` (one node's wall clock steps, possibly backwards). BUGGIFY
+points add crashes after a commit (a node's, or the relay's while it commits a batch:
+tests/sim/net.py).
 
 ``lie``: the relay as an adversary about membership (``SimRelay.lie``), for a while, towards one
 node: ``readd`` puts a removed member back in the relay's rows (as an operator editing its
@@ -20,6 +20,10 @@ moved no other kind's schedule.
 node crashes at each of the next ``size`` passes through ``handoff.link_to_router``, as a bug in
 it would; its supervisor restarts it. That actor is the relay link, and the point lies after it
 committed a batch of arrivals and before it announced them to the router.
+
+``half_open`` (its own stream): for a while one node's link carries nothing either way, though
+both ends still hold it open, and its reconnects are refused: each side's heartbeat must notice
+(the relay shell's drops the link: ``relay.ping_unanswered``).
 
 ``busy`` (its own stream): for a while the relay turns about every other post away with
 ``backlog_full``, as it does under load; the sender keeps the post queued and tries again.
@@ -86,6 +90,12 @@ def schedule(seed: int, nodes: tuple[str, ...], horizon: float) -> tuple[set[str
         for _ in range(disks.randint(1, 3)):
             faults.append(Fault(0, round(disks.uniform(0, horizon), 3), "disk_full",
                                 disks.choice(nodes), disks.uniform(0.5, 20)))
+    half = random.Random(f"{seed}/half-open")
+    if half.random() < 0.5:
+        profile.add("half_open")
+        for _ in range(half.randint(1, 3)):
+            faults.append(Fault(0, round(half.uniform(0, horizon), 3), "half_open",
+                                half.choice(nodes), half.uniform(5, 40)))
     busy = random.Random(f"{seed}/busy")
     if busy.random() < 0.5:
         profile.add("busy")
@@ -103,6 +113,11 @@ async def _for_a_while(world: World, fault: Fault) -> None:
         await trio.sleep(20)
         relay.delays.pop(fault.target, None)
     elif fault.kind == "cut" and fault.target:
+        relay.refuse(fault.target)
+        relay.drop(fault.target)
+        await trio.sleep(fault.size)
+        relay.mend(fault.target)
+    elif fault.kind == "half_open" and fault.target:
         relay.cut(fault.target)
         await trio.sleep(fault.size)
         relay.mend(fault.target)

@@ -110,6 +110,7 @@ def run_seed(seed: int, *, keep: set[int] | None = None, plant: str | None = Non
             plants = PLANTS[plant](picked, seed) if plant else {}
             world = World(seed, len(picked.nodes), Path(tmp), entropy, plants=plants,
                           leaky_relay=plant == "leaky_relay")
+            world.relay.commit_faults = scenario is None
             clock = trio.testing.MockClock(autojump_threshold=0)
             states: dict[str, Any] = {}
             failures: list[checkers.Failure] = []
