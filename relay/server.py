@@ -27,13 +27,14 @@ keepalive and waits 60 s by default). One task keeps those deadlines for every c
 
 from __future__ import annotations
 
+import functools
 import heapq
 import logging
 import math
 import ssl
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import attrs
 import trio
@@ -41,6 +42,7 @@ from nacl.signing import SigningKey
 from nacl.utils import random
 from trio_websocket import ConnectionClosed, WebSocketConnection, wrap_server_stream
 
+from crosstalk.sim_hooks import probe
 from crosstalk.wire.relay import MAX_FRAME, Op, encode_frame
 from relay.admission import MAX_HANDSHAKING, SHED_CODE, fd_budget, peer_source, tunnel_source
 from relay.commit_thread import CommitThread
@@ -112,12 +114,21 @@ class RelayServer:
         wall_clock: Callable[[], float] = time.time,
         commit_in_thread: bool = False,
         client_address_header: str | None = None,
+        draw: Callable[[int], bytes] = random,
+        run_commit: Callable[[list[Write], Callable[[], None]], Awaitable[None]] | None = None,
+        outbox: int = OUTBOX,
     ) -> None:
+        # Seams for the simulation (tests/sim/net.py), which runs this shell on virtual time:
+        # ``draw``, where nonces and seeds come from; ``run_commit(writes, commit)``, what runs
+        # a commit that must not block the loop (by default a SQLite fsync goes to the
+        # committer's thread, any other storage commits inline); ``outbox``, frames queued per
+        # connection before it counts as too slow.
         self._storage = storage
         self._commit_in_thread = commit_in_thread
         # Asked once: an isinstance check against a Protocol walks its members on every call.
         self._staged = storage if isinstance(storage, StagedStorage) else None
-        self._fsyncs: CommitThread | None = None  # the committer's thread, while it runs
+        self._run_commit = run_commit  # the committer's thread, while it runs, unless given
+        self._outbox = outbox
         self._clock = wall_clock
         self._address_header = client_address_header
         self.timings = timings or ShellTimings()
@@ -131,7 +142,7 @@ class RelayServer:
             max_authenticated=min(config.max_authenticated, 2 * budget),
         )
         self.core = RelayCore(
-            signing_key=SigningKey(signing_key_seed), draw=random, config=config,
+            signing_key=SigningKey(signing_key_seed), draw=draw, config=config,
             snapshot=storage.load(),
         )
         # Accepted streams not yet handed to the core, oldest first: past the cap the oldest
@@ -202,10 +213,11 @@ class RelayServer:
             await self._drained.wait()
 
     async def _committer(self) -> None:
-        if self._staged is None or self._commit_in_thread:
-            await self._commit_batches()  # no fsync of ours to wait for
+        if self._staged is None or self._commit_in_thread or self._run_commit is not None:
+            await self._commit_batches()  # no fsync of ours to wait for, or a runner given
             return
-        with CommitThread() as self._fsyncs:
+        with CommitThread() as thread:
+            self._run_commit = lambda _, fsync: thread.run(fsync)
             await self._commit_batches()
 
     async def _commit_batches(self) -> None:
@@ -281,8 +293,10 @@ class RelayServer:
         elif self._staged is not None and len(writes) <= INLINE_SYNC_WRITES:
             self._staged.stage(writes)()
         elif self._staged is not None:
-            assert self._fsyncs is not None
-            await self._fsyncs.run(self._staged.stage(writes))
+            assert self._run_commit is not None
+            await self._run_commit(writes, self._staged.stage(writes))
+        elif self._run_commit is not None:
+            await self._run_commit(writes, functools.partial(self._storage.commit, writes))
         else:
             self._storage.commit(writes)
         self.counters.commits += 1
@@ -366,6 +380,7 @@ class RelayServer:
             link.enqueued += 1
         except trio.WouldBlock:
             log.warning("relay conn %d: outbox full, closing a slow consumer", conn)
+            probe("relay.slow_consumer")
             self.counters.dropped_slow += 1
             link.scope.cancel()
         except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -404,10 +419,14 @@ class RelayServer:
 
     def _check(self, link: _Link, now: float) -> None:
         t = self.timings
-        if link.sending_since is not None and now - link.sending_since >= t.send_timeout:
+        # Deadlines compared as _schedule computes them (``since + timeout``): ``now - since``
+        # can round below the timeout at the very deadline, and the check was then put back at
+        # that same deadline for ever, spinning the loop (the simulation's mock clock wakes at
+        # exactly the deadline; a real clock does in about 1 case in 100 that land on it).
+        if link.sending_since is not None and now >= link.sending_since + t.send_timeout:
             link.scope.cancel()  # a write stuck this long: the peer is not reading
             return
-        if not link.pinging and now - link.last_inbound >= t.ping_interval:
+        if not link.pinging and now >= link.last_inbound + t.ping_interval:
             assert self._pings is not None
             link.pinging = True
             self._pings.start_soon(self._ping, link)
@@ -450,6 +469,7 @@ class RelayServer:
             with trio.fail_after(self.timings.ping_timeout):
                 await link.ws.ping()
         except trio.TooSlowError:
+            probe("relay.ping_unanswered")
             link.scope.cancel()
             return
         except (ConnectionClosed, trio.BrokenResourceError, trio.ClosedResourceError):
@@ -542,7 +562,7 @@ class RelayServer:
         self, ws: WebSocketConnection, stream: ReplayStream, conn: int, source: str,
         reason: list[str | None],
     ) -> None:
-        send, receive = trio.open_memory_channel[bytes | None](OUTBOX)
+        send, receive = trio.open_memory_channel[bytes | None](self._outbox)
         with trio.CancelScope() as scope:
             link = self._links[conn] = _Link(send, scope, trio.current_time(), ws, stream)
             self._schedule(link, link.last_inbound)

@@ -7,7 +7,7 @@ import trio.testing
 from trio_websocket import wrap_client_stream
 
 from crosstalk.wire import relay as w
-from relay.server import RelayServer, ShellTimings
+from relay.server import RelayServer, ShellTimings, _Link
 from relay.storage import MemoryStorage
 
 TIMINGS = ShellTimings(ping_interval=20.0, ping_timeout=10.0, close_timeout=3.0,
@@ -58,5 +58,39 @@ async def test_live_peer_answering_pings_stays_connected(
             assert isinstance(w.decode_relay_frame(await ws.get_message()), w.Challenge)
             await trio.sleep(610.0)  # 30 pings answered; off the 20 s grid so none is in flight
             assert server.core.statistics().connections == 1
+            await ws.aclose()
+        nursery.cancel_scope.cancel()
+
+
+class _CountingServer(RelayServer):
+    """Fails the heartbeat when it checks one link again and again at one instant (the spin a
+    deadline compared two ways once caused) instead of letting it hang the test."""
+
+    def __init__(self) -> None:
+        super().__init__(MemoryStorage(), b"\x07" * 32, timings=TIMINGS)
+        self.scheduled: dict[float, int] = {}
+
+    def _schedule(self, link: _Link, now: float) -> None:
+        self.scheduled[now] = self.scheduled.get(now, 0) + 1
+        assert self.scheduled[now] < 100, f"the heartbeat spins at {now}"
+        super()._schedule(link, now)
+
+
+async def test_ping_deadline_met_exactly_is_due(autojump_clock: trio.testing.MockClock) -> None:
+    """A link silent since 12.008 is pinged at 32.008 exactly, where ``32.008 - 12.008`` rounds
+    below the 20 s interval (the sim's seed 101 hung the relay there before)."""
+    assert (12.008 + 20.0) - 12.008 < 20.0  # the rounding this case needs
+    server = _CountingServer()
+    autojump_clock.jump(12.008)
+    client_end, server_end = trio.testing.memory_stream_pair()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.run)
+        nursery.start_soon(server.handle_stream, server_end)
+        async with trio.open_nursery() as client:
+            ws = await wrap_client_stream(client, client_end, "relay", "/ws")  # type: ignore[arg-type]
+            assert isinstance(w.decode_relay_frame(await ws.get_message()), w.Challenge)
+            await trio.sleep_until(40.0)
+            assert server.core.statistics().connections == 1
+            assert server.scheduled.get(32.008, 0) < 100
             await ws.aclose()
         nursery.cancel_scope.cancel()

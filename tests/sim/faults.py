@@ -1,11 +1,13 @@
 """Faults: a profile (which kinds are on) and a schedule, both drawn from the seed.
 
 Kinds: ``drop`` (the relay ends a node's connections, or everyone's), ``delay`` (a node's link
-gets slow for a while, FIFO), ``cut`` (a node's link goes half-open: pings hang, reconnects are
-refused), ``freeze`` (the relay stops processing; frames wait), ``relay_crash`` (the relay dies
-and restarts from its storage), ``daemon_crash`` (kill -9 of a node; it restarts from its SQLite
-file), ``clock_jump`` (the whole world sleeps and wakes: every timer fires at once) and ``skew``
-(one node's wall clock steps, possibly backwards). BUGGIFY points add crashes after a commit.
+gets slow for a while, FIFO), ``cut`` (the relay ends a node's connections and refuses its
+reconnects for a while), ``freeze`` (the relay stops processing; frames wait),
+``relay_crash`` (the relay dies and restarts from its storage), ``daemon_crash`` (kill -9 of a
+node; it restarts from its SQLite file), ``clock_jump`` (the whole world sleeps and wakes: every
+timer fires at once) and ``skew`` (one node's wall clock steps, possibly backwards). BUGGIFY
+points add crashes after a commit (a node's, or the relay's while it commits a batch:
+tests/sim/net.py).
 
 ``lie``: the relay as an adversary about membership (``SimRelay.lie``), for a while, towards one
 node: ``readd`` puts a removed member back in the relay's rows (as an operator editing its
@@ -19,6 +21,10 @@ node crashes at each of the next ``size`` passes through ``handoff.link_to_route
 it would; its supervisor restarts it. That actor is the relay link, and the point lies after it
 committed a batch of arrivals and before it announced them to the router.
 
+``half_open`` (its own stream): for a while one node's link carries nothing either way, though
+both ends still hold it open, and its reconnects are refused: each side's heartbeat must notice
+(the relay shell's drops the link: ``relay.ping_unanswered``).
+
 ``busy`` (its own stream): for a while the relay turns about every other post away with
 ``backlog_full``, as it does under load; the sender keeps the post queued and tries again.
 
@@ -29,9 +35,9 @@ faults: nothing a reply called stored may be lost, and the daemon must recover.
 
 Two more, drawn in the world (tests/sim/world.py), each from a stream of its own: a hand-off
 between actors (``sim_hooks.handoff``: link → router, router → room, room → its sender, router →
-membership, room → gate) is sometimes late, and an op's reply is sometimes lost on the control
-socket after the op ran (``reply_lost``: the client records ``info`` and, for an op the design
-makes safe to repeat, tries it again; the checkers then see it applied once).
+membership, room → gate) is sometimes late, and a client sometimes hangs up on the control socket
+mid-request (``hang_up``, tests/sim/door.py: the op takes whole or not at all, and a client
+tries again an op the design makes safe to repeat; the checkers then see it applied once).
 """
 
 from __future__ import annotations
@@ -84,6 +90,12 @@ def schedule(seed: int, nodes: tuple[str, ...], horizon: float) -> tuple[set[str
         for _ in range(disks.randint(1, 3)):
             faults.append(Fault(0, round(disks.uniform(0, horizon), 3), "disk_full",
                                 disks.choice(nodes), disks.uniform(0.5, 20)))
+    half = random.Random(f"{seed}/half-open")
+    if half.random() < 0.5:
+        profile.add("half_open")
+        for _ in range(half.randint(1, 3)):
+            faults.append(Fault(0, round(half.uniform(0, horizon), 3), "half_open",
+                                half.choice(nodes), half.uniform(5, 40)))
     busy = random.Random(f"{seed}/busy")
     if busy.random() < 0.5:
         profile.add("busy")
@@ -101,10 +113,14 @@ async def _for_a_while(world: World, fault: Fault) -> None:
         await trio.sleep(20)
         relay.delays.pop(fault.target, None)
     elif fault.kind == "cut" and fault.target:
-        relay.cuts.add(fault.target)
+        relay.refuse(fault.target)
         relay.drop(fault.target)
         await trio.sleep(fault.size)
-        relay.cuts.discard(fault.target)
+        relay.mend(fault.target)
+    elif fault.kind == "half_open" and fault.target:
+        relay.cut(fault.target)
+        await trio.sleep(fault.size)
+        relay.mend(fault.target)
     elif fault.kind == "busy":
         relay.busy = True
         await trio.sleep(fault.size)
@@ -160,12 +176,13 @@ def heal(world: World) -> None:
     world.faults_on = False
     world.disk_full.clear()
     world.crash_at.clear()
+    relay.faults_on = False
     relay.delays.clear()
-    relay.cuts.clear()
+    relay.mend()
     relay.busy = False
     for node in list(relay.lies):
         relay.stop_lying(node)
     if relay.frozen:
         relay.thaw()
-    if relay.core is None:
+    if relay.down:
         relay.restart()

@@ -43,6 +43,12 @@ class Mutant:
 
 
 MUTANTS = (
+    Mutant("relay_sends_uncommitted", "relay/server.py",
+           "            writes: list[Write] = [e for e in batch if not isinstance(e, _FRAMES)]\n",
+           "            writes: list[Write] = [e for e in batch if not isinstance(e, _FRAMES)]\n"
+           "            self._dispatch(batch)\n            batch = []\n",
+           "the relay shell sends a batch's frames before it has committed the batch's writes"
+           " (a post acknowledged and then lost in a crash)"),
     Mutant("held_rejected", "crosstalk/core/room.py",
            'return Decision(Verdict.HOLD, "its sender is not in our roster yet")',
            'return Decision(Verdict.REJECT, "its sender is not in our roster yet")',

@@ -43,6 +43,7 @@ async def _main(world: World, scenario: Scenario, faults: list[Any],
     world.install_hooks()
     rng = world.entropy.stream("downtime", "world")
     async with trio.open_nursery() as nursery:
+        await nursery.start(world.relay.run)
         for node in world.nodes.values():
             nursery.start_soon(world.keep, node, lambda: rng.uniform(0.5, 20.0))
         for i, (a, b) in enumerate(scenario.pairs):
@@ -51,7 +52,7 @@ async def _main(world: World, scenario: Scenario, faults: list[Any],
                 await pairing.pair_for_real(world, world.nodes[a], world.nodes[b], real[0], racer)
             else:
                 await pair(world, world.nodes[a], world.nodes[b])
-        world.faults_on = True
+        world.faults_on = world.relay.faults_on = True
         start = trio.current_time()
         async with trio.open_nursery() as safety:
             safety.start_soon(run_faults, world, faults, start, clock)
@@ -115,6 +116,7 @@ def run_seed(seed: int, *, keep: set[int] | None = None, plant: str | None = Non
             world = World(seed, len(picked.nodes), Path(tmp), entropy, plants=plants,
                           leaky_relay=plant == "leaky_relay",
                           undo_on_hangup=plant == "undo_on_hangup")
+            world.relay.commit_faults = scenario is None
             clock = trio.testing.MockClock(autojump_threshold=0)
             states: dict[str, Any] = {}
             failures: list[checkers.Failure] = []

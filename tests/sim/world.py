@@ -94,7 +94,7 @@ class World:
     ) -> None:
         self.seed = seed
         self.entropy = entropy
-        self.relay = SimRelay(seed, leak=leaky_relay)
+        self.relay = SimRelay(seed, leak=leaky_relay, count=self.count)
         names = [f"n{i}" for i in range(n)]
         keys = keys_for(seed, names)
         self.nodes = {name: Node(name, root, keys[name]) for name in names}
