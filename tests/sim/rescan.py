@@ -10,27 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sqlite3
 from multiprocessing import Pool
 from typing import Any
 
 import pytest
 
-CASES = ("raced", "accepted", "gone_plant", "roster_plant", "waited", "wait_plant", "asks_plant")
-
-
-def _plant_gone(mp: pytest.MonkeyPatch) -> None:
-    from crosstalk.store import room_keys
-
-    rotate = room_keys.rotate_key
-
-    def rotate_and_forget(conn: sqlite3.Connection, room_id: str, epoch: int, key: bytes) -> None:
-        rotate(conn, room_id, epoch, key)
-        conn.execute("UPDATE room_members SET gone = 1 WHERE room_id = ? AND fingerprint IN "
-                     "(SELECT fingerprint FROM room_members WHERE room_id = ? AND "
-                     "state = 'invited')", (room_id, room_id))
-
-    mp.setattr(room_keys, "rotate_key", rotate_and_forget)
+CASES = ("raced", "accepted", "roster_plant", "waited", "wait_plant", "asks_plant")
 
 
 def _plant_no_roster(mp: pytest.MonkeyPatch) -> None:
@@ -43,13 +28,9 @@ def _plant_no_roster(mp: pytest.MonkeyPatch) -> None:
 
 
 def _plant_no_wait(mp: pytest.MonkeyPatch) -> None:
-    from crosstalk.features.rooms import kick
+    from tests.sim import test_scenarios as ts
 
-    async def no_wait(*_: object, **__: object) -> int:
-        return 0
-
-    mp.setattr(kick, "wait_for_newer_key", no_wait)
-    mp.setattr(kick, "epochs_behind", lambda *_, **__: 0)
+    ts._plant_never_behind(mp)
 
 
 def _case(case: str, seed: int) -> tuple[bool, Any]:
@@ -67,8 +48,8 @@ def _case(case: str, seed: int) -> tuple[bool, Any]:
             took = [(ts._accepted_after_the_race(o), checkers(o))
                     for o in ts._kicked_and_invited_back((seed,), ts.KICK_INVITE_BACK_ACCEPT)]
             return took == [(True, [])], took
-        if case in ("gone_plant", "roster_plant"):
-            (_plant_gone if case == "gone_plant" else _plant_no_roster)(mp)
+        if case == "roster_plant":
+            _plant_no_roster(mp)
             caught = ["roster" in checkers(o) for o in ts._kicked_and_invited_back((seed,))]
             return any(caught), caught
         outcome = None

@@ -81,7 +81,6 @@ async def wait_for_newer_key(
         return 0
     left = await store.read(behind)
     if left:
-        sim_hooks.probe("kick.minted_past_unseen_epochs")
         log.warning("room %s: no newer key came in %.0f s; the next epoch skips %d", room_id,
                     within, left)
     return left

@@ -12,6 +12,7 @@ import logging
 
 import nacl.utils
 
+from crosstalk import sim_hooks
 from crosstalk.actors.relay_client import RelayClient
 from crosstalk.core.room import Applied
 from crosstalk.errors import (
@@ -77,6 +78,8 @@ async def _rekey(daemon: Daemon, relay: RelayClient, room_id: str, removed: str)
     remaining = [m for m in roster if m.fingerprint != removed]
     behind = await daemon.store.read(
         functools.partial(epochs_behind, room_id=room_id, me=keys.fingerprint))
+    if behind:
+        sim_hooks.probe("kick.minted_past_unseen_epochs")
     epoch, key = room.epoch + 1 + behind, nacl.utils.random(32)
     sealed = {m.fingerprint: seal_key(m.box_key, key, room_id, epoch) for m in remaining}
     # Sealed under the old epoch (everyone remaining can open it); the removed member is
