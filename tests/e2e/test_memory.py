@@ -47,7 +47,8 @@ def test_a_fact_and_a_task_reach_the_other_side_attributed(people: list[Person])
     task = ben.json("tasks", "add", "fix the upload path", "--for", "ana")
     wait_until(lambda: len(tasks_of(ana)) == 1, timeout=30, what="the task at ana's")
     claim = ana.json("tasks", "claim", task["id"])
-    assert claim == {"id": task["id"], "room": "ben", "outcome": "won", "claimed_by": "ana"}
+    assert claim == {"id": task["id"], "room": "ben", "outcome": "won", "claimed_by": "ana",
+                     "why_pending": None, "provisional": None}
     wait_until(
         lambda: tasks_of(ben)[0]["state"] == "claimed", timeout=30, what="the claim at ben's"
     )

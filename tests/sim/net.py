@@ -224,7 +224,11 @@ class SimRelay:
             self._up = trio.Event()
 
     def _config(self) -> RelayConfig:
-        cfg = RelayConfig(slot_work_bits=0)
+        # Every simulated connection reaches the relay from one source address ("unknown": no
+        # socket under the stream), where real people pair from many: the per-source slot
+        # bucket would refuse the harness's own pairings and the real ones together (seeds 19
+        # and 99 once the shell's admission met the real pairing flow). Per-identity limits stay.
+        cfg = RelayConfig(slot_work_bits=0, slot_burst=10_000.0, max_slots_per_source=10_000)
         return attrs.evolve(cfg, max_backlog=BUSY_BACKLOG) if self._busy else cfg
 
     @property

@@ -181,14 +181,22 @@ def _cry_wolf(daemon: Daemon) -> None:
 
 
 def _lose_wakes(daemon: Daemon) -> None:
-    wake = daemon.caps.wake_room
+    wake, ring = daemon.caps.wake_room, daemon.link._ring
     rung: dict[str, int] = {}
 
-    async def lossy(room_id: str) -> None:
+    def kept(room_id: str) -> bool:
         rung[room_id] = rung.get(room_id, 0) + 1
-        if rung[room_id] % 2:
+        return bool(rung[room_id] % 2)
+
+    async def lossy(room_id: str) -> None:
+        if kept(room_id):
             await wake(room_id)
+
+    def lossy_ring(room_id: str) -> bool:
+        # The link's own ring (since it rings a running room itself): a lost ring says rung.
+        return ring(room_id) if kept(room_id) else room_id in daemon._rooms
     daemon.caps.wake_room = lossy
+    daemon.link._ring = lossy_ring
 
 
 PLANTS: dict[str, Callable[[Scenario, int], dict[str, list[Plant]]]] = {
