@@ -70,7 +70,11 @@ PROBE_MIN = {
     "control.stream_hung_up": 0.12,
     "pairing.reattached": 0.025,
     "pairing.restarted": 0.015,
-    "pairing.accept_retried": 0.006,
+    # A drop under the room of two's create or add, asked again (0e76fd6): 0.9 % of 320 at
+    # dbb89e2. Its twin pairing.accept_retried (1.6 % at 8ca7521) was reached by none of them
+    # once the day's merges moved the schedules: not enforced; tests/features/
+    # test_pairing_accept.py takes that branch on purpose.
+    "pairing.create_retried": 0.004,
     # The relay shell's heartbeat drops a link whose pings go unanswered (a half-open link).
     "relay.ping_unanswered": 0.15,  # 31.8 % of 318 seeds (the half_open fault)
 }
