@@ -221,8 +221,10 @@ async def _relay_rate(
             group = conns[first:first + room_size]
             room = f"bench-{room_size}-{r}"
             await pair_and_room(group[0], group[1], room)
-            for other in group[2:]:
-                await _pair_and_add(group[0], other, room)
+            # Each newcomer is paired with and added by the member before it, so no identity
+            # opens more than one pairing slot (the relay caps slots per identity: six at once).
+            for inviter, other in itertools.pairwise(group[1:]):
+                await _pair_and_add(inviter, other, room)
             members.extend(_Member(c, room, window) for c in group)
         for m in members:
             m.client.pushes.clear()
