@@ -9,7 +9,8 @@ a markdown file whose first line says where it goes::
 and the renderer puts its text at the end of the section whose ``## `` heading starts with that
 title. A note that is a section of its own starts (after that line) with its ``## `` heading; a
 note whose section is missing from this run goes before "Not measured yet", so nothing written by
-hand is ever dropped by a regeneration. Each note says when and how it was measured.
+hand is ever dropped by a regeneration. Each note says when and how it was measured. The page is
+never edited: tests/test_bench_notes.py checks it is exactly what its results and notes render.
 """
 
 from __future__ import annotations

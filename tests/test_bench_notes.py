@@ -54,3 +54,15 @@ def test_every_note_is_on_the_page_in_the_section_it_names() -> None:
     for note in notes:
         assert any(h.startswith(note.after) for h in headings), note.after
         assert note.text in page, f"the page lacks the note placed after {note.after!r}"
+
+
+def test_the_page_is_what_its_results_and_notes_render(tmp_path: Path) -> None:
+    """docs/performance.md is written, never edited: what python -m bench measured
+    (docs/performance/results.json) and the notes, rendered. A passage written into the page
+    alone fails here (it would be gone at the next regeneration): put it in a note."""
+    import json
+
+    from bench import report
+
+    results = json.loads((PERFORMANCE.parent / "performance" / "results.json").read_text())
+    assert report.render(results, tmp_path) == PERFORMANCE.read_text()
