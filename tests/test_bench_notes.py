@@ -65,4 +65,6 @@ def test_the_page_is_what_its_results_and_notes_render(tmp_path: Path) -> None:
     from bench import report
 
     results = json.loads((PERFORMANCE.parent / "performance" / "results.json").read_text())
-    assert report.render(results, tmp_path) == PERFORMANCE.read_text()
+    assert report.render(results, tmp_path) == PERFORMANCE.read_text(), (
+        "docs/performance.md differs from its render: after changing a note, run "
+        "python -m bench --from-results docs/performance/results.json")
