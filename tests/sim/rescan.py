@@ -18,21 +18,6 @@ import pytest
 CASES = ("raced", "accepted", "roster_plant", "waited", "wait_plant", "asks_plant")
 
 
-def _plant_no_roster(mp: pytest.MonkeyPatch) -> None:
-    from crosstalk.features.rooms import appliers
-
-    async def kept(daemon: object, room_id: str) -> bool:
-        return True
-
-    mp.setattr(appliers, "_roster_now", kept)
-
-
-def _plant_no_wait(mp: pytest.MonkeyPatch) -> None:
-    from tests.sim import test_scenarios as ts
-
-    ts._plant_never_behind(mp)
-
-
 def _case(case: str, seed: int) -> tuple[bool, Any]:
     """Whether ``case`` happens at ``seed`` (a seed to pin), and what was seen."""
     from tests.sim import test_scenarios as ts
@@ -49,12 +34,11 @@ def _case(case: str, seed: int) -> tuple[bool, Any]:
                     for o in ts._kicked_and_invited_back((seed,), ts.KICK_INVITE_BACK_ACCEPT)]
             return took == [(True, [])], took
         if case == "roster_plant":
-            _plant_no_roster(mp)
+            ts._plant_no_roster(mp)
             caught = ["roster" in checkers(o) for o in ts._kicked_and_invited_back((seed,))]
             return any(caught), caught
-        outcome = None
         if case == "wait_plant":
-            _plant_no_wait(mp)
+            ts._plant_never_behind(mp)
         elif case == "asks_plant":
             ts._plant_old_asks_count(mp)
         elif case != "waited":

@@ -250,6 +250,15 @@ def test_a_member_invited_back_while_being_removed_reads_the_new_epoch_once_it_a
         assert outcome.failures == [], outcome.failures
 
 
+def _plant_no_roster(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The planted bug: a rekey's removal stands at the members without the relay's later word
+    (no roster fetched after a rekey)."""
+    async def kept(daemon: object, room_id: str) -> bool:
+        return True
+
+    monkeypatch.setattr(appliers, "_roster_now", kept)
+
+
 def test_trusting_the_rekey_over_the_relay_leaves_the_invited_member_out(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -258,10 +267,7 @@ def test_trusting_the_rekey_over_the_relay_leaves_the_invited_member_out(
     the remover marking the invited gone itself, stood in a few schedules until the relay became
     the real shell; in none of seeds 1-100 since (a later roster fetch repairs it every time),
     so it was dropped: that checker's plant is this one."""
-    async def kept(daemon: object, room_id: str) -> bool:
-        return True
-
-    monkeypatch.setattr(appliers, "_roster_now", kept)
+    _plant_no_roster(monkeypatch)
     for outcome in _kicked_and_invited_back(ROSTER_PLANT_SEEDS):
         if "roster" in {f.checker for f in outcome.failures}:
             return
