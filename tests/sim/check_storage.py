@@ -6,7 +6,8 @@
   has not created yet) is still in the adder's memory of a room it is still in.
 * ``once``: an op the daemon refused changed nothing. The client tries a send refused
   ``storage_full`` again (as the message asks), so a refusal that had in fact queued the message
-  shows as two messages with the one text (each send action's text is unique) at a receiver.
+  shows as two messages with the one text (each send action's text is unique) at a receiver,
+  or as two rows with that text in the sender's outbox (the one a refusal left may never go out).
 * ``recovered``: the daemon recovers. After healing, no actor of any node is left FAILED (a
   full disk made an actor crash on every restart until the supervisor gave up on it for good),
   and the final reads of the liveness phase succeeded.
@@ -74,4 +75,8 @@ def check_once(world: World, truth: Truth, states: dict[str, Any]) -> list[Failu
         world.count("check:once")
         out += [Failure("once", f"{name} holds {n} messages {text!r} from {sender[:9]}")
                 for (sender, text), n in sorted(texts.items()) if n > 1]
+        sent = Counter(m["text"] for m in states[name]["sent"].values()
+                       if isinstance(m.get("text"), str) and SIM_TEXT.match(m["text"]))
+        out += [Failure("once", f"{name}'s outbox has {n} messages {text!r}")
+                for text, n in sorted(sent.items()) if n > 1]
     return out

@@ -31,7 +31,8 @@ both ends still hold it open, and its reconnects are refused: each side's heartb
 ``disk_full`` (its own stream too): for a while every write at one node fails as SQLite fails on
 a full disk; then writes succeed again. With the BUGGIFY points ``store.commit_fails`` (a COMMIT
 raising an I/O error) and ``store.slow_fsync`` (a commit that returns late) these are the storage
-faults: nothing a reply called stored may be lost, and the daemon must recover.
+faults: nothing a reply called stored may be lost, and the daemon must recover. ``commit_fails``
+(placed only, tests/sim/placed.py) makes every COMMIT at one node fail for a while.
 
 Two more, drawn in the world (tests/sim/world.py), each from a stream of its own: a hand-off
 between actors (``sim_hooks.handoff``: link → router, router → room, room → its sender, router →
@@ -155,10 +156,11 @@ async def run_faults(
                 world.relay.drop(fault.target)
             elif fault.kind == "daemon_crash" and fault.target:
                 world.crash(world.nodes[fault.target], why="scheduled")
-            elif fault.kind == "disk_full" and fault.target:
-                # Every write at the node fails until then; then they succeed again.
+            elif fault.kind in ("disk_full", "commit_fails") and fault.target:
+                # Every write (or every COMMIT) at the node fails until then; then they succeed.
+                window = world.disk_full if fault.kind == "disk_full" else world.commit_fails
                 until = trio.current_time() + fault.size
-                world.disk_full[fault.target] = max(world.disk_full.get(fault.target, 0), until)
+                window[fault.target] = max(window.get(fault.target, 0), until)
             elif fault.kind == "actor_crash" and fault.target:
                 world.crash_at[fault.target] = ("handoff.link_to_router", int(fault.size))
             elif fault.kind == "clock_jump":
@@ -175,6 +177,7 @@ def heal(world: World) -> None:
     relay = world.relay
     world.faults_on = False
     world.disk_full.clear()
+    world.commit_fails.clear()
     world.crash_at.clear()
     relay.faults_on = False
     relay.delays.clear()

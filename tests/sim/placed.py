@@ -115,7 +115,25 @@ GAVE_UP_THEN_REPAIRED = Placed(
     probe="probe:memory.answer_provisional",
 )
 
+# n0's disk fails every COMMIT from 29.5 s to 31.5 s, so its send at 30 s is refused with
+# storage_full after the work of the send ran; the client tries again 5 s later, as the error
+# asks, and that one is stored. A failed write must leave nothing, or the message goes out twice
+# (once; the mutant rollback_commits commits what the failed write did).
+COMMIT_FAILED_UNDER_A_SEND = Placed(
+    steps=(
+        (1.0, "n0", "create", {"room": "r1"}),
+        (2.0, "n0", "invite", {"room": "r1", "peer": "n1"}),
+        (5.0, "n1", "accept", {"room": "r1"}),
+        (30.0, "n0", "send", {"to": "#r1"}),
+    ),
+    faults=(Fault(0, 29.5, "commit_fails", "n0", 2.0),),
+    probe="buggify:store.commit_fails",
+    nodes=("n0", "n1"),
+    pairs=(("n0", "n1"),),
+)
+
 PLACED = {"joined_while_away": JOINED_WHILE_AWAY,
+          "commit_failed_under_a_send": COMMIT_FAILED_UNDER_A_SEND,
           "link_crashed_on_return": LINK_CRASHED_ON_RETURN,
           "gave_up_then_repaired": GAVE_UP_THEN_REPAIRED}
 

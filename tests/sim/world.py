@@ -117,6 +117,7 @@ class World:
             for name in ("store.commit_fails", "store.slow_fsync")
         }
         self.disk_full: dict[str, float] = {}  # node -> virtual time its disk has room again
+        self.commit_fails: dict[str, float] = {}  # node -> time its COMMITs succeed again
         self._late_rng = random.Random(f"{seed}/handoffs")
         self._late_on: dict[str, bool] = {}  # per hand-off point: sometimes late this run, or never
         self._reply_rng = random.Random(f"{seed}/replies")
@@ -158,6 +159,8 @@ class World:
             return False
         if name == "store.disk_full":
             fired = self.disk_full.get(node.name, -1.0) > trio.current_time()
+        elif self.commit_fails.get(node.name, -1.0) > trio.current_time():
+            fired = name == "store.commit_fails"  # a placed window: every COMMIT fails
         else:
             chance = 0.01 if name == "store.commit_fails" else 0.05
             fired = self._disk_on.get(name, False) and self._disk_rng.random() < chance
