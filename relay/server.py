@@ -44,6 +44,7 @@ from trio_websocket import ConnectionClosed, WebSocketConnection, wrap_server_st
 
 from crosstalk.sim_hooks import probe
 from crosstalk.wire.relay import MAX_FRAME, Op, encode_frame
+from crosstalk.wire.websocket import late_pongs_ignored
 from relay.admission import MAX_HANDSHAKING, SHED_CODE, fd_budget, peer_source, tunnel_source
 from relay.commit_thread import CommitThread
 from relay.core import RelayCore
@@ -529,6 +530,10 @@ class RelayServer:
         return response(404, "Not Found", "text/plain", b"crosstalk relay\n")
 
     async def _websocket(self, stream: ReplayStream, source: str, token: int) -> None:
+        with late_pongs_ignored():  # a ping that crossed our close frame is no fault
+            await self._websocket_in(stream, source, token)
+
+    async def _websocket_in(self, stream: ReplayStream, source: str, token: int) -> None:
         t = self.timings
         async with trio.open_nursery() as nursery:
             with trio.move_on_after(t.connect_timeout) as handshake:

@@ -32,6 +32,7 @@ import trio
 from crosstalk.actors.relay_link_api import LinkTimings
 from crosstalk.errors import CrosstalkError, RelayKeyMismatch, RemoteProtocolError
 from crosstalk.wire.relay import MAX_FRAME
+from crosstalk.wire.websocket import late_pongs_ignored
 
 log = logging.getLogger(__name__)
 
@@ -60,14 +61,15 @@ async def open_relay_socket(url: str, timings: LinkTimings) -> AsyncIterator[Rel
 
     opened = None
     try:
-        async with open_websocket_url(
-            url.rstrip("/") + "/ws",
-            connect_timeout=timings.connect_timeout,
-            disconnect_timeout=timings.disconnect_timeout,
-            max_message_size=MAX_FRAME + 4096,
-        ) as ws:
-            opened = ws
-            yield ws
+        with late_pongs_ignored():  # a ping that crossed our close frame is no fault
+            async with open_websocket_url(
+                url.rstrip("/") + "/ws",
+                connect_timeout=timings.connect_timeout,
+                disconnect_timeout=timings.disconnect_timeout,
+                max_message_size=MAX_FRAME + 4096,
+            ) as ws:
+                opened = ws
+                yield ws
     finally:
         # trio-websocket 0.12 leaks the TCP stream when the peer vanishes: its reader marks the
         # connection aborted (close code 1006) without closing the stream, and aclose() then

@@ -15,11 +15,11 @@ import attrs
 import trio
 from nacl.signing import SigningKey, VerifyKey
 from trio_websocket import WebSocketConnection, wrap_client_stream
-from wsproto.utilities import LocalProtocolError
 
 from crosstalk.crypto import do_work, fingerprint
 from crosstalk.wire import relay as w
 from crosstalk.wire.chain import ChainState, Statement, transcript
+from crosstalk.wire.websocket import late_pongs_ignored
 
 MEMBERSHIP = (w.Create, w.Add, w.Accept, w.Decline, w.Leave, w.Remove)
 
@@ -167,28 +167,19 @@ async def open_ws(
     with trio.fail_after(connect_within):
         stream = await trio.open_tcp_stream(host, port)
     try:
-        async with trio.open_nursery() as nursery:
-            with trio.fail_after(connect_within):
-                ws = await wrap_client_stream(nursery, stream, host, "/ws")
-            try:
-                yield ws
-            finally:
-                with trio.move_on_after(2) as scope:
-                    scope.shield = True
-                    await ws.aclose()
-                nursery.cancel_scope.cancel()
-    except* LocalProtocolError as group:
-        if group.subgroup(_not_a_late_pong) is not None:
-            raise
+        with late_pongs_ignored():
+            async with trio.open_nursery() as nursery:
+                with trio.fail_after(connect_within):
+                    ws = await wrap_client_stream(nursery, stream, host, "/ws")
+                try:
+                    yield ws
+                finally:
+                    with trio.move_on_after(2) as scope:
+                        scope.shield = True
+                        await ws.aclose()
+                    nursery.cancel_scope.cancel()
     finally:
         await stream.aclose()
-
-
-def _not_a_late_pong(exc: BaseException) -> bool:
-    """For ``subgroup``: a leaf error other than the pong refused while closing (False for a
-    nested group, so that ``subgroup`` looks inside it)."""
-    late_pong = "Pong" in str(exc) and "LOCAL_CLOSING" in str(exc)
-    return isinstance(exc, LocalProtocolError) and not late_pong
 
 
 @asynccontextmanager
