@@ -35,6 +35,8 @@ class Conn:
     opened_at: float = 0.0
     work_seed: bytes | None = None  # the proof-of-work seed last handed out (relay.work)
     work_paid_by: object = None  # the decoded frame that spent it (decided again: still paid)
+    # Rooms whose resume replay is under way: room -> seq of the last op replayed (relay.replay).
+    replay: dict[str, int] = attrs.Factory(dict)
 
     @property
     def fp(self) -> str:

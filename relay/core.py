@@ -14,7 +14,8 @@ READY; CLOSING once the core has asked the shell to close it. Before READY every
 ``unauthenticated`` error and changes nothing. The identity of a connection is the fingerprint of
 the key that signed its hello; no frame field can claim another. A connection receives live ``op``
 pushes only after its first ``resume`` (the replay and the switch to live happen in one step, so
-nothing is missed or reordered in between); roster, invitation, presence and slot pushes flow as
+nothing is missed or reordered in between; a long replay goes a window at a time as the device
+acknowledges, :mod:`relay.replay`); roster, invitation, presence and slot pushes flow as
 soon as it is READY. Pairing slots and grants live in :mod:`relay.slots` and are durable like
 rooms (their writes come first in a batch); a snapshot restores them.
 
@@ -52,6 +53,7 @@ from relay.crowd import Crowd, CrowdLimits
 from relay.effects import Close, Effect, Send
 from relay.limits import Buckets, RelayConfig, source_key
 from relay.members import MemberDesk
+from relay.replay import replay_more
 from relay.rooms import RoomBook, check_id, refuse
 from relay.slots import PairingDesk, Peer
 from relay.storage import OpAppended, Snapshot, Write
@@ -266,9 +268,11 @@ class RelayCore:
         return fp in self._by_identity or fp in self._elsewhere
 
     def _push_live(self, fps: Iterable[str], frame: w.RelayFrame, out: list[Effect]) -> None:
+        room = frame.room if isinstance(frame, w.Op) else None  # replayed in turn (relay.replay)
         for fp in fps:
             for cid in self._by_identity.get(fp, ()):
-                if self._conns[cid].live:
+                conn = self._conns[cid]
+                if conn.live and (room is None or room not in conn.replay):
                     out.append(Send(cid, frame))
                     self._ops_out += 1
 
@@ -405,19 +409,22 @@ class RelayCore:
             Send(cid, push)
             for fp, member in state.members.items() if member.state == "joined"
             for cid in by_identity.get(fp, ())
-            if cid != me and conns[cid].live
+            if cid != me and conns[cid].live and f.room not in conns[cid].replay
         ]
         out.extend(sends)
         self._ops_out += len(sends)
 
     def _ack(self, c: Conn, f: w.Ack, now: float, out: list[Effect]) -> None:
         out.extend(self._rooms.acknowledge(c.fp, c.device, f.room, f.seq))
+        if c.replay:
+            self._ops_out += replay_more(c, self._rooms, self.config.replay_window, out)
 
     def _resume(self, c: Conn, f: w.Resume, now: float, out: list[Effect]) -> None:
         if any(seq < 0 for seq in f.cursors.values()):
             raise refuse("bad_frame", "cursors must not be negative")
         rooms: list[w.ResumedRoom] = []
         missing: list[str] = []
+        c.replay.clear()
         for room, named in f.cursors.items():
             state = self._rooms.rooms.get(room)
             member = state.members.get(c.fp) if state else None
@@ -427,9 +434,8 @@ class RelayCore:
             # Never from before the device's cursor here: a device that left and came back may
             # still name its old cursor, and what was posted while it was out is not its to read.
             cursor = max(named, self._rooms.cursors.get((c.fp, c.device, room), 0))
-            for op in list(state.after(cursor)):
-                out.append(Send(c.id, w.Op(room, op.seq, op.sender, op.op_id, op.body, op.ts)))
-                self._ops_out += 1
+            if state.head > cursor:
+                c.replay[room] = cursor
             rooms.append(w.ResumedRoom(room, state.first(), state.head))
             out.extend(self._rooms.acknowledge(c.fp, c.device, room, cursor))
         # A room the device did not name but is joined in (an accept or create whose answer was
@@ -440,9 +446,10 @@ class RelayCore:
             if state.members[c.fp].state != "joined":
                 continue
             cursor = self._rooms.cursors.get((c.fp, c.device, room), state.head)
-            for op in list(state.after(cursor)):
-                out.append(Send(c.id, w.Op(room, op.seq, op.sender, op.op_id, op.body, op.ts)))
-                self._ops_out += 1
+            if state.head > cursor:
+                c.replay[room] = cursor
             rooms.append(w.ResumedRoom(room, state.first(), state.head))
+        # The first window of the replay goes before `resumed`; acknowledgements bring the rest.
+        self._ops_out += replay_more(c, self._rooms, self.config.replay_window, out)
         c.live = True
         out.append(Send(c.id, w.Resumed(f.req, rooms, missing)))

@@ -15,9 +15,11 @@ class RelayConfig:
     op_rate: float = 100.0  # sustained ops per second per identity
     op_burst: float = 500.0
     max_backlog: int = 10_000  # held, unacknowledged ops per room (the slowest device's backlog)
-    # Bytes of held op bodies per room. A resume replays them all at once (encoded, about 4/3 of
-    # this), so this also bounds what one reconnecting device can make the relay hold in memory.
+    # Bytes of held op bodies per room (the log is in memory).
     max_backlog_bytes: int = 64 << 20
+    # Ops a resumed device is replayed ahead of its acknowledgements (relay.replay): well under
+    # the shell's outbox, so a device owed several full backlogs is never closed as too slow.
+    replay_window: int = 5_000
     slot_ttl: float = 15 * 60.0
     guess_rate: float = 1 / 3  # slot joins per second per source address
     guess_burst: float = 20.0
