@@ -12,6 +12,7 @@ against the window, so at most about two windows are ever in flight.
 
 from __future__ import annotations
 
+from crosstalk.sim_hooks import probe
 from crosstalk.wire import relay as w
 from relay.conn import Conn
 from relay.effects import Effect, Send
@@ -41,6 +42,8 @@ def replay_more(c: Conn, book: RoomBook, window: int, out: list[Effect]) -> int:
             del c.replay[room]  # caught up: live pushes from now on
         else:
             c.replay[room] = last
+    if c.replay:
+        probe("relay.replay_paused")  # the rest waits for acknowledgements
     return sent
 
 

@@ -107,6 +107,11 @@ MUTANTS = (
            'TRANSIENT_POST_ERRORS = frozenset({"rate_limited", "backlog_full"})',
            'TRANSIENT_POST_ERRORS = frozenset({"rate_limited"})',
            "a post the relay turns away because its backlog is full is dropped, not retried"),
+    Mutant("replay_pushes_live", "relay/core.py",
+           "            if cid != me and conns[cid].live and f.room not in conns[cid].replay",
+           "            if cid != me and conns[cid].live",
+           "a live post is pushed to a device whose replay of the room has not reached it yet "
+           "(ahead of the ops before it)"),
     Mutant("pairing_keys_differ", "crosstalk/features/pairing/ops.py",
            "    offer = make_offer(daemon, keys, agent=params.agent, room=grant)",
            "    offer = make_offer(daemon, keys, agent=params.agent,\n"
@@ -150,7 +155,7 @@ def run_mutant(mutant: Mutant, seeds: int, jobs: int, start: int = 1,
 
 def _placed(dest: Path, env: dict[str, str]) -> dict[str, object] | None:
     """The first placed case that fails in ``dest``, or None if all pass."""
-    out = _json(dest, env, ["-m", "tests.sim.placed", "--json"])
+    out = _json(dest, env, ["-m", "tests.sim.placed", "--json", "--first-failure"])
     if "error" in out:
         return out
     for r in out["results"]:

@@ -173,6 +173,7 @@ class SimRelay:
         self.leak = leak
         self._dropped: dict[str, set[str]] = {}
         self.fps: dict[str, str] = {}  # node -> fingerprint (for the leak)
+        self.replay_window: int | None = None  # a placed case's (the relay's default if None)
         # The relay as an adversary about membership (faults.py, kind "lie"): node -> mode, the
         # rows it put a removed member back into, and every room a lie touched (where members
         # may rightly say the relay offered something that does not verify).
@@ -229,6 +230,8 @@ class SimRelay:
         # bucket would refuse the harness's own pairings and the real ones together (seeds 19
         # and 99 once the shell's admission met the real pairing flow). Per-identity limits stay.
         cfg = RelayConfig(slot_work_bits=0, slot_burst=10_000.0, max_slots_per_source=10_000)
+        if self.replay_window is not None:
+            cfg = attrs.evolve(cfg, replay_window=self.replay_window)
         return attrs.evolve(cfg, max_backlog=BUSY_BACKLOG) if self._busy else cfg
 
     @property

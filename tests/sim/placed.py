@@ -9,6 +9,7 @@ mutant planted.
 
     python -m tests.sim.placed            # every case on its seeds; rc 1 if any failed
     python -m tests.sim.placed --json     # one JSON line: each run's case, seed and failures
+    python -m tests.sim.placed --first-failure   # stop at the first run that fails (mutate.py)
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class Placed:
     seeds: tuple[int, ...] = (1, 2)
     nodes: tuple[str, ...] = ("n0", "n1", "n2")
     pairs: tuple[tuple[str, str], ...] = (("n0", "n1"), ("n0", "n2"))
+    replay_window: int | None = None  # the relay's, if the case needs a small one
 
     def scenario(self) -> Scenario:
         actions = tuple(Action(i, at, node, kind, args)
@@ -132,7 +134,33 @@ COMMIT_FAILED_UNDER_A_SEND = Placed(
     pairs=(("n0", "n1"),),
 )
 
+# n1 is cut off from 20 s to 70 s while n0 posts twelve messages in r0 and six in r1, then its
+# link is slow (0.4 s each way) for 20 s while n0 posts one a second in r0. Back, n1 is owed
+# more than the relay's replay window (1 here; 5,000 in production): the relay sends a window,
+# then more as n1 acknowledges, and holds n0's live posts in a room back until the replay
+# reaches them (relay.replay_paused; the mutant replay_pushes_live pushes them at once, ahead
+# of the replay, and n1's link then drops the ops before them as already reported: delivery).
+LONG_ABSENCE = Placed(
+    steps=(
+        (1.0, "n0", "create", {"room": "r0"}),
+        (1.0, "n0", "create", {"room": "r1"}),
+        (2.0, "n0", "invite", {"room": "r0", "peer": "n1"}),
+        (2.0, "n0", "invite", {"room": "r1", "peer": "n1"}),
+        (5.0, "n1", "accept", {"room": "r0"}),
+        (5.0, "n1", "accept", {"room": "r1"}),
+        *((30.0 + i, "n0", "send", {"to": "#r0"}) for i in range(12)),
+        *((50.0 + i, "n0", "send", {"to": "#r1"}) for i in range(6)),
+        *((72.0 + i, "n0", "send", {"to": "#r0"}) for i in range(28)),
+    ),
+    faults=(Fault(0, 20.0, "cut", "n1", 50.0), Fault(1, 70.0, "delay", "n1", 0.4)),
+    probe="probe:relay.replay_paused",
+    nodes=("n0", "n1"),
+    pairs=(("n0", "n1"),),
+    replay_window=1,
+)
+
 PLACED = {"joined_while_away": JOINED_WHILE_AWAY,
+          "long_absence": LONG_ABSENCE,
           "commit_failed_under_a_send": COMMIT_FAILED_UNDER_A_SEND,
           "link_crashed_on_return": LINK_CRASHED_ON_RETURN,
           "gave_up_then_repaired": GAVE_UP_THEN_REPAIRED}
@@ -140,7 +168,8 @@ PLACED = {"joined_while_away": JOINED_WHILE_AWAY,
 
 def run_placed(case: Placed, seed: int) -> Outcome:
     """``case`` run at ``seed``; a run that misses the case's branch fails ``placed``."""
-    outcome = run_seed(seed, scenario=case.scenario(), faults=list(case.faults))
+    outcome = run_seed(seed, scenario=case.scenario(), faults=list(case.faults),
+                       replay_window=case.replay_window)
     if not outcome.coverage.get(case.probe):
         outcome.failures.append(Failure(
             "placed", f"the run never reached {case.probe}: the case no longer places it"))
@@ -151,6 +180,7 @@ def main(argv: list[str]) -> int:
     ensure_hashseed(argv, module="tests.sim.placed")
     p = argparse.ArgumentParser(prog="python -m tests.sim.placed")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--first-failure", action="store_true", help="stop at the first run that fails")
     args = p.parse_args(argv)
     results = []
     for name, case in PLACED.items():
@@ -161,6 +191,10 @@ def main(argv: list[str]) -> int:
             if not args.json:
                 print(f"{name} seed {seed}: " + ("ok" if not failures else
                       "; ".join(f"{c}: {d}" for c, d in failures)), flush=True)
+            if failures and args.first_failure:
+                break
+        if results[-1]["failures"] and args.first_failure:
+            break
     if args.json:
         print(json.dumps({"results": results}))
     return 1 if any(r["failures"] for r in results) else 0

@@ -93,10 +93,10 @@ async def _liveness(world: World, out: dict[str, Any]) -> None:
 
 def run_seed(seed: int, *, keep: set[int] | None = None, plant: str | None = None,
              faults_keep: set[int] | None = None, scenario: Scenario | None = None,
-             faults: list[Fault] | None = None) -> Outcome:
+             faults: list[Fault] | None = None, replay_window: int | None = None) -> Outcome:
     """Run ``seed`` (only the actions in ``keep``, if given) and check it. A hand-written case
     passes its own ``scenario`` and ``faults`` instead of the seed's (the seed still drives
-    scheduling)."""
+    scheduling), and may give the relay a smaller ``replay_window``."""
     full = scenario if scenario is not None else generate(seed)
     picked = subset(full, keep)
     # The horizon comes from the whole scenario: a shrunk action list keeps the seed's faults
@@ -117,6 +117,7 @@ def run_seed(seed: int, *, keep: set[int] | None = None, plant: str | None = Non
                           leaky_relay=plant == "leaky_relay",
                           undo_on_hangup=plant == "undo_on_hangup")
             world.relay.commit_faults = scenario is None
+            world.relay.replay_window = replay_window
             clock = trio.testing.MockClock(autojump_threshold=0)
             states: dict[str, Any] = {}
             failures: list[checkers.Failure] = []

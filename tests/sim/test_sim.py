@@ -185,7 +185,7 @@ def test_planted_bug_is_caught(plant: str, checker: str, first: int) -> None:
     ("mutant", "seed", "checker"),
     [("held_rejected", None, "rejected"), ("rollback_commits", None, "once"),
      ("provisional_told_final", None, "reservations"), ("pairing_keys_differ", 2, "pairing"),
-     ("relay_sends_uncommitted", 21, "state")],
+     ("relay_sends_uncommitted", 21, "state"), ("replay_pushes_live", None, "delivery")],
 )
 def test_checker_catches_its_mutant(mutant: str, seed: int | None, checker: str) -> None:
     """The planted bugs of ``rejected``, ``once``, ``pairing`` and the final answers of
@@ -196,7 +196,9 @@ def test_checker_catches_its_mutant(mutant: str, seed: int | None, checker: str)
     whose COMMIT failed, placed: the refusal left a row, and the retry a second); an inviter
     granting a key other than the one it keeps, at a seed that pairs for real. So is the relay
     shell's: a batch's frames sent before its writes are committed (a post acknowledged,
-    then lost when the relay dies mid-commit), caught by ``state`` at its seed."""
+    then lost when the relay dies mid-commit), caught by ``state`` at its seed, and a live post
+    pushed ahead of a resumed device's replay of its room, caught by ``delivery`` in the placed
+    case that replays a window at a time."""
     from tests.sim.mutate import MUTANTS, run_mutant
 
     chosen = next(m for m in MUTANTS if m.name == mutant)
