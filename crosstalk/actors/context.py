@@ -21,9 +21,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 import trio
+
+from crosstalk.errors import CrosstalkError
 
 T = TypeVar("T")
 
@@ -69,6 +71,15 @@ class Liveness:
             self.beat()
             if not self._waiting:
                 self._on_busy(self.deadline())
+
+
+@runtime_checkable
+class Refusable(Protocol):
+    """A message whose sender waits for an answer. ``refuse`` answers it with ``error`` when no
+    instance will ever serve it (its actor FAILED); it must not block, and must be harmless if
+    the message was answered already."""
+
+    def refuse(self, error: CrosstalkError) -> None: ...
 
 
 class ActorContext(Generic[T]):

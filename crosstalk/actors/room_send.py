@@ -52,6 +52,10 @@ class SendOp:
     epoch: int | None = None  # seal under this epoch's key, not the current one
     also: OutboxWrite | None = None  # written in the transaction that queues it
 
+    def refuse(self, error: CrosstalkError) -> None:
+        """Nothing was queued: the room's actor will not serve this (it FAILED)."""
+        _answer(self.reply, error)
+
 
 @attrs.frozen
 class Sender:

@@ -22,8 +22,8 @@ Theory of operation.
   :class:`RestartIntensity`; the next instance
   starts after an exponential backoff, or, beyond ``max_restarts`` restarts within ``window``
   seconds of ``trio.current_time()``, the actor is FAILED, logged at ERROR, and left alone. A
-  FAILED actor's inbox stays open, so senders do not crash (but once it is full they wait: send
-  with a timeout).
+  FAILED actor's inbox stays open and is kept empty: a request waiting for an answer is refused
+  at once with a sentence saying the actor failed (``Refusable``), anything else is dropped.
 * ``stop_actor`` cancels the guard, waits for it to unwind, closes the inbox (senders then get
   ``trio.BrokenResourceError``) and forgets the name, which can then be started again.
 
@@ -64,10 +64,10 @@ from typing import Any, Generic, TypeVar
 import trio
 
 from crosstalk import sim_hooks
-from crosstalk.actors.context import Actor, ActorContext, Liveness
+from crosstalk.actors.context import Actor, ActorContext, Liveness, Refusable
 from crosstalk.actors.health import ActorHealth, ActorState, LoopLag
 from crosstalk.actors.restarts import RestartIntensity
-from crosstalk.errors import LocalProtocolError, StorageFull
+from crosstalk.errors import CrosstalkError, LocalProtocolError, StorageFull
 
 __all__ = [
     "MISSED_HEARTBEAT",
@@ -343,6 +343,9 @@ class Supervisor:
         try:
             with child.guard_scope:
                 await self._supervise(child, report_ready)
+                if child.state is ActorState.FAILED:
+                    report_ready()
+                    await _refuse_while_failed(child)
             # Ended (returned, FAILED, or stopped) before ever being ready: free start_actor.
             report_ready()
         finally:
@@ -511,6 +514,21 @@ class Supervisor:
         if self._children.get(child.name) is child:
             del self._children[child.name]
         child.inbox.close()
+
+
+async def _refuse_while_failed(child: _Child[Any]) -> None:
+    """Answer what is sent to a FAILED actor at once, and keep its inbox empty: a request that
+    waits for an answer (:class:`~crosstalk.actors.context.Refusable`) gets an error saying
+    so, where it used to wait until its client gave up; anything else is dropped, as no
+    instance would take it."""
+    error = CrosstalkError(
+        f"The daemon's {child.name} actor has stopped after repeated failures "
+        f"({child.last_error}); `crosstalk doctor` shows it, and restarting the daemon "
+        "starts it again. Nothing was done."
+    )
+    async for item in child.inbox:
+        if isinstance(item, Refusable):
+            item.refuse(error)
 
 
 def _out_of_storage(exc: BaseException | None) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+import attrs
 import pytest
 import trio
 import trio.testing
@@ -12,7 +13,7 @@ from trio.testing import MockClock
 from crosstalk.actors.context import ActorContext
 from crosstalk.actors.health import ActorHealth, ActorState
 from crosstalk.actors.supervisor import RETURNED, Restart, Supervisor
-from crosstalk.errors import StorageFull
+from crosstalk.errors import CrosstalkError, StorageFull
 from tests.actors.fakes import (
     GroupCrasher,
     Recorder,
@@ -123,7 +124,7 @@ async def test_crash_loop_is_failed_after_the_limit_and_siblings_keep_running(
         await to_s.send("alive")
         assert await next_report(reports, within=1) == ("s", "alive", 3.75)
         await quiet_until(reports, 100.0)  # nothing restarts the failed actor
-        assert _health(sup)["c"].inbox == 1
+        assert _health(sup)["c"].inbox == 0  # and nothing piles up in its inbox
 
     failed = [r for r in caplog.records if "FAILED" in r.getMessage()]
     assert len(failed) == 1
@@ -164,8 +165,9 @@ async def test_start_actor_returns_when_an_actor_fails_before_it_was_ready(
         health = _health(sup)["c"]
         assert health.state is ActorState.FAILED
         assert health.restarts == 2
-        to_c.send_nowait("kept")
-        assert _health(sup)["c"].inbox == 1
+        to_c.send_nowait("taken")  # the inbox still takes messages, and is kept empty
+        await trio.testing.wait_all_tasks_blocked()
+        assert _health(sup)["c"].inbox == 0
 
 
 async def test_crash_inside_an_actors_own_nursery_is_contained(autojump_clock: MockClock) -> None:
@@ -282,3 +284,35 @@ async def test_a_full_disk_never_makes_an_actor_failed(autojump_clock: MockClock
         await inbox.send("m")
         assert (await next_report(reports, within=1))[:2] == ("a", "m")
         assert _health(sup)["a"].state is ActorState.RUNNING
+
+
+@attrs.frozen(eq=False)
+class _Ask:
+    """A request whose sender waits for an answer (crosstalk.actors.context.Refusable)."""
+
+    reply: trio.MemorySendChannel[str | CrosstalkError]
+
+    def refuse(self, error: CrosstalkError) -> None:
+        self.reply.send_nowait(error)
+
+
+async def test_a_request_to_a_failed_actor_is_refused_at_once_in_a_plain_sentence(
+    autojump_clock: MockClock,
+) -> None:
+    """Its sender used to wait until its own client gave up (a control op: 120 s)."""
+    out, reports = open_reports()
+    supervisor = Supervisor(heartbeat=100.0, max_restarts=1, window=60.0, backoff_initial=0.25)
+    async with running(supervisor) as sup:
+        to_c = await sup.start_actor("c", ScriptedCrasher(out, [0.0] * 2))
+        assert await _starts_of(reports, "c", 2) == [0.0, 0.25]
+        await trio.testing.wait_all_tasks_blocked()
+        assert _health(sup)["c"].state is ActorState.FAILED
+        asked_at = trio.current_time()
+        send, receive = trio.open_memory_channel[str | CrosstalkError](1)
+        await to_c.send(_Ask(send))
+        with trio.fail_after(1):
+            answer = await receive.receive()
+        assert trio.current_time() == asked_at
+        assert isinstance(answer, CrosstalkError) and answer.code == "internal"
+        assert answer.message.startswith("The daemon's c actor has stopped after repeated")
+        assert "ValueError: crash 1" in answer.message
