@@ -155,7 +155,8 @@ async def handshake(ws: WebSocketConnection, me: Identity, device: str) -> Relay
 
 @asynccontextmanager
 async def open_ws(
-    port: int, host: str = "127.0.0.1", *, connect_within: float = 5.0
+    port: int, host: str = "127.0.0.1", *, connect_within: float = 5.0,
+    local_address: str | None = None,
 ) -> AsyncIterator[WebSocketConnection]:
     """A client WebSocket to ``/ws`` whose TCP stream we close ourselves.
 
@@ -165,7 +166,7 @@ async def open_ws(
     refuses with ``LocalProtocolError``; the socket is closing anyway, so that one is ignored.
     """
     with trio.fail_after(connect_within):
-        stream = await trio.open_tcp_stream(host, port)
+        stream = await trio.open_tcp_stream(host, port, local_address=local_address)
     try:
         with late_pongs_ignored():
             async with trio.open_nursery() as nursery:

@@ -24,15 +24,15 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import trio
-from trio_websocket import ConnectionClosed, WebSocketConnection, wrap_client_stream
+from trio_websocket import ConnectionClosed, WebSocketConnection
 
 from crosstalk.crypto import do_work
 from crosstalk.wire import relay as w
-from tests.relay.client import Identity, RelayClient, handshake
+from tests.relay.client import Identity, RelayClient, handshake, open_ws
 
 PARALLEL = 32  # handshakes in flight: under the relay's 64 unauthenticated per address
 FAILED = (ConnectionClosed, AssertionError, trio.BrokenResourceError, trio.ClosedResourceError,
-          OSError)
+          OSError, trio.TooSlowError)  # TooSlowError: not connected within open_ws's bound
 
 
 class Flood:
@@ -49,20 +49,9 @@ class Flood:
 
     @asynccontextmanager
     async def connected(self) -> AsyncIterator[WebSocketConnection]:
-        """A WebSocket from ``source``; its TCP stream closed here (see tests.relay.client)."""
-        stream = await trio.open_tcp_stream("127.0.0.1", self.port, local_address=self.source)
-        try:
-            async with trio.open_nursery() as nursery:
-                ws = await wrap_client_stream(nursery, stream, "127.0.0.1", "/ws")
-                try:
-                    yield ws
-                finally:
-                    with trio.move_on_after(1) as scope:
-                        scope.shield = True
-                        await ws.aclose()
-                    nursery.cancel_scope.cancel()
-        finally:
-            await stream.aclose()
+        """A WebSocket from ``source`` (see tests.relay.client.open_ws)."""
+        async with open_ws(self.port, local_address=self.source) as ws:
+            yield ws
 
     async def hold_one(self, limiter: trio.CapacityLimiter) -> None:
         """One throwaway identity, authenticated and held until released or shed."""

@@ -49,6 +49,16 @@ class Placed:
         return Scenario(self.nodes, self.pairs, actions)
 
 
+# n0 makes rooms r0 and r1 and n1 joins both.
+N1_JOINS_TWO_ROOMS: tuple[Step, ...] = (
+    (1.0, "n0", "create", {"room": "r0"}),
+    (1.0, "n0", "create", {"room": "r1"}),
+    (2.0, "n0", "invite", {"room": "r0", "peer": "n1"}),
+    (2.0, "n0", "invite", {"room": "r1", "peer": "n1"}),
+    (5.0, "n1", "accept", {"room": "r0"}),
+    (5.0, "n1", "accept", {"room": "r1"}),
+)
+
 # n1 is cut off from 20 s to 80 s. Meanwhile n0 invites n2, who accepts and posts. Back, n1's
 # link is handed n2's ops (its name, then its message) before the roster that names n2: they
 # must be held until that roster comes, not rejected (room.held_unknown_sender; the mutant
@@ -79,12 +89,7 @@ JOINED_WHILE_AWAY = Placed(
 # node, and a restarted node wakes every room anyway).
 LINK_CRASHED_ON_RETURN = Placed(
     steps=(
-        (1.0, "n0", "create", {"room": "r0"}),
-        (1.0, "n0", "create", {"room": "r1"}),
-        (2.0, "n0", "invite", {"room": "r0", "peer": "n1"}),
-        (2.0, "n0", "invite", {"room": "r1", "peer": "n1"}),
-        (5.0, "n1", "accept", {"room": "r0"}),
-        (5.0, "n1", "accept", {"room": "r1"}),
+        *N1_JOINS_TWO_ROOMS,
         (30.0, "n0", "send", {"to": "#r0"}),
         (30.0, "n0", "send", {"to": "#r1"}),
         (150.0, "n0", "read", {}),
@@ -142,12 +147,7 @@ COMMIT_FAILED_UNDER_A_SEND = Placed(
 # of the replay, and n1's link then drops the ops before them as already reported: delivery).
 LONG_ABSENCE = Placed(
     steps=(
-        (1.0, "n0", "create", {"room": "r0"}),
-        (1.0, "n0", "create", {"room": "r1"}),
-        (2.0, "n0", "invite", {"room": "r0", "peer": "n1"}),
-        (2.0, "n0", "invite", {"room": "r1", "peer": "n1"}),
-        (5.0, "n1", "accept", {"room": "r0"}),
-        (5.0, "n1", "accept", {"room": "r1"}),
+        *N1_JOINS_TWO_ROOMS,
         *((30.0 + i, "n0", "send", {"to": "#r0"}) for i in range(12)),
         *((50.0 + i, "n0", "send", {"to": "#r1"}) for i in range(6)),
         *((72.0 + i, "n0", "send", {"to": "#r0"}) for i in range(28)),
