@@ -22,7 +22,7 @@ from crosstalk.logs import BACKUPS, LOG_MAX_BYTES_ENV, PrivateRotatingFileHandle
 from crosstalk.paths import relay_data_dir
 from relay.keys import load_or_create_key, prepare_data_dir
 from relay.limits import RelayConfig
-from relay.server import RelayServer
+from relay.server import RelayServer, ShellTimings
 from relay.sqlite_store import SqliteStorage
 from relay.storage import RelayStorage
 
@@ -30,6 +30,10 @@ DEFAULTS = RelayConfig()
 MAX_PORT = 65535
 #: What a Cloudflare tunnel reports as the client's own address.
 TUNNEL_ADDRESS_HEADER = "Cf-Connecting-Ip"
+#: Seconds between the relay's pings of an idle connection, and a ping's time to be answered
+#: (default 20 each). For tests: a scenario about a dead peer need not wait 40 s for its drop,
+#: as ``CROSSTALK_HEARTBEAT`` shortens a daemon's heartbeat.
+RELAY_PING_ENV = "CROSSTALK_RELAY_PING"
 
 
 @attrs.frozen
@@ -75,6 +79,18 @@ def relay_config(opts: ServeOptions) -> RelayConfig:
     )
 
 
+def shell_timings(raw: str | None) -> ShellTimings:
+    """The shell's timings, with the pings from ``CROSSTALK_RELAY_PING`` when it is a positive
+    number of seconds (anything else keeps the defaults)."""
+    try:
+        ping = float(raw or "nan")
+    except ValueError:
+        return ShellTimings()
+    if not ping > 0:  # also NaN
+        return ShellTimings()
+    return ShellTimings(ping_interval=ping, ping_timeout=ping)
+
+
 def _ssl_context(opts: ServeOptions) -> ssl.SSLContext | None:
     if (opts.tls_cert is None) != (opts.tls_key is None):
         raise UsageError("--tls-cert and --tls-key go together")
@@ -93,6 +109,7 @@ def _open_server(
 ) -> tuple[RelayStorage, RelayServer]:
     """The storage and the server over it: a stateless node on NATS, or SQLite in ``data``."""
     header = TUNNEL_ADDRESS_HEADER if opts.behind_tunnel else None
+    timings = shell_timings(os.environ.get(RELAY_PING_ENV))
     if opts.nats:
         # Imported only when asked for: the NATS client is an optional dependency.
         from relay.nats_store import NatsStorage
@@ -100,13 +117,14 @@ def _open_server(
 
         nats_storage = NatsStorage(opts.nats, replicas=opts.nats_replicas)
         try:
-            return nats_storage, NodeServer(nats_storage, key, config=config,
+            return nats_storage, NodeServer(nats_storage, key, config=config, timings=timings,
                                             client_address_header=header)
         except BaseException:
             nats_storage.close()
             raise
     storage = SqliteStorage(data / "relay.db")
-    server = RelayServer(storage, key, config=config, client_address_header=header)
+    server = RelayServer(storage, key, config=config, timings=timings,
+                         client_address_header=header)
     return storage, server
 
 

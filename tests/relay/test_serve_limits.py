@@ -1,15 +1,18 @@
-"""`relay serve`'s limit options become the core's limits, and impossible ones are refused."""
+"""`relay serve`'s limit options become the core's limits, and impossible ones are refused;
+CROSSTALK_RELAY_PING sets the shell's pings."""
 
 from __future__ import annotations
 
 import inspect
 
+import attrs
 import pytest
 
 from crosstalk.cli.cmd_relay import serve
 from crosstalk.errors import UsageError
 from relay.limits import RelayConfig
-from relay.main import ServeOptions, relay_config
+from relay.main import ServeOptions, relay_config, shell_timings
+from relay.server import ShellTimings
 
 
 def test_the_limit_options_reach_the_core() -> None:
@@ -42,3 +45,14 @@ def test_the_cli_defaults_are_the_cores() -> None:
             defaults["max_slots_per_address"], defaults["slot_work_bits"]) == (
         core.max_per_source, core.max_per_identity, core.max_authenticated, core.slot_rate,
         core.max_slots_per_source, core.slot_work_bits)
+
+
+@pytest.mark.parametrize(("raw", "ping"), [("3", 3.0), ("0.5", 0.5), (None, 20.0), ("", 20.0),
+                                            ("0", 20.0), ("-1", 20.0), ("nan", 20.0), ("x", 20.0)])
+def test_crosstalk_relay_ping_sets_the_ping_interval_and_timeout(raw: str | None,
+                                                                 ping: float) -> None:
+    """A positive CROSSTALK_RELAY_PING is both the ping interval and its timeout; anything else
+    keeps the 20 s defaults."""
+    timings = shell_timings(raw)
+    assert (timings.ping_interval, timings.ping_timeout) == (ping, ping)
+    assert attrs.evolve(timings, ping_interval=20.0, ping_timeout=20.0) == ShellTimings()
