@@ -34,6 +34,9 @@ TUNNEL_ADDRESS_HEADER = "Cf-Connecting-Ip"
 #: (default 20 each). For tests: a scenario about a dead peer need not wait 40 s for its drop,
 #: as ``CROSSTALK_HEARTBEAT`` shortens a daemon's heartbeat.
 RELAY_PING_ENV = "CROSSTALK_RELAY_PING"
+#: Seconds between a NATS node's presence announcements (default 5); a node silent for three of
+#: them has nobody online. For tests too: a dead node's clients go offline 15 s later otherwise.
+NODE_BEAT_ENV = "CROSSTALK_RELAY_NODE_BEAT"
 
 
 @attrs.frozen
@@ -79,14 +82,21 @@ def relay_config(opts: ServeOptions) -> RelayConfig:
     )
 
 
+def seconds_from(raw: str | None) -> float | None:
+    """A positive, finite number of seconds from an environment variable, or None (unset, not
+    a number, zero or less, infinite)."""
+    try:
+        value = float(raw or "nan")
+    except ValueError:
+        return None
+    return value if 0 < value < math.inf else None  # NaN is neither
+
+
 def shell_timings(raw: str | None) -> ShellTimings:
     """The shell's timings, with the pings from ``CROSSTALK_RELAY_PING`` when it is a positive
     number of seconds (anything else keeps the defaults)."""
-    try:
-        ping = float(raw or "nan")
-    except ValueError:
-        return ShellTimings()
-    if not ping > 0:  # also NaN
+    ping = seconds_from(raw)
+    if ping is None:
         return ShellTimings()
     return ShellTimings(ping_interval=ping, ping_timeout=ping)
 
@@ -114,11 +124,14 @@ def _open_server(
         # Imported only when asked for: the NATS client is an optional dependency.
         from relay.nats_store import NatsStorage
         from relay.node import NodeServer
+        from relay.node_presence import NodeTimings
 
+        beat = seconds_from(os.environ.get(NODE_BEAT_ENV))
+        presence = None if beat is None else NodeTimings(beat=beat, presence_timeout=3 * beat)
         nats_storage = NatsStorage(opts.nats, replicas=opts.nats_replicas)
         try:
             return nats_storage, NodeServer(nats_storage, key, config=config, timings=timings,
-                                            client_address_header=header)
+                                            node_timings=presence, client_address_header=header)
         except BaseException:
             nats_storage.close()
             raise

@@ -13,6 +13,7 @@ import trio
 from trio_websocket import ConnectionClosed, HandshakeError
 
 from crosstalk.wire import relay as w
+from relay.main import NODE_BEAT_ENV
 from tests.relay.client import Identity, RelayClient, open_client, pair_and_room
 from tests.relay.nats_process import NatsServer, running_nats
 from tests.relay.process import RelayProcess
@@ -23,6 +24,7 @@ T = TypeVar("T")
 DROPPED = (ConnectionClosed, HandshakeError, OSError, trio.BrokenResourceError)
 ROOM = "shared"
 QUIET = 2.0  # seconds without a push after which the ops in flight have come, or will not
+NODE_BEAT = 2.0  # the nodes' presence beat (CROSSTALK_RELAY_NODE_BEAT; 5 s by default)
 
 
 @pytest.fixture
@@ -33,8 +35,12 @@ def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
 @pytest.fixture
 def nodes(tmp_path: Path, nats_server: NatsServer) -> Iterator[tuple[RelayProcess, RelayProcess]]:
     """Node 1 starts first (and records the relay key); node 2 gets a copy of its key."""
-    one = RelayProcess(tmp_path / "n1", tmp_path / "n1.stderr", "--nats", nats_server.url)
-    two = RelayProcess(tmp_path / "n2", tmp_path / "n2.stderr", "--nats", nats_server.url)
+    # Presence beats every 2 s (a dead node's clients offline 6 s after its last, not 15 s).
+    beat = {NODE_BEAT_ENV: str(NODE_BEAT)}
+    one = RelayProcess(tmp_path / "n1", tmp_path / "n1.stderr", "--nats", nats_server.url,
+                       env=beat)
+    two = RelayProcess(tmp_path / "n2", tmp_path / "n2.stderr", "--nats", nats_server.url,
+                       env=beat)
     one.start()
     try:
         (tmp_path / "n2").mkdir(mode=0o700)

@@ -1,5 +1,5 @@
 """`relay serve`'s limit options become the core's limits, and impossible ones are refused;
-CROSSTALK_RELAY_PING sets the shell's pings."""
+CROSSTALK_RELAY_PING sets the shell's pings, CROSSTALK_RELAY_NODE_BEAT a node's presence beat."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from crosstalk.cli.cmd_relay import serve
 from crosstalk.errors import UsageError
 from relay.limits import RelayConfig
-from relay.main import ServeOptions, relay_config, shell_timings
+from relay.main import ServeOptions, relay_config, seconds_from, shell_timings
 from relay.server import ShellTimings
 
 
@@ -56,3 +56,10 @@ def test_crosstalk_relay_ping_sets_the_ping_interval_and_timeout(raw: str | None
     timings = shell_timings(raw)
     assert (timings.ping_interval, timings.ping_timeout) == (ping, ping)
     assert attrs.evolve(timings, ping_interval=20.0, ping_timeout=20.0) == ShellTimings()
+
+
+def test_a_seconds_variable_is_a_positive_number_or_nothing() -> None:
+    """CROSSTALK_RELAY_NODE_BEAT (and the ping) take a positive number of seconds, else the
+    default applies."""
+    assert [seconds_from(raw) for raw in ("2", "0.25", None, "", "0", "-3", "nan", "inf", "x")] == [
+        2.0, 0.25, None, None, None, None, None, None, None]
