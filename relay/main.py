@@ -37,6 +37,9 @@ RELAY_PING_ENV = "CROSSTALK_RELAY_PING"
 #: Seconds between a NATS node's presence announcements (default 5); a node silent for three of
 #: them has nobody online. For tests too: a dead node's clients go offline 15 s later otherwise.
 NODE_BEAT_ENV = "CROSSTALK_RELAY_NODE_BEAT"
+#: Seconds a connection may stay before its hello (``RelayConfig.hello_timeout``, default 10).
+#: For tests: shedding idle unauthenticated connections need not take 10 s there.
+HELLO_TIMEOUT_ENV = "CROSSTALK_RELAY_HELLO_TIMEOUT"
 
 
 @attrs.frozen
@@ -90,6 +93,13 @@ def seconds_from(raw: str | None) -> float | None:
     except ValueError:
         return None
     return value if 0 < value < math.inf else None  # NaN is neither
+
+
+def with_hello_timeout(config: RelayConfig, raw: str | None) -> RelayConfig:
+    """``config`` with the hello timeout from ``CROSSTALK_RELAY_HELLO_TIMEOUT`` when it is a
+    positive number of seconds (anything else keeps ``config``'s)."""
+    hello = seconds_from(raw)
+    return config if hello is None else attrs.evolve(config, hello_timeout=hello)
 
 
 def shell_timings(raw: str | None) -> ShellTimings:
@@ -219,7 +229,7 @@ def serve(opts: ServeOptions, on_listening: Callable[[str, str], None]) -> None:
     check_options(opts)
     _configure_logging(opts.log_file)
     data = (opts.data or relay_data_dir()).expanduser().absolute()
-    config = relay_config(opts)
+    config = with_hello_timeout(relay_config(opts), os.environ.get(HELLO_TIMEOUT_ENV))
     context = _ssl_context(opts)
     prepare_data_dir(data)
     key = load_or_create_key(data)

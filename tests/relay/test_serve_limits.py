@@ -1,5 +1,6 @@
 """`relay serve`'s limit options become the core's limits, and impossible ones are refused;
-CROSSTALK_RELAY_PING sets the shell's pings, CROSSTALK_RELAY_NODE_BEAT a node's presence beat."""
+CROSSTALK_RELAY_PING sets the shell's pings, CROSSTALK_RELAY_NODE_BEAT a node's presence beat,
+CROSSTALK_RELAY_HELLO_TIMEOUT the time to say hello."""
 
 from __future__ import annotations
 
@@ -11,7 +12,13 @@ import pytest
 from crosstalk.cli.cmd_relay import serve
 from crosstalk.errors import UsageError
 from relay.limits import RelayConfig
-from relay.main import ServeOptions, relay_config, seconds_from, shell_timings
+from relay.main import (
+    ServeOptions,
+    relay_config,
+    seconds_from,
+    shell_timings,
+    with_hello_timeout,
+)
 from relay.server import ShellTimings
 
 
@@ -63,3 +70,12 @@ def test_a_seconds_variable_is_a_positive_number_or_nothing() -> None:
     default applies."""
     assert [seconds_from(raw) for raw in ("2", "0.25", None, "", "0", "-3", "nan", "inf", "x")] == [
         2.0, 0.25, None, None, None, None, None, None, None]
+
+
+def test_crosstalk_relay_hello_timeout_sets_only_the_hello_timeout() -> None:
+    """A positive CROSSTALK_RELAY_HELLO_TIMEOUT replaces the config's hello timeout and nothing
+    else; anything else keeps the config as it was."""
+    config = relay_config(ServeOptions(max_per_source=7))
+    assert with_hello_timeout(config, "2") == attrs.evolve(config, hello_timeout=2.0)
+    assert with_hello_timeout(config, None) is config
+    assert with_hello_timeout(config, "0") is config
