@@ -1,9 +1,10 @@
 """Worst loop lag while a several-hundred-MB file slice is sent (issue 36 item 4).
 
 A relay and two paired daemons (``bench.latency.TwoDaemons``). In a project directory, a sparse
-file of ``--mib`` MiB (400; ``--quick``: 64) is sent from ana to ben as a ``file:`` slice by the
-real CLI, ``--sends`` times one after another (5; ``--quick``: 1). While each send runs, this
-process asks ana's daemon for ``status`` over the control socket, back to back. Figures:
+file of ``--mib`` MiB (400; ``--quick``: 8, still 64 times the 128 KiB cap) is sent from ana to
+ben as a ``file:`` slice by the real CLI, ``--sends`` times one after another (5; ``--quick``: 1).
+While each send runs, this process asks ana's daemon for ``status`` over the control socket, back
+to back. Figures:
 
 * ``worst_loop_lag_ms``: the daemon's own measure (``status``'s ``loop``: the supervisor's pulse
   woken late), the worst of the whole run, after the sends; ``worst_loop_lag_before_ms`` is the
@@ -93,7 +94,7 @@ def _markdown(result: dict[str, Any]) -> str:
 
 def run(quick: bool, mib: int | None = None, sends: int | None = None) -> dict[str, Any]:
     """Measure; return a JSON-ready dict (milliseconds)."""
-    size_mib = mib or (64 if quick else 400)
+    size_mib = mib or (8 if quick else 400)
     count = sends or (1 if quick else 5)
     with TwoDaemons() as (ana, _ben):
         project = ana.home.parent / "project"
@@ -127,7 +128,7 @@ def run(quick: bool, mib: int | None = None, sends: int | None = None) -> dict[s
 def main() -> None:
     """Parse arguments, measure, print."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="one 64 MiB send, for smoke runs")
+    parser.add_argument("--quick", action="store_true", help="one 8 MiB send, for smoke runs")
     parser.add_argument("--mib", type=int, default=None, help="the file's size in MiB")
     parser.add_argument("--sends", type=int, default=None, help="how many sends")
     parser.add_argument("--json", action="store_true")

@@ -22,7 +22,7 @@ from crosstalk.logs import BACKUPS, LOG_MAX_BYTES_ENV, PrivateRotatingFileHandle
 from crosstalk.paths import relay_data_dir
 from relay.keys import load_or_create_key, prepare_data_dir
 from relay.limits import RelayConfig
-from relay.server import RelayServer
+from relay.server import RelayServer, ShellTimings
 from relay.sqlite_store import SqliteStorage
 from relay.storage import RelayStorage
 
@@ -30,6 +30,16 @@ DEFAULTS = RelayConfig()
 MAX_PORT = 65535
 #: What a Cloudflare tunnel reports as the client's own address.
 TUNNEL_ADDRESS_HEADER = "Cf-Connecting-Ip"
+#: Seconds between the relay's pings of an idle connection, and a ping's time to be answered
+#: (default 20 each). For tests: a scenario about a dead peer need not wait 40 s for its drop,
+#: as ``CROSSTALK_HEARTBEAT`` shortens a daemon's heartbeat.
+RELAY_PING_ENV = "CROSSTALK_RELAY_PING"
+#: Seconds between a NATS node's presence announcements (default 5); a node silent for three of
+#: them has nobody online. For tests too: a dead node's clients go offline 15 s later otherwise.
+NODE_BEAT_ENV = "CROSSTALK_RELAY_NODE_BEAT"
+#: Seconds a connection may stay before its hello (``RelayConfig.hello_timeout``, default 10).
+#: For tests: shedding idle unauthenticated connections need not take 10 s there.
+HELLO_TIMEOUT_ENV = "CROSSTALK_RELAY_HELLO_TIMEOUT"
 
 
 @attrs.frozen
@@ -75,6 +85,32 @@ def relay_config(opts: ServeOptions) -> RelayConfig:
     )
 
 
+def seconds_from(raw: str | None) -> float | None:
+    """A positive, finite number of seconds from an environment variable, or None (unset, not
+    a number, zero or less, infinite)."""
+    try:
+        value = float(raw or "nan")
+    except ValueError:
+        return None
+    return value if 0 < value < math.inf else None  # NaN is neither
+
+
+def with_hello_timeout(config: RelayConfig, raw: str | None) -> RelayConfig:
+    """``config`` with the hello timeout from ``CROSSTALK_RELAY_HELLO_TIMEOUT`` when it is a
+    positive number of seconds (anything else keeps ``config``'s)."""
+    hello = seconds_from(raw)
+    return config if hello is None else attrs.evolve(config, hello_timeout=hello)
+
+
+def shell_timings(raw: str | None) -> ShellTimings:
+    """The shell's timings, with the pings from ``CROSSTALK_RELAY_PING`` when it is a positive
+    number of seconds (anything else keeps the defaults)."""
+    ping = seconds_from(raw)
+    if ping is None:
+        return ShellTimings()
+    return ShellTimings(ping_interval=ping, ping_timeout=ping)
+
+
 def _ssl_context(opts: ServeOptions) -> ssl.SSLContext | None:
     if (opts.tls_cert is None) != (opts.tls_key is None):
         raise UsageError("--tls-cert and --tls-key go together")
@@ -93,20 +129,25 @@ def _open_server(
 ) -> tuple[RelayStorage, RelayServer]:
     """The storage and the server over it: a stateless node on NATS, or SQLite in ``data``."""
     header = TUNNEL_ADDRESS_HEADER if opts.behind_tunnel else None
+    timings = shell_timings(os.environ.get(RELAY_PING_ENV))
     if opts.nats:
         # Imported only when asked for: the NATS client is an optional dependency.
         from relay.nats_store import NatsStorage
         from relay.node import NodeServer
+        from relay.node_presence import NodeTimings
 
+        beat = seconds_from(os.environ.get(NODE_BEAT_ENV))
+        presence = None if beat is None else NodeTimings(beat=beat, presence_timeout=3 * beat)
         nats_storage = NatsStorage(opts.nats, replicas=opts.nats_replicas)
         try:
-            return nats_storage, NodeServer(nats_storage, key, config=config,
-                                            client_address_header=header)
+            return nats_storage, NodeServer(nats_storage, key, config=config, timings=timings,
+                                            node_timings=presence, client_address_header=header)
         except BaseException:
             nats_storage.close()
             raise
     storage = SqliteStorage(data / "relay.db")
-    server = RelayServer(storage, key, config=config, client_address_header=header)
+    server = RelayServer(storage, key, config=config, timings=timings,
+                         client_address_header=header)
     return storage, server
 
 
@@ -188,7 +229,7 @@ def serve(opts: ServeOptions, on_listening: Callable[[str, str], None]) -> None:
     check_options(opts)
     _configure_logging(opts.log_file)
     data = (opts.data or relay_data_dir()).expanduser().absolute()
-    config = relay_config(opts)
+    config = with_hello_timeout(relay_config(opts), os.environ.get(HELLO_TIMEOUT_ENV))
     context = _ssl_context(opts)
     prepare_data_dir(data)
     key = load_or_create_key(data)

@@ -17,9 +17,12 @@ ROOT = Path(__file__).resolve().parents[2]
 class RelayProcess:
     """Start, kill and restart one relay on a data directory; always stopped by pid."""
 
-    def __init__(self, data: Path, stderr_path: Path, *extra: str, tree: Path = ROOT) -> None:
-        """``tree``: the source tree the relay runs from (a bench may compare two)."""
+    def __init__(self, data: Path, stderr_path: Path, *extra: str, tree: Path = ROOT,
+                 env: dict[str, str] | None = None) -> None:
+        """``tree``: the source tree the relay runs from (a bench may compare two); ``env``: on
+        top of ours (``CROSSTALK_RELAY_PING``, say)."""
         self.data = data
+        self.env = env or {}
         self.stderr_path = stderr_path
         self.extra = extra
         self.tree = tree
@@ -35,7 +38,7 @@ class RelayProcess:
         try:
             self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=stderr, text=True,
                                          cwd=self.tree,  # python -m imports from here first
-                                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                         env={**os.environ, **self.env, "PYTHONUNBUFFERED": "1"})
         finally:
             stderr.close()
         line = self._first_line(timeout)

@@ -13,6 +13,7 @@ import trio
 from trio_websocket import ConnectionClosed, HandshakeError
 
 from crosstalk.wire import relay as w
+from relay.main import NODE_BEAT_ENV
 from tests.relay.client import Identity, RelayClient, open_client, pair_and_room
 from tests.relay.nats_process import NatsServer, running_nats
 from tests.relay.process import RelayProcess
@@ -22,6 +23,8 @@ pytestmark = pytest.mark.e2e
 T = TypeVar("T")
 DROPPED = (ConnectionClosed, HandshakeError, OSError, trio.BrokenResourceError)
 ROOM = "shared"
+QUIET = 2.0  # seconds without a push after which the ops in flight have come, or will not
+NODE_BEAT = 2.0  # the nodes' presence beat (CROSSTALK_RELAY_NODE_BEAT; 5 s by default)
 
 
 @pytest.fixture
@@ -32,8 +35,12 @@ def nats_server(tmp_path: Path) -> Iterator[NatsServer]:
 @pytest.fixture
 def nodes(tmp_path: Path, nats_server: NatsServer) -> Iterator[tuple[RelayProcess, RelayProcess]]:
     """Node 1 starts first (and records the relay key); node 2 gets a copy of its key."""
-    one = RelayProcess(tmp_path / "n1", tmp_path / "n1.stderr", "--nats", nats_server.url)
-    two = RelayProcess(tmp_path / "n2", tmp_path / "n2.stderr", "--nats", nats_server.url)
+    # Presence beats every 2 s (a dead node's clients offline 6 s after its last, not 15 s).
+    beat = {NODE_BEAT_ENV: str(NODE_BEAT)}
+    one = RelayProcess(tmp_path / "n1", tmp_path / "n1.stderr", "--nats", nats_server.url,
+                       env=beat)
+    two = RelayProcess(tmp_path / "n2", tmp_path / "n2.stderr", "--nats", nats_server.url,
+                       env=beat)
     one.start()
     try:
         (tmp_path / "n2").mkdir(mode=0o700)
@@ -107,7 +114,12 @@ async def test_kill_9_of_a_node_mid_stream_loses_and_duplicates_nothing(
                     one.kill(signal.SIGKILL)
                     with trio.move_on_after(15):
                         while True:  # Bob stays connected: node 2 carries on alone
-                            op = await b.push(w.Op)
+                            # Until the pushes stop: what node 2 has not pushed by then, Bob
+                            # resumes below (this waited out all 15 s every time).
+                            with trio.move_on_after(QUIET) as quiet:
+                                op = await b.push(w.Op)
+                            if quiet.cancelled_caught:
+                                break
                             assert isinstance(op, w.Op)
                             got.append(op)
         except* DROPPED:

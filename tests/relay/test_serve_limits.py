@@ -1,15 +1,25 @@
-"""`relay serve`'s limit options become the core's limits, and impossible ones are refused."""
+"""`relay serve`'s limit options become the core's limits, and impossible ones are refused;
+CROSSTALK_RELAY_PING sets the shell's pings, CROSSTALK_RELAY_NODE_BEAT a node's presence beat,
+CROSSTALK_RELAY_HELLO_TIMEOUT the time to say hello."""
 
 from __future__ import annotations
 
 import inspect
 
+import attrs
 import pytest
 
 from crosstalk.cli.cmd_relay import serve
 from crosstalk.errors import UsageError
 from relay.limits import RelayConfig
-from relay.main import ServeOptions, relay_config
+from relay.main import (
+    ServeOptions,
+    relay_config,
+    seconds_from,
+    shell_timings,
+    with_hello_timeout,
+)
+from relay.server import ShellTimings
 
 
 def test_the_limit_options_reach_the_core() -> None:
@@ -42,3 +52,30 @@ def test_the_cli_defaults_are_the_cores() -> None:
             defaults["max_slots_per_address"], defaults["slot_work_bits"]) == (
         core.max_per_source, core.max_per_identity, core.max_authenticated, core.slot_rate,
         core.max_slots_per_source, core.slot_work_bits)
+
+
+@pytest.mark.parametrize(("raw", "ping"), [("3", 3.0), ("0.5", 0.5), (None, 20.0), ("", 20.0),
+                                            ("0", 20.0), ("-1", 20.0), ("nan", 20.0), ("x", 20.0)])
+def test_crosstalk_relay_ping_sets_the_ping_interval_and_timeout(raw: str | None,
+                                                                 ping: float) -> None:
+    """A positive CROSSTALK_RELAY_PING is both the ping interval and its timeout; anything else
+    keeps the 20 s defaults."""
+    timings = shell_timings(raw)
+    assert (timings.ping_interval, timings.ping_timeout) == (ping, ping)
+    assert attrs.evolve(timings, ping_interval=20.0, ping_timeout=20.0) == ShellTimings()
+
+
+def test_a_seconds_variable_is_a_positive_number_or_nothing() -> None:
+    """CROSSTALK_RELAY_NODE_BEAT (and the ping) take a positive number of seconds, else the
+    default applies."""
+    assert [seconds_from(raw) for raw in ("2", "0.25", None, "", "0", "-3", "nan", "inf", "x")] == [
+        2.0, 0.25, None, None, None, None, None, None, None]
+
+
+def test_crosstalk_relay_hello_timeout_sets_only_the_hello_timeout() -> None:
+    """A positive CROSSTALK_RELAY_HELLO_TIMEOUT replaces the config's hello timeout and nothing
+    else; anything else keeps the config as it was."""
+    config = relay_config(ServeOptions(max_per_source=7))
+    assert with_hello_timeout(config, "2") == attrs.evolve(config, hello_timeout=2.0)
+    assert with_hello_timeout(config, None) is config
+    assert with_hello_timeout(config, "0") is config

@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
+from relay.main import RELAY_PING_ENV
 from tests.e2e.conftest import pair, short_tmp  # noqa: F401  # short_tmp is a fixture we reuse
 from tests.relay.process import RelayProcess
-from tests.resilience.harness import Peer, ProxyProcess, Tally
+from tests.resilience.harness import HEARTBEAT, Peer, ProxyProcess, Tally
 
 FIGURES = pytest.StashKey[list[dict[str, Any]]]()
 
@@ -21,9 +22,11 @@ FIGURES = pytest.StashKey[list[dict[str, Any]]]()
 class Relay:
     """One relay on one data directory and one port, across kills and restarts."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, ping: float | None = None) -> None:
+        """``ping``: the relay's ping interval and timeout (``CROSSTALK_RELAY_PING``), else 20 s."""
         self.root = root
-        self.proc = RelayProcess(root / "relay-data", root / "relay.stderr")
+        self.env = {} if ping is None else {RELAY_PING_ENV: str(ping)}
+        self.proc = RelayProcess(root / "relay-data", root / "relay.stderr", env=self.env)
         self.proc.start()
         self.port = self.proc.port
         self.url = f"ws://127.0.0.1:{self.port}"
@@ -35,7 +38,8 @@ class Relay:
     def start(self) -> None:
         """Start again on the same data directory and port (the relay keeps its key)."""
         self.proc = RelayProcess(
-            self.root / "relay-data", self.root / "relay.stderr", "--port", str(self.port)
+            self.root / "relay-data", self.root / "relay.stderr", "--port", str(self.port),
+            env=self.env,
         )
         self.proc.start(timeout=60.0)  # generous: a loaded CI machine starts Python slowly
         self.restarts += 1
@@ -83,10 +87,13 @@ def tally(request: pytest.FixtureRequest) -> Iterator[Tally]:
     print("resilience figures:", json.dumps(figures, sort_keys=True))
 
 
-def paired(short_tmp: Path, ana_url: str, ben_url: str, crowd: list[Peer]) -> tuple[Peer, Peer]:  # noqa: F811
+def paired(
+    short_tmp: Path, ana_url: str, ben_url: str, crowd: list[Peer],  # noqa: F811
+    *, heartbeat: float = HEARTBEAT,
+) -> tuple[Peer, Peer]:
     """ana and ben, each on their own relay URL (direct or through a proxy), paired."""
-    ana = Peer(short_tmp / "ana", ana_url)
-    ben = Peer(short_tmp / "ben", ben_url)
+    ana = Peer(short_tmp / "ana", ana_url, heartbeat=heartbeat)
+    ben = Peer(short_tmp / "ben", ben_url, heartbeat=heartbeat)
     crowd.extend([ana, ben])
     pair(ana, ben)
     return ana, ben

@@ -46,9 +46,10 @@ from crosstalk.errors import CrosstalkError
 from crosstalk.hook import control
 from tests.e2e.conftest import Person, read_json_line, stop_pid, wait_until
 
-# The heartbeat the daemons under test run with (CROSSTALK_HEARTBEAT, seconds). The relay link's
-# pings (every 2 s, 2 s to answer) must fit inside one heartbeat, so 5 s (the default) is the
-# shortest that does not make a healthy idle link miss beats; see docs/resilience.md.
+# The heartbeat the daemons under test run with unless a scenario says otherwise
+# (CROSSTALK_HEARTBEAT, seconds): the product's default. The relay link's pings scale with it (a
+# quarter of it each, at most 2 s), so a scenario whose waits are so many heartbeats may run at a
+# shorter one (the sleeping laptop, the claim race); see docs/resilience.md.
 HEARTBEAT = 5.0
 
 
@@ -219,8 +220,11 @@ class Tally:
         return sum(count - 1 for count in self.seen.values() if count > 1)
 
     def record_restarts(self, *peers: Peer) -> None:
-        for peer in peers:
-            self.restarts[peer.name] = peer.restarts()
+        """Each peer's restarts, asked of every peer at once (a ``doctor`` run takes a second)."""
+        with ThreadPoolExecutor(max_workers=len(peers)) as pool:
+            counts = list(pool.map(lambda peer: peer.restarts(), peers))
+        for peer, count in zip(peers, counts, strict=True):
+            self.restarts[peer.name] = count
 
     def figures(self) -> dict[str, Any]:
         return {

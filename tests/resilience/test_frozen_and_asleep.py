@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -99,16 +99,34 @@ def test_a_healthy_idle_link_survives_a_one_second_heartbeat(
     assert (link["state"], link["restarts"]) == ("running", 0), link
 
 
-@pytest.mark.parametrize("naps", [3.0, 60.0 / HEARTBEAT], ids=["3-heartbeats", "60s"])
+# The sleeping laptop runs scaled down: a 2 s heartbeat (so the link pings every 0.5 s), and a
+# relay that pings an idle connection after 4 heartbeats and drops it 4 heartbeats later. A
+# 3-heartbeat nap then ends before the relay even pings, and a 12-heartbeat nap outlasts the
+# relay's drop, as 15 s and 60 s naps did at the default 5 s heartbeat and 20 s relay pings.
+LAPTOP_HEARTBEAT = 2.0
+LAPTOP_RELAY_PING = 4 * LAPTOP_HEARTBEAT
+
+
+@pytest.fixture
+def pinging_relay(short_tmp: Path) -> Iterator[Relay]:
+    """A relay whose pings of an idle connection come every LAPTOP_RELAY_PING seconds."""
+    running = Relay(short_tmp, ping=LAPTOP_RELAY_PING)
+    yield running
+    running.kill(signal.SIGTERM)
+
+
+@pytest.mark.parametrize("naps", [3.0, 12.0], ids=["3-heartbeats", "12-heartbeats"])
 def test_a_sleeping_laptop_reconnects_and_catches_up(
-    naps: float, short_tmp: Path, relay: Relay, crowd: list[Peer], tally: Tally
+    naps: float, short_tmp: Path, pinging_relay: Relay, crowd: list[Peer], tally: Tally
 ) -> None:
     """ana's daemon is stopped while ben writes; after SIGCONT it reconnects and gets it all."""
-    ana, ben = paired(short_tmp, relay.url, relay.url, crowd)
+    relay = pinging_relay
+    ana, ben = paired(short_tmp, relay.url, relay.url, crowd, heartbeat=LAPTOP_HEARTBEAT)
     pid = ana.daemon_pid()
     for n in range(5):
         tally.send(ana, ben, f"before the nap {n}")
-    nap = naps * HEARTBEAT
+    nap = naps * LAPTOP_HEARTBEAT
+    assert (nap < 2 * LAPTOP_RELAY_PING) == (naps == 3.0)  # which side of the relay's drop
     stopped = time.monotonic()
     ana_pid = ana.daemon_pid()
     assert ana_pid is not None
@@ -127,7 +145,8 @@ def test_a_sleeping_laptop_reconnects_and_catches_up(
     tally.wait_delivered(ana, ben, timeout=60)
     drain_reads(tally, ana, ben)
     tally.record_restarts(ana, ben)
-    tally.notes.update(nap_s=round(nap, 1), caught_up_after_wake_s=round(caught_up, 2))
+    tally.notes.update(heartbeat_s=LAPTOP_HEARTBEAT, relay_ping_s=LAPTOP_RELAY_PING,
+                       nap_s=round(nap, 1), caught_up_after_wake_s=round(caught_up, 2))
     assert ana.daemon_pid() == pid  # the same daemon woke up; nothing restarted it from outside
     actors = ana.actors()
     assert all(a["state"] == "running" for a in actors.values()), actors

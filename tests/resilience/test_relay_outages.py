@@ -28,7 +28,8 @@ def test_sends_queue_durably_while_the_relay_is_unreachable_and_flush_when_it_re
     ana.start_daemon()
     assert not link_connected(ana)
 
-    tally.send_many(ana, ben, [f"offline {n}" for n in range(10)])
+    # All ten at once: each waits the send's 2 s for `sent` before answering `queued`.
+    tally.send_many(ana, ben, [f"offline {n}" for n in range(10)], workers=10)
     assert tally.states == {"queued": 10}, tally.figures()
     pid = ana.daemon_pid()
     assert pid is not None

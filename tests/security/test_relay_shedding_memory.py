@@ -22,11 +22,13 @@ from pathlib import Path
 import pytest
 import trio
 
+from relay.main import HELLO_TIMEOUT_ENV
 from tests.relay.client import Identity, open_client
 from tests.relay.process import RelayProcess
 from tests.security.test_relay_shedding import IDLE, Idle
 
 SLACK_KIB = 32 * 1024
+HELLO_TIMEOUT = 2.0
 
 
 def rss_kib(pid: int) -> int:
@@ -38,7 +40,10 @@ def rss_kib(pid: int) -> int:
 
 @pytest.fixture
 def relay(tmp_path: Path) -> Iterator[RelayProcess]:
-    proc = RelayProcess(tmp_path / "relay-data", tmp_path / "relay.stderr")
+    """The relay, shedding a connection that has not said hello after HELLO_TIMEOUT seconds (the
+    last 64 of the flood wait that out; 10 s by default)."""
+    proc = RelayProcess(tmp_path / "relay-data", tmp_path / "relay.stderr",
+                        env={HELLO_TIMEOUT_ENV: str(HELLO_TIMEOUT)})
     proc.start()
     try:
         yield proc
