@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 import signal
-import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -403,30 +402,17 @@ def check_task_claim(
 
 
 def pending_notices(person: Person) -> int:
-    """How many surfaced notices wait, shown to no session yet, that the next hook event takes:
-    all of them, or, once a session of ``person`` registered an inbox socket (Claude Code 2.1.332
-    does), those older than the push grace (the hook leaves a notice younger than ``PUSH_GRACE``
-    to the daemon's push for such a session). Waiting the grace out for every client cost 5 s."""
+    """How many surfaced notices wait, shown to no session yet, and are older than the push
+    grace, so the next hook event takes them (Claude Code 2.1.332 registers an inbox socket; for
+    such a session the hook leaves a notice younger than ``PUSH_GRACE`` to the daemon's push)."""
     from crosstalk.client import call
     from crosstalk.hook.flow import PUSH_GRACE
     from crosstalk.paths import Home
 
     reply = call(Home(person.home), "notices", {"pending": True}, timeout=30.0)
-    cutoff = time.time() - (PUSH_GRACE if pushed_to(person) else 0.0)
+    cutoff = time.time() - PUSH_GRACE
     rows = [r for r in reply.get("notices") or [] if float(r.get("surfaced_at") or 0) < cutoff]
     return len(rows)
-
-
-def pushed_to(person: Person) -> bool:
-    """Whether a session of ``person`` registered an inbox socket (read from the daemon's
-    ``state.db``, read-only: no control op shows the socket)."""
-    db = sqlite3.connect(f"file:{person.home / 'state.db'}?mode=ro", uri=True, timeout=30.0)
-    try:
-        row = db.execute("SELECT COUNT(*) FROM sessions WHERE inbox_socket IS NOT NULL "
-                         "AND inbox_socket != ''").fetchone()
-    finally:
-        db.close()
-    return bool(row[0])
 
 
 def strings(value: object) -> list[str]:
