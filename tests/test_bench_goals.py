@@ -1,4 +1,4 @@
-"""bench/goals.py: the page's table of issue 22's goals, built from a run's results."""
+"""bench/page/goals.py: the page's table of issue 22's goals, built from a run's results."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.cpu_profile import CRYPTO, OURS, SCHEDULING
-from bench.goals import goals
+from bench.page.goals import goals
 
 RESULTS = Path(__file__).parent.parent / "docs" / "performance" / "results.json"
 
