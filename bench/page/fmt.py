@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+
+Row = list[str]  # one row of a table, its cells in order
+Result = Callable[[str], dict[str, Any]]  # a benchmark's name → its result in this run
 
 
 def ms(value: float) -> str:
