@@ -33,7 +33,8 @@ seconds, tiny sizes). Needs the `bench` extra (`pip install -e '.[bench]'`), who
 a full run makes a venv for it in `~/.cache/crosstalk-bench/crosschat` from any Python ≥ 3.12 it
 finds (or set `CROSSTALK_BENCH_CROSSCHAT_PYTHON`). Each benchmark also runs alone, as
 `python -m bench.<file>` (files as in the headings; `--help` lists each one's options), and
-`python -m bench --only <name>...` re-measures some and keeps the others' figures. What was
+`python -m bench --only <name>...` re-measures some and keeps the others' figures (the page
+then names each one measured apart, with its own load). What was
 measured by hand (A/B runs of two trees, profiles, the simulation's seed runs) is kept in
 `docs/performance/notes/`, each note saying when and how, and placed at the end of its section
 whenever the page is written again.
@@ -50,7 +51,18 @@ def _load(results: dict[str, Any]) -> str:
     if "load_before" not in results:
         return "Load average: not recorded for this run."
     return (f"Load average (1 min) {results['load_before']} before the run and "
-            f"{results.get('load_after', '?')} after it, on a machine otherwise idle.")
+            f"{results.get('load_after', '?')} after it, on a machine otherwise idle."
+            + _alone(results["runs"]))
+
+
+def _alone(runs: dict[str, Any]) -> str:
+    """The benchmarks re-measured apart from the run (``--only``), each at its own load."""
+    alone = [f"`{name}` on {run['date']} (load {run['load_before']} before, "
+             f"{run['load_after']} after)" for name, run in runs.items() if run.get("alone")]
+    if not alone:
+        return ""
+    return (" Measured apart afterwards with `python -m bench --only`, at their own load: "
+            + ", ".join(alone) + ".")
 
 
 def render(results: dict[str, Any], figures: Path, notes: Path = NOTES) -> str:
