@@ -150,3 +150,21 @@ def test_each_issue_41_row_says_not_measured_when_its_benchmark_did_not_run() ->
                  "disk per 200-byte message"):
         assert f"| 41 | {path} | not measured in this run | — | — | — |" in table, path
     assert "| 22, 41 | send → held, p50 | not measured in this run |" in table
+
+
+def test_the_members_section_gives_the_bounds_the_room_rows_use() -> None:
+    """The figures a room-of-200 row not met cites are in the curve's own section too, and a run
+    from before they were recorded renders without them."""
+    from bench.page.scale import _members_text
+
+    points = _members(8.0, 6.0, commit_p50_ms=4.0, bench_cpu_per_post_ms=5.5)["scaling"][
+        "result"]["members_per_room"]
+    for point in points[::2]:
+        point.update(build_add_accept_s=1.0, build_commits=996, build_relay_cpu_s=1.0,
+                     build_bench_cpu_s=1.3, bench_cpu_per_post_ms=5.5, commit_p50_ms=4.0)
+    text = _members_text(points)
+    assert "The fake members' CPU per post, receiving it: 5.50 ms at 2, 5.50 ms at 200." in text
+    assert "4.0 ms at p50, so its 996 commits take 4.0 s at least." in text
+    for point in points[::2]:
+        del point["commit_p50_ms"], point["bench_cpu_per_post_ms"]
+    assert "fake members' CPU per post" not in _members_text(points)
