@@ -8,6 +8,7 @@ from typing import Any
 
 from bench import plots
 from bench.page import fmt
+from bench.page.fmt import Row
 
 SIDE_NOTES = """\
 - *crosstalk*: {messages} messages between two real daemons paired through a real relay process,
@@ -61,55 +62,10 @@ def side_by_side(runs: dict[str, Any], figures: Path) -> str:
     lat, peers = runs.get("latency", {}).get("result"), runs.get("peers", {}).get("result")
     if lat is None:
         return fmt.failed("latency", runs.get("latency", {})) or ""
-    echo = lat["ws_echo_round_trip"]
-    nats = peers.get("nats_core", {}) if peers else {}
-    nats_p50 = nats["latency"]["p50_ms"] if nats.get("available") else 0.0
-    rows: list[list[str]] = []
-
-    def row(label: str, fig: dict[str, float]) -> None:
-        rows.append([label, fmt.ms(fig["p50_ms"]), fmt.ms(fig["p99_ms"]),
-                     fmt.ratio(fig["p50_ms"], echo["p50_ms"]), fmt.ratio(fig["p50_ms"], nats_p50)])
-
-    row("raw trio-websocket echo, 200 B (ceiling)", echo)
-    notes = []
-    for key, label in (("nats_core", "NATS core pub → sub, 200 B"),
-                       ("crosschat", "crosschat send → monitor line")):
-        peer: dict[str, Any] = (peers or {}).get(key) or {"available": False,
-                                                           "why": "the peers benchmark failed"}
-        if peer.get("available"):
-            row(label, peer["latency"])
-        else:
-            rows.append([label, "not run", "", "", ""])
-            notes.append(f"- *{label}* did not run here: {peer.get('why')}.")
-    row("**crosstalk send → held at recipient's daemon**", lat["send_to_held"])
-    row("crosstalk `send` request → `sent` reply", lat["send_to_sent"])
-    if "send_to_hook_printed" in lat:
-        row("crosstalk send → notice surfaced by recipient's gate", lat["send_to_notice_surfaced"])
-        row("**crosstalk send → notice printed by recipient's hook (pull)**",
-            lat["send_to_hook_printed"])
-        row("of which: the hook run that printed it", lat["notice_hook_run"])
-    if "send_to_inbox_pushed" in lat:
-        row("**crosstalk send → pushed into a busy session's inbox socket**",
-            lat["send_to_inbox_pushed"])
-        row("**crosstalk send → channel notification from `crosstalk server` (MCP)**",
-            lat["send_to_channel_pushed"])
-    if "fsync_4k" in lat:
-        row("for scale: one fsync of a 4 KiB append, state disk", lat["fsync_4k"])
-    series = [("raw trio-websocket echo (ceiling)", lat["echo_samples_ms"])]
-    for key, label in (("nats_core", "NATS core"), ("crosschat", "crosschat")):
-        peer = (peers or {}).get(key) or {}
-        if peer.get("available") and peer.get("samples_ms"):
-            series.append((label, peer["samples_ms"]))
-    series.append(("crosstalk send → held at recipient", lat["held_samples_ms"]))
-    if lat.get("hook_samples_ms"):
-        series.append(("crosstalk send → notice printed by hook", lat["hook_samples_ms"]))
-    for key, label in (("inbox_samples_ms", "crosstalk send → inbox socket (push)"),
-                       ("channel_samples_ms", "crosstalk send → MCP channel (push)")):
-        if lat.get(key):
-            series.append((label, lat[key]))
-    plots.latency_cdf(series, figures / "latency.png")
+    rows, notes = _side_rows(lat, peers or {})
+    plots.latency_cdf(_latency_series(lat, peers or {}), figures / "latency.png")
     table = fmt.table(["path (loopback, one at a time)", "p50", "p99", "p50 ÷ ceiling",
-                    "p50 ÷ NATS"], rows)
+                       "p50 ÷ NATS"], rows)
     return "\n".join([
         "## Side by side: one message, end to end (`bench/latency.py`, `bench/peers.py`)", "",
         table, "", *notes, *([""] if notes else []),
@@ -119,6 +75,64 @@ def side_by_side(runs: dict[str, Any], figures: Path) -> str:
         *([_push_notes(lat)] if "send_to_inbox_pushed" in lat else []),
         "", "![latency distribution](performance/latency.png)", "",
     ])
+
+
+def _side_rows(lat: dict[str, Any], peers: dict[str, Any]) -> tuple[list[Row], list[str]]:
+    """The side-by-side table's rows, and a note for each peer that did not run."""
+    echo = lat["ws_echo_round_trip"]
+    nats = peers.get("nats_core", {})
+    nats_p50 = nats["latency"]["p50_ms"] if nats.get("available") else 0.0
+    rows: list[Row] = []
+
+    def row(label: str, fig: dict[str, float]) -> None:
+        rows.append([label, fmt.ms(fig["p50_ms"]), fmt.ms(fig["p99_ms"]),
+                     fmt.ratio(fig["p50_ms"], echo["p50_ms"]), fmt.ratio(fig["p50_ms"], nats_p50)])
+
+    row("raw trio-websocket echo, 200 B (ceiling)", echo)
+    notes = []
+    for key, label in (("nats_core", "NATS core pub → sub, 200 B"),
+                       ("crosschat", "crosschat send → monitor line")):
+        peer: dict[str, Any] = peers.get(key) or {"available": False,
+                                                  "why": "the peers benchmark failed"}
+        if peer.get("available"):
+            row(label, peer["latency"])
+        else:
+            rows.append([label, "not run", "", "", ""])
+            notes.append(f"- *{label}* did not run here: {peer.get('why')}.")
+    for key, label in SIDE_ROWS:
+        if key in lat:
+            row(label, lat[key])
+    return rows, notes
+
+
+#: Our rows of the side-by-side table, each shown when the run measured it.
+SIDE_ROWS = (
+    ("send_to_held", "**crosstalk send → held at recipient's daemon**"),
+    ("send_to_sent", "crosstalk `send` request → `sent` reply"),
+    ("send_to_notice_surfaced", "crosstalk send → notice surfaced by recipient's gate"),
+    ("send_to_hook_printed", "**crosstalk send → notice printed by recipient's hook (pull)**"),
+    ("notice_hook_run", "of which: the hook run that printed it"),
+    ("send_to_inbox_pushed", "**crosstalk send → pushed into a busy session's inbox socket**"),
+    ("send_to_channel_pushed",
+     "**crosstalk send → channel notification from `crosstalk server` (MCP)**"),
+    ("fsync_4k", "for scale: one fsync of a 4 KiB append, state disk"),
+)
+
+
+def _latency_series(lat: dict[str, Any], peers: dict[str, Any]) -> list[tuple[str, list[float]]]:
+    """The latency plot's curves: the ceiling, the peers that ran, and ours."""
+    series = [("raw trio-websocket echo (ceiling)", lat["echo_samples_ms"])]
+    for key, label in (("nats_core", "NATS core"), ("crosschat", "crosschat")):
+        peer = peers.get(key) or {}
+        if peer.get("available") and peer.get("samples_ms"):
+            series.append((label, peer["samples_ms"]))
+    series.append(("crosstalk send → held at recipient", lat["held_samples_ms"]))
+    for key, label in (("hook_samples_ms", "crosstalk send → notice printed by hook"),
+                       ("inbox_samples_ms", "crosstalk send → inbox socket (push)"),
+                       ("channel_samples_ms", "crosstalk send → MCP channel (push)")):
+        if lat.get(key):
+            series.append((label, lat[key]))
+    return series
 
 
 def _push_notes(lat: dict[str, Any]) -> str:
@@ -161,19 +175,9 @@ def daemon(runs: dict[str, Any]) -> str:
 
 
 def pairing_and_catchup(runs: dict[str, Any]) -> str:
-    parts = ["## Pairing (`bench/pairing.py`) and catch-up (`bench/catchup.py`)", ""]
-    pairing = runs.get("pairing", {})
-    if fmt.failed("pairing", pairing):
-        parts.append(str(fmt.failed("pairing", pairing)))
-    else:
-        full = pairing["result"]["full_exchange_both_sides"]
-        spake = pairing["result"]["spake2_only_both_sides"]
-        parts += [fmt.table(["measure", "crosstalk", "baseline (same run)", "ratio"], [[
-            "full pairing exchange, both sides, median wall",
-            fmt.ms(full["wall_median_ms"]), f"SPAKE2 alone {fmt.ms(spake['wall_median_ms'])}",
-            fmt.ratio(full["wall_median_ms"], spake["wall_median_ms"])]]), "",
-            "Both sides in one process, no network: SPAKE2, key confirmation, sealed offers. "
-            "The baseline is the two SPAKE2 exchanges alone, the floor of any such pairing.", ""]
+    """Pairing against SPAKE2 alone, and catch-up against the floor of opening its ops."""
+    parts = ["## Pairing (`bench/pairing.py`) and catch-up (`bench/catchup.py`)", "",
+             *_pairing(runs.get("pairing", {}))]
     catchup = runs.get("catchup", {})
     if fmt.failed("catchup", catchup):
         parts.append(str(fmt.failed("catchup", catchup)))
@@ -204,6 +208,20 @@ def pairing_and_catchup(runs: dict[str, Any]) -> str:
             "committing. Network not included.",
             ""]
     return "\n".join(parts)
+
+
+def _pairing(pairing: dict[str, Any]) -> list[str]:
+    failed = fmt.failed("pairing", pairing)
+    if failed:
+        return [failed]
+    full = pairing["result"]["full_exchange_both_sides"]
+    spake = pairing["result"]["spake2_only_both_sides"]
+    return [fmt.table(["measure", "crosstalk", "baseline (same run)", "ratio"], [[
+        "full pairing exchange, both sides, median wall",
+        fmt.ms(full["wall_median_ms"]), f"SPAKE2 alone {fmt.ms(spake['wall_median_ms'])}",
+        fmt.ratio(full["wall_median_ms"], spake["wall_median_ms"])]]), "",
+        "Both sides in one process, no network: SPAKE2, key confirmation, sealed offers. "
+        "The baseline is the two SPAKE2 exchanges alone, the floor of any such pairing.", ""]
 
 
 def hook(runs: dict[str, Any]) -> str:
