@@ -34,7 +34,7 @@ def goals(runs: dict[str, Any]) -> str:
     rows: list[Row] = []
     for issue, build in _builders():
         try:
-            rows.extend(build(_results(runs)))
+            rows.extend([issue, *row] for row in build(_results(runs)))
         except (KeyError, TypeError, ZeroDivisionError, ValueError):
             rows.append([issue, build.__doc__ or build.__name__, "not measured in this run",
                          "—", "—", "—"])
@@ -51,8 +51,9 @@ def goals(runs: dict[str, Any]) -> str:
 
 
 def _builders() -> tuple[tuple[str, Callable[[Result], list[Row]]], ...]:
-    """(issue, builder) in the table's order: a builder gives its rows, or raises KeyError
-    (or a like error) when its benchmark did not run, and the table says so under its issue."""
+    """(issue, builder) in the table's order: a builder gives its rows (the cells after the
+    issue's), or raises KeyError (or a like error) when its benchmark did not run, and the
+    table says so under its issue."""
     return (
         ("22, 41", _held), ("22", _held_tail), ("41", goals41.held_spread),
         ("41", goals41.pushes), ("22", _hook), ("22", _mcp), ("22", _read),
@@ -105,14 +106,14 @@ def _held(result: Result) -> list[Row]:
         verdict = (f"not met: the floor of our durability is {floor:.2f} ms ({parts}), below "
                    f"crosschat's; the rest is the processes' own work ({work}; the stages are "
                    f"in the timeline){_scheduling(result('timeline'))}")
-    return [["22, 41", "send → held, p50", f"{held['p50_ms']:.1f} ms",
+    return [["send → held, p50", f"{held['p50_ms']:.1f} ms",
              f"crosschat {crosschat:.1f} ms", "≤ crosschat's", verdict]]
 
 
 def _held_tail(result: Result) -> list[Row]:
     """send → held, p99"""
     held, echo = result("latency")["send_to_held"], result("latency")["ws_echo_round_trip"]
-    return [["22", "send → held, p99", f"{held['p99_ms']:.1f} ms",
+    return [["send → held, p99", f"{held['p99_ms']:.1f} ms",
              f"raw echo p99 {echo['p99_ms']:.2f} ms", "≤ 10 ms", _tail_verdict(held, echo)]]
 
 
@@ -134,7 +135,7 @@ def _hook(result: Result) -> list[Row]:
     """hook process, every event"""
     hook = result("hook")
     worst = max(hook[e]["x_baseline"] for e in HOOK_EVENTS)
-    return [["22", "hook process, every event, p50",
+    return [["hook process, every event, p50",
              ", ".join(f"{hook[e]['p50_ms']:.1f}" for e in HOOK_EVENTS) + " ms",
              f"bare interpreter {hook['baseline']['p50_ms']:.1f} ms", "≤ 1.2× bare",
              f"met (at most {worst:.2f}×)" if worst <= 1.2 else f"not met ({worst:.2f}×)"]]
@@ -144,7 +145,7 @@ def _mcp(result: Result) -> list[Row]:
     """`crosstalk server`: spawn → initialize"""
     hook = result("hook")
     ms = hook["mcp_initialize"]["p50_ms"]
-    return [["22", "`crosstalk server`: spawn → `initialize`", f"{ms:.0f} ms",
+    return [["`crosstalk server`: spawn → `initialize`", f"{ms:.0f} ms",
              f"bare interpreter {hook['baseline']['p50_ms']:.1f} ms", "≤ 400 ms",
              "met" if ms <= 400 else "not met"]]
 
@@ -153,7 +154,7 @@ def _read(result: Result) -> list[Row]:
     """`crosstalk read --json`"""
     hook = result("hook")
     ratio = hook["cli_read"]["p50_ms"] / hook["baseline"]["p50_ms"]
-    return [["22", "`crosstalk read --json` (start and one request)",
+    return [["`crosstalk read --json` (start and one request)",
              f"{hook['cli_read']['p50_ms']:.1f} ms ({ratio:.2f}×)",
              f"bare interpreter {hook['baseline']['p50_ms']:.1f} ms", "≤ 1.5× bare",
              "met" if ratio <= 1.5 else "not met"]]
@@ -166,7 +167,7 @@ def _cold_start(result: Result) -> list[Row]:
     verdict = "met" if ms <= 300 else (
         f"not met on this machine: {ms / bare:.1f}× its bare interpreter's start; at that "
         f"ratio 300 ms needs an interpreter that starts in {300 * bare / ms:.0f} ms")
-    return [["22", "daemon cold start → first `status`", f"{ms:.0f} ms",
+    return [["daemon cold start → first `status`", f"{ms:.0f} ms",
              f"bare interpreter {bare:.0f} ms", "≤ 300 ms", verdict]]
 
 
@@ -189,14 +190,14 @@ def _relay(result: Result) -> list[Row]:
             verdict = f"not met: bounded by CPU: {costs}, on a {r['cpus']}-core machine"
         else:
             verdict = f"not met, and not by CPU alone: {costs} of the {r['cpus']} here"
-        rows.append(["22", f"relay, 500 clients, 1 in flight, rooms of {x['room_size']}",
+        rows.append([f"relay, 500 clients, 1 in flight, rooms of {x['room_size']}",
                      f"{x['ops_per_s']:,} ops/s ({ratio:.2f}×)",
                      f"echo {x['echo_rt_per_s']:,} round trips/s", f"≥ {goal}× echo", verdict])
     return rows
 
 
 def _catchup(result: Result) -> list[Row]:
-    """catch-up of 10,000 missed ops, against the floor of opening them (issue 41: ≤ 1.3×)"""
+    """catch-up of 10,000 missed ops, against the floor of opening them"""
     c = result("catchup")
     s, ops, floor = c["missed_ops"]["seconds"], c["missed_ops"]["ops"], c["open_floor"]
     opening = floor["as_actor_seconds"]
@@ -206,7 +207,7 @@ def _catchup(result: Result) -> list[Row]:
         f"on this machine; applying and committing take the other {rest:.2f} s "
         f"({1e6 * rest / ops:.0f} µs per op), spread over decoding, the memory core, writing "
         f"the rows and the actor's own steps (`python -m bench.catchup --steps`)")
-    return [["41", f"catch-up of {ops:,} missed ops", f"{s:.2f} s ({ratio:.1f}× floor)",
+    return [[f"catch-up of {ops:,} missed ops", f"{s:.2f} s ({ratio:.1f}× floor)",
              f"floor (opening them as the actor does) {opening:.2f} s",
              "≤ 1.3× floor", verdict]]
 
@@ -216,7 +217,7 @@ def _history(result: Result) -> list[Row]:
     points = result("history")["points"]
     worst = max(r for p in points for r in p["ratio"].values())
     most = max(p["messages"] for p in points)
-    return [["22", f"send, read, hook, status after {most:,} messages",
+    return [[f"send, read, hook, status after {most:,} messages",
              f"at most {worst:.2f}× fresh",
              "the same paths at 0 messages", "≤ 1.2×",
              "met" if worst <= 1.2 else f"not met ({worst:.2f}×)"]]

@@ -11,7 +11,6 @@ from typing import Any
 
 from bench.page.fmt import Result, Row, ms
 
-ISSUE = "41"
 TAIL_SPREAD = 2.0  # send → held p99 ≤ 2× its p50
 BUILD_S = 5.0  # a room of 200 builds in ≤ 5 s
 ROOM_SPREAD = 8.0  # its post → last member p50 ≤ 8× a room of 2's, same run
@@ -33,7 +32,7 @@ def held_spread(result: Result) -> list[Row]:
         verdict = (f"not met: the tail is {whose} ({echo_spread:.1f}× its p50) and one 4 KiB "
                    f"fsync's p99 was {ms(fsync['p99_ms'])} against its p50 "
                    f"{ms(fsync['p50_ms'])}, with three fsynced commits on the path (same run)")
-    return [[ISSUE, "send → held, p99 ÷ p50",
+    return [["send → held, p99 ÷ p50",
              f"{spread:.2f}× ({ms(held['p99_ms'])} ÷ {ms(held['p50_ms'])})",
              f"raw echo p99 ÷ p50 {echo_spread:.1f}×", f"≤ {TAIL_SPREAD:g}×", verdict]]
 
@@ -46,7 +45,7 @@ def pushes(result: Result) -> list[Row]:
     for key, path in (("send_to_inbox_pushed", "send → a busy session's inbox socket"),
                       ("send_to_channel_pushed", "send → channel notification (MCP)")):
         push = lat[key]
-        rows.append([ISSUE, path, f"p50 {ms(push['p50_ms'])}, p99 {ms(push['p99_ms'])}",
+        rows.append([path, f"p50 {ms(push['p50_ms'])}, p99 {ms(push['p99_ms'])}",
                      f"send → held p50 {ms(held['p50_ms'])}, p99 {ms(held['p99_ms'])}",
                      "a row next to send → held (no figure set)",
                      f"measured: p50 {push['p50_ms'] / held['p50_ms']:.1f}× send → held's"])
@@ -75,7 +74,7 @@ def room_build(result: Result) -> list[Row]:
                    f"each waiting for its fsync{floor}; the relay's CPU "
                    f"{big['build_relay_cpu_s']:.1f} s, the fake clients' "
                    f"{big['build_bench_cpu_s']:.1f} s")
-    return [[ISSUE, f"room of {BIG}: built (fake clients, one relay)", f"{build:.2f} s",
+    return [[f"room of {BIG}: built (fake clients, one relay)", f"{build:.2f} s",
              f"room of {SMALL} {small['build_s']:.2f} s", f"≤ {BUILD_S:g} s", verdict]]
 
 
@@ -102,7 +101,7 @@ def room_spread(result: Result) -> list[Row]:
                        "post was not recorded in this run")
         else:
             verdict = f"not met, and not by CPU alone: {spent}; the goal is {ms(budget)}"
-    return [[ISSUE, f"room of {BIG}: post → last member, p50", f"{ms(p50)} ({ratio:.1f}×)",
+    return [[f"room of {BIG}: post → last member, p50", f"{ms(p50)} ({ratio:.1f}×)",
              f"room of {SMALL} {ms(base)}", f"≤ {ROOM_SPREAD:g}× room of {SMALL}", verdict]]
 
 
@@ -111,7 +110,7 @@ def real_room(result: Result) -> list[Row]:
     r = result("big_room")
     n, two = r["members"], r["room_of_2"]
     wide, cpu = r[f"room_of_{n}"], r["cpu_ms_per_op"][f"room_of_{n}"]
-    return [[ISSUE, f"room of {n} real daemons: fact → last member, p50",
+    return [[f"room of {n} real daemons: fact → last member, p50",
              f"{ms(wide['p50_ms'])} ({wide['p50_ms'] / two['p50_ms']:.1f}×)",
              f"room of 2, same daemons {ms(two['p50_ms'])}",
              "a row of real daemons (no figure set)",
@@ -131,7 +130,7 @@ def disk(result: Result) -> list[Row]:
             f"{side} " + ", ".join(f"`{table}` {size:,.0f}"
                                    for table, size in _largest(d[f"{side}_by_table"]))
             for side in over)
-    return [[ISSUE, f"`state.db` per {d['payload_bytes']}-byte message",
+    return [[f"`state.db` per {d['payload_bytes']}-byte message",
              ", ".join(f"{side} {size:,.0f} B" for side, size in sides.items()),
              f"payload {d['payload_bytes']} B", f"≤ 1 KB ({DISK_BYTES:,} B)", verdict]]
 
@@ -143,7 +142,7 @@ def _largest(tables: dict[str, float], count: int = 3) -> list[tuple[str, float]
 def soak(result: Result) -> list[Row]:
     """a busy identity's state, an hour of a room's traffic"""
     del result  # no run of python -m bench has it: the row says where the figures are
-    return [[ISSUE, "a busy identity's `state.db`, an hour of a room's traffic",
+    return [["a busy identity's `state.db`, an hour of a room's traffic",
              "not measured in this run", "—", "grows only with what it keeps",
              "not part of `python -m bench` (an hour-long soak, "
              "`python -m bench.disk_per_message --soak`): measured by hand, in the notes under "
