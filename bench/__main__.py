@@ -6,8 +6,11 @@ prints, and writes ``DIR/performance.md`` with tables and
 ``DIR/performance/*.png`` plots, plus the raw figures in ``DIR/performance/results.json``.
 ``DIR`` defaults to ``docs/``. ``--quick`` runs every benchmark at smoke size (CI uses it, with
 ``--out`` pointing at a temporary directory). A benchmark that fails is reported in the page
-with the end of its error output, and the command exits 1 after writing the page. Progress
-(which benchmark, what it is doing, time since the start) goes to stderr.
+with the end of its error output, and the command exits 1 after writing the page.
+``--only NAME...`` re-measures those benchmarks into the existing ``results.json``, keeping the
+others' figures and the full run's load; each re-measured run keeps its own load and date, which
+the page shows. Progress (which benchmark, what it is doing, time since the start) goes to
+stderr.
 """
 
 from __future__ import annotations
@@ -176,21 +179,43 @@ def main() -> None:
     if args.from_results is not None:
         write(json.loads(args.from_results.read_text()), args.out)
         return
-    results: dict[str, Any] = {"quick": args.quick, "machine": machine(), "runs": {},
-                               "load_before": round(os.getloadavg()[0], 2)}
     previous = args.out / "performance" / "results.json"
-    if args.only is not None and previous.exists():  # re-measure some, keep the others' figures
-        results["runs"] = json.loads(previous.read_text())["runs"]
-    chosen = [(name, command) for name, command in plan(args.quick)
-              if args.only is None or name in args.only]
-    progress = Progress()
-    results["runs"].update(run_all(chosen, args.quick, progress))
-    results["wall_s"] = round(time.monotonic() - progress.started, 1)
-    results["load_after"] = round(os.getloadavg()[0], 2)  # other work compresses every ratio
+    if args.only is not None and previous.exists():
+        results = merge_alone(json.loads(previous.read_text()), run_chosen(args))
+    else:
+        results = {"quick": args.quick, "machine": machine(), "load_before": _load()}
+        progress = Progress()
+        results["runs"] = run_all(_chosen(args), args.quick, progress)
+        results["wall_s"] = round(time.monotonic() - progress.started, 1)
+        results["load_after"] = _load()  # other work compresses every ratio
     write(results, args.out)
-    progress.say(f"wrote {args.out / 'performance.md'}")
+    print(f"bench: wrote {args.out / 'performance.md'}", file=sys.stderr)
     if any("error" in r for r in results["runs"].values()):
         sys.exit(1)
+
+
+def _load() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def _chosen(args: argparse.Namespace) -> list[tuple[str, list[str]]]:
+    return [(name, command) for name, command in plan(args.quick)
+            if args.only is None or name in args.only]
+
+
+def run_chosen(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """The ``--only`` benchmarks' outcomes (each with the load and the date it ran at)."""
+    return run_all(_chosen(args), args.quick, Progress())
+
+
+def merge_alone(previous: dict[str, Any], alone: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """``previous`` with the runs re-measured by ``--only`` in place of theirs, each marked as
+    measured apart (with its own load and date): the page's load and date stay the full run's,
+    which the other figures come from."""
+    merged = {**previous, "runs": {**previous["runs"]}}
+    for name, outcome in alone.items():
+        merged["runs"][name] = {**outcome, "alone": True}
+    return merged
 
 
 def run_all(chosen: list[tuple[str, list[str]]], quick: bool,
@@ -206,7 +231,10 @@ def run_all(chosen: list[tuple[str, list[str]]], quick: bool,
         if name in NEEDS_NATS and nats_server_path() is None:
             return {"skipped": f"nats-server is not installed ({NATS_APT})"}
         progress.say(f"{name} …")
+        before = _load()
         outcome = run_one(name, command, 300 if quick else 900, progress)
+        # Its own load and date: what the page says of a benchmark re-measured with --only.
+        outcome.update(load_before=before, load_after=_load(), date=machine()["date"])
         state = "FAILED" if "error" in outcome else "done"
         progress.say(f"{name} {state} in {outcome.get('wall_s', '?')} s")
         return outcome

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -144,3 +145,26 @@ def echo_round_trips(count: int) -> list[float]:
         return trio.run(_echo_round_trips, port, count)
     finally:
         stop_process(proc)
+
+
+def commit_times(directory: Path, count: int) -> list[float]:
+    """Seconds per WAL commit of one 200-byte row with ``synchronous=FULL`` in ``directory``, as
+    the store commits: a commit writes and syncs the WAL, more than one bare fsync."""
+    path = directory / "commit-probe.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    samples = []
+    try:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = FULL")
+        conn.execute("CREATE TABLE t (body BLOB)")
+        for _ in range(count):
+            start = time.perf_counter()
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("INSERT INTO t VALUES (?)", (b"x" * 200,))
+            conn.execute("COMMIT")
+            samples.append(time.perf_counter() - start)
+    finally:
+        conn.close()
+        for leftover in directory.glob("commit-probe.db*"):
+            leftover.unlink()
+    return samples

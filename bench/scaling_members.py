@@ -10,7 +10,10 @@ five commits, each with its fsync; the add and accept alone are what a daemon's 
 accept cost once pairing is done, as ``bench.big_room`` times its build). One member then posts
 200-byte ops one at a time; latency is until the *last* other member has the push. Also: the
 relay's CPU seconds for the build and per post (its acknowledgements included), the build's
-commits, this process's CPU for the build, and the relay's RSS growth over its idle start.
+commits, this process's CPU for the build and per post (the fake members' receiving), the
+relay's RSS growth over its idle start, and one WAL commit (``synchronous=FULL``, as the relay
+commits) timed alone in the relay's data directory after the point: the build's floor is its
+commits one after another.
 
 ``--base DIR`` runs every point twice, on a relay from ``DIR`` (e.g. ``git archive dcb9870 |
 tar -x -C DIR``) and on one from this tree, alternating which goes first, with the same fake
@@ -35,7 +38,15 @@ import nacl.utils
 import trio
 from trio_websocket import ConnectionClosed
 
-from bench._common import MANY, cpu_seconds, progress, rss_kib, summary_ms
+from bench._common import (
+    MANY,
+    commit_times,
+    cpu_seconds,
+    percentile,
+    progress,
+    rss_kib,
+    summary_ms,
+)
 from bench._wsload import LoadSocket, open_load_socket
 from crosstalk.wire import relay as w
 from crosstalk.wire.chain import ChainState
@@ -249,14 +260,16 @@ async def _members_point(relay: RelayProcess, size: int, posts: int) -> dict[str
         for client in members:
             client.pushes.clear()
         grown = rss_kib(pid) - before
-        cpu = cpu_seconds(pid)
+        cpu, ours = cpu_seconds(pid), cpu_seconds()
         latency = await FanOut(members, room).samples(posts)
         per_post = (cpu_seconds(pid) - cpu) / (posts + FanOut.WARM)
+        ours_per_post = (cpu_seconds() - ours) / (posts + FanOut.WARM)
     return {"x": size, "latency": summary_ms(latency), "rss_growth_kib": grown,
             "build_s": round(build, 2), "build_relay_cpu_s": round(build_cpu, 2),
             "build_bench_cpu_s": round(ours, 2), "build_commits": commits,
             "build_add_accept_s": round(joining, 2),
-            "relay_cpu_per_post_ms": round(per_post * 1000, 2)}
+            "relay_cpu_per_post_ms": round(per_post * 1000, 2),
+            "bench_cpu_per_post_ms": round(ours_per_post * 1000, 2)}
 
 
 async def _commits(port: int) -> int:
@@ -280,7 +293,10 @@ def members_point(size: int, posts: int, workdir: Path, tree: Path = ROOT) -> di
     relay = RelayProcess(data, stderr, *FAST, tree=tree)
     relay.start()
     try:
-        return trio.run(_members_point, relay, size, posts)
+        point = trio.run(_members_point, relay, size, posts)
+        # The build's floor: its commits one after another, each one WAL commit at least.
+        point["commit_p50_ms"] = round(1000 * percentile(commit_times(data, 50), 0.5), 3)
+        return point
     except (trio.TooSlowError, ConnectionClosed, RuntimeError, ExceptionGroup) as exc:
         # A size the relay cannot carry is a finding, not a crash of the whole curve.
         slow = stderr.read_text().count("closing a slow consumer")
@@ -318,6 +334,7 @@ def a_b(sizes: list[int], posts: int, base: Path, rounds: int) -> dict[str, Any]
 
 MEDIAN_KEYS = ("build_s", "build_add_accept_s", "build_relay_cpu_s", "build_bench_cpu_s",
                "build_commits", "relay_cpu_per_post_ms", "rss_growth_kib")
+OPTIONAL_KEYS = ("bench_cpu_per_post_ms", "commit_p50_ms")  # not in a base tree's older runs
 
 
 def _medians(rounds: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -328,6 +345,8 @@ def _medians(rounds: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
         point: dict[str, Any] = {"x": at[0]["x"], "rounds": len(ok)}
         if ok:
             point.update({k: round(statistics.median(p[k] for p in ok), 2) for k in MEDIAN_KEYS})
+            point.update({k: round(statistics.median(p[k] for p in ok), 3)
+                          for k in OPTIONAL_KEYS if all(k in p for p in ok)})
             for q in ("p50_ms", "p99_ms"):
                 point[q] = round(statistics.median(p["latency"][q] for p in ok), 2)
         out.append(point)

@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import cpu_profile
-from bench._common import cpu_seconds, echo_round_trips, percentile, progress
+from bench._common import commit_times, cpu_seconds, echo_round_trips, percentile, progress
 from bench.latency import ARRIVAL_TIMEOUT, TwoDaemons, fsync_times
 from crosstalk.client import call
 from crosstalk.crypto import Keys, open_op, seal_op
@@ -105,28 +105,6 @@ def one_message(sender: Home, recipient: Home, i: int) -> dict[str, float]:
     stamps["reply"] = reply_at
     return stamps
 
-
-def commit_times(directory: Path, count: int) -> list[float]:
-    """Seconds per WAL commit of one 200-byte row with ``synchronous=FULL`` in ``directory``, as
-    the store commits: a commit writes and syncs the WAL, more than one bare fsync."""
-    path = directory / "commit-probe.db"
-    conn = sqlite3.connect(path, isolation_level=None)
-    samples = []
-    try:
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = FULL")
-        conn.execute("CREATE TABLE t (body BLOB)")
-        for _ in range(count):
-            start = time.perf_counter()
-            conn.execute("BEGIN IMMEDIATE")
-            conn.execute("INSERT INTO t VALUES (?)", (b"x" * 200,))
-            conn.execute("COMMIT")
-            samples.append(time.perf_counter() - start)
-    finally:
-        conn.close()
-        for leftover in directory.glob("commit-probe.db*"):
-            leftover.unlink()
-    return samples
 
 
 def crypto_costs(count: int) -> dict[str, list[float]]:

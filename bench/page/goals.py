@@ -1,6 +1,8 @@
-"""Issue 22's goals at a glance: each path, its figure and its yardstick from the same run, the
-goal, and whether it is met or, if not, what bounds it (a floor or a CPU budget measured in the
-same run). Read by bench/report.py; every figure comes from the runs' results, none is typed in.
+"""The goals of issues 22 (the fast path and the relay) and 41 (speed at the edges) at a glance:
+each path, its figure and its yardstick from the same run, the goal, and whether it is met or,
+if not, what bounds it (a floor or a CPU budget measured in the same run). Rendered by
+bench/report.py; every figure comes from the runs' results, none is typed in. Issue 22's rows are
+built here, issue 41's in bench/page/goals41.py.
 """
 
 from __future__ import annotations
@@ -9,11 +11,13 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.cpu_profile import CRYPTO, OURS, SCHEDULING
+from bench.page import goals41
+from bench.page.fmt import Result, Row
 
 RELAY_GOALS = {2: 0.6, 20: 0.3}  # 500 clients, 1 in flight: ops ÷ the echo ceiling
 HOOK_EVENTS = ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop")
-
-Row = list[str]
+HEAD = ("| issue | path | crosstalk | yardstick, same run | goal | verdict |\n"
+        "|---|---|---|---|---|---|")
 
 
 def relay_need(x: dict[str, Any], goal: float) -> tuple[float, float, float, float]:
@@ -28,23 +32,38 @@ def relay_need(x: dict[str, Any], goal: float) -> tuple[float, float, float, flo
 def goals(runs: dict[str, Any]) -> str:
     """The table, one row per goal; a run that did not complete says so in its rows."""
     rows: list[Row] = []
-    for build in (_held, _hook, _mcp, _read, _cold_start, _relay, _catchup, _history):
+    for issue, build in _builders():
         try:
-            rows.extend(build(_results(runs)))
+            rows.extend([issue, *row] for row in build(_results(runs)))
         except (KeyError, TypeError, ZeroDivisionError, ValueError):
-            rows.append([build.__doc__ or build.__name__, "not measured in this run", "—", "—",
-                         "—"])
-    head = "| path | crosstalk | yardstick, same run | goal | verdict |\n|---|---|---|---|---|"
+            rows.append([issue, build.__doc__ or build.__name__, "not measured in this run",
+                         "—", "—", "—"])
     body = "\n".join("| " + " | ".join(r) + " |" for r in rows)
     return "\n".join([
-        "## Issue 22's goals at a glance", "",
-        head, body, "",
+        "## Issues 22 and 41: the goals at a glance", "",
+        HEAD, body, "",
         "Each figure is from the sections below (same run); a goal not met says what bounds it, "
-        "measured in this run.", "",
+        "measured in this run. The room of 200 is the largest point of the members-per-room "
+        "curve (`bench/scaling.py`, in every full run: fake clients at one real relay); the room "
+        "of real daemons is `bench/big_room.py`; the pushes are `bench/push.py`, run by "
+        "`bench/latency.py` on the daemons that time send → held.", "",
     ])
 
 
-def _results(runs: dict[str, Any]) -> Callable[[str], dict[str, Any]]:
+def _builders() -> tuple[tuple[str, Callable[[Result], list[Row]]], ...]:
+    """(issue, builder) in the table's order: a builder gives its rows (the cells after the
+    issue's), or raises KeyError (or a like error) when its benchmark did not run, and the
+    table says so under its issue."""
+    return (
+        ("22, 41", _held), ("22", _held_tail), ("41", goals41.held_spread),
+        ("41", goals41.pushes), ("22", _hook), ("22", _mcp), ("22", _read),
+        ("22", _cold_start), ("22", _relay), ("22", _history), ("41", _catchup),
+        ("41", goals41.room_build), ("41", goals41.room_spread), ("41", goals41.real_room),
+        ("41", goals41.disk), ("41", goals41.soak),
+    )
+
+
+def _results(runs: dict[str, Any]) -> Result:
     def result(name: str) -> dict[str, Any]:
         value: dict[str, Any] = runs[name]["result"]
         return value
@@ -66,8 +85,8 @@ def _scheduling(timeline: dict[str, Any]) -> str:
             f"and {span(CRYPTO)} in crypto")
 
 
-def _held(result: Callable[[str], dict[str, Any]]) -> list[Row]:
-    """send → held at the recipient's daemon"""
+def _held(result: Result) -> list[Row]:
+    """send → held, p50"""
     held = result("latency")["send_to_held"]
     crosschat = result("peers")["crosschat"]["latency"]["p50_ms"]
     alone = result("timeline")["alone"]
@@ -87,13 +106,15 @@ def _held(result: Callable[[str], dict[str, Any]]) -> list[Row]:
         verdict = (f"not met: the floor of our durability is {floor:.2f} ms ({parts}), below "
                    f"crosschat's; the rest is the processes' own work ({work}; the stages are "
                    f"in the timeline){_scheduling(result('timeline'))}")
-    return [
-        ["send → held, p50", f"{held['p50_ms']:.1f} ms", f"crosschat {crosschat:.1f} ms",
-         "≤ crosschat's", verdict],
-        ["send → held, p99", f"{held['p99_ms']:.1f} ms",
-         f"raw echo p99 {result('latency')['ws_echo_round_trip']['p99_ms']:.2f} ms", "≤ 10 ms",
-         _tail_verdict(held, result("latency")["ws_echo_round_trip"])],
-    ]
+    return [["send → held, p50", f"{held['p50_ms']:.1f} ms",
+             f"crosschat {crosschat:.1f} ms", "≤ crosschat's", verdict]]
+
+
+def _held_tail(result: Result) -> list[Row]:
+    """send → held, p99"""
+    held, echo = result("latency")["send_to_held"], result("latency")["ws_echo_round_trip"]
+    return [["send → held, p99", f"{held['p99_ms']:.1f} ms",
+             f"raw echo p99 {echo['p99_ms']:.2f} ms", "≤ 10 ms", _tail_verdict(held, echo)]]
 
 
 def _tail_verdict(ours: dict[str, float], echo: dict[str, float]) -> str:
@@ -110,7 +131,7 @@ def _tail_verdict(ours: dict[str, float], echo: dict[str, float]) -> str:
             f"{10 / spread:.1f} ms")
 
 
-def _hook(result: Callable[[str], dict[str, Any]]) -> list[Row]:
+def _hook(result: Result) -> list[Row]:
     """hook process, every event"""
     hook = result("hook")
     worst = max(hook[e]["x_baseline"] for e in HOOK_EVENTS)
@@ -120,7 +141,7 @@ def _hook(result: Callable[[str], dict[str, Any]]) -> list[Row]:
              f"met (at most {worst:.2f}×)" if worst <= 1.2 else f"not met ({worst:.2f}×)"]]
 
 
-def _mcp(result: Callable[[str], dict[str, Any]]) -> list[Row]:
+def _mcp(result: Result) -> list[Row]:
     """`crosstalk server`: spawn → initialize"""
     hook = result("hook")
     ms = hook["mcp_initialize"]["p50_ms"]
@@ -129,7 +150,7 @@ def _mcp(result: Callable[[str], dict[str, Any]]) -> list[Row]:
              "met" if ms <= 400 else "not met"]]
 
 
-def _read(result: Callable[[str], dict[str, Any]]) -> list[Row]:
+def _read(result: Result) -> list[Row]:
     """`crosstalk read --json`"""
     hook = result("hook")
     ratio = hook["cli_read"]["p50_ms"] / hook["baseline"]["p50_ms"]
@@ -139,7 +160,7 @@ def _read(result: Callable[[str], dict[str, Any]]) -> list[Row]:
              "met" if ratio <= 1.5 else "not met"]]
 
 
-def _cold_start(result: Callable[[str], dict[str, Any]]) -> list[Row]:
+def _cold_start(result: Result) -> list[Row]:
     """daemon cold start → first status"""
     daemon = result("daemon")
     ms, bare = 1000 * daemon["daemon_cold_start_s"], 1000 * daemon["bare_interpreter_start_s"]
@@ -150,7 +171,7 @@ def _cold_start(result: Callable[[str], dict[str, Any]]) -> list[Row]:
              f"bare interpreter {bare:.0f} ms", "≤ 300 ms", verdict]]
 
 
-def _relay(result: Callable[[str], dict[str, Any]]) -> list[Row]:
+def _relay(result: Result) -> list[Row]:
     """relay, 500 clients, one post in flight each"""
     r = result("relay_throughput")
     rows = []
@@ -175,8 +196,8 @@ def _relay(result: Callable[[str], dict[str, Any]]) -> list[Row]:
     return rows
 
 
-def _catchup(result: Callable[[str], dict[str, Any]]) -> list[Row]:
-    """catch-up of 10,000 missed ops, against the floor of opening them (issue 41: ≤ 1.3×)"""
+def _catchup(result: Result) -> list[Row]:
+    """catch-up of 10,000 missed ops, against the floor of opening them"""
     c = result("catchup")
     s, ops, floor = c["missed_ops"]["seconds"], c["missed_ops"]["ops"], c["open_floor"]
     opening = floor["as_actor_seconds"]
@@ -191,11 +212,12 @@ def _catchup(result: Callable[[str], dict[str, Any]]) -> list[Row]:
              "≤ 1.3× floor", verdict]]
 
 
-def _history(result: Callable[[str], dict[str, Any]]) -> list[Row]:
+def _history(result: Result) -> list[Row]:
     """flat in history"""
     points = result("history")["points"]
     worst = max(r for p in points for r in p["ratio"].values())
     most = max(p["messages"] for p in points)
-    return [[f"send, read, hook, status after {most:,} messages", f"at most {worst:.2f}× fresh",
+    return [[f"send, read, hook, status after {most:,} messages",
+             f"at most {worst:.2f}× fresh",
              "the same paths at 0 messages", "≤ 1.2×",
              "met" if worst <= 1.2 else f"not met ({worst:.2f}×)"]]
