@@ -32,14 +32,17 @@ def replay_more(c: Conn, book: RoomBook, window: int, out: list[Effect]) -> int:
         if state is None or member is None or member.state != "joined":
             del c.replay[room]  # left or removed meanwhile: nothing more is its to read
             continue
-        last = c.replay[room]
+        last, caught_up = c.replay[room], True
         for op in state.after(last):
             if budget <= 0:
+                caught_up = False
                 break
             out.append(Send(c.id, w.Op(room, op.seq, op.sender, op.op_id, op.body, op.ts)))
             last, budget, sent = op.seq, budget - 1, sent + 1
-        if last >= state.head:
-            del c.replay[room]  # caught up: live pushes from now on
+        # Caught up once the log has nothing after it, even short of the head: retention may
+        # have dropped the newest ops (the device repairs that hole from its peers).
+        if caught_up:
+            del c.replay[room]  # live pushes from now on
         else:
             c.replay[room] = last
     if c.replay:

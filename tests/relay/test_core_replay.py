@@ -64,6 +64,17 @@ def test_a_small_replay_is_whole_before_resumed_as_it_always_was() -> None:
     assert isinstance(got[-1], w.Resumed)
 
 
+def test_a_device_whose_ops_all_expired_gets_live_ops_after_its_resume() -> None:
+    """Retention dropped everything the device was owed: its replay has nothing to send, and
+    must not hold the room's live pushes back for ever (the log ends short of the head)."""
+    world = World(RelayConfig(replay_window=WINDOW, retention=3600.0))
+    a, b = _away(world, ("ab",), 5)
+    world.tick(7200.0)
+    assert _ops(world.ok(b, w.Resume(world.req(), {"ab": 0}), now=7200.0)) == []
+    world.ok(a, w.Post(world.req(), "ab", "after", b"x"), now=7201.0)
+    assert _ops(world.take(b)) == [("ab", 6)]
+
+
 def test_a_member_removed_mid_replay_is_sent_nothing_more_of_that_room() -> None:
     world = World(RelayConfig(replay_window=WINDOW))
     a, b = _away(world, ("ab",), 8)
