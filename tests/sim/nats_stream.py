@@ -236,11 +236,14 @@ class SimConnection:
 
 class SimJetStream:
     """The JetStream calls of :class:`relay.nats_store.JetStream` on the stand-in: a hop through
-    the scheduler before and after each (none with ``hop`` False: the synchronous path)."""
+    the scheduler before and after each (none with ``hop`` False: the synchronous path).
+    ``after_publish`` runs between a publish stored and its answer (where a node may die)."""
 
-    def __init__(self, stream: SimStream, *, hop: bool = True) -> None:
+    def __init__(self, stream: SimStream, *, hop: bool = True,
+                 after_publish: Callable[[], Awaitable[None]] | None = None) -> None:
         self.stream = stream
         self._hop = hop
+        self._after_publish = after_publish
 
     async def _round_trip(self) -> None:
         if self._hop:
@@ -251,6 +254,8 @@ class SimJetStream:
             headers["Nats-TTL"] = str(int(out.ttl))
         await self._round_trip()
         answer = self.stream.publish(out.subject, out.payload, headers)
+        if self._after_publish is not None:
+            await self._after_publish()
         await self._round_trip()
         return answer
 
