@@ -61,6 +61,9 @@ BUSY_BACKLOG = 4  # held ops per room past which a busy relay answers ``backlog_
 TIMINGS = ShellTimings(ping_interval=10.0, ping_timeout=5.0, send_timeout=10.0,
                        tick_interval=5.0)
 COMMIT_POINTS = ("relay.slow_commit", "relay.crash_in_commit")
+# The relay's answers to a post that mean "not now" (wire/relay.py's error codes): the sender
+# keeps it queued and tries again, so such a refusal makes nothing ``refused`` (truth.py).
+LATER = frozenset({"rate_limited", "backlog_full"})
 
 
 @attrs.frozen
@@ -133,7 +136,11 @@ class SimSocket:
         """Record a post the relay refused (ground truth for a sender's ``refused`` state)."""
         frame = w.decode_relay_frame(text)
         if isinstance(frame, w.Error) and frame.req in self._posts:
-            self.relay.refused.setdefault(self._posts.pop(frame.req), frame.code)
+            # The first final answer counts: a "not now" (tried again) gives way to a later
+            # final one (two relay nodes: backlog_full on one's cache, then not_a_member).
+            op, codes = self._posts.pop(frame.req), self.relay.refused
+            if codes.get(op, next(iter(LATER))) in LATER:
+                codes[op] = frame.code
 
 
 class SimRelay:
