@@ -253,15 +253,22 @@ class NodeServer(FedServer):
                 log.warning("relay node %s: a write failed: %s", self.node, exc)
                 await self._reload_all(units)
                 return False
+            else:
+                # Sent before the unit's waiting messages are applied: another node's next op
+                # of the room, stored after this one, must not be pushed ahead of it.
+                self._won(effects, started)
+                return True
             finally:
                 self._release(units)
-            committed = trio.current_time()
-            posts = sum(type(e) is OpAppended for e in effects)
-            if posts:
-                self.latencies.commit.observe(committed - started, posts)
-            self._dispatch(effects, committed)
-            return True
         return False
+
+    def _won(self, effects: list[Effect], started: float) -> None:
+        """Send what a request whose writes are stored means (durable before sent)."""
+        committed = trio.current_time()
+        posts = sum(type(e) is OpAppended for e in effects)
+        if posts:
+            self.latencies.commit.observe(committed - started, posts)
+        self._dispatch(effects, committed)
 
     async def _settle_grants(self, writes: list[Write], by: str) -> bool:
         """Store a request's grant writes after its room or slot write won and a grant write
