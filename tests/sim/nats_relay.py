@@ -41,6 +41,7 @@ SWITCH = 0.25  # the chance a reconnect lands on the other node while both are u
 CHAOS_GAP = 45.0  # mean virtual seconds between the pair's own faults while faults are on
 CRASH_IN_PUBLISH = 0.01  # a node dies between a publish stored and its answer
 MAX_NODE_CRASHES = 4  # of the pair's own, per run
+START_UP = 0.5  # at most this many virtual seconds between a node's load and its feed
 
 
 class _Clock:
@@ -140,6 +141,9 @@ class SimNodes(SimRelay):
             try:
                 async with trio.open_nursery() as nursery:
                     node.nursery = nursery
+                    # A start-up takes a moment between the node's load and its feed: what the
+                    # other node stores meanwhile is what FedServer._catch_up is there for.
+                    await trio.sleep(self._chaos_rng.uniform(0.0, START_UP))
                     await nursery.start(node.server.run)
                     task_status.started()
                     task_status = trio.TASK_STATUS_IGNORED
@@ -167,8 +171,11 @@ class SimNodes(SimRelay):
         home = self._home.get(node)
         if home is None or not self.nodes[home].running or (
                 len(up) > 1 and self._route_rng.random() < SWITCH):
-            home = self._route_rng.choice(up).name if home is None else next(
-                (n.name for n in up if n.name != home), up[0].name)
+            if home is None:
+                home = self._route_rng.choice(up).name
+            else:
+                home = next((n.name for n in up if n.name != home), up[0].name)
+                self._count("relay:moved_node")  # a reconnect that lands on the other node
             self._home[node] = home
         target = self.nodes[home]
         assert target.nursery is not None and target.server is not None
