@@ -185,7 +185,7 @@ def test_planted_bug_is_caught(plant: str, checker: str, first: int) -> None:
     ("mutant", "seed", "checker"),
     [("held_rejected", None, "rejected"), ("rollback_commits", 226, "roster"),
      ("provisional_told_final", None, "reservations"), ("pairing_keys_differ", 2, "pairing"),
-     ("relay_sends_uncommitted", 21, "state")],
+     ("relay_sends_uncommitted", 21, "state"), ("node_lost_cas_taken", 39, "delivery")],
 )
 def test_checker_catches_its_mutant(mutant: str, seed: int | None, checker: str) -> None:
     """The planted bugs of ``rejected``, ``once``, ``pairing`` and the final answers of
@@ -197,7 +197,9 @@ def test_checker_catches_its_mutant(mutant: str, seed: int | None, checker: str)
     write is a membership one, and ``roster`` sees it: ``once`` showed in no seed of 1-400 since);
     an inviter granting a key other than the one it keeps, at a seed that pairs for real. So is
     the relay shell's: a batch's frames sent before its writes are committed (a post
-    acknowledged, then lost when the relay dies mid-commit), caught by ``state`` at its seed."""
+    acknowledged, then lost when the relay dies mid-commit), caught by ``state`` at its seed.
+    And a relay node's (a seed on two nodes, tests/sim/nats_relay.py): a request whose
+    compare-and-set lost answered as if it had won, caught by ``delivery`` at seed 39."""
     from tests.sim.mutate import MUTANTS, run_mutant
 
     chosen = next(m for m in MUTANTS if m.name == mutant)
