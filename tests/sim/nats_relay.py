@@ -94,7 +94,6 @@ class _Node:
         self.backend: _NodeBackend | None = None
         self.down = trio.Event()  # set by a crash, for the incarnation to end
         self.up = trio.Event()  # set by a restart
-        self.crashes = 0
 
     @property
     def running(self) -> bool:
@@ -116,6 +115,7 @@ class SimNodes(SimRelay):
         self._chaos_rng = random.Random(f"{seed}/relay-nodes-chaos")
         self._own_crashes = MAX_NODE_CRASHES
         self.feed_delays: dict[str, float] = {}  # node -> its feed's delay now
+        self._chaos_nursery: trio.Nursery | None = None  # restarts after the pair's own crashes
 
     # --- the node processes -------------------------------------------------------------------
 
@@ -212,7 +212,6 @@ class SimNodes(SimRelay):
         if not node.running:
             return
         self.crashes += 1
-        node.crashes += 1
         self._count("fault:node_crash")
         assert node.nursery is not None
         node.nursery.cancel_scope.cancel()
@@ -287,5 +286,3 @@ class SimNodes(SimRelay):
         backend = self.nodes[name].backend
         if backend is not None and backend.conn is not None:
             backend.conn.delay = delay
-
-    _chaos_nursery: trio.Nursery | None = None
