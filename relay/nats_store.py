@@ -724,5 +724,4 @@ def _api_answer(reply: wire.Msg, what: str) -> dict[str, Any]:
 
 
 __all__ = ["MIN_SERVER", "Backend", "JetStream", "JetStreamError", "NatsStorage", "NodeConnection",
-           "StreamMessage", "Tails",
-           "TrioJetStream", "WriteConflict", "server_too_old"]
+           "StreamMessage", "Tails", "TrioJetStream", "WriteConflict", "server_too_old"]
