@@ -132,9 +132,16 @@ class Layout:
     def plan(self, writes: list[Write], by: str = "") -> list[Outgoing]:
         """The messages for ``writes`` in order; consecutive membership writes of a room share
         one message (so a request's roster change is one event), and so do consecutive ops of
-        one sender in a room (up to :data:`MAX_GROUP_OPS`)."""
+        one sender in a room (up to :data:`MAX_GROUP_OPS`).
+
+        A cursor, device or prune floor among a room's membership writes (an accept's new
+        cursor sits between the member and its statement) goes out after them: split there,
+        another node would take in, and push, the member's row without the statement that
+        makes it (its members' histories then disagree with the rows, an alarm), and a node
+        dying between the two would store the row alone."""
         out: list[Outgoing] = []
         group: list[Membership] = []
+        held: list[Write] = []  # newest-wins writes met inside ``group``: stored after it
         ops: list[OpAppended] = []
         size = 0
 
@@ -142,6 +149,9 @@ class Layout:
             if group:
                 out.append(self._membership(group, by))
                 group.clear()
+            for w in held:
+                out.append(attrs.evolve(self._one(w, by), writes=(w,)))
+            held.clear()
             if ops:
                 out.append(self._op(ops[0]) if len(ops) == 1 else self._ops(ops))
                 ops.clear()
@@ -164,6 +174,9 @@ class Layout:
                 if ops or (group and group[0].room != w.room):
                     flush()
                 group.append(w)
+                continue
+            if group and isinstance(w, CursorPut | DevicePut | OpsPruned):
+                held.append(w)
                 continue
             flush()
             out.append(attrs.evolve(self._one(w, by), writes=(w,)))

@@ -146,12 +146,48 @@ class JetStreamError(Exception):
         self.err_code = err_code
 
 
-class _JetStream(Protocol):
-    """The two calls a commit makes, on whichever client runs it."""
+class JetStream(Protocol):
+    """The JetStream calls the relay makes (:class:`TrioJetStream`, or the simulation's
+    in-memory stream in tests/sim/nats_stream.py)."""
 
     async def publish(self, out: Outgoing, headers: dict[str, str]) -> tuple[int, bool]: ...
 
     async def purge(self, subject: str, seq: int | None = None) -> None: ...
+
+    async def add_stream(self, config: dict[str, Any]) -> None: ...
+
+    async def get_last(self, subject: str) -> StreamMessage | None: ...
+
+    async def scan(self, subject: str) -> list[StreamMessage]: ...
+
+    async def last_sequence(self) -> int: ...
+
+
+class NodeConnection(Protocol):
+    """The core NATS calls a node makes on its own connection (:class:`NatsConnection`)."""
+
+    async def publish(self, subject: str, payload: bytes, headers: dict[str, str] | None = None,
+                      reply: str | None = None) -> None: ...
+
+    def subscribe(self, subject: str, callback: Callable[[wire.Msg], None]) -> str: ...
+
+    def unsubscribe(self, sid: str) -> None: ...
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+                  ) -> None: ...
+
+
+class Backend(Protocol):
+    """Where a :class:`NatsStorage` sends its calls instead of a NATS server: the seam the
+    simulation (tests/sim/nats_stream.py) plugs its in-memory stream into."""
+
+    def connection(self, on_reconnect: Callable[[], None]) -> tuple[NodeConnection, JetStream]:
+        """The node's own connection and the JetStream calls made on it."""
+        ...
+
+    def call(self, work: Callable[[JetStream], Awaitable[T]]) -> T:
+        """Run ``work`` to its end from synchronous code (before the node runs in Trio)."""
+        ...
 
 
 class NatsStorage:
@@ -159,9 +195,10 @@ class NatsStorage:
 
     def __init__(
         self, url: str, *, namespace: str = "crosstalk", timeout: float = 5.0, replicas: int = 1,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = time.time, backend: Backend | None = None,
     ) -> None:
         self.url = url
+        self._backend = backend  # None: a NATS server at ``url`` (the simulation passes one)
         self.namespace = namespace
         self.timeout = timeout
         self.replicas = replicas
@@ -173,8 +210,13 @@ class NatsStorage:
         # lost (core NATS).
         self.on_reconnect: Callable[[], None] | None = None
         # The node's client: its subscriptions may be made before :meth:`run_connection`.
-        self.conn = self._connection(on_reconnect=self._conn_reconnected)
-        self.js = TrioJetStream(self.conn, self.layout.stream, timeout)
+        self.conn: NodeConnection
+        self.js: JetStream
+        if backend is None:
+            conn = self._connection(on_reconnect=self._conn_reconnected)
+            self.conn, self.js = conn, TrioJetStream(conn, self.layout.stream, timeout)
+        else:
+            self.conn, self.js = backend.connection(self._conn_reconnected)
         self._sync: _SyncClient | None = None
         try:
             self._call(self._create_stream)
@@ -190,8 +232,10 @@ class NatsStorage:
             max_outstanding_pings=MAX_OUTSTANDING_PINGS, on_reconnect=on_reconnect,
         )
 
-    def _call(self, work: Callable[[TrioJetStream], Awaitable[T]]) -> T:
+    def _call(self, work: Callable[[JetStream], Awaitable[T]]) -> T:
         """Run ``work`` on the synchronous client's connection (started if need be) and wait."""
+        if self._backend is not None:
+            return self._backend.call(work)
         if self._sync is None:
             conn = self._connection()
             self._sync = _SyncClient(conn, TrioJetStream(conn, self.layout.stream, self.timeout))
@@ -204,7 +248,7 @@ class NatsStorage:
             sync, self._sync = self._sync, None
             sync.close()
 
-    async def _create_stream(self, js: TrioJetStream) -> None:
+    async def _create_stream(self, js: JetStream) -> None:
         lay = self.layout
         await js.add_stream({
             "name": lay.stream, "subjects": [f"{lay.root}.>"], "retention": "limits",
@@ -227,9 +271,7 @@ class NatsStorage:
 
     async def last_sequence(self) -> int:
         """The stream's last sequence now (through the node's client)."""
-        info = await self.js.api(f"$JS.API.STREAM.INFO.{self.layout.stream}", {}, "stream info")
-        state = info.get("state")
-        return int(state.get("last_seq", 0)) if isinstance(state, dict) else 0
+        return await self.js.last_sequence()
 
     # --- the relay key --------------------------------------------------------------------------
 
@@ -237,7 +279,7 @@ class NatsStorage:
         """Record ``public`` as the cluster's relay key unless one is; the recorded key."""
         subject = self.layout.key_subject()
 
-        async def run(js: TrioJetStream) -> bytes:
+        async def run(js: JetStream) -> bytes:
             out = Outgoing(subject, public, {})
             try:
                 await js.publish(out, {"Nats-Expected-Last-Subject-Sequence": "0"})
@@ -323,7 +365,7 @@ class NatsStorage:
         stored, the rest are not) and :class:`StorageUnavailable` if NATS does not answer."""
         await self._commit(writes, by, self.js)
 
-    async def _commit(self, writes: list[Write], by: str, js: _JetStream) -> None:
+    async def _commit(self, writes: list[Write], by: str, js: JetStream) -> None:
         lay = self.layout
         for out in lay.plan(writes, by):
             headers = dict(out.headers)
@@ -348,7 +390,7 @@ class NatsStorage:
             if out.pruned is not None:
                 await self._prune(js, *out.pruned)
 
-    async def _prune(self, js: _JetStream, room: str, through: int) -> None:
+    async def _prune(self, js: JetStream, room: str, through: int) -> None:
         """Purge the room's ops up to room seq ``through``, never its newest op."""
         held = self.tails.ops.get(room)
         if not held:
@@ -471,6 +513,12 @@ class TrioJetStream:
         if seq:
             request["seq"] = seq
         await self.api(f"$JS.API.STREAM.PURGE.{self.stream}", request, f"purge of {subject}")
+
+    async def last_sequence(self) -> int:
+        """The stream's last sequence now."""
+        info = await self.api(f"$JS.API.STREAM.INFO.{self.stream}", {}, "stream info")
+        state = info.get("state")
+        return int(state.get("last_seq", 0)) if isinstance(state, dict) else 0
 
     async def add_stream(self, config: dict[str, Any]) -> None:
         """Create the stream, or find it as it is (the same configuration)."""
@@ -675,5 +723,5 @@ def _api_answer(reply: wire.Msg, what: str) -> dict[str, Any]:
     return body
 
 
-__all__ = ["MIN_SERVER", "JetStreamError", "NatsStorage", "StreamMessage", "Tails",
-           "TrioJetStream", "WriteConflict", "server_too_old"]
+__all__ = ["MIN_SERVER", "Backend", "JetStream", "JetStreamError", "NatsStorage", "NodeConnection",
+           "StreamMessage", "Tails", "TrioJetStream", "WriteConflict", "server_too_old"]

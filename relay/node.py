@@ -39,6 +39,7 @@ from trio_websocket import WebSocketConnection
 
 from crosstalk.crypto import fingerprint
 from crosstalk.errors import CrosstalkError, RemoteProtocolError, StorageUnavailable
+from crosstalk.sim_hooks import probe
 from crosstalk.wire import relay as w
 from relay.conn import verify_sig
 from relay.effects import Close, Effect, Send
@@ -128,10 +129,6 @@ class NodeServer(FedServer):
             messages: list[_Message] = [(message, frame)]
             if isinstance(frame, w.Post):
                 held = self._gather_posts(ws, frame.room, messages, link)
-            # What was queued before goes out first, this connection's and others' (a replay
-            # must not be overtaken by a push this request makes).
-            while self._pending or self._committing:
-                await self._drained.wait()
             async with self._lock(unit):
                 if not await self._decide(conn, messages, unit):
                     link.close_reason = "the relay's storage did not answer; reconnect"
@@ -207,6 +204,13 @@ class NodeServer(FedServer):
         for _ in range(MAX_TRIES):
             if lock in self._stale and not await self._reload_busy(lock):
                 return False
+            # What was queued before goes out first, this connection's and others' (a replay
+            # must not be overtaken by a push this request makes). Waited for here, holding the
+            # unit, right before deciding: while this task took the lock (or reloaded), the feed
+            # may have taken in another node's op of the room and queued its push; the op this
+            # request adds after it is sent at once, and must not overtake it (seed 39).
+            while self._pending or self._committing:
+                await self._drained.wait()
             now = self._clock()
             started = trio.current_time()  # for the commit histogram (posts, sequenced here)
             effects: list[Effect] = []
@@ -237,6 +241,7 @@ class NodeServer(FedServer):
                 await self.nats.acommit(writes, by)
             except WriteConflict as lost:
                 self.conflicts += 1
+                probe("node.write_conflict")
                 if _settles(units, lost.unit):  # the request's own unit is stored
                     if not await self._settle_grants(writes, by):
                         return False
@@ -248,15 +253,22 @@ class NodeServer(FedServer):
                 log.warning("relay node %s: a write failed: %s", self.node, exc)
                 await self._reload_all(units)
                 return False
+            else:
+                # Sent before the unit's waiting messages are applied: another node's next op
+                # of the room, stored after this one, must not be pushed ahead of it.
+                self._won(effects, started)
+                return True
             finally:
                 self._release(units)
-            committed = trio.current_time()
-            posts = sum(type(e) is OpAppended for e in effects)
-            if posts:
-                self.latencies.commit.observe(committed - started, posts)
-            self._dispatch(effects, committed)
-            return True
         return False
+
+    def _won(self, effects: list[Effect], started: float) -> None:
+        """Send what a request whose writes are stored means (durable before sent)."""
+        committed = trio.current_time()
+        posts = sum(type(e) is OpAppended for e in effects)
+        if posts:
+            self.latencies.commit.observe(committed - started, posts)
+        self._dispatch(effects, committed)
 
     async def _settle_grants(self, writes: list[Write], by: str) -> bool:
         """Store a request's grant writes after its room or slot write won and a grant write

@@ -53,6 +53,7 @@ from nacl.signing import SigningKey
 
 from crosstalk.errors import RemoteProtocolError, StorageUnavailable, UsageError
 from crosstalk.logs import repeats_from_env
+from crosstalk.sim_hooks import probe
 from relay import nats_wire as wire
 from relay.effects import Close, Effect, Send
 from relay.limits import RelayConfig
@@ -139,6 +140,7 @@ class FedServer(RelayServer):
             log.warning("relay node %s: cannot read the stream's head: %s", self.node, exc)
             last = self.fed_through + 1
         if last > self.fed_through:
+            probe("node.feed_caught_up_after_restart")
             self._poke_resync()
 
     # --- taking messages in -------------------------------------------------------------------
@@ -290,6 +292,7 @@ class FedServer(RelayServer):
             return
         last = self.nats.tails.last.get(stored.unit, 0)
         if headers.get("Nats-Expected-Last-Subject-Sequence") != str(last):
+            probe("node.feed_gap_reloaded")  # a write of the unit never reached this node
             self._start_reload(stored.unit)
             return
         try:

@@ -8,13 +8,13 @@ counts as online elsewhere while some other node listed it within ``presence_tim
 not heard from that long has nobody online. What changes is handed to the core
 (:meth:`~relay.core.RelayCore.presence_elsewhere`), whose frames go out through the node's
 ordinary queue. Nothing here is durable: a node that dies takes its list with it, and the others
-forget it after ``presence_timeout``.
+forget it after ``presence_timeout``. Times are Trio's clock (monotonic, as the waits here), so
+a node runs on virtual time in the simulation.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -62,7 +62,7 @@ class Presence:
         while True:
             self._identities_changed = trio.Event()
             here = self._core.identities()
-            now = time.monotonic()
+            now = trio.current_time()
             if here != self._announced or now - sent_at >= t.beat:
                 body = json.dumps({"node": self._node, "fps": sorted(here)}).encode()
                 try:
@@ -84,7 +84,7 @@ class Presence:
         if node == self._node:
             return
         before = self._elsewhere()
-        self._remote[node] = (fps, time.monotonic())
+        self._remote[node] = (fps, trio.current_time())
         self._changed(before)
 
     def _expire(self, now: float) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from crosstalk.wire.chain import Statement
 from crosstalk.wire.relay import Member
 from relay.nats_layout import MAX_GROUP_OPS, Layout
 from relay.storage import (
@@ -24,6 +25,7 @@ from relay.storage import (
     SlotOpened,
     SlotPartPut,
     SlotRemoved,
+    StatementAppended,
     StoredOp,
     Write,
 )
@@ -98,6 +100,19 @@ def test_consecutive_posts_of_a_sender_are_one_message() -> None:
         stored = lay.decode(out.subject, out.headers, out.payload)
         assert stored is not None and stored.unit == out.unit
         assert stored.writes == list(out.writes)
+
+
+def test_an_accept_is_one_membership_message_and_its_cursor_follows() -> None:
+    """The member's row and the statement that makes it are stored (and fed to other nodes)
+    together: the new device's cursor between them goes out after them (simulation seed 21)."""
+    lay = Layout("N")
+    joined = Member("bob-fp", b"b" * 32, b"B" * 32, "joined", "alice-fp", b"t" * 64)
+    accept = StatementAppended("r1", 2, Statement("r1", "accept", "bob-fp", "bob-fp", after=1))
+    cursor = CursorPut("bob-fp", "laptop", "r1", 0)
+    messages = lay.plan([MemberPut("r1", joined), cursor, accept, DevicePut("bob-fp", "pc")])
+    assert [out.writes for out in messages] == [
+        (MemberPut("r1", joined), accept), (cursor,), (DevicePut("bob-fp", "pc"),)]
+    assert [out.unit for out in messages] == ["r.r1", None, None]
 
 
 def test_a_group_is_cut_at_its_limit() -> None:

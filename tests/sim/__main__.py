@@ -5,6 +5,8 @@
     python -m tests.sim --seed 42 --shrink        # a failing seed: the smallest actions/faults
     python -m tests.sim --seeds 300 --jobs 2      # many; a failing seed prints its replay line
     python -m tests.sim --seeds 300 --regressions tests/sim/regressions.txt   # those first
+    python -m tests.sim --seed 40 --relay-nodes 1 # one relay (or 2: two relay nodes), not the
+                                                  # seed's own choice
     python -m tests.sim --seeds 100000 --start N  # the soak
     python -m tests.sim --seeds 300 --plant drop_sender --until delivery --json   # a planted
                                                   # bug: stop at the first seed that catches it
@@ -35,40 +37,44 @@ def _commit() -> str:
         return "?"
 
 
-def _one(job: tuple[int, str | None]) -> dict[str, Any]:
+def _one(job: tuple[int, str | None, int | None]) -> dict[str, Any]:
     from tests.sim.runner import run_seed
 
-    seed, plant = job
+    seed, plant, nodes = job
     started = time.perf_counter()
     try:
-        o = run_seed(seed, plant=plant)
+        o = run_seed(seed, plant=plant, relay_nodes=nodes)
     except Exception as exc:  # the harness itself broke: report the seed, keep going
         return {"seed": seed, "digest": "", "failures": [["harness", repr(exc)]], "s": 0.0,
-                "coverage": {}, "profile": []}
-    return {"seed": seed, "digest": o.digest, "s": round(time.perf_counter() - started, 3),
+                "coverage": {}, "profile": [], "relay_nodes": nodes}
+    return {"seed": seed, "relay_nodes": nodes, "digest": o.digest,
+            "s": round(time.perf_counter() - started, 3),
             "failures": [[f.checker, f.detail] for f in o.failures], "profile": o.profile,
             "coverage": o.coverage}
 
 
 def replay_line(seed: int, plant: str | None = None, ops: str | None = None,
-                faults: str | None = None) -> str:
+                faults: str | None = None, nodes: int | None = None) -> str:
     """The one line that replays a seed (at this commit)."""
-    extra = f" --plant {plant}" if plant else ""
+    extra = f" --relay-nodes {nodes}" if nodes else ""
+    extra += f" --plant {plant}" if plant else ""
     extra += f" --ops {ops}" if ops else ""
     extra += f" --faults={faults}" if faults is not None else ""  # may be empty: no faults
     return f"PYTHONHASHSEED=0 python -m tests.sim --seed {seed}{extra}  # commit {_commit()}"
 
 
-def regression_seeds(path: str | None) -> list[int]:
-    """Seeds listed in ``path`` (one per line; ``#`` starts a comment)."""
+def regression_runs(path: str | None) -> list[tuple[int, int]]:
+    """The (seed, relay nodes) listed in ``path``: one a line, ``#`` starts a comment. A seed
+    replays on one relay, where the seeds found before the simulation ran two relay nodes
+    failed, unless its line says ``nodes=2``."""
     if not path:
         return []
-    seeds = []
+    runs = []
     for line in Path(path).read_text().splitlines():
-        word = line.split("#", 1)[0].strip()
-        if word:
-            seeds.append(int(word))
-    return seeds
+        words = line.split("#", 1)[0].split()
+        if words:
+            runs.append((int(words[0]), 2 if "nodes=2" in words[1:] else 1))
+    return runs
 
 
 def coverage_summary(results: list[dict[str, Any]]) -> dict[str, int]:
@@ -80,9 +86,14 @@ def coverage_summary(results: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def _many(args: argparse.Namespace) -> int:
-    first = regression_seeds(args.regressions)
-    seeds = first + [s for s in range(args.start, args.start + args.seeds) if s not in first]
-    jobs = [(s, args.plant) for s in seeds]
+    from tests.sim.runner import two_nodes
+
+    first = regression_runs(args.regressions)
+    # A seed of the range runs on its own choice of relays; a regression seed forced to the
+    # other one runs again here.
+    jobs: list[tuple[int, str | None, int | None]] = [(s, args.plant, n) for s, n in first]
+    jobs += [(s, args.plant, None) for s in range(args.start, args.start + args.seeds)
+             if (s, two_nodes(s)) not in first]
     started = time.perf_counter()
     results: list[dict[str, Any]] = []
     caught: int | None = None
@@ -91,8 +102,8 @@ def _many(args: argparse.Namespace) -> int:
             results.append(r)
             if r["failures"] and not args.json:
                 kinds = sorted({f[0] for f in r["failures"]})
-                print(f"FAIL seed {r['seed']} {kinds}: {replay_line(r['seed'], args.plant)}",
-                      flush=True)
+                line = replay_line(r["seed"], args.plant, nodes=r["relay_nodes"])
+                print(f"FAIL seed {r['seed']} {kinds}: {line}", flush=True)
             if args.until and any(args.until in ("any", f[0]) for f in r["failures"]):
                 caught = r["seed"]
                 break  # leaving the pool's block terminates the seeds still running
@@ -117,7 +128,8 @@ def _single(args: argparse.Namespace) -> int:
 
     keep = parse_ranges(args.ops) if args.ops else None
     faults = parse_ranges(args.faults) if args.faults is not None else None
-    o = run_seed(args.seed, keep=keep, plant=args.plant, faults_keep=faults)
+    nodes = args.relay_nodes
+    o = run_seed(args.seed, keep=keep, plant=args.plant, faults_keep=faults, relay_nodes=nodes)
     print(f"seed {args.seed} hash {o.digest} steps {o.steps} profile {','.join(o.profile)}")
     print(f"coverage {json.dumps(o.coverage, sort_keys=True)}")
     if args.out:
@@ -126,11 +138,12 @@ def _single(args: argparse.Namespace) -> int:
         print(f"  {f.checker}: {f.detail}")
     if not o.failures:
         return 0
-    print(replay_line(args.seed, args.plant, args.ops, args.faults))
+    print(replay_line(args.seed, args.plant, args.ops, args.faults, nodes))
     if args.shrink:
         checker = args.checker or o.failures[0].checker
-        small, few = shrink(args.seed, checker, args.plant, keep=keep, faults=faults)
-        line = replay_line(args.seed, args.plant, ranges(small), ranges(few))
+        small, few = shrink(args.seed, checker, args.plant, keep=keep, faults=faults,
+                            nodes=nodes)
+        line = replay_line(args.seed, args.plant, ranges(small), ranges(few), nodes)
         print(f"shrunk ({checker}, {len(small)} actions, {len(few)} faults): {line}")
         for line in describe(args.seed, small, few):
             print(f"  {line}")
@@ -150,6 +163,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--until", help="with --seeds: stop at the first seed this checker fails "
                    "('any': any checker)")
     p.add_argument("--regressions", help="a file of seeds to run before the others")
+    p.add_argument("--relay-nodes", type=int, choices=(1, 2),
+                   help="with --seed: one relay or two relay nodes, not the seed's choice")
     p.add_argument("--json", action="store_true")
     p.add_argument("--out", help="write the history (JSON lines) here")
     p.add_argument("--shrink", action="store_true", help="delta-debug the failing action list")

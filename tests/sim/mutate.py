@@ -117,6 +117,11 @@ MUTANTS = (
            "    offer = make_offer(daemon, keys, agent=params.agent,\n"
            "                       room=RoomGrant(grant.room_id, nacl.utils.random(32)))",
            "the inviter grants the joiner a room key other than the one it keeps"),
+    Mutant("node_lost_cas_taken", "relay/node.py",
+           "                if _settles(units, lost.unit):  # the request's own unit is stored",
+           "                if True:  # the request's own unit is stored",
+           "a relay node answers a request whose compare-and-set it lost as if it had won "
+           "(an op acknowledged that the stream never stored: two relay nodes only)"),
 )
 
 

@@ -61,6 +61,9 @@ BUSY_BACKLOG = 4  # held ops per room past which a busy relay answers ``backlog_
 TIMINGS = ShellTimings(ping_interval=10.0, ping_timeout=5.0, send_timeout=10.0,
                        tick_interval=5.0)
 COMMIT_POINTS = ("relay.slow_commit", "relay.crash_in_commit")
+# The relay's answers to a post that mean "not now" (wire/relay.py's error codes): the sender
+# keeps it queued and tries again, so such a refusal makes nothing ``refused`` (truth.py).
+LATER = frozenset({"rate_limited", "backlog_full"})
 
 
 @attrs.frozen
@@ -133,7 +136,11 @@ class SimSocket:
         """Record a post the relay refused (ground truth for a sender's ``refused`` state)."""
         frame = w.decode_relay_frame(text)
         if isinstance(frame, w.Error) and frame.req in self._posts:
-            self.relay.refused.setdefault(self._posts.pop(frame.req), frame.code)
+            # The first final answer counts: a "not now" (tried again) gives way to a later
+            # final one (two relay nodes: backlog_full on one's cache, then not_a_member).
+            op, codes = self._posts.pop(frame.req), self.relay.refused
+            if codes.get(op, next(iter(LATER))) in LATER:
+                codes[op] = frame.code
 
 
 class SimRelay:
@@ -158,7 +165,9 @@ class SimRelay:
         self._nursery: trio.Nursery | None = None
         self._down = trio.Event()  # set by a crash, for the incarnation to end
         self._up = trio.Event()  # set by a restart
-        self.pipes: list[tuple[str, Pipe, Pipe]] = []  # (node, up, down) of open connections
+        # (node, up, down, relay) of open connections: ``relay`` names the relay process that
+        # serves it (one here; two relay nodes in tests/sim/nats_relay.py).
+        self.pipes: list[tuple[str, Pipe, Pipe, str]] = []
         self.truth: list[Truth] = []
         # Posts the relay answered with an error and never appended: op id -> error code.
         self.refused: dict[str, str] = {}
@@ -376,7 +385,7 @@ class SimRelay:
     def drop(self, node: str | None = None) -> None:
         """End ``node``'s connections (every connection with None), as a network that cuts
         them would: each side sees the end once what is under way has arrived."""
-        for who, up, down in self.pipes:
+        for who, up, down, _ in self.pipes:
             if node is None or who == node:
                 up.end()
                 down.end()
@@ -408,7 +417,7 @@ class SimRelay:
         self._wake()
 
     def _wake(self) -> None:
-        for _, up, down in self.pipes:
+        for _, up, down, _ in self.pipes:
             up.wake()
             down.wake()
 
@@ -423,7 +432,7 @@ class SimRelay:
         self._disk.alive = False
         self._nursery.cancel_scope.cancel()
         self._down.set()
-        for _, up, down in self.pipes:
+        for _, up, down, _ in self.pipes:
             up.break_()
             down.break_()
 
@@ -445,14 +454,15 @@ class SimRelay:
         del url
         node = NODE.get()
         await trio.lowlevel.checkpoint()
-        nursery = self._nursery
-        if nursery is None or self.down or node in self.refusing:
+        serving = self._accepting(node)
+        if serving is None or node in self.refusing:
             raise OSError("connection refused")
+        nursery, server, name = serving
         mine, theirs, (up, down) = connection(lambda: self.delay_for(node),
                                               lambda: self.frozen or node in self.cuts)
-        entry = (node, up, down)
+        entry = (node, up, down, name)
         self.pipes.append(entry)
-        nursery.start_soon(self._serve, theirs)
+        nursery.start_soon(self._serve, server, name, theirs)
         try:
             async with trio.open_nursery() as client:
                 with trio.fail_after(timings.connect_timeout):
@@ -474,11 +484,17 @@ class SimRelay:
             self.pipes.remove(entry)
             await trio.aclose_forcefully(mine)
 
-    async def _serve(self, stream: PipeEnd) -> None:
-        NODE.set("relay")
-        server = self.server
-        if server is not None:
-            await server.handle_stream(stream)
+    def _accepting(self, node: str) -> tuple[trio.Nursery, RelayServer, str] | None:
+        """Where a new connection from ``node`` lands: the running relay's nursery, its shell
+        and its name (None while it is down)."""
+        del node  # one relay serves everyone
+        if self._nursery is None or self.server is None or self.down:
+            return None
+        return self._nursery, self.server, "relay"
+
+    async def _serve(self, server: RelayServer, name: str, stream: PipeEnd) -> None:
+        NODE.set(name)
+        await server.handle_stream(stream)
 
 
 def _one_error(group: BaseExceptionGroup[BaseException]) -> BaseException:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import random
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from tests.sim.workload import Scenario, generate, subset
 from tests.sim.world import World
 
 VIRTUAL_CAP = 4 * 3600.0  # a run that has not ended by then hangs: reported, not waited for
+TWO_NODES = 0.2  # the share of generated seeds that run two relay nodes on NATS (two_nodes)
 QUIET = 100.0  # healed virtual seconds before the final reads (link backoff caps at 30 s)
 
 
@@ -93,10 +95,12 @@ async def _liveness(world: World, out: dict[str, Any]) -> None:
 
 def run_seed(seed: int, *, keep: set[int] | None = None, plant: str | None = None,
              faults_keep: set[int] | None = None, scenario: Scenario | None = None,
-             faults: list[Fault] | None = None, replay_window: int | None = None) -> Outcome:
+             faults: list[Fault] | None = None, relay_nodes: int | None = None,
+             replay_window: int | None = None) -> Outcome:
     """Run ``seed`` (only the actions in ``keep``, if given) and check it. A hand-written case
     passes its own ``scenario`` and ``faults`` instead of the seed's (the seed still drives
-    scheduling), and may give the relay a smaller ``replay_window``."""
+    scheduling), and may give the relay a smaller ``replay_window``. ``relay_nodes`` (1 or 2)
+    overrides the seed's choice of one relay or two relay nodes on NATS."""
     full = scenario if scenario is not None else generate(seed)
     picked = subset(full, keep)
     # The horizon comes from the whole scenario: a shrunk action list keeps the seed's faults
@@ -113,9 +117,11 @@ def run_seed(seed: int, *, keep: set[int] | None = None, plant: str | None = Non
     try:
         with debuglog.daemon_logs(), tempfile.TemporaryDirectory(prefix=f"sim{seed}-") as tmp:
             plants = PLANTS[plant](picked, seed) if plant else {}
+            if relay_nodes is None:
+                relay_nodes = two_nodes(seed) if scenario is None else 1
             world = World(seed, len(picked.nodes), Path(tmp), entropy, plants=plants,
                           leaky_relay=plant == "leaky_relay",
-                          undo_on_hangup=plant == "undo_on_hangup")
+                          undo_on_hangup=plant == "undo_on_hangup", relay_nodes=relay_nodes)
             world.relay.commit_faults = scenario is None
             world.relay.replay_window = replay_window
             clock = trio.testing.MockClock(autojump_threshold=0)
@@ -140,6 +146,12 @@ def run_seed(seed: int, *, keep: set[int] | None = None, plant: str | None = Non
     ).hexdigest()[:16]
     return Outcome(seed, digest, failures, world.coverage, sorted(profile),
                    world.history.lines(), canary.steps)
+
+
+def two_nodes(seed: int) -> int:
+    """How many relays a generated seed runs on: two relay nodes on NATS in about one seed of
+    five (TWO_NODES), drawn from a stream of the seed's own, so no other draw moves."""
+    return 2 if random.Random(f"{seed}/relay-nodes").random() < TWO_NODES else 1
 
 
 async def _bounded(world: World, scenario: Scenario, faults: list[Any],

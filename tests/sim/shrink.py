@@ -17,8 +17,8 @@ from tests.sim.workload import generate
 
 
 def fails(seed: int, keep: set[int] | None, faults: set[int] | None, checker: str,
-          plant: str | None) -> bool:
-    outcome = run_seed(seed, keep=keep, plant=plant, faults_keep=faults)
+          plant: str | None, nodes: int | None = None) -> bool:
+    outcome = run_seed(seed, keep=keep, plant=plant, faults_keep=faults, relay_nodes=nodes)
     return any(f.checker == checker for f in outcome.failures)
 
 
@@ -48,13 +48,15 @@ def _faults_of(seed: int) -> list[int]:
 
 def shrink(seed: int, checker: str, plant: str | None = None, budget: int = 60, *,
            keep: set[int] | None = None, faults: set[int] | None = None,
-           ) -> tuple[list[int], list[int]]:
-    """Smaller lists of action and fault indexes with which ``checker`` still fails at ``seed``."""
+           nodes: int | None = None) -> tuple[list[int], list[int]]:
+    """Smaller lists of action and fault indexes with which ``checker`` still fails at ``seed``
+    (on ``nodes`` relays: None, the seed's own choice)."""
     actions = sorted(keep) if keep is not None else [a.index for a in generate(seed).actions]
     chosen = sorted(faults) if faults is not None else _faults_of(seed)
     actions = _ddmin(actions, lambda c: bool(c) and fails(seed, set(c), set(chosen), checker,
-                                                          plant), budget)
-    chosen = _ddmin(chosen, lambda c: fails(seed, set(actions), set(c), checker, plant), budget)
+                                                          plant, nodes), budget)
+    chosen = _ddmin(chosen, lambda c: fails(seed, set(actions), set(c), checker, plant, nodes),
+                    budget)
     return actions, chosen
 
 

@@ -8,11 +8,9 @@ from typing import Any
 
 import attrs
 
+from tests.sim.net import LATER
 from tests.sim.world import World
 
-# The relay's answers to a post that mean "not now" (wire/relay.py's error codes): the sender
-# keeps it queued and tries again, so such a refusal makes nothing ``refused``.
-LATER = frozenset({"rate_limited", "backlog_full"})
 INF = 10**12
 
 

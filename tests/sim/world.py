@@ -29,6 +29,7 @@ from crosstalk.store.identity import IdentityRecord, save_identity
 from tests.sim.determinism import EPOCH, NODE, Entropy, inline_run_sync
 from tests.sim.door import Door, forget_newest_send
 from tests.sim.history import History
+from tests.sim.nats_relay import SimNodes
 from tests.sim.net import SimRelay
 
 HEARTBEAT = 5.0
@@ -90,11 +91,14 @@ class World:
     def __init__(
         self, seed: int, n: int, root: Path, entropy: Entropy, *,
         plants: dict[str, list[Plant]] | None = None, max_crashes: int = 3,
-        leaky_relay: bool = False, undo_on_hangup: bool = False,
+        leaky_relay: bool = False, undo_on_hangup: bool = False, relay_nodes: int = 1,
     ) -> None:
         self.seed = seed
         self.entropy = entropy
-        self.relay = SimRelay(seed, leak=leaky_relay, count=self.count)
+        # One relay (the shell on memory storage), or two relay nodes on a NATS stand-in.
+        self.relay = (SimNodes(seed, leak=leaky_relay, count=self.count) if relay_nodes == 2
+                      else SimRelay(seed, leak=leaky_relay, count=self.count))
+        self.coverage: dict[str, int] = {"relay:two_nodes": 1} if relay_nodes == 2 else {}
         names = [f"n{i}" for i in range(n)]
         keys = keys_for(seed, names)
         self.nodes = {name: Node(name, root, keys[name]) for name in names}
@@ -127,7 +131,6 @@ class World:
         # node -> (hand-off point, times): one of its actors crashes at each of its next
         # ``times`` passes there (``actor_crash``)
         self.crash_at: dict[str, tuple[str, int]] = {}
-        self.coverage: dict[str, int] = {}
 
     def by_fp(self, fp: str) -> str | None:
         return next((n.name for n in self.nodes.values() if n.fp == fp), None)
