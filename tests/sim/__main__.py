@@ -97,6 +97,10 @@ def _many(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     results: list[dict[str, Any]] = []
     caught: int | None = None
+    # Imported here, before the pool forks, so each worker starts with the product loaded: a
+    # worker is replaced every 50 seeds, and each import cost it about a second of CPU (where
+    # no bytecode is cached, PYTHONDONTWRITEBYTECODE=1 as on this machine), a seed's worth.
+    import tests.sim.runner  # noqa: F401
     with multiprocessing.get_context("fork").Pool(args.jobs, maxtasksperchild=50) as pool:
         for r in pool.imap(_one, jobs):
             results.append(r)

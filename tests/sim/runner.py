@@ -113,7 +113,7 @@ def run_seed(seed: int, *, keep: set[int] | None = None, plant: str | None = Non
     if faults_keep is not None:
         faults = [f for f in faults if f.index in faults_keep]
     entropy = determinism.activate(seed)
-    canary = determinism.Canary()
+    canary = entropy.canary
     try:
         with debuglog.daemon_logs(), tempfile.TemporaryDirectory(prefix=f"sim{seed}-") as tmp:
             plants = PLANTS[plant](picked, seed) if plant else {}
@@ -131,8 +131,7 @@ def run_seed(seed: int, *, keep: set[int] | None = None, plant: str | None = Non
                 # A generated scenario may pair its first two for real (tests/sim/pairing.py);
                 # a hand-written case (tests/sim/placed.py, test_scenarios) keeps its set-up.
                 real = pairing.plan(seed, picked.nodes) if scenario is None else None
-                trio.run(_bounded, world, picked, faults, clock, states, real,
-                         clock=clock, instruments=[canary])
+                trio.run(_bounded, world, picked, faults, clock, states, real, clock=clock)
             except trio.TooSlowError:
                 failures.append(checkers.Failure("stuck", "the run did not end in virtual time"))
     finally:
@@ -141,7 +140,7 @@ def run_seed(seed: int, *, keep: set[int] | None = None, plant: str | None = Non
     if states:
         failures += checkers.check_all(world, states)
     digest = hashlib.sha256(
-        (world.history.digest() + canary.digest.hexdigest() + world.relay.digest.hexdigest())
+        (world.history.digest() + canary.hexdigest() + world.relay.digest.hexdigest())
         .encode()
     ).hexdigest()[:16]
     return Outcome(seed, digest, failures, world.coverage, sorted(profile),

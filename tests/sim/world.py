@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import random
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from crosstalk.actors.control_gate import OpGate
 from crosstalk.actors.supervisor import Supervisor
 from crosstalk.daemon.tree import Daemon
 from crosstalk.paths import Home
-from crosstalk.store.db import Store
+from crosstalk.store.db import Store, connect
 from crosstalk.store.identity import IdentityRecord, save_identity
 from tests.sim.determinism import EPOCH, NODE, Entropy, inline_run_sync
 from tests.sim.door import Door, forget_newest_send
@@ -85,6 +86,16 @@ class Node:
         return self.daemon is not None and not self.crashed.is_set()
 
 
+def _new_databases(root: Path, paths: list[Path]) -> None:
+    """Each node's new ``state.db``: a copy of one made here as a daemon makes it (the schema
+    in one transaction), so each node's first open finds it current. A copy costs half of
+    making one."""
+    template = root / "new-state.db"
+    connect(template).close()  # closing the last connection folds the WAL into the file
+    for path in paths:
+        shutil.copyfile(template, path)
+
+
 class World:
     """Nodes, relay, clocks, BUGGIFY, history: everything one seed runs."""
 
@@ -102,6 +113,7 @@ class World:
         names = [f"n{i}" for i in range(n)]
         keys = keys_for(seed, names)
         self.nodes = {name: Node(name, root, keys[name]) for name in names}
+        _new_databases(root, [node.home.database for node in self.nodes.values()])
         self.relay.fps = {name: k.fingerprint for name, k in keys.items()}
         self.history = History()
         self.plants = plants or {}
