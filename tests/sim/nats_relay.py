@@ -190,13 +190,7 @@ class SimNodes(SimRelay):
     def server(self, value: RelayServer | None) -> None:
         del value  # set by SimRelay.__init__ only; each node keeps its own
 
-    @property
-    def busy(self) -> bool:
-        return self._busy
-
-    @busy.setter
-    def busy(self, on: bool) -> None:
-        self._busy = on
+    def _reconfigure(self) -> None:
         for node in self.nodes.values():
             if node.server is not None:
                 node.server.core.config = self._config()

@@ -250,6 +250,10 @@ class SimRelay:
     @busy.setter
     def busy(self, on: bool) -> None:
         self._busy = on
+        self._reconfigure()
+
+    def _reconfigure(self) -> None:
+        """Hand the running shell's core the limits ``busy`` now asks for."""
         if self.server is not None:
             self.server.core.config = self._config()
 
