@@ -8,6 +8,7 @@ its copy of :data:`HOME_ENV` equal: crosstalk/hook/main.py). One state directory
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
@@ -92,16 +93,19 @@ class Home:
             self.root.chmod(0o700)
 
 
+def positive_seconds(raw: str | None) -> float | None:
+    """A positive, finite number of seconds from an environment variable's text, or None (unset,
+    not a number, zero or less, infinite)."""
+    try:
+        value = float(raw or "nan")
+    except ValueError:
+        return None
+    return value if 0 < value < math.inf else None  # NaN is neither
+
+
 def heartbeat_from_env() -> float:
     """The actor heartbeat in seconds from ``CROSSTALK_HEARTBEAT`` (default 5)."""
-    raw = os.environ.get(HEARTBEAT_ENV)
-    if not raw:
-        return DEFAULT_HEARTBEAT
-    try:
-        value = float(raw)
-    except ValueError:
-        return DEFAULT_HEARTBEAT
-    return value if value > 0 else DEFAULT_HEARTBEAT
+    return positive_seconds(os.environ.get(HEARTBEAT_ENV)) or DEFAULT_HEARTBEAT
 
 
 def relay_data_dir() -> Path:

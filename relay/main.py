@@ -19,7 +19,7 @@ import trio
 from crosstalk.crypto import MAX_WORK_BITS
 from crosstalk.errors import UsageError
 from crosstalk.logs import BACKUPS, LOG_MAX_BYTES_ENV, PrivateRotatingFileHandler, max_bytes_from
-from crosstalk.paths import relay_data_dir
+from crosstalk.paths import positive_seconds, relay_data_dir
 from relay.keys import load_or_create_key, prepare_data_dir
 from relay.limits import RelayConfig
 from relay.server import RelayServer, ShellTimings
@@ -85,27 +85,17 @@ def relay_config(opts: ServeOptions) -> RelayConfig:
     )
 
 
-def seconds_from(raw: str | None) -> float | None:
-    """A positive, finite number of seconds from an environment variable, or None (unset, not
-    a number, zero or less, infinite)."""
-    try:
-        value = float(raw or "nan")
-    except ValueError:
-        return None
-    return value if 0 < value < math.inf else None  # NaN is neither
-
-
 def with_hello_timeout(config: RelayConfig, raw: str | None) -> RelayConfig:
     """``config`` with the hello timeout from ``CROSSTALK_RELAY_HELLO_TIMEOUT`` when it is a
     positive number of seconds (anything else keeps ``config``'s)."""
-    hello = seconds_from(raw)
+    hello = positive_seconds(raw)
     return config if hello is None else attrs.evolve(config, hello_timeout=hello)
 
 
 def shell_timings(raw: str | None) -> ShellTimings:
     """The shell's timings, with the pings from ``CROSSTALK_RELAY_PING`` when it is a positive
     number of seconds (anything else keeps the defaults)."""
-    ping = seconds_from(raw)
+    ping = positive_seconds(raw)
     if ping is None:
         return ShellTimings()
     return ShellTimings(ping_interval=ping, ping_timeout=ping)
@@ -136,7 +126,7 @@ def _open_server(
         from relay.node import NodeServer
         from relay.node_presence import NodeTimings
 
-        beat = seconds_from(os.environ.get(NODE_BEAT_ENV))
+        beat = positive_seconds(os.environ.get(NODE_BEAT_ENV))
         presence = None if beat is None else NodeTimings(beat=beat, presence_timeout=3 * beat)
         nats_storage = NatsStorage(opts.nats, replicas=opts.nats_replicas)
         try:

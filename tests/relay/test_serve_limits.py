@@ -11,11 +11,11 @@ import pytest
 
 from crosstalk.cli.cmd_relay import serve
 from crosstalk.errors import UsageError
+from crosstalk.paths import positive_seconds
 from relay.limits import RelayConfig
 from relay.main import (
     ServeOptions,
     relay_config,
-    seconds_from,
     shell_timings,
     with_hello_timeout,
 )
@@ -68,7 +68,8 @@ def test_crosstalk_relay_ping_sets_the_ping_interval_and_timeout(raw: str | None
 def test_a_seconds_variable_is_a_positive_number_or_nothing() -> None:
     """CROSSTALK_RELAY_NODE_BEAT (and the ping) take a positive number of seconds, else the
     default applies."""
-    assert [seconds_from(raw) for raw in ("2", "0.25", None, "", "0", "-3", "nan", "inf", "x")] == [
+    texts = ("2", "0.25", None, "", "0", "-3", "nan", "inf", "x")
+    assert [positive_seconds(raw) for raw in texts] == [
         2.0, 0.25, None, None, None, None, None, None, None]
 
 
