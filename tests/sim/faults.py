@@ -85,26 +85,33 @@ def schedule(seed: int, nodes: tuple[str, ...], horizon: float) -> tuple[set[str
             mode = float(LIES.index(lies.choice(LIES)))
             faults.append(Fault(0, round(lies.uniform(0, horizon), 3), "lie",
                                 lies.choice(nodes), mode))
-    disks = random.Random(f"{seed}/disks")
-    if disks.random() < 0.5:
-        profile.add("disk_full")
-        for _ in range(disks.randint(1, 3)):
-            faults.append(Fault(0, round(disks.uniform(0, horizon), 3), "disk_full",
-                                disks.choice(nodes), disks.uniform(0.5, 20)))
-    half = random.Random(f"{seed}/half-open")
-    if half.random() < 0.5:
-        profile.add("half_open")
-        for _ in range(half.randint(1, 3)):
-            faults.append(Fault(0, round(half.uniform(0, horizon), 3), "half_open",
-                                half.choice(nodes), half.uniform(5, 40)))
-    busy = random.Random(f"{seed}/busy")
-    if busy.random() < 0.5:
-        profile.add("busy")
-        for _ in range(busy.randint(1, 3)):
-            faults.append(Fault(0, round(busy.uniform(0, horizon), 3), "busy", None,
-                                busy.uniform(2, 20)))
+    for stream, kind, on_nodes, sizes in WINDOWS:
+        faults += _windows(random.Random(f"{seed}/{stream}"), kind, nodes if on_nodes else (),
+                           horizon, sizes, profile)
     faults.sort(key=lambda f: (f.at, f.kind))
     return profile, [attrs.evolve(f, index=i) for i, f in enumerate(faults)]
+
+
+# Fault kinds on in half the seeds, each from a stream of its own (so turning one on moves no
+# other kind's draws): its stream's name, the kind, whether each window is at one node (else the
+# whole relay), and how long a window lasts, in seconds.
+WINDOWS = (("disks", "disk_full", True, (0.5, 20.0)), ("half-open", "half_open", True, (5.0, 40.0)),
+           ("busy", "busy", False, (2.0, 20.0)))
+
+
+def _windows(rng: random.Random, kind: str, nodes: tuple[str, ...], horizon: float,
+             sizes: tuple[float, float], profile: set[str]) -> list[Fault]:
+    """One to three windows of ``kind`` over ``[0, horizon]`` if ``rng`` turns it on (then it is
+    added to ``profile``); each at one of ``nodes``, or at no node if there are none."""
+    if rng.random() >= 0.5:
+        return []
+    profile.add(kind)
+    out = []
+    for _ in range(rng.randint(1, 3)):
+        at = round(rng.uniform(0, horizon), 3)
+        target = rng.choice(nodes) if nodes else None
+        out.append(Fault(0, at, kind, target, rng.uniform(*sizes)))
+    return out
 
 
 async def _for_a_while(world: World, fault: Fault) -> None:
