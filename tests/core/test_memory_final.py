@@ -26,10 +26,7 @@ from crosstalk.wire.memory import (
     TaskRelease,
 )
 from crosstalk.wire.reservations import ReleaseOp, RenewOp, ReserveOp
-
-JO = Person("bbbb-bbbb-bbbb-bbbb", "jo")
-KIM = Person("cccc-cccc-cccc-cccc", "kim")
-T0 = 1_800_000_000.0
+from tests.core.test_memory import JO, KIM, T0
 
 # One op of every kind, and whether its outcome on a memory that gave ops up is final.
 EVERY_OP: dict[type, tuple[MemoryOp, bool]] = {

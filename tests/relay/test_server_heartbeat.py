@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import trio
 import trio.testing
-from trio_websocket import wrap_client_stream
+from trio_websocket import WebSocketConnection, wrap_client_stream
 
 from crosstalk.wire import relay as w
 from relay.server import RelayServer, ShellTimings, _Link
@@ -16,6 +19,23 @@ TIMINGS = ShellTimings(ping_interval=20.0, ping_timeout=10.0, close_timeout=3.0,
 
 def _server() -> RelayServer:
     return RelayServer(MemoryStorage(), b"\x07" * 32, timings=TIMINGS)
+
+
+@asynccontextmanager
+async def _challenged(server: RelayServer) -> AsyncIterator[WebSocketConnection]:
+    """``server`` running, and a client connected to it that has its challenge (and answers
+    pings as trio-websocket does); closed and stopped afterwards."""
+    client_end, server_end = trio.testing.memory_stream_pair()
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.run)
+        nursery.start_soon(server.handle_stream, server_end)
+        async with trio.open_nursery() as client:
+            # trio-websocket annotates SocketStream but works over any trio Stream.
+            ws = await wrap_client_stream(client, client_end, "relay", "/ws")  # type: ignore[arg-type]
+            assert isinstance(w.decode_relay_frame(await ws.get_message()), w.Challenge)
+            yield ws
+            await ws.aclose()
+        nursery.cancel_scope.cancel()
 
 
 async def test_silent_peer_is_dropped_after_interval_plus_timeout(
@@ -49,17 +69,9 @@ async def test_live_peer_answering_pings_stays_connected(
 ) -> None:
     """A client whose WebSocket answers pings is kept for as long as it likes."""
     server = _server()
-    client_end, server_end = trio.testing.memory_stream_pair()
-    async with trio.open_nursery() as nursery:
-        await nursery.start(server.run)
-        nursery.start_soon(server.handle_stream, server_end)
-        async with trio.open_nursery() as client:
-            ws = await wrap_client_stream(client, client_end, "relay", "/ws")  # type: ignore[arg-type]
-            assert isinstance(w.decode_relay_frame(await ws.get_message()), w.Challenge)
-            await trio.sleep(610.0)  # 30 pings answered; off the 20 s grid so none is in flight
-            assert server.core.statistics().connections == 1
-            await ws.aclose()
-        nursery.cancel_scope.cancel()
+    async with _challenged(server):
+        await trio.sleep(610.0)  # 30 pings answered; off the 20 s grid so none is in flight
+        assert server.core.statistics().connections == 1
 
 
 class _CountingServer(RelayServer):
@@ -82,15 +94,7 @@ async def test_ping_deadline_met_exactly_is_due(autojump_clock: trio.testing.Moc
     assert (12.008 + 20.0) - 12.008 < 20.0  # the rounding this case needs
     server = _CountingServer()
     autojump_clock.jump(12.008)
-    client_end, server_end = trio.testing.memory_stream_pair()
-    async with trio.open_nursery() as nursery:
-        await nursery.start(server.run)
-        nursery.start_soon(server.handle_stream, server_end)
-        async with trio.open_nursery() as client:
-            ws = await wrap_client_stream(client, client_end, "relay", "/ws")  # type: ignore[arg-type]
-            assert isinstance(w.decode_relay_frame(await ws.get_message()), w.Challenge)
-            await trio.sleep_until(40.0)
-            assert server.core.statistics().connections == 1
-            assert server.scheduled.get(32.008, 0) < 100
-            await ws.aclose()
-        nursery.cancel_scope.cancel()
+    async with _challenged(server):
+        await trio.sleep_until(40.0)
+        assert server.core.statistics().connections == 1
+        assert server.scheduled.get(32.008, 0) < 100
