@@ -33,14 +33,21 @@ async def _ping_after_close(server: RelayServer, nursery: trio.Nursery) -> list[
     ping only after the relay's close frame reached it, as a client whose pinger fired just as
     it woke would."""
     client, server_end = trio.testing.memory_stream_pair()
-    nursery.start_soon(server.handle_stream, server_end)
+    handled = trio.Event()
+
+    async def serve() -> None:
+        await server.handle_stream(server_end)
+        handled.set()
+
+    nursery.start_soon(serve)
     ws = WSConnection(ConnectionType.CLIENT)
     await client.send_all(ws.send(Request(host="relay", target="/ws")))
     await _until(client, ws, AcceptConnection)
     ping = ws.send(Ping(b"late"))  # made while open: once the close is in, wsproto would refuse
     events = await _until(client, ws, CloseConnection)
     await client.send_all(ping)
-    await trio.sleep(TIMINGS.close_timeout + 1)  # the relay gives up on our close reply
+    with trio.fail_after(60):  # the relay gives up on our close reply after close_timeout
+        await handled.wait()
     return events
 
 
